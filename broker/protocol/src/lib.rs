@@ -1,11 +1,22 @@
-//! Chronik's Kafka protocol layer: no I/O, no tokio.
+//! Chronik's Kafka protocol layer: framing, request headers, the API dispatch
+//! table and the RecordBatch view. No I/O, no tokio: the server feeds bytes in
+//! and writes the bytes this crate produces.
 //!
 //! Layout:
+//! - `frame`        — size-prefixed framing with a frame-size cap, checked before allocating.
+//! - `header`       — fixed header fields, full request decoding.
+//! - `api`          — supported APIs/versions (the one table), typed Request/Response enums, response encoding.
 //! - `record_batch` — RecordBatch v2 header view, CRC-32C check, in-place base offset.
 //! - `error`        — the crate's error types.
 
+pub mod api;
 pub mod error;
+pub mod frame;
+pub mod header;
 pub mod record_batch;
 
-pub use error::BatchError;
+pub use api::{encode_response, Request, Response, SUPPORTED_APIS};
+pub use error::{BatchError, EncodeError, FrameError, RequestError};
+pub use header::{decode_request, DecodedRequest, RawHeader};
 pub use record_batch::{BatchHeader, BatchScanner};
+pub use kafka_protocol;

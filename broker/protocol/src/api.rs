@@ -1,0 +1,154 @@
+//! The broker's API dispatch table: which Kafka APIs and versions it serves,
+//! and the typed request/response enums generated from that table.
+//!
+//! Owns: the single list of supported (API, version range) pairs — the same
+//! list ApiVersions advertises and request decoding enforces — and the
+//! decode/encode dispatch for each entry. Must not: hold broker state or
+//! decide how a request is answered (that is the server's handlers).
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::error::{EncodeError, RequestError};
+use crate::header::RawHeader;
+
+macro_rules! api_table {
+    ($( $variant:ident : $req:ty => $resp:ty, versions $min:literal ..= $max:literal; )*) => {
+        /// A decoded request body of one of the supported APIs.
+        #[derive(Debug, Clone)]
+        pub enum Request { $( $variant($req), )* }
+
+        /// A response body of one of the supported APIs.
+        #[derive(Debug, Clone)]
+        pub enum Response { $( $variant($resp), )* }
+
+        /// Every (API, min version, max version) this broker serves.
+        pub const SUPPORTED_APIS: &[(ApiKey, i16, i16)] = &[ $( (ApiKey::$variant, $min, $max), )* ];
+
+        impl Request {
+            pub fn api_key(&self) -> ApiKey {
+                match self { $( Request::$variant(_) => ApiKey::$variant, )* }
+            }
+
+            /// Decodes a request body of `api_key` at `version`; the caller has
+            /// already checked that the version is supported.
+            pub(crate) fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, RequestError> {
+                match api_key {
+                    $( ApiKey::$variant => <$req>::decode(body, version)
+                        .map(Request::$variant)
+                        .map_err(|e| RequestError::Malformed { api: api_name(api_key), version, reason: e.to_string() }), )*
+                    #[allow(unreachable_patterns)]
+                    other => Err(RequestError::UnknownApiKey { api_key: other as i16, correlation_id: -1 }),
+                }
+            }
+        }
+
+        impl Response {
+            pub fn api_key(&self) -> ApiKey {
+                match self { $( Response::$variant(_) => ApiKey::$variant, )* }
+            }
+
+            fn encode_body(&self, buf: &mut BytesMut, version: i16) -> Result<(), EncodeError> {
+                let result = match self { $( Response::$variant(r) => r.encode(buf, version), )* };
+                result.map_err(|e| EncodeError { api: api_name(self.api_key()), version, reason: e.to_string() })
+            }
+        }
+    };
+}
+
+api_table! {
+    Produce: ProduceRequest => ProduceResponse, versions 3 ..= 12;
+    Fetch: FetchRequest => FetchResponse, versions 4 ..= 16;
+    ListOffsets: ListOffsetsRequest => ListOffsetsResponse, versions 1 ..= 10;
+    Metadata: MetadataRequest => MetadataResponse, versions 0 ..= 12;
+    ApiVersions: ApiVersionsRequest => ApiVersionsResponse, versions 0 ..= 4;
+    CreateTopics: CreateTopicsRequest => CreateTopicsResponse, versions 2 ..= 7;
+    DeleteTopics: DeleteTopicsRequest => DeleteTopicsResponse, versions 1 ..= 6;
+    DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse, versions 1 ..= 4;
+}
+
+/// The supported version range of `api_key`, if the broker serves it.
+pub fn supported_versions(api_key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED_APIS
+        .iter()
+        .find(|(key, _, _)| *key == api_key)
+        .map(|(_, min, max)| (*min, *max))
+}
+
+/// Kafka's name for an API, for logs and metric labels.
+pub fn api_name(api_key: ApiKey) -> &'static str {
+    match api_key {
+        ApiKey::Produce => "Produce",
+        ApiKey::Fetch => "Fetch",
+        ApiKey::ListOffsets => "ListOffsets",
+        ApiKey::Metadata => "Metadata",
+        ApiKey::ApiVersions => "ApiVersions",
+        ApiKey::CreateTopics => "CreateTopics",
+        ApiKey::DeleteTopics => "DeleteTopics",
+        ApiKey::DescribeConfigs => "DescribeConfigs",
+        ApiKey::FindCoordinator => "FindCoordinator",
+        ApiKey::JoinGroup => "JoinGroup",
+        ApiKey::SyncGroup => "SyncGroup",
+        ApiKey::Heartbeat => "Heartbeat",
+        ApiKey::LeaveGroup => "LeaveGroup",
+        ApiKey::OffsetCommit => "OffsetCommit",
+        ApiKey::OffsetFetch => "OffsetFetch",
+        ApiKey::InitProducerId => "InitProducerId",
+        _ => "Other",
+    }
+}
+
+/// Encodes a whole response frame: size prefix, response header (whose
+/// version depends on the API and version), then the body.
+pub fn encode_response(correlation_id: i32, version: i16, response: &Response) -> Result<Bytes, EncodeError> {
+    let api_key = response.api_key();
+    let mut buf = BytesMut::with_capacity(128);
+    buf.extend_from_slice(&[0u8; 4]);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    header
+        .encode(&mut buf, api_key.response_header_version(version))
+        .map_err(|e| EncodeError { api: api_name(api_key), version, reason: e.to_string() })?;
+    response.encode_body(&mut buf, version)?;
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+/// The ApiVersions response advertising `SUPPORTED_APIS`, with `error_code`.
+pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+    let api_keys = SUPPORTED_APIS
+        .iter()
+        .map(|(key, min, max)| {
+            api_versions_response::ApiVersion::default()
+                .with_api_key(*key as i16)
+                .with_min_version(*min)
+                .with_max_version(*max)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(api_keys)
+}
+
+/// Whether `raw` names a supported API at a supported version.
+pub fn check_supported(raw: &RawHeader) -> Result<ApiKey, RequestError> {
+    let api_key = ApiKey::try_from(raw.api_key).map_err(|_| RequestError::UnknownApiKey {
+        api_key: raw.api_key,
+        correlation_id: raw.correlation_id,
+    })?;
+    let (min, max) = supported_versions(api_key).ok_or(RequestError::UnknownApiKey {
+        api_key: raw.api_key,
+        correlation_id: raw.correlation_id,
+    })?;
+    if raw.api_version < min || raw.api_version > max {
+        return Err(RequestError::UnsupportedVersion {
+            api: api_name(api_key),
+            version: raw.api_version,
+            min,
+            max,
+            correlation_id: raw.correlation_id,
+        });
+    }
+    Ok(api_key)
+}
