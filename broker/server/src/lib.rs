@@ -1,1 +1,26 @@
-//! placeholder
+//! `chronik-server`: a durable, single-node, Kafka-compatible broker.
+//!
+//! Layout:
+//! - `config`      — clap args (every flag also `CHRONIK_*`), WAL and produce profiles.
+//! - `server`      — start-up (log recovery, listeners) and ordered shutdown.
+//! - `connection`  — per-connection framing, pipelining, backpressure, in-order responses.
+//! - `handlers/`   — one file per Kafka API; the only place log errors become Kafka error codes.
+//! - `durability`  — waiting for the group-commit flusher before acknowledging.
+//! - `broker`      — shared state handed to handlers.
+//! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.
+//! - `alloc_guard` — the global allocator that keeps wire-claimed capacities from aborting the process.
+//!
+//! Request flow: `server` accepts → `connection` reads a frame (after reserving
+//! its bytes from the produce-memory budget) → `chronik_protocol` decodes it →
+//! `handlers::handle` → `chronik_log` appends/reads → (acks≥1) `durability`
+//! waits for the flusher → `connection` writes responses in request order.
+
+pub mod alloc_guard;
+pub mod broker;
+pub mod config;
+pub mod connection;
+pub mod durability;
+pub mod handlers;
+pub mod http;
+pub mod metrics;
+pub mod server;

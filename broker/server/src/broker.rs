@@ -1,0 +1,90 @@
+//! The broker's shared state, handed to every connection and handler.
+//!
+//! Owns: the log manager, metrics, the advertised endpoint, the cluster id
+//! (persisted in `<data-dir>/meta.properties`), the produce-memory budget and
+//! the "log data changed" signal that wakes acks waiting for durability and
+//! fetches waiting for data. Must not: speak the wire protocol.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context;
+use chronik_log::LogManager;
+use tokio::sync::{watch, Semaphore};
+
+use crate::config::Config;
+use crate::metrics::Metrics;
+
+/// Everything a request handler may need. Shared as `Arc<Broker>`.
+pub struct Broker {
+    pub config: Config,
+    pub log: Arc<LogManager>,
+    pub metrics: Arc<Metrics>,
+    /// The host and port put in Metadata responses.
+    pub advertised: (String, u16),
+    pub cluster_id: String,
+    /// Bumped whenever offsets may have become durable (after a group-commit
+    /// round, or after an append when fsync is off).
+    pub data_changed: Arc<watch::Sender<u64>>,
+    /// Bytes of requests that may be held in memory at once; a connection
+    /// stops reading when it cannot get permits for its next frame.
+    pub produce_memory: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker").field("node_id", &self.config.node_id).field("advertised", &self.advertised).finish()
+    }
+}
+
+impl Broker {
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// Whether acknowledgements wait for the group-commit flusher.
+    pub fn fsync_enabled(&self) -> bool {
+        self.config.wal_profile.max_wait().is_some()
+    }
+
+    /// Wakes everything waiting on `data_changed`.
+    pub fn notify_data_changed(&self) {
+        self.data_changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// In-flight request memory currently taken, in bytes.
+    pub fn produce_memory_in_use(&self) -> usize {
+        self.config
+            .produce_profile
+            .in_flight_bytes()
+            .saturating_sub(self.produce_memory.available_permits())
+    }
+}
+
+/// Reads `cluster.id` from `<data_dir>/meta.properties`, creating the file
+/// with a fresh id on first start, and checks the stored node id matches.
+pub fn load_or_create_cluster_id(data_dir: &Path, node_id: i32) -> anyhow::Result<String> {
+    std::fs::create_dir_all(data_dir).with_context(|| format!("creating data dir {}", data_dir.display()))?;
+    let path = data_dir.join("meta.properties");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        let mut cluster_id = None;
+        for line in text.lines() {
+            match line.split_once('=') {
+                Some(("cluster.id", v)) => cluster_id = Some(v.trim().to_string()),
+                Some(("node.id", v)) if v.trim() != node_id.to_string() => anyhow::bail!(
+                    "{} belongs to node.id {} but this broker is --node-id {node_id}",
+                    path.display(),
+                    v.trim()
+                ),
+                _ => {}
+            }
+        }
+        return cluster_id.with_context(|| format!("{} has no cluster.id", path.display()));
+    }
+    let cluster_id = uuid::Uuid::new_v4().simple().to_string();
+    let tmp = data_dir.join("meta.properties.tmp");
+    std::fs::write(&tmp, format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"))
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(cluster_id)
+}

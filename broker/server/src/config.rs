@@ -1,0 +1,193 @@
+//! Command-line and environment configuration of `chronik-server`.
+//!
+//! Owns: the clap `Args` (every flag also a `CHRONIK_*` env var), the named
+//! WAL and produce profiles from the seeds, and the plain `Config` the rest of
+//! the server receives. Must not: read the environment anywhere else.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+/// Group-commit profile: how long an acknowledged batch may wait for fsync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WalProfile {
+    /// No fsync on the produce path (like stock Kafka): acks follow the page cache.
+    None,
+    /// fdatasync at most 2 ms after the first unflushed append.
+    Low,
+    /// 10 ms.
+    Medium,
+    /// 50 ms.
+    High,
+    /// 100 ms.
+    Ultra,
+}
+
+impl WalProfile {
+    /// The group commit's maximum wait, or `None` when fsync is off.
+    pub fn max_wait(self) -> Option<Duration> {
+        match self {
+            WalProfile::None => None,
+            WalProfile::Low => Some(Duration::from_millis(2)),
+            WalProfile::Medium => Some(Duration::from_millis(10)),
+            WalProfile::High => Some(Duration::from_millis(50)),
+            WalProfile::Ultra => Some(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// Produce profile: the bound on request bytes held in memory at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProduceProfile {
+    /// 16 MiB.
+    LowLatency,
+    /// 32 MiB.
+    Balanced,
+    /// 128 MiB.
+    HighThroughput,
+    /// 512 MiB.
+    Extreme,
+}
+
+impl ProduceProfile {
+    pub fn in_flight_bytes(self) -> usize {
+        const MIB: usize = 1024 * 1024;
+        match self {
+            ProduceProfile::LowLatency => 16 * MIB,
+            ProduceProfile::Balanced => 32 * MIB,
+            ProduceProfile::HighThroughput => 128 * MIB,
+            ProduceProfile::Extreme => 512 * MIB,
+        }
+    }
+}
+
+/// `chronik-server`: a durable, Kafka-compatible broker.
+#[derive(Debug, Parser)]
+#[command(name = "chronik-server", version, about)]
+pub struct Args {
+    /// Address the Kafka listener binds (port 0 picks a free port).
+    #[arg(long, env = "CHRONIK_LISTEN", default_value = "0.0.0.0:9092")]
+    pub listen: SocketAddr,
+    /// host:port clients are told to connect to (Metadata). Defaults to the
+    /// bound listen address, with 0.0.0.0 replaced by 127.0.0.1.
+    #[arg(long, env = "CHRONIK_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Directory holding topic partitions, checkpoints and broker metadata.
+    #[arg(long, env = "CHRONIK_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Group-commit fsync profile: none | low (2 ms) | medium (10 ms) | high (50 ms) | ultra (100 ms).
+    #[arg(long, env = "CHRONIK_WAL_PROFILE", value_enum, default_value = "medium")]
+    pub wal_profile: WalProfile,
+    /// In-flight produce memory: low-latency (16 MiB) | balanced (32 MiB) | high-throughput (128 MiB) | extreme (512 MiB).
+    #[arg(long, env = "CHRONIK_PRODUCE_PROFILE", value_enum, default_value = "balanced")]
+    pub produce_profile: ProduceProfile,
+    /// Address of the HTTP endpoint serving /metrics, /health and /ready.
+    #[arg(long, env = "CHRONIK_METRICS_LISTEN", default_value = "0.0.0.0:9644")]
+    pub metrics_listen: SocketAddr,
+    /// Create unknown topics when a client's Metadata request asks for them.
+    #[arg(long, env = "CHRONIK_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_topics: bool,
+    /// Partition count of auto-created topics and of CreateTopics with num_partitions = -1.
+    #[arg(long, env = "CHRONIK_DEFAULT_PARTITIONS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub default_partitions: u32,
+    /// This broker's node id (Kafka's node.id).
+    #[arg(long, env = "CHRONIK_NODE_ID", default_value_t = 1)]
+    pub node_id: i32,
+    /// Largest request frame accepted (Kafka's socket.request.max.bytes).
+    #[arg(long, env = "CHRONIK_MAX_REQUEST_BYTES", default_value_t = 100 * 1024 * 1024,
+          value_parser = clap::value_parser!(u32).range(1024..=1_073_741_824))]
+    pub max_request_bytes: u32,
+    /// Default segment.bytes for new topics.
+    #[arg(long, env = "CHRONIK_SEGMENT_BYTES", default_value_t = 1024 * 1024 * 1024)]
+    pub segment_bytes: u64,
+    /// Default retention.ms for new topics (-1 = keep forever).
+    #[arg(long, env = "CHRONIK_RETENTION_MS", default_value_t = 7 * 24 * 3600 * 1000, allow_hyphen_values = true)]
+    pub retention_ms: i64,
+    /// Default retention.bytes per partition for new topics (-1 = unlimited).
+    #[arg(long, env = "CHRONIK_RETENTION_BYTES", default_value_t = -1, allow_hyphen_values = true)]
+    pub retention_bytes: i64,
+    /// Seconds between retention checks.
+    #[arg(long, env = "CHRONIK_RETENTION_CHECK_SECS", default_value_t = 30)]
+    pub retention_check_secs: u64,
+}
+
+/// The effective configuration, as the server uses it.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub advertise: Option<(String, u16)>,
+    pub data_dir: PathBuf,
+    pub wal_profile: WalProfile,
+    pub produce_profile: ProduceProfile,
+    pub metrics_listen: SocketAddr,
+    pub auto_create_topics: bool,
+    pub default_partitions: u32,
+    pub node_id: i32,
+    pub max_request_bytes: usize,
+    pub segment_bytes: u64,
+    pub retention_ms: i64,
+    pub retention_bytes: i64,
+    pub retention_check_interval: Duration,
+}
+
+impl TryFrom<Args> for Config {
+    type Error = anyhow::Error;
+
+    fn try_from(args: Args) -> anyhow::Result<Config> {
+        let advertise = args.advertise.as_deref().map(parse_host_port).transpose()?;
+        Ok(Config {
+            listen: args.listen,
+            advertise,
+            data_dir: args.data_dir,
+            wal_profile: args.wal_profile,
+            produce_profile: args.produce_profile,
+            metrics_listen: args.metrics_listen,
+            auto_create_topics: args.auto_create_topics,
+            default_partitions: args.default_partitions,
+            node_id: args.node_id,
+            max_request_bytes: args.max_request_bytes as usize,
+            segment_bytes: args.segment_bytes,
+            retention_ms: args.retention_ms,
+            retention_bytes: args.retention_bytes,
+            retention_check_interval: Duration::from_secs(args.retention_check_secs.max(1)),
+        })
+    }
+}
+
+/// Parses `host:port` (host may be a name, an IPv4 address or `[v6]`).
+pub fn parse_host_port(s: &str) -> anyhow::Result<(String, u16)> {
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow::anyhow!("--advertise {s:?} must be host:port"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--advertise {s:?}: bad port: {e}"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || port == 0 {
+        anyhow::bail!("--advertise {s:?} needs a non-empty host and a non-zero port");
+    }
+    Ok((host.to_string(), port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_advertised_addresses() {
+        assert_eq!(parse_host_port("broker-0.chronik:9092").expect("ok"), ("broker-0.chronik".into(), 9092));
+        assert_eq!(parse_host_port("[::1]:19092").expect("ok"), ("::1".into(), 19092));
+        assert!(parse_host_port("no-port").is_err());
+        assert!(parse_host_port("host:0").is_err());
+    }
+
+    #[test]
+    fn profiles_match_the_seed_names_and_sizes() {
+        let args = Args::parse_from(["chronik-server", "--wal-profile", "ultra", "--produce-profile", "high-throughput"]);
+        assert_eq!(args.wal_profile.max_wait(), Some(Duration::from_millis(100)));
+        assert_eq!(args.produce_profile.in_flight_bytes(), 128 * 1024 * 1024);
+        assert_eq!(WalProfile::None.max_wait(), None);
+    }
+}

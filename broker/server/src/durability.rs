@@ -1,0 +1,32 @@
+//! Waiting for the group-commit flusher: a produce with acks=1/all parks here
+//! until every partition it appended to is durable past its batch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronik_log::PartitionLog;
+use tokio::time::Instant;
+
+use crate::broker::Broker;
+
+/// Waits until each `(partition, end_offset)` has `durable_offset() >=
+/// end_offset`. Returns false if `timeout` passed first.
+pub async fn wait_until_durable(broker: &Broker, pending: &[(Arc<PartitionLog>, i64)], timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    // Subscribe before checking, so a flush between the check and the wait
+    // still wakes us.
+    let mut changed = broker.data_changed.subscribe();
+    loop {
+        if pending.iter().all(|(log, end)| log.durable_offset() >= *end) {
+            return true;
+        }
+        tokio::select! {
+            result = changed.changed() => {
+                if result.is_err() {
+                    return false;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => return false,
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! DeleteTopics: by name (all versions) or by topic id (v6+).
+
+use std::sync::Arc;
+
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tracing::info;
+use uuid::Uuid;
+
+use super::topic_lookup::{resolve, to_uuid, topic_name};
+use super::Handled;
+use crate::broker::Broker;
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) -> Option<Handled> {
+    let targets: Vec<(Option<TopicName>, Uuid)> = if version >= 6 {
+        request.topics.into_iter().map(|t| (t.name, t.topic_id)).collect()
+    } else {
+        request.topic_names.into_iter().map(|n| (Some(n), Uuid::nil())).collect()
+    };
+    let responses: Vec<DeletableTopicResult> = targets
+        .into_iter()
+        .map(|(name, id)| delete_one(broker, name, id))
+        .collect();
+    let has_error = responses.iter().any(|r| r.error_code != 0);
+    Handled::new(
+        Response::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses)),
+        has_error,
+    )
+}
+
+fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> DeletableTopicResult {
+    let requested_name = name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+    let result = DeletableTopicResult::default().with_name(name.clone()).with_topic_id(id);
+    let topic = match resolve(broker, &requested_name, id) {
+        Ok(topic) => topic,
+        Err(error) => return result.with_error_code(error.code()),
+    };
+    match broker.log.delete_topic(&topic.name) {
+        Ok(()) => {
+            info!(topic = %topic.name, "deleted topic");
+            broker.notify_data_changed();
+            result
+                .with_name(Some(topic_name(&topic.name)))
+                .with_topic_id(to_uuid(topic.topic_id))
+        }
+        Err(e) => result
+            .with_error_code(ResponseError::UnknownServerError.code())
+            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+    }
+}

@@ -1,0 +1,123 @@
+//! DescribeConfigs for topics (effective log configs, overrides marked as
+//! topic configs) and for this broker (its static settings under Kafka's
+//! names, plus Chronik's profiles).
+
+use std::sync::Arc;
+
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::Handled;
+use crate::broker::Broker;
+
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+pub const SOURCE_TOPIC: i8 = 1;
+pub const SOURCE_STATIC_BROKER: i8 = 4;
+pub const SOURCE_DEFAULT: i8 = 5;
+
+/// One config as described to clients.
+struct Entry {
+    name: String,
+    value: String,
+    read_only: bool,
+    source: i8,
+}
+
+pub fn handle(broker: &Arc<Broker>, _version: i16, request: DescribeConfigsRequest) -> Option<Handled> {
+    let results: Vec<DescribeConfigsResult> = request.resources.into_iter().map(|r| describe(broker, r)).collect();
+    let has_error = results.iter().any(|r| r.error_code != 0);
+    Handled::new(
+        Response::DescribeConfigs(DescribeConfigsResponse::default().with_results(results)),
+        has_error,
+    )
+}
+
+fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfigsResult {
+    let name = resource.resource_name.to_string();
+    let result = DescribeConfigsResult::default()
+        .with_resource_type(resource.resource_type)
+        .with_resource_name(resource.resource_name.clone());
+    let entries = match resource.resource_type {
+        RESOURCE_TOPIC => match broker.log.topic(&name) {
+            Some(topic) => Ok(topic
+                .config
+                .describe(&topic.overrides)
+                .into_iter()
+                .map(|e| Entry {
+                    name: e.name,
+                    value: e.value,
+                    read_only: e.read_only,
+                    source: if e.is_default { SOURCE_DEFAULT } else { SOURCE_TOPIC },
+                })
+                .collect::<Vec<_>>()),
+            None => Err((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))),
+        },
+        RESOURCE_BROKER if name.is_empty() || name == broker.node_id().to_string() => Ok(broker_entries(broker)),
+        RESOURCE_BROKER => Err((
+            ResponseError::InvalidRequest,
+            format!("broker {name} is not this broker (node id {})", broker.node_id()),
+        )),
+        other => Err((
+            ResponseError::InvalidRequest,
+            format!("resource type {other} is not supported (topics and brokers are)"),
+        )),
+    };
+    match entries {
+        Ok(entries) => {
+            let wanted = resource.configuration_keys.map(|keys| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+            let configs = entries
+                .into_iter()
+                .filter(|e| wanted.as_ref().is_none_or(|w| w.contains(&e.name)))
+                .map(|e| {
+                    DescribeConfigsResourceResult::default()
+                        .with_name(StrBytes::from_string(e.name))
+                        .with_value(Some(StrBytes::from_string(e.value)))
+                        .with_read_only(e.read_only)
+                        .with_config_source(e.source)
+                })
+                .collect();
+            result.with_configs(configs)
+        }
+        Err((error, message)) => result
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(message))),
+    }
+}
+
+fn broker_entries(broker: &Broker) -> Vec<Entry> {
+    let c = &broker.config;
+    let defaults = broker.log.default_log_config();
+    let (host, port) = &broker.advertised;
+    let pairs: Vec<(&str, String)> = vec![
+        ("node.id", c.node_id.to_string()),
+        ("broker.id", c.node_id.to_string()),
+        ("listeners", format!("PLAINTEXT://{}", c.listen)),
+        ("advertised.listeners", format!("PLAINTEXT://{host}:{port}")),
+        ("log.dirs", c.data_dir.display().to_string()),
+        ("num.partitions", c.default_partitions.to_string()),
+        ("default.replication.factor", "1".into()),
+        ("auto.create.topics.enable", c.auto_create_topics.to_string()),
+        ("socket.request.max.bytes", c.max_request_bytes.to_string()),
+        ("message.max.bytes", defaults.max_message_bytes.to_string()),
+        ("log.segment.bytes", defaults.segment_bytes.to_string()),
+        ("log.retention.ms", defaults.retention_ms.to_string()),
+        ("log.retention.bytes", defaults.retention_bytes.to_string()),
+        ("chronik.wal.profile", format!("{:?}", c.wal_profile).to_lowercase()),
+        ("chronik.produce.profile", format!("{:?}", c.produce_profile)),
+        ("chronik.produce.memory.bytes", c.produce_profile.in_flight_bytes().to_string()),
+    ];
+    pairs
+        .into_iter()
+        .map(|(name, value)| Entry {
+            name: name.to_string(),
+            value,
+            read_only: true,
+            source: SOURCE_STATIC_BROKER,
+        })
+        .collect()
+}

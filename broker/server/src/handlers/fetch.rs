@@ -1,0 +1,144 @@
+//! Fetch: reads whole batches up to the high watermark (the durable offset),
+//! honouring per-partition and per-response byte limits, and long-polls up to
+//! `max_wait_ms` until `min_bytes` are available. No fetch sessions: every
+//! response has session id 0, which tells clients to send full requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chronik_log::Error as LogError;
+use chronik_protocol::record_batch::count_records;
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::FetchTopic;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use tokio::time::Instant;
+
+use super::topic_lookup::resolve;
+use super::Handled;
+use crate::broker::Broker;
+
+/// Upper bound on a client-supplied max_wait_ms, so a fetch can never park forever.
+const MAX_WAIT_CAP: Duration = Duration::from_secs(60);
+
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Option<Handled> {
+    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0)).min(MAX_WAIT_CAP);
+    let deadline = Instant::now() + wait;
+    let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
+    let mut changed = broker.data_changed.subscribe();
+    loop {
+        let (topics, bytes, has_error) = read_all(broker, version, &request);
+        let done = bytes >= min_bytes || has_error || Instant::now() >= deadline;
+        if done {
+            let records: u64 = topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .filter_map(|p| p.records.as_ref())
+                .map(|r| count_records(r))
+                .sum();
+            broker.metrics.records_out_total.inc_by(records);
+            let response = FetchResponse::default().with_session_id(0).with_responses(topics);
+            return Handled::new(Response::Fetch(response), has_error);
+        }
+        tokio::select! {
+            result = changed.changed() => {
+                if result.is_err() {
+                    return None;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+}
+
+/// One pass over every requested partition. Returns the topics, the record
+/// bytes gathered and whether any partition has an error.
+fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    let mut remaining = if request.max_bytes > 0 { request.max_bytes as usize } else { usize::MAX };
+    let mut total = 0usize;
+    let mut has_error = false;
+    let topics = request
+        .topics
+        .iter()
+        .map(|topic| {
+            let partitions = read_topic(broker, version, topic, &mut remaining, &mut total, &mut has_error);
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic.clone())
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    (topics, total, has_error)
+}
+
+fn read_topic(
+    broker: &Broker,
+    version: i16,
+    topic: &FetchTopic,
+    remaining: &mut usize,
+    total: &mut usize,
+    has_error: &mut bool,
+) -> Vec<PartitionData> {
+    let id = if version >= 13 { topic.topic_id } else { uuid::Uuid::nil() };
+    let found = resolve(broker, &topic.topic.0, id);
+    topic
+        .partitions
+        .iter()
+        .map(|p| {
+            let data = PartitionData::default()
+                .with_partition_index(p.partition)
+                .with_preferred_read_replica(BrokerId(-1));
+            let log = match &found {
+                Ok(t) => t.partition(p.partition).ok_or(ResponseError::UnknownTopicOrPartition),
+                Err(e) => Err(*e),
+            };
+            let log = match log {
+                Ok(log) => log,
+                Err(error) => {
+                    *has_error = true;
+                    return data
+                        .with_error_code(error.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1);
+                }
+            };
+            let high_watermark = log.durable_offset();
+            let data = data
+                .with_high_watermark(high_watermark)
+                .with_last_stable_offset(high_watermark)
+                .with_log_start_offset(log.log_start_offset());
+            // Kafka returns the first batch of the first non-empty partition
+            // even when it exceeds the limits; the log does that when asked
+            // for at least one byte, so a spent budget means "skip".
+            if *remaining == 0 {
+                return data.with_records(Some(Bytes::new()));
+            }
+            let budget = usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0).min(*remaining);
+            let budget = if *total == 0 { budget.max(1) } else { budget };
+            if budget == 0 {
+                return data.with_records(Some(Bytes::new()));
+            }
+            match log.read(p.fetch_offset, budget, high_watermark) {
+                Ok(bytes) => {
+                    *total += bytes.len();
+                    *remaining = remaining.saturating_sub(bytes.len());
+                    data.with_records(Some(bytes))
+                }
+                Err(LogError::OffsetOutOfRange { .. }) => {
+                    *has_error = true;
+                    data.with_error_code(ResponseError::OffsetOutOfRange.code())
+                        .with_records(Some(Bytes::new()))
+                }
+                Err(e) => {
+                    tracing::warn!(topic = log.topic(), partition = log.partition(), error = %e, "fetch read failed");
+                    *has_error = true;
+                    data.with_error_code(ResponseError::KafkaStorageError.code())
+                        .with_records(Some(Bytes::new()))
+                }
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,76 @@
+//! ListOffsets: earliest (-2, -4), latest (-1), max timestamp (-3) and
+//! by-timestamp lookups, bounded by the high watermark as Kafka bounds them.
+
+use std::sync::Arc;
+
+use chronik_log::PartitionLog;
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use uuid::Uuid;
+
+use super::topic_lookup::resolve;
+use super::Handled;
+use crate::broker::Broker;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+pub fn handle(broker: &Arc<Broker>, _version: i16, request: ListOffsetsRequest) -> Option<Handled> {
+    let mut has_error = false;
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let found = resolve(broker, &topic.name.0, Uuid::nil());
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                    let partition = match &found {
+                        Ok(t) => t.partition(p.partition_index).ok_or(ResponseError::UnknownTopicOrPartition),
+                        Err(e) => Err(*e),
+                    };
+                    match partition.and_then(|log| lookup(log, p.timestamp)) {
+                        Ok((offset, timestamp)) => response
+                            .with_offset(offset)
+                            .with_timestamp(timestamp)
+                            .with_leader_epoch(if offset >= 0 { 0 } else { -1 }),
+                        Err(error) => {
+                            has_error = true;
+                            response.with_error_code(error.code()).with_offset(-1).with_timestamp(-1)
+                        }
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions)
+        })
+        .collect();
+    Handled::new(Response::ListOffsets(ListOffsetsResponse::default().with_topics(topics)), has_error)
+}
+
+/// (offset, timestamp) for one partition; -1/-1 when nothing matches.
+fn lookup(log: &PartitionLog, timestamp: i64) -> Result<(i64, i64), ResponseError> {
+    let high_watermark = log.durable_offset();
+    match timestamp {
+        LATEST => Ok((high_watermark, -1)),
+        EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1)),
+        LATEST_TIERED => Ok((-1, -1)),
+        MAX_TIMESTAMP => match log.max_timestamp_offset() {
+            Ok(Some((offset, ts))) if offset < high_watermark => Ok((offset, ts)),
+            Ok(_) => Ok((-1, -1)),
+            Err(_) => Err(ResponseError::KafkaStorageError),
+        },
+        ts if ts >= 0 => match log.offset_for_timestamp(ts) {
+            Ok(Some((offset, found_ts))) if offset < high_watermark => Ok((offset, found_ts)),
+            Ok(_) => Ok((-1, -1)),
+            Err(_) => Err(ResponseError::KafkaStorageError),
+        },
+        _ => Err(ResponseError::InvalidRequest),
+    }
+}

@@ -1,0 +1,49 @@
+//! Kafka API handlers: one file per API, each turning a typed request into a
+//! typed response against the broker's state.
+//!
+//! Owns: mapping log/broker errors to Kafka error codes (only here), and the
+//! per-API semantics. Must not: touch sockets or framing.
+
+mod api_versions;
+mod create_topics;
+mod delete_topics;
+mod describe_configs;
+mod fetch;
+mod list_offsets;
+mod metadata;
+mod produce;
+mod topic_lookup;
+
+use std::sync::Arc;
+
+use chronik_protocol::{DecodedRequest, Request, Response};
+
+use crate::broker::Broker;
+
+/// A response plus whether any of its error codes is non-zero (for metrics).
+#[derive(Debug)]
+pub struct Handled {
+    pub response: Response,
+    pub has_error: bool,
+}
+
+impl Handled {
+    fn new(response: Response, has_error: bool) -> Option<Handled> {
+        Some(Handled { response, has_error })
+    }
+}
+
+/// Runs the handler for `request`. `None` means no response is sent (acks=0).
+pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Option<Handled> {
+    let version = request.version();
+    match request.body {
+        Request::ApiVersions(r) => api_versions::handle(version, r),
+        Request::Metadata(r) => metadata::handle(broker, version, r),
+        Request::CreateTopics(r) => create_topics::handle(broker, version, r),
+        Request::DeleteTopics(r) => delete_topics::handle(broker, version, r),
+        Request::DescribeConfigs(r) => describe_configs::handle(broker, version, r),
+        Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
+        Request::Produce(r) => produce::handle(broker, version, r).await,
+        Request::Fetch(r) => fetch::handle(broker, version, r).await,
+    }
+}

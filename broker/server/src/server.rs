@@ -1,0 +1,155 @@
+//! Starting and stopping the broker: opens (and recovers) the log, binds the
+//! Kafka and HTTP listeners, accepts connections until SIGINT/SIGTERM, then
+//! shuts down in order — stop accepting, close connections, flush the log.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use anyhow::Context;
+use chronik_log::{FlushPolicy, LogConfig, LogManager, LogManagerConfig};
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, mpsc, watch, Semaphore};
+use tracing::{error, info, warn};
+
+use crate::broker::{load_or_create_cluster_id, Broker};
+use crate::config::Config;
+use crate::connection;
+use crate::http::{app, HttpState};
+use crate::metrics::{FlushMetrics, Metrics};
+
+/// Runs the broker until `shutdown` resolves.
+pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    let metrics = Metrics::new();
+    let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
+
+    let (data_changed, _) = watch::channel(0u64);
+    let data_changed = Arc::new(data_changed);
+    let on_flush = {
+        let data_changed = data_changed.clone();
+        Arc::new(move || data_changed.send_modify(|v| *v = v.wrapping_add(1))) as Arc<dyn Fn() + Send + Sync>
+    };
+    let log_config = LogManagerConfig {
+        data_dir: config.data_dir.clone(),
+        default_log_config: LogConfig {
+            segment_bytes: config.segment_bytes,
+            retention_ms: config.retention_ms,
+            retention_bytes: config.retention_bytes,
+            ..LogConfig::default()
+        },
+        flush_policy: match config.wal_profile.max_wait() {
+            Some(max_wait) => FlushPolicy::GroupCommit { max_wait },
+            None => FlushPolicy::Never,
+        },
+        retention_check_interval: config.retention_check_interval,
+        flush_observer: Some(Arc::new(FlushMetrics(metrics.clone()))),
+    };
+    let data_dir = config.data_dir.clone();
+    let log = tokio::task::spawn_blocking(move || LogManager::open(log_config, on_flush))
+        .await
+        .context("log recovery task panicked")?
+        .with_context(|| format!("opening the log in {}", data_dir.display()))?;
+
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding the Kafka listener on {}", config.listen))?;
+    let kafka_addr = listener.local_addr()?;
+    let http_listener = TcpListener::bind(config.metrics_listen)
+        .await
+        .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
+    let http_addr = http_listener.local_addr()?;
+    let advertised = config.advertise.clone().unwrap_or_else(|| default_advertised(kafka_addr));
+
+    metrics
+        .produce_memory_limit_bytes
+        .set(config.produce_profile.in_flight_bytes() as i64);
+    let broker = Arc::new(Broker {
+        produce_memory: Arc::new(Semaphore::new(config.produce_profile.in_flight_bytes())),
+        config,
+        log: log.clone(),
+        metrics,
+        advertised,
+        cluster_id,
+        data_changed,
+    });
+    info!(
+        kafka = %kafka_addr,
+        metrics = %http_addr,
+        advertised = %format!("{}:{}", broker.advertised.0, broker.advertised.1),
+        cluster_id = %broker.cluster_id,
+        topics = log.topics().len(),
+        "chronik-server ready"
+    );
+
+    let (shutdown_tx, _) = broadcast::channel::<()>(1);
+    let ready = Arc::new(AtomicBool::new(false));
+    let http_state = HttpState { broker: broker.clone(), ready: ready.clone() };
+    let mut http_shutdown = shutdown_tx.subscribe();
+    let http_task = tokio::spawn(async move {
+        let served = axum::serve(http_listener, app(http_state))
+            .with_graceful_shutdown(async move {
+                let _ = http_shutdown.recv().await;
+            })
+            .await;
+        if let Err(e) = served {
+            error!(error = %e, "metrics endpoint failed");
+        }
+    });
+
+    // Machine-read by tests and scripts: the ports actually bound.
+    println!("LISTENING kafka={kafka_addr} metrics={http_addr}");
+    ready.store(true, Ordering::Release);
+
+    // Each connection holds a clone; when all are dropped, recv() returns None.
+    let (conn_done_tx, mut conn_done_rx) = mpsc::channel::<()>(1);
+    tokio::select! {
+        _ = accept_loop(&listener, &broker, &shutdown_tx, &conn_done_tx) => {}
+        _ = shutdown => info!("shutdown requested"),
+    }
+    ready.store(false, Ordering::Release);
+    drop(listener);
+    let _ = shutdown_tx.send(());
+    drop(conn_done_tx);
+    let _ = conn_done_rx.recv().await;
+    let _ = http_task.await;
+    tokio::task::spawn_blocking(move || log.shutdown())
+        .await
+        .context("log shutdown task panicked")?;
+    info!("chronik-server stopped");
+    Ok(())
+}
+
+async fn accept_loop(
+    listener: &TcpListener,
+    broker: &Arc<Broker>,
+    shutdown_tx: &broadcast::Sender<()>,
+    conn_done_tx: &mpsc::Sender<()>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let broker = broker.clone();
+                let shutdown = shutdown_tx.subscribe();
+                let done = conn_done_tx.clone();
+                tokio::spawn(async move {
+                    connection::serve(broker, stream, peer, shutdown).await;
+                    drop(done);
+                });
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning on accept.
+                warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+fn default_advertised(bound: SocketAddr) -> (String, u16) {
+    let host = if bound.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        bound.ip().to_string()
+    };
+    (host, bound.port())
+}
