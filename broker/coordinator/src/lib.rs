@@ -1,0 +1,26 @@
+//! The classic Kafka consumer-group protocol as a pure state machine.
+//!
+//! The owner (the server's group manager) feeds events — JoinGroup,
+//! SyncGroup, Heartbeat, LeaveGroup and clock ticks, each with the current
+//! time in milliseconds — and delivers the `Reply`s that come back. Replies to
+//! JoinGroup and SyncGroup may be delayed until a rebalance completes, so the
+//! owner tags each such request with a `Ticket` and routes the reply by it.
+//! Nothing here does I/O, reads a clock or knows the wire format; tests drive
+//! it with tables of steps.
+//!
+//! Layout:
+//! - `types`  — requests, replies and errors in Kafka's terms.
+//! - `member` — one member's registration and liveness.
+//! - `group`  — the group: states Empty → PreparingRebalance →
+//!   CompletingRebalance → Stable (and Dead), generations, leader election.
+
+mod group;
+mod member;
+mod types;
+
+pub use group::{Group, GroupConfig, GroupState};
+pub use member::Member;
+pub use types::*;
+
+#[cfg(test)]
+mod tests;
