@@ -1,1 +1,65 @@
-//! placeholder
+//! Chronik's partition-log storage: Kafka's LogSegment -> LogSegments ->
+//! Log design with blocking `std::fs` I/O on its own threads.
+//!
+//! Data directory layout (Kafka's):
+//!
+//! ```text
+//! <data_dir>/<topic>-<partition>/00000000000000000000.log        batches, verbatim
+//!                               /00000000000000000000.index      relative offset u32 BE, position u32 BE
+//!                               /00000000000000000000.timeindex  timestamp i64 BE, relative offset u32 BE
+//! <data_dir>/__topics/<topic>.meta                topic_id=, partitions=, config.<name>= lines
+//! <data_dir>/recovery-point-offset-checkpoint     offsets below which data was fsynced
+//! <data_dir>/.clean_shutdown                      present only after a clean shutdown
+//! ```
+//!
+//! Layout of the crate:
+//! - `manager`      — `LogManager`: open/recover, create/delete topics, threads, shutdown.
+//! - `topic`        — `TopicLog` and Kafka's topic-name rules.
+//! - `partition`    — `PartitionLog`: segment list, append, read, roll, offsets
+//!   (with `partition/sync`: flusher hand-over, `partition/retention`).
+//! - `segment`      — `LogSegment`: one `.log` file and its indexes.
+//! - `index`        — offset and time index entries, lookups, encoding (pure).
+//! - `read`         — header walks and whole-batch reads for Fetch/ListOffsets.
+//! - `scan`         — CRC-checked segment scans for recovery.
+//! - `recovery`     — what to trust at open and how to repair a crashed tail.
+//! - `flusher`      — `FlushPolicy`, the dirty queue and the group-commit thread.
+//! - `retention`    — retention decisions and the `log-retention` thread.
+//! - `registry`     — live topics by name and id; checkpoint writes.
+//! - `checkpoint`   — recovery-point checkpoint and clean-shutdown marker files.
+//! - `topic_meta`   — topic metadata files.
+//! - `durable_file` — atomic, fsynced replacement of small files.
+//! - `config`       — `LogConfig` and Kafka topic-config overrides.
+//! - `stats`        — counters and the `FlushObserver` hook for metrics.
+//! - `error`        — the crate's `Error`.
+//!
+//! Durability contract: `PartitionLog::append` returns once the bytes are in
+//! the page cache; `PartitionLog::durable_offset` says how far they are on
+//! disk. Under `FlushPolicy::GroupCommit` the `log-flusher` thread advances
+//! it after fdatasync; under `FlushPolicy::Never` it equals the log end.
+
+mod checkpoint;
+mod config;
+mod durable_file;
+mod error;
+mod flusher;
+mod index;
+mod manager;
+mod partition;
+mod read;
+mod recovery;
+mod registry;
+mod retention;
+mod scan;
+mod segment;
+mod stats;
+mod topic;
+mod topic_meta;
+
+pub use config::{ConfigEntry, LogConfig};
+pub use error::{Error, Result};
+pub use flusher::{FlushPolicy, GROUP_COMMIT_BYTES};
+pub use manager::{LogManager, LogManagerConfig};
+pub use partition::{AppendInfo, PartitionLog};
+pub use retention::CHECKPOINT_INTERVAL;
+pub use stats::{FlushObserver, LogStats};
+pub use topic::{validate_topic_name, TopicLog, MAX_TOPIC_NAME_LEN};

@@ -1,0 +1,65 @@
+//! The log crate's one error type.
+//!
+//! Owns: every failure the storage layer reports, each variant carrying the
+//! values involved so a log line explains itself. Must not: know Kafka error
+//! codes — handlers map these variants to codes.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("topic {0} already exists")]
+    TopicAlreadyExists(String),
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
+    #[error("invalid topic name {name:?}: {reason}")]
+    InvalidTopicName { name: String, reason: String },
+    #[error("invalid partition count {0}: must be between 1 and 2147483647")]
+    InvalidPartitions(i64),
+    #[error("invalid value {value:?} for config {name}: {reason}")]
+    InvalidConfig {
+        name: String,
+        value: String,
+        reason: String,
+    },
+    #[error("offset {offset} is out of range: log start offset {log_start_offset}, log end offset {log_end_offset}")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
+    RecordTooLarge { size: usize, max: u32 },
+    /// The caller handed `append` records that do not match their headers.
+    #[error("invalid records passed to append: {0}")]
+    InvalidRecords(String),
+    #[error("corrupt log data in {path} at byte {position}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+    #[error("the log manager is shutting down")]
+    ShuttingDown,
+}
+
+impl Error {
+    /// `map_err` adapter attaching the path an I/O error happened on.
+    pub(crate) fn io(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
+        move |source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

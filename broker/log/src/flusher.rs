@@ -1,0 +1,296 @@
+//! Group commit: the `log-flusher` thread and the dirty-partition queue.
+//!
+//! Owns: `FlushPolicy`, the shared queue appends mark their partition dirty
+//! in, the round timing (fire `max_wait` after the oldest unflushed append,
+//! or as soon as `GROUP_COMMIT_BYTES` are pending), and the fsyncs of one
+//! partition's files outside its lock. Durable offsets only advance after
+//! every file holding the data was synced; a failed fsync leaves the
+//! partition dirty for the next round and the durable offset where it was.
+//! Must not: hold the partition lock while syncing (reads would stall
+//! behind the disk) or call `on_flush` for rounds that made nothing durable.
+//!
+//! Caveat: after a failed fsync Linux may drop the dirty pages, so a later
+//! successful retry does not prove the earlier data reached the disk. Kafka
+//! halts on such errors; here it is logged at error level and retried.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use tracing::error;
+
+use crate::error::{Error, Result};
+use crate::partition::{PartitionLog, SyncWork};
+use crate::stats::{Counters, FlushObserver};
+
+/// A round starts early once this many appended bytes wait for fsync, so
+/// heavy load does not wait out `max_wait`.
+pub const GROUP_COMMIT_BYTES: u64 = 4 << 20;
+
+/// Pause after a round with a failed fsync, so a broken disk is not spun on.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// When appended data is fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// Never fsync on the hot path: data is "durable" once in the page cache
+    /// (Kafka's default). Rolled segments are still synced in the background.
+    Never,
+    /// Batch appends from all partitions into one fsync round at most
+    /// `max_wait` after the oldest unflushed append.
+    GroupCommit { max_wait: Duration },
+}
+
+impl FlushPolicy {
+    /// The named profiles: none, low (2 ms), medium (10 ms), high (50 ms),
+    /// ultra (100 ms).
+    pub fn from_profile(name: &str) -> Option<FlushPolicy> {
+        let ms = match name.to_ascii_lowercase().as_str() {
+            "none" => return Some(FlushPolicy::Never),
+            "low" => 2,
+            "medium" => 10,
+            "high" => 50,
+            "ultra" => 100,
+            _ => return None,
+        };
+        Some(FlushPolicy::GroupCommit {
+            max_wait: Duration::from_millis(ms),
+        })
+    }
+}
+
+impl FromStr for FlushPolicy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        FlushPolicy::from_profile(s).ok_or_else(|| Error::InvalidConfig {
+            name: "flush.profile".into(),
+            value: s.into(),
+            reason: "expected none, low, medium, high or ultra".into(),
+        })
+    }
+}
+
+impl fmt::Display for FlushPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FlushPolicy::Never => f.write_str("none"),
+            FlushPolicy::GroupCommit { max_wait } => write!(f, "group-commit({max_wait:?})"),
+        }
+    }
+}
+
+/// Partitions waiting for fsync plus what the round timing needs.
+#[derive(Default)]
+struct Pending {
+    dirty: Vec<Arc<PartitionLog>>,
+    oldest: Option<Instant>,
+    bytes: u64,
+    batches: u64,
+    stopping: bool,
+}
+
+/// One round's work, taken from the queue in one go.
+struct Round {
+    partitions: Vec<Arc<PartitionLog>>,
+    bytes: u64,
+    batches: u64,
+}
+
+/// The dirty set shared by every partition (producers) and the flusher
+/// (consumer). Lock order: a partition's lock may be held while marking it
+/// dirty; the queue lock is never held while taking a partition lock.
+pub(crate) struct FlushQueue {
+    policy: FlushPolicy,
+    pending: Mutex<Pending>,
+    wake: Condvar,
+}
+
+impl FlushQueue {
+    pub(crate) fn new(policy: FlushPolicy) -> Self {
+        Self {
+            policy,
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn policy(&self) -> &FlushPolicy {
+        &self.policy
+    }
+
+    /// Poisoning is ignored: the critical sections only move plain values
+    /// and never panic halfway through an update.
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `partition` for the next round (once, however often it is
+    /// marked) and wakes the flusher when the round timing changes. Ignored
+    /// once stopping: shutdown flushes every partition itself.
+    pub(crate) fn mark_dirty(&self, partition: Arc<PartitionLog>, bytes: u64, batches: u64) {
+        let mut p = self.lock();
+        if p.stopping {
+            return;
+        }
+        let was_idle = p.dirty.is_empty();
+        if !partition.queued.swap(true, Ordering::AcqRel) {
+            p.dirty.push(partition);
+        }
+        p.oldest.get_or_insert_with(Instant::now);
+        let before = p.bytes;
+        p.bytes += bytes;
+        p.batches += batches;
+        if was_idle || (before < GROUP_COMMIT_BYTES && p.bytes >= GROUP_COMMIT_BYTES) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Stops the flusher after its current round. Queued partitions are
+    /// released (they hold this queue: keeping them would leak both).
+    pub(crate) fn stop(&self) {
+        let released = {
+            let mut p = self.lock();
+            p.stopping = true;
+            std::mem::take(&mut p.dirty)
+        };
+        self.wake.notify_all();
+        drop(released);
+    }
+
+    /// Blocks until a round is due; None once stopping.
+    fn next_round(&self) -> Option<Round> {
+        let max_wait = match self.policy {
+            FlushPolicy::GroupCommit { max_wait } => max_wait,
+            FlushPolicy::Never => Duration::ZERO,
+        };
+        let mut p = self.lock();
+        loop {
+            if p.stopping {
+                return None;
+            }
+            if p.dirty.is_empty() {
+                p = self.wake.wait(p).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            let now = Instant::now();
+            let due = p.oldest.unwrap_or(now) + max_wait;
+            if now >= due || p.bytes >= GROUP_COMMIT_BYTES {
+                let partitions = std::mem::take(&mut p.dirty);
+                for partition in &partitions {
+                    partition.queued.store(false, Ordering::Release);
+                }
+                let round = Round {
+                    partitions,
+                    bytes: p.bytes,
+                    batches: p.batches,
+                };
+                p.oldest = None;
+                p.bytes = 0;
+                p.batches = 0;
+                return Some(round);
+            }
+            p = self
+                .wake
+                .wait_timeout(p, due - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
+/// Everything the flusher thread needs.
+pub(crate) struct Flusher {
+    pub queue: Arc<FlushQueue>,
+    pub counters: Arc<Counters>,
+    pub observer: Option<Arc<dyn FlushObserver>>,
+    pub on_flush: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl Flusher {
+    /// The `log-flusher` thread body: one round at a time until stopped.
+    pub(crate) fn run(self) {
+        let include_active = matches!(self.queue.policy, FlushPolicy::GroupCommit { .. });
+        while let Some(round) = self.queue.next_round() {
+            let started = Instant::now();
+            let (mut advanced, mut failed) = (false, false);
+            for partition in &round.partitions {
+                match sync_partition(
+                    partition,
+                    include_active,
+                    &self.counters,
+                    self.observer.as_deref(),
+                ) {
+                    Ok(moved) => advanced |= moved,
+                    Err(e) => {
+                        error!(topic = partition.topic(), partition = partition.partition(), error = %e,
+                            "fsync failed; durable offset held back, retrying next round");
+                        failed = true;
+                        self.queue.mark_dirty(Arc::clone(partition), 0, 0);
+                    }
+                }
+            }
+            if include_active {
+                self.counters.group_commit(round.batches);
+                if let Some(o) = &self.observer {
+                    o.group_commit_done(
+                        round.partitions.len(),
+                        round.bytes,
+                        started.elapsed().as_secs_f64(),
+                    );
+                }
+            }
+            if advanced {
+                (self.on_flush)();
+            }
+            if failed {
+                std::thread::sleep(RETRY_PAUSE);
+            }
+        }
+    }
+}
+
+/// Syncs what `partition` has written since its last flush — its rolled
+/// segments and, with `include_active`, the active segment — then advances
+/// its recovery point (and durable offset). Returns whether the durable
+/// offset moved. On failure the work goes back to the partition.
+pub(crate) fn sync_partition(
+    partition: &PartitionLog,
+    include_active: bool,
+    counters: &Counters,
+    observer: Option<&dyn FlushObserver>,
+) -> Result<bool> {
+    let work = partition.take_sync_work(include_active);
+    match sync_files(&work, counters, observer) {
+        Ok(()) => Ok(partition.complete_sync(&work)),
+        Err(e) => {
+            partition.return_sync_work(work);
+            Err(e)
+        }
+    }
+}
+
+fn sync_files(
+    work: &SyncWork,
+    counters: &Counters,
+    observer: Option<&dyn FlushObserver>,
+) -> Result<()> {
+    let timed = |sync: &dyn Fn() -> Result<()>| {
+        let started = Instant::now();
+        sync()?;
+        let took = started.elapsed();
+        counters.fsync(took);
+        if let Some(o) = observer {
+            o.fsync_done(took.as_secs_f64());
+        }
+        Ok::<(), Error>(())
+    };
+    for target in work.files() {
+        timed(&|| target.sync())?;
+    }
+    if let Some(dir) = &work.dir {
+        timed(&|| crate::durable_file::sync_dir(dir))?;
+    }
+    Ok(())
+}

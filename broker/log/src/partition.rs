@@ -1,0 +1,413 @@
+//! One partition's log: Kafka's LocalLog over a list of segments.
+//!
+//! Owns: the segment list (oldest first, the last one active), offset
+//! assignment, rolling, reads by offset and timestamp, the log start / end /
+//! durable offsets and the bookkeeping the flusher and retention act on.
+//! Must not: fsync (the flusher does, outside the lock), hold its lock
+//! during reads of segment data, or parse records inside batches.
+//! Submodules: `sync` (hand-over to the flusher, closing) and `retention`
+//! (applying retention to this partition).
+//!
+//! Thread-safety: `PartitionLog` is `Send + Sync`. One mutex guards the
+//! segment list; appends, rolls and retention take it and are serialised.
+//! Reads take it only to snapshot file handles and positions. The offsets
+//! are mirrored in atomics for lock-free queries.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+
+use bytes::Bytes;
+use chronik_protocol::record_batch::BatchHeader;
+use tracing::debug;
+
+use crate::config::LogConfig;
+use crate::error::{Error, Result};
+use crate::flusher::{FlushPolicy, FlushQueue};
+use crate::read::{self, SegmentSlice};
+use crate::recovery::{recover_partition, RecoveryHint};
+use crate::segment::{wall_clock_ms, LogSegment};
+use crate::stats::Counters;
+
+mod retention;
+mod sync;
+
+use sync::SealedSegment;
+pub(crate) use sync::SyncWork;
+
+/// Where an append went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The next offset to be assigned.
+    pub log_end_offset: i64,
+    /// Always -1: batches keep their CreateTime timestamps.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+/// What the manager shares with every partition.
+#[derive(Clone)]
+pub(crate) struct PartitionContext {
+    pub flush: Arc<FlushQueue>,
+    pub counters: Arc<Counters>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    ShuttingDown,
+    Deleted,
+}
+
+/// Invariant: `segments` is never empty, sorted by base offset, and each
+/// segment's `next_offset` is the next one's base offset.
+struct State {
+    segments: Vec<LogSegment>,
+    unsynced: Vec<SealedSegment>,
+    dir_unsynced: bool,
+    closed: Option<Closed>,
+}
+
+impl State {
+    fn active(&self) -> &LogSegment {
+        // Cannot fail: segments is never empty (recovery creates one and
+        // retention never removes the active segment).
+        self.segments
+            .last()
+            .expect("a partition always has an active segment")
+    }
+    fn active_mut(&mut self) -> &mut LogSegment {
+        // Cannot fail: see `active`.
+        self.segments
+            .last_mut()
+            .expect("a partition always has an active segment")
+    }
+    fn log_start_offset(&self) -> i64 {
+        self.segments.first().map_or(0, LogSegment::base_offset)
+    }
+}
+
+pub struct PartitionLog {
+    topic: String,
+    partition: i32,
+    dir: PathBuf,
+    config: LogConfig,
+    state: Mutex<State>,
+    log_start_offset: AtomicI64,
+    log_end_offset: AtomicI64,
+    durable_offset: AtomicI64,
+    recovery_point: AtomicI64,
+    size_bytes: AtomicU64,
+    /// Set while the partition sits in the flush queue (owned by FlushQueue).
+    pub(crate) queued: AtomicBool,
+    ctx: PartitionContext,
+    me: Weak<PartitionLog>,
+}
+
+impl PartitionLog {
+    /// Loads (recovering if needed) or creates the partition in `dir`.
+    pub(crate) fn open(
+        (topic, partition): (&str, i32),
+        dir: PathBuf,
+        config: LogConfig,
+        hint: RecoveryHint,
+        ctx: PartitionContext,
+    ) -> Result<Arc<Self>> {
+        let recovered = recover_partition(&dir, (topic, partition), &config, hint)?;
+        ctx.counters.recovery_truncated(recovered.truncated_bytes);
+        let segments = recovered.segments;
+        let start = segments.first().map_or(0, LogSegment::base_offset);
+        let end = segments.last().map_or(0, LogSegment::next_offset);
+        let size = segments.iter().map(LogSegment::size).sum();
+        debug!(
+            topic,
+            partition,
+            log_start_offset = start,
+            log_end_offset = end,
+            segments = segments.len(),
+            "loaded partition"
+        );
+        Ok(Arc::new_cyclic(|me| PartitionLog {
+            topic: topic.to_string(),
+            partition,
+            dir,
+            config,
+            state: Mutex::new(State {
+                segments,
+                unsynced: Vec::new(),
+                dir_unsynced: false,
+                closed: None,
+            }),
+            log_start_offset: AtomicI64::new(start),
+            log_end_offset: AtomicI64::new(end),
+            // Recovery fsynced everything that survived.
+            durable_offset: AtomicI64::new(end),
+            recovery_point: AtomicI64::new(end),
+            size_bytes: AtomicU64::new(size),
+            queued: AtomicBool::new(false),
+            ctx,
+            me: me.clone(),
+        }))
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+    pub fn partition(&self) -> i32 {
+        self.partition
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset.load(Ordering::Acquire)
+    }
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset.load(Ordering::Acquire)
+    }
+    /// Highest offset + 1 known to be fsynced; equals `log_end_offset` under
+    /// `FlushPolicy::Never`. Never decreases.
+    pub fn durable_offset(&self) -> i64 {
+        self.durable_offset.load(Ordering::Acquire)
+    }
+    /// Bytes in all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Poisoning is ignored: critical sections keep `State` consistent at
+    /// every step that can fail, and panic only on bugs; failing every later
+    /// produce and fetch would not help.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn mark_dirty(&self, bytes: u64, batches: u64) {
+        if let Some(me) = self.me.upgrade() {
+            self.ctx.flush.mark_dirty(me, bytes, batches);
+        }
+    }
+
+    fn check_open(&self, state: &State) -> Result<()> {
+        match state.closed {
+            None => Ok(()),
+            Some(Closed::ShuttingDown) => Err(Error::ShuttingDown),
+            Some(Closed::Deleted) => Err(Error::UnknownTopic(self.topic.clone())),
+        }
+    }
+
+    /// Appends whole, CRC-validated v2 batches (`records`, described by
+    /// `batches` from `parse_batches`). Base offsets are rewritten in place,
+    /// consecutive from the log end offset, and the bytes are written
+    /// verbatim to the active segment, rolling it first when it is full or
+    /// old. Returns before any fsync; see `durable_offset`.
+    pub fn append(&self, records: &mut [u8], batches: &[BatchHeader]) -> Result<AppendInfo> {
+        let offsets = validate_batches(records, batches, self.config.max_message_bytes)?;
+        let bytes = records.len() as u64;
+        let mut state = self.lock();
+        self.check_open(&state)?;
+        let now = wall_clock_ms();
+        let max_timestamp = batches.iter().map(|h| h.max_timestamp).max().unwrap_or(-1);
+        let rolled = state
+            .active()
+            .should_roll(bytes, offsets, max_timestamp, now, &self.config);
+        if rolled {
+            self.roll(&mut state, now)?;
+        }
+        let base_offset = state.active().next_offset();
+        state
+            .active_mut()
+            .append(records, batches, self.config.index_interval_bytes)?;
+        let log_end_offset = state.active().next_offset();
+        self.log_end_offset.store(log_end_offset, Ordering::Release);
+        self.size_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let log_start_offset = state.log_start_offset();
+        let group_commit = matches!(self.ctx.flush.policy(), FlushPolicy::GroupCommit { .. });
+        if !group_commit {
+            self.durable_offset
+                .fetch_max(log_end_offset, Ordering::AcqRel);
+        }
+        drop(state);
+        if group_commit {
+            self.mark_dirty(bytes, batches.len() as u64);
+        } else if rolled {
+            self.mark_dirty(0, 0);
+        }
+        self.ctx.counters.appended(bytes, batches.len() as u64);
+        Ok(AppendInfo {
+            base_offset,
+            last_offset: log_end_offset - 1,
+            log_end_offset,
+            log_append_time_ms: -1,
+            log_start_offset,
+        })
+    }
+
+    /// Seals the active segment (index files written, handed to the flusher)
+    /// and starts a new one at the log end offset.
+    fn roll(&self, state: &mut State, now_ms: i64) -> Result<()> {
+        let active = state.active_mut();
+        active.seal();
+        let mut files = active.write_index_files()?;
+        files.push(active.log_sync_target());
+        let (sealed_base, new_base) = (active.base_offset(), active.next_offset());
+        let segment = LogSegment::create(&self.dir, new_base, now_ms)?;
+        state.segments.push(segment);
+        state.unsynced.push(SealedSegment {
+            base_offset: sealed_base,
+            files,
+        });
+        state.dir_unsynced = true;
+        self.ctx.counters.segment_rolled();
+        debug!(
+            topic = self.topic,
+            partition = self.partition,
+            base_offset = new_base,
+            "rolled segment"
+        );
+        Ok(())
+    }
+
+    /// Whole batches from the one containing `fetch_offset`: at most
+    /// `max_bytes` (but always the first batch whole), none whose base offset
+    /// is >= `upper_bound` (the high watermark). Empty at the log end.
+    pub fn read(&self, fetch_offset: i64, max_bytes: usize, upper_bound: i64) -> Result<Bytes> {
+        let slices = {
+            let state = self.lock();
+            if state.closed == Some(Closed::Deleted) {
+                return Err(Error::UnknownTopic(self.topic.clone()));
+            }
+            let (start, end) = (state.log_start_offset(), state.active().next_offset());
+            if fetch_offset < start || fetch_offset > end {
+                return Err(Error::OffsetOutOfRange {
+                    offset: fetch_offset,
+                    log_start_offset: start,
+                    log_end_offset: end,
+                });
+            }
+            if fetch_offset == end || fetch_offset >= upper_bound {
+                return Ok(Bytes::new());
+            }
+            let first = state
+                .segments
+                .partition_point(|s| s.base_offset() <= fetch_offset)
+                .saturating_sub(1);
+            let mut slices = Vec::new();
+            let mut covered = 0u64;
+            for (i, segment) in state.segments[first..].iter().enumerate() {
+                let from = if i == 0 {
+                    segment.index_lookup(fetch_offset).0
+                } else {
+                    0
+                };
+                if segment.size() > from {
+                    slices.push(slice_of(segment, from));
+                    covered += segment.size() - from;
+                }
+                if covered >= max_bytes as u64 {
+                    break;
+                }
+            }
+            slices
+        };
+        read::read_batches(&slices, fetch_offset, max_bytes, upper_bound)
+    }
+
+    /// ListOffsets by timestamp: the first batch whose max timestamp is >=
+    /// `timestamp`, as `(its base offset, its max timestamp)`. Batch
+    /// granularity: records are not decompressed.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>> {
+        let slices: Vec<SegmentSlice> = {
+            let state = self.lock();
+            let Some(first) = state
+                .segments
+                .iter()
+                .position(|s| s.max_timestamp() >= timestamp)
+            else {
+                return Ok(None);
+            };
+            state.segments[first..]
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.max_timestamp() >= timestamp && !s.is_empty())
+                .map(|(i, s)| {
+                    slice_of(
+                        s,
+                        if i == 0 {
+                            s.timestamp_scan_start(timestamp)
+                        } else {
+                            0
+                        },
+                    )
+                })
+                .collect()
+        };
+        read::find_timestamp(&slices, timestamp)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP: `(offset, timestamp)` of the first batch
+    /// holding the largest timestamp, or None when no batch has one. The
+    /// offset is that batch's last offset (records are not decompressed).
+    pub fn max_timestamp_offset(&self) -> Result<Option<(i64, i64)>> {
+        let state = self.lock();
+        let best = state
+            .segments
+            .iter()
+            .filter(|s| s.max_timestamp() >= 0)
+            .fold(None, |best: Option<&LogSegment>, s| match best {
+                Some(b) if b.max_timestamp() >= s.max_timestamp() => Some(b),
+                _ => Some(s),
+            });
+        Ok(best.map(|s| (s.offset_of_max_timestamp(), s.max_timestamp())))
+    }
+}
+
+fn slice_of(segment: &LogSegment, start: u64) -> SegmentSlice {
+    SegmentSlice {
+        file: Arc::clone(segment.log_file()),
+        path: segment.log_path().to_path_buf(),
+        start,
+        end: segment.size(),
+    }
+}
+
+/// Checks that `batches` tile `records` exactly and that none exceeds
+/// max.message.bytes; returns the number of offsets they occupy.
+fn validate_batches(
+    records: &[u8],
+    batches: &[BatchHeader],
+    max_message_bytes: u32,
+) -> Result<i64> {
+    if batches.is_empty() {
+        return Err(Error::InvalidRecords("no record batches".into()));
+    }
+    let mut expected = 0usize;
+    let mut offsets = 0i64;
+    for h in batches {
+        if h.position != expected {
+            return Err(Error::InvalidRecords(format!(
+                "batch at byte {} where one was expected at {expected}",
+                h.position
+            )));
+        }
+        if h.size > max_message_bytes as usize {
+            return Err(Error::RecordTooLarge {
+                size: h.size,
+                max: max_message_bytes,
+            });
+        }
+        expected += h.size;
+        offsets += h.offset_count();
+    }
+    if expected != records.len() {
+        return Err(Error::InvalidRecords(format!(
+            "batches cover {expected} of {} bytes",
+            records.len()
+        )));
+    }
+    Ok(offsets)
+}

@@ -1,0 +1,82 @@
+//! A partition's side of retention.
+//!
+//! Owns: rolling an active segment that is due (segment.ms, or wholly past
+//! retention.ms) and removing the segments `retention::segments_to_delete`
+//! picks, moving the log start offset. Must not: delete files while holding
+//! the partition lock, or ever remove the active segment.
+
+use std::sync::atomic::Ordering;
+
+use tracing::{info, warn};
+
+use super::PartitionLog;
+use crate::error::Result;
+use crate::retention::{segments_to_delete, SegmentView};
+use crate::segment::LogSegment;
+
+impl PartitionLog {
+    /// Rolls an active segment that is too old (segment.ms) or wholly past
+    /// retention.ms, then deletes the oldest segments breaching
+    /// retention.bytes or retention.ms. Returns how many were deleted.
+    pub(crate) fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
+        let config = &self.config;
+        let (removed, rolled) = {
+            let mut state = self.lock();
+            if state.closed.is_some() {
+                return Ok(0);
+            }
+            let active = state.active();
+            let expired = config.retention_ms >= 0
+                && !active.is_empty()
+                && now_ms.saturating_sub(active.largest_timestamp_ms()?) > config.retention_ms;
+            let rolled = expired || active.is_expired_for_roll(now_ms, config);
+            if rolled {
+                self.roll(&mut state, now_ms)?;
+            }
+            let closed_segments = &state.segments[..state.segments.len() - 1];
+            let views = closed_segments
+                .iter()
+                .map(|s| {
+                    Ok(SegmentView {
+                        size: s.size(),
+                        largest_timestamp_ms: s.largest_timestamp_ms()?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let count = segments_to_delete(
+                &views,
+                self.size_bytes(),
+                config.retention_bytes,
+                config.retention_ms,
+                now_ms,
+            );
+            let removed: Vec<LogSegment> = state.segments.drain(..count).collect();
+            self.log_start_offset
+                .store(state.log_start_offset(), Ordering::Release);
+            self.size_bytes.fetch_sub(
+                removed.iter().map(LogSegment::size).sum(),
+                Ordering::Relaxed,
+            );
+            (removed, rolled)
+        };
+        if rolled {
+            self.mark_dirty(0, 0);
+        }
+        for segment in &removed {
+            if let Err(e) = LogSegment::delete_files(&self.dir, segment.base_offset()) {
+                warn!(topic = self.topic, partition = self.partition, error = %e, "cannot delete segment files");
+            }
+        }
+        if !removed.is_empty() {
+            self.ctx.counters.segments_deleted(removed.len() as u64);
+            info!(
+                topic = self.topic,
+                partition = self.partition,
+                segments = removed.len(),
+                log_start_offset = self.log_start_offset(),
+                "deleted segments past retention"
+            );
+        }
+        Ok(removed.len())
+    }
+}

@@ -1,0 +1,117 @@
+//! A partition's side of flushing and closing.
+//!
+//! Owns: the hand-over of files written since the last flush to the
+//! flusher (taken under the partition lock, synced outside it), giving them
+//! back when an fsync fails, advancing the recovery point and durable
+//! offset afterwards, and closing the partition for shutdown or deletion.
+//! Must not: fsync while holding the partition lock.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+use super::{Closed, PartitionLog};
+use crate::error::Result;
+use crate::segment::SyncTarget;
+
+/// A rolled segment's files, not yet fsynced.
+#[derive(Debug)]
+pub(crate) struct SealedSegment {
+    pub(super) base_offset: i64,
+    pub(super) files: Vec<SyncTarget>,
+}
+
+/// What one flush of a partition must fsync, taken under its lock.
+#[derive(Debug)]
+pub(crate) struct SyncWork {
+    /// Every offset below this is on disk once the files are synced.
+    target_offset: i64,
+    advance_durable: bool,
+    active: Option<SyncTarget>,
+    sealed: Vec<SealedSegment>,
+    /// The partition directory, when segment files were created in it.
+    pub dir: Option<PathBuf>,
+}
+
+impl SyncWork {
+    pub(crate) fn files(&self) -> impl Iterator<Item = &SyncTarget> {
+        self.sealed
+            .iter()
+            .flat_map(|s| s.files.iter())
+            .chain(self.active.iter())
+    }
+}
+
+impl PartitionLog {
+    /// The flusher's share of the state: files written since the last flush.
+    /// A deleted partition has nothing left worth syncing.
+    pub(crate) fn take_sync_work(&self, include_active: bool) -> SyncWork {
+        let mut state = self.lock();
+        if state.closed == Some(Closed::Deleted) {
+            state.unsynced.clear();
+            let nothing = SyncWork {
+                target_offset: i64::MIN,
+                advance_durable: false,
+                active: None,
+                sealed: Vec::new(),
+                dir: None,
+            };
+            return nothing;
+        }
+        let target_offset = if include_active {
+            state.active().next_offset()
+        } else {
+            state.active().base_offset()
+        };
+        SyncWork {
+            target_offset,
+            advance_durable: include_active,
+            active: include_active.then(|| state.active().log_sync_target()),
+            sealed: std::mem::take(&mut state.unsynced),
+            dir: std::mem::take(&mut state.dir_unsynced).then(|| self.dir.clone()),
+        }
+    }
+
+    /// A failed flush's work goes back, ahead of anything rolled since.
+    pub(crate) fn return_sync_work(&self, work: SyncWork) {
+        let mut state = self.lock();
+        let newer = std::mem::replace(&mut state.unsynced, work.sealed);
+        state.unsynced.extend(newer);
+        state.dir_unsynced |= work.dir.is_some();
+    }
+
+    /// Records a successful flush; returns whether the durable offset moved.
+    pub(crate) fn complete_sync(&self, work: &SyncWork) -> bool {
+        self.recovery_point
+            .fetch_max(work.target_offset, Ordering::AcqRel);
+        work.advance_durable
+            && self
+                .durable_offset
+                .fetch_max(work.target_offset, Ordering::AcqRel)
+                < work.target_offset
+    }
+
+    /// Offset below which everything is on disk, for the checkpoint file.
+    pub(crate) fn recovery_point(&self) -> i64 {
+        let state = self.lock();
+        let synced = self.recovery_point.load(Ordering::Acquire);
+        state
+            .unsynced
+            .first()
+            .map_or(synced, |s| synced.min(s.base_offset))
+    }
+
+    /// Stops appends for shutdown, seals the active segment and writes its
+    /// index files; returns them for the caller to fsync with the rest.
+    pub(crate) fn close_for_shutdown(&self) -> Result<Vec<SyncTarget>> {
+        let mut state = self.lock();
+        state.closed.get_or_insert(Closed::ShuttingDown);
+        let active = state.active_mut();
+        active.seal();
+        active.write_index_files()
+    }
+
+    /// Fails later appends and reads with UnknownTopic.
+    pub(crate) fn mark_deleted(&self) {
+        self.lock().closed = Some(Closed::Deleted);
+    }
+}
