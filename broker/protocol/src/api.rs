@@ -66,6 +66,18 @@ api_table! {
     CreateTopics: CreateTopicsRequest => CreateTopicsResponse, versions 2 ..= 7;
     DeleteTopics: DeleteTopicsRequest => DeleteTopicsResponse, versions 1 ..= 6;
     DescribeConfigs: DescribeConfigsRequest => DescribeConfigsResponse, versions 1 ..= 4;
+    FindCoordinator: FindCoordinatorRequest => FindCoordinatorResponse, versions 0 ..= 6;
+    JoinGroup: JoinGroupRequest => JoinGroupResponse, versions 0 ..= 9;
+    SyncGroup: SyncGroupRequest => SyncGroupResponse, versions 0 ..= 5;
+    Heartbeat: HeartbeatRequest => HeartbeatResponse, versions 0 ..= 4;
+    LeaveGroup: LeaveGroupRequest => LeaveGroupResponse, versions 0 ..= 5;
+    OffsetCommit: OffsetCommitRequest => OffsetCommitResponse, versions 2 ..= 9;
+    OffsetFetch: OffsetFetchRequest => OffsetFetchResponse, versions 1 ..= 9;
+    ListGroups: ListGroupsRequest => ListGroupsResponse, versions 0 ..= 5;
+    DescribeGroups: DescribeGroupsRequest => DescribeGroupsResponse, versions 0 ..= 6;
+    DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse, versions 0 ..= 2;
+    InitProducerId: InitProducerIdRequest => InitProducerIdResponse, versions 0 ..= 5;
+    OffsetForLeaderEpoch: OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse, versions 2 ..= 4;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -95,6 +107,10 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::OffsetCommit => "OffsetCommit",
         ApiKey::OffsetFetch => "OffsetFetch",
         ApiKey::InitProducerId => "InitProducerId",
+        ApiKey::ListGroups => "ListGroups",
+        ApiKey::DescribeGroups => "DescribeGroups",
+        ApiKey::DeleteGroups => "DeleteGroups",
+        ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
         _ => "Other",
     }
 }

@@ -7,6 +7,7 @@
 //! - `header`       — fixed header fields, full request decoding.
 //! - `api`          — supported APIs/versions (the one table), typed Request/Response enums, response encoding.
 //! - `record_batch` — RecordBatch v2 header view, CRC-32C check, in-place base offset.
+//! - `records`      — encode/decode uncompressed records (for data the broker writes itself).
 //! - `error`        — the crate's error types.
 
 pub mod api;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod frame;
 pub mod header;
 pub mod record_batch;
+pub mod records;
 
 pub use api::{encode_response, Request, Response, SUPPORTED_APIS};
 pub use error::{BatchError, EncodeError, FrameError, RequestError};

@@ -13,6 +13,8 @@ use chronik_log::LogManager;
 use tokio::sync::{watch, Semaphore};
 
 use crate::config::Config;
+use crate::groups::{GroupManager, OffsetStore};
+use crate::producer_ids::ProducerIdAllocator;
 use crate::metrics::Metrics;
 
 /// Everything a request handler may need. Shared as `Arc<Broker>`.
@@ -29,6 +31,11 @@ pub struct Broker {
     /// Bytes of requests that may be held in memory at once; a connection
     /// stops reading when it cannot get permits for its next frame.
     pub produce_memory: Arc<Semaphore>,
+    /// Consumer groups coordinated by this broker.
+    pub groups: Arc<GroupManager>,
+    /// Committed offsets, durable in `__consumer_offsets`.
+    pub offsets: Arc<OffsetStore>,
+    pub producer_ids: ProducerIdAllocator,
 }
 
 impl std::fmt::Debug for Broker {

@@ -108,6 +108,13 @@ pub struct Args {
     /// Default retention.bytes per partition for new topics (-1 = unlimited).
     #[arg(long, env = "CHRONIK_RETENTION_BYTES", default_value_t = -1, allow_hyphen_values = true)]
     pub retention_bytes: i64,
+    /// How long the first rebalance of an empty group waits for more members
+    /// (Kafka's group.initial.rebalance.delay.ms).
+    #[arg(long, env = "CHRONIK_GROUP_INITIAL_REBALANCE_DELAY_MS", default_value_t = 3000)]
+    pub group_initial_rebalance_delay_ms: u64,
+    /// Smallest session timeout a group member may ask for (group.min.session.timeout.ms).
+    #[arg(long, env = "CHRONIK_GROUP_MIN_SESSION_TIMEOUT_MS", default_value_t = 6000)]
+    pub group_min_session_timeout_ms: u64,
     /// Seconds between retention checks.
     #[arg(long, env = "CHRONIK_RETENTION_CHECK_SECS", default_value_t = 30)]
     pub retention_check_secs: u64,
@@ -130,6 +137,8 @@ pub struct Config {
     pub retention_ms: i64,
     pub retention_bytes: i64,
     pub retention_check_interval: Duration,
+    pub group_initial_rebalance_delay_ms: u64,
+    pub group_min_session_timeout_ms: u64,
 }
 
 impl TryFrom<Args> for Config {
@@ -152,6 +161,8 @@ impl TryFrom<Args> for Config {
             retention_ms: args.retention_ms,
             retention_bytes: args.retention_bytes,
             retention_check_interval: Duration::from_secs(args.retention_check_secs.max(1)),
+            group_initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
+            group_min_session_timeout_ms: args.group_min_session_timeout_ms,
         })
     }
 }

@@ -6,6 +6,8 @@
 //! - `connection`  — per-connection framing, pipelining, backpressure, in-order responses.
 //! - `handlers/`   — one file per Kafka API; the only place log errors become Kafka error codes.
 //! - `durability`  — waiting for the group-commit flusher before acknowledging.
+//! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
+//! - `producer_ids` — durable producer id allocation for InitProducerId.
 //! - `broker`      — shared state handed to handlers.
 //! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.
 //! - `alloc_guard` — the global allocator that keeps wire-claimed capacities from aborting the process.
@@ -20,7 +22,9 @@ pub mod broker;
 pub mod config;
 pub mod connection;
 pub mod durability;
+pub mod groups;
 pub mod handlers;
 pub mod http;
 pub mod metrics;
+pub mod producer_ids;
 pub mod server;

@@ -15,6 +15,9 @@ use tracing::{error, info, warn};
 use crate::broker::{load_or_create_cluster_id, Broker};
 use crate::config::Config;
 use crate::connection;
+use crate::groups::{GroupManager, OffsetStore};
+use crate::producer_ids::ProducerIdAllocator;
+use chronik_coordinator::GroupConfig;
 use crate::http::{app, HttpState};
 use crate::metrics::{FlushMetrics, Metrics};
 
@@ -63,6 +66,19 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     metrics
         .produce_memory_limit_bytes
         .set(config.produce_profile.in_flight_bytes() as i64);
+    let offsets = {
+        let log = log.clone();
+        tokio::task::spawn_blocking(move || OffsetStore::open(&log))
+            .await
+            .context("offset replay task panicked")??
+    };
+    let producer_ids = ProducerIdAllocator::open(&config.data_dir)?;
+    let groups = GroupManager::new(GroupConfig {
+        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+        min_session_timeout_ms: config.group_min_session_timeout_ms,
+        ..GroupConfig::default()
+    });
+    groups.spawn_ticker();
     let broker = Arc::new(Broker {
         produce_memory: Arc::new(Semaphore::new(config.produce_profile.in_flight_bytes())),
         config,
@@ -71,6 +87,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         advertised,
         cluster_id,
         data_changed,
+        groups,
+        offsets: Arc::new(offsets),
+        producer_ids,
     });
     info!(
         kafka = %kafka_addr,

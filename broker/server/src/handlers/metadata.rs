@@ -15,6 +15,7 @@ use tracing::info;
 use super::topic_lookup::{to_uuid, topic_name};
 use super::Handled;
 use crate::broker::Broker;
+use crate::groups::OFFSETS_TOPIC;
 use chronik_protocol::Response;
 
 /// Kafka's "authorized operations not requested" sentinel.
@@ -101,7 +102,7 @@ fn describe_topic(broker: &Broker, topic: &TopicLog) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&topic.name)))
         .with_topic_id(to_uuid(topic.topic_id))
-        .with_is_internal(false)
+        .with_is_internal(topic.name == OFFSETS_TOPIC)
         .with_partitions(partitions)
         .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }

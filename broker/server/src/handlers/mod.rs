@@ -6,12 +6,25 @@
 
 mod api_versions;
 mod create_topics;
+mod delete_groups;
 mod delete_topics;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
+mod find_coordinator;
+mod group_errors;
+mod heartbeat;
+mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_fetch;
+mod offset_for_leader_epoch;
 mod produce;
+mod sync_group;
 mod topic_lookup;
 
 use std::sync::Arc;
@@ -36,6 +49,7 @@ impl Handled {
 /// Runs the handler for `request`. `None` means no response is sent (acks=0).
 pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Option<Handled> {
     let version = request.version();
+    let client_id = request.header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
     match request.body {
         Request::ApiVersions(r) => api_versions::handle(version, r),
         Request::Metadata(r) => metadata::handle(broker, version, r),
@@ -45,5 +59,17 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Option<Han
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
         Request::Produce(r) => produce::handle(broker, version, r).await,
         Request::Fetch(r) => fetch::handle(broker, version, r).await,
+        Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r),
+        Request::JoinGroup(r) => join_group::handle(broker, version, &client_id, r).await,
+        Request::SyncGroup(r) => sync_group::handle(broker, version, r).await,
+        Request::Heartbeat(r) => heartbeat::handle(broker, version, r),
+        Request::LeaveGroup(r) => leave_group::handle(broker, version, r),
+        Request::OffsetCommit(r) => offset_commit::handle(broker, version, r).await,
+        Request::OffsetFetch(r) => offset_fetch::handle(broker, version, r),
+        Request::ListGroups(r) => list_groups::handle(broker, version, r),
+        Request::DescribeGroups(r) => describe_groups::handle(broker, version, r),
+        Request::DeleteGroups(r) => delete_groups::handle(broker, version, r).await,
+        Request::InitProducerId(r) => init_producer_id::handle(broker, version, r),
+        Request::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, version, r),
     }
 }

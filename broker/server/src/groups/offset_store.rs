@@ -1,0 +1,265 @@
+//! Committed offsets, durable in the internal topic `__consumer_offsets`
+//! (one partition), as Kafka keeps them.
+//!
+//! Owns: the key/value encoding of offset records, appending commits and
+//! tombstones (acknowledged only once durable), and the in-memory map rebuilt
+//! by replaying the topic at start. Must not: check group membership (the
+//! handlers ask the `GroupManager` first).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use chronik_log::{LogManager, PartitionLog};
+use chronik_protocol::record_batch::parse_batches;
+use chronik_protocol::records::{build_batch, read_records, SimpleRecord};
+
+use crate::broker::Broker;
+use crate::durability::wait_until_durable;
+
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+/// Key schema version of an offset-commit record.
+const OFFSET_KEY_VERSION: i16 = 1;
+const OFFSET_VALUE_VERSION: i16 = 1;
+const REPLAY_CHUNK: usize = 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+    pub commit_timestamp: i64,
+}
+
+/// (group, topic, partition)
+type OffsetKey = (String, String, i32);
+
+pub struct OffsetStore {
+    log: Arc<PartitionLog>,
+    offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
+}
+
+impl std::fmt::Debug for OffsetStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OffsetStore").field("topic", &OFFSETS_TOPIC).finish()
+    }
+}
+
+impl OffsetStore {
+    /// Opens the offsets topic (creating it on first start) and replays it.
+    pub fn open(log: &LogManager) -> anyhow::Result<OffsetStore> {
+        let topic = match log.topic(OFFSETS_TOPIC) {
+            Some(t) => t,
+            None => log
+                .create_topic(OFFSETS_TOPIC, 1, BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]))
+                .context("creating __consumer_offsets")?,
+        };
+        let partition = topic.partition(0).context("__consumer_offsets has no partition 0")?.clone();
+        let mut offsets = BTreeMap::new();
+        let mut next = partition.log_start_offset();
+        let end = partition.log_end_offset();
+        while next < end {
+            let chunk = partition.read(next, REPLAY_CHUNK, end).context("replaying __consumer_offsets")?;
+            if chunk.is_empty() {
+                break;
+            }
+            for (offset, record) in read_records(&chunk).context("decoding __consumer_offsets")? {
+                next = offset + 1;
+                apply(&mut offsets, &record);
+            }
+        }
+        tracing::info!(committed = offsets.len(), "loaded committed offsets");
+        Ok(OffsetStore { log: partition, offsets: Mutex::new(offsets) })
+    }
+
+    /// Durably stores commits for `group`; returns once they survive a crash
+    /// (or false if that took longer than `timeout`).
+    pub async fn commit(
+        &self,
+        broker: &Broker,
+        group: &str,
+        commits: Vec<(String, i32, CommittedOffset)>,
+        timeout: Duration,
+    ) -> anyhow::Result<bool> {
+        if commits.is_empty() {
+            return Ok(true);
+        }
+        let records: Vec<SimpleRecord> = commits
+            .iter()
+            .map(|(topic, partition, c)| SimpleRecord {
+                key: Some(encode_key(group, topic, *partition)),
+                value: Some(encode_value(c)),
+                timestamp: c.commit_timestamp,
+            })
+            .collect();
+        let durable = self.append(broker, &records, timeout).await?;
+        let mut offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        for (topic, partition, c) in commits {
+            offsets.insert((group.to_string(), topic, partition), c);
+        }
+        Ok(durable)
+    }
+
+    /// Removes every committed offset of `group` (DeleteGroups).
+    pub async fn delete_group(&self, broker: &Broker, group: &str) -> anyhow::Result<()> {
+        let keys: Vec<OffsetKey> = {
+            let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+            offsets.keys().filter(|(g, _, _)| g == group).cloned().collect()
+        };
+        let now = now_ms();
+        let tombstones: Vec<SimpleRecord> = keys
+            .iter()
+            .map(|(g, t, p)| SimpleRecord { key: Some(encode_key(g, t, *p)), value: None, timestamp: now })
+            .collect();
+        if !tombstones.is_empty() {
+            self.append(broker, &tombstones, Duration::from_secs(30)).await?;
+        }
+        let mut offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        for key in keys {
+            offsets.remove(&key);
+        }
+        Ok(())
+    }
+
+    pub fn fetch(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
+        let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        offsets.get(&(group.to_string(), topic.to_string(), partition)).cloned()
+    }
+
+    /// Every (topic, partition, offset) committed by `group`.
+    pub fn fetch_all(&self, group: &str) -> Vec<(String, i32, CommittedOffset)> {
+        let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        offsets
+            .iter()
+            .filter(|((g, _, _), _)| g == group)
+            .map(|((_, t, p), c)| (t.clone(), *p, c.clone()))
+            .collect()
+    }
+
+    /// Groups that have committed offsets (for ListGroups).
+    pub fn groups(&self) -> Vec<String> {
+        let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut groups: Vec<String> = offsets.keys().map(|(g, _, _)| g.clone()).collect();
+        groups.dedup();
+        groups
+    }
+
+    async fn append(&self, broker: &Broker, records: &[SimpleRecord], timeout: Duration) -> anyhow::Result<bool> {
+        let mut batch = build_batch(records);
+        let headers = parse_batches(&batch).context("encoding an offsets batch")?;
+        let info = self.log.append(&mut batch, &headers).context("appending to __consumer_offsets")?;
+        if !broker.fsync_enabled() {
+            return Ok(true);
+        }
+        Ok(wait_until_durable(broker, &[(self.log.clone(), info.log_end_offset)], timeout).await)
+    }
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn put_str(buf: &mut BytesMut, s: &str) {
+    buf.put_u16(u16::try_from(s.len()).unwrap_or(u16::MAX));
+    buf.put_slice(&s.as_bytes()[..s.len().min(usize::from(u16::MAX))]);
+}
+
+fn get_str(buf: &mut Bytes) -> Option<String> {
+    if buf.remaining() < 2 {
+        return None;
+    }
+    let len = usize::from(buf.get_u16());
+    if buf.remaining() < len {
+        return None;
+    }
+    String::from_utf8(buf.split_to(len).to_vec()).ok()
+}
+
+fn encode_key(group: &str, topic: &str, partition: i32) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(OFFSET_KEY_VERSION);
+    put_str(&mut buf, group);
+    put_str(&mut buf, topic);
+    buf.put_i32(partition);
+    buf.freeze()
+}
+
+fn decode_key(mut key: Bytes) -> Option<OffsetKey> {
+    if key.remaining() < 2 || key.get_i16() != OFFSET_KEY_VERSION {
+        return None;
+    }
+    let group = get_str(&mut key)?;
+    let topic = get_str(&mut key)?;
+    if key.remaining() < 4 {
+        return None;
+    }
+    Some((group, topic, key.get_i32()))
+}
+
+fn encode_value(c: &CommittedOffset) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(OFFSET_VALUE_VERSION);
+    buf.put_i64(c.offset);
+    buf.put_i32(c.leader_epoch);
+    match &c.metadata {
+        Some(m) => {
+            buf.put_u8(1);
+            put_str(&mut buf, m);
+        }
+        None => buf.put_u8(0),
+    }
+    buf.put_i64(c.commit_timestamp);
+    buf.freeze()
+}
+
+fn decode_value(mut value: Bytes) -> Option<CommittedOffset> {
+    if value.remaining() < 2 + 8 + 4 + 1 || value.get_i16() != OFFSET_VALUE_VERSION {
+        return None;
+    }
+    let offset = value.get_i64();
+    let leader_epoch = value.get_i32();
+    let metadata = if value.get_u8() == 1 { Some(get_str(&mut value)?) } else { None };
+    if value.remaining() < 8 {
+        return None;
+    }
+    Some(CommittedOffset { offset, leader_epoch, metadata, commit_timestamp: value.get_i64() })
+}
+
+fn apply(offsets: &mut BTreeMap<OffsetKey, CommittedOffset>, record: &SimpleRecord) {
+    let Some(key) = record.key.clone().and_then(decode_key) else {
+        tracing::warn!("skipping an undecodable __consumer_offsets key");
+        return;
+    };
+    match record.value.clone() {
+        None => {
+            offsets.remove(&key);
+        }
+        Some(value) => match decode_value(value) {
+            Some(c) => {
+                offsets.insert(key, c);
+            }
+            None => tracing::warn!(group = %key.0, "skipping an undecodable __consumer_offsets value"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_values_round_trip() {
+        let key = encode_key("group-1", "orders", 7);
+        assert_eq!(decode_key(key), Some(("group-1".into(), "orders".into(), 7)));
+        let c = CommittedOffset { offset: 42, leader_epoch: 0, metadata: Some("m".into()), commit_timestamp: 123 };
+        assert_eq!(decode_value(encode_value(&c)), Some(c));
+        let none = CommittedOffset { offset: 1, leader_epoch: -1, metadata: None, commit_timestamp: 5 };
+        assert_eq!(decode_value(encode_value(&none)), Some(none));
+        assert_eq!(decode_key(Bytes::from_static(b"\x00\x01\x00")), None, "truncated keys are rejected");
+    }
+}

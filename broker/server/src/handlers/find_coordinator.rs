@@ -1,0 +1,45 @@
+//! FindCoordinator: this broker coordinates every consumer group. Transaction
+//! coordinators are refused (transactions are not supported).
+
+use std::sync::Arc;
+
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::Handled;
+use crate::broker::Broker;
+
+const KEY_TYPE_GROUP: i8 = 0;
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Option<Handled> {
+    let (host, port) = &broker.advertised;
+    let node = BrokerId(broker.node_id());
+    let error = if request.key_type == KEY_TYPE_GROUP { 0 } else { ResponseError::CoordinatorNotAvailable.code() };
+    let mut response = FindCoordinatorResponse::default();
+    if version >= 4 {
+        let coordinators = request
+            .coordinator_keys
+            .into_iter()
+            .map(|key| {
+                let c = Coordinator::default().with_key(key).with_error_code(error);
+                if error == 0 {
+                    c.with_node_id(node).with_host(StrBytes::from_string(host.clone())).with_port(i32::from(*port))
+                } else {
+                    c.with_node_id(BrokerId(-1)).with_port(-1)
+                }
+            })
+            .collect();
+        response = response.with_coordinators(coordinators);
+    } else if error == 0 {
+        response = response
+            .with_node_id(node)
+            .with_host(StrBytes::from_string(host.clone()))
+            .with_port(i32::from(*port));
+    } else {
+        response = response.with_error_code(error).with_node_id(BrokerId(-1)).with_port(-1);
+    }
+    Handled::new(Response::FindCoordinator(response), error != 0)
+}

@@ -1,0 +1,96 @@
+//! OffsetCommit: checks the member and generation with the group manager,
+//! then stores the offsets durably before answering.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronik_coordinator::CommitCheck;
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use tracing::warn;
+
+use super::group_errors::response_error;
+use super::Handled;
+use crate::broker::Broker;
+use crate::groups::offset_store::now_ms;
+use crate::groups::CommittedOffset;
+
+/// Kafka's offset.metadata.max.bytes.
+const MAX_METADATA_BYTES: usize = 4096;
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub async fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetCommitRequest) -> Option<Handled> {
+    let group_id = request.group_id.0.to_string();
+    let check = broker
+        .groups
+        .check_commit(&group_id, &request.member_id, request.generation_id_or_member_epoch);
+    let group_error = match check {
+        CommitCheck::Ok => None,
+        CommitCheck::Rejected(e) => Some(response_error(e)),
+    };
+    let now = now_ms();
+    let mut commits = Vec::new();
+    // (topic index, partition index, error) in request order
+    let mut errors: Vec<Vec<(i32, Option<ResponseError>)>> = Vec::new();
+    for topic in &request.topics {
+        let known = broker.log.topic(&topic.name.0);
+        let mut partitions = Vec::new();
+        for p in &topic.partitions {
+            let error = if let Some(e) = group_error {
+                Some(e)
+            } else if known.as_ref().and_then(|t| t.partition(p.partition_index)).is_none() {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA_BYTES) {
+                Some(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                commits.push((
+                    topic.name.0.to_string(),
+                    p.partition_index,
+                    CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                        commit_timestamp: now,
+                    },
+                ));
+                None
+            };
+            partitions.push((p.partition_index, error));
+        }
+        errors.push(partitions);
+    }
+    let stored = broker.offsets.commit(broker, &group_id, commits, COMMIT_TIMEOUT).await;
+    let storage_error = match stored {
+        Ok(true) => None,
+        Ok(false) => Some(ResponseError::RequestTimedOut),
+        Err(e) => {
+            warn!(group = %group_id, error = %e, "storing committed offsets failed");
+            Some(ResponseError::KafkaStorageError)
+        }
+    };
+    let mut has_error = false;
+    let topics = request
+        .topics
+        .iter()
+        .zip(errors)
+        .map(|(topic, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|(index, error)| {
+                    let error = error.or(storage_error);
+                    has_error |= error.is_some();
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(index)
+                        .with_error_code(error.map(|e| e.code()).unwrap_or(0))
+                })
+                .collect();
+            OffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    Handled::new(Response::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)), has_error)
+}

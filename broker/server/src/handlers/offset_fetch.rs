@@ -1,0 +1,103 @@
+//! OffsetFetch: committed offsets of one group (v1–7) or several (v8+);
+//! a null topic list means every partition the group committed.
+
+use std::sync::Arc;
+
+use chronik_protocol::Response;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::topic_lookup::topic_name;
+use super::Handled;
+use crate::broker::Broker;
+
+/// One partition's answer: (partition, offset, leader epoch, metadata).
+type Answer = (i32, i64, i32, Option<String>);
+
+pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -> Option<Handled> {
+    if version >= 8 {
+        let groups = request
+            .groups
+            .into_iter()
+            .map(|g| {
+                let wanted = g
+                    .topics
+                    .map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+                let topics = lookup(broker, &g.group_id.0, wanted)
+                    .into_iter()
+                    .map(|(topic, answers)| {
+                        OffsetFetchResponseTopics::default().with_name(topic_name(&topic)).with_partitions(
+                            answers
+                                .into_iter()
+                                .map(|(p, offset, epoch, metadata)| {
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(Some(StrBytes::from_string(metadata.unwrap_or_default())))
+                                })
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0)).with_topics(topics)
+            })
+            .collect();
+        return Handled::new(Response::OffsetFetch(OffsetFetchResponse::default().with_groups(groups)), false);
+    }
+    let wanted = request
+        .topics
+        .map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+    let topics = lookup(broker, &request.group_id.0, wanted)
+        .into_iter()
+        .map(|(topic, answers)| {
+            OffsetFetchResponseTopic::default().with_name(topic_name(&topic)).with_partitions(
+                answers
+                    .into_iter()
+                    .map(|(p, offset, epoch, metadata)| {
+                        OffsetFetchResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_committed_offset(offset)
+                            .with_committed_leader_epoch(epoch)
+                            .with_metadata(Some(StrBytes::from_string(metadata.unwrap_or_default())))
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    Handled::new(Response::OffsetFetch(OffsetFetchResponse::default().with_topics(topics)), false)
+}
+
+/// Committed offsets by topic; partitions without a commit get offset -1.
+fn lookup(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Vec<(String, Vec<Answer>)> {
+    match wanted {
+        Some(topics) => topics
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let answers = partitions
+                    .into_iter()
+                    .map(|p| match broker.offsets.fetch(group, &topic, p) {
+                        Some(c) => (p, c.offset, c.leader_epoch, c.metadata),
+                        None => (p, -1, -1, None),
+                    })
+                    .collect();
+                (topic, answers)
+            })
+            .collect(),
+        None => {
+            let mut by_topic: Vec<(String, Vec<Answer>)> = Vec::new();
+            for (topic, p, c) in broker.offsets.fetch_all(group) {
+                let answer = (p, c.offset, c.leader_epoch, c.metadata);
+                match by_topic.iter_mut().find(|(t, _)| *t == topic) {
+                    Some((_, answers)) => answers.push(answer),
+                    None => by_topic.push((topic, vec![answer])),
+                }
+            }
+            by_topic
+        }
+    }
+}

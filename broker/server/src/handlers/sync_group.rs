@@ -1,0 +1,34 @@
+//! SyncGroup: the leader's assignments go to every member; v5 responses
+//! carry protocol_type and protocol_name, errors included.
+
+use std::sync::Arc;
+
+use chronik_coordinator::SyncRequest;
+use chronik_protocol::Response;
+use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::group_errors::code;
+use super::Handled;
+use crate::broker::Broker;
+
+pub async fn handle(broker: &Arc<Broker>, _version: i16, request: SyncGroupRequest) -> Option<Handled> {
+    let sync = SyncRequest {
+        member_id: request.member_id.to_string(),
+        generation_id: request.generation_id,
+        protocol_type: request.protocol_type.map(|s| s.to_string()),
+        protocol_name: request.protocol_name.map(|s| s.to_string()),
+        assignments: request
+            .assignments
+            .into_iter()
+            .map(|a| (a.member_id.to_string(), a.assignment))
+            .collect(),
+    };
+    let reply = broker.groups.sync(&request.group_id.0, sync).await;
+    let response = SyncGroupResponse::default()
+        .with_error_code(code(reply.error))
+        .with_protocol_type(reply.protocol_type.map(StrBytes::from_string))
+        .with_protocol_name(reply.protocol_name.map(StrBytes::from_string))
+        .with_assignment(reply.assignment);
+    Handled::new(Response::SyncGroup(response), reply.error.is_some())
+}

@@ -1,0 +1,75 @@
+//! Producer id allocation for InitProducerId: ids are handed out from blocks
+//! reserved durably in `<data-dir>/producer-id-block`, so an id is never
+//! reused after a restart (a reused id would collide with the sequence state
+//! the log keeps for it).
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::Context;
+
+const BLOCK_SIZE: i64 = 1000;
+
+#[derive(Debug)]
+pub struct ProducerIdAllocator {
+    path: PathBuf,
+    /// (next id to hand out, first id not yet reserved on disk)
+    state: Mutex<(i64, i64)>,
+}
+
+impl ProducerIdAllocator {
+    pub fn open(data_dir: &Path) -> anyhow::Result<ProducerIdAllocator> {
+        let path = data_dir.join("producer-id-block");
+        let reserved_until = match std::fs::read_to_string(&path) {
+            Ok(text) => text
+                .trim()
+                .parse::<i64>()
+                .with_context(|| format!("{} does not hold a number", path.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        Ok(ProducerIdAllocator { path, state: Mutex::new((reserved_until, reserved_until)) })
+    }
+
+    /// A producer id never handed out before, on this data directory.
+    pub fn allocate(&self) -> anyhow::Result<i64> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.0 >= state.1 {
+            let reserved_until = state.0 + BLOCK_SIZE;
+            persist(&self.path, reserved_until)?;
+            state.1 = reserved_until;
+        }
+        let id = state.0;
+        state.0 += 1;
+        Ok(id)
+    }
+}
+
+fn persist(path: &Path, reserved_until: i64) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    std::io::Write::write_all(&mut &file, reserved_until.to_string().as_bytes())?;
+    file.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_never_reused_across_restarts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = ProducerIdAllocator::open(dir.path()).expect("open");
+        let first: Vec<i64> = (0..3).map(|_| a.allocate().expect("allocate")).collect();
+        assert_eq!(first, vec![0, 1, 2]);
+        drop(a);
+        let b = ProducerIdAllocator::open(dir.path()).expect("reopen");
+        let next = b.allocate().expect("allocate");
+        assert!(next > 2, "after a restart ids continue past the reserved block, got {next}");
+    }
+}
