@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chronik_log::{AppendInfo, Error as LogError, PartitionLog};
-use chronik_protocol::record_batch::parse_batches;
+use chronik_protocol::record_batch::{parse_batches, set_partition_leader_epoch};
 use chronik_protocol::{BatchError, Response};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -27,11 +27,18 @@ struct Appended {
     info: AppendInfo,
 }
 
+/// What happened to one partition's records: appended, or an error code and message.
+type Outcome = Result<Appended, (ResponseError, String)>;
+
+/// The only leader epoch a single-node broker has; stamped into every
+/// appended batch so consumers can validate positions against it.
+const LEADER_EPOCH: i32 = 0;
+
 pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest) -> Option<Handled> {
     let acks = request.acks;
-    let valid_acks = matches!(acks, 0 | 1 | -1);
-    // (topic index, partition index, outcome) in request order.
-    let mut outcomes: Vec<Vec<(i32, Result<Appended, (ResponseError, String)>)>> = Vec::new();
+    let valid_acks = (-1..=1).contains(&acks);
+    // Per topic, per partition: (partition index, outcome), in request order.
+    let mut outcomes: Vec<Vec<(i32, Outcome)>> = Vec::new();
     for topic in &request.topic_data {
         let found = resolve(broker, &topic.name.0, topic.topic_id);
         let mut partitions = Vec::new();
@@ -122,6 +129,9 @@ fn append(broker: &Broker, log: &PartitionLog, records: Option<&Bytes>) -> Resul
         (code, e.to_string())
     })?;
     let mut owned = records.to_vec();
+    for batch in &batches {
+        set_partition_leader_epoch(&mut owned, batch.position, LEADER_EPOCH);
+    }
     let info = log.append(&mut owned, &batches).map_err(|e| match e {
         LogError::RecordTooLarge { .. } => (ResponseError::MessageTooLarge, e.to_string()),
         other => {
