@@ -2,8 +2,10 @@
 //! the broker writes itself (committed offsets in `__consumer_offsets`).
 //!
 //! Owns: Kafka's record encoding (zigzag varints, key/value/headers) for
-//! uncompressed batches. Client data never goes through here: the broker
-//! keeps produced records as opaque bytes. Must not: decompress.
+//! uncompressed batches the broker writes, and the one look inside client
+//! batches the broker needs: ListOffsets' record-exact timestamp lookup,
+//! which decodes (and if needed decompresses) a single batch. Produce and
+//! Fetch never come here: they keep client records as opaque bytes.
 
 use bytes::Bytes;
 
@@ -168,6 +170,20 @@ mod tests {
     }
 
     #[test]
+    fn finds_the_exact_record_for_a_timestamp() {
+        let records: Vec<SimpleRecord> = [100, 105, 103, 110]
+            .iter()
+            .map(|ts| SimpleRecord { key: None, value: Some(Bytes::from("v")), timestamp: *ts })
+            .collect();
+        let mut batch = build_batch(&records);
+        set_base_offset(&mut batch, 0, 10);
+        assert_eq!(find_record_by_timestamp(&batch, Some(104)), Some((11, 105)));
+        assert_eq!(find_record_by_timestamp(&batch, Some(100)), Some((10, 100)));
+        assert_eq!(find_record_by_timestamp(&batch, Some(111)), None);
+        assert_eq!(find_record_by_timestamp(&batch, None), Some((13, 110)));
+    }
+
+    #[test]
     fn varints_match_kafkas_zigzag_encoding() {
         let mut buf = Vec::new();
         put_varint(&mut buf, -1);
@@ -177,5 +193,25 @@ mod tests {
         assert_eq!(get_varint(&buf, &mut pos), Some(-1));
         assert_eq!(get_varint(&buf, &mut pos), Some(300));
         assert_eq!(get_varint(&[0xff, 0xff], &mut 0), None, "an unterminated varint is an error");
+    }
+}
+
+/// Within one stored batch (`batch` starts at its first byte), the first
+/// record whose timestamp is at or after `timestamp` — Kafka's ListOffsets
+/// rule — decompressing if needed. `timestamp = None` finds the record with
+/// the batch's largest timestamp instead. Returns (offset, timestamp).
+pub fn find_record_by_timestamp(batch: &[u8], timestamp: Option<i64>) -> Option<(i64, i64)> {
+    let header = parse_batch(batch, 0).ok()?;
+    let mut bytes = Bytes::copy_from_slice(&batch[..header.size]);
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).ok()?;
+    let records = set.records.iter().filter(|r| !r.control);
+    match timestamp {
+        Some(ts) => records.map(|r| (r.offset, r.timestamp)).find(|(_, t)| *t >= ts),
+        None => records
+            .map(|r| (r.offset, r.timestamp))
+            .fold(None, |best: Option<(i64, i64)>, (o, t)| match best {
+                Some((_, bt)) if bt >= t => best,
+                _ => Some((o, t)),
+            }),
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use chronik_log::PartitionLog;
+use chronik_protocol::records::find_record_by_timestamp;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
@@ -62,15 +63,24 @@ fn lookup(log: &PartitionLog, timestamp: i64) -> Result<(i64, i64), ResponseErro
         EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1)),
         LATEST_TIERED => Ok((-1, -1)),
         MAX_TIMESTAMP => match log.max_timestamp_offset() {
-            Ok(Some((offset, ts))) if offset < high_watermark => Ok((offset, ts)),
+            Ok(Some((offset, ts))) if offset < high_watermark => Ok(exact_record(log, offset, None, high_watermark).unwrap_or((offset, ts))),
             Ok(_) => Ok((-1, -1)),
             Err(_) => Err(ResponseError::KafkaStorageError),
         },
         ts if ts >= 0 => match log.offset_for_timestamp(ts) {
-            Ok(Some((offset, found_ts))) if offset < high_watermark => Ok((offset, found_ts)),
+            Ok(Some((offset, found_ts))) if offset < high_watermark => {
+                Ok(exact_record(log, offset, Some(ts), high_watermark).unwrap_or((offset, found_ts)))
+            }
             Ok(_) => Ok((-1, -1)),
             Err(_) => Err(ResponseError::KafkaStorageError),
         },
         _ => Err(ResponseError::InvalidRequest),
     }
+}
+
+/// The log's time index answers per batch; Kafka answers per record. Reads
+/// the batch holding `offset` and finds the exact record inside it.
+fn exact_record(log: &PartitionLog, offset: i64, timestamp: Option<i64>, high_watermark: i64) -> Option<(i64, i64)> {
+    let batch = log.read(offset, 1, high_watermark).ok()?;
+    find_record_by_timestamp(&batch, timestamp)
 }

@@ -1,0 +1,25 @@
+//! Shared harness for the broker's integration tests.
+//!
+//! Every test binary under `tests/` includes this module with `mod common;`
+//! and uses only part of it, hence the `dead_code` allowance.
+//!
+//! Layout:
+//! - `broker`  — the real `chronik-server` child process: start on port 0 with a
+//!   temp data dir, readiness polling, SIGTERM / SIGKILL / restart, /proc probes.
+//! - `http`    — a minimal HTTP/1.0 GET over a plain `TcpStream` (no extra deps).
+//! - `prom`    — parsing of the Prometheus text exposition served at /metrics.
+//! - `clients` — rdkafka producer / consumer / admin helpers (consumers `assign`,
+//!   never `subscribe`: the broker has no consumer groups yet).
+//! - `wire`    — hand-encoded Kafka requests and RecordBatch v2 for raw-socket tests.
+//!
+//! Nothing here asserts on broker behaviour: helpers return what they saw and
+//! the tests decide.
+#![allow(dead_code, unused_imports)]
+
+pub mod broker;
+pub mod clients;
+pub mod http;
+pub mod prom;
+pub mod wire;
+
+pub use broker::Broker;
