@@ -41,9 +41,29 @@ pub enum Error {
     },
     #[error("record batch of {size} bytes exceeds max.message.bytes {max}")]
     RecordTooLarge { size: usize, max: u32 },
-    /// The caller handed `append` records that do not match their headers.
+    /// The caller handed `append` records that do not match their headers,
+    /// or a batch no client may send (an idempotent batch without a
+    /// sequence): Kafka's INVALID_RECORD.
     #[error("invalid records passed to append: {0}")]
     InvalidRecords(String),
+    /// An idempotent batch whose sequence does not follow the producer's
+    /// last one in this partition (nothing of the request was written).
+    #[error("out of order sequence for producer {producer_id}: expected {expected}, got {got}")]
+    OutOfOrderSequence {
+        producer_id: i64,
+        expected: i32,
+        got: i32,
+    },
+    /// A batch from an older epoch than the producer's latest here: a
+    /// fenced (zombie) producer instance.
+    #[error(
+        "producer {producer_id} sent epoch {epoch}, older than its current epoch {current_epoch}"
+    )]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        epoch: i16,
+        current_epoch: i16,
+    },
     #[error("corrupt log data in {path} at byte {position}: {reason}")]
     Corrupt {
         path: PathBuf,

@@ -7,6 +7,7 @@
 //! <data_dir>/<topic>-<partition>/00000000000000000000.log        batches, verbatim
 //!                               /00000000000000000000.index      relative offset u32 BE, position u32 BE
 //!                               /00000000000000000000.timeindex  timestamp i64 BE, relative offset u32 BE
+//!                               /00000000000000000020.snapshot   producer state at offset 20 (clean shutdown only)
 //! <data_dir>/__topics/<topic>.meta                topic_id=, partitions=, config.<name>= lines
 //! <data_dir>/recovery-point-offset-checkpoint     offsets below which data was fsynced
 //! <data_dir>/.clean_shutdown                      present only after a clean shutdown
@@ -22,6 +23,8 @@
 //! - `read`         — header walks and whole-batch reads for Fetch/ListOffsets.
 //! - `scan`         — CRC-checked segment scans for recovery.
 //! - `recovery`     — what to trust at open and how to repair a crashed tail.
+//! - `producer_state` — idempotent-producer sequence/epoch checks (pure).
+//! - `producer_recovery` — producer state rebuilt at open, snapshot at shutdown.
 //! - `flusher`      — `FlushPolicy`, the dirty queue and the group-commit thread.
 //! - `retention`    — retention decisions and the `log-retention` thread.
 //! - `registry`     — live topics by name and id; checkpoint writes.
@@ -45,6 +48,8 @@ mod flusher;
 mod index;
 mod manager;
 mod partition;
+mod producer_recovery;
+mod producer_state;
 mod read;
 mod recovery;
 mod registry;

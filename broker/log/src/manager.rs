@@ -342,7 +342,8 @@ impl LogManager {
             &self.ctx.counters,
             self.observer.as_deref(),
         )?;
-        sync_dir(partition.dir())
+        sync_dir(partition.dir())?;
+        partition.write_producer_snapshot()
     }
 
     fn stop_threads(&self) {

@@ -1,15 +1,18 @@
 //! One partition's log: Kafka's LocalLog over a list of segments.
 //!
 //! Owns: the segment list (oldest first, the last one active), offset
-//! assignment, rolling, reads by offset and timestamp, the log start / end /
-//! durable offsets and the bookkeeping the flusher and retention act on.
+//! assignment together with the idempotent-producer checks (the producer
+//! state is consulted and updated under the same lock), rolling, reads by
+//! offset and timestamp, the log start / end / durable offsets and the
+//! bookkeeping the flusher and retention act on.
 //! Must not: fsync (the flusher does, outside the lock), hold its lock
 //! during reads of segment data, or parse records inside batches.
 //! Submodules: `sync` (hand-over to the flusher, closing) and `retention`
 //! (applying retention to this partition).
 //!
 //! Thread-safety: `PartitionLog` is `Send + Sync`. One mutex guards the
-//! segment list; appends, rolls and retention take it and are serialised.
+//! segment list and the producer state; appends, rolls and retention take
+//! it and are serialised.
 //! Reads take it only to snapshot file handles and positions. The offsets
 //! are mirrored in atomics for lock-free queries.
 
@@ -24,6 +27,8 @@ use tracing::debug;
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::flusher::{FlushPolicy, FlushQueue};
+use crate::producer_recovery::load_producer_state;
+use crate::producer_state::{AppendCheck, ProducerBatch, ProducerStateManager};
 use crate::read::{self, SegmentSlice};
 use crate::recovery::{recover_partition, RecoveryHint};
 use crate::segment::{wall_clock_ms, LogSegment};
@@ -35,16 +40,20 @@ mod sync;
 use sync::SealedSegment;
 pub(crate) use sync::SyncWork;
 
-/// Where an append went.
+/// What an append did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
-    /// The next offset to be assigned.
+    /// The next offset to be assigned, also for a duplicate: waiting until
+    /// it is durable covers the original batches.
     pub log_end_offset: i64,
     /// Always -1: batches keep their CreateTime timestamps.
     pub log_append_time_ms: i64,
     pub log_start_offset: i64,
+    /// The request retried idempotent batches already in the log: nothing
+    /// was written and `base_offset`/`last_offset` are the original ones.
+    pub duplicate: bool,
 }
 
 /// What the manager shares with every partition.
@@ -67,6 +76,7 @@ struct State {
     unsynced: Vec<SealedSegment>,
     dir_unsynced: bool,
     closed: Option<Closed>,
+    producers: ProducerStateManager,
 }
 
 impl State {
@@ -117,6 +127,7 @@ impl PartitionLog {
         let recovered = recover_partition(&dir, (topic, partition), &config, hint)?;
         ctx.counters.recovery_truncated(recovered.truncated_bytes);
         let segments = recovered.segments;
+        let producers = load_producer_state(&dir, (topic, partition), &segments)?;
         let start = segments.first().map_or(0, LogSegment::base_offset);
         let end = segments.last().map_or(0, LogSegment::next_offset);
         let size = segments.iter().map(LogSegment::size).sum();
@@ -138,6 +149,7 @@ impl PartitionLog {
                 unsynced: Vec::new(),
                 dir_unsynced: false,
                 closed: None,
+                producers,
             }),
             log_start_offset: AtomicI64::new(start),
             log_end_offset: AtomicI64::new(end),
@@ -178,6 +190,10 @@ impl PartitionLog {
     pub fn size_bytes(&self) -> u64 {
         self.size_bytes.load(Ordering::Relaxed)
     }
+    /// Producer ids this partition holds idempotence state for.
+    pub fn producer_count(&self) -> usize {
+        self.lock().producers.len()
+    }
 
     /// Poisoning is ignored: critical sections keep `State` consistent at
     /// every step that can fail, and panic only on bugs; failing every later
@@ -205,11 +221,44 @@ impl PartitionLog {
     /// consecutive from the log end offset, and the bytes are written
     /// verbatim to the active segment, rolling it first when it is full or
     /// old. Returns before any fsync; see `durable_offset`.
+    ///
+    /// Batches with a producer id are checked first, all or nothing, as
+    /// Kafka's ProducerStateManager does: an older epoch fails with
+    /// `InvalidProducerEpoch`, a sequence that does not follow the
+    /// producer's last one with `OutOfOrderSequence`, and nothing is
+    /// written. A request whose batches are all retries of batches among
+    /// their producers' last five is not written again: it returns the
+    /// original offsets with `duplicate` set (one mixing retried and new
+    /// batches is out of order).
     pub fn append(&self, records: &mut [u8], batches: &[BatchHeader]) -> Result<AppendInfo> {
         let offsets = validate_batches(records, batches, self.config.max_message_bytes)?;
         let bytes = records.len() as u64;
         let mut state = self.lock();
         self.check_open(&state)?;
+        // Rolling keeps the next offset, so these are the offsets the
+        // batches will get.
+        let mut next = state.active().next_offset();
+        let incoming = batches.iter().map(|h| {
+            let batch = ProducerBatch::from_header(h, next);
+            next += h.offset_count();
+            batch
+        });
+        let producer_update = match state.producers.check_append(incoming)? {
+            AppendCheck::Append(update) => update,
+            AppendCheck::Duplicate {
+                base_offset,
+                last_offset,
+            } => {
+                return Ok(AppendInfo {
+                    base_offset,
+                    last_offset,
+                    log_end_offset: state.active().next_offset(),
+                    log_append_time_ms: -1,
+                    log_start_offset: state.log_start_offset(),
+                    duplicate: true,
+                })
+            }
+        };
         let now = wall_clock_ms();
         let max_timestamp = batches.iter().map(|h| h.max_timestamp).max().unwrap_or(-1);
         let rolled = state
@@ -222,6 +271,7 @@ impl PartitionLog {
         state
             .active_mut()
             .append(records, batches, self.config.index_interval_bytes)?;
+        state.producers.commit(producer_update);
         let log_end_offset = state.active().next_offset();
         self.log_end_offset.store(log_end_offset, Ordering::Release);
         self.size_bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -244,6 +294,7 @@ impl PartitionLog {
             log_end_offset,
             log_append_time_ms: -1,
             log_start_offset,
+            duplicate: false,
         })
     }
 

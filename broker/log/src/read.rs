@@ -1,7 +1,8 @@
 //! Reading whole batches out of segment files, for Fetch and ListOffsets.
 //!
 //! Owns: walking batch headers from an index-provided position to the batch
-//! holding a wanted offset or timestamp, and cutting a read at whole-batch
+//! holding a wanted offset or timestamp (or through a whole segment, for
+//! the producer-state rebuild at open), and cutting a read at whole-batch
 //! boundaries under a byte budget and an offset upper bound. Works on file
 //! handles snapshotted under the partition lock, so it runs without it.
 //! Must not: take locks, write, or check CRCs (recovery validated what is
@@ -20,8 +21,13 @@ use crate::error::{Error, Result};
 // Field positions inside a v2 batch header (Kafka's DefaultRecordBatch).
 const BATCH_LENGTH_AT: usize = 8;
 const MAGIC_AT: usize = 16;
+const ATTRIBUTES_AT: usize = 21;
 const LAST_OFFSET_DELTA_AT: usize = 23;
 const MAX_TIMESTAMP_AT: usize = 35;
+const PRODUCER_ID_AT: usize = 43;
+const PRODUCER_EPOCH_AT: usize = 51;
+const BASE_SEQUENCE_AT: usize = 53;
+const CONTROL_FLAG: u8 = 0x20;
 
 /// Header bytes read per pread while walking; amortises small batches.
 const HEADER_BLOCK_BYTES: u64 = 32 * 1024;
@@ -37,12 +43,17 @@ pub(crate) struct SegmentSlice {
     pub end: u64,
 }
 
+/// A stored batch's header fields, read without checking its CRC.
 #[derive(Debug, Clone, Copy)]
-struct Peek {
-    base_offset: i64,
-    last_offset: i64,
-    max_timestamp: i64,
-    size: u64,
+pub(crate) struct Peek {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub max_timestamp: i64,
+    pub size: u64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub is_control: bool,
 }
 
 fn be_i32(b: &[u8], at: usize) -> i32 {
@@ -75,6 +86,11 @@ fn peek(buf: &[u8]) -> Option<std::result::Result<Peek, String>> {
         last_offset: base_offset + i64::from(delta),
         max_timestamp: be_i64(buf, MAX_TIMESTAMP_AT),
         size: LOG_OVERHEAD as u64 + batch_length as u64,
+        producer_id: be_i64(buf, PRODUCER_ID_AT),
+        producer_epoch: i16::from_be_bytes([buf[PRODUCER_EPOCH_AT], buf[PRODUCER_EPOCH_AT + 1]]),
+        base_sequence: be_i32(buf, BASE_SEQUENCE_AT),
+        // The flag sits in the low byte of the big-endian attributes.
+        is_control: buf[ATTRIBUTES_AT + 1] & CONTROL_FLAG != 0,
     }))
 }
 
@@ -218,6 +234,19 @@ pub(crate) fn find_timestamp(
         }
     }
     Ok(None)
+}
+
+/// Every batch header of the slice, in order, to `on_batch`: a header walk
+/// for data recovery validated or trusted (no CRC check, records unread).
+pub(crate) fn walk_headers(slice: &SegmentSlice, mut on_batch: impl FnMut(&Peek)) -> Result<()> {
+    let mut headers = HeaderReader::new(slice);
+    let mut pos = slice.start;
+    while pos < slice.end {
+        let h = headers.peek_at(pos)?;
+        on_batch(&h);
+        pos += h.size;
+    }
+    Ok(())
 }
 
 /// Max timestamp of the first batch in the slice (segment.ms counts from it).

@@ -279,7 +279,8 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>> {
     Ok(logs)
 }
 
-fn parse_base_offset(stem: &str) -> Option<i64> {
+/// The offset a `<20 digits>.<ext>` file name starts with.
+pub(crate) fn parse_base_offset(stem: &str) -> Option<i64> {
     if stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()) {
         stem.parse().ok()
     } else {

@@ -3,7 +3,8 @@
 //! Owns: the hand-over of files written since the last flush to the
 //! flusher (taken under the partition lock, synced outside it), giving them
 //! back when an fsync fails, advancing the recovery point and durable
-//! offset afterwards, and closing the partition for shutdown or deletion.
+//! offset afterwards, closing the partition for shutdown or deletion, and
+//! the producer snapshot written after the final flush of a shutdown.
 //! Must not: fsync while holding the partition lock.
 
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use std::sync::atomic::Ordering;
 
 use super::{Closed, PartitionLog};
 use crate::error::Result;
+use crate::producer_recovery::write_snapshot;
 use crate::segment::SyncTarget;
 
 /// A rolled segment's files, not yet fsynced.
@@ -108,6 +110,24 @@ impl PartitionLog {
         let active = state.active_mut();
         active.seal();
         active.write_index_files()
+    }
+
+    /// Saves the producer state as of the log end, so the next open need not
+    /// replay every segment. Only for a partition closed for shutdown (no
+    /// appends can follow) whose log was fsynced after closing: the snapshot
+    /// must never be ahead of the data on disk.
+    pub(crate) fn write_producer_snapshot(&self) -> Result<()> {
+        let (offset, snapshot) = {
+            let state = self.lock();
+            if state.closed != Some(Closed::ShuttingDown) {
+                return Ok(());
+            }
+            (
+                state.active().next_offset(),
+                state.producers.encode_snapshot(),
+            )
+        };
+        write_snapshot(&self.dir, offset, &snapshot)
     }
 
     /// Fails later appends and reads with UnknownTopic.

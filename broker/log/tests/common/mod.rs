@@ -139,3 +139,64 @@ pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> boo
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// One idempotent batch of a produce request.
+#[derive(Debug, Clone, Copy)]
+pub struct Idempotent {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub records: i32,
+}
+
+pub const fn idem(
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+    records: i32,
+) -> Idempotent {
+    Idempotent {
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records,
+    }
+}
+
+/// CRC-32C (Castagnoli), bit by bit: only for building test batches.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0x82F6_3B78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A test batch carrying a producer id, epoch and base sequence, with its
+/// CRC recomputed (bytes 21.. into 17..21).
+pub fn idempotent_batch(b: Idempotent, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = build_test_batch(b.records, now_ms(), payload);
+    bytes[43..51].copy_from_slice(&b.producer_id.to_be_bytes());
+    bytes[51..53].copy_from_slice(&b.producer_epoch.to_be_bytes());
+    bytes[53..57].copy_from_slice(&b.base_sequence.to_be_bytes());
+    let crc = crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    bytes
+}
+
+/// Appends one request made of `batches` (each with a 100-byte payload).
+pub fn produce(log: &PartitionLog, batches: &[Idempotent]) -> chronik_log::Result<AppendInfo> {
+    let mut bytes: Vec<u8> = batches
+        .iter()
+        .flat_map(|&b| idempotent_batch(b, &[b'i'; 100]))
+        .collect();
+    let headers = parse_batches(&bytes).expect("valid idempotent batches");
+    log.append(&mut bytes, &headers)
+}

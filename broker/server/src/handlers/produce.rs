@@ -134,11 +134,19 @@ fn append(broker: &Broker, log: &PartitionLog, records: Option<&Bytes>) -> Resul
     }
     let info = log.append(&mut owned, &batches).map_err(|e| match e {
         LogError::RecordTooLarge { .. } => (ResponseError::MessageTooLarge, e.to_string()),
+        LogError::OutOfOrderSequence { .. } => (ResponseError::OutOfOrderSequenceNumber, e.to_string()),
+        LogError::InvalidProducerEpoch { .. } => (ResponseError::InvalidProducerEpoch, e.to_string()),
+        LogError::InvalidRecords(_) => (ResponseError::InvalidRecord, e.to_string()),
         other => {
             warn!(topic = log.topic(), partition = log.partition(), error = %other, "append failed");
             (ResponseError::KafkaStorageError, other.to_string())
         }
     })?;
+    if info.duplicate {
+        // A retried batch already in the log: acknowledged with its original
+        // offsets, counted once.
+        return Ok(info);
+    }
     let records_in: i64 = batches.iter().map(|b| i64::from(b.records_count)).sum();
     broker.metrics.records_in_total.inc_by(u64::try_from(records_in).unwrap_or(0));
     broker.metrics.batches_in_total.inc_by(batches.len() as u64);
