@@ -25,7 +25,7 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: InitProducerIdReques
             true,
         )
     };
-    if request.transactional_id.is_some() {
+    if request.transactional_id.as_ref().is_some_and(|id| !id.0.is_empty()) {
         warn!("InitProducerId with a transactional id refused: transactions are not supported");
         return fail(ResponseError::TransactionalIdAuthorizationFailed);
     }
