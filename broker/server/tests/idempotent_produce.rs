@@ -54,7 +54,7 @@ impl Client {
         let mut response = Bytes::from(response);
         let header = ResponseHeader::decode(&mut response, <R::Response as HeaderVersion>::header_version(version))?;
         ensure!(header.correlation_id == self.correlation_id, "correlation id mismatch");
-        Ok(R::Response::decode(&mut response, version)?)
+        R::Response::decode(&mut response, version)
     }
 
     fn create_topic(&mut self, name: &str) -> Result<()> {
