@@ -2,7 +2,8 @@
 //!
 //! Owns: `FlushPolicy`, the shared queue appends mark their partition dirty
 //! in, the round timing (fire `max_wait` after the oldest unflushed append,
-//! or as soon as `GROUP_COMMIT_BYTES` are pending), and the fsyncs of one
+//! as soon as `GROUP_COMMIT_BYTES` are pending, or once appends pause for
+//! the quiet period), and the fsyncs of one
 //! partition's files outside its lock. Durable offsets only advance after
 //! every file holding the data was synced; a failed fsync leaves the
 //! partition dirty for the next round and the durable offset where it was.
@@ -28,6 +29,18 @@ use crate::stats::{Counters, FlushObserver};
 /// A round starts early once this many appended bytes wait for fsync, so
 /// heavy load does not wait out `max_wait`.
 pub const GROUP_COMMIT_BYTES: u64 = 4 << 20;
+
+/// Longest pause in the append stream before a round starts early.
+/// Producers that reached their in-flight limit stop sending until acked, so
+/// once appends pause, waiting longer only adds latency and caps
+/// throughput at (in-flight requests × batch size) per `max_wait`.
+const MAX_QUIET: Duration = Duration::from_millis(1);
+
+/// The quiet period for a group-commit `max_wait`: a tenth of it, at most
+/// `MAX_QUIET`.
+fn quiet_period(max_wait: Duration) -> Duration {
+    (max_wait / 10).min(MAX_QUIET)
+}
 
 /// Pause after a round with a failed fsync, so a broken disk is not spun on.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
@@ -86,6 +99,7 @@ impl fmt::Display for FlushPolicy {
 struct Pending {
     dirty: Vec<Arc<PartitionLog>>,
     oldest: Option<Instant>,
+    newest: Option<Instant>,
     bytes: u64,
     batches: u64,
     stopping: bool,
@@ -138,7 +152,9 @@ impl FlushQueue {
         if !partition.queued.swap(true, Ordering::AcqRel) {
             p.dirty.push(partition);
         }
-        p.oldest.get_or_insert_with(Instant::now);
+        let now = Instant::now();
+        p.oldest.get_or_insert(now);
+        p.newest = Some(now);
         let before = p.bytes;
         p.bytes += bytes;
         p.batches += batches;
@@ -175,7 +191,9 @@ impl FlushQueue {
                 continue;
             }
             let now = Instant::now();
-            let due = p.oldest.unwrap_or(now) + max_wait;
+            let due_by_age = p.oldest.unwrap_or(now) + max_wait;
+            let due_by_quiet = p.newest.unwrap_or(now) + quiet_period(max_wait);
+            let due = due_by_age.min(due_by_quiet);
             if now >= due || p.bytes >= GROUP_COMMIT_BYTES {
                 let partitions = std::mem::take(&mut p.dirty);
                 for partition in &partitions {
@@ -187,6 +205,7 @@ impl FlushQueue {
                     batches: p.batches,
                 };
                 p.oldest = None;
+                p.newest = None;
                 p.bytes = 0;
                 p.batches = 0;
                 return Some(round);
@@ -293,4 +312,16 @@ fn sync_files(
         timed(&|| crate::durable_file::sync_dir(dir))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quiet_period_is_a_tenth_of_max_wait_capped_at_one_millisecond() {
+        assert_eq!(quiet_period(Duration::from_millis(2)), Duration::from_micros(200));
+        assert_eq!(quiet_period(Duration::from_millis(10)), Duration::from_millis(1));
+        assert_eq!(quiet_period(Duration::from_millis(100)), Duration::from_millis(1));
+    }
 }

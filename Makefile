@@ -1,0 +1,67 @@
+# Makefile - build and test entry points of the Chronik workspace.
+#
+#   make test        THE test command (CI runs it via .ci/run): installs what it
+#                    needs (apt packages if missing, .venv with pinned
+#                    confluent-kafka + pytest), builds the release broker,
+#                    runs `cargo test --workspace`, then the Python client tests.
+#   make build       cargo build --release -p chronik-server
+#   make deps        only the install steps (idempotent)
+#   make cargo-test  cargo test --workspace --no-fail-fast (debug)
+#   make pytest      Python client tests against target/release/chronik-server
+#   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
+#   make bench       broker/bench/cpu-per-message.sh (chronik vs Apache Kafka CPU/msg)
+#   make clean-run   ./cleanup.sh (stop what run-all/bench left running, remove .run/)
+#
+# Needs: Debian 12 with rustup's cargo, Python 3.9+, (bench:) Java 17 + Maven.
+# Knobs: CARGO, PYTEST_ARGS (e.g. PYTEST_ARGS="-k restart"), CHRONIK_SERVER_BIN.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := test
+# steps of `test` must run in order even under `make -j`
+.NOTPARALLEL:
+
+CARGO ?= cargo
+VENV ?= .venv
+PYTEST_ARGS ?=
+CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
+export CHRONIK_SERVER_BIN
+
+.PHONY: test deps system-deps python-deps build cargo-test pytest run bench clean-run
+
+# cargo tests and client tests both run even if the first fails, so one CI
+# run reports every failure; the exit status is non-zero if either failed.
+test: deps build
+	@rc=0; \
+	$(MAKE) --no-print-directory cargo-test || rc=1; \
+	$(MAKE) --no-print-directory pytest || rc=1; \
+	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest output above)" >&2; fi; \
+	exit $$rc
+
+deps: system-deps python-deps
+
+system-deps:
+	bash scripts/install-system-deps.sh
+
+python-deps:
+	VENV="$(VENV)" bash scripts/install-python-deps.sh
+
+build:
+	$(CARGO) build --release -p chronik-server
+
+cargo-test:
+	$(CARGO) test --workspace --no-fail-fast
+
+pytest: python-deps
+	@test -x "$(CHRONIK_SERVER_BIN)" || { echo "missing $(CHRONIK_SERVER_BIN): run make build" >&2; exit 1; }
+	$(VENV)/bin/python -m pytest tests/python $(PYTEST_ARGS)
+
+run: deps
+	./run-all.sh
+
+bench: build
+	bash scripts/install-system-deps.sh --bench
+	bash broker/bench/cpu-per-message.sh
+
+clean-run:
+	bash cleanup.sh

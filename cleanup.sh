@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# cleanup.sh - undo what run-all.sh, the benchmarks and other scripts using
+# scripts/lib.sh left behind after an interrupted run: stop the processes they
+# recorded in .run/pids, and remove the .run/ scratch data. results/ is kept.
+#
+# Only recorded processes are touched, and only if the pid still belongs to
+# the same process (its start time is recorded too). A process whose owning
+# script is still running (someone's run in progress, e.g. in the same work
+# tree) is left alone, and then .run/ is kept too; --force stops those as well.
+# Safe to run twice.
+#
+#   ./cleanup.sh               stop leftovers, remove .run/
+#   ./cleanup.sh --keep-data   stop leftovers only
+#   ./cleanup.sh --force       also stop processes of runs still in progress
+#
+# Needs: bash, awk, flock. Env: RUN_DIR (default <repo>/.run), STOP_TIMEOUT (30).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")"
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+KEEP_DATA=0
+FORCE=0
+for a in "$@"; do
+  case $a in
+    --keep-data) KEEP_DATA=1;;
+    --force) FORCE=1;;
+    *) echo "usage: $0 [--keep-data] [--force]" >&2; exit 2;;
+  esac
+done
+
+stopped=0
+in_use=0
+if [[ -f "$PIDS_FILE" ]]; then
+  # snapshot under the lock; stop outside it (stopping can take STOP_TIMEOUT)
+  entries=$( (flock 9; cat "$PIDS_FILE") 9> "$PIDS_FILE.lock" )
+  while read -r pid start name owner owner_start; do
+    [[ -n "${pid:-}" ]] || continue
+    pid_is "$pid" "$start" || { pid_forget "$pid"; continue; }   # already gone
+    if ((!FORCE)) && [[ -n "${owner:-}" ]] && pid_is "$owner" "${owner_start:-}"; then
+      log "leaving $name (pid $pid): its run (pid $owner) is still going; --force to stop it"
+      in_use=$((in_use + 1))
+      continue
+    fi
+    log "stopping $name (pid $pid)"
+    stop_pid "$pid" || true
+    pid_forget "$pid"
+    stopped=$((stopped + 1))
+  done <<< "$entries"
+fi
+log "cleanup: stopped $stopped recorded process(es)"
+
+if ((KEEP_DATA)); then
+  log "cleanup: kept $RUN_DIR"
+elif ((in_use > 0)); then
+  log "cleanup: kept $RUN_DIR: $in_use process(es) of runs in progress use it"
+else
+  rm -rf "$RUN_DIR"
+  log "cleanup: removed $RUN_DIR"
+fi

@@ -1,0 +1,148 @@
+# shellcheck shell=bash
+# scripts/lib.sh - shell helpers shared by run-all.sh, cleanup.sh and
+# broker/bench/*.sh. Sourced, not run.
+#
+# Owns: the process registry .run/pids (one "PID STARTTIME NAME OWNER
+# OWNER_STARTTIME" line per process a script started: STARTTIME pins the pid to
+# one process so a reused pid is never stopped, OWNER is the script ($$) that
+# started it, so cleanup.sh leaves alone what a still-running script owns),
+# starting chronik-server on free loopback ports and polling it ready, and
+# stopping processes by pid. Registry updates hold flock on .run/pids.lock, so
+# parallel runners of one script (or several scripts) can share it.
+#
+# Needs: bash 4+, awk, flock (util-linux), curl (scripts/install-system-deps.sh).
+#
+# Env knobs (all optional):
+#   RUN_DIR              scratch dir for pids, data, logs   (default <repo>/.run)
+#   CHRONIK_SERVER_BIN   broker binary                      (default <repo>/target/release/chronik-server)
+#   CHRONIK_START_TIMEOUT  seconds to wait for LISTENING + /ready (default 60)
+#   STOP_TIMEOUT         seconds between SIGTERM and SIGKILL (default 30)
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUN_DIR="${RUN_DIR:-$REPO_ROOT/.run}"
+PIDS_FILE="$RUN_DIR/pids"
+CHRONIK_SERVER_BIN="${CHRONIK_SERVER_BIN:-$REPO_ROOT/target/release/chronik-server}"
+CHRONIK_START_TIMEOUT="${CHRONIK_START_TIMEOUT:-60}"
+STOP_TIMEOUT="${STOP_TIMEOUT:-30}"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# Kernel start time (clock ticks since boot) of a pid: with the pid it
+# identifies one process for good, even after the pid number is reused.
+proc_start_time() {
+  awk '{sub(/^.*\) /, ""); print $20}' "/proc/$1/stat" 2>/dev/null
+}
+
+# pid_record PID NAME - remember a process this run ($$) started.
+pid_record() {
+  mkdir -p "$RUN_DIR"
+  local line
+  line="$1 $(proc_start_time "$1") $2 $$ $(proc_start_time $$)"
+  ( flock 9; printf '%s\n' "$line" >> "$PIDS_FILE" ) 9> "$PIDS_FILE.lock"
+}
+
+# pid_forget PID - drop a process from the registry (it has been stopped).
+pid_forget() {
+  [[ -f "$PIDS_FILE" ]] || return 0
+  (
+    flock 9
+    tmp=$(mktemp "$PIDS_FILE.XXXXXX")
+    awk -v p="$1" '$1 != p' "$PIDS_FILE" > "$tmp" && mv "$tmp" "$PIDS_FILE"
+  ) 9> "$PIDS_FILE.lock"
+}
+
+# pid_is PID STARTTIME - true while that very process is alive (not a zombie).
+pid_is() {
+  [[ -n "$2" && "$(proc_start_time "$1")" == "$2" ]] \
+    && [[ "$(awk '{sub(/^.*\) /, ""); print $1}' "/proc/$1/stat" 2>/dev/null)" != Z ]]
+}
+
+# stop_pid PID [TIMEOUT] - SIGTERM, poll until gone, SIGKILL after TIMEOUT s.
+# Returns 0 if it exited within the timeout, 1 if it had to be killed.
+stop_pid() {
+  local pid=$1 t=${2:-$STOP_TIMEOUT} i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < t * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    # a child of this shell stays a zombie (kill -0 succeeds) until reaped
+    [[ "$(awk '{sub(/^.*\) /, ""); print $1}' "/proc/$pid/stat" 2>/dev/null)" == Z ]] && return 0
+    sleep 0.1
+  done
+  log "pid $pid ignored SIGTERM for ${t}s, sending SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  return 1
+}
+
+# wait_http_ok URL TIMEOUT_S [PID] - poll until URL answers 2xx; give up early
+# if PID (the server) exits.
+wait_http_ok() {
+  local url=$1 t=$2 pid=${3:-} i
+  for ((i = 0; i < t * 10; i++)); do
+    curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
+    [[ -n "$pid" ]] && ! kill -0 "$pid" 2>/dev/null && return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# free_port - a TCP port on 127.0.0.1 that nobody listens on right now.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_chronik DIR [ARGS...] - start chronik-server with its data in DIR/data
+# and logs in DIR/{stdout,stderr}.log, on 127.0.0.1 port 0 (Kafka and metrics),
+# extra ARGS appended. Waits for the LISTENING line and for /ready.
+# Sets CHRONIK_PID, CHRONIK_KAFKA (host:port), CHRONIK_METRICS (host:port).
+start_chronik() {
+  local dir=$1; shift
+  [[ -x "$CHRONIK_SERVER_BIN" ]] \
+    || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
+  mkdir -p "$dir/data"
+  : > "$dir/stdout.log"
+  "$CHRONIK_SERVER_BIN" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+    --data-dir "$dir/data" "$@" > "$dir/stdout.log" 2> "$dir/stderr.log" < /dev/null &
+  CHRONIK_PID=$!
+  pid_record "$CHRONIK_PID" chronik-server
+  local i line=""
+  for ((i = 0; i < CHRONIK_START_TIMEOUT * 10; i++)); do
+    line=$(grep -m1 '^LISTENING ' "$dir/stdout.log" 2>/dev/null || true)
+    [[ -n "$line" ]] && break
+    if ! kill -0 "$CHRONIK_PID" 2>/dev/null; then
+      tail -n 30 "$dir/stderr.log" >&2 || true
+      die "chronik-server exited during startup (logs: $dir)"
+    fi
+    sleep 0.1
+  done
+  [[ -n "$line" ]] || die "chronik-server printed no LISTENING line within ${CHRONIK_START_TIMEOUT}s (logs: $dir)"
+  # LISTENING kafka=127.0.0.1:PORT metrics=127.0.0.1:PORT
+  CHRONIK_KAFKA=$(sed -nE 's/.*kafka=([^ ]+).*/\1/p' <<<"$line")
+  CHRONIK_METRICS=$(sed -nE 's/.*metrics=([^ ]+).*/\1/p' <<<"$line")
+  [[ -n "$CHRONIK_KAFKA" && -n "$CHRONIK_METRICS" ]] || die "cannot parse '$line'"
+  wait_http_ok "http://$CHRONIK_METRICS/ready" "$CHRONIK_START_TIMEOUT" "$CHRONIK_PID" \
+    || { tail -n 30 "$dir/stderr.log" >&2 || true; die "chronik-server not ready on http://$CHRONIK_METRICS/ready"; }
+  log "chronik-server pid $CHRONIK_PID kafka=$CHRONIK_KAFKA metrics=$CHRONIK_METRICS data=$dir/data"
+}
+
+# stop_chronik - SIGTERM the broker started by start_chronik, wait, forget it.
+# Returns the broker's exit status (non-zero also if it had to be killed).
+stop_chronik() {
+  [[ -n "${CHRONIK_PID:-}" ]] || return 0
+  local pid=$CHRONIK_PID rc=0
+  CHRONIK_PID=""
+  stop_pid "$pid" || rc=137
+  wait "$pid" 2>/dev/null || rc=$?
+  pid_forget "$pid"
+  log "chronik-server pid $pid stopped (exit status $rc)"
+  return "$rc"
+}
+
+# git_describe - commit of the work tree, "+dirty" if it has local changes.
+git_describe() {
+  local c
+  c=$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2>/dev/null) || { echo unknown; return; }
+  git -C "$REPO_ROOT" diff --quiet HEAD 2>/dev/null || c+="+dirty"
+  echo "$c"
+}
