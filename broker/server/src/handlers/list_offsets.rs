@@ -21,7 +21,7 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: ListOffsetsRequest) -> Option<Handled> {
+pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -> Option<Handled> {
     let mut has_error = false;
     let topics = request
         .topics
@@ -41,7 +41,8 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: ListOffsetsRequest) 
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)
-                            .with_leader_epoch(if offset >= 0 { 0 } else { -1 }),
+                            // leader_epoch exists from v4 on; earlier versions must leave it unset.
+                            .with_leader_epoch(if offset >= 0 && version >= 4 { 0 } else { -1 }),
                         Err(error) => {
                             has_error = true;
                             response.with_error_code(error.code()).with_offset(-1).with_timestamp(-1)
