@@ -8,8 +8,8 @@
 //!   temp data dir, readiness polling, SIGTERM / SIGKILL / restart, /proc probes.
 //! - `http`    — a minimal HTTP/1.0 GET over a plain `TcpStream` (no extra deps).
 //! - `prom`    — parsing of the Prometheus text exposition served at /metrics.
-//! - `clients` — rdkafka producer / consumer / admin helpers (consumers `assign`,
-//!   never `subscribe`: the broker has no consumer groups yet).
+//! - `clients` — rdkafka producer / consumer / admin helpers (consumers `assign`).
+//! - `kafka_client` — a blocking client on kafka-protocol types: any request at any version.
 //! - `wire`    — hand-encoded Kafka requests and RecordBatch v2 for raw-socket tests.
 //!
 //! Nothing here asserts on broker behaviour: helpers return what they saw and
@@ -19,6 +19,7 @@
 pub mod broker;
 pub mod clients;
 pub mod http;
+pub mod kafka_client;
 pub mod prom;
 pub mod wire;
 

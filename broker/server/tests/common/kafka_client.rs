@@ -1,0 +1,123 @@
+//! A minimal blocking Kafka client over one TCP connection, built on
+//! kafka-protocol's message types: send any request at any version and get
+//! the decoded response. For tests that need exact versions or raw fields.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+
+use super::broker::Broker;
+
+pub struct Client {
+    stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl Client {
+    pub fn connect(broker: &Broker) -> Result<Client> {
+        let stream = TcpStream::connect(broker.kafka_addr())?;
+        stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+        Ok(Client { stream, correlation_id: 0 })
+    }
+
+    pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
+        self.correlation_id += 1;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_static_str("idempotence-test")));
+        let mut body = BytesMut::new();
+        header.encode(&mut body, R::header_version(version))?;
+        request.encode(&mut body, version)?;
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame)?;
+        let mut size = [0u8; 4];
+        self.stream.read_exact(&mut size)?;
+        let mut response = vec![0u8; i32::from_be_bytes(size) as usize];
+        self.stream.read_exact(&mut response)?;
+        let mut response = Bytes::from(response);
+        let header = ResponseHeader::decode(&mut response, <R::Response as HeaderVersion>::header_version(version))?;
+        ensure!(header.correlation_id == self.correlation_id, "correlation id mismatch");
+        R::Response::decode(&mut response, version)
+    }
+
+    pub fn create_topic(&mut self, name: &str) -> Result<()> {
+        let topic = create_topics_request::CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.into())))
+            .with_num_partitions(1)
+            .with_replication_factor(1);
+        let response = self.send(&CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000), 5)?;
+        ensure!(response.topics[0].error_code == 0, "create failed: {:?}", response.topics[0]);
+        Ok(())
+    }
+
+    pub fn init_producer_id(&mut self) -> Result<(i64, i16)> {
+        let response = self.send(&InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000).with_producer_id(ProducerId(-1)).with_producer_epoch(-1), 4)?;
+        ensure!(response.error_code == 0, "InitProducerId error {}", response.error_code);
+        Ok((response.producer_id.0, response.producer_epoch))
+    }
+
+    /// Produces one batch of `count` records (Produce v9); returns (error code, base offset).
+    pub fn produce(&mut self, topic: &str, pid: i64, epoch: i16, base_sequence: i32, count: i32) -> Result<(i16, i64)> {
+        self.produce_at(topic, pid, epoch, base_sequence, count, 9)
+    }
+
+    /// The topic id Metadata reports for `topic`.
+    pub fn topic_id(&mut self, topic: &str) -> Result<uuid::Uuid> {
+        let t = metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(topic.into()))));
+        let response = self.send(&MetadataRequest::default().with_topics(Some(vec![t])), 12)?;
+        Ok(response.topics.first().map(|t| t.topic_id).unwrap_or_default())
+    }
+
+    /// Like `produce`, at Produce `version`; `base_sequence < 0` means not idempotent.
+    pub fn produce_at(&mut self, topic: &str, pid: i64, epoch: i16, base_sequence: i32, count: i32, version: i16) -> Result<(i16, i64)> {
+        let records: Vec<Record> = (0..count)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: pid,
+                producer_epoch: epoch,
+                timestamp_type: TimestampType::Creation,
+                offset: i64::from(i),
+                sequence: if base_sequence < 0 { -1 } else { base_sequence + i },
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(Bytes::from(format!("seq-{}", base_sequence + i))),
+                headers: IndexMap::new(),
+            })
+            .collect();
+        let mut batch = BytesMut::new();
+        RecordBatchEncoder::encode(&mut batch, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })?;
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze()))]),
+        ]);
+        let response = self.send(&request, version)?;
+        let p = &response.responses[0].partition_responses[0];
+        Ok((p.error_code, p.base_offset))
+    }
+
+    pub fn log_end_offset(&mut self, topic: &str) -> Result<i64> {
+        let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+            list_offsets_request::ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default().with_partition_index(0).with_timestamp(-1)]),
+        ]);
+        let response = self.send(&request, 7)?;
+        Ok(response.topics[0].partitions[0].offset)
+    }
+}
+
