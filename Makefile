@@ -8,6 +8,8 @@
 #   make deps        only the install steps (idempotent)
 #   make cargo-test  cargo test --workspace --no-fail-fast (debug)
 #   make pytest      Python client tests against target/release/chronik-server
+#   make compat      real-client compatibility matrix (compat/run.sh: rdkafka, confluent-kafka,
+#                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
 #   make bench       broker/bench/cpu-per-message.sh (chronik vs Apache Kafka CPU/msg)
 #   make clean-run   ./cleanup.sh (stop what run-all/bench left running, remove .run/)
@@ -27,7 +29,7 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
-.PHONY: test deps system-deps python-deps build cargo-test pytest run bench clean-run
+.PHONY: test deps system-deps python-deps build cargo-test pytest compat run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -35,7 +37,8 @@ test: deps build
 	@rc=0; \
 	$(MAKE) --no-print-directory cargo-test || rc=1; \
 	$(MAKE) --no-print-directory pytest || rc=1; \
-	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest output above)" >&2; fi; \
+	$(MAKE) --no-print-directory compat || rc=1; \
+	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest / compat output above)" >&2; fi; \
 	exit $$rc
 
 deps: system-deps python-deps
@@ -55,6 +58,9 @@ cargo-test:
 pytest: python-deps
 	@test -x "$(CHRONIK_SERVER_BIN)" || { echo "missing $(CHRONIK_SERVER_BIN): run make build" >&2; exit 1; }
 	$(VENV)/bin/python -m pytest tests/python $(PYTEST_ARGS)
+
+compat:
+	bash compat/run.sh
 
 run: deps
 	./run-all.sh

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# compat/install-deps.sh - install and build everything the client
+# compatibility matrix (compat/run.sh) needs. Idempotent: each step checks
+# first and does nothing (touches no network) when already done.
+#
+#   apt        kcat (Debian's, bundles librdkafka 2.0.2); also java 17 + maven
+#              and curl if missing (apt-get update runs only if something is)
+#   python     confluent-kafka + kafka-python (compat/requirements.txt) into the
+#              repo's shared .venv (created if missing)
+#   go         compat/go -> target/compat/franz-go-driver   (go build, incremental)
+#   java       compat/java -> compat/java/target/{classes,lib} (mvn -q -B package;
+#              skipped while pom.xml and the sources are unchanged)
+#   rust       chronik-compat-rdkafka -> target/debug/       (cargo build, incremental)
+#
+# Needs: Debian 12, root or sudo (only when an apt package is missing), Go >= 1.26
+# on PATH (franz-go's minimum; never downloaded: GOTOOLCHAIN=local), cargo, python3.
+# Env: VENV (default <repo>/.venv), CARGO (default cargo), PYTHON (default python3).
+set -euo pipefail
+COMPAT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$COMPAT_DIR/.." && pwd)"
+VENV="${VENV:-$REPO_ROOT/.venv}"
+CARGO="${CARGO:-cargo}"
+PYTHON="${PYTHON:-python3}"
+
+say() { printf '[compat deps] %s\n' "$*" >&2; }
+
+# -- apt ---------------------------------------------------------------------
+missing=()
+command -v kcat > /dev/null 2>&1 || missing+=(kcat)
+command -v curl > /dev/null 2>&1 || missing+=(curl)
+command -v mvn > /dev/null 2>&1 || missing+=(maven)
+java_major=$(java -version 2>&1 | sed -nE '1s/.*version "([0-9]+).*/\1/p' || true)
+[[ -n "$java_major" && "$java_major" -ge 17 ]] || missing+=(openjdk-17-jdk-headless)
+if ((${#missing[@]})); then
+  say "apt: installing ${missing[*]}"
+  SUDO=""
+  if ((EUID != 0)); then
+    command -v sudo > /dev/null || { say "error: need root or sudo for apt-get install ${missing[*]}"; exit 1; }
+    SUDO=sudo
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+say "apt: $(kcat -V 2>&1 | sed -nE 's/^Version ([^ ]+) .*librdkafka ([^ ]+).*/kcat \1 (librdkafka \2)/p')"
+
+# -- python ------------------------------------------------------------------
+req="$COMPAT_DIR/requirements.txt"
+stamp="$VENV/.compat-requirements.sha256"
+want=$(sha256sum "$req" | cut -d' ' -f1)
+if [[ -d "$VENV" ]] && ! "$VENV/bin/python" -c 'pass' 2> /dev/null; then
+  say "python: $VENV is broken, recreating"
+  rm -rf "$VENV"
+fi
+[[ -x "$VENV/bin/python" ]] || { say "python: creating $VENV"; "$PYTHON" -m venv "$VENV"; }
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
+   && "$VENV/bin/python" -c 'import confluent_kafka, kafka' 2> /dev/null; then
+  :
+else
+  rm -f "$stamp"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
+  echo "$want" > "$stamp"
+fi
+say "python: $("$VENV/bin/python" -c 'import confluent_kafka, kafka; print("confluent-kafka", confluent_kafka.__version__, "kafka-python", kafka.__version__)')"
+
+# -- go ----------------------------------------------------------------------
+command -v go > /dev/null 2>&1 || { say "error: go not on PATH (franz-go needs Go >= 1.26)"; exit 1; }
+mkdir -p "$REPO_ROOT/target/compat"
+(cd "$COMPAT_DIR/go" && GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:--buildvcs=false}" \
+  go build -o "$REPO_ROOT/target/compat/franz-go-driver" .)
+say "go: target/compat/franz-go-driver ($(go version | cut -d' ' -f3))"
+
+# -- java --------------------------------------------------------------------
+java_stamp="$COMPAT_DIR/java/target/.built.sha256"
+java_want=$(find "$COMPAT_DIR/java/pom.xml" "$COMPAT_DIR/java/src" -type f -print0 | sort -z \
+  | xargs -0 cat | sha256sum | cut -d' ' -f1)
+if [[ -f "$java_stamp" && "$(cat "$java_stamp")" == "$java_want" && -d "$COMPAT_DIR/java/target/lib" ]]; then
+  :
+else
+  (cd "$COMPAT_DIR/java" && mvn -q -B package)
+  echo "$java_want" > "$java_stamp"
+fi
+jars=("$COMPAT_DIR"/java/target/lib/kafka-clients-[0-9]*.jar "$COMPAT_DIR"/java/target/lib/kafka-tools-[0-9]*.jar)
+say "java: compat/java/target (${jars[*]##*/})"
+
+# -- rust --------------------------------------------------------------------
+(cd "$REPO_ROOT" && "$CARGO" build --quiet -p chronik-compat-rdkafka)
+say "rust: target/debug/chronik-compat-rdkafka"

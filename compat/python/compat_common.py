@@ -1,0 +1,295 @@
+"""What every Python-run compatibility driver shares (compat/README.md, "Driver contract").
+
+Owns: the driver command line, the result line format, the payload of the
+test messages and the checks on what came back (exact set, per-partition
+order, commit-resume start offsets, group split). Knows no Kafka client: the
+drivers (confluent_driver.py, kafka_python_driver.py, kcat_driver.py,
+perf_driver.py) bring one and call these pure functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+import uuid
+from typing import Callable, Iterable
+
+CHECK_NAMES = ("produce-fetch", "group", "commit-resume", "idempotent")
+ASSIGNORS = ("default", "range", "roundrobin", "cooperative-sticky")
+# Partitions of the topics each check creates (the brief of compat/README.md).
+PRODUCE_PARTITIONS = 3
+GROUP_PARTITIONS = 6
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--bootstrap", required=True, help="host:port of the broker")
+    p.add_argument("--check", required=True, choices=CHECK_NAMES)
+    p.add_argument("--assignor", default="default", choices=ASSIGNORS)
+    p.add_argument("--phase", choices=("a", "b"), help="commit-resume phase")
+    p.add_argument("--state", help="commit-resume state file (phase a writes, b reads)")
+    p.add_argument("--messages", type=int, default=1000)
+    p.add_argument("--stage-timeout", type=float, default=60.0,
+                   help="seconds one wait (a rebalance, a read-back) may take")
+    return p.parse_args()
+
+
+class Reporter:
+    """Prints one JSON result line per check on stdout (nothing else goes there)."""
+
+    def __init__(self, client: str, version: str):
+        self.client = client
+        self.version = version
+        self.emitted: set[str] = set()
+
+    def emit(self, check: str, result: str, detail: str) -> None:
+        assert result in ("pass", "fail", "n/a"), result
+        line = {"client": self.client, "version": self.version, "check": check,
+                "result": result, "detail": detail}
+        print(json.dumps(line), flush=True)
+        self.emitted.add(check)
+
+    def verdict(self, check: str, problems: list[str], ok_detail: str) -> bool:
+        if problems:
+            self.emit(check, "fail", "; ".join(problems)[:2000])
+            return False
+        self.emit(check, "pass", ok_detail)
+        return True
+
+
+def group_check_name(assignor: str) -> str:
+    return "group" if assignor == "default" else f"group:{assignor}"
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- messages ----------------------------------------------------------------
+
+def message_key(i: int) -> bytes:
+    return f"key-{i}".encode()
+
+
+def message_value(tag: str, i: int) -> bytes:
+    return f"{tag}-{i:07d}".encode()
+
+
+def value_index(tag: str, value: bytes | None) -> int | None:
+    """The sequence number i of a value made by message_value(tag, i), else None."""
+    if value is None:
+        return None
+    s = value.decode(errors="replace")
+    head, _, num = s.rpartition("-")
+    if head != tag or not num.isdigit():
+        return None
+    return int(num)
+
+
+# -- verification ------------------------------------------------------------
+
+Record = tuple[int, int, bytes | None]  # (partition, offset, value)
+
+
+def verify_acks(n: int, acks: dict[int, tuple[int, int]], errors: list[str]) -> list[str]:
+    """acks: i -> (partition, offset) from delivery reports."""
+    problems = []
+    if errors:
+        problems.append(f"{len(errors)} delivery errors, first: {errors[0]}")
+    missing = [i for i in range(n) if i not in acks]
+    if missing:
+        problems.append(f"{len(missing)} of {n} not acknowledged (first i={missing[0]})")
+    bad = [i for i, (p, o) in acks.items() if p < 0 or o < 0]
+    if bad:
+        problems.append(f"{len(bad)} acks without partition/offset (i={bad[0]}: {acks[bad[0]]})")
+    positions = list(acks.values())
+    if len(set(positions)) != len(positions):
+        problems.append("two messages acknowledged at the same partition/offset")
+    return problems
+
+
+def verify_read_back(tag: str, n: int, records: Iterable[Record],
+                     acks: dict[int, tuple[int, int]] | None) -> list[str]:
+    """Exactly the n messages of `tag`, each once, in produce order per partition,
+    and (when acks are known) at the partition/offset the producer was told."""
+    problems = []
+    seen: dict[int, tuple[int, int]] = {}
+    dups, foreign = 0, 0
+    by_partition: dict[int, list[tuple[int, int]]] = {}
+    for p, o, v in records:
+        i = value_index(tag, v)
+        if i is None or not 0 <= i < n:
+            foreign += 1
+            continue
+        if i in seen:
+            dups += 1
+            continue
+        seen[i] = (p, o)
+        by_partition.setdefault(p, []).append((o, i))
+    if foreign:
+        problems.append(f"{foreign} records that are not ours")
+    if dups:
+        problems.append(f"{dups} duplicates")
+    if len(seen) != n:
+        missing = sorted(set(range(n)) - set(seen))
+        problems.append(f"read {len(seen)} of {n} (first missing i={missing[0]})")
+    for p, items in sorted(by_partition.items()):
+        items.sort()
+        seq = [i for _, i in items]
+        if seq != sorted(seq):
+            problems.append(f"partition {p}: produce order not kept")
+    if acks is not None:
+        moved = [i for i, pos in seen.items() if acks.get(i) != pos]
+        if moved:
+            i = moved[0]
+            problems.append(f"{len(moved)} records not at their acked position "
+                            f"(i={i}: acked {acks.get(i)}, read {seen[i]})")
+    return problems
+
+
+def partition_counts(records: Iterable[Record]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for p, _, _ in records:
+        counts[p] = counts.get(p, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def split_ok(assignments: list[set[int]], per_member: int, partitions: int) -> bool:
+    """Each member owns exactly per_member partitions, together all, none twice."""
+    if any(len(a) != per_member for a in assignments):
+        return False
+    union = set().union(*assignments) if assignments else set()
+    return len(union) == partitions and sum(len(a) for a in assignments) == partitions
+
+
+def describe_split(assignments: list[set[int]]) -> str:
+    return " ".join("[" + ",".join(map(str, sorted(a))) + "]" for a in assignments)
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(interval)
+    return cond()
+
+
+def wait_stable(cond: Callable[[], bool], timeout: float, hold: float = 1.0,
+                interval: float = 0.1) -> bool:
+    """True once cond() has held for `hold` seconds in a row (a split seen in
+    the middle of a rebalance does not count), False after `timeout`."""
+    deadline = time.monotonic() + timeout
+    since = None
+    while time.monotonic() < deadline:
+        if cond():
+            since = since if since is not None else time.monotonic()
+            if time.monotonic() - since >= hold:
+                return True
+        else:
+            since = None
+        time.sleep(interval)
+    return False
+
+
+def group_scenario(start_member: Callable[[int], object], stage_timeout: float,
+                   partitions: int = GROUP_PARTITIONS) -> tuple[list[str], str]:
+    """The `group` check on any client: 3 members split the partitions 2/2/2;
+    one leaves (close) and the other 2 own 3/3; a 4th joins and it is 2/2/2
+    again. start_member(k) returns an object with assigned() -> set[int]
+    (the member's current assignment), close() (leave the group, idempotent)
+    and error (None or the first error the client reported).
+    Returns (problems, detail)."""
+    members = [start_member(k) for k in range(3)]
+    stages: list[str] = []
+    problems: list[str] = []
+    try:
+        for label, per_member, change in (
+            ("3 members", partitions // 3, None),
+            ("1 left", partitions // 2, "leave"),
+            ("1 joined", partitions // 3, "join"),
+        ):
+            if change == "leave":
+                members[0].close()
+                members = members[1:]
+            elif change == "join":
+                members.append(start_member(3))
+            t0 = time.monotonic()
+            ok = wait_stable(lambda: split_ok([m.assigned() for m in members], per_member, partitions),
+                             stage_timeout)
+            split = describe_split([m.assigned() for m in members])
+            stages.append(f"{label}: {split} after {time.monotonic() - t0:.1f}s")
+            if not ok:
+                want = "/".join([str(per_member)] * len(members))
+                problems.append(f"{label}: wanted {want} within {stage_timeout:.0f}s, have {split}")
+                break
+            log(stages[-1])
+    finally:
+        for m in members:
+            m.close()
+    errors = [f"member {k}: {m.error}" for k, m in enumerate(members) if getattr(m, "error", None)]
+    if problems and errors:
+        problems.append("client errors: " + "; ".join(errors))
+    return problems, "; ".join(stages)
+
+
+def verify_resume(state: dict, records: list[Record]) -> list[str]:
+    """Phase b of commit-resume: starts exactly at the committed offsets, reads
+    none of what phase a consumed, and gets all the rest."""
+    problems = []
+    end = {int(p): o for p, o in state["end_offsets"].items()}
+    # a partition phase a never committed starts from the beginning (auto.offset.reset=earliest)
+    committed = {p: 0 for p in end}
+    committed.update({int(p): o for p, o in state["committed"].items()})
+    consumed_a = {(p, o) for p, o in state["consumed"]}
+    first: dict[int, int] = {}
+    got = set()
+    for p, o, _ in records:
+        first.setdefault(p, o)
+        got.add((p, o))
+    for p, c in sorted(committed.items()):
+        if c < end[p] and first.get(p) != c:
+            problems.append(f"partition {p}: committed {c}, first read {first.get(p)}")
+    reread = got & consumed_a
+    if reread:
+        problems.append(f"{len(reread)} records re-read that phase a had committed, e.g. {min(reread)}")
+    want = {(p, o) for p in end for o in range(committed[p], end[p])}
+    if want - got:
+        problems.append(f"{len(want - got)} of the {len(want)} uncommitted records not read, "
+                        f"e.g. {min(want - got)}")
+    if len(records) != len(got):
+        problems.append(f"{len(records) - len(got)} duplicate deliveries in phase b")
+    return problems
+
+
+def run_main(reporter: Reporter, args: argparse.Namespace, checks: dict[str, Callable]) -> int:
+    """Dispatch args.check; a crash becomes a fail line (never a silent exit)."""
+    name = args.check
+    result_name = {"group": group_check_name(args.assignor)}.get(name, name)
+    try:
+        checks[name](reporter, args)
+        return 0
+    except Exception as e:  # a crash is a result, reported like one
+        traceback.print_exc()
+        pending = ["produce", "fetch"] if name == "produce-fetch" else [result_name]
+        for check in pending:
+            if check not in reporter.emitted:
+                reporter.emit(check, "fail", f"driver error: {e!r}")
+        return 1
+
+
+def save_state(path: str, state: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(state, f)
+
+
+def load_state(path: str) -> dict:
+    with open(path) as f:
+        return json.load(f)

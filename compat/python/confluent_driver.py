@@ -1,0 +1,236 @@
+"""Compatibility driver for Python confluent-kafka (librdkafka) - compat/README.md.
+
+Runs one check per invocation against --bootstrap and prints its JSON result
+line(s). Owns only the confluent-kafka calls; messages, verification and the
+group scenario come from compat_common.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import compat_common as cc
+
+CLIENT = "confluent-kafka"
+VERSION = f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
+# librdkafka names of the assignors; "default" leaves librdkafka's own choice
+ASSIGNOR_CONFIG = {"range": "range", "roundrobin": "roundrobin",
+                   "cooperative-sticky": "cooperative-sticky"}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)
+    futures[topic].result(timeout=timeout)
+    ok = cc.wait_until(
+        lambda: len(admin.list_topics(topic, timeout=5).topics[topic].partitions) == partitions,
+        timeout)
+    if not ok:
+        raise RuntimeError(f"topic {topic} not visible with {partitions} partitions")
+
+
+def produce(bootstrap: str, topic: str, tag: str, n: int, timeout: float,
+            extra: dict | None = None) -> tuple[dict[int, tuple[int, int]], list[str]]:
+    """Produce n keyed messages; returns (acks i -> (partition, offset), errors)."""
+    acks: dict[int, tuple[int, int]] = {}
+    errors: list[str] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                         **(extra or {})})
+
+    def on_delivery(i):
+        def cb(err, msg):
+            if err is not None:
+                errors.append(f"i={i}: {err}")
+            else:
+                acks[i] = (msg.partition(), msg.offset())
+        return cb
+
+    for i in range(n):
+        producer.produce(topic, key=cc.message_key(i), value=cc.message_value(tag, i),
+                         on_delivery=on_delivery(i))
+        producer.poll(0)
+    left = producer.flush(timeout)
+    if left:
+        errors.append(f"{left} messages still in flight after {timeout:.0f}s")
+    return acks, errors
+
+
+def read_assigned(bootstrap: str, topic: str, partitions: int, n: int, timeout: float) -> list:
+    """Read partitions 0..partitions-1 from the beginning until n records (or timeout)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": cc.unique("compat-reader"),
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(partitions)])
+    records = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(records) < n and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            records.append((msg.partition(), msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return records
+
+
+def check_produce_fetch(rep: cc.Reporter, args) -> None:
+    topic = cc.unique("compat-produce")
+    create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
+    acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
+    rep.verdict("produce", cc.verify_acks(args.messages, acks, errors),
+                f"{args.messages} acked (acks=all), per partition "
+                f"{cc.partition_counts((p, o, None) for p, o in acks.values())}")
+    records = read_assigned(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.messages,
+                            args.stage_timeout)
+    rep.verdict("fetch", cc.verify_read_back(topic, args.messages, records, acks),
+                f"{len(records)} read back via assign(), order and offsets as acked")
+
+
+class Member:
+    """One group member polling on its own thread; assigned() is what
+    consumer.assignment() said after the latest poll."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, assignor: str):
+        conf = {"bootstrap.servers": bootstrap, "group.id": group,
+                "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        if assignor in ASSIGNOR_CONFIG:
+            conf["partition.assignment.strategy"] = ASSIGNOR_CONFIG[assignor]
+        self.consumer = Consumer(conf)
+        self.consumer.subscribe([topic])
+        self._assigned: set[int] = set()
+        self.error = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                msg = self.consumer.poll(0.2)
+                if msg is not None and msg.error() and self.error is None:
+                    self.error = str(msg.error())
+                self._assigned = {tp.partition for tp in self.consumer.assignment()}
+        except Exception as e:  # surfaced through .error in the check's detail
+            self.error = repr(e)
+        finally:
+            self._assigned = set()
+            self.consumer.close()
+
+    def assigned(self) -> set[int]:
+        return set(self._assigned)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def check_group(rep: cc.Reporter, args) -> None:
+    topic, group = cc.unique("compat-group"), cc.unique("compat-group")
+    create_topic(args.bootstrap, topic, cc.GROUP_PARTITIONS, args.stage_timeout)
+    problems, detail = cc.group_scenario(
+        lambda k: Member(args.bootstrap, group, topic, args.assignor), args.stage_timeout)
+    rep.verdict(cc.group_check_name(args.assignor), problems, detail)
+
+
+def check_commit_resume(rep: cc.Reporter, args) -> None:
+    if args.phase == "a":
+        topic, group = cc.unique("compat-resume"), cc.unique("compat-resume")
+        create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
+        acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
+        problems = cc.verify_acks(args.messages, acks, errors)
+        if problems:
+            rep.emit("commit-resume", "fail", "phase a produce: " + "; ".join(problems))
+            return
+        half = args.messages // 2
+        consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe([topic])
+        consumed, last = [], {}
+        deadline = time.monotonic() + args.stage_timeout
+        while len(consumed) < half and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            consumed.append((msg.partition(), msg.offset()))
+            last[msg.partition()] = msg.offset()
+        if len(consumed) < half:
+            consumer.close()
+            rep.emit("commit-resume", "fail", f"phase a consumed {len(consumed)} of {half}")
+            return
+        offsets = [TopicPartition(topic, p, o + 1) for p, o in sorted(last.items())]
+        consumer.commit(offsets=offsets, asynchronous=False)
+        committed = {tp.partition: tp.offset
+                     for tp in consumer.committed(offsets, timeout=args.stage_timeout)}
+        consumer.close()
+        want = {tp.partition: tp.offset for tp in offsets}
+        if committed != want:
+            rep.emit("commit-resume", "fail", f"committed {want}, OffsetFetch says {committed}")
+            return
+        end = {}
+        for p, o in acks.values():
+            end[p] = max(end.get(p, 0), o + 1)
+        cc.save_state(args.state, {"topic": topic, "group": group, "committed": committed,
+                                   "consumed": consumed, "end_offsets": end})
+        cc.log(f"phase a: consumed {len(consumed)}, committed {committed}")
+        return
+    state = cc.load_state(args.state)
+    end = {int(p): o for p, o in state["end_offsets"].items()}
+    committed = {int(p): o for p, o in state["committed"].items()}
+    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": state["group"],
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([state["topic"]])
+    records, high = [], {}
+    deadline = time.monotonic() + args.stage_timeout
+
+    def done() -> bool:
+        return all(high.get(p, committed.get(p, 0) - 1) + 1 >= e for p, e in end.items())
+
+    try:
+        while not done() and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            records.append((msg.partition(), msg.offset(), msg.value()))
+            high[msg.partition()] = max(high.get(msg.partition(), -1), msg.offset())
+    finally:
+        consumer.close()
+    rep.verdict("commit-resume", cc.verify_resume(state, records),
+                f"resumed after broker restart at {committed}, read the other {len(records)}")
+
+
+def check_idempotent(rep: cc.Reporter, args) -> None:
+    topic = cc.unique("compat-idempotent")
+    create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
+    acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout,
+                           {"enable.idempotence": True})
+    problems = cc.verify_acks(args.messages, acks, errors)
+    if not problems:
+        records = read_assigned(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.messages,
+                                args.stage_timeout)
+        problems = cc.verify_read_back(topic, args.messages, records, acks)
+    rep.verdict("idempotent", problems,
+                f"enable.idempotence=true: {args.messages} acked and read back once, in order")
+
+
+def main() -> int:
+    args = cc.parse_args(__doc__.splitlines()[0])
+    rep = cc.Reporter(CLIENT, VERSION)
+    return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
+                                   "commit-resume": check_commit_resume,
+                                   "idempotent": check_idempotent})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

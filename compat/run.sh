@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# compat/run.sh - the real-client compatibility matrix of chronik-server.
+#
+# For each client (rdkafka, confluent-kafka, kafka-python, franz-go, the Java
+# kafka-clients, Kafka's perf tools, kcat) start a FRESH broker (temp data
+# dir, 127.0.0.1 port 0) and run the checks of compat/README.md through that
+# client's driver: produce, fetch, group (default assignor, range, roundrobin,
+# cooperative-sticky), commit-resume (across a broker restart on the same data
+# dir) and idempotent. Every broker runs with --group-initial-rebalance-delay-ms 0
+# except confluent-kafka's, which keeps Kafka's default 3000 ms to prove it works.
+# Prints the matrix, writes results/compat/<run-id>/{matrix.md,matrix.json}
+# (plus every driver's and broker's log), exits 1 if any check failed.
+#
+#   bash compat/run.sh [--clients "kcat franz-go"] [--jobs N] [--no-deps] [--keep]
+#
+#   --clients LIST  subset, in this order: rdkafka confluent-kafka kafka-python
+#                   franz-go java perf kcat (default: all)
+#   --jobs N        clients run at once, each with its own broker (default 2)
+#   --no-deps       skip compat/install-deps.sh (apt, .venv, go/mvn/cargo builds)
+#   --keep          keep the brokers' data dirs (.run/compat-<run-id>/)
+#
+# Needs: Debian 12 (compat/install-deps.sh installs kcat, the Python clients and
+# builds the Go, Java and Rust drivers), target/release/chronik-server (built
+# here with cargo only if missing), curl, setsid/timeout (util-linux, coreutils).
+# Env: RUN_ID (default UTC timestamp), RESULTS_ROOT (default <repo>/results),
+#      CHRONIK_SERVER_BIN, VENV (default <repo>/.venv), CHECK_TIMEOUT (s, one
+#      driver run, default 300), STAGE_TIMEOUT (s, one wait inside a check,
+#      default 60), MESSAGES (default 1000), PERF_RECORDS (default 100000),
+#      DEFAULT_DELAY_CLIENTS (default "confluent-kafka"), WAL_PROFILE (default medium).
+# Processes it starts are in .run/pids (./cleanup.sh stops leftovers); the trap
+# stops every broker and driver process group it started, by pid.
+set -euo pipefail
+COMPAT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../scripts/lib.sh
+source "$COMPAT_DIR/../scripts/lib.sh"   # REPO_ROOT, RUN_DIR, start_chronik, stop_chronik, log
+
+ALL_CLIENTS=(rdkafka confluent-kafka kafka-python franz-go java perf kcat)
+CLIENTS="${CLIENTS:-${ALL_CLIENTS[*]}}"
+JOBS="${JOBS:-2}"
+DEPS="${DEPS:-1}"
+KEEP="${KEEP:-0}"
+VENV="${VENV:-$REPO_ROOT/.venv}"
+CHECK_TIMEOUT="${CHECK_TIMEOUT:-300}"
+STAGE_TIMEOUT="${STAGE_TIMEOUT:-60}"
+MESSAGES="${MESSAGES:-1000}"
+PERF_RECORDS="${PERF_RECORDS:-100000}"
+DEFAULT_DELAY_CLIENTS="${DEFAULT_DELAY_CLIENTS:-confluent-kafka}"
+WAL_PROFILE="${WAL_PROFILE:-medium}"
+RUN_ID="${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}"
+RESULTS_ROOT="${RESULTS_ROOT:-$REPO_ROOT/results}"
+ASSIGNORS=(default range roundrobin cooperative-sticky)
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
+while (($#)); do
+  case $1 in
+    --clients) CLIENTS=$2; shift;;
+    --jobs) JOBS=$2; shift;;
+    --no-deps) DEPS=0;;
+    --keep) KEEP=1;;
+    -h|--help) usage 0;;
+    *) echo "unknown option: $1" >&2; usage;;
+  esac
+  shift
+done
+[[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive integer"
+for c in $CLIENTS; do
+  [[ " ${ALL_CLIENTS[*]} " == *" $c "* ]] || die "unknown client '$c' (known: ${ALL_CLIENTS[*]})"
+done
+
+WORK="$RUN_DIR/compat-$RUN_ID"
+OUT="$RESULTS_ROOT/compat/$RUN_ID"
+[[ -e "$WORK" || -e "$OUT" ]] && die "run id $RUN_ID already used ($WORK or $OUT exists)"
+mkdir -p "$WORK" "$OUT/logs"
+CLIENT_PIDS=()
+
+# -- the whole run's cleanup: every client runner (each stops its own broker
+# and driver process group on TERM), then the scratch dirs -------------------
+on_exit() {
+  local rc=$? pid
+  trap - EXIT INT TERM
+  for pid in "${CLIENT_PIDS[@]}"; do
+    kill -TERM "$pid" 2> /dev/null || true
+  done
+  for pid in "${CLIENT_PIDS[@]}"; do
+    wait "$pid" 2> /dev/null || true
+  done
+  if ((KEEP)); then log "kept broker data in $WORK"; else rm -rf "$WORK"; fi
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if ((DEPS)); then
+  bash "$COMPAT_DIR/install-deps.sh"
+fi
+if [[ ! -x "$CHRONIK_SERVER_BIN" ]]; then
+  log "no $CHRONIK_SERVER_BIN: building it"
+  (cd "$REPO_ROOT" && cargo build --release -p chronik-server)
+fi
+
+# label: the client name the driver prints (matrix rows, owed-check bookkeeping)
+client_label() {
+  case $1 in
+    rdkafka) echo "rdkafka (Rust)";;
+    java) echo "kafka-clients (Java)";;
+    perf) echo "kafka-tools (perf)";;
+    *) echo "$1";;
+  esac
+}
+
+# client_cmd CLIENT - the driver command line, in the array CMD
+client_cmd() {
+  local py="$VENV/bin/python" pydir="$COMPAT_DIR/python"
+  case $1 in
+    rdkafka) CMD=("$REPO_ROOT/target/debug/chronik-compat-rdkafka");;
+    confluent-kafka) CMD=("$py" "$pydir/confluent_driver.py");;
+    kafka-python) CMD=("$py" "$pydir/kafka_python_driver.py");;
+    franz-go) CMD=("$REPO_ROOT/target/compat/franz-go-driver");;
+    java) CMD=(java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
+               -cp "$COMPAT_DIR/java/target/classes:$COMPAT_DIR/java/target/lib/*" chronik.compat.Driver);;
+    perf) CMD=("$py" "$pydir/perf_driver.py");;
+    kcat) CMD=("$py" "$pydir/kcat_driver.py");;
+  esac
+}
+
+# run_client CLIENT - one row of the matrix. Run it in the background only
+# (`run_client c &`): that subshell is the process whose traps stop this
+# client's broker and driver, and whose pid the main trap signals.
+# shellcheck disable=SC2317  # the nested functions run via traps and die()
+run_client() {
+  local client=$1 label work logs seq=0 rc lines
+  label=$(client_label "$client")
+  work="$WORK/$client"
+  logs="$OUT/logs/$client"
+  mkdir -p "$work" "$logs"
+  client_cmd "$client"
+  local broker_args=(--wal-profile "$WAL_PROFILE")
+  [[ " $DEFAULT_DELAY_CLIENTS " == *" $client "* ]] || broker_args+=(--group-initial-rebalance-delay-ms 0)
+  DRIVER_PID=""
+  CHRONIK_PID=""
+
+  all_checks() {
+    echo produce fetch
+    local a
+    for a in "${ASSIGNORS[@]}"; do group_name "$a"; done
+    echo commit-resume idempotent
+  }
+  group_name() { if [[ $1 == default ]]; then echo group; else echo "group:$1"; fi; }
+  # owe STATUS LOG CHECK... - matrix.py fails any owed check that has no result line
+  owe() {
+    local status=$1 logf=$2; shift 2
+    {
+      printf '%s\t%s\t%s' "$label" "$status" "$logf"
+      (($#)) && printf '\t%s' "$@"
+      printf '\n'
+    } >> "$OUT/invocations.$client.tsv"
+  }
+  broker_start() {
+    start_chronik "$work" "${broker_args[@]}"
+    echo "$CHRONIK_KAFKA" > "$work/bootstrap"
+  }
+  broker_stop() {
+    [[ -n "$CHRONIK_PID" ]] || return 0
+    stop_chronik || log "$client: broker did not stop cleanly (exit status $?)"
+    cp "$work/stderr.log" "$logs/broker.$((++seq)).stderr.log" 2> /dev/null || true
+  }
+  cleanup() {
+    trap - EXIT TERM INT
+    [[ -n "$DRIVER_PID" ]] && kill -TERM -- "-$DRIVER_PID" 2> /dev/null
+    broker_stop
+  }
+  trap cleanup EXIT
+  trap 'exit 143' TERM INT
+  # a broker that cannot start fails every check of this client (lib.sh's die exits)
+  die() {
+    log "$client: error: $*"
+    # shellcheck disable=SC2046
+    owe broker-start-failed "$logs" $(all_checks)
+    exit 1
+  }
+
+  # invoke NAME OWED... -- DRIVER-ARGS... : one driver run in its own process group
+  invoke() {
+    local name=$1; shift
+    local owed=()
+    while [[ $1 != -- ]]; do owed+=("$1"); shift; done
+    shift
+    local logf="$logs/$((++seq))-$name.log" outf="$work/out.$seq"
+    rc=0
+    setsid timeout -k 10 "$CHECK_TIMEOUT" "${CMD[@]}" --bootstrap "$CHRONIK_KAFKA" \
+      --stage-timeout "$STAGE_TIMEOUT" "$@" > "$outf" 2> "$logf" < /dev/null &
+    DRIVER_PID=$!
+    wait "$DRIVER_PID" || rc=$?
+    DRIVER_PID=""
+    cat "$outf" >> "$OUT/results.$client.jsonl"
+    lines=$(grep -c . "$outf" || true)
+    owe "$rc" "${logf#"$REPO_ROOT"/}" "${owed[@]}"
+    local line
+    while IFS= read -r line; do
+      log "$client: $(sed -nE 's/.*"check": ?"([^"]*)".*"result": ?"([^"]*)".*/\1 \2/p' <<< "$line")"
+    done < "$outf"
+  }
+
+  log "$client: starting a fresh broker (${broker_args[*]})"
+  broker_start
+  local n=$MESSAGES
+  [[ $client == perf ]] && n=$PERF_RECORDS
+  invoke produce-fetch produce fetch -- --check produce-fetch --messages "$n"
+  local a
+  for a in "${ASSIGNORS[@]}"; do
+    invoke "group-$a" "$(group_name "$a")" -- --check group --assignor "$a"
+  done
+  # commit-resume: phase a prints a line only when it already has a verdict
+  # (a failure, or n/a); otherwise the broker restarts and phase b decides
+  invoke resume-a -- --check commit-resume --phase a --state "$work/resume.state" --messages "$MESSAGES"
+  if ((lines == 0)); then
+    if ((rc != 0)); then
+      owe "$rc" "${logs#"$REPO_ROOT"/}" commit-resume
+    else
+      log "$client: restarting the broker on the same data dir"
+      broker_stop
+      broker_start
+      invoke resume-b commit-resume -- --check commit-resume --phase b --state "$work/resume.state" \
+        --messages "$MESSAGES"
+    fi
+  fi
+  invoke idempotent idempotent -- --check idempotent --messages "$MESSAGES"
+  broker_stop
+}
+
+# every client runs against the same broker build, even if target/ is rebuilt meanwhile
+BROKER_BUILT=$(date -u -r "$CHRONIK_SERVER_BIN" +%FT%TZ)
+BROKER_SOURCE=$CHRONIK_SERVER_BIN
+GIT_COMMIT=$(git_describe)
+cp "$CHRONIK_SERVER_BIN" "$WORK/chronik-server"
+CHRONIK_SERVER_BIN="$WORK/chronik-server"
+
+started=$(date +%s)
+log "compat run $RUN_ID: clients [$CLIENTS], $JOBS at a time; results in $OUT"
+running=0
+for c in $CLIENTS; do
+  if ((running >= JOBS)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  run_client "$c" &
+  CLIENT_PIDS+=("$!")
+  running=$((running + 1))
+done
+for pid in "${CLIENT_PIDS[@]}"; do
+  wait "$pid" || log "client runner pid $pid exited with status $?"
+done
+CLIENT_PIDS=()
+
+# merge per-client files in the order the clients were named
+: > "$OUT/results.jsonl"
+: > "$OUT/invocations.tsv"
+for c in $CLIENTS; do
+  cat "$OUT/results.$c.jsonl" >> "$OUT/results.jsonl" 2> /dev/null || true
+  cat "$OUT/invocations.$c.tsv" >> "$OUT/invocations.tsv" 2> /dev/null || true
+  rm -f "$OUT/results.$c.jsonl" "$OUT/invocations.$c.tsv"
+done
+meta=$("$VENV/bin/python" - "$RUN_ID" "$GIT_COMMIT" "$BROKER_SOURCE" "$BROKER_BUILT" \
+  "$DEFAULT_DELAY_CLIENTS" "$WAL_PROFILE" "$MESSAGES" "$PERF_RECORDS" "$(($(date +%s) - started))" <<'EOF'
+import json, os, sys
+run_id, commit, binary, built, default_delay, wal, messages, perf, secs = sys.argv[1:]
+print(json.dumps({
+    "run_id": run_id, "git_commit": commit, "broker": binary,
+    "broker_built": built,
+    "broker_flags": f"--wal-profile {wal} --group-initial-rebalance-delay-ms 0 "
+                    f"(except {default_delay}: Kafka's default 3000 ms)",
+    "messages_per_check": int(messages), "perf_records": int(perf),
+    "host_cores": os.cpu_count(), "duration_s": int(secs)}))
+EOF
+)
+"$VENV/bin/python" "$COMPAT_DIR/python/matrix.py" --out "$OUT" --meta "$meta"
