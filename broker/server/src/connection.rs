@@ -99,7 +99,7 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut
             match split_frame(&mut read_buf, max_frame) {
                 Ok(Some(frame)) => {
                     let permit = frame_permit.take();
-                    in_flight.push_back(Box::pin(run_request(broker.clone(), frame, permit)));
+                    in_flight.push_back(start_request(run_request(broker.clone(), frame, permit)));
                 }
                 Ok(None) => {
                     read_buf.reserve((size + 4).saturating_sub(read_buf.len()));
@@ -174,6 +174,21 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut
                 }
             }
         }
+    }
+}
+
+/// Runs a request up to its first wait right away, so the synchronous part
+/// of every handler — decoding, and for Produce the append that assigns
+/// offsets — happens in the order the requests arrived on this connection.
+/// A request still waiting (for durability, or Fetch data) is polled again
+/// later by the in-flight set with a real waker; a future may be polled with
+/// different wakers, the last one is the one woken.
+fn start_request(request: impl Future<Output = Outcome> + Send + 'static) -> RequestFuture {
+    let mut request: RequestFuture = Box::pin(request);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match request.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(outcome) => Box::pin(std::future::ready(outcome)),
+        std::task::Poll::Pending => request,
     }
 }
 
