@@ -5,7 +5,16 @@
 //! - `envelope` — the verification envelope every produced message carries
 //!   as the Kafka header `chronik-env`: producer id, sequence number,
 //!   intended send (or HTTP accept) time in µs, CRC-32C of the value.
+//! - `histogram` — latency histograms in µs: one shape, merging (never
+//!   averaging), percentile summaries, `.hlog` interval logs.
+//! - `results` — the `meta` block of every result file (tool, git commit,
+//!   host, broker identity, settings) and atomic JSON writes.
+//! - `error` — `HarnessError` for the file helpers.
 
 pub mod envelope;
+pub mod error;
+pub mod histogram;
+pub mod results;
 
 pub use envelope::{now_us, Envelope, EnvelopeError, ENVELOPE_HEADER, ENVELOPE_LEN};
+pub use error::HarnessError;

@@ -146,6 +146,26 @@ fn read_batch_records(batch: &[u8], header: &BatchHeader, out: &mut Vec<(i64, Si
     Ok(())
 }
 
+/// Within one stored batch (`batch` starts at its first byte), the first
+/// record whose timestamp is at or after `timestamp` — Kafka's ListOffsets
+/// rule — decompressing if needed. `timestamp = None` finds the record with
+/// the batch's largest timestamp instead. Returns (offset, timestamp).
+pub fn find_record_by_timestamp(batch: &[u8], timestamp: Option<i64>) -> Option<(i64, i64)> {
+    let header = parse_batch(batch, 0).ok()?;
+    let mut bytes = Bytes::copy_from_slice(&batch[..header.size]);
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).ok()?;
+    let records = set.records.iter().filter(|r| !r.control);
+    match timestamp {
+        Some(ts) => records.map(|r| (r.offset, r.timestamp)).find(|(_, t)| *t >= ts),
+        None => records
+            .map(|r| (r.offset, r.timestamp))
+            .fold(None, |best: Option<(i64, i64)>, (o, t)| match best {
+                Some((_, bt)) if bt >= t => best,
+                _ => Some((o, t)),
+            }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,25 +213,5 @@ mod tests {
         assert_eq!(get_varint(&buf, &mut pos), Some(-1));
         assert_eq!(get_varint(&buf, &mut pos), Some(300));
         assert_eq!(get_varint(&[0xff, 0xff], &mut 0), None, "an unterminated varint is an error");
-    }
-}
-
-/// Within one stored batch (`batch` starts at its first byte), the first
-/// record whose timestamp is at or after `timestamp` — Kafka's ListOffsets
-/// rule — decompressing if needed. `timestamp = None` finds the record with
-/// the batch's largest timestamp instead. Returns (offset, timestamp).
-pub fn find_record_by_timestamp(batch: &[u8], timestamp: Option<i64>) -> Option<(i64, i64)> {
-    let header = parse_batch(batch, 0).ok()?;
-    let mut bytes = Bytes::copy_from_slice(&batch[..header.size]);
-    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).ok()?;
-    let records = set.records.iter().filter(|r| !r.control);
-    match timestamp {
-        Some(ts) => records.map(|r| (r.offset, r.timestamp)).find(|(_, t)| *t >= ts),
-        None => records
-            .map(|r| (r.offset, r.timestamp))
-            .fold(None, |best: Option<(i64, i64)>, (o, t)| match best {
-                Some((_, bt)) if bt >= t => best,
-                _ => Some((o, t)),
-            }),
     }
 }

@@ -1,0 +1,120 @@
+//! Metadata-mode tasks: Metadata requests as the load.
+//!
+//! Owns: one requester = one rdkafka client sending a Metadata request for
+//! the topic, then the next (closed loop) or on the schedule (open loop),
+//! timing each and recording it like a delivery report. Must not: produce.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use chronik_harness::histogram::record_us;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::Consumer;
+
+use crate::client::{BenchConsumer, QuietEofContext};
+use crate::metrics::{IntervalRecorder, ReportMsg, Timeline};
+use crate::produce::ProducerOutcome;
+use crate::schedule::Schedule;
+
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct RequesterSpec {
+    pub index: u32,
+    pub topic: String,
+    pub client: ClientConfig,
+    pub schedule: Option<Schedule>,
+    pub quota: Option<u64>,
+    pub stop: Arc<AtomicBool>,
+    pub source: usize,
+    pub report_tx: Sender<ReportMsg>,
+}
+
+pub fn spawn(
+    spec: RequesterSpec,
+    ready: Sender<Result<(), String>>,
+    go: Receiver<Arc<Timeline>>,
+) -> Result<JoinHandle<Result<ProducerOutcome>>> {
+    std::thread::Builder::new()
+        .name(format!("metadata-{}", spec.index))
+        .spawn(move || run_task(spec, ready, go))
+        .context("spawning a metadata thread")
+}
+
+fn run_task(spec: RequesterSpec, ready: Sender<Result<(), String>>, go: Receiver<Arc<Timeline>>) -> Result<ProducerOutcome> {
+    let client: BenchConsumer = match spec.client.create_with_context(QuietEofContext) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = ready.send(Err(format!("metadata client {}: {e}", spec.index)));
+            return Err(anyhow!("creating metadata client: {e}"));
+        }
+    };
+    if let Err(e) = client.fetch_metadata(Some(&spec.topic), REQUEST_TIMEOUT) {
+        let _ = ready.send(Err(format!("metadata client {} cannot reach the broker: {e}", spec.index)));
+        return Err(anyhow!("metadata: {e}"));
+    }
+    let _ = ready.send(Ok(()));
+    let timeline = go.recv().map_err(|_| anyhow!("run aborted before start"))?;
+    let clock = timeline.clock;
+    let mut recorder = IntervalRecorder::new(spec.source, spec.report_tx.clone(), timeline.clone());
+    let mut out = ProducerOutcome::default();
+    let mut seq = 0u64;
+    loop {
+        if spec.stop.load(Ordering::Relaxed) || spec.quota.is_some_and(|q| seq >= q) {
+            break;
+        }
+        let intended = match &spec.schedule {
+            Some(s) => {
+                let t = s.intended_ns(spec.index, seq);
+                let now = clock.now_ns();
+                if t > now {
+                    std::thread::sleep(Duration::from_nanos((t - now).min(10_000_000)));
+                    continue;
+                }
+                Some(t)
+            }
+            None => None,
+        };
+        let sent = clock.now_ns();
+        let result = client.fetch_metadata(Some(&spec.topic), REQUEST_TIMEOUT);
+        let done = clock.now_ns();
+        seq += 1;
+        out.sent_total += 1;
+        recorder.tick(done);
+        let intended = intended.unwrap_or(sent);
+        let measured = intended >= timeline.warmup_end_ns;
+        let data = &mut recorder.data;
+        match result {
+            Ok(_) => {
+                out.acked_total += 1;
+                out.last_ack_ns = done;
+                if timeline.in_window(done) {
+                    data.acked += 1;
+                }
+                if measured {
+                    record_us(&mut data.service, (done - sent) / 1000);
+                    record_us(&mut data.response, done.saturating_sub(intended) / 1000);
+                    record_us(&mut data.schedule_delay, sent.saturating_sub(intended) / 1000);
+                }
+            }
+            Err(e) => {
+                out.failed_total += 1;
+                if done >= timeline.warmup_end_ns {
+                    data.failed += 1;
+                }
+                if out.first_error.is_none() {
+                    tracing::warn!(error = %e, "metadata request failed (further failures are counted, not logged)");
+                    out.first_error = Some(e.to_string());
+                }
+            }
+        }
+    }
+    if let Some(s) = &spec.schedule {
+        out.behind_schedule = s.due_by(spec.index, timeline.window_end_ns().min(clock.now_ns())).saturating_sub(seq);
+    }
+    recorder.finish(clock.now_ns());
+    Ok(out)
+}

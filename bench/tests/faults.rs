@@ -1,0 +1,49 @@
+//! Round-trip finds what the test injects: one duplicate, one loss (an
+//! acknowledgement recorded for a message never sent), one gap (a sequence
+//! never sent and never acknowledged) — each counted exactly once, and
+//! `--strict` turns them into a failing exit code.
+
+mod common;
+
+use common::{read_json, run_bench, Broker};
+
+#[test]
+fn injected_loss_duplicate_and_gap_are_counted_exactly() -> anyhow::Result<()> {
+    let broker = Broker::start()?;
+    let dir = tempfile::tempdir()?;
+    let json = dir.path().join("faults.json");
+    let run = run_bench(
+        &broker,
+        &[
+            "--topic", "faults", "--create-topic", "--mode", "round-trip", "--rate", "1000", "--duration", "2s",
+            "--warmup-duration", "0.5s", "--message-size", "64", "--drain-timeout", "5s",
+            "--inject-duplicate", "5", "--inject-phantom-ack", "10", "--inject-skip-sequence", "15", "--strict",
+            "--json-output", json.to_str().unwrap_or_default(),
+        ],
+    )?;
+    assert_eq!(run.status.code(), Some(2), "--strict fails on faults: {}\n{}", run.stdout, run.stderr);
+    let doc = read_json(&json)?;
+    let v = &doc["verification"];
+    assert_eq!(v["reconciliation"]["lost"], 1, "{v}");
+    assert_eq!(v["duplicates"], 1, "{v}");
+    assert_eq!(v["reconciliation"]["gaps"], 1, "{v}");
+    assert_eq!(v["outOfOrder"], 0, "{v}");
+    assert_eq!(v["corrupt"], 0, "{v}");
+    assert!(run.stdout.contains("FAULTS FOUND"));
+    Ok(())
+}
+
+#[test]
+fn a_clean_run_under_strict_exits_zero() -> anyhow::Result<()> {
+    let broker = Broker::start()?;
+    let run = run_bench(
+        &broker,
+        &[
+            "--topic", "clean", "--create-topic", "--mode", "round-trip", "--rate", "500", "--duration", "1s",
+            "--warmup-duration", "0s", "--strict",
+        ],
+    )?;
+    assert!(run.status.success(), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("CLEAN"), "{}", run.stdout);
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! Command line and environment: one clap `Args` (every flag also an
+//! environment variable), turned into plain, typed `Config`s.
+//!
+//! Owns: flag names, defaults, parsing and validation. Must not: read the
+//! environment anywhere else.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::Error;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "chronik-consumer",
+    version,
+    about = "Verifying Kafka consumer: proves every acknowledged message arrived exactly once, in order, intact, and how long it took.",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Combine replica reports (interval-set union) and decide loss, gaps and
+    /// duplicates globally.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kafka bootstrap servers, host:port[,host:port...]
+    #[arg(
+        long,
+        env = "KAFKA_BOOTSTRAP_SERVERS",
+        default_value = "localhost:9092"
+    )]
+    pub bootstrap_servers: String,
+    /// Topic to consume (repeatable; comma-separated in the environment)
+    #[arg(long = "topic", env = "CHRONIK_CONSUMER_TOPIC", value_delimiter = ',')]
+    pub topics: Vec<String>,
+    /// Consumer group id; replicas with the same group split the partitions
+    #[arg(
+        long,
+        env = "CHRONIK_CONSUMER_GROUP",
+        default_value = "chronik-consumer"
+    )]
+    pub group: String,
+    /// Serve /metrics, /summary and /health here (port 0 = any free port)
+    #[arg(long, env = "CHRONIK_CONSUMER_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Write the final report JSON here (and the latency interval log beside
+    /// it, same name with .hlog) on SIGTERM/SIGINT or when idle
+    #[arg(long, env = "CHRONIK_CONSUMER_REPORT")]
+    pub report: Option<PathBuf>,
+    /// Stop once nothing new was consumed for this long (seconds, or e.g. "500ms")
+    #[arg(long, env = "CHRONIK_CONSUMER_UNTIL_IDLE", value_parser = parse_duration)]
+    pub until_idle: Option<Duration>,
+    /// Start from the earliest offset when the group has no committed offset
+    /// (otherwise from the latest)
+    #[arg(long, env = "CHRONIK_CONSUMER_FROM_BEGINNING")]
+    pub from_beginning: bool,
+    /// Producer ledger: a JSON file or a plain http:// URL such as an
+    /// ingestor's /ledger (repeatable; comma-separated in the environment)
+    #[arg(
+        long = "ledger",
+        env = "CHRONIK_CONSUMER_LEDGER",
+        value_delimiter = ','
+    )]
+    pub ledgers: Vec<String>,
+    /// How often consumed offsets are committed (asynchronously); a final
+    /// synchronous commit happens at shutdown
+    #[arg(long, env = "CHRONIK_CONSUMER_COMMIT_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub commit_interval: Duration,
+    /// Length of each interval in the .hlog latency log
+    #[arg(long, env = "CHRONIK_CONSUMER_HLOG_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub hlog_interval: Duration,
+    /// Kafka client.id (default: chronik-consumer-<hostname>-<pid>)
+    #[arg(long, env = "CHRONIK_CONSUMER_CLIENT_ID")]
+    pub client_id: Option<String>,
+    /// Extra librdkafka consumer property KEY=VALUE (repeatable; comma-separated
+    /// in the environment), e.g. partition.assignment.strategy=roundrobin
+    #[arg(
+        short = 'X',
+        long = "consumer-property",
+        env = "CHRONIK_CONSUMER_PROPERTIES",
+        value_delimiter = ','
+    )]
+    pub consumer_properties: Vec<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Replica reports (written by --report) to combine
+    #[arg(required = true)]
+    pub reports: Vec<PathBuf>,
+    /// Producer ledger file or http:// URL (repeatable)
+    #[arg(
+        long = "ledger",
+        env = "CHRONIK_CONSUMER_LEDGER",
+        value_delimiter = ','
+    )]
+    pub ledgers: Vec<String>,
+    /// Write the merged report here (and the merged latency as .hlog beside
+    /// it); without it the merged report goes to stdout
+    #[arg(long, env = "CHRONIK_CONSUMER_MERGE_REPORT")]
+    pub report: Option<PathBuf>,
+}
+
+/// A duration given as plain seconds ("2", "0.5") or humantime ("500ms", "1m").
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    if let Ok(secs) = text.trim().parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{text}: {e}"));
+    }
+    humantime::parse_duration(text.trim()).map_err(|e| format!("{text}: {e}"))
+}
+
+/// The effective configuration of a consuming run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub bootstrap_servers: String,
+    pub topics: Vec<String>,
+    pub group: String,
+    pub listen: Option<SocketAddr>,
+    pub report: Option<PathBuf>,
+    pub until_idle: Option<Duration>,
+    pub from_beginning: bool,
+    pub ledgers: Vec<String>,
+    pub commit_interval: Duration,
+    pub hlog_interval: Duration,
+    pub client_id: String,
+    pub consumer_properties: Vec<(String, String)>,
+}
+
+impl TryFrom<RunArgs> for Config {
+    type Error = Error;
+
+    fn try_from(a: RunArgs) -> Result<Config, Error> {
+        let topics: Vec<String> = a
+            .topics
+            .into_iter()
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+        if topics.is_empty() {
+            return Err(Error::Config("at least one --topic is required".into()));
+        }
+        if a.commit_interval.is_zero() || a.hlog_interval.is_zero() {
+            return Err(Error::Config(
+                "--commit-interval and --hlog-interval must be positive".into(),
+            ));
+        }
+        let consumer_properties = a
+            .consumer_properties
+            .iter()
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| match p.split_once('=') {
+                Some((k, v)) if !k.trim().is_empty() => {
+                    Ok((k.trim().to_string(), v.trim().to_string()))
+                }
+                _ => Err(Error::Config(format!(
+                    "consumer property {p:?} is not KEY=VALUE"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let client_id = a.client_id.unwrap_or_else(|| {
+            let host =
+                std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string());
+            format!(
+                "chronik-consumer-{}-{}",
+                host.unwrap_or_else(|_| "host".into()),
+                std::process::id()
+            )
+        });
+        Ok(Config {
+            bootstrap_servers: a.bootstrap_servers,
+            topics,
+            group: a.group,
+            listen: a.listen,
+            report: a.report,
+            until_idle: a.until_idle,
+            from_beginning: a.from_beginning,
+            ledgers: a.ledgers,
+            commit_interval: a.commit_interval,
+            hlog_interval: a.hlog_interval,
+            client_id,
+            consumer_properties,
+        })
+    }
+}
+
+impl Config {
+    /// The settings block of the report's metadata.
+    pub fn settings_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "bootstrapServers": self.bootstrap_servers,
+            "topics": self.topics,
+            "group": self.group,
+            "listen": self.listen.map(|a| a.to_string()),
+            "report": self.report.as_ref().map(|p| p.display().to_string()),
+            "untilIdleSecs": self.until_idle.map(|d| d.as_secs_f64()),
+            "fromBeginning": self.from_beginning,
+            "ledgers": self.ledgers,
+            "commitIntervalSecs": self.commit_interval.as_secs_f64(),
+            "hlogIntervalSecs": self.hlog_interval.as_secs_f64(),
+            "clientId": self.client_id,
+            "consumerProperties": self.consumer_properties.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_accept_seconds_and_humantime() {
+        let table = [
+            ("2", Some(2_000)),
+            ("0.5", Some(500)),
+            ("500ms", Some(500)),
+            ("1m", Some(60_000)),
+            ("x", None),
+            ("-1", None),
+        ];
+        for (text, ms) in table {
+            assert_eq!(
+                parse_duration(text).ok().map(|d| d.as_millis() as u64),
+                ms,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn flags_become_a_config() {
+        let args = Args::try_parse_from([
+            "chronik-consumer",
+            "--topic",
+            "a",
+            "--topic",
+            "b",
+            "--until-idle",
+            "2",
+            "-X",
+            "session.timeout.ms=6000",
+            "--from-beginning",
+        ])
+        .expect("parses");
+        assert!(args.command.is_none());
+        let c = Config::try_from(args.run).expect("valid");
+        assert_eq!(c.topics, ["a", "b"]);
+        assert_eq!(c.until_idle, Some(Duration::from_secs(2)));
+        assert!(c.from_beginning);
+        assert_eq!(
+            c.consumer_properties,
+            [("session.timeout.ms".to_string(), "6000".to_string())]
+        );
+    }
+
+    #[test]
+    fn merge_is_a_subcommand_and_run_needs_a_topic() {
+        let args = Args::try_parse_from([
+            "chronik-consumer",
+            "merge",
+            "a.json",
+            "b.json",
+            "--ledger",
+            "l.json",
+        ])
+        .expect("parses");
+        match args.command {
+            Some(Command::Merge(m)) => {
+                assert_eq!(m.reports.len(), 2);
+                assert_eq!(m.ledgers, ["l.json"]);
+            }
+            None => panic!("merge not parsed"),
+        }
+        let no_topic = Args::try_parse_from(["chronik-consumer"]).expect("parses");
+        assert!(Config::try_from(no_topic.run).is_err());
+        let bad = Args::try_parse_from(["chronik-consumer", "--topic", "t", "-X", "novalue"])
+            .expect("parses");
+        assert!(Config::try_from(bad.run).is_err());
+    }
+}

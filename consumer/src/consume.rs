@@ -1,0 +1,482 @@
+//! The rdkafka poll loop: one `BaseConsumer` in a consumer group, polled on
+//! the calling (dedicated) thread, every record handed to the `Verifier`.
+//!
+//! Owns: client configuration, subscription, periodic async commits (and the
+//! final sync one), the live publishing cadence, the `.hlog` intervals, the
+//! idle stop, and the final watermark fetch that tells the report how much
+//! of each partition exists. Offsets are stored as records are polled
+//! (`enable.auto.offset.store`) and committed every `commit_interval`; on a
+//! rebalance nothing extra is committed, so a partition's new owner may
+//! re-read up to one interval — counted as redeliveries, never duplicates.
+//! Must not: decide verdicts (`verify`, `report`) or serve HTTP.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use chronik_harness::histogram::HlogWriter;
+use chronik_harness::{now_us, ENVELOPE_HEADER};
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{BorrowedMessage, Headers, Message};
+use rdkafka::statistics::Statistics;
+use rdkafka::Offset;
+
+use crate::config::Config;
+use crate::live::{Live, PartitionSummary};
+use crate::verify::{Observed, Verifier};
+use crate::Error;
+
+/// Longest a single poll blocks (bounds how late a stop request is seen).
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
+/// How often `/metrics` and `/summary` are refreshed.
+const PUBLISH_INTERVAL: Duration = Duration::from_millis(250);
+/// Records handled between looks at the clock and the stop flag.
+const RECORDS_PER_CHECK: u32 = 1024;
+/// Timeout of each request made while finishing (metadata, watermarks).
+const FINISH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Signal,
+    Idle,
+}
+
+/// The result of a consuming run.
+#[derive(Debug)]
+pub struct Consumed {
+    pub verifier: Verifier,
+    pub stop: StopReason,
+    pub rebalances: u64,
+    /// From the first to the last record consumed (to within 1024 records).
+    pub active: Duration,
+    /// CPU seconds of the poll thread (user + system, /proc/thread-self/stat).
+    pub poll_thread_cpu_secs: Option<f64>,
+}
+
+/// User + system CPU seconds from a /proc `stat` file (USER_HZ = 100 on Linux).
+pub fn cpu_secs(stat_path: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(stat_path).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// Callbacks librdkafka makes on the poll thread.
+struct Context {
+    rebalances: AtomicU64,
+    assignment_changed: AtomicBool,
+    /// (topic, partition) -> (low, high) watermark from the latest statistics.
+    watermarks: Mutex<HashMap<(String, i32), (i64, i64)>>,
+}
+
+impl ClientContext for Context {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => {
+                tracing::error!(target: "librdkafka", fac, "{message}")
+            }
+            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", fac, "{message}"),
+            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
+                tracing::info!(target: "librdkafka", fac, "{message}")
+            }
+            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", fac, "{message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(target: "librdkafka", %error, "{reason}");
+    }
+
+    fn stats(&self, statistics: Statistics) {
+        let mut w = self.watermarks.lock().unwrap_or_else(|p| p.into_inner());
+        for (topic, t) in statistics.topics {
+            for (_, p) in t.partitions {
+                // Partition -1 is librdkafka's internal "unassigned" queue.
+                if p.partition >= 0 && p.hi_offset >= 0 {
+                    w.insert((topic.clone(), p.partition), (p.lo_offset, p.hi_offset));
+                }
+            }
+        }
+    }
+}
+
+impl ConsumerContext for Context {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        match rebalance {
+            Rebalance::Assign(tpl) => {
+                tracing::info!(partitions = tpl.count(), "partitions assigned")
+            }
+            Rebalance::Revoke(tpl) => {
+                tracing::info!(partitions = tpl.count(), "partitions revoked")
+            }
+            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
+        }
+        self.rebalances.fetch_add(1, Ordering::Relaxed);
+        self.assignment_changed.store(true, Ordering::Relaxed);
+    }
+
+    fn commit_callback(
+        &self,
+        result: rdkafka::error::KafkaResult<()>,
+        _offsets: &rdkafka::TopicPartitionList,
+    ) {
+        match result {
+            Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+            Err(e) => tracing::warn!(error = %e, "offset commit failed"),
+        }
+    }
+}
+
+fn client_config(config: &Config) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &config.bootstrap_servers)
+        .set("group.id", &config.group)
+        .set("client.id", &config.client_id)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "true")
+        .set(
+            "auto.offset.reset",
+            if config.from_beginning {
+                "earliest"
+            } else {
+                "latest"
+            },
+        )
+        .set("enable.partition.eof", "false")
+        .set("statistics.interval.ms", "1000");
+    for (k, v) in &config.consumer_properties {
+        c.set(k, v);
+    }
+    c
+}
+
+/// The `chronik-env` header value of `m`, if it has one.
+#[inline]
+fn envelope_of<'a>(m: &'a BorrowedMessage<'_>) -> Option<&'a [u8]> {
+    let headers = m.headers()?;
+    (0..headers.count())
+        .map(|i| headers.get(i))
+        .find(|h| h.key == ENVELOPE_HEADER)
+        .and_then(|h| h.value)
+}
+
+/// One assigned partition: its verifier slot and name.
+struct Assigned {
+    slot: usize,
+    topic: String,
+    partition: i32,
+}
+
+/// Consumes until `stop` is set or, with `until_idle`, nothing new arrived
+/// for that long. Publishes into `live`, writes latency intervals to `hlog`.
+pub fn run(
+    config: &Config,
+    live: &Live,
+    stop: &AtomicBool,
+    mut hlog: Option<HlogWriter>,
+) -> Result<Consumed, Error> {
+    let context = Context {
+        rebalances: AtomicU64::new(0),
+        assignment_changed: AtomicBool::new(false),
+        watermarks: Mutex::new(HashMap::new()),
+    };
+    let consumer: BaseConsumer<Context> = client_config(config)
+        .create_with_context(context)
+        .map_err(|source| Error::Kafka {
+            context: "creating the consumer",
+            source,
+        })?;
+    let topics: Vec<&str> = config.topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics).map_err(|source| Error::Kafka {
+        context: "subscribing",
+        source,
+    })?;
+
+    let started = Instant::now();
+    let mut verifier = Verifier::new();
+    let mut assigned: Vec<Assigned> = Vec::new();
+    let (mut last_consumed, mut last_progress) = (0u64, started);
+    let mut next_publish = started;
+    let mut next_commit = started + config.commit_interval;
+    let mut hlog_interval_start = started;
+    let mut next_hlog = started + config.hlog_interval;
+    let mut last_error_log: Option<Instant> = None;
+    let mut since_check = 0u32;
+    let mut first_record: Option<Instant> = None;
+
+    let reason = loop {
+        match consumer.poll(POLL_TIMEOUT) {
+            Some(Ok(m)) => {
+                let slot = verifier.partition_slot(m.topic(), m.partition());
+                let record = Observed {
+                    offset: m.offset(),
+                    envelope: envelope_of(&m),
+                    value: m.payload().unwrap_or(&[]),
+                    consumed_at_us: now_us(),
+                };
+                verifier.observe(slot, &record);
+                since_check += 1;
+                if since_check < RECORDS_PER_CHECK {
+                    continue;
+                }
+            }
+            Some(Err(e))
+                if last_error_log.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) =>
+            {
+                tracing::warn!(error = %e, "consumer error (repeats within 10 s are not logged)");
+                last_error_log = Some(Instant::now());
+            }
+            Some(Err(_)) => {}
+            None => {}
+        }
+        since_check = 0;
+        if stop.load(Ordering::Relaxed) {
+            break StopReason::Signal;
+        }
+        let now = Instant::now();
+        if consumer
+            .context()
+            .assignment_changed
+            .swap(false, Ordering::Relaxed)
+        {
+            assigned = current_assignment(&consumer, &mut verifier);
+            last_progress = now;
+        }
+        if verifier.counts().consumed != last_consumed {
+            last_consumed = verifier.counts().consumed;
+            last_progress = now;
+            first_record.get_or_insert(now);
+        }
+        if now >= next_publish {
+            publish(&consumer, &mut verifier, &assigned, live, started);
+            next_publish = now + PUBLISH_INTERVAL;
+        }
+        if now >= next_commit {
+            commit(&consumer, CommitMode::Async);
+            next_commit = now + config.commit_interval;
+        }
+        if now >= next_hlog {
+            write_interval(
+                &mut verifier,
+                live,
+                hlog.as_mut(),
+                started,
+                hlog_interval_start,
+                now,
+            );
+            hlog_interval_start = now;
+            next_hlog = now + config.hlog_interval;
+        }
+        if config
+            .until_idle
+            .is_some_and(|idle| now.duration_since(last_progress) >= idle)
+        {
+            break StopReason::Idle;
+        }
+    };
+
+    live.set_state("stopping");
+    tracing::info!(
+        ?reason,
+        consumed = verifier.counts().consumed,
+        "stopping: final commit and watermarks"
+    );
+    commit(&consumer, CommitMode::Sync);
+    let now = Instant::now();
+    write_interval(
+        &mut verifier,
+        live,
+        hlog.as_mut(),
+        started,
+        hlog_interval_start,
+        now,
+    );
+    if let Some(w) = hlog {
+        w.finish()?;
+    }
+    final_watermarks(config, &config.topics, &mut verifier);
+    publish(&consumer, &mut verifier, &assigned, live, started);
+    let rebalances = consumer.context().rebalances.load(Ordering::Relaxed);
+    let active = first_record.map_or(Duration::ZERO, |first| {
+        last_progress.saturating_duration_since(first)
+    });
+    let poll_thread_cpu_secs = cpu_secs("/proc/thread-self/stat");
+    // Dropping the consumer closes it: leaves the group so the remaining
+    // members rebalance at once.
+    drop(consumer);
+    Ok(Consumed {
+        verifier,
+        stop: reason,
+        rebalances,
+        active,
+        poll_thread_cpu_secs,
+    })
+}
+
+fn current_assignment(consumer: &BaseConsumer<Context>, verifier: &mut Verifier) -> Vec<Assigned> {
+    match consumer.assignment() {
+        Ok(tpl) => tpl
+            .elements()
+            .iter()
+            .map(|e| Assigned {
+                slot: verifier.partition_slot(e.topic(), e.partition()),
+                topic: e.topic().to_string(),
+                partition: e.partition(),
+            })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the assignment failed");
+            Vec::new()
+        }
+    }
+}
+
+fn publish(
+    consumer: &BaseConsumer<Context>,
+    verifier: &mut Verifier,
+    assigned: &[Assigned],
+    live: &Live,
+    started: Instant,
+) {
+    let positions: HashMap<(String, i32), i64> = consumer
+        .position()
+        .map(|tpl| {
+            tpl.elements()
+                .iter()
+                .filter_map(|e| match e.offset() {
+                    Offset::Offset(o) => Some(((e.topic().to_string(), e.partition()), o)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    {
+        let watermarks = consumer
+            .context()
+            .watermarks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for a in assigned {
+            if let Some(&(low, high)) = watermarks.get(&(a.topic.clone(), a.partition)) {
+                verifier.note_watermarks(a.slot, low, high);
+            }
+        }
+    }
+    let summaries = assigned
+        .iter()
+        .map(|a| {
+            let p = &verifier.partitions()[a.slot];
+            let position = p
+                .position()
+                .or_else(|| positions.get(&(a.topic.clone(), a.partition)).copied());
+            PartitionSummary {
+                topic: a.topic.clone(),
+                partition: a.partition,
+                position,
+                high_watermark: p.high_watermark,
+                lag: p
+                    .high_watermark
+                    .zip(position)
+                    .map(|(hw, pos)| (hw - pos).max(0)),
+            }
+        })
+        .collect();
+    let gaps = verifier
+        .producers()
+        .iter()
+        .map(|p| p.seen.gap_count())
+        .sum();
+    let rebalances = consumer.context().rebalances.load(Ordering::Relaxed);
+    live.publish(
+        verifier.counts(),
+        gaps,
+        verifier.producers().len() as u64,
+        rebalances,
+        summaries,
+        started.elapsed().as_secs_f64(),
+    );
+}
+
+fn commit(consumer: &BaseConsumer<Context>, mode: CommitMode) {
+    match consumer.commit_consumer_state(mode) {
+        // Nothing consumed since the last commit, or nothing assigned.
+        Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
+        Err(e) => tracing::warn!(error = %e, ?mode, "offset commit failed"),
+    }
+}
+
+fn write_interval(
+    verifier: &mut Verifier,
+    live: &Live,
+    hlog: Option<&mut HlogWriter>,
+    started: Instant,
+    from: Instant,
+    to: Instant,
+) {
+    let interval = verifier.take_latency_interval();
+    live.add_latency(&interval);
+    if let Some(w) = hlog {
+        if let Err(e) = w.write_interval(
+            &interval,
+            from.duration_since(started),
+            to.duration_since(from),
+            None,
+        ) {
+            tracing::warn!(error = %e, "writing a latency interval failed");
+        }
+    }
+}
+
+/// Asks the broker for every partition of `topics` and its watermarks, so
+/// the report knows what exists — including partitions this replica never
+/// owned. Uses a client of its own: on the group consumer's connection these
+/// requests would queue behind long-polling fetches (fetch.wait.max.ms each).
+fn final_watermarks(config: &Config, topics: &[String], verifier: &mut Verifier) {
+    let mut client_config = client_config(config);
+    client_config.remove("group.id");
+    client_config.set("client.id", format!("{}-watermarks", config.client_id));
+    let consumer: BaseConsumer = match client_config.create() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "creating the watermark client failed; coverage will be unknown");
+            return;
+        }
+    };
+    for topic in topics {
+        let metadata = match consumer.fetch_metadata(Some(topic), FINISH_TIMEOUT) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(%topic, error = %e, "metadata at finish failed; coverage will be unknown");
+                continue;
+            }
+        };
+        let partitions: Vec<i32> = metadata
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic)
+            .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+            .collect();
+        for partition in partitions {
+            match consumer.fetch_watermarks(topic, partition, FINISH_TIMEOUT) {
+                Ok((low, high)) => {
+                    let slot = verifier.partition_slot(topic, partition);
+                    verifier.note_watermarks(slot, low, high);
+                }
+                Err(e) => {
+                    tracing::warn!(%topic, partition, error = %e, "watermarks at finish failed")
+                }
+            }
+        }
+    }
+}

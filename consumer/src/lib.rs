@@ -1,0 +1,42 @@
+//! chronik-consumer: a verifying Kafka consumer-group member.
+//!
+//! Every record's `chronik-env` envelope (chronik-harness) is checked for
+//! duplicates, order within a partition and value corruption, its
+//! end-to-end latency recorded, and the sequences seen per producer kept as
+//! interval sets, so that replica reports merge exactly and reconcile
+//! against the producers' ledgers (loss = acknowledged but never consumed).
+//!
+//! Layout:
+//! - `config`    — clap `Args` (flags + env) and the plain `Config`s.
+//! - `intervals` — `IntervalSet`: sorted disjoint ranges, O(1) in-order insert.
+//! - `verify`    — `Verifier`: per-record verdicts, no I/O, no clocks.
+//! - `ledger`    — producer ledger schema, file/HTTP loading, reconciliation.
+//! - `report`    — `Tally`, the report JSON, merging, the verdict.
+//! - `live`      — what `/metrics` and `/summary` serve while running.
+//! - `http`      — the axum router over `live`.
+//! - `consume`   — the rdkafka poll loop on its own thread.
+//! - `run`       — one replica's run end to end, and the `merge` command.
+//! - `error`     — this crate's `Error`.
+
+pub mod config;
+pub mod consume;
+pub mod error;
+pub mod http;
+pub mod intervals;
+pub mod ledger;
+pub mod live;
+pub mod report;
+pub mod run;
+pub mod verify;
+
+pub use error::Error;
+
+/// Exit status: no failure found.
+pub const EXIT_CLEAN: u8 = 0;
+/// Exit status: loss, gaps, duplicates, reordering or corruption found.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit status: the run itself failed (Kafka, I/O, bad arguments).
+pub const EXIT_ERROR: u8 = 2;
+/// Exit status of `merge`: no failure found, but the reports do not cover
+/// every offset, so loss and gaps could not be decided.
+pub const EXIT_INCONCLUSIVE: u8 = 3;

@@ -1,0 +1,62 @@
+//! `chronik-consumer` entry point: parse args, set up tracing, log the
+//! effective config, then run a replica (until SIGTERM/SIGINT or idle) or
+//! merge reports. Exit status: 0 clean, 1 verification failed, 2 error,
+//! 3 (merge) clean but inconclusive.
+
+use std::process::ExitCode;
+
+use chronik_consumer::config::{Args, Command, Config};
+use chronik_consumer::EXIT_ERROR;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("CHRONIK_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match run(args) {
+        Ok(status) => ExitCode::from(status),
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("chronik-consumer: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn run(args: Args) -> anyhow::Result<u8> {
+    // One worker thread serves HTTP; the poll loop has its own thread.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    match args.command {
+        Some(Command::Merge(merge)) => runtime.block_on(chronik_consumer::run::merge(merge)),
+        None => {
+            let config = Config::try_from(args.run)?;
+            tracing::info!(?config, "effective configuration");
+            runtime.block_on(chronik_consumer::run::run(config, shutdown_signal()))
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C will stop the consumer");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

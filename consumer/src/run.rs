@@ -1,0 +1,250 @@
+//! One replica's run end to end, and the `merge` command.
+//!
+//! Owns: the order of a run — bind HTTP and print `LISTENING http=ADDR`,
+//! consume on a dedicated thread until the shutdown future or idleness,
+//! read the ledgers, write the report (and its `.hlog`), print the
+//! machine-read `RESULT ...` line, pick the exit status. Must not: parse
+//! arguments or install signal handlers (that is `main`).
+
+use std::future::Future;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+use chronik_harness::histogram::HlogWriter;
+use chronik_harness::results::{write_json_file, BrokerInfo, RunMeta};
+
+use crate::config::{Config, MergeArgs};
+use crate::ledger::load_ledgers;
+use crate::live::Live;
+use crate::report::{build_report, read_report, LedgerSources, Report, RunStats, Tally};
+use crate::{consume, http, EXIT_CLEAN, EXIT_ERROR, EXIT_FAILED, EXIT_INCONCLUSIVE};
+
+const TOOL: &str = "chronik-consumer";
+
+/// Runs one replica; returns the process exit status.
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<u8> {
+    let broker = BrokerInfo {
+        bootstrap_servers: config.bootstrap_servers.clone(),
+        ..BrokerInfo::default()
+    };
+    let started = Instant::now();
+    let meta = RunMeta::new(
+        TOOL,
+        env!("CARGO_PKG_VERSION"),
+        broker,
+        config.settings_json(),
+    );
+    let live = Arc::new(Live::new(&config.group, &config.client_id, &config.topics));
+
+    let (http_stop, http_stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = match config.listen {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding {addr}"))?;
+            let bound = listener.local_addr()?;
+            tracing::info!(%bound, "serving /metrics and /summary");
+            println!("LISTENING http={bound}");
+            let _ = std::io::stdout().flush();
+            let serve =
+                axum::serve(listener, http::app(live.clone())).with_graceful_shutdown(async {
+                    let _ = http_stopped.await;
+                });
+            Some(tokio::spawn(async move { serve.await }))
+        }
+        None => None,
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let signal_stop = stop.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutdown requested");
+        signal_stop.store(true, Ordering::Relaxed);
+    });
+
+    let hlog_path = config.report.as_ref().map(|p| p.with_extension("hlog"));
+    let hlog = match &hlog_path {
+        Some(p) => {
+            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            Some(HlogWriter::create(
+                p,
+                SystemTime::now(),
+                "chronik-consumer end-to-end latency (consume - envelope send time)",
+            )?)
+        }
+        None => None,
+    };
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let (poll_config, poll_live) = (config.clone(), live.clone());
+    std::thread::Builder::new()
+        .name("chronik-poll".into())
+        .spawn(move || {
+            let _ = done_tx.send(consume::run(&poll_config, &poll_live, &stop, hlog));
+        })
+        .context("starting the poll thread")?;
+    let consumed = done_rx.await.context("the poll thread died")??;
+    let c = consumed.verifier.counts();
+    tracing::info!(stop = ?consumed.stop, consumed = c.consumed, verified = c.verified, rebalances = consumed.rebalances, "consuming finished");
+
+    let (ledgers, ledger_errors) = read_ledgers(config.ledgers.clone()).await;
+    let tally = Tally::from_verifier(&consumed.verifier);
+    let hlog_text = hlog_path.as_ref().map(|p| p.display().to_string());
+    let mut report = build_report(
+        "replica",
+        serde_json::to_value(&meta)?,
+        &tally,
+        &ledgers,
+        hlog_text,
+        Vec::new(),
+    );
+    let active_secs = consumed.active.as_secs_f64();
+    report.run = Some(RunStats {
+        stop_reason: format!("{:?}", consumed.stop).to_lowercase(),
+        rebalances: consumed.rebalances,
+        wall_secs: started.elapsed().as_secs_f64(),
+        active_secs,
+        verified_per_sec: if active_secs > 0.0 {
+            c.verified as f64 / active_secs
+        } else {
+            0.0
+        },
+        process_cpu_secs: consume::cpu_secs("/proc/self/stat"),
+        poll_thread_cpu_secs: consumed.poll_thread_cpu_secs,
+    });
+    report.verdict.notes.extend(ledger_errors.iter().cloned());
+    if let Some(path) = &config.report {
+        write_json_file(path, &report)?;
+        tracing::info!(path = %path.display(), "report written");
+    }
+    print_result(&report, config.report.as_deref(), true);
+    live.set_state("stopped");
+    let _ = http_stop.send(());
+    if let Some(server) = server {
+        let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    }
+    Ok(exit_status(&report, !ledger_errors.is_empty(), false))
+}
+
+/// Reads every ledger source; failures become notes (and exit status 2).
+async fn read_ledgers(sources: Vec<String>) -> (LedgerSources, Vec<String>) {
+    let read = tokio::task::spawn_blocking(move || {
+        let mut ledgers = Vec::new();
+        let mut errors = Vec::new();
+        for source in sources {
+            match load_ledgers(&source) {
+                Ok(list) => ledgers.push((source, list)),
+                Err(e) => {
+                    tracing::error!(error = %e, "ledger not read; reconciliation is incomplete");
+                    errors.push(format!("ledger not read: {e}"));
+                }
+            }
+        }
+        (ledgers, errors)
+    });
+    read.await
+        .unwrap_or_else(|e| (Vec::new(), vec![format!("reading ledgers panicked: {e}")]))
+}
+
+fn exit_status(report: &Report, ledger_errors: bool, require_complete: bool) -> u8 {
+    if !report.verdict.clean {
+        EXIT_FAILED
+    } else if ledger_errors {
+        EXIT_ERROR
+    } else if require_complete && !report.verdict.conclusive {
+        EXIT_INCONCLUSIVE
+    } else {
+        EXIT_CLEAN
+    }
+}
+
+/// The one-line machine-read result, on stdout (stderr when stdout carries
+/// the report itself).
+fn print_result(report: &Report, path: Option<&Path>, on_stdout: bool) {
+    let c = &report.counts;
+    let line = format!(
+        "RESULT clean={} conclusive={} consumed={} verified={} duplicates={} reordered={} corrupt={} redeliveries={} foreign={} gaps={} lost={} report={}",
+        report.verdict.clean,
+        report.verdict.conclusive,
+        c.consumed,
+        c.verified,
+        c.duplicates,
+        c.reordered,
+        c.corrupt,
+        c.redeliveries,
+        c.foreign,
+        c.gaps,
+        c.lost,
+        path.map_or_else(|| "-".to_string(), |p| p.display().to_string()),
+    );
+    if on_stdout {
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+    } else {
+        eprintln!("{line}");
+    }
+    if report.verdict.clean {
+        tracing::info!(conclusive = report.verdict.conclusive, notes = ?report.verdict.notes, "verification clean");
+    } else {
+        tracing::error!(failures = ?report.verdict.failures, notes = ?report.verdict.notes, "verification FAILED");
+    }
+}
+
+/// `chronik-consumer merge`: combines reports; exit 0 clean and conclusive,
+/// 1 failures, 3 clean but not every offset covered.
+pub async fn merge(args: MergeArgs) -> anyhow::Result<u8> {
+    let settings = serde_json::json!({
+        "reports": args.reports.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+        "ledgers": args.ledgers,
+    });
+    let meta = RunMeta::new(
+        &format!("{TOOL} merge"),
+        env!("CARGO_PKG_VERSION"),
+        BrokerInfo::default(),
+        settings,
+    );
+    let mut tally = Tally::default();
+    let mut sources = Vec::new();
+    for path in &args.reports {
+        let (t, s) = read_report(path)?;
+        tally.absorb(t);
+        sources.push(s);
+    }
+    let (ledgers, ledger_errors) = read_ledgers(args.ledgers.clone()).await;
+    let hlog_path: Option<PathBuf> = args.report.as_ref().map(|p| p.with_extension("hlog"));
+    if let Some(p) = &hlog_path {
+        let mut w = HlogWriter::create(
+            p,
+            SystemTime::now(),
+            "chronik-consumer merge: end-to-end latency of every replica",
+        )?;
+        w.write_interval(&tally.latency, Duration::ZERO, Duration::ZERO, None)?;
+        w.finish()?;
+    }
+    let hlog_text = hlog_path.as_ref().map(|p| p.display().to_string());
+    let mut report = build_report(
+        "merged",
+        serde_json::to_value(&meta)?,
+        &tally,
+        &ledgers,
+        hlog_text,
+        sources,
+    );
+    report.verdict.notes.extend(ledger_errors.iter().cloned());
+    match &args.report {
+        Some(path) => write_json_file(path, &report)?,
+        None => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    print_result(&report, args.report.as_deref(), args.report.is_some());
+    Ok(exit_status(&report, !ledger_errors.is_empty(), true))
+}

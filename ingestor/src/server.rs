@@ -1,0 +1,101 @@
+//! Start-up and ordered shutdown of the ingestor process.
+//!
+//! Binds the listener, prints `LISTENING http=ADDR` (machine-read), serves
+//! until the shutdown future resolves; then stops accepting (produce routes
+//! answer 503 `shutting_down`, the listener closes, open requests finish),
+//! flushes every in-flight message, logs the final counts and prints
+//! `STOPPED accepted=.. delivered=.. failed=.. in_flight=..`.
+//! Must not: parse arguments or install signal handlers (that is `main`).
+
+use std::future::Future;
+use std::io::Write as _;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::app::{app, AppState};
+use crate::config::Config;
+
+/// Message counts at exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalCounts {
+    pub accepted: u64,
+    pub delivered: u64,
+    pub failed: u64,
+    pub in_flight: u64,
+}
+
+/// How long open HTTP requests may take to finish after shutdown began,
+/// beyond the message timeout they are already bounded by.
+const DRAIN_SLACK: Duration = Duration::from_secs(10);
+
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<FinalCounts> {
+    let state = AppState::new(config.clone())?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(
+        %addr,
+        ingestor_id = %config.ingestor_id,
+        producer_id = %format!("{:016x}", state.producer.producer_id()),
+        "listening"
+    );
+    println!("LISTENING http={addr}");
+    let _ = std::io::stdout().flush();
+
+    let (stopping_tx, mut stopping_rx) = watch::channel(false);
+    let signal_state = state.clone();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutdown requested: no longer accepting; finishing open requests");
+        signal_state.begin_shutdown();
+        let _ = stopping_tx.send(true);
+    };
+    let serve = axum::serve(listener, app(state.clone())).with_graceful_shutdown(signal);
+    let drain_limit = config.message_timeout + DRAIN_SLACK;
+    let drain_deadline = async move {
+        // Only counts from the moment shutdown began.
+        let _ = stopping_rx.wait_for(|stopping| *stopping).await;
+        tokio::time::sleep(drain_limit).await;
+    };
+    tokio::select! {
+        served = serve => served.context("HTTP server")?,
+        () = drain_deadline => tracing::warn!(?drain_limit, "open requests did not finish in time; flushing anyway"),
+    }
+
+    let producer = state.producer.clone();
+    let flush_timeout = config.message_timeout + Duration::from_secs(1);
+    let flushed = tokio::task::spawn_blocking(move || producer.flush(flush_timeout)).await?;
+    if let Err(e) = flushed {
+        tracing::warn!(error = %e, "flush did not complete: some messages have no delivery report");
+    }
+    let (accepted, delivered, failed) = state.producer.counts();
+    let counts = FinalCounts {
+        accepted,
+        delivered,
+        failed,
+        in_flight: accepted.saturating_sub(delivered + failed),
+    };
+    let ledger = state.producer.ledger_snapshot(&config.ingestor_id);
+    tracing::info!(
+        accepted,
+        delivered,
+        failed,
+        in_flight = counts.in_flight,
+        acknowledged_ranges = ledger.acknowledged.len(),
+        failed_ranges = ledger.failed.len(),
+        "final counts"
+    );
+    println!(
+        "STOPPED accepted={accepted} delivered={delivered} failed={failed} in_flight={}",
+        counts.in_flight
+    );
+    let _ = std::io::stdout().flush();
+    Ok(counts)
+}
