@@ -8,6 +8,10 @@
 #   make deps        only the install steps (idempotent)
 #   make cargo-test  cargo test --workspace --no-fail-fast (debug)
 #   make pytest      Python client tests against target/release/chronik-server
+#   make shellcheck  shellcheck (warnings and errors) on every tracked shell script
+#   make k6-test     k6 inspect of every scenario + the k6 lib's offline tests (installs k6)
+#   make report-test the report library's tests and the notebook on fixture results
+#   make e2e         one short real ./run-all.sh whose report must say zero loss
 #   make compat      real-client compatibility matrix (compat/run.sh: rdkafka, confluent-kafka,
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
@@ -29,7 +33,7 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
-.PHONY: test deps system-deps python-deps build cargo-test pytest compat run bench clean-run
+.PHONY: test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -38,6 +42,10 @@ test: deps build
 	$(MAKE) --no-print-directory cargo-test || rc=1; \
 	$(MAKE) --no-print-directory pytest || rc=1; \
 	$(MAKE) --no-print-directory compat || rc=1; \
+	$(MAKE) --no-print-directory shellcheck || rc=1; \
+	$(MAKE) --no-print-directory k6-test || rc=1; \
+	$(MAKE) --no-print-directory report-test || rc=1; \
+	$(MAKE) --no-print-directory e2e || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest / compat output above)" >&2; fi; \
 	exit $$rc
 
@@ -61,6 +69,19 @@ pytest: python-deps
 
 compat:
 	bash compat/run.sh
+
+shellcheck:
+	shellcheck -x -S warning $$(git ls-files '*.sh')
+
+k6-test:
+	bash k6/test.sh
+
+report-test:
+	bash scripts/install-report-deps.sh
+	$(VENV)/bin/python -m pytest reports/tests -q
+
+e2e:
+	bash scripts/e2e-check.sh
 
 run: deps
 	./run-all.sh

@@ -1,143 +1,296 @@
 #!/usr/bin/env bash
-# run-all.sh - the project's main job (for now; the k6 pipeline replaces it):
-# build the release broker, start it on 127.0.0.1 (free ports), run a real
-# produce/consume round trip with confluent-kafka that verifies every message
-# came back exactly once and in order, write results/<run-id>/summary.json,
-# stop the broker. Exit status non-zero on any failure.
+# run-all.sh - the product's main job: an end-to-end load test on this machine.
 #
-#   ./run-all.sh [--messages N] [--size BYTES] [--partitions P] [--keep] [--no-build]
+#   k6 -> N x chronik-ingestor (HTTP) -> broker -> M x chronik-consumer (verifying group)
 #
-#   --messages N    messages in the round trip (default 10000)
-#   --size BYTES    value size (default 256)
-#   --partitions P  topic partitions (default 1)
-#   --keep          keep the broker's data dir (.run/<run-id>/) after the run
-#   --no-build      use the existing target/release/chronik-server
+# Builds the release binaries, starts the broker (Chronik, or Apache Kafka with
+# --broker kafka), the ingestors, the verifying consumers and (if installed)
+# Prometheus scraping them all, runs a k6 scenario, then stops the load, lets
+# the consumers drain, reconciles the ingestors' ledgers with what was consumed
+# and renders results/<run-id>/report.md. Everything it starts is stopped by pid
+# on exit or Ctrl-C; ./cleanup.sh stops leftovers of a killed run.
 #
-# Needs: cargo, python3 (the .venv with confluent-kafka is created on demand
-# by scripts/install-python-deps.sh), curl.
-# Env: RUN_ID (default UTC timestamp), RESULTS_ROOT (default <repo>/results),
-#      WAL_PROFILE (default medium), PRODUCE_PROFILE (default balanced),
-#      ACKS (default all), COMPRESSION (default none), CHRONIK_SERVER_BIN.
-# Processes it starts are recorded in .run/pids; ./cleanup.sh stops leftovers.
+#   ./run-all.sh [options]
+#     --test NAME        k6 scenario in k6/scenarios/ (default smoke)
+#     --duration D       load duration for smoke/rate scenarios, e.g. 60s (default 60s)
+#     --rate N           smoke: batches per second (default 50)
+#     --scale X          k6 VU_SCALE (default 1 for smoke; 0.01 = laptop size for the seed scenarios)
+#     --duration-scale X k6 DURATION_SCALE (default 1 for smoke; 0.05 for the seed scenarios)
+#     --acks 1|all       ingestor acks (default 1, as seed 000 Test 6)
+#     --broker chronik|kafka   broker under test (default chronik)
+#     --ingestors N      (default 2)   --consumers M (default 2)   --partitions P (default 6)
+#     --batch-size N     messages per POST (default 100)   --message-size B (default 256)
+#     --wal-profile P    chronik WAL profile (default medium)
+#     --results DIR      results root (default results/)   --run-id ID
+#     --no-build         use the existing release binaries
+#     --no-report        skip rendering the report
+#
+# Exit status: 0 when the run completed, k6's thresholds held and verification
+# found no loss, duplication, reordering or corruption; non-zero otherwise.
+# Needs: cargo, Go (k6 is built into .tools/bin on first use), python3, curl;
+# Java 17 + Maven for --broker kafka.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+# shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+# shellcheck source=scripts/pipeline.sh
+source scripts/pipeline.sh
 
-MESSAGES="${MESSAGES:-10000}"
-SIZE="${SIZE:-256}"
-PARTITIONS="${PARTITIONS:-1}"
-KEEP="${KEEP:-0}"
-BUILD="${BUILD:-1}"
+TEST="${TEST:-smoke}"
+DURATION="${DURATION:-60s}"
+RATE="${RATE:-50}"
+SCALE="${SCALE:-}"
+DURATION_SCALE="${DURATION_SCALE:-}"
+ACKS="${ACKS:-1}"
+BROKER="${BROKER:-chronik}"
+INGESTORS="${INGESTORS:-2}"
+CONSUMERS="${CONSUMERS:-2}"
+PARTITIONS="${PARTITIONS:-6}"
+BATCH_SIZE="${BATCH_SIZE:-100}"
+MESSAGE_SIZE="${MESSAGE_SIZE:-256}"
 WAL_PROFILE="${WAL_PROFILE:-medium}"
 PRODUCE_PROFILE="${PRODUCE_PROFILE:-balanced}"
-ACKS="${ACKS:-all}"
-COMPRESSION="${COMPRESSION:-none}"
-RUN_ID="${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}"
 RESULTS_ROOT="${RESULTS_ROOT:-$REPO_ROOT/results}"
+RUN_ID="${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-$TEST}"
+BUILD="${BUILD:-1}"
+REPORT="${REPORT:-1}"
+DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-120}"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
-    --messages) MESSAGES=$2; shift;;
-    --size) SIZE=$2; shift;;
-    --partitions) PARTITIONS=$2; shift;;
-    --keep) KEEP=1;;
-    --no-build) BUILD=0;;
-    -h|--help) usage 0;;
-    *) echo "unknown option: $1" >&2; usage;;
+    --test) TEST=$2; shift 2 ;;
+    --duration) DURATION=$2; shift 2 ;;
+    --rate) RATE=$2; shift 2 ;;
+    --scale) SCALE=$2; shift 2 ;;
+    --duration-scale) DURATION_SCALE=$2; shift 2 ;;
+    --acks) ACKS=$2; shift 2 ;;
+    --broker) BROKER=$2; shift 2 ;;
+    --ingestors) INGESTORS=$2; shift 2 ;;
+    --consumers) CONSUMERS=$2; shift 2 ;;
+    --partitions) PARTITIONS=$2; shift 2 ;;
+    --batch-size) BATCH_SIZE=$2; shift 2 ;;
+    --message-size) MESSAGE_SIZE=$2; shift 2 ;;
+    --wal-profile) WAL_PROFILE=$2; shift 2 ;;
+    --results) RESULTS_ROOT=$2; shift 2 ;;
+    --run-id) RUN_ID=$2; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --no-report) REPORT=0; shift ;;
+    -h|--help) usage 0 ;;
+    *) echo "unknown option: $1" >&2; usage ;;
   esac
-  shift
 done
-[[ "$MESSAGES" =~ ^[1-9][0-9]*$ ]] || die "--messages must be a positive integer"
+[[ -f "k6/scenarios/$TEST.js" ]] || die "no k6 scenario k6/scenarios/$TEST.js"
+# smoke is sized by --rate and --duration; the seed scenarios by their own
+# stages, scaled down to fit one machine unless told otherwise.
+if [[ "$TEST" == smoke ]]; then
+  SCALE=${SCALE:-1}; DURATION_SCALE=${DURATION_SCALE:-1}
+else
+  SCALE=${SCALE:-0.01}; DURATION_SCALE=${DURATION_SCALE:-0.05}
+fi
+[[ "$BROKER" == chronik || "$BROKER" == kafka ]] || die "--broker must be chronik or kafka"
+[[ "$ACKS" == 1 || "$ACKS" == all || "$ACKS" == -1 || "$ACKS" == 0 ]] || die "--acks must be 0, 1 or all"
 
-# two runs in the same second get distinct ids
-base_id=$RUN_ID; n=1
-while [[ -e "$RUN_DIR/$RUN_ID" || -e "$RESULTS_ROOT/$RUN_ID" ]]; do n=$((n + 1)); RUN_ID="$base_id-$n"; done
-WORK="$RUN_DIR/$RUN_ID"
 OUT="$RESULTS_ROOT/$RUN_ID"
-mkdir -p "$WORK" "$OUT"
-STATUS=failed
-STARTED_AT=$(date -u +%FT%TZ)
+WORK="$RUN_DIR/$RUN_ID"
+mkdir -p "$OUT"/{k6,consumers,ingestors,metrics,logs} "$WORK"
+TOPIC="chronik-run-$RUN_ID"
+TOPIC=${TOPIC//[^a-zA-Z0-9._-]/-}
+GROUP="verify-$RUN_ID"
+STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+declare -a STARTED=()     # "name=pid" of everything this run started
+SAMPLER_STOP="$WORK/sampler.stop"
 
-on_exit() {
+cleanup() {
   local rc=$?
-  trap - EXIT INT TERM
-  if [[ -n "${SMOKE_PID:-}" ]]; then
-    stop_pid "$SMOKE_PID" 5 || true
-    pid_forget "$SMOKE_PID"
-  fi
-  stop_chronik || log "broker did not shut down cleanly (see $WORK/stderr.log)"
-  # broker logs are results too; the data dir is bulk and goes unless --keep
-  cp "$WORK"/stdout.log "$WORK"/stderr.log "$OUT"/ 2>/dev/null || true
-  if ((KEEP)); then
-    log "kept broker data in $WORK/data"
-  else
-    rm -rf "$WORK"
-  fi
-  if ((rc != 0)); then log "run-all: FAILED (exit $rc); results in $OUT"; fi
+  touch "$SAMPLER_STOP" 2>/dev/null || true
+  local spec
+  for spec in "${STARTED[@]}"; do
+    stop_pid "${spec#*=}" 20 > /dev/null 2>&1 || true
+    pid_forget "${spec#*=}" 2>/dev/null || true
+  done
+  [[ -n "${KAFKA_PID:-}" ]] && { ANCHOR_RUN_DIR="$WORK/kafka" "$REPO_ROOT/.tools/kafka-anchor/stop.sh" > /dev/null 2>&1 || true; }
   exit "$rc"
 }
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
 
-log "run-all: run id $RUN_ID"
-if ((BUILD)); then
-  log "building release broker"
-  cargo build --release -p chronik-server
+log "run $RUN_ID: test=$TEST broker=$BROKER acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
+
+# -- build and install ---------------------------------------------------------
+if [[ "$BUILD" == 1 ]]; then
+  log "building release binaries"
+  cargo build --release -p chronik-server -p chronik-ingestor -p chronik-consumer >&2
 fi
-bash scripts/install-python-deps.sh
-PY="${VENV:-$REPO_ROOT/.venv}/bin/python"
+bash scripts/install-system-deps.sh --run >&2 || log "some system packages could not be installed; continuing (Prometheus is optional)"
+bash scripts/install-python-deps.sh >&2
+[[ "$REPORT" == 1 ]] && bash scripts/install-report-deps.sh >&2
+K6_BIN=$(scripts/install-k6.sh)
+export K6_BIN
 
-start_chronik "$WORK" --wal-profile "$WAL_PROFILE" --produce-profile "$PRODUCE_PROFILE" \
-  --auto-create-topics false
-BROKER_LINE=$(grep -m1 '^LISTENING ' "$WORK/stdout.log")
+# -- broker ----------------------------------------------------------------------
+if [[ "$BROKER" == chronik ]]; then
+  start_chronik "$WORK/broker" --wal-profile "$WAL_PROFILE" --produce-profile "$PRODUCE_PROFILE" \
+    --default-partitions "$PARTITIONS" --group-initial-rebalance-delay-ms 0
+  STARTED+=("broker=$CHRONIK_PID")
+  BOOTSTRAP=$CHRONIK_KAFKA
+  BROKER_METRICS=$CHRONIK_METRICS
+  BROKER_VERSION=$("$CHRONIK_SERVER_BIN" --version | awk '{print $2}')
+else
+  start_kafka "$WORK/kafka"
+  STARTED+=("broker=$KAFKA_PID")
+  BOOTSTRAP=$KAFKA_BOOTSTRAP
+  BROKER_METRICS=""
+  BROKER_VERSION="4.3.1"
+fi
+create_topic "$BOOTSTRAP" "$TOPIC" "$PARTITIONS"
 
-SMOKE_RC=0
-"$PY" scripts/smoke_roundtrip.py --bootstrap "$CHRONIK_KAFKA" --messages "$MESSAGES" \
-  --size "$SIZE" --partitions "$PARTITIONS" --acks "$ACKS" --compression "$COMPRESSION" \
-  --json-out "$OUT/smoke.json" &
-SMOKE_PID=$!
-pid_record "$SMOKE_PID" smoke_roundtrip
-wait "$SMOKE_PID" || SMOKE_RC=$?
-pid_forget "$SMOKE_PID"
-SMOKE_PID=""
+# -- consumers, ingestors, prometheus -----------------------------------------------------
+declare -a CONSUMER_URLS=() INGESTOR_URL_LIST=() SCRAPE=()
+[[ -n "$BROKER_METRICS" ]] && SCRAPE+=("$BROKER_METRICS")
+for ((i = 0; i < CONSUMERS; i++)); do
+  start_consumer "consumer-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-$i.json"
+  STARTED+=("consumer-$i=$STARTED_PID"); CONSUMER_URLS+=("$STARTED_URL"); SCRAPE+=("${STARTED_URL#http://}")
+done
+case $ACKS in all) INGESTOR_ACKS=-1 ;; *) INGESTOR_ACKS=$ACKS ;; esac
+for ((i = 0; i < INGESTORS; i++)); do
+  start_ingestor "ingestor-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" --acks "$INGESTOR_ACKS"
+  STARTED+=("ingestor-$i=$STARTED_PID"); INGESTOR_URL_LIST+=("$STARTED_URL"); SCRAPE+=("${STARTED_URL#http://}")
+done
+start_prometheus "$WORK/prometheus" "${SCRAPE[@]}"
+[[ -n "${PROM_PID:-}" ]] && STARTED+=("prometheus=$PROM_PID")
 
-SHUTDOWN_RC=0
-stop_chronik || SHUTDOWN_RC=$?
-((SMOKE_RC == 0 && SHUTDOWN_RC == 0)) && STATUS=passed
-
-# summary.json: the smoke figures plus what is needed to reproduce the run
-RUN_ID="$RUN_ID" STATUS="$STATUS" STARTED_AT="$STARTED_AT" GIT="$(git_describe)" \
-BIN="$CHRONIK_SERVER_BIN" BROKER_LINE="$BROKER_LINE" SMOKE_RC="$SMOKE_RC" SHUTDOWN_RC="$SHUTDOWN_RC" \
-WAL_PROFILE="$WAL_PROFILE" PRODUCE_PROFILE="$PRODUCE_PROFILE" SMOKE_JSON="$OUT/smoke.json" \
-"$PY" - > "$OUT/summary.json" <<'PY'
-import json, os, platform, datetime
-e = os.environ
-try:
-    smoke = json.load(open(e["SMOKE_JSON"]))
-except (OSError, ValueError):
-    smoke = None
-print(json.dumps({
-    "schema": "chronik.run-all.summary/1",
-    "run_id": e["RUN_ID"],
-    "status": e["STATUS"],
-    "started_at": e["STARTED_AT"],
-    "finished_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    "git": e["GIT"],
-    "host": {"cores": os.cpu_count(), "machine": platform.machine(), "kernel": platform.release()},
-    "broker": {"binary": e["BIN"], "listening": e["BROKER_LINE"],
-               "wal_profile": e["WAL_PROFILE"], "produce_profile": e["PRODUCE_PROFILE"],
-               "shutdown_exit_status": int(e["SHUTDOWN_RC"])},
-    "smoke_exit_status": int(e["SMOKE_RC"]),
-    "smoke": smoke,
-}, indent=2))
+# -- meta.json --------------------------------------------------------------------
+write_meta() {
+  "$VENV_PY" - "$OUT/meta.json" <<PY
+import json, os, platform, sys
+meta = {
+  "run_id": "$RUN_ID", "started_at": "$STARTED_AT", "finished_at": "${1:-}",
+  "git_commit": "$(git_describe)",
+  "host": {"cores": os.cpu_count(), "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+           "hostname": platform.node(), "kernel": platform.release()},
+  "broker": {"kind": "$BROKER", "version": "$BROKER_VERSION", "bootstrap": "$BOOTSTRAP",
+             "flags": ["--wal-profile", "$WAL_PROFILE", "--produce-profile", "$PRODUCE_PROFILE"] if "$BROKER" == "chronik" else []},
+  "settings": {"test": "$TEST", "duration": "$DURATION", "duration_s": None, "rate": $RATE, "scale": $SCALE,
+               "duration_scale": $DURATION_SCALE, "acks": "$ACKS", "batch_size": $BATCH_SIZE,
+               "message_size": $MESSAGE_SIZE, "ingestors": $INGESTORS, "consumers": $CONSUMERS,
+               "partitions": $PARTITIONS, "wal_profile": "$WAL_PROFILE", "produce_profile": "$PRODUCE_PROFILE",
+               "topic": "$TOPIC", "group": "$GROUP", "prometheus": "${PROM_URL:-}"},
+  "versions": {"k6": os.popen("'$K6_BIN' version 2>/dev/null").read().strip(),
+               "python": platform.python_version()},
+}
+json.dump(meta, open(sys.argv[1], "w"), indent=2)
 PY
+}
+write_meta ""
 
-log "summary: $OUT/summary.json"
-if [[ $STATUS != passed ]]; then
-  ((SMOKE_RC != 0)) && log "smoke round trip failed (exit $SMOKE_RC)"
-  ((SHUTDOWN_RC != 0)) && log "broker exit status $SHUTDOWN_RC after SIGTERM (graceful shutdown expected 0)"
+# -- load ---------------------------------------------------------------------------
+sample_specs=()
+for spec in "${STARTED[@]}"; do [[ $spec == prometheus=* ]] || sample_specs+=("$spec"); done
+sample_resources "$OUT/resources.csv" "$SAMPLER_STOP" "${sample_specs[@]}" &
+SAMPLER_PID=$!
+
+progress() {
+  local start=$SECONDS
+  while [[ ! -e "$SAMPLER_STOP" ]]; do
+    sleep 5
+    local verified=0 url v
+    for url in "${CONSUMER_URLS[@]}"; do
+      v=$(curl -fsS --max-time 1 "$url/summary" 2>/dev/null | "$VENV_PY" -c 'import json,sys; print(json.load(sys.stdin)["counts"]["verified"])' 2>/dev/null || echo 0)
+      verified=$((verified + v))
+    done
+    log "progress: $((SECONDS - start))s into the load, $verified messages verified by the consumers"
+  done
+}
+progress &
+PROGRESS_PID=$!
+
+log "running k6 scenario '$TEST' against ${INGESTOR_URL_LIST[*]}"
+K6_RC=0
+INGESTOR_URLS=$(IFS=,; echo "${INGESTOR_URL_LIST[*]}") RESULTS_DIR="$OUT/k6" RUN_ID="$RUN_ID" \
+  TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
+  RATE="$RATE" DURATION="$DURATION" VU_SCALE="$SCALE" DURATION_SCALE="$DURATION_SCALE" \
+  k6/run.sh "$TEST" --quiet --out "csv=$OUT/k6/raw-$TEST.csv.gz" > "$OUT/logs/k6.log" 2>&1 || K6_RC=$?
+log "k6 finished with exit status $K6_RC (99 = a threshold failed)"
+tail -n 25 "$OUT/logs/k6.log" >&2 || true
+
+# -- drain: ingestors flush, consumers catch up, ledgers reconcile ----------------------
+ledger_total() {  # sum of acknowledged messages over the saved ledgers
+  "$VENV_PY" -c 'import json,sys; print(sum(json.load(open(f))["acknowledged_count"] for f in sys.argv[1:]))' "$@"
+}
+LEDGERS=()
+for ((i = 0; i < INGESTORS; i++)); do
+  url=${INGESTOR_URL_LIST[$i]}
+  for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
+    inflight=$(curl -fsS --max-time 2 "$url/ledger" | "$VENV_PY" -c 'import json,sys; print(json.load(sys.stdin)["in_flight"])' 2>/dev/null || echo 1)
+    [[ "$inflight" == 0 ]] && break
+    sleep 1
+  done
+  curl -fsS --max-time 5 "$url/ledger" > "$OUT/ingestors/ingestor-$i-ledger.json"
+  curl -fsS --max-time 5 "$url/metrics" > "$OUT/ingestors/ingestor-$i-metrics.prom" || true
+  LEDGERS+=("$OUT/ingestors/ingestor-$i-ledger.json")
+done
+ACKED=$(ledger_total "${LEDGERS[@]}")
+log "ingestors acknowledged $ACKED messages; waiting for the consumers to drain"
+# Drained: every partition is assigned to some consumer with zero lag, and the
+# consumers together verified at least what was acknowledged (replica counts
+# can overlap after a rebalance; the merge below gives the exact verdict).
+drained() {
+  "$VENV_PY" - "$ACKED" "$PARTITIONS" "${CONSUMER_URLS[@]}" <<'PY'
+import json, sys, urllib.request
+acked, partitions, urls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+verified, assigned, lag = 0, set(), 0
+for url in urls:
+    try:
+        s = json.load(urllib.request.urlopen(url + "/summary", timeout=2))
+    except Exception:
+        sys.exit(1)
+    verified += s["counts"]["verified"]
+    for a in s.get("assigned", []):
+        assigned.add((a["topic"], a["partition"]))
+        lag += max(0, a.get("lag") or 0)
+print(f"{verified} verified, {len(assigned)}/{partitions} partitions assigned, lag {lag}", file=sys.stderr)
+sys.exit(0 if verified >= acked and len(assigned) >= partitions and lag == 0 else 1)
+PY
+}
+for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
+  drained 2> "$WORK/drain.txt" && break
+  sleep 1
+done
+log "consumers: $(cat "$WORK/drain.txt" 2>/dev/null)"
+if [[ -n "$BROKER_METRICS" ]]; then
+  curl -fsS --max-time 5 "http://$BROKER_METRICS/metrics" > "$OUT/metrics/broker.prom" || true
+fi
+if [[ -n "${PROM_URL:-}" ]]; then
+  curl -fsS --max-time 5 "$PROM_URL/api/v1/query?query=up" > "$OUT/metrics/prometheus-up.json" || true
+  curl -fsS --max-time 5 --data-urlencode 'query=sum(rate(chronik_records_in_total[30s]))' \
+    "$PROM_URL/api/v1/query" > "$OUT/metrics/prometheus-records-in-rate.json" || true
+fi
+touch "$SAMPLER_STOP"
+wait "$SAMPLER_PID" "$PROGRESS_PID" 2>/dev/null || true
+
+# Consumers write their reports on SIGTERM; stop them before the broker.
+for spec in "${STARTED[@]}"; do
+  case $spec in consumer-*|ingestor-*) stop_pid "${spec#*=}" 30 || true; pid_forget "${spec#*=}" ;; esac
+done
+VERIFY_RC=0
+CONSUMER_REPORTS=("$OUT"/consumers/consumer-*.json)
+LEDGER_ARGS=()
+for l in "${LEDGERS[@]}"; do LEDGER_ARGS+=(--ledger "$l"); done
+"$CONSUMER_BIN" merge "${LEDGER_ARGS[@]}" --report "$OUT/consumers/merged.json" "${CONSUMER_REPORTS[@]}" \
+  > "$OUT/logs/merge.log" 2>&1 || VERIFY_RC=$?
+log "verification (chronik-consumer merge): exit status $VERIFY_RC (0 = clean and conclusive)"
+write_meta "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+
+# -- report -------------------------------------------------------------------------
+if [[ "$REPORT" == 1 ]]; then
+  "$VENV_PY" -m reports render "$OUT" -o "$OUT/report.md" >&2 || { log "report rendering failed"; VERIFY_RC=${VERIFY_RC:-1}; }
+  log "report: $OUT/report.md"
+  sed -n '1,40p' "$OUT/report.md" >&2 || true
+fi
+
+if ((K6_RC != 0 || VERIFY_RC != 0)); then
+  log "run $RUN_ID FAILED (k6 exit $K6_RC, verification exit $VERIFY_RC)"
   exit 1
 fi
-log "run-all: passed"
+log "run $RUN_ID passed: $ACKED messages acknowledged and verified; results in $OUT"

@@ -96,7 +96,8 @@ create_topic() { # bootstrap topic
 
 bench_one() { # broker_name bootstrap broker_pid size
   local name=$1 bs=$2 bpid=$3 size=$4
-  local topic="cmp-cb-${size}-$(date +%s%N)"
+  local topic
+  topic="cmp-cb-${size}-$(date +%s%N)"
   local json="$OUT/$name-chronik-bench-$size.json" timing="$OUT/$name-chronik-bench-$size.time"
   local b0; b0=$(cpu_ticks "$bpid")
   log "$name: chronik-bench ${size} B for ${WARMUP_SECS}+${BENCH_SECS} s"
@@ -120,7 +121,8 @@ PY
 
 pp_one() { # broker_name bootstrap broker_pid size records
   local name=$1 bs=$2 bpid=$3 size=$4 records=$5
-  local topic="cmp-pp-${size}-$(date +%s%N)"
+  local topic
+  topic="cmp-pp-${size}-$(date +%s%N)"
   local raw="$OUT/$name-producer-perf-$size.log" timing="$OUT/$name-producer-perf-$size.time"
   create_topic "$bs" "$topic"
   local b0; b0=$(cpu_ticks "$bpid")

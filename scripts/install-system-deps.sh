@@ -10,15 +10,18 @@
 #                                            dev-dependency), curl (readiness
 #                                            polls), flock, python3 venv support
 #   scripts/install-system-deps.sh --bench   also java 17+ and maven (kafka-anchor)
+#   scripts/install-system-deps.sh --run     also prometheus (run-all.sh scrapes every component)
 #
 # Needs: Debian 12, root or sudo when something is missing.
 set -euo pipefail
 
 want_bench=0
+want_run=0
 for a in "$@"; do
   case $a in
     --bench) want_bench=1;;
-    *) echo "usage: $0 [--bench]" >&2; exit 2;;
+    --run) want_run=1;;
+    *) echo "usage: $0 [--bench] [--run]" >&2; exit 2;;
   esac
 done
 
@@ -33,6 +36,7 @@ need_cmd pkg-config pkg-config
 need_cmd curl curl
 need_cmd git git
 need_cmd flock util-linux
+need_cmd shellcheck shellcheck
 need_cmd python3 python3
 need_pkg zlib1g-dev
 # pyenv/uv pythons ship venv+ensurepip; Debian's python3 needs python3-venv
@@ -43,6 +47,10 @@ if ((want_bench)); then
   java_major=$(java -version 2>&1 | sed -nE '1s/.*version "([0-9]+).*/\1/p' || true)
   [[ -n "$java_major" && "$java_major" -ge 17 ]] || missing+=(openjdk-17-jdk-headless)
   need_cmd mvn maven
+fi
+
+if ((want_run)); then
+  need_cmd prometheus prometheus
 fi
 
 if ((${#missing[@]} == 0)); then

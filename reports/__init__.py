@@ -1,0 +1,24 @@
+"""Chronik load-test reports: results directories in, Markdown (and PNG charts) out.
+
+Layout (load -> tidy -> summarise, each step small pure functions):
+
+- ``load``          read one ``results/<run-id>/`` directory into raw objects and frames
+- ``tidy``          long-format frames, one observation per row, ``run_id`` on each
+- ``latency``       HdrHistogram ``.hlog`` decoding and merging; k6-style sample percentiles
+- ``summarise``     per-test throughput/latency, progression, acks and broker comparisons, end-to-end latency
+- ``verification``  the consumers' verdict line, ingestor ledgers
+- ``resources``     CPU cores and RSS per process and component, msg/s per core, CPU µs/msg
+- ``broker``        key broker figures from Prometheus snapshots
+- ``report``        ``build_report``: every table of a report, its notes and conclusions
+- ``render``        the report as Markdown
+- ``charts``        the report's charts (matplotlib figures, PNG files)
+
+CLI: ``python -m reports render RESULTS_DIR... -o report.md``.
+"""
+
+from .charts import write_charts
+from .load import Run, load_run, load_runs
+from .render import render_markdown
+from .report import Report, build_report
+
+__all__ = ["Report", "Run", "build_report", "load_run", "load_runs", "render_markdown", "write_charts"]

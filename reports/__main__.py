@@ -1,0 +1,49 @@
+"""``python -m reports render RESULTS_DIR... -o report.md``: writes the report and
+its charts (``charts/*.png`` beside the report). Exit status 2 when a results
+directory does not exist; missing pieces inside one are reported, not fatal."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .charts import write_charts
+from .load import load_runs
+from .render import render_markdown
+from .report import build_report
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    render = commands.add_parser("render", help="render results directories as one Markdown report")
+    render.add_argument("results", nargs="+", type=Path, metavar="RESULTS_DIR", help="results/<run-id>/ directories")
+    render.add_argument("-o", "--output", type=Path, default=Path("report.md"), help="Markdown file (default report.md)")
+    render.add_argument("--no-charts", action="store_true", help="do not draw charts/*.png")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    missing = [str(p) for p in args.results if not p.is_dir()]
+    if missing:
+        print(f"python -m reports: not a results directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    report = build_report(load_runs(args.results))
+    output = args.output
+    output.parent.mkdir(parents=True, exist_ok=True)
+    charts = {}
+    if not args.no_charts:
+        written = write_charts(report, output.parent / "charts")
+        charts = {name: Path(os.path.relpath(path, output.parent)).as_posix() for name, path in written.items()}
+    output.write_text(render_markdown(report, charts))
+    print(f"wrote {output} ({len(report.runs)} runs, {len(charts)} charts)")
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Charts of a report as matplotlib figures, and writing them as PNGs.
+
+Owns: the look of each chart and the file names under ``charts/``. Figures are
+built with ``matplotlib.figure.Figure`` (no pyplot, no global backend), so
+the same functions draw in a notebook and in a headless CLI. Must not:
+compute figures beyond what plotting needs (they come from a ``Report``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from .report import Report
+from .resources import COMPONENT_ORDER
+
+PERCENTILE_TICKS = [50, 90, 99, 99.9, 99.99, 99.999]
+
+
+def _empty() -> Figure:
+    return Figure(figsize=(9, 4.5), layout="constrained")
+
+
+def throughput(report: Report) -> Figure | None:
+    """msg/s per second of each run with raw k6 samples."""
+    t = report.timeline
+    if t.empty:
+        return None
+    fig = _empty()
+    ax = fig.add_subplot()
+    for run_id, group in t.groupby("run_id", sort=False):
+        ax.plot(group["second"], group["msg_per_s"], label=run_id, linewidth=1.5)
+    ax.set(title="Throughput over time (k6 messages produced)", xlabel="seconds since start", ylabel="msg/s")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylim(0, t["msg_per_s"].max() * 1.15)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="lower right")
+    return fig
+
+
+def batch_latency(report: Report) -> Figure | None:
+    """Batch latency p50/p90/p95/p99 per run; runs whose runners' percentiles
+    cannot be merged are drawn per runner, never averaged."""
+    stats = [("p50", "batch_p50_ms"), ("p90", "batch_p90_ms"), ("p95", "batch_p95_ms"), ("p99", "batch_p99_ms")]
+    merged = report.summary.dropna(subset=["batch_p50_ms"]).assign(label=lambda d: d["run_id"])
+    unmerged_runs = report.summary[report.summary["latency_source"].str.startswith("not merged")]["run_id"]
+    per_runner = (
+        report.runners[report.runners["run_id"].isin(unmerged_runs)]
+        .assign(label=lambda d: d["run_id"] + "\n(" + d["runner"] + ")")
+    )
+    bars = pd.concat([merged, per_runner], ignore_index=True)
+    if bars.empty:
+        return None
+    fig = _empty()
+    ax = fig.add_subplot()
+    x = np.arange(len(bars))
+    width = 0.8 / len(stats)
+    for i, (name, column) in enumerate(stats):
+        ax.bar(x + (i - (len(stats) - 1) / 2) * width, bars[column], width, label=name)
+    ax.set_xticks(x, bars["label"], fontsize="x-small")
+    ax.set(title="Batch latency (k6)", ylabel="ms")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def e2e_latency(report: Report) -> Figure | None:
+    """Percentile distribution of each run's merged end-to-end histogram."""
+    d = report.e2e_distribution
+    d = d[d["percentile"] < 100] if not d.empty else d
+    if d.empty:
+        return None
+    fig = _empty()
+    ax = fig.add_subplot()
+    for run_id, group in d.groupby("run_id", sort=False):
+        ax.plot(1 / (1 - group["percentile"] / 100), group["value_ms"], label=run_id, linewidth=1.5)
+    ax.set_xscale("log")
+    ticks = [1 / (1 - p / 100) for p in PERCENTILE_TICKS]
+    ax.set_xticks(ticks, [f"{p:g}%" for p in PERCENTILE_TICKS])
+    ax.set(title="End-to-end latency by percentile (merged .hlog)", xlabel="percentile", ylabel="ms")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def cpu(report: Report) -> Figure | None:
+    """Cores used per component over each run, one panel per run."""
+    t = report.resource_timeline.dropna(subset=["cores"]) if not report.resource_timeline.empty else None
+    if t is None or t.empty:
+        return None
+    runs = list(dict.fromkeys(t["run_id"]))
+    fig = Figure(figsize=(9, 2.6 * len(runs) + 0.6), layout="constrained")
+    axes = fig.subplots(len(runs), 1, sharex=True, sharey=True, squeeze=False)[:, 0]
+    components = sorted(t["component"].unique(), key=lambda c: (COMPONENT_ORDER + [c]).index(c))
+    for ax, run_id in zip(axes, runs):
+        for component in components:
+            group = t[(t["run_id"] == run_id) & (t["component"] == component)]
+            if len(group):
+                ax.plot(group["second"], group["cores"], label=component, linewidth=1.3)
+        ax.set_title(run_id, fontsize="small")
+        ax.set_ylabel("cores")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize="small", ncols=len(components))
+    axes[-1].set_xlabel("seconds since first sample")
+    fig.suptitle("CPU per component")
+    return fig
+
+
+CHARTS: dict[str, Callable[[Report], Figure | None]] = {
+    "throughput": throughput,
+    "batch_latency": batch_latency,
+    "e2e_latency": e2e_latency,
+    "cpu": cpu,
+}
+
+
+def write_charts(report: Report, directory: Path) -> dict[str, Path]:
+    """Every chart there is data for, as ``directory/<name>.png``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for name, draw in CHARTS.items():
+        fig = draw(report)
+        if fig is None:
+            continue
+        path = directory / f"{name}.png"
+        # no Software/date metadata: the same data gives the same bytes
+        fig.savefig(path, dpi=100, metadata={"Software": None})
+        written[name] = path
+    return written

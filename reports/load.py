@@ -1,0 +1,246 @@
+"""Reads one results directory (``results/<run-id>/``) into raw Python objects and frames.
+
+Owns: the file names and formats of the results-directory contract (see
+``reports/README.md``): ``meta.json``, ``k6/``, ``consumers/``, ``ingestors/``,
+``metrics/``, ``resources.csv``; the Prometheus text parser. Must not:
+compute figures (``tidy``, ``summarise``) or crash on a missing or unreadable
+file: a file that is absent is simply absent (``render`` says "not
+available"); one that exists but cannot be read is recorded in
+``Run.problems`` and otherwise ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+K6_SUMMARY = re.compile(r"^k6-(?P<scenario>.+)-summary\.json$")
+K6_RAW = re.compile(r"^raw-(?P<scenario>.+)\.csv(?:\.gz)?$")
+LEDGER = re.compile(r"^(?P<name>.+)-ledger\.json$")
+INGESTOR_METRICS = re.compile(r"^(?P<name>.+)-metrics\.prom$")
+# the runner name of files directly in k6/ (a single runner)
+SINGLE_RUNNER = "k6"
+
+RAW_COLUMNS = ["runner", "scenario", "metric_name", "timestamp", "metric_value"]
+PROM_COLUMNS = ["scope", "source", "metric", "labels", "value"]
+RESOURCE_COLUMNS = ["timestamp", "component", "name", "pid", "cpu_seconds", "rss_bytes"]
+
+
+@dataclass(frozen=True)
+class K6Summary:
+    """One k6 runner's ``handleSummary`` data object for one scenario."""
+
+    runner: str
+    scenario: str
+    path: Path
+    data: dict
+
+
+@dataclass(frozen=True)
+class ConsumerReport:
+    """One chronik-consumer report (a replica's, or ``merged.json``)."""
+
+    name: str
+    path: Path
+    data: dict
+
+    @property
+    def kind(self) -> str:
+        return "merged" if self.data.get("kind") == "merged" or self.name == "merged" else "replica"
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """One ingestor's ledger of acknowledged / failed sequence ranges."""
+
+    ingestor: str
+    path: Path
+    data: dict
+
+
+@dataclass(frozen=True, eq=False)
+class Run:
+    """Everything read from one results directory, as found on disk."""
+
+    path: Path
+    run_id: str
+    meta: dict
+    k6_summaries: tuple[K6Summary, ...]
+    # runner, scenario, metric_name, timestamp (raw, as written), metric_value
+    k6_raw: pd.DataFrame
+    consumers: tuple[ConsumerReport, ...]
+    ledgers: tuple[Ledger, ...]
+    # scope ("metrics" for metrics/*.prom, "ingestor"), source (file stem or
+    # ingestor name), metric, labels, value
+    prom: pd.DataFrame
+    # timestamp (raw), component, name, pid, cpu_seconds, rss_bytes
+    resources: pd.DataFrame
+    problems: tuple[str, ...] = field(default=())
+
+
+def load_runs(paths) -> list[Run]:
+    """Every results directory in ``paths``, in the order the runs started."""
+    runs = [load_run(Path(p)) for p in paths]
+    return sorted(runs, key=lambda r: (str(r.meta.get("started_at") or ""), r.run_id))
+
+
+def load_run(path: Path) -> Run:
+    """One results directory. Raises ``FileNotFoundError`` only if ``path`` is not a directory."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"results directory not found: {path}")
+    problems: list[str] = []
+    meta = _read_json(path / "meta.json", problems) or {}
+    summaries = tuple(_k6_summaries(path, problems))
+    return Run(
+        path=path,
+        run_id=str(meta.get("run_id") or path.name),
+        meta=meta,
+        k6_summaries=summaries,
+        k6_raw=_k6_raw(path, problems),
+        consumers=tuple(_consumer_reports(path, problems)),
+        ledgers=tuple(_ledgers(path, problems)),
+        prom=_prom(path, problems),
+        resources=_resources(path, problems),
+        problems=tuple(problems),
+    )
+
+
+def _read_json(path: Path, problems: list[str]) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        problems.append(f"{path.name}: unreadable JSON ({e})")
+        return None
+    if not isinstance(value, dict):
+        problems.append(f"{path.name}: expected a JSON object")
+        return None
+    return value
+
+
+def _runner_of(k6_dir: Path, file: Path) -> str:
+    parent = file.parent.relative_to(k6_dir)
+    return SINGLE_RUNNER if parent == Path(".") else parent.as_posix()
+
+
+def _k6_summaries(run_dir: Path, problems: list[str]):
+    k6_dir = run_dir / "k6"
+    if not k6_dir.is_dir():
+        return
+    for file in sorted(k6_dir.rglob("k6-*-summary.json")):
+        m = K6_SUMMARY.match(file.name)
+        data = _read_json(file, problems) if m else None
+        if data is None:
+            continue
+        if not isinstance(data.get("metrics"), dict):
+            problems.append(f"k6/{file.relative_to(k6_dir)}: no metrics object")
+            continue
+        yield K6Summary(_runner_of(k6_dir, file), m["scenario"], file, data)
+
+
+def _k6_raw(run_dir: Path, problems: list[str]) -> pd.DataFrame:
+    k6_dir = run_dir / "k6"
+    frames = []
+    if k6_dir.is_dir():
+        for file in sorted(k6_dir.rglob("raw-*.csv*")):
+            m = K6_RAW.match(file.name)
+            if m is None:
+                continue
+            try:
+                frame = pd.read_csv(file, usecols=["metric_name", "timestamp", "metric_value"])
+            except (OSError, ValueError, EOFError) as e:
+                problems.append(f"k6/{file.relative_to(k6_dir)}: unreadable CSV ({e})")
+                continue
+            frames.append(frame.assign(runner=_runner_of(k6_dir, file), scenario=m["scenario"]))
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in RAW_COLUMNS})
+    return pd.concat(frames, ignore_index=True)[RAW_COLUMNS]
+
+
+def _consumer_reports(run_dir: Path, problems: list[str]):
+    cdir = run_dir / "consumers"
+    if not cdir.is_dir():
+        return
+    for file in sorted(cdir.glob("*.json")):
+        data = _read_json(file, problems)
+        if data is not None:
+            yield ConsumerReport(file.stem, file, data)
+
+
+def _ledgers(run_dir: Path, problems: list[str]):
+    idir = run_dir / "ingestors"
+    if not idir.is_dir():
+        return
+    for file in sorted(idir.glob("*-ledger.json")):
+        data = _read_json(file, problems)
+        if data is not None:
+            yield Ledger(LEDGER.match(file.name)["name"], file, data)
+
+
+def _prom(run_dir: Path, problems: list[str]) -> pd.DataFrame:
+    sources: list[tuple[str, str, Path]] = []
+    if (run_dir / "metrics").is_dir():
+        sources += [("metrics", f.stem, f) for f in sorted((run_dir / "metrics").glob("*.prom"))]
+    if (run_dir / "ingestors").is_dir():
+        sources += [
+            ("ingestor", INGESTOR_METRICS.match(f.name)["name"], f)
+            for f in sorted((run_dir / "ingestors").glob("*-metrics.prom"))
+        ]
+    frames = []
+    for scope, source, file in sources:
+        try:
+            frames.append(parse_prometheus_text(file.read_text()).assign(scope=scope, source=source))
+        except OSError as e:
+            problems.append(f"{file.name}: unreadable ({e})")
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in PROM_COLUMNS})
+    return pd.concat(frames, ignore_index=True)[PROM_COLUMNS]
+
+
+def _resources(run_dir: Path, problems: list[str]) -> pd.DataFrame:
+    file = run_dir / "resources.csv"
+    empty = pd.DataFrame({c: pd.Series(dtype=object) for c in RESOURCE_COLUMNS})
+    if not file.is_file():
+        return empty
+    try:
+        frame = pd.read_csv(file, dtype={"component": str, "name": str, "timestamp": str})
+    except (OSError, ValueError) as e:
+        problems.append(f"resources.csv: unreadable ({e})")
+        return empty
+    missing = [c for c in RESOURCE_COLUMNS if c not in frame.columns]
+    if missing:
+        problems.append(f"resources.csv: missing columns {', '.join(missing)}")
+        return empty
+    return frame[RESOURCE_COLUMNS]
+
+
+# name{labels} value [timestamp]; label values may contain escaped quotes
+_SAMPLE = re.compile(r"^(?P<metric>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_prometheus_text(text: str) -> pd.DataFrame:
+    """Samples of a Prometheus / OpenMetrics text exposition: ``metric``,
+    ``labels`` (``k="v",...`` sorted by key, ``""`` for none) and ``value``.
+    Comment lines and lines that do not parse are skipped."""
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        try:
+            value = float(m["value"])
+        except ValueError:
+            continue
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(_LABEL.findall(m["labels"] or "")))
+        rows.append((m["metric"], labels, value))
+    return pd.DataFrame(rows, columns=["metric", "labels", "value"]).astype({"value": float})

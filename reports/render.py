@@ -1,0 +1,337 @@
+"""The report as Markdown, in the shape of the seed reports: configuration,
+per-test tables, progression, acks and broker comparisons, end-to-end latency,
+verification, resources, conclusions.
+
+Owns: number formatting (``11,970``, ``0.25%``, ``33.4 ms``, ``1.70 s``,
+``310.0 MiB``), Markdown tables, section order and wording of absent pieces
+("not available"). Must not: compute figures (everything comes from a
+``Report``) or draw charts (it only links the PNGs it is given).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import pandas as pd
+
+from .report import Report
+
+NA = "n/a"
+NOT_AVAILABLE = "_not available_"
+
+
+# --- numbers ------------------------------------------------------------------
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x)) or (not isinstance(x, str) and pd.isna(x))
+
+
+def fmt_int(x) -> str:
+    return NA if _missing(x) else f"{float(x):,.0f}"
+
+
+def fmt_float(x, digits: int = 2) -> str:
+    return NA if _missing(x) else f"{float(x):,.{digits}f}"
+
+
+def fmt_pct(x, digits: int = 2) -> str:
+    """A fraction as a percentage: 0.0025 -> 0.25%."""
+    return NA if _missing(x) else f"{float(x) * 100:.{digits}f}%"
+
+
+def fmt_change(x) -> str:
+    """A percentage change: -8.1 -> -8.1%."""
+    return NA if _missing(x) or math.isinf(float(x)) else f"{float(x):+.1f}%"
+
+
+def fmt_ratio(x) -> str:
+    return NA if _missing(x) or math.isinf(float(x)) else f"{float(x):.2f}×"
+
+
+def fmt_ms(x) -> str:
+    """Milliseconds as the seeds write them: 0.45 ms, 33.4 ms, 223 ms, 1.70 s."""
+    if _missing(x):
+        return NA
+    x = float(x)
+    if x >= 1000:
+        return f"{x / 1000:.2f} s"
+    if x >= 100:
+        return f"{x:.0f} ms"
+    if x >= 1:
+        return f"{x:.1f} ms"
+    return f"{x:.2f} ms"
+
+
+def fmt_bytes(x) -> str:
+    if _missing(x):
+        return NA
+    x = float(x)
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if x >= size:
+            return f"{x / size:.1f} {unit}"
+    return f"{x:.0f} B"
+
+
+def fmt_text(x) -> str:
+    return NA if _missing(x) or x == "" else str(x)
+
+
+def fmt_code(x) -> str:
+    return NA if _missing(x) else f"`{x}`"
+
+
+# --- tables ---------------------------------------------------------------------
+
+Column = tuple[str, str, Callable[[object], str]]  # header, frame column, formatter
+
+
+def markdown_table(frame: pd.DataFrame, columns: Sequence[Column], right: Sequence[str] = ()) -> str:
+    """``frame`` as a Markdown table; ``right`` names headers to right-align (numbers)."""
+    headers = [h for h, _, _ in columns]
+    align = ["---:" if h in right else "---" for h in headers]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
+    for record in frame.to_dict("records"):
+        cells = [fmt(record.get(col)) for _, col, fmt in columns]
+        lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def _numbers(columns: Sequence[Column], text: Sequence[str]) -> list[str]:
+    return [h for h, _, _ in columns if h not in text]
+
+
+# --- sections -------------------------------------------------------------------
+
+
+def _header(report: Report) -> list[str]:
+    s = report.settings
+    started = s["started_at"].dropna() if "started_at" in s else pd.Series(dtype=object)
+    finished = s["finished_at"].dropna() if "finished_at" in s else pd.Series(dtype=object)
+    span = ""
+    if len(started):
+        end = f" – {finished.max():%Y-%m-%d %H:%M:%S} UTC" if len(finished) else ""
+        span = f" ({started.min():%Y-%m-%d %H:%M:%S} UTC{end})"
+    hosts = s[["hostname", "host_cores", "host_memory_bytes"]].dropna(how="all").drop_duplicates() if len(s) else s
+    host_text = "; ".join(
+        f"{fmt_text(h.hostname)}: {fmt_text(h.host_cores)} cores, {fmt_bytes(h.host_memory_bytes)}"
+        for h in hosts.itertuples()
+    ) or "not available"
+    commits = ", ".join(f"`{c[:12]}`" for c in s["git_commit"].dropna().unique()) if len(s) else ""
+    return [
+        "# Chronik load-test report",
+        "",
+        f"**Runs**: {len(report.runs)}{span}  ",
+        f"**Host**: {host_text}  ",
+        f"**Commit**: {commits or 'not available'}",
+    ]
+
+
+def _verification(report: Report) -> list[str]:
+    v = report.verification
+    out = ["## Verification", ""]
+    if v.empty:
+        return out + [NOT_AVAILABLE]
+    out += [f"- `{row.run_id}`: **{row.verdict}**" for row in v.itertuples()]
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Decided by", "source", fmt_text), ("Consumed", "consumed", fmt_int),
+        ("Verified", "verified", fmt_int), ("Lost", "lost", fmt_int), ("Duplicated", "duplicates", fmt_int),
+        ("Reordered", "reordered", fmt_int), ("Corrupt", "corrupt", fmt_int), ("Gaps", "gaps", fmt_int),
+        ("Redeliveries", "redeliveries", fmt_int), ("Acknowledged (ledgers)", "acknowledged", fmt_int),
+        ("Failed (ledgers)", "failed", fmt_int),
+    ]
+    return out + ["", markdown_table(v, cols, _numbers(cols, ["Run", "Decided by"]))]
+
+
+def _configuration(report: Report) -> list[str]:
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Test", "test", fmt_text), ("Broker", "broker", fmt_text),
+        ("Version", "broker_version", fmt_text), ("Acks", "acks", fmt_text), ("Msg size (B)", "message_size", fmt_int),
+        ("Batch", "batch_size", fmt_int), ("Ingestors", "ingestors", fmt_int), ("Consumers", "consumers", fmt_int),
+        ("Partitions", "partitions", fmt_int), ("WAL profile", "wal_profile", fmt_text),
+        ("Produce profile", "produce_profile", fmt_text), ("Duration (s)", "planned_duration_s", fmt_int),
+    ]
+    out = ["## Test configuration", "", markdown_table(report.settings, cols, ["Msg size (B)", "Batch", "Ingestors",
+                                                                               "Consumers", "Partitions", "Duration (s)"])]
+    flags = report.settings.dropna(subset=["broker_flags"])
+    flags = flags[flags["broker_flags"] != ""]
+    if len(flags):
+        out += ["", *(f"- `{r.run_id}` broker flags: `{r.broker_flags}`" for r in flags.itertuples())]
+    return out
+
+
+def _results(report: Report, charts: Mapping[str, str]) -> list[str]:
+    out = ["## Results per test", ""]
+    s = report.summary
+    if s["scenario"].isna().all():
+        out.append(f"{NOT_AVAILABLE}: no k6 summary in any run.")
+    else:
+        cols: list[Column] = [
+            ("Run", "run_id", fmt_code), ("Scenario", "scenario", fmt_text), ("Broker", "broker", fmt_text),
+            ("Acks", "acks", fmt_text), ("k6 runners", "runners", fmt_int), ("Messages", "messages", fmt_int),
+            ("Msg/s", "msg_per_s", fmt_int), ("MB/s", "mb_per_s", fmt_float), ("Wire MB/s", "wire_mb_per_s", fmt_float),
+            ("Error rate", "error_rate", fmt_pct), ("Batch p50", "batch_p50_ms", fmt_ms),
+            ("p90", "batch_p90_ms", fmt_ms), ("p95", "batch_p95_ms", fmt_ms), ("p99", "batch_p99_ms", fmt_ms),
+            ("p99.9", "batch_p99.9_ms", fmt_ms), ("max", "batch_max_ms", fmt_ms),
+            ("Percentiles from", "latency_source", fmt_text),
+        ]
+        if s["accepted_per_s"].notna().any():
+            # fire-and-forget: accepted is not delivered (the seeds' Test 5)
+            cols.insert(7, ("Accepted msg/s", "accepted_per_s", fmt_int))
+        out.append(markdown_table(s, cols, _numbers(cols, ["Run", "Scenario", "Broker", "Acks", "Percentiles from"])))
+        out += ["", "Msg/s: messages the k6 runners counted as produced (HTTP 200: acknowledged by the broker) ÷ "
+                "the longest runner's duration; MB/s: payload bytes (k6 `payload_bytes`, else msg/s × message "
+                "size) in 10⁶ B; wire MB/s: k6 `data_sent`. "
+                "Error rate: failed produce requests ÷ all, pooled over runners. "
+                "Batch latency percentiles: from raw samples pooled over runners, or one runner's summary; "
+                "never averaged across runners."]
+    for key, title in (("throughput", "Throughput over time"), ("batch_latency", "Batch latency percentiles")):
+        if key in charts:
+            out += ["", f"![{title}]({charts[key]})"]
+    if len(report.runners) and report.runners.groupby(["run_id", "scenario"])["runner"].nunique().max() > 1:
+        cols = [
+            ("Run", "run_id", fmt_code), ("Runner", "runner", fmt_text), ("HTTP reqs", "requests", fmt_int),
+            ("Req/s", "req_per_s", fmt_float), ("Messages", "messages", fmt_int), ("Msg/s", "msg_per_s", fmt_int),
+            ("Batch p50", "batch_p50_ms", fmt_ms), ("p90", "batch_p90_ms", fmt_ms), ("p95", "batch_p95_ms", fmt_ms),
+            ("p99", "batch_p99_ms", fmt_ms), ("Errors", "error_rate", fmt_pct),
+        ]
+        out += ["", "### Per k6 runner", "", markdown_table(report.runners, cols, _numbers(cols, ["Run", "Runner"]))]
+    return out
+
+
+def _progression(report: Report) -> list[str]:
+    p = report.progression
+    out = ["## Throughput progression", ""]
+    if p.empty:
+        return out + [NOT_AVAILABLE]
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Test", "test", fmt_text), ("Broker", "broker", fmt_text), ("Acks", "acks", fmt_text),
+        ("Batch", "batch_size", fmt_int), ("Msg size (B)", "message_size", fmt_int), ("Ingestors", "ingestors", fmt_int),
+        ("Msg/s", "msg_per_s", fmt_int), ("MB/s", "mb_per_s", fmt_float), ("Error rate", "error_rate", fmt_pct),
+        ("Batch p50", "batch_p50_ms", fmt_ms), ("vs first", "vs_first", fmt_ratio),
+        ("vs previous", "vs_previous_pct", fmt_change),
+    ]
+    return out + [markdown_table(p, cols, _numbers(cols, ["Run", "Test", "Broker", "Acks"]))]
+
+
+def _comparison(table: pd.DataFrame, title: str, group_by: str, a: str, b: str, a_head: str, b_head: str,
+                change: Column, absent: str) -> list[str]:
+    out = [f"## {title}", ""]
+    if table.empty:
+        return out + [f"{NOT_AVAILABLE}: {absent}"]
+    value_fmt = {"msg/s": fmt_int, "error rate": fmt_pct, "MB/s": fmt_float, "broker CPU µs/msg": fmt_float}
+    for (group, runs), rows in table.groupby([group_by, "runs"], sort=False, observed=True):
+        first = rows.iloc[0]
+        shape = (f"{first['scenario']}, {first['message_size']} B × {first['batch_size']}, "
+                 f"{first['partitions']} partitions, {first['ingestors']} ingestors")
+        formatted = rows.assign(
+            **{
+                a: [value_fmt.get(m, fmt_ms)(v) for m, v in zip(rows["metric"].astype(str), rows[a])],
+                b: [value_fmt.get(m, fmt_ms)(v) for m, v in zip(rows["metric"].astype(str), rows[b])],
+                # the values carry their unit
+                "metric": rows["metric"].astype(str).str.removesuffix(" (ms)"),
+            }
+        )
+        cols: list[Column] = [("Metric", "metric", fmt_text), (a_head, a, fmt_text), (b_head, b, fmt_text), change]
+        runs_text = " vs ".join(f"`{r}`" for r in runs.split(" vs "))
+        out += [f"**{group_by} = {group}** — {shape}; runs {runs_text}", "",
+                markdown_table(formatted, cols, [a_head, b_head, change[0]]), ""]
+    return out[:-1]
+
+
+def _e2e(report: Report, charts: Mapping[str, str]) -> list[str]:
+    e = report.e2e
+    out = ["## End-to-end latency (send → consume, merged HdrHistograms)", ""]
+    if e.empty or (e["source"] == "not available").all():
+        return out + [f"{NOT_AVAILABLE}: no consumer latency in any run."]
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Source", "source", fmt_text), ("Messages", "count", fmt_int),
+        ("mean", "e2e_mean_ms", fmt_ms), ("p50", "e2e_p50_ms", fmt_ms), ("p90", "e2e_p90_ms", fmt_ms),
+        ("p95", "e2e_p95_ms", fmt_ms), ("p99", "e2e_p99_ms", fmt_ms), ("p99.9", "e2e_p99.9_ms", fmt_ms),
+        ("max", "e2e_max_ms", fmt_ms),
+    ]
+    out.append(markdown_table(e, cols, _numbers(cols, ["Run", "Source"])))
+    out += ["", "Percentiles of the union of every consumer replica's `.hlog` (HdrHistogram interval logs), "
+            "never averages of per-replica percentiles."]
+    if "e2e_latency" in charts:
+        out += ["", f"![End-to-end latency]({charts['e2e_latency']})"]
+    return out
+
+
+def _ingestors(report: Report) -> list[str]:
+    i = report.ingestors
+    out = ["## Ingestors", ""]
+    if i.empty:
+        return out + [NOT_AVAILABLE]
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Ingestor", "ingestor", fmt_text), ("Acknowledged", "acknowledged", fmt_int),
+        ("Failed", "failed", fmt_int), ("In flight", "in_flight", fmt_int), ("Accepted", "accepted", fmt_int),
+        ("Delivered", "delivered", fmt_int), ("Delivery failed", "failed_metric", fmt_int),
+        ("Rejected", "rejected", fmt_int),
+    ]
+    return out + [markdown_table(i, cols, _numbers(cols, ["Run", "Ingestor"])),
+                  "", "Acknowledged / failed / in flight: the ingestor's ledger; the rest: its final metrics."]
+
+
+def _broker_metrics(report: Report) -> list[str]:
+    b = report.broker_metrics
+    out = ["## Broker metrics", ""]
+    if b.empty or b["value"].isna().all():
+        return out + [NOT_AVAILABLE]
+    order = list(dict.fromkeys(b["run_id"]))
+    wide = b.pivot(index="figure", columns="run_id", values="value").reindex(list(dict.fromkeys(b["figure"])))[order]
+    formatted = wide.reset_index().assign(
+        **{run: [fmt_float(v, 3) if f == "mean fsync (ms)" else fmt_float(v, 1) if f == "fsync time (s)" else fmt_int(v)
+                 for f, v in zip(wide.index, wide[run])] for run in order}
+    )
+    cols: list[Column] = [("Figure", "figure", fmt_text), *((f"`{r}`", r, fmt_text) for r in order)]
+    return out + [markdown_table(formatted, cols, [f"`{r}`" for r in order])]
+
+
+def _resources(report: Report, charts: Mapping[str, str]) -> list[str]:
+    out = ["## Resource utilisation", ""]
+    if report.components.empty:
+        return out + [f"{NOT_AVAILABLE}: no resources.csv."]
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Component", "component", fmt_text), ("Processes", "processes", fmt_int),
+        ("Avg cores", "avg_cores", fmt_float), ("Peak cores", "peak_cores", fmt_float),
+        ("Peak RSS", "peak_rss_bytes", fmt_bytes), ("Msg/s per core", "msg_per_s_per_core", fmt_int),
+        ("CPU µs/msg", "cpu_us_per_msg", fmt_float),
+    ]
+    out += [markdown_table(report.components, cols, _numbers(cols, ["Run", "Component"])), "",
+            "Avg cores: CPU seconds ÷ the sampled window; peak: the busiest one-second interval (processes of a "
+            "component summed). CPU µs/msg: the component's CPU seconds over the run ÷ messages produced."]
+    if "cpu" in charts:
+        out += ["", f"![CPU per component]({charts['cpu']})"]
+    pcols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Component", "component", fmt_text), ("Process", "name", fmt_text),
+        ("PID", "pid", fmt_text), ("Avg cores", "avg_cores", fmt_float), ("Peak cores", "peak_cores", fmt_float),
+        ("Peak RSS", "peak_rss_bytes", fmt_bytes),
+    ]
+    return out + ["", "### Per process", "",
+                  markdown_table(report.processes, pcols, ["Avg cores", "Peak cores", "Peak RSS"])]
+
+
+def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> str:
+    """The report; ``charts`` maps chart names (``throughput``, ``batch_latency``,
+    ``e2e_latency``, ``cpu``) to the image paths to link."""
+    charts = charts or {}
+    sections = [
+        _header(report),
+        _verification(report),
+        _configuration(report),
+        _results(report, charts),
+        _progression(report),
+        _comparison(report.acks, "acks=1 vs acks=all", "broker", "1", "all", "acks=1", "acks=all",
+                    ("Change", "change_pct", fmt_change), "no two runs differing only in acks."),
+        _comparison(report.brokers, "chronik vs Apache Kafka", "acks", "kafka", "chronik", "Kafka", "chronik",
+                    ("chronik / Kafka", "ratio", fmt_ratio), "no chronik and Kafka runs with the same settings."),
+        _e2e(report, charts),
+        _ingestors(report),
+        _broker_metrics(report),
+        _resources(report, charts),
+        ["## Conclusions", "", *([f"- {c}" for c in report.conclusions] or [NOT_AVAILABLE])],
+        ["## Notes", "", *([f"- {n}" for n in report.notes] or ["- Every input was present."])],
+    ]
+    return "\n\n".join("\n".join(section) for section in sections) + "\n"

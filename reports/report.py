@@ -1,0 +1,203 @@
+"""The whole report as data: every table the Markdown and the notebook show,
+the notes on what was missing, and the conclusions drawn from the figures.
+
+Owns: ``build_report`` (the one place that chains load -> tidy -> summarise
+for a set of runs) and the wording of the conclusions. Must not: format
+tables or draw charts (``render``, ``charts``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from . import broker, resources, summarise, verification
+from .load import Run, load_runs
+
+
+@dataclass(frozen=True, eq=False)
+class Report:
+    runs: list[Run]
+    settings: pd.DataFrame  # one row per run
+    runners: pd.DataFrame  # per (run, scenario, k6 runner)
+    summary: pd.DataFrame  # per (run, scenario): msg/s, MB/s, errors, batch latency
+    throughput: pd.DataFrame  # per run: messages, msg/s (scenarios added)
+    timeline: pd.DataFrame  # msg/s per second of each run
+    progression: pd.DataFrame
+    figures: pd.DataFrame  # summary + e2e + broker CPU: what comparisons compare
+    acks: pd.DataFrame
+    brokers: pd.DataFrame
+    e2e: pd.DataFrame
+    e2e_distribution: pd.DataFrame
+    verification: pd.DataFrame
+    ingestors: pd.DataFrame
+    broker_metrics: pd.DataFrame
+    processes: pd.DataFrame
+    components: pd.DataFrame
+    resource_timeline: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+    conclusions: list[str] = field(default_factory=list)
+
+
+def build_report(runs_or_paths) -> Report:
+    """The report of ``runs_or_paths``: loaded runs, or results directories to load."""
+    runs = list(runs_or_paths)
+    if runs and not all(isinstance(r, Run) for r in runs):
+        runs = load_runs(runs)
+    runners = summarise.k6_runners(runs)
+    summary = summarise.test_summary(runs, runners)
+    throughput = (
+        summary.groupby("run_id", as_index=False, sort=False)
+        .agg(messages=("messages", lambda s: s.sum(min_count=1)), msg_per_s=("msg_per_s", lambda s: s.sum(min_count=1)))
+    )
+    e2e_each = [summarise.end_to_end(run) for run in runs]
+    e2e = summarise.e2e_table(e2e_each)
+    usage = resources.usage(runs)
+    components = resources.components(usage, throughput)
+    broker_cpu = (
+        components[components["component"] == "broker"][["run_id", "cpu_us_per_msg"]]
+        .rename(columns={"cpu_us_per_msg": "broker_cpu_us_per_msg"})
+    )
+    figures = (
+        summary.merge(e2e[["run_id", "e2e_p50_ms", "e2e_p99_ms"]], on="run_id", how="left")
+        .merge(broker_cpu, on="run_id", how="left")
+    )
+    report = Report(
+        runs=runs,
+        settings=summarise.settings(runs),
+        runners=runners,
+        summary=summary,
+        throughput=throughput,
+        timeline=summarise.throughput_timeline(runs),
+        progression=summarise.progression(summary),
+        figures=figures,
+        acks=summarise.acks_comparison(figures),
+        brokers=summarise.broker_comparison(figures),
+        e2e=e2e,
+        e2e_distribution=summarise.e2e_distribution(e2e_each),
+        verification=verification.verification(runs),
+        ingestors=verification.ingestors(runs),
+        broker_metrics=broker.broker_metrics(runs),
+        processes=resources.processes(usage),
+        components=components,
+        resource_timeline=resources.timeline(usage),
+    )
+    report.notes.extend(notes(report))
+    report.conclusions.extend(conclusions(report))
+    return report
+
+
+def notes(report: Report) -> list[str]:
+    """What was missing or could not be combined, per run."""
+    out = []
+    e2e = report.e2e.set_index("run_id")
+    for run in report.runs:
+        missing = []
+        if not run.meta:
+            missing.append("meta.json (settings unknown)")
+        if not run.k6_summaries:
+            missing.append("k6 summary")
+        elif run.k6_raw.empty:
+            missing.append("raw k6 samples (no throughput-over-time chart)")
+        if not run.consumers:
+            missing.append("consumer reports")
+        if not run.ledgers:
+            missing.append("ingestor ledgers")
+        if run.resources.empty:
+            missing.append("resources.csv")
+        if run.prom.empty or not (run.prom["scope"] == "metrics").any():
+            missing.append("broker metrics")
+        if missing:
+            out.append(f"`{run.run_id}`: not available: {', '.join(missing)}.")
+        note = e2e["note"].get(run.run_id) if run.run_id in e2e.index else ""
+        if run.consumers and note:
+            out.append(f"`{run.run_id}`: end-to-end latency: {note}.")
+        out.extend(f"`{run.run_id}`: {problem}." for problem in run.problems)
+    unmerged = report.summary[report.summary["latency_source"].str.startswith("not merged")]
+    out.extend(
+        f"`{row.run_id}` ({row.scenario}): batch-latency percentiles of {row.runners:.0f} k6 runners could not be "
+        "merged (summaries only, no raw samples); they are shown per runner and were not averaged."
+        for row in unmerged.itertuples()
+    )
+    return out
+
+
+def _n(x: float, digits: int = 0) -> str:
+    return f"{x:,.{digits}f}"
+
+
+def conclusions(report: Report) -> list[str]:
+    """Findings stated from the figures, the seeds' "Key findings" in short."""
+    out = []
+    v = report.verification
+    if len(v):
+        bad = v[v["status"] != "verified"]
+        if bad.empty:
+            total = v["verified"].sum()
+            out.append(
+                f"**Integrity**: all {len(v)} runs verified by the consumers: 0 lost, 0 duplicated, 0 reordered, "
+                f"0 corrupt across {_n(total)} messages."
+            )
+        else:
+            out.extend(f"**Integrity** `{row.run_id}`: {row.verdict}." for row in bad.itertuples())
+
+    s = report.summary.dropna(subset=["msg_per_s"])
+    if len(s):
+        best = s.loc[s["msg_per_s"].idxmax()]
+        out.append(
+            f"**Highest throughput**: {_n(best['msg_per_s'])} msg/s ({best['mb_per_s']:.2f} MB/s) in "
+            f"`{best['run_id']}` ({best['broker']} {best['broker_version']}, acks={best['acks']}, "
+            f"{best['message_size']} B messages, batches of {best['batch_size']}), "
+            f"{best['error_rate']:.2%} errors."
+        )
+        errors = s[s["error_rate"] > 0]
+        out.extend(
+            f"**Errors** `{row.run_id}`: {row.error_rate:.2%} of produce requests failed "
+            f"({_n(row.errors)} of {_n(row.error_checks)})." for row in errors.itertuples()
+        )
+
+    def pick(table: pd.DataFrame, label: str) -> pd.DataFrame:
+        return table[table["metric"] == label]
+
+    for row in pick(report.acks, "msg/s").to_dict("records"):
+        p99 = pick(report.acks, "batch p99 (ms)")
+        p99 = p99[(p99["broker"] == row["broker"]) & (p99["runs"] == row["runs"])]
+        latency = ""
+        if len(p99) and p99["1"].notna().all() and p99["all"].notna().all():
+            latency = f"; batch p99 {p99['1'].iloc[0]:.1f} → {p99['all'].iloc[0]:.1f} ms"
+        out.append(
+            f"**acks=all vs acks=1** on {row['broker']}: throughput {row['change_pct']:+.1f}% "
+            f"({_n(row['1'])} → {_n(row['all'])} msg/s){latency}."
+        )
+
+    for row in pick(report.brokers, "msg/s").itertuples():
+        cpu = pick(report.brokers, "broker CPU µs/msg")
+        cpu = cpu[(cpu["acks"] == row.acks) & (cpu["runs"] == row.runs)]
+        cpu_text = ""
+        if len(cpu) and cpu["kafka"].notna().all() and cpu["chronik"].notna().all():
+            c = cpu.iloc[0]
+            cpu_text = (
+                f"; broker CPU {c['chronik']:.1f} vs {c['kafka']:.1f} µs per message ({c['ratio']:.2f}×)"
+            )
+        out.append(
+            f"**chronik vs Kafka** at acks={row.acks}: chronik reached {row.ratio:.2f}× Kafka's throughput "
+            f"({_n(row.chronik)} vs {_n(row.kafka)} msg/s){cpu_text}."
+        )
+
+    comps = report.components
+    if len(comps):
+        cores = report.settings.set_index("run_id")["host_cores"]
+        for run_id, group in comps.groupby("run_id", sort=False):
+            busiest = group.loc[group["avg_cores"].idxmax()]
+            host = cores.get(run_id)
+            total = group["avg_cores"].sum()
+            of_host = f" of the host's {host}" if pd.api.types.is_number(host) and pd.notna(host) else ""
+            out.append(
+                f"**CPU** `{run_id}`: all processes used {total:.2f} cores on average{of_host}; the busiest "
+                f"component was {busiest['component']} ({busiest['avg_cores']:.2f} cores average, "
+                f"{busiest['peak_cores']:.2f} peak)."
+            )
+    if report.notes:
+        out.append("Some pieces were missing or could not be combined: see **Notes**.")
+    return out

@@ -1,0 +1,102 @@
+"""CPU and memory of each process of a run (broker, ingestors, consumers, k6),
+from the once-a-second ``resources.csv`` samples.
+
+Owns: average cores (CPU seconds over the sampled window), peak cores (the
+busiest sampling interval), peak RSS, their sums per component, and the
+efficiency figures: msg/s per core and CPU µs per message. Must not: decide
+what a run's message count is (the caller passes it).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .load import Run
+from .tidy import empty, over_runs, resource_usage
+
+PROCESS_COLUMNS = [
+    "run_id", "component", "name", "pid", "samples", "window_s", "cpu_seconds", "avg_cores", "peak_cores",
+    "peak_rss_bytes",
+]
+COMPONENT_COLUMNS = [
+    "run_id", "component", "processes", "cpu_seconds", "avg_cores", "peak_cores", "peak_rss_bytes",
+    "msg_per_s_per_core", "cpu_us_per_msg",
+]
+# components in the order a message passes them
+COMPONENT_ORDER = ["k6", "ingestor", "broker", "consumer"]
+
+
+def usage(runs: list[Run]) -> pd.DataFrame:
+    """Tidy per-interval usage of every process of every run."""
+    return over_runs(runs, resource_usage)
+
+
+def processes(usage: pd.DataFrame) -> pd.DataFrame:
+    """One row per process (a restart, i.e. a new pid, is a new process)."""
+    if usage.empty:
+        return empty(PROCESS_COLUMNS)
+    return (
+        usage.groupby(["run_id", "component", "name", "pid"], as_index=False)
+        .agg(
+            samples=("time", "size"),
+            first_time=("time", "min"),
+            last_time=("time", "max"),
+            first_cpu=("cpu_seconds", "first"),
+            last_cpu=("cpu_seconds", "last"),
+            peak_cores=("cpu_cores", "max"),
+            peak_rss_bytes=("rss_bytes", "max"),
+        )
+        .assign(
+            window_s=lambda d: (d["last_time"] - d["first_time"]).dt.total_seconds(),
+            cpu_seconds=lambda d: d["last_cpu"] - d["first_cpu"],
+            avg_cores=lambda d: d["cpu_seconds"] / d["window_s"].where(d["window_s"] > 0),
+        )
+        .pipe(_in_component_order)
+        [PROCESS_COLUMNS]
+    )
+
+
+def timeline(usage: pd.DataFrame) -> pd.DataFrame:
+    """Cores and RSS per component and second of each run (processes summed)."""
+    if usage.empty:
+        return empty(["run_id", "component", "second", "cores", "rss_bytes"])
+    return (
+        usage.assign(second=lambda d: d["elapsed_s"].round())
+        .groupby(["run_id", "component", "second"], as_index=False)
+        .agg(cores=("cpu_cores", lambda s: s.sum(min_count=1)), rss_bytes=("rss_bytes", "sum"))
+    )
+
+
+def components(usage: pd.DataFrame, throughput: pd.DataFrame) -> pd.DataFrame:
+    """Per component of each run: summed processes, and its efficiency against
+    ``throughput`` (columns ``run_id``, ``messages``, ``msg_per_s``)."""
+    procs = processes(usage)
+    if procs.empty:
+        return empty(COMPONENT_COLUMNS)
+    peaks = (
+        timeline(usage)
+        .groupby(["run_id", "component"], as_index=False)
+        .agg(peak_cores=("cores", "max"), peak_rss_bytes=("rss_bytes", "max"))
+    )
+    return (
+        procs.groupby(["run_id", "component"], as_index=False)
+        .agg(processes=("name", "size"), cpu_seconds=("cpu_seconds", "sum"), avg_cores=("avg_cores", "sum"))
+        .merge(peaks, on=["run_id", "component"], how="left")
+        .merge(throughput[["run_id", "messages", "msg_per_s"]], on="run_id", how="left")
+        .assign(
+            msg_per_s_per_core=lambda d: d["msg_per_s"] / d["avg_cores"],
+            cpu_us_per_msg=lambda d: d["cpu_seconds"] * 1e6 / d["messages"],
+        )
+        .pipe(_in_component_order)
+        [COMPONENT_COLUMNS]
+    )
+
+
+def _in_component_order(frame: pd.DataFrame) -> pd.DataFrame:
+    rank = {c: i for i, c in enumerate(COMPONENT_ORDER)}
+    return (
+        frame.assign(_rank=lambda d: d["component"].map(rank).fillna(len(rank)))
+        .sort_values(["run_id", "_rank", "component", *(["name"] if "name" in frame else [])])
+        .drop(columns="_rank")
+        .reset_index(drop=True)
+    )

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# install-report-deps.sh - install the report library's pinned Python
+# dependencies (reports/requirements.txt: pandas, matplotlib, hdrhistogram,
+# nbclient/nbconvert/nbformat, ipykernel, papermill, pytest) into the
+# project-local virtualenv (.venv), creating it if missing.
+#
+# Idempotent: skips pip entirely when the venv already holds exactly the
+# requirements file it was built from (hash stamp) and imports work. Shares
+# the venv with scripts/install-python-deps.sh (confluent-kafka, pytest): the
+# common pins agree, and neither removes what the other installed.
+# Honours pip's own env (PIP_FIND_LINKS, PIP_INDEX_URL, ...).
+#
+# Needs: python3 >= 3.11 with venv (pandas 3 needs 3.11).
+# Env: VENV (default <repo>/.venv), PYTHON (default python3).
+# Then: .venv/bin/python -m pytest reports/tests -q
+set -euo pipefail
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$REPO_ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+REQ="$REPO_ROOT/reports/requirements.txt"
+STAMP="$VENV/.report-requirements.sha256"
+IMPORTS='import pandas, matplotlib, hdrh, nbclient, nbconvert, nbformat, ipykernel, papermill, pytest'
+
+want=$(sha256sum "$REQ" | cut -d' ' -f1)
+
+# A venv whose interpreter no longer runs (python moved or upgraded) is rebuilt.
+if [[ -d "$VENV" ]] && ! "$VENV/bin/python" -c 'pass' 2>/dev/null; then
+  echo "report deps: $VENV is broken, recreating"
+  rm -rf "$VENV"
+fi
+if [[ ! -x "$VENV/bin/python" ]]; then
+  echo "report deps: creating $VENV with $("$PYTHON" --version 2>&1)"
+  "$PYTHON" -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "report deps: $VENV has $("$VENV/bin/python" --version 2>&1); pandas 3 needs Python >= 3.11" >&2
+  exit 1
+fi
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" -c "$IMPORTS" 2>/dev/null; then
+  echo "report deps: $VENV up to date"
+  exit 0
+fi
+
+rm -f "$STAMP"
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
+"$VENV/bin/python" -c "$IMPORTS"'
+print("report deps: pandas", pandas.__version__, "matplotlib", matplotlib.__version__,
+      "nbclient", nbclient.__version__, "papermill", papermill.__version__, "pytest", pytest.__version__)'
+echo "$want" > "$STAMP"

@@ -1,0 +1,138 @@
+# shellcheck shell=bash
+# scripts/pipeline.sh - starting and observing the pieces of a local
+# end-to-end run (run-all.sh): ingestors, verifying consumers, Apache Kafka
+# from the anchor, Prometheus, and the per-process resource sampler.
+# Sourced after scripts/lib.sh, not run.
+#
+# Owns: how each process is started on 127.0.0.1 (free ports, LISTENING line,
+# readiness), registered in .run/pids for cleanup.sh, and where its logs go.
+# Must not: decide what a run measures (run-all.sh does).
+#
+# Needs: curl, python3 (.venv with confluent-kafka), the release binaries.
+
+INGESTOR_BIN="${INGESTOR_BIN:-$REPO_ROOT/target/release/chronik-ingestor}"
+CONSUMER_BIN="${CONSUMER_BIN:-$REPO_ROOT/target/release/chronik-consumer}"
+VENV_PY="${VENV_PY:-$REPO_ROOT/.venv/bin/python}"
+
+# wait_listening PID LOGFILE NAME - echo the ADDR from the first
+# "LISTENING http=ADDR" line the process prints, or die.
+wait_listening() {
+  local pid=$1 out=$2 name=$3 i line=""
+  for ((i = 0; i < 600; i++)); do
+    line=$(grep -m1 '^LISTENING ' "$out" 2>/dev/null || true)
+    [[ -n "$line" ]] && break
+    kill -0 "$pid" 2>/dev/null || die "$name exited during startup (logs beside $out)"
+    sleep 0.1
+  done
+  [[ -n "$line" ]] || die "$name printed no LISTENING line within 60 s"
+  sed -nE 's/.*http=([^ ]+).*/\1/p' <<<"$line"
+}
+
+# start_ingestor NAME DIR BOOTSTRAP TOPIC [ARGS...] - sets STARTED_PID, STARTED_URL.
+start_ingestor() {
+  local name=$1 dir=$2 bootstrap=$3 topic=$4; shift 4
+  mkdir -p "$dir"
+  "$INGESTOR_BIN" --listen 127.0.0.1:0 --bootstrap-servers "$bootstrap" --topic "$topic" \
+    --ingestor-id "$name" "$@" > "$dir/$name.stdout.log" 2> "$dir/$name.stderr.log" < /dev/null &
+  STARTED_PID=$!
+  pid_record "$STARTED_PID" "$name"
+  STARTED_URL="http://$(wait_listening "$STARTED_PID" "$dir/$name.stdout.log" "$name")"
+  wait_http_ok "$STARTED_URL/ready" 60 "$STARTED_PID" || die "$name not ready at $STARTED_URL/ready"
+  log "$name pid $STARTED_PID at $STARTED_URL"
+}
+
+# start_consumer NAME DIR BOOTSTRAP TOPIC GROUP REPORT [ARGS...] - sets STARTED_PID, STARTED_URL.
+start_consumer() {
+  local name=$1 dir=$2 bootstrap=$3 topic=$4 group=$5 report=$6; shift 6
+  mkdir -p "$dir"
+  "$CONSUMER_BIN" --bootstrap-servers "$bootstrap" --topic "$topic" --group "$group" \
+    --listen 127.0.0.1:0 --report "$report" --from-beginning --client-id "$name" "$@" \
+    > "$dir/$name.stdout.log" 2> "$dir/$name.stderr.log" < /dev/null &
+  STARTED_PID=$!
+  pid_record "$STARTED_PID" "$name"
+  STARTED_URL="http://$(wait_listening "$STARTED_PID" "$dir/$name.stdout.log" "$name")"
+  log "$name pid $STARTED_PID at $STARTED_URL"
+}
+
+# create_topic BOOTSTRAP TOPIC PARTITIONS - with confluent-kafka's admin client.
+create_topic() {
+  "$VENV_PY" - "$@" <<'PY'
+import sys
+from confluent_kafka.admin import AdminClient, NewTopic
+bootstrap, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+admin = AdminClient({"bootstrap.servers": bootstrap})
+for name, f in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30).items():
+    f.result(timeout=60)
+print(f"created {topic} with {partitions} partitions", file=sys.stderr)
+PY
+}
+
+# start_kafka DIR - Apache Kafka 4.3.1 single node from the kafka-anchor
+# (jars from Maven Central on first use) on free ports. Sets KAFKA_PID, KAFKA_BOOTSTRAP.
+start_kafka() {
+  local dir=$1 anchor="$REPO_ROOT/.tools/kafka-anchor" src="$REPO_ROOT/../shared/tools/kafka-anchor"
+  if [[ ! -x "$anchor/start-single.sh" ]]; then
+    [[ -d "$src" ]] || die "--broker kafka needs the kafka-anchor at $src"
+    mkdir -p "$REPO_ROOT/.tools" && cp -r "$src" "$anchor" && chmod -R u+w "$anchor"
+  fi
+  [[ -d "$anchor/lib/broker" ]] || (cd "$anchor" && ./setup.sh) >&2 || die "kafka-anchor setup failed"
+  local port cport
+  port=$(free_port); cport=$(free_port)
+  ANCHOR_RUN_DIR="$dir" BROKER_PORT=$port CONTROLLER_PORT=$cport "$anchor/start-single.sh" >&2 \
+    || die "Apache Kafka did not start (logs: $dir/single/logs)"
+  KAFKA_PID=$(cat "$dir/single/pid")
+  pid_record "$KAFKA_PID" kafka
+  KAFKA_BOOTSTRAP="127.0.0.1:$port"
+  log "Apache Kafka pid $KAFKA_PID at $KAFKA_BOOTSTRAP"
+}
+
+# start_prometheus DIR TARGET... - Prometheus scraping every TARGET
+# (host:port) each second, if the binary is installed (Debian's package).
+# Sets PROM_PID and PROM_URL, or leaves them empty.
+start_prometheus() {
+  local dir=$1; shift
+  PROM_PID="" PROM_URL=""
+  command -v prometheus > /dev/null || { log "prometheus not installed: skipping (apt-get install prometheus)"; return 0; }
+  mkdir -p "$dir/data"
+  {
+    echo "global: {scrape_interval: 1s, evaluation_interval: 1s}"
+    echo "scrape_configs:"
+    echo "  - job_name: chronik-run"
+    echo "    static_configs:"
+    local t targets=""
+    for t in "$@"; do targets+="'$t',"; done
+    echo "      - targets: [${targets%,}]"
+  } > "$dir/prometheus.yml"
+  local port
+  port=$(free_port)
+  prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+    --web.listen-address="127.0.0.1:$port" --web.enable-remote-write-receiver \
+    > "$dir/prometheus.log" 2>&1 < /dev/null &
+  PROM_PID=$!
+  pid_record "$PROM_PID" prometheus
+  PROM_URL="http://127.0.0.1:$port"
+  wait_http_ok "$PROM_URL/-/ready" 30 "$PROM_PID" || { log "prometheus did not become ready; continuing without it"; PROM_URL=""; }
+  [[ -n "$PROM_URL" ]] && log "prometheus pid $PROM_PID at $PROM_URL scraping $*"
+}
+
+# sample_resources OUT_CSV STOP_FILE NAME=PID... - every second, one row per
+# process: timestamp,component,name,pid,cpu_seconds,rss_bytes (cumulative CPU
+# from /proc/PID/stat). Runs until STOP_FILE exists. Run it in the background.
+sample_resources() {
+  local out=$1 stop=$2; shift 2
+  local hz page
+  hz=$(getconf CLK_TCK); page=$(getconf PAGESIZE)
+  echo "timestamp,component,name,pid,cpu_seconds,rss_bytes" > "$out"
+  while [[ ! -e "$stop" ]]; do
+    local now spec name pid component
+    now=$(date +%s.%N)
+    for spec in "$@"; do
+      name=${spec%%=*}; pid=${spec#*=}; component=${name%%-[0-9]*}
+      [[ -r /proc/$pid/stat ]] || continue
+      awk -v ts="$now" -v c="$component" -v n="$name" -v p="$pid" -v hz="$hz" -v pg="$page" \
+        '{sub(/^.*\) /, ""); printf "%s,%s,%s,%s,%.2f,%d\n", ts, c, n, p, ($12 + $13) / hz, $22 * pg}' \
+        "/proc/$pid/stat" >> "$out" 2>/dev/null || true
+    done
+    sleep 1
+  done
+}
