@@ -161,6 +161,13 @@ start_prometheus "$WORK/prometheus" "${SCRAPE[@]}"
 [[ -n "${PROM_PID:-}" ]] && STARTED+=("prometheus=$PROM_PID")
 
 # -- meta.json --------------------------------------------------------------------
+# duration_seconds 90s|2m|1h|45 - seconds as a number, or null for other forms.
+duration_seconds() {
+  case $1 in
+    *[0-9]s) echo "${1%s}" ;; *[0-9]m) echo "$((${1%m} * 60))" ;; *[0-9]h) echo "$((${1%h} * 3600))" ;;
+    *[!0-9]*|"") echo null ;; *) echo "$1" ;;
+  esac
+}
 write_meta() {
   "$VENV_PY" - "$OUT/meta.json" <<PY
 import json, os, platform, sys
@@ -171,7 +178,7 @@ meta = {
            "hostname": platform.node(), "kernel": platform.release()},
   "broker": {"kind": "$BROKER", "version": "$BROKER_VERSION", "bootstrap": "$BOOTSTRAP",
              "flags": ["--wal-profile", "$WAL_PROFILE", "--produce-profile", "$PRODUCE_PROFILE"] if "$BROKER" == "chronik" else []},
-  "settings": {"test": "$TEST", "duration": "$DURATION", "duration_s": None, "rate": $RATE, "scale": $SCALE,
+  "settings": {"test": "$TEST", "duration": "$DURATION", "duration_s": $(duration_seconds "$DURATION"), "rate": $RATE, "scale": $SCALE,
                "duration_scale": $DURATION_SCALE, "acks": "$ACKS", "batch_size": $BATCH_SIZE,
                "message_size": $MESSAGE_SIZE, "ingestors": $INGESTORS, "consumers": $CONSUMERS,
                "partitions": $PARTITIONS, "wal_profile": "$WAL_PROFILE", "produce_profile": "$PRODUCE_PROFILE",
@@ -187,6 +194,7 @@ write_meta ""
 # -- load ---------------------------------------------------------------------------
 sample_specs=()
 for spec in "${STARTED[@]}"; do [[ $spec == prometheus=* ]] || sample_specs+=("$spec"); done
+sample_specs+=("k6=~$K6_BIN run")
 sample_resources "$OUT/resources.csv" "$SAMPLER_STOP" "${sample_specs[@]}" &
 SAMPLER_PID=$!
 

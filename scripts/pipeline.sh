@@ -117,7 +117,9 @@ start_prometheus() {
 
 # sample_resources OUT_CSV STOP_FILE NAME=PID... - every second, one row per
 # process: timestamp,component,name,pid,cpu_seconds,rss_bytes (cumulative CPU
-# from /proc/PID/stat). Runs until STOP_FILE exists. Run it in the background.
+# from /proc/PID/stat). A spec NAME=~PATTERN follows the newest process whose
+# command line matches PATTERN (pgrep -f), for processes started later (k6).
+# Runs until STOP_FILE exists. Run it in the background.
 sample_resources() {
   local out=$1 stop=$2; shift 2
   local hz page
@@ -128,6 +130,9 @@ sample_resources() {
     now=$(date +%s.%N)
     for spec in "$@"; do
       name=${spec%%=*}; pid=${spec#*=}; component=${name%%-[0-9]*}
+      if [[ $pid == "~"* ]]; then
+        pid=$(pgrep -n -f -- "${pid#"~"}" 2>/dev/null) || continue
+      fi
       [[ -r /proc/$pid/stat ]] || continue
       awk -v ts="$now" -v c="$component" -v n="$name" -v p="$pid" -v hz="$hz" -v pg="$page" \
         '{sub(/^.*\) /, ""); printf "%s,%s,%s,%s,%.2f,%d\n", ts, c, n, p, ($12 + $13) / hz, $22 * pg}' \
