@@ -13,7 +13,7 @@
 #   ./run-all.sh [options]
 #     --test NAME        k6 scenario in k6/scenarios/ (default smoke)
 #     --duration D       load duration for smoke/rate scenarios, e.g. 60s (default 60s)
-#     --rate N           smoke: batches per second (default 50)
+#     --rate N           smoke: batches per second (default 200 = 20,000 msg/s)
 #     --scale X          k6 VU_SCALE (default 1 for smoke; 0.01 = laptop size for the seed scenarios)
 #     --duration-scale X k6 DURATION_SCALE (default 1 for smoke; 0.05 for the seed scenarios)
 #     --acks 1|all       ingestor acks (default 1, as seed 000 Test 6)
@@ -38,7 +38,7 @@ source scripts/pipeline.sh
 
 TEST="${TEST:-smoke}"
 DURATION="${DURATION:-60s}"
-RATE="${RATE:-50}"
+RATE="${RATE:-200}"
 SCALE="${SCALE:-}"
 DURATION_SCALE="${DURATION_SCALE:-}"
 ACKS="${ACKS:-1}"
