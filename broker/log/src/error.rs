@@ -72,6 +72,8 @@ pub enum Error {
     },
     #[error("the log manager is shutting down")]
     ShuttingDown,
+    #[error("partition {topic}-{partition} is offline until restart: an fsync failed, so data written since the last successful one may not be on disk")]
+    StorageOffline { topic: String, partition: i32 },
 }
 
 impl Error {

@@ -5,14 +5,16 @@
 //! as soon as `GROUP_COMMIT_BYTES` are pending, or once appends pause for
 //! the quiet period), and the fsyncs of one
 //! partition's files outside its lock. Durable offsets only advance after
-//! every file holding the data was synced; a failed fsync leaves the
-//! partition dirty for the next round and the durable offset where it was.
+//! every file holding the data was synced; a failed fsync takes the partition
+//! offline and leaves the durable offset where it was.
 //! Must not: hold the partition lock while syncing (reads would stall
 //! behind the disk) or call `on_flush` for rounds that made nothing durable.
 //!
-//! Caveat: after a failed fsync Linux may drop the dirty pages, so a later
-//! successful retry does not prove the earlier data reached the disk. Kafka
-//! halts on such errors; here it is logged at error level and retried.
+//! After a failed fsync Linux may drop the dirty pages, so a later
+//! successful retry would not prove the earlier data reached the disk: the
+//! partition is taken offline instead (appends refused, durable offset
+//! frozen) until a restart re-validates its tail, as Kafka takes the log dir
+//! offline.
 
 use std::fmt;
 use std::str::FromStr;
@@ -244,9 +246,9 @@ impl Flusher {
                     Ok(moved) => advanced |= moved,
                     Err(e) => {
                         error!(topic = partition.topic(), partition = partition.partition(), error = %e,
-                            "fsync failed; durable offset held back, retrying next round");
+                            "fsync failed: partition taken offline until restart (its durable offset will not advance)");
+                        partition.mark_offline();
                         failed = true;
-                        self.queue.mark_dirty(Arc::clone(partition), 0, 0);
                     }
                 }
             }
@@ -260,7 +262,9 @@ impl Flusher {
                     );
                 }
             }
-            if advanced {
+            // Waiters also need waking when a partition went offline, so they
+            // can answer with an error instead of waiting out their timeout.
+            if advanced || failed {
                 (self.on_flush)();
             }
             if failed {
@@ -317,6 +321,36 @@ fn sync_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_offline_partition_refuses_appends_and_keeps_its_durable_offset() {
+        use crate::manager::{LogManager, LogManagerConfig};
+        use chronik_protocol::record_batch::{build_test_batch, parse_batches};
+
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut config = LogManagerConfig::new(dir.path());
+        config.flush_policy = FlushPolicy::GroupCommit { max_wait: Duration::from_secs(60) };
+        let manager = LogManager::open(config, Arc::new(|| {})).expect("open");
+        let topic = manager.create_topic("t", 1, Default::default()).expect("create");
+        let log = topic.partition(0).expect("partition 0");
+        let mut batch = build_test_batch(2, 0, b"x");
+        let headers = parse_batches(&batch).expect("valid");
+        log.append(&mut batch, &headers).expect("append while online");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while log.durable_offset() < 2 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let durable = log.durable_offset();
+        assert_eq!(durable, 2, "the first batch became durable while online");
+
+        log.mark_offline();
+        assert!(log.is_offline());
+        let mut batch = build_test_batch(1, 0, b"y");
+        let headers = parse_batches(&batch).expect("valid");
+        assert!(matches!(log.append(&mut batch, &headers), Err(Error::StorageOffline { partition: 0, .. })));
+        assert_eq!(log.durable_offset(), durable, "nothing becomes durable after the failure");
+        manager.shutdown();
+    }
 
     #[test]
     fn quiet_period_is_a_tenth_of_max_wait_capped_at_one_millisecond() {

@@ -67,6 +67,11 @@ pub(crate) struct PartitionContext {
 enum Closed {
     ShuttingDown,
     Deleted,
+    /// An fsync failed: Linux may have dropped the dirty pages, so a later
+    /// successful fsync proves nothing. Like Kafka taking a log dir offline,
+    /// the partition refuses appends and never advances its durable offset
+    /// again until the broker restarts and recovery re-validates the tail.
+    Offline,
 }
 
 /// Invariant: `segments` is never empty, sorted by base offset, and each
@@ -111,6 +116,8 @@ pub struct PartitionLog {
     size_bytes: AtomicU64,
     /// Set while the partition sits in the flush queue (owned by FlushQueue).
     pub(crate) queued: AtomicBool,
+    /// Mirrors `Closed::Offline` for lock-free checks.
+    offline: AtomicBool,
     ctx: PartitionContext,
     me: Weak<PartitionLog>,
 }
@@ -158,6 +165,7 @@ impl PartitionLog {
             recovery_point: AtomicI64::new(end),
             size_bytes: AtomicU64::new(size),
             queued: AtomicBool::new(false),
+            offline: AtomicBool::new(false),
             ctx,
             me: me.clone(),
         }))
@@ -213,7 +221,25 @@ impl PartitionLog {
             None => Ok(()),
             Some(Closed::ShuttingDown) => Err(Error::ShuttingDown),
             Some(Closed::Deleted) => Err(Error::UnknownTopic(self.topic.clone())),
+            Some(Closed::Offline) => Err(Error::StorageOffline {
+                topic: self.topic.clone(),
+                partition: self.partition,
+            }),
         }
+    }
+
+    /// Whether an fsync failure took this partition offline (see `Closed::Offline`).
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::Acquire)
+    }
+
+    /// Takes the partition offline after a failed fsync.
+    pub(crate) fn mark_offline(&self) {
+        let mut state = self.lock();
+        if state.closed.is_none() {
+            state.closed = Some(Closed::Offline);
+        }
+        self.offline.store(true, Ordering::Release);
     }
 
     /// Appends whole, CRC-validated v2 batches (`records`, described by

@@ -10,7 +10,9 @@ use tokio::time::Instant;
 use crate::broker::Broker;
 
 /// Waits until each `(partition, end_offset)` has `durable_offset() >=
-/// end_offset`. Returns false if `timeout` passed first.
+/// end_offset`. Returns false if `timeout` passed first, or as soon as one
+/// of the partitions went offline (its data can never become durable); the
+/// caller tells the two apart with `PartitionLog::is_offline`.
 pub async fn wait_until_durable(broker: &Broker, pending: &[(Arc<PartitionLog>, i64)], timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
     // Subscribe before checking, so a flush between the check and the wait
@@ -19,6 +21,9 @@ pub async fn wait_until_durable(broker: &Broker, pending: &[(Arc<PartitionLog>, 
     loop {
         if pending.iter().all(|(log, end)| log.durable_offset() >= *end) {
             return true;
+        }
+        if pending.iter().any(|(log, end)| log.is_offline() && log.durable_offset() < *end) {
+            return false;
         }
         tokio::select! {
             result = changed.changed() => {

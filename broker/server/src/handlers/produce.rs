@@ -73,7 +73,11 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest
             for (_, outcome) in outcomes.iter_mut().flatten() {
                 if let Ok(a) = outcome {
                     if a.log.durable_offset() < a.info.log_end_offset {
-                        *outcome = Err((ResponseError::RequestTimedOut, "not durable within timeout_ms".into()));
+                        *outcome = Err(if a.log.is_offline() {
+                            (ResponseError::KafkaStorageError, "fsync failed: partition offline".into())
+                        } else {
+                            (ResponseError::RequestTimedOut, "not durable within timeout_ms".into())
+                        });
                     }
                 }
             }
