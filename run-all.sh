@@ -118,14 +118,22 @@ trap 'log "interrupted"; exit 130' INT TERM
 log "run $RUN_ID: test=$TEST broker=$BROKER acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
 
 # -- build and install ---------------------------------------------------------
+bash scripts/install-system-deps.sh --run >&2 || log "some system packages could not be installed; continuing (Prometheus is optional)"
+# k6 (a Go build on first use) and the Python packages install while cargo
+# builds: on a fresh machine that saves minutes of the first run.
+scripts/install-k6.sh > "$WORK/k6-path" 2> "$WORK/install-k6.log" &
+K6_INSTALL_PID=$!
+{ bash scripts/install-python-deps.sh && if [[ "$REPORT" == 1 ]]; then bash scripts/install-report-deps.sh; fi; } \
+  > "$WORK/install-python.log" 2>&1 &
+PY_INSTALL_PID=$!
 if [[ "$BUILD" == 1 ]]; then
   log "building release binaries"
   cargo build --release -p chronik-server -p chronik-ingestor -p chronik-consumer >&2
 fi
-bash scripts/install-system-deps.sh --run >&2 || log "some system packages could not be installed; continuing (Prometheus is optional)"
-bash scripts/install-python-deps.sh >&2
-[[ "$REPORT" == 1 ]] && bash scripts/install-report-deps.sh >&2
-K6_BIN=$(scripts/install-k6.sh)
+wait "$PY_INSTALL_PID" || { cat "$WORK/install-python.log" >&2; die "installing the Python packages failed"; }
+wait "$K6_INSTALL_PID" || { cat "$WORK/install-k6.log" >&2; die "installing k6 failed"; }
+K6_BIN=$(cat "$WORK/k6-path")
+[[ -x "$K6_BIN" ]] || die "k6 not found after install (see $WORK/install-k6.log)"
 export K6_BIN
 
 # -- broker ----------------------------------------------------------------------
