@@ -52,7 +52,21 @@ impl Client {
     }
 
     pub fn create_topic(&mut self, name: &str) -> Result<()> {
+        self.create_topic_with(name, &[])
+    }
+
+    /// Creates a 1-partition topic with Kafka-named config overrides.
+    pub fn create_topic_with(&mut self, name: &str, configs: &[(&str, &str)]) -> Result<()> {
+        let configs = configs
+            .iter()
+            .map(|(k, v)| {
+                create_topics_request::CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string((*k).into()))
+                    .with_value(Some(StrBytes::from_string((*v).into())))
+            })
+            .collect();
         let topic = create_topics_request::CreatableTopic::default()
+            .with_configs(configs)
             .with_name(TopicName(StrBytes::from_string(name.into())))
             .with_num_partitions(1)
             .with_replication_factor(1);
@@ -70,6 +84,40 @@ impl Client {
     /// Produces one batch of `count` records (Produce v9); returns (error code, base offset).
     pub fn produce(&mut self, topic: &str, pid: i64, epoch: i16, base_sequence: i32, count: i32) -> Result<(i16, i64)> {
         self.produce_at(topic, pid, epoch, base_sequence, count, 9)
+    }
+
+    /// Produces one uncompressed batch holding `values` (Produce v9, acks=all,
+    /// not idempotent); returns (error code, base offset).
+    pub fn produce_values(&mut self, topic: &str, values: &[Bytes]) -> Result<(i16, i64)> {
+        let records: Vec<Record> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                sequence: -1,
+                timestamp: 1_700_000_000_000,
+                key: None,
+                value: Some(v.clone()),
+                headers: IndexMap::new(),
+            })
+            .collect();
+        let mut batch = BytesMut::new();
+        RecordBatchEncoder::encode(&mut batch, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })?;
+        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(30_000).with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze()))]),
+        ]);
+        let response = self.send(&request, 9)?;
+        let p = &response.responses[0].partition_responses[0];
+        Ok((p.error_code, p.base_offset))
     }
 
     /// The topic id Metadata reports for `topic`.
