@@ -22,6 +22,7 @@
 #     --batch-size N     messages per POST (default 100)   --message-size B (default 256)
 #     --wal-profile P    chronik WAL profile (default medium)
 #     --results DIR      results root (default results/)   --run-id ID
+#     --keep             keep the broker's data and scratch files (.run/<run-id>/)
 #     --no-build         use the existing release binaries
 #     --no-report        skip rendering the report
 #
@@ -53,6 +54,7 @@ PRODUCE_PROFILE="${PRODUCE_PROFILE:-balanced}"
 RESULTS_ROOT="${RESULTS_ROOT:-$REPO_ROOT/results}"
 RUN_ID="${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-$TEST}"
 BUILD="${BUILD:-1}"
+KEEP="${KEEP:-0}"
 REPORT="${REPORT:-1}"
 DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-120}"
 
@@ -74,6 +76,7 @@ while (($#)); do
     --wal-profile) WAL_PROFILE=$2; shift 2 ;;
     --results) RESULTS_ROOT=$2; shift 2 ;;
     --run-id) RUN_ID=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
     --no-build) BUILD=0; shift ;;
     --no-report) REPORT=0; shift ;;
     -h|--help) usage 0 ;;
@@ -110,6 +113,8 @@ cleanup() {
     pid_forget "${spec#*=}" 2>/dev/null || true
   done
   [[ -n "${KAFKA_PID:-}" ]] && { ANCHOR_RUN_DIR="$WORK/kafka" "$REPO_ROOT/.tools/kafka-anchor/stop.sh" > /dev/null 2>&1 || true; }
+  # Broker data is scratch (GBs on long runs); the results stay in $OUT.
+  if [[ "$KEEP" == 1 ]]; then log "kept scratch data in $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
 }
 trap cleanup EXIT

@@ -65,6 +65,9 @@ ROWS="$OUT/rows.tsv"
 : > "$ROWS"
 CLK_TCK="$(getconf CLK_TCK)"
 STARTED_PIDS=()
+# Broker data (GBs per run) lives in scratch space and is removed afterwards;
+# only logs and figures stay in $OUT.
+CHRONIK_DATA="$(mktemp -d "${TMPDIR:-/tmp}/chronik-compare.XXXXXX")"
 
 cleanup() {
   local p
@@ -76,6 +79,7 @@ cleanup() {
     for _ in $(seq 1 300); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$p" 2>/dev/null && kill -KILL "$p" 2>/dev/null || true
   done
+  rm -rf "$CHRONIK_DATA" "${ANCHOR_RUN_DIR:-/nonexistent}/single/data"
 }
 trap cleanup EXIT
 
@@ -173,8 +177,8 @@ for broker in $BROKERS; do
   case $broker in
     chronik)
       log "starting chronik-server (release, --wal-profile medium)"
-      rm -rf "$OUT/chronik-data"
-      "$SERVER_BIN" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --data-dir "$OUT/chronik-data" \
+      rm -rf "${CHRONIK_DATA:?}"/*
+      "$SERVER_BIN" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --data-dir "$CHRONIK_DATA" \
         --wal-profile medium > "$OUT/chronik.stdout" 2> "$OUT/chronik.stderr" &
       cpid=$!; STARTED_PIDS+=("$cpid")
       addr=""
@@ -187,6 +191,7 @@ for broker in $BROKERS; do
       [[ -n "$addr" ]] || die "chronik-server did not print LISTENING"
       drive chronik "$addr" "$cpid"
       stop_pid "$cpid"
+      rm -rf "${CHRONIK_DATA:?}"/*
       ;;
     kafka)
       port=$(free_port); cport=$(free_port)
