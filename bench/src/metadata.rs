@@ -18,7 +18,7 @@ use rdkafka::consumer::Consumer;
 use crate::client::{BenchConsumer, QuietEofContext};
 use crate::metrics::{IntervalRecorder, ReportMsg, Timeline};
 use crate::produce::ProducerOutcome;
-use crate::schedule::Schedule;
+use crate::schedule::{pace, Pace, Schedule};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -66,17 +66,9 @@ fn run_task(spec: RequesterSpec, ready: Sender<Result<(), String>>, go: Receiver
         if spec.stop.load(Ordering::Relaxed) || spec.quota.is_some_and(|q| seq >= q) {
             break;
         }
-        let intended = match &spec.schedule {
-            Some(s) => {
-                let t = s.intended_ns(spec.index, seq);
-                let now = clock.now_ns();
-                if t > now {
-                    std::thread::sleep(Duration::from_nanos((t - now).min(10_000_000)));
-                    continue;
-                }
-                Some(t)
-            }
-            None => None,
+        let intended = match pace(spec.schedule.as_ref(), spec.index, seq, &clock) {
+            Pace::Send(intended) => intended,
+            Pace::Waited => continue,
         };
         let sent = clock.now_ns();
         let result = client.fetch_metadata(Some(&spec.topic), REQUEST_TIMEOUT);

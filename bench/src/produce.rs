@@ -38,7 +38,7 @@ use rdkafka::ClientContext;
 use crate::config::Injections;
 use crate::metrics::{IntervalRecorder, ReportMsg, Timeline};
 use crate::payload::{Keys, Payloads};
-use crate::schedule::Schedule;
+use crate::schedule::{pace, Pace, Schedule};
 use crate::verify::ProducerLedger;
 
 /// Marks the delivery opaque of an injected duplicate (not a measured message).
@@ -413,18 +413,9 @@ fn send_loop(
         if spec.stop.load(Ordering::Relaxed) || spec.quota.is_some_and(|q| seq >= q) {
             break;
         }
-        let intended_ns = match &spec.schedule {
-            Some(s) => {
-                let t = s.intended_ns(spec.task, seq);
-                let now = clock.now_ns();
-                if t > now {
-                    // Sleep in slices so a stop is noticed within 10 ms.
-                    std::thread::sleep(Duration::from_nanos((t - now).min(10_000_000)));
-                    continue;
-                }
-                Some(t)
-            }
-            None => None,
+        let intended_ns = match pace(spec.schedule.as_ref(), spec.task, seq, &clock) {
+            Pace::Send(intended) => intended,
+            Pace::Waited => continue,
         };
         if inj.skip_sequence == Some(seq) {
             seq += 1;

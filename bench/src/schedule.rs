@@ -93,6 +93,32 @@ impl Schedule {
     }
 }
 
+/// What a sending loop does next under an optional open-loop schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// Send now; the message's intended send time (ns after t0) when open loop.
+    Send(Option<u64>),
+    /// Too early: the caller slept (at most 10 ms) and should look again.
+    Waited,
+}
+
+/// Decides whether message `seq` of `task` is due. Sleeps in slices of at
+/// most 10 ms, so a stop is noticed quickly; the caller re-checks its stop
+/// flag on `Pace::Waited`. Closed loop (no schedule) always sends.
+pub fn pace(schedule: Option<&Schedule>, task: u32, seq: u64, clock: &RunClock) -> Pace {
+    let Some(schedule) = schedule else {
+        return Pace::Send(None);
+    };
+    let intended = schedule.intended_ns(task, seq);
+    let now = clock.now_ns();
+    if intended > now {
+        std::thread::sleep(Duration::from_nanos((intended - now).min(10_000_000)));
+        Pace::Waited
+    } else {
+        Pace::Send(Some(intended))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
