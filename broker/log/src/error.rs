@@ -21,6 +21,14 @@ pub enum Error {
     },
     #[error("topic {0} already exists")]
     TopicAlreadyExists(String),
+    /// `create_topic_with_id` was given an id that is all zeros or already
+    /// belongs to another topic.
+    #[error("invalid topic id {topic_id} for topic {name}: {reason}")]
+    InvalidTopicId {
+        name: String,
+        topic_id: String,
+        reason: String,
+    },
     #[error("unknown topic {0}")]
     UnknownTopic(String),
     #[error("invalid topic name {name:?}: {reason}")]
@@ -64,6 +72,11 @@ pub enum Error {
         epoch: i16,
         current_epoch: i16,
     },
+    /// `append_replicated` was given batches that do not continue the log
+    /// exactly: the first must start at the log end offset and each later
+    /// one right after its predecessor (nothing was written).
+    #[error("replicated batches must continue the log: expected a batch at offset {expected}, got one at {got}")]
+    NonContiguousAppend { expected: i64, got: i64 },
     #[error("corrupt log data in {path} at byte {position}: {reason}")]
     Corrupt {
         path: PathBuf,

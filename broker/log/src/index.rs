@@ -45,6 +45,19 @@ impl OffsetIndex {
         grows
     }
 
+    /// The indexed batch start positions, in file order.
+    pub(crate) fn positions(&self) -> impl DoubleEndedIterator<Item = u64> + '_ {
+        self.entries.iter().map(|e| u64::from(e.position))
+    }
+
+    /// Drops the entries of batches starting at or after byte `position`.
+    pub(crate) fn truncate_from_position(&mut self, position: u64) {
+        let keep = self
+            .entries
+            .partition_point(|e| u64::from(e.position) < position);
+        self.entries.truncate(keep);
+    }
+
     /// The entry with the largest relative offset <= `relative_offset`.
     pub(crate) fn lookup(&self, relative_offset: u32) -> Option<OffsetEntry> {
         let after = self
@@ -127,6 +140,14 @@ impl TimeIndex {
             self.entries.push(entry);
         }
         grows
+    }
+
+    /// Drops the entries pointing at relative offsets >= `relative_offset`.
+    pub(crate) fn truncate_from_offset(&mut self, relative_offset: u64) {
+        let keep = self
+            .entries
+            .partition_point(|e| u64::from(e.relative_offset) < relative_offset);
+        self.entries.truncate(keep);
     }
 
     /// The entry with the largest timestamp <= `timestamp`.
@@ -249,6 +270,27 @@ mod tests {
             OffsetIndex::decode(&[0u8; 16], 7, 6000).is_err(),
             "zero-filled tail"
         );
+    }
+
+    #[test]
+    fn truncation_keeps_the_entries_before_the_cut() {
+        let mut index = offsets(&[(0, 0), (10, 4100), (25, 8300)]);
+        index.truncate_from_position(8300);
+        assert_eq!(index.last().map(|e| e.position), Some(4100));
+        index.truncate_from_position(0);
+        assert_eq!(index.len(), 0);
+
+        let mut times = TimeIndex::default();
+        for (timestamp, relative_offset) in [(100, 1), (200, 5), (300, 9)] {
+            assert!(times.push(TimeEntry {
+                timestamp,
+                relative_offset
+            }));
+        }
+        times.truncate_from_offset(9);
+        assert_eq!(times.last().map(|e| e.timestamp), Some(200));
+        times.truncate_from_offset(1);
+        assert_eq!(times.last(), None);
     }
 
     #[test]

@@ -16,15 +16,19 @@
 //! Layout of the crate:
 //! - `manager`      — `LogManager`: open/recover, create/delete topics, threads, shutdown.
 //! - `topic`        — `TopicLog` and Kafka's topic-name rules.
-//! - `partition`    — `PartitionLog`: segment list, append, read, roll, offsets
-//!   (with `partition/sync`: flusher hand-over, `partition/retention`).
+//! - `partition`    — `PartitionLog`: segment list, append (also of batches a
+//!   leader replicated), read, roll, offsets (with `partition/sync`: flusher
+//!   hand-over, `partition/retention`, `partition/truncate`: a follower
+//!   cutting its log back).
 //! - `segment`      — `LogSegment`: one `.log` file and its indexes.
 //! - `index`        — offset and time index entries, lookups, encoding (pure).
 //! - `read`         — header walks and whole-batch reads for Fetch/ListOffsets.
 //! - `scan`         — CRC-checked segment scans for recovery.
 //! - `recovery`     — what to trust at open and how to repair a crashed tail.
-//! - `producer_state` — idempotent-producer sequence/epoch checks (pure).
-//! - `producer_recovery` — producer state rebuilt at open, snapshot at shutdown.
+//! - `producer_state` — idempotent-producer sequence/epoch checks, and their
+//!   rewind after a truncation (pure).
+//! - `producer_recovery` — producer state rebuilt at open and after a
+//!   truncation, snapshot at shutdown.
 //! - `flusher`      — `FlushPolicy`, the dirty queue and the group-commit thread.
 //! - `retention`    — retention decisions and the `log-retention` thread.
 //! - `registry`     — live topics by name and id; checkpoint writes.
@@ -39,6 +43,9 @@
 //! the page cache; `PartitionLog::durable_offset` says how far they are on
 //! disk. Under `FlushPolicy::GroupCommit` the `log-flusher` thread advances
 //! it after fdatasync; under `FlushPolicy::Never` it equals the log end.
+//! `PartitionLog::truncate_to` (replication) is the one operation that moves
+//! the log end, and with it the durable offset, backwards; it returns once
+//! the cut is on disk.
 
 mod checkpoint;
 mod config;

@@ -1,9 +1,9 @@
 //! The log manager: every topic's logs in one data directory.
 //!
 //! Owns: opening the data directory (loading and recovering every topic),
-//! creating and deleting topics on disk, the background threads
-//! (`log-flusher`, `log-retention`), and clean shutdown (final flush,
-//! checkpoint, clean-shutdown marker). Must not: do per-append work or hold
+//! creating (with a random or a given topic id) and deleting topics on
+//! disk, the background threads (`log-flusher`, `log-retention`), and clean
+//! shutdown (final flush, checkpoint, clean-shutdown marker). Must not: do per-append work or hold
 //! the admin lock while serving appends and reads.
 //!
 //! Thread-safety: `LogManager` is `Send + Sync` and meant to live behind an
@@ -112,11 +112,12 @@ impl LogManager {
             clean_shutdown = false;
             RecoveryPoints::new()
         });
+        let registry = Arc::new(Registry::new(data_dir.clone()));
         let ctx = PartitionContext {
             flush: Arc::new(FlushQueue::new(config.flush_policy)),
             counters: Arc::new(Counters::default()),
+            registry: Arc::downgrade(&registry),
         };
-        let registry = Arc::new(Registry::new(data_dir.clone()));
         let metas = topic_meta::read_all(&data_dir)?;
         clean_data_dir(&data_dir, &metas)?;
         for meta in metas {
@@ -205,8 +206,9 @@ impl LogManager {
         self.registry.all()
     }
 
-    /// Creates a topic with `partitions` empty partitions. The meta file is
-    /// written last, so a crash midway leaves no half-created topic.
+    /// Creates a topic with `partitions` empty partitions and a new random
+    /// topic id. The meta file is written last, so a crash midway leaves no
+    /// half-created topic.
     pub fn create_topic(
         &self,
         name: &str,
@@ -214,6 +216,39 @@ impl LogManager {
         overrides: BTreeMap<String, String>,
     ) -> Result<Arc<TopicLog>> {
         let _admin = self.admin();
+        let topic_id = loop {
+            let id = *uuid::Uuid::new_v4().as_bytes();
+            if id != [0; 16] && self.registry.get_by_id(id).is_none() {
+                break id;
+            }
+        };
+        self.create_locked(name, partitions, overrides, topic_id)
+    }
+
+    /// Like `create_topic`, with the topic id given (in a cluster every node
+    /// uses the controller's). Idempotent: if the topic exists with this id
+    /// it is returned as it is (its partition count and config win over the
+    /// arguments); with another id it is `TopicAlreadyExists`. An all-zero
+    /// id, or one another topic has, is `InvalidTopicId`.
+    pub fn create_topic_with_id(
+        &self,
+        name: &str,
+        partitions: u32,
+        overrides: BTreeMap<String, String>,
+        topic_id: [u8; 16],
+    ) -> Result<Arc<TopicLog>> {
+        let _admin = self.admin();
+        self.create_locked(name, partitions, overrides, topic_id)
+    }
+
+    /// `create_topic_with_id` under the admin lock.
+    fn create_locked(
+        &self,
+        name: &str,
+        partitions: u32,
+        overrides: BTreeMap<String, String>,
+        topic_id: [u8; 16],
+    ) -> Result<Arc<TopicLog>> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(Error::ShuttingDown);
         }
@@ -222,8 +257,22 @@ impl LogManager {
             return Err(Error::InvalidPartitions(i64::from(partitions)));
         }
         let config = self.default_log_config.with_overrides(&overrides)?;
-        if self.registry.get(name).is_some() {
+        if let Some(existing) = self.registry.get(name) {
+            if existing.topic_id == topic_id {
+                return Ok(existing);
+            }
             return Err(Error::TopicAlreadyExists(name.to_string()));
+        }
+        let invalid_id = |reason: String| Error::InvalidTopicId {
+            name: name.to_string(),
+            topic_id: uuid::Uuid::from_bytes(topic_id).to_string(),
+            reason,
+        };
+        if topic_id == [0; 16] {
+            return Err(invalid_id("the all-zero id is reserved".into()));
+        }
+        if let Some(other) = self.registry.get_by_id(topic_id) {
+            return Err(invalid_id(format!("topic {} has it", other.name)));
         }
         let mut logs = Vec::with_capacity(partitions as usize);
         for p in 0..partitions {
@@ -252,7 +301,7 @@ impl LogManager {
         }
         let meta = TopicMeta {
             name: name.to_string(),
-            topic_id: *uuid::Uuid::new_v4().as_bytes(),
+            topic_id,
             partitions,
             overrides,
         };

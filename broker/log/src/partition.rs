@@ -2,19 +2,26 @@
 //!
 //! Owns: the segment list (oldest first, the last one active), offset
 //! assignment together with the idempotent-producer checks (the producer
-//! state is consulted and updated under the same lock), rolling, reads by
-//! offset and timestamp, the log start / end / durable offsets and the
-//! bookkeeping the flusher and retention act on.
-//! Must not: fsync (the flusher does, outside the lock), hold its lock
-//! during reads of segment data, or parse records inside batches.
-//! Submodules: `sync` (hand-over to the flusher, closing) and `retention`
-//! (applying retention to this partition).
+//! state is consulted and updated under the same lock), appends of batches
+//! a leader replicated, rolling, reads by offset and timestamp, the log
+//! start / end / durable offsets and the bookkeeping the flusher and
+//! retention act on.
+//! Must not: fsync on the append path (the flusher does, outside the lock),
+//! hold its lock during reads of segment data (truncation, rare, is the
+//! exception), or parse records inside batches.
+//! Submodules: `sync` (hand-over to the flusher, closing), `retention`
+//! (applying retention to this partition) and `truncate` (a follower
+//! cutting its log back).
 //!
 //! Thread-safety: `PartitionLog` is `Send + Sync`. One mutex guards the
-//! segment list and the producer state; appends, rolls and retention take
-//! it and are serialised.
+//! segment list and the producer state; appends, rolls, truncations and
+//! retention take it and are serialised.
 //! Reads take it only to snapshot file handles and positions. The offsets
-//! are mirrored in atomics for lock-free queries.
+//! are mirrored in atomics for lock-free queries. A second mutex, `files`,
+//! orders segment file deletions that run outside the state lock
+//! (retention's) before truncations that create or delete segment files;
+//! it is only ever taken while holding, or right after dropping, the state
+//! lock (order: state, then files).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -31,11 +38,13 @@ use crate::producer_recovery::load_producer_state;
 use crate::producer_state::{AppendCheck, ProducerBatch, ProducerStateManager};
 use crate::read::{self, SegmentSlice};
 use crate::recovery::{recover_partition, RecoveryHint};
+use crate::registry::Registry;
 use crate::segment::{wall_clock_ms, LogSegment};
 use crate::stats::Counters;
 
 mod retention;
 mod sync;
+mod truncate;
 
 use sync::SealedSegment;
 pub(crate) use sync::SyncWork;
@@ -61,6 +70,8 @@ pub struct AppendInfo {
 pub(crate) struct PartitionContext {
     pub flush: Arc<FlushQueue>,
     pub counters: Arc<Counters>,
+    /// For the recovery-point checkpoint a truncation rewrites first.
+    pub registry: Weak<Registry>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,10 +89,15 @@ enum Closed {
 /// segment's `next_offset` is the next one's base offset.
 struct State {
     segments: Vec<LogSegment>,
+    /// Sealed segments not fsynced yet, oldest first; mirrored by
+    /// `PartitionLog::unsynced_floor`.
     unsynced: Vec<SealedSegment>,
     dir_unsynced: bool,
     closed: Option<Closed>,
     producers: ProducerStateManager,
+    /// Counts truncations, so flush work taken before one does not advance
+    /// the offsets after it.
+    truncations: u64,
 }
 
 impl State {
@@ -113,11 +129,16 @@ pub struct PartitionLog {
     log_end_offset: AtomicI64,
     durable_offset: AtomicI64,
     recovery_point: AtomicI64,
+    /// Base offset of the oldest sealed segment not fsynced yet (i64::MAX
+    /// when none): with `recovery_point`, makes `recovery_point()` lock-free.
+    unsynced_floor: AtomicI64,
     size_bytes: AtomicU64,
     /// Set while the partition sits in the flush queue (owned by FlushQueue).
     pub(crate) queued: AtomicBool,
     /// Mirrors `Closed::Offline` for lock-free checks.
     offline: AtomicBool,
+    /// Orders segment file deletions and creations (see the module docs).
+    files: Mutex<()>,
     ctx: PartitionContext,
     me: Weak<PartitionLog>,
 }
@@ -157,15 +178,18 @@ impl PartitionLog {
                 dir_unsynced: false,
                 closed: None,
                 producers,
+                truncations: 0,
             }),
             log_start_offset: AtomicI64::new(start),
             log_end_offset: AtomicI64::new(end),
             // Recovery fsynced everything that survived.
             durable_offset: AtomicI64::new(end),
             recovery_point: AtomicI64::new(end),
+            unsynced_floor: AtomicI64::new(i64::MAX),
             size_bytes: AtomicU64::new(size),
             queued: AtomicBool::new(false),
             offline: AtomicBool::new(false),
+            files: Mutex::new(()),
             ctx,
             me: me.clone(),
         }))
@@ -190,7 +214,8 @@ impl PartitionLog {
         self.log_end_offset.load(Ordering::Acquire)
     }
     /// Highest offset + 1 known to be fsynced; equals `log_end_offset` under
-    /// `FlushPolicy::Never`. Never decreases.
+    /// `FlushPolicy::Never`. Decreases only when a truncation cuts the log
+    /// below it.
     pub fn durable_offset(&self) -> i64 {
         self.durable_offset.load(Ordering::Acquire)
     }
@@ -208,6 +233,23 @@ impl PartitionLog {
     /// produce and fetch would not help.
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// See `files`: held while deleting or creating segment files.
+    fn files(&self) -> MutexGuard<'_, ()> {
+        self.files.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Mirrors the oldest unsynced sealed segment in `unsynced_floor`; call
+    /// after every change to `state.unsynced`.
+    fn publish_unsynced(&self, state: &State) {
+        let floor = state
+            .unsynced
+            .iter()
+            .map(|s| s.base_offset)
+            .min()
+            .unwrap_or(i64::MAX);
+        self.unsynced_floor.store(floor, Ordering::Release);
     }
 
     fn mark_dirty(&self, bytes: u64, batches: u64) {
@@ -258,7 +300,6 @@ impl PartitionLog {
     /// batches is out of order).
     pub fn append(&self, records: &mut [u8], batches: &[BatchHeader]) -> Result<AppendInfo> {
         let offsets = validate_batches(records, batches, self.config.max_message_bytes)?;
-        let bytes = records.len() as u64;
         let mut state = self.lock();
         self.check_open(&state)?;
         // Rolling keeps the next offset, so these are the offsets the
@@ -285,43 +326,119 @@ impl PartitionLog {
                 })
             }
         };
+        let interval = self.config.index_interval_bytes;
+        let (info, rolled) =
+            self.write(&mut state, batches, offsets, records.len(), |segment| {
+                segment.append(records, batches, interval)
+            })?;
+        state.producers.commit(producer_update);
+        drop(state);
+        self.appended(rolled, records.len(), batches.len());
+        Ok(info)
+    }
+
+    /// A follower's append: batches fetched from the leader, whose offsets
+    /// (and partition leader epochs) the leader assigned, written verbatim.
+    /// The framing checks are `append`'s, except max.message.bytes (the
+    /// leader enforced it; a follower with another value must not stall
+    /// replication, as in Kafka). The first batch must start at the log end
+    /// offset and each later one right after its predecessor, else
+    /// `NonContiguousAppend` and nothing is written. Rolls, durability
+    /// bookkeeping and the return value are `append`'s (`duplicate` is
+    /// always false).
+    ///
+    /// Batches with a producer id update the producer state without being
+    /// checked (Kafka's follower path: a new epoch or sequence simply
+    /// replaces what was known), so this replica deduplicates retries
+    /// correctly once it becomes the leader. `records` is not modified.
+    pub fn append_replicated(
+        &self,
+        records: &mut [u8],
+        batches: &[BatchHeader],
+    ) -> Result<AppendInfo> {
+        let records: &[u8] = records;
+        let offsets = validate_batches(records, batches, u32::MAX)?;
+        let mut state = self.lock();
+        self.check_open(&state)?;
+        let mut expected = state.active().next_offset();
+        for h in batches {
+            if h.base_offset != expected {
+                return Err(Error::NonContiguousAppend {
+                    expected,
+                    got: h.base_offset,
+                });
+            }
+            expected = h.last_offset() + 1;
+        }
+        let interval = self.config.index_interval_bytes;
+        let (info, rolled) =
+            self.write(&mut state, batches, offsets, records.len(), |segment| {
+                segment.append_assigned(records, batches, interval)
+            })?;
+        for h in batches {
+            state
+                .producers
+                .replay(&ProducerBatch::from_header(h, h.base_offset));
+        }
+        drop(state);
+        self.appended(rolled, records.len(), batches.len());
+        Ok(info)
+    }
+
+    /// Writes `batches` (`offsets` offsets, `bytes` bytes) to the active
+    /// segment with `write`, rolling it first when due, and publishes the new
+    /// log end. Returns what to answer and whether it rolled.
+    fn write(
+        &self,
+        state: &mut State,
+        batches: &[BatchHeader],
+        offsets: i64,
+        bytes: usize,
+        write: impl FnOnce(&mut LogSegment) -> Result<()>,
+    ) -> Result<(AppendInfo, bool)> {
+        let bytes = bytes as u64;
         let now = wall_clock_ms();
         let max_timestamp = batches.iter().map(|h| h.max_timestamp).max().unwrap_or(-1);
         let rolled = state
             .active()
             .should_roll(bytes, offsets, max_timestamp, now, &self.config);
         if rolled {
-            self.roll(&mut state, now)?;
+            self.roll(state, now)?;
         }
         let base_offset = state.active().next_offset();
-        state
-            .active_mut()
-            .append(records, batches, self.config.index_interval_bytes)?;
-        state.producers.commit(producer_update);
+        write(state.active_mut())?;
         let log_end_offset = state.active().next_offset();
         self.log_end_offset.store(log_end_offset, Ordering::Release);
         self.size_bytes.fetch_add(bytes, Ordering::Relaxed);
-        let log_start_offset = state.log_start_offset();
-        let group_commit = matches!(self.ctx.flush.policy(), FlushPolicy::GroupCommit { .. });
-        if !group_commit {
+        if !self.group_commit() {
             self.durable_offset
                 .fetch_max(log_end_offset, Ordering::AcqRel);
         }
-        drop(state);
-        if group_commit {
-            self.mark_dirty(bytes, batches.len() as u64);
-        } else if rolled {
-            self.mark_dirty(0, 0);
-        }
-        self.ctx.counters.appended(bytes, batches.len() as u64);
-        Ok(AppendInfo {
+        let info = AppendInfo {
             base_offset,
             last_offset: log_end_offset - 1,
             log_end_offset,
             log_append_time_ms: -1,
-            log_start_offset,
+            log_start_offset: state.log_start_offset(),
             duplicate: false,
-        })
+        };
+        Ok((info, rolled))
+    }
+
+    /// After a write, outside the lock: hands the partition to the flusher
+    /// and counts the append.
+    fn appended(&self, rolled: bool, bytes: usize, batches: usize) {
+        let (bytes, batches) = (bytes as u64, batches as u64);
+        if self.group_commit() {
+            self.mark_dirty(bytes, batches);
+        } else if rolled {
+            self.mark_dirty(0, 0);
+        }
+        self.ctx.counters.appended(bytes, batches);
+    }
+
+    fn group_commit(&self) -> bool {
+        matches!(self.ctx.flush.policy(), FlushPolicy::GroupCommit { .. })
     }
 
     /// Seals the active segment (index files written, handed to the flusher)
@@ -338,6 +455,7 @@ impl PartitionLog {
             base_offset: sealed_base,
             files,
         });
+        self.publish_unsynced(state);
         state.dir_unsynced = true;
         self.ctx.counters.segment_rolled();
         debug!(

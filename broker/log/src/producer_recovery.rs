@@ -7,9 +7,13 @@
 //! is none: an unclean restart), then delete every snapshot, so none can
 //! outlive the log it describes. Headers are walked without CRC checks:
 //! recovery already checked everything after the recovery point and
-//! trusts what lies before it.
-//! Must not: judge sequences (the log is taken as it is), run after open,
-//! or fail open over a damaged snapshot (it falls back to a full replay).
+//! trusts what lies before it. After a truncation at run time, the state of
+//! the producers whose batches were cut off is rebuilt by reading the log
+//! back from its new end, index interval by index interval, only as far as
+//! they need (`ProducerStateManager::begin_rewind`).
+//! Must not: judge sequences (the log is taken as it is), write snapshots
+//! other than at shutdown, or fail open over a damaged snapshot (it falls
+//! back to a full replay).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -140,6 +144,56 @@ fn replay_from(
         }
     }
     Ok(true)
+}
+
+/// After `segments` were truncated: rebuilds the producers whose retained
+/// batches lay past the new log end, reading batch headers backwards from
+/// it. A corrupt header stops the reading: producers not rebuilt by then
+/// keep what newer batches gave, or are forgotten (unknown ids are not
+/// checked). An I/O error is returned after installing what was rebuilt.
+pub(crate) fn rewind_producer_state(
+    segments: &[LogSegment],
+    producers: &mut ProducerStateManager,
+    (topic, partition): (&str, i32),
+) -> Result<()> {
+    let end = segments.last().map_or(0, LogSegment::next_offset);
+    let mut rewind = producers.begin_rewind(end);
+    let mut outcome = Ok(());
+    'segments: for segment in segments.iter().rev() {
+        let mut range_end = segment.size();
+        for start in segment.walk_starts_newest_first() {
+            if rewind.is_done() {
+                break 'segments;
+            }
+            if start >= range_end {
+                continue;
+            }
+            let walked = walk_headers(&segment.slice(start, range_end), |h| {
+                rewind.observe(&stored_batch(h))
+            });
+            match walked {
+                Ok(()) => rewind.end_range(),
+                Err(e @ Error::Corrupt { .. }) => {
+                    warn!(topic, partition, error = %e, "unreadable batch header while rewinding producer state; producers not rebuilt yet keep only the newer batches found, or are forgotten");
+                    break 'segments;
+                }
+                Err(e) => {
+                    outcome = Err(e);
+                    break 'segments;
+                }
+            }
+            range_end = start;
+        }
+    }
+    rewind.finish(producers);
+    debug!(
+        topic,
+        partition,
+        producers = producers.len(),
+        log_end_offset = end,
+        "rewound producer state"
+    );
+    outcome
 }
 
 fn stored_batch(h: &Peek) -> ProducerBatch {

@@ -4,7 +4,8 @@
 //! last `BATCHES_TO_RETAIN` batches; the verdict on incoming batches (in
 //! sequence, a retried duplicate, or rejected: Kafka's `checkProducerEpoch`,
 //! `checkSequence` and `findDuplicateBatch`); replaying stored batches at
-//! open; and the snapshot encoding.
+//! open and batches a leader replicated; rewinding after a truncation
+//! (submodule `rewind`); and the snapshot encoding.
 //! Must not: do I/O or lock. The partition calls `check_append` under the
 //! lock that assigns offsets and `commit`s the update only after the bytes
 //! are written, so a failed write leaves the state untouched.
@@ -263,7 +264,9 @@ impl ProducerStateManager {
         }
     }
 
-    /// Takes a stored batch as the log has it (at open): no validation.
+    /// Takes a stored batch as the log has it (at open, or replicated from
+    /// a leader, which validated it): no validation; a new epoch or
+    /// sequence simply replaces what was known (Kafka's follower path).
     pub(crate) fn replay(&mut self, batch: &ProducerBatch) {
         if batch.producer_id < 0 {
             return;
@@ -408,6 +411,8 @@ impl Reader<'_> {
         Ok(out)
     }
 }
+
+mod rewind;
 
 #[cfg(test)]
 mod tests;

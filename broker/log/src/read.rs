@@ -2,7 +2,7 @@
 //!
 //! Owns: walking batch headers from an index-provided position to the batch
 //! holding a wanted offset or timestamp (or through a whole segment, for
-//! the producer-state rebuild at open), and cutting a read at whole-batch
+//! the producer-state rebuilds at open and after a truncation), and cutting a read at whole-batch
 //! boundaries under a byte budget and an offset upper bound. Works on file
 //! handles snapshotted under the partition lock, so it runs without it.
 //! Must not: take locks, write, or check CRCs (recovery validated what is
@@ -232,6 +232,21 @@ pub(crate) fn find_timestamp(
             }
             pos += h.size;
         }
+    }
+    Ok(None)
+}
+
+/// The first batch in the slice whose last offset is >= `offset`, as
+/// `(its position, its base offset)`; None when the slice ends first.
+pub(crate) fn locate(slice: &SegmentSlice, offset: i64) -> Result<Option<(u64, i64)>> {
+    let mut headers = HeaderReader::new(slice);
+    let mut pos = slice.start;
+    while pos < slice.end {
+        let h = headers.peek_at(pos)?;
+        if h.last_offset >= offset {
+            return Ok(Some((pos, h.base_offset)));
+        }
+        pos += h.size;
     }
     Ok(None)
 }

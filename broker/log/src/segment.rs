@@ -1,13 +1,16 @@
 //! One log segment: the `<base offset>.log` file and its two indexes.
 //!
 //! Owns: the segment's files and naming, appending whole batches verbatim
-//! (with base offsets assigned in place), maintaining the sparse offset index
-//! and the time index in memory, and writing/loading the index files.
+//! (with base offsets assigned in place, or as a leader assigned them),
+//! cutting it back to a batch boundary (truncation), maintaining the sparse
+//! offset index and the time index in memory, and writing/loading the index
+//! files.
 //! Index files are written whole when the segment is sealed (rolled) or at
 //! clean shutdown, never on the append path: the active segment's index is
 //! always rebuilt by recovery after a crash, so writing it per append would
 //! buy nothing.
-//! Must not: lock, fsync (the flusher does), or decide when to roll.
+//! Must not: lock, fsync (the flusher, and truncation, sync the
+//! `SyncTarget`s it hands out), or decide when to roll or truncate.
 //!
 //! Thread-safety: `LogSegment` is plain data owned by its partition's mutex.
 //! The `.log` file handle is shared (`Arc<File>`) so readers and the flusher
@@ -26,6 +29,7 @@ use tracing::{error, warn};
 use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::index::{OffsetEntry, OffsetIndex, TimeEntry, TimeIndex};
+use crate::read::{self, SegmentSlice};
 
 pub(crate) const LOG_EXT: &str = "log";
 pub(crate) const INDEX_EXT: &str = "index";
@@ -230,12 +234,25 @@ impl LogSegment {
         batches: &[BatchHeader],
         index_interval_bytes: u32,
     ) -> Result<()> {
-        let start = self.size;
         let mut next = self.next_offset;
         for h in batches {
             set_base_offset(records, h.position, next);
             next += h.offset_count();
         }
+        self.append_assigned(records, batches, index_interval_bytes)
+    }
+
+    /// Writes batches whose offsets already continue this segment (the
+    /// first batch's base offset is `next_offset`, each later one follows its
+    /// predecessor: the caller checked) verbatim at the end of the file and
+    /// indexes them; same error handling as `append`.
+    pub(crate) fn append_assigned(
+        &mut self,
+        records: &[u8],
+        batches: &[BatchHeader],
+        index_interval_bytes: u32,
+    ) -> Result<()> {
+        let start = self.size;
         if let Err(e) = self.log.write_all_at(records, start) {
             if let Err(t) = self.log.set_len(start) {
                 error!(path = %self.log_path.display(), error = %t, "cannot cut a failed append off the segment");
@@ -427,6 +444,113 @@ impl LogSegment {
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
     }
 
+    /// The batch holding `offset` (the first whose last offset is >= it), as
+    /// `(its position, its base offset)`; `(size, next_offset)` when the
+    /// segment ends before `offset`.
+    pub(crate) fn locate(&self, offset: i64) -> Result<(u64, i64)> {
+        let slice = self.slice(self.index_lookup(offset).0, self.size);
+        Ok(read::locate(&slice, offset)?.unwrap_or((self.size, self.next_offset)))
+    }
+
+    /// Bytes `start..end` of the `.log` file, for header walks.
+    pub(crate) fn slice(&self, start: u64, end: u64) -> SegmentSlice {
+        SegmentSlice {
+            file: Arc::clone(&self.log),
+            path: self.log_path.clone(),
+            start,
+            end,
+        }
+    }
+
+    /// Positions where a header walk may start, newest first: the indexed
+    /// batch starts, then 0.
+    pub(crate) fn walk_starts_newest_first(&self) -> impl Iterator<Item = u64> + '_ {
+        self.offset_index
+            .positions()
+            .rev()
+            .filter(|&p| p > 0)
+            .chain(std::iter::once(0))
+    }
+
+    /// Removes every batch from the one at byte `position` on; that batch's
+    /// base offset is `next_offset` (`locate` found both). The file is cut
+    /// (not fsynced) and the indexes and timestamps are trimmed to what is
+    /// left, re-reading only the headers after the last index entry kept.
+    /// If those cannot be read nothing changes; if the cut fails the file may
+    /// be cut while the segment still describes the old batches.
+    pub(crate) fn truncate_to(
+        &mut self,
+        position: u64,
+        next_offset: i64,
+        index_interval_bytes: u32,
+    ) -> Result<()> {
+        let kept = {
+            let mut index = self.offset_index.clone();
+            index.truncate_from_position(position);
+            index.last()
+        };
+        let (restart, restart_offset) = kept.map_or((0, self.base_offset), |e| {
+            (
+                u64::from(e.position),
+                self.base_offset + i64::from(e.relative_offset),
+            )
+        });
+        let mut tail = Vec::new();
+        let mut at = restart;
+        read::walk_headers(&self.slice(restart, position), |h| {
+            tail.push(BatchInfo {
+                base_offset: h.base_offset,
+                last_offset: h.last_offset,
+                max_timestamp: h.max_timestamp,
+                position: at,
+                size: h.size,
+            });
+            at += h.size;
+        })?;
+        let walked_to = tail.last().map_or(restart_offset, |b| b.last_offset + 1);
+        if walked_to != next_offset {
+            return Err(Error::Corrupt {
+                path: self.log_path.clone(),
+                position,
+                reason: format!(
+                    "the batches before byte {position} end at offset {walked_to}, not {next_offset}"
+                ),
+            });
+        }
+        let rolling_base_ms = match self.rolling_base_ms {
+            _ if position == 0 => None,
+            Some(ms) => Some(ms),
+            None if restart == 0 => None, // re-tracked below
+            None => Some(read::first_batch_max_timestamp(&self.slice(0, position))?),
+        };
+        self.truncate_file(position)?;
+        self.offset_index.truncate_from_position(position);
+        let relative_end = u64::try_from(next_offset - self.base_offset).unwrap_or(0);
+        self.time_index.truncate_from_offset(relative_end);
+        (self.max_timestamp, self.offset_of_max_timestamp) =
+            self.time_index.last().map_or((-1, self.base_offset), |e| {
+                (e.timestamp, self.base_offset + i64::from(e.relative_offset))
+            });
+        self.rolling_base_ms = rolling_base_ms;
+        self.bytes_since_last_index_entry = 0;
+        self.next_offset = restart_offset;
+        self.size = restart;
+        for info in &tail {
+            self.track_batch(info, index_interval_bytes);
+        }
+        self.size = position;
+        self.next_offset = next_offset;
+        Ok(())
+    }
+
+    /// Deletes the segment's index files (stale once it was truncated).
+    pub(crate) fn remove_index_files(&self) -> Result<()> {
+        for ext in [INDEX_EXT, TIME_INDEX_EXT] {
+            remove_if_exists(&segment_path(self.dir(), self.base_offset, ext))?;
+        }
+        Ok(())
+    }
+
     /// Cuts the file at `position` (the end of the last valid batch).
     pub(crate) fn truncate_file(&mut self, position: u64) -> Result<()> {
         self.log
@@ -489,5 +613,100 @@ mod tests {
             !loaded.load_index_files(10).expect("load"),
             "entries past the segment end"
         );
+    }
+
+    /// A segment of `timestamps.len()` 2-record batches of 161 bytes.
+    fn segment_with(dir: &Path, timestamps: &[i64]) -> LogSegment {
+        let mut segment = LogSegment::create(dir, 100, 0).expect("create");
+        for &ts in timestamps {
+            let mut b = build_test_batch(2, ts, &[0u8; 100]);
+            let headers = parse_batches(&b).expect("valid");
+            segment.append(&mut b, &headers, 300).expect("append");
+        }
+        segment
+    }
+
+    #[test]
+    fn truncation_leaves_the_segment_the_remaining_batches_would_build() {
+        let timestamps = [
+            1_000, 900, 1_500, 1_200, 1_600, 1_100, 2_000, 1_900, 1_950, 2_100,
+        ];
+        for kept in 0..=timestamps.len() {
+            let (cut_dir, want_dir) = (
+                tempfile::tempdir().expect("dir"),
+                tempfile::tempdir().expect("dir"),
+            );
+            let mut cut = segment_with(cut_dir.path(), &timestamps);
+            let next_offset = 100 + 2 * kept as i64;
+            // Any offset inside the batch finds its start.
+            let (position, base) = cut.locate(next_offset + 1).expect("locate");
+            if kept < timestamps.len() {
+                assert_eq!((position, base), (161 * kept as u64, next_offset));
+            } else {
+                assert_eq!((position, base), (cut.size(), cut.next_offset()));
+            }
+            cut.truncate_to(position, base, 300).expect("truncate");
+            let mut want = segment_with(want_dir.path(), &timestamps[..kept]);
+            let file_len = cut.log_file().metadata().expect("stat").len();
+            assert_eq!(
+                (cut.size(), file_len, cut.next_offset()),
+                (want.size(), want.size(), want.next_offset()),
+                "{kept} batches kept"
+            );
+            assert_eq!(
+                (
+                    cut.max_timestamp(),
+                    cut.offset_of_max_timestamp(),
+                    cut.rolling_base_ms
+                ),
+                (
+                    want.max_timestamp(),
+                    want.offset_of_max_timestamp(),
+                    want.rolling_base_ms
+                ),
+                "{kept} batches kept"
+            );
+            for offset in 99..125 {
+                assert_eq!(
+                    cut.index_lookup(offset),
+                    want.index_lookup(offset),
+                    "offset {offset}"
+                );
+            }
+            cut.seal();
+            want.seal();
+            assert_eq!(
+                cut.offset_index.encode(),
+                want.offset_index.encode(),
+                "{kept} batches kept"
+            );
+            assert_eq!(
+                cut.time_index.encode(),
+                want.time_index.encode(),
+                "{kept} batches kept"
+            );
+            // Appending after the cut continues the offsets.
+            let mut b = build_test_batch(3, 5_000, &[1u8; 10]);
+            let headers = parse_batches(&b).expect("valid");
+            cut.append(&mut b, &headers, 300)
+                .expect("append after the cut");
+            assert_eq!(cut.next_offset(), next_offset + 3);
+        }
+    }
+
+    #[test]
+    fn truncation_fails_cleanly_off_a_batch_boundary() {
+        let dir = tempfile::tempdir().expect("dir");
+        let mut segment = segment_with(dir.path(), &[1, 2, 3]);
+        let err = segment
+            .truncate_to(161, 104, 300)
+            .expect_err("offset does not match");
+        assert!(matches!(err, Error::Corrupt { .. }), "{err}");
+        assert!(
+            segment.truncate_to(100, 102, 300).is_err(),
+            "inside a batch"
+        );
+        assert_eq!((segment.size(), segment.next_offset()), (483, 106));
+        assert_eq!(segment.log_file().metadata().expect("stat").len(), 483);
     }
 }

@@ -3,7 +3,10 @@
 //! Owns: rolling an active segment that is due (segment.ms, or wholly past
 //! retention.ms) and removing the segments `retention::segments_to_delete`
 //! picks, moving the log start offset. Must not: delete files while holding
-//! the partition lock, or ever remove the active segment.
+//! the partition lock (it holds the `files` lock instead, taken before the
+//! partition lock is released, so a truncation cannot create a segment file
+//! that a pending deletion would then remove), or ever remove the active
+//! segment.
 
 use std::sync::atomic::Ordering;
 
@@ -20,7 +23,7 @@ impl PartitionLog {
     /// retention.bytes or retention.ms. Returns how many were deleted.
     pub(crate) fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
         let config = &self.config;
-        let (removed, rolled) = {
+        let (removed, rolled, _files) = {
             let mut state = self.lock();
             if state.closed.is_some() {
                 return Ok(0);
@@ -57,7 +60,7 @@ impl PartitionLog {
                 removed.iter().map(LogSegment::size).sum(),
                 Ordering::Relaxed,
             );
-            (removed, rolled)
+            (removed, rolled, self.files())
         };
         if rolled {
             self.mark_dirty(0, 0);

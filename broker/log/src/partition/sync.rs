@@ -3,8 +3,9 @@
 //! Owns: the hand-over of files written since the last flush to the
 //! flusher (taken under the partition lock, synced outside it), giving them
 //! back when an fsync fails, advancing the recovery point and durable
-//! offset afterwards, closing the partition for shutdown or deletion, and
-//! the producer snapshot written after the final flush of a shutdown.
+//! offset afterwards (unless a truncation happened since the work was
+//! taken), closing the partition for shutdown or deletion, and the producer
+//! snapshot written after the final flush of a shutdown.
 //! Must not: fsync while holding the partition lock.
 
 use std::path::PathBuf;
@@ -32,6 +33,8 @@ pub(crate) struct SyncWork {
     sealed: Vec<SealedSegment>,
     /// The partition directory, when segment files were created in it.
     pub dir: Option<PathBuf>,
+    /// `State::truncations` when taken.
+    truncations: u64,
 }
 
 impl SyncWork {
@@ -50,12 +53,14 @@ impl PartitionLog {
         let mut state = self.lock();
         if state.closed == Some(Closed::Deleted) {
             state.unsynced.clear();
+            self.publish_unsynced(&state);
             let nothing = SyncWork {
                 target_offset: i64::MIN,
                 advance_durable: false,
                 active: None,
                 sealed: Vec::new(),
                 dir: None,
+                truncations: state.truncations,
             };
             return nothing;
         }
@@ -64,25 +69,46 @@ impl PartitionLog {
         } else {
             state.active().base_offset()
         };
-        SyncWork {
+        let work = SyncWork {
             target_offset,
             advance_durable: include_active,
             active: include_active.then(|| state.active().log_sync_target()),
             sealed: std::mem::take(&mut state.unsynced),
             dir: std::mem::take(&mut state.dir_unsynced).then(|| self.dir.clone()),
-        }
+            truncations: state.truncations,
+        };
+        // Until `complete_sync`, `recovery_point` (at most the oldest taken
+        // segment's base) keeps the checkpoint below them.
+        self.publish_unsynced(&state);
+        work
     }
 
     /// A failed flush's work goes back, ahead of anything rolled since.
+    /// After a truncation only the segments still sealed in the log go back.
     pub(crate) fn return_sync_work(&self, work: SyncWork) {
         let mut state = self.lock();
-        let newer = std::mem::replace(&mut state.unsynced, work.sealed);
+        let mut sealed = work.sealed;
+        if work.truncations != state.truncations {
+            let live = &state.segments[..state.segments.len() - 1];
+            sealed.retain(|s| {
+                live.binary_search_by_key(&s.base_offset, |l| l.base_offset())
+                    .is_ok()
+            });
+        }
+        let newer = std::mem::replace(&mut state.unsynced, sealed);
         state.unsynced.extend(newer);
         state.dir_unsynced |= work.dir.is_some();
+        self.publish_unsynced(&state);
     }
 
     /// Records a successful flush; returns whether the durable offset moved.
+    /// Work taken before a truncation proves nothing about the log after it
+    /// (the truncation asked for another round).
     pub(crate) fn complete_sync(&self, work: &SyncWork) -> bool {
+        let state = self.lock();
+        if state.truncations != work.truncations {
+            return false;
+        }
         self.recovery_point
             .fetch_max(work.target_offset, Ordering::AcqRel);
         work.advance_durable
@@ -93,13 +119,10 @@ impl PartitionLog {
     }
 
     /// Offset below which everything is on disk, for the checkpoint file.
+    /// Lock-free, so a truncation can rewrite the checkpoint under its lock.
     pub(crate) fn recovery_point(&self) -> i64 {
-        let state = self.lock();
-        let synced = self.recovery_point.load(Ordering::Acquire);
-        state
-            .unsynced
-            .first()
-            .map_or(synced, |s| synced.min(s.base_offset))
+        let floor = self.unsynced_floor.load(Ordering::Acquire);
+        self.recovery_point.load(Ordering::Acquire).min(floor)
     }
 
     /// Stops appends for shutdown, seals the active segment and writes its
