@@ -1,0 +1,401 @@
+//! `Cluster`: one node of the metadata quorum — the public face of the
+//! crate. Starts raft and the node's tasks, serves the image, and routes
+//! metadata changes to the controller.
+//!
+//! Owns: startup (store, listener, raft, bootstrap), the node's tasks and
+//! their shutdown, and request routing: a change is handled locally when
+//! this node is the controller, otherwise forwarded over the raft RPC
+//! transport, retried while no controller is reachable (bounded by
+//! `COMMAND_TIMEOUT`), and answered once applied locally. Must not: apply
+//! commands itself (the state machine does) or decide liveness (the
+//! controller does).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use openraft::error::{InitializeError, RaftError};
+use openraft::{BasicNode, Config, SnapshotPolicy};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::command::CommandResult;
+use crate::config::ClusterConfig;
+use crate::controller::Controller;
+use crate::error::ClusterError;
+use crate::image::{MetadataImage, PartitionImage, TopicImage};
+use crate::monitor::LeaderMonitor;
+use crate::network::{call_once, CallError, NetworkFactory};
+use crate::raft_types::{raft_id, Raft};
+use crate::request::{AlterPartition, ControllerReply, ControllerRequest, CreateTopic};
+use crate::rpc::{RpcRequest, RpcResponse};
+use crate::rpc_server::{self, RpcHandler};
+use crate::store_log::LogStore;
+use crate::store_sm::StateMachineStore;
+use crate::{heartbeat, ControllerStatus};
+
+/// How long a metadata change may take end to end, including waiting for
+/// a controller to be elected.
+pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause between attempts while no controller is reachable.
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+/// Raft timings (ms): wide election timeouts, see `monitor` for why.
+const RAFT_HEARTBEAT_MS: u64 = 200;
+const RAFT_ELECTION_MIN_MS: u64 = 1000;
+const RAFT_ELECTION_MAX_MS: u64 = 2000;
+
+pub struct Cluster {
+    config: ClusterConfig,
+    raft: Raft,
+    controller: Arc<Controller>,
+    monitor: Arc<LeaderMonitor>,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    /// The controller's applied index at this broker's last accepted heartbeat.
+    heartbeat_accepted: watch::Receiver<Option<u64>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    stopped: AtomicBool,
+}
+
+fn raft_config() -> anyhow::Result<Config> {
+    let config = Config {
+        cluster_name: "chronik-metadata".to_string(),
+        heartbeat_interval: RAFT_HEARTBEAT_MS,
+        election_timeout_min: RAFT_ELECTION_MIN_MS,
+        election_timeout_max: RAFT_ELECTION_MAX_MS,
+        install_snapshot_timeout: 2000,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(1000),
+        max_in_snapshot_log_to_keep: 100,
+        snapshot_max_chunk_size: 1 << 20,
+        ..Default::default()
+    };
+    config.validate().context("raft config")
+}
+
+impl Cluster {
+    /// Binds `raft_listen`, opens (or creates) the raft store, starts raft
+    /// with every peer as a voter (the lowest node id bootstraps an empty
+    /// cluster), the heartbeat loop and the controller. Returns once
+    /// listening; `wait_ready` waits for this broker's registration.
+    pub async fn start(config: ClusterConfig) -> anyhow::Result<Arc<Cluster>> {
+        config.validate().map_err(anyhow::Error::msg)?;
+        let dir = config.metadata_dir();
+        let (image_tx, images) = watch::channel(Arc::new(MetadataImage::default()));
+        let opened = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || {
+                let log_store = LogStore::open(&dir).context("opening the raft log")?;
+                let state_machine =
+                    StateMachineStore::open(&dir, image_tx).context("opening the raft snapshot")?;
+                anyhow::Ok((log_store, state_machine))
+            })
+        };
+        let (log_store, state_machine) = opened
+            .await?
+            .with_context(|| format!("metadata quorum store in {}", dir.display()))?;
+        let listener = TcpListener::bind(config.raft_listen)
+            .await
+            .with_context(|| format!("binding raft listener {}", config.raft_listen))?;
+
+        let own_id = raft_id(config.node_id);
+        let peers: BTreeMap<u64, String> = config
+            .peers
+            .iter()
+            .filter_map(|p| Some((raft_id(p.node_id), config.raft_addr(p.node_id)?)))
+            .collect();
+        let network = NetworkFactory {
+            own_id,
+            peers: peers.clone(),
+        };
+        let raft = Raft::new(
+            own_id,
+            Arc::new(raft_config()?),
+            network,
+            log_store,
+            state_machine,
+        )
+        .await
+        .context("starting raft")?;
+
+        let monitor = Arc::new(LeaderMonitor::new(own_id));
+        let controller = Arc::new(Controller::new(
+            raft.clone(),
+            images.clone(),
+            config.broker_session_timeout,
+        ));
+        let (accepted_tx, heartbeat_accepted) = watch::channel(None);
+        let handler = Arc::new(RpcHandler {
+            raft: raft.clone(),
+            controller: controller.clone(),
+            monitor: monitor.clone(),
+        });
+        let fencer_tick = (config.heartbeat_interval / 2).min(Duration::from_millis(250));
+        let tasks = vec![
+            rpc_server::spawn(listener, handler),
+            monitor.clone().spawn(raft.clone()),
+            controller.clone().spawn_fencer(fencer_tick),
+            heartbeat::spawn(
+                config.clone(),
+                raft.clone(),
+                controller.clone(),
+                accepted_tx,
+            ),
+        ];
+        let cluster = Arc::new(Cluster {
+            config,
+            raft,
+            controller,
+            monitor,
+            images,
+            heartbeat_accepted,
+            tasks: Mutex::new(tasks),
+            stopped: AtomicBool::new(false),
+        });
+        if let Err(e) = cluster.bootstrap(peers).await {
+            cluster.shutdown().await;
+            return Err(e);
+        }
+        tracing::info!(
+            node_id = cluster.config.node_id,
+            raft_listen = %cluster.config.raft_listen,
+            peers = ?cluster.config.peers,
+            data_dir = %cluster.config.data_dir.display(),
+            session_timeout = ?cluster.config.broker_session_timeout,
+            heartbeat_interval = ?cluster.config.heartbeat_interval,
+            "metadata quorum node started"
+        );
+        Ok(cluster)
+    }
+
+    /// The lowest node id initializes an empty cluster with every peer as
+    /// a voter; initializing twice with the same voters is harmless.
+    async fn bootstrap(&self, peers: BTreeMap<u64, String>) -> anyhow::Result<()> {
+        let lowest = self.config.peers.iter().map(|p| p.node_id).min();
+        if lowest != Some(self.config.node_id) || self.raft.is_initialized().await? {
+            return Ok(());
+        }
+        let members: BTreeMap<u64, BasicNode> = peers
+            .into_iter()
+            .map(|(id, addr)| (id, BasicNode { addr }))
+            .collect();
+        match self.raft.initialize(members).await {
+            Ok(()) => {
+                tracing::info!(
+                    node_id = self.config.node_id,
+                    "initialized the metadata quorum"
+                );
+                Ok(())
+            }
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(e).context("initializing the metadata quorum"),
+        }
+    }
+
+    /// Waits until the applied image has this node registered and unfenced
+    /// and the controller has accepted one of its heartbeats.
+    pub async fn wait_ready(&self, timeout: Duration) -> Result<(), ClusterError> {
+        let deadline = Instant::now() + timeout;
+        let mut images = self.images.clone();
+        let mut accepted = self.heartbeat_accepted.clone();
+        loop {
+            let accepted_at = *accepted.borrow_and_update();
+            let image = images.borrow_and_update().clone();
+            if accepted_at.is_some_and(|index| image.applied_index >= index)
+                && image.is_live(self.config.node_id)
+            {
+                return Ok(());
+            }
+            tokio::select! {
+                _ = images.changed() => {}
+                _ = accepted.changed() => {}
+                () = tokio::time::sleep_until(deadline) => {
+                    return Err(match self.monitor.view().controller_id {
+                        None => ClusterError::Unavailable("no controller elected".to_string()),
+                        Some(_) => ClusterError::Timeout,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The latest applied image.
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.images.borrow().clone()
+    }
+
+    /// Every applied image from now on (intermediate ones may be skipped).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.images.clone()
+    }
+
+    pub fn status(&self) -> ControllerStatus {
+        let view = self.monitor.view();
+        ControllerStatus {
+            is_controller: view.is_controller,
+            controller_id: view.controller_id,
+            raft_term: view.raft_term,
+            live_brokers: self.image().live_brokers().count(),
+        }
+    }
+
+    /// Raft leader (controller) changes this node has seen, the first
+    /// election included.
+    pub fn leader_changes(&self) -> u64 {
+        self.monitor.leader_changes()
+    }
+
+    pub async fn create_topic(&self, req: CreateTopic) -> Result<TopicImage, ClusterError> {
+        match self.submit(ControllerRequest::CreateTopic(req)).await? {
+            CommandResult::Topic(topic) => Ok(topic),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<(), ClusterError> {
+        self.submit(ControllerRequest::DeleteTopic(name.to_string()))
+            .await
+            .map(drop)
+    }
+
+    pub async fn alter_partition(
+        &self,
+        req: AlterPartition,
+    ) -> Result<PartitionImage, ClusterError> {
+        match self.submit(ControllerRequest::AlterPartition(req)).await? {
+            CommandResult::Partition(partition) => Ok(partition),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Routes `request` to the controller until it is applied here, the
+    /// controller rejects it, or `COMMAND_TIMEOUT` passes. Retries only
+    /// when the request was certainly not delivered (no controller known,
+    /// could not connect, the target is not the controller).
+    async fn submit(&self, request: ControllerRequest) -> Result<CommandResult, ClusterError> {
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        loop {
+            if self.stopped.load(Ordering::Acquire) {
+                return Err(ClusterError::Unavailable(
+                    "cluster node shut down".to_string(),
+                ));
+            }
+            let controller_id = self.monitor.view().controller_id;
+            let reply = match controller_id {
+                None => None,
+                Some(id) if id == self.config.node_id => {
+                    Some(self.controller.handle(request.clone()).await)
+                }
+                Some(id) => self.forward(id, &request, deadline).await?,
+            };
+            match reply {
+                Some(ControllerReply::Applied { log_index, result }) => {
+                    self.wait_applied(log_index, deadline).await?;
+                    return match result {
+                        CommandResult::Rejected(e) => Err(e),
+                        result => Ok(result),
+                    };
+                }
+                Some(ControllerReply::Failed(e)) => return Err(e),
+                Some(ControllerReply::NotController { .. }) | None => {}
+            }
+            if Instant::now() + RETRY_BACKOFF >= deadline {
+                return Err(match controller_id {
+                    None => ClusterError::Unavailable("no controller elected".to_string()),
+                    Some(_) => ClusterError::NotController,
+                });
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+    }
+
+    /// Sends `request` to controller `id`. `Ok(None)`: not delivered, retry.
+    async fn forward(
+        &self,
+        id: i32,
+        request: &ControllerRequest,
+        deadline: Instant,
+    ) -> Result<Option<ControllerReply>, ClusterError> {
+        let Some(addr) = self.config.raft_addr(id) else {
+            return Ok(None);
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let rpc = RpcRequest::Controller(request.clone());
+        match call_once(&addr, &rpc, remaining).await {
+            Ok(RpcResponse::Controller(reply)) => Ok(Some(reply)),
+            Ok(other) => Err(ClusterError::Unavailable(format!(
+                "controller {id} answered {other:?}"
+            ))),
+            Err(CallError::Connect(e)) => {
+                tracing::debug!(controller = id, error = %e, "controller unreachable; retrying");
+                Ok(None)
+            }
+            Err(CallError::Timeout { sent: false }) => Ok(None),
+            Err(e) => {
+                tracing::warn!(controller = id, error = %e, "forwarding to the controller failed");
+                Err(ClusterError::Timeout)
+            }
+        }
+    }
+
+    /// Waits until this node's image includes `log_index`.
+    async fn wait_applied(&self, log_index: u64, deadline: Instant) -> Result<(), ClusterError> {
+        let mut images = self.images.clone();
+        let applied = tokio::time::timeout_at(
+            deadline,
+            images.wait_for(|image| image.applied_index >= log_index),
+        )
+        .await
+        .map(|waited| waited.is_ok());
+        match applied {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ClusterError::Unavailable(
+                "state machine stopped".to_string(),
+            )),
+            Err(_) => Err(ClusterError::Timeout),
+        }
+    }
+
+    /// Stops answering RPCs, stops every task and raft. Idempotent.
+    pub async fn shutdown(&self) {
+        if self.stopped.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let tasks: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in &tasks {
+            task.abort();
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft did not shut down cleanly");
+        }
+        tracing::info!(
+            node_id = self.config.node_id,
+            "metadata quorum node stopped"
+        );
+    }
+}
+
+impl Drop for Cluster {
+    /// Dropping without `shutdown` still stops the node's own tasks;
+    /// only `shutdown` also stops raft.
+    fn drop(&mut self) {
+        for task in self
+            .tasks
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            task.abort();
+        }
+    }
+}
+
+fn unexpected(result: CommandResult) -> ClusterError {
+    ClusterError::Unavailable(format!("unexpected controller result {result:?}"))
+}

@@ -1,0 +1,277 @@
+//! Raft commands and their deterministic application to the metadata image.
+//!
+//! Owns: `Command` (the raft log's application payload), `CommandResult`,
+//! `apply` and the topic-name rule. Must not: read a clock, draw random
+//! numbers or look at anything but the image and the command — every node
+//! applies the same log and must reach the same image. Whatever needs
+//! randomness or liveness (topic ids, replica assignment, when to fence) is
+//! decided by the controller before it proposes.
+//!
+//! Partition rules on fencing and unfencing (clean election only):
+//! - a fenced broker leaves every ISR that has another unfenced member;
+//!   the last in-sync replica stays in the ISR so it can lead again;
+//! - partitions it led get the first unfenced ISR member in replica order
+//!   as leader, or none (-1) when there is none;
+//! - an unfenced broker leads every leaderless partition whose ISR has it;
+//!   it rejoins other ISRs only through AlterPartition from their leaders;
+//! - a leader change bumps `leader_epoch` and `partition_epoch`, any other
+//!   change only `partition_epoch`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chronik_replication::{choose_leader, PartitionRegistration};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ClusterError;
+use crate::image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+use crate::request::AlterPartition;
+
+/// Kafka's NO_LEADER.
+pub const NO_LEADER: i32 = -1;
+/// Kafka's limit on topic name length.
+const MAX_TOPIC_NAME_LEN: usize = 249;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Registers (or re-registers) a broker and unfences it.
+    RegisterBroker {
+        node_id: i32,
+        host: String,
+        port: u16,
+    },
+    FenceBroker {
+        node_id: i32,
+    },
+    /// `assignments[p]` is partition p's replica list, leader first.
+    CreateTopic {
+        name: String,
+        topic_id: [u8; 16],
+        configs: BTreeMap<String, String>,
+        assignments: Vec<Vec<i32>>,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    AlterPartition(AlterPartition),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CommandResult {
+    /// Applied; nothing to report (also the result of raft's own entries).
+    #[default]
+    Done,
+    Topic(TopicImage),
+    Partition(PartitionImage),
+    /// The state machine refused the command; the image is unchanged.
+    Rejected(ClusterError),
+}
+
+/// Kafka's topic name rule: 1..=249 characters of `[a-zA-Z0-9._-]`, not
+/// `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), ClusterError> {
+    let fail = |why: &str| Err(ClusterError::InvalidTopic(format!("{name:?}: {why}")));
+    if name.is_empty() {
+        return fail("empty");
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return fail("longer than 249 characters");
+    }
+    if name == "." || name == ".." {
+        return fail("'.' and '..' are not allowed");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return fail("only ASCII alphanumerics, '.', '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
+/// Applies `command` to `image`. Rejections leave the image unchanged.
+pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
+    let outcome = match command {
+        Command::RegisterBroker {
+            node_id,
+            host,
+            port,
+        } => {
+            register_broker(image, *node_id, host, *port);
+            Ok(CommandResult::Done)
+        }
+        Command::FenceBroker { node_id } => {
+            fence_broker(image, *node_id);
+            Ok(CommandResult::Done)
+        }
+        Command::CreateTopic {
+            name,
+            topic_id,
+            configs,
+            assignments,
+        } => create_topic(image, name, *topic_id, configs, assignments).map(CommandResult::Topic),
+        Command::DeleteTopic { name } => image
+            .topics
+            .remove(name)
+            .map(|_| CommandResult::Done)
+            .ok_or_else(|| ClusterError::UnknownTopic(name.clone())),
+        Command::AlterPartition(req) => alter_partition(image, req).map(CommandResult::Partition),
+    };
+    outcome.unwrap_or_else(CommandResult::Rejected)
+}
+
+fn register_broker(image: &mut MetadataImage, node_id: i32, host: &str, port: u16) {
+    image.brokers.insert(
+        node_id,
+        BrokerImage {
+            node_id,
+            host: host.to_string(),
+            port,
+            fenced: false,
+        },
+    );
+    for partition in all_partitions(image) {
+        if partition.leader == NO_LEADER && partition.isr.contains(&node_id) {
+            partition.leader = node_id;
+            partition.leader_epoch += 1;
+            partition.partition_epoch += 1;
+        }
+    }
+}
+
+fn fence_broker(image: &mut MetadataImage, node_id: i32) {
+    match image.brokers.get_mut(&node_id) {
+        Some(broker) if !broker.fenced => broker.fenced = true,
+        _ => return,
+    }
+    let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
+    for partition in all_partitions(image) {
+        if !partition.isr.contains(&node_id) {
+            continue;
+        }
+        let others_live = partition
+            .isr
+            .iter()
+            .any(|&r| r != node_id && live.contains(&r));
+        if others_live {
+            partition.isr.retain(|&r| r != node_id);
+        }
+        if partition.leader == node_id {
+            let isr: BTreeSet<i32> = partition.isr.iter().copied().collect();
+            partition.leader = choose_leader(&partition.replicas, &isr, &live).unwrap_or(NO_LEADER);
+            partition.leader_epoch += 1;
+        }
+        partition.partition_epoch += 1;
+    }
+}
+
+fn all_partitions(image: &mut MetadataImage) -> impl Iterator<Item = &mut PartitionImage> {
+    image
+        .topics
+        .values_mut()
+        .flat_map(|t| t.partitions.iter_mut())
+}
+
+fn create_topic(
+    image: &mut MetadataImage,
+    name: &str,
+    topic_id: [u8; 16],
+    configs: &BTreeMap<String, String>,
+    assignments: &[Vec<i32>],
+) -> Result<TopicImage, ClusterError> {
+    validate_topic_name(name)?;
+    if image.topics.contains_key(name) {
+        return Err(ClusterError::TopicAlreadyExists(name.to_string()));
+    }
+    if assignments.is_empty() {
+        return Err(ClusterError::InvalidPartitions("no partitions".to_string()));
+    }
+    let mut partitions = Vec::with_capacity(assignments.len());
+    for (index, replicas) in assignments.iter().enumerate() {
+        let registration = PartitionRegistration::new(replicas.clone())
+            .map_err(|e| ClusterError::InvalidReplicationFactor(e.to_string()))?;
+        partitions.push(PartitionImage {
+            partition: i32::try_from(index)
+                .map_err(|_| ClusterError::InvalidPartitions(format!("{}", assignments.len())))?,
+            replicas: replicas.clone(),
+            isr: replicas.clone(),
+            leader: registration.leader.unwrap_or(NO_LEADER),
+            leader_epoch: 0,
+            partition_epoch: 0,
+        });
+    }
+    let topic = TopicImage {
+        name: name.to_string(),
+        topic_id,
+        configs: configs.clone(),
+        partitions,
+    };
+    image.topics.insert(name.to_string(), topic.clone());
+    Ok(topic)
+}
+
+fn alter_partition(
+    image: &mut MetadataImage,
+    req: &AlterPartition,
+) -> Result<PartitionImage, ClusterError> {
+    let unknown = || ClusterError::UnknownTopic(format!("{}-{}", req.topic, req.partition));
+    let current = image
+        .partition(&req.topic, req.partition)
+        .ok_or_else(unknown)?;
+    let new_isr: BTreeSet<i32> = req.new_isr.iter().copied().collect();
+    if new_isr.len() != req.new_isr.len() {
+        return Err(ClusterError::InvalidRequest(format!(
+            "duplicate broker in proposed ISR {:?}",
+            req.new_isr
+        )));
+    }
+    let registration = PartitionRegistration {
+        replicas: current.replicas.clone(),
+        isr: current.isr.iter().copied().collect(),
+        leader: (current.leader != NO_LEADER).then_some(current.leader),
+        leader_epoch: current.leader_epoch,
+        partition_epoch: current.partition_epoch,
+    };
+    let next = registration
+        .alter_partition(
+            req.leader_id,
+            req.leader_epoch,
+            req.partition_epoch,
+            new_isr,
+        )
+        .map_err(|e| match e {
+            chronik_replication::Error::NotLeader { .. }
+            | chronik_replication::Error::FencedLeaderEpoch { .. }
+            | chronik_replication::Error::UnknownLeaderEpoch { .. } => {
+                ClusterError::FencedLeaderEpoch
+            }
+            chronik_replication::Error::InvalidUpdateVersion { .. } => {
+                ClusterError::InvalidUpdateVersion
+            }
+            chronik_replication::Error::InvalidRegistration { reason, .. } => {
+                ClusterError::InvalidRequest(format!("proposed ISR {:?}: {reason}", req.new_isr))
+            }
+            other => ClusterError::InvalidRequest(other.to_string()),
+        })?;
+    if let Some(added) = req
+        .new_isr
+        .iter()
+        .find(|r| !current.isr.contains(r) && !image.is_live(**r))
+    {
+        return Err(ClusterError::InvalidRequest(format!(
+            "broker {added} cannot join the ISR: it is fenced or unregistered"
+        )));
+    }
+    let index = usize::try_from(req.partition).map_err(|_| unknown())?;
+    let partition = image
+        .topics
+        .get_mut(&req.topic)
+        .and_then(|t| t.partitions.get_mut(index))
+        .ok_or_else(unknown)?;
+    partition.isr = req.new_isr.clone();
+    partition.partition_epoch = next.partition_epoch;
+    Ok(partition.clone())
+}
+
+#[cfg(test)]
+#[path = "command_tests.rs"]
+mod tests;

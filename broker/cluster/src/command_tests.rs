@@ -1,0 +1,311 @@
+//! Tables of commands applied to small images: fencing, unfencing,
+//! topic creation and deletion, AlterPartition checks.
+
+use super::*;
+
+fn register(image: &mut MetadataImage, node_id: i32) {
+    let command = Command::RegisterBroker {
+        node_id,
+        host: format!("127.0.0.{node_id}"),
+        port: 9092,
+    };
+    assert_eq!(apply(image, &command), CommandResult::Done);
+}
+
+fn fence(image: &mut MetadataImage, node_id: i32) {
+    assert_eq!(
+        apply(image, &Command::FenceBroker { node_id }),
+        CommandResult::Done
+    );
+}
+
+/// Brokers 1..=3 and topic "t" with the given assignments.
+fn image_with(assignments: &[&[i32]]) -> MetadataImage {
+    let mut image = MetadataImage::default();
+    for id in 1..=3 {
+        register(&mut image, id);
+    }
+    let command = Command::CreateTopic {
+        name: "t".into(),
+        topic_id: [7; 16],
+        configs: BTreeMap::new(),
+        assignments: assignments.iter().map(|a| a.to_vec()).collect(),
+    };
+    assert!(matches!(
+        apply(&mut image, &command),
+        CommandResult::Topic(_)
+    ));
+    image
+}
+
+fn part(image: &MetadataImage, p: i32) -> &PartitionImage {
+    image.partition("t", p).expect("partition")
+}
+
+/// (leader, isr, leader_epoch, partition_epoch)
+fn state(image: &MetadataImage, p: i32) -> (i32, Vec<i32>, i32, i32) {
+    let p = part(image, p);
+    (p.leader, p.isr.clone(), p.leader_epoch, p.partition_epoch)
+}
+
+#[test]
+fn create_topic_registers_partitions_and_rejects_duplicates() {
+    let image = image_with(&[&[1, 2, 3], &[2, 3, 1]]);
+    assert_eq!(state(&image, 0), (1, vec![1, 2, 3], 0, 0));
+    assert_eq!(state(&image, 1), (2, vec![2, 3, 1], 0, 0));
+    assert_eq!(
+        image.topic_by_id([7; 16]).map(|t| t.name.as_str()),
+        Some("t")
+    );
+    let mut image = image;
+    let again = Command::CreateTopic {
+        name: "t".into(),
+        topic_id: [8; 16],
+        configs: BTreeMap::new(),
+        assignments: vec![vec![1]],
+    };
+    assert_eq!(
+        apply(&mut image, &again),
+        CommandResult::Rejected(ClusterError::TopicAlreadyExists("t".into()))
+    );
+    let duplicate_replica = Command::CreateTopic {
+        name: "u".into(),
+        topic_id: [9; 16],
+        configs: BTreeMap::new(),
+        assignments: vec![vec![1, 1]],
+    };
+    assert!(matches!(
+        apply(&mut image, &duplicate_replica),
+        CommandResult::Rejected(ClusterError::InvalidReplicationFactor(_))
+    ));
+    assert!(
+        !image.topics.contains_key("u"),
+        "a rejected command leaves the image unchanged"
+    );
+    assert_eq!(
+        apply(&mut image, &Command::DeleteTopic { name: "t".into() }),
+        CommandResult::Done
+    );
+    assert_eq!(
+        apply(&mut image, &Command::DeleteTopic { name: "t".into() }),
+        CommandResult::Rejected(ClusterError::UnknownTopic("t".into()))
+    );
+}
+
+#[test]
+fn topic_names_follow_kafka_rules() {
+    let long = "a".repeat(249);
+    let too_long = "a".repeat(250);
+    let table: [(&str, bool); 9] = [
+        ("orders", true),
+        ("a.b_c-D9", true),
+        (&long, true),
+        (&too_long, false),
+        ("", false),
+        (".", false),
+        ("..", false),
+        ("a b", false),
+        ("ünï", false),
+    ];
+    for (name, ok) in table {
+        assert_eq!(validate_topic_name(name).is_ok(), ok, "{name:?}");
+    }
+}
+
+#[test]
+fn fencing_moves_leadership_within_the_isr_and_keeps_the_last_replica() {
+    // p0 led by 1 (ISR 1,2,3); p1 led by 2; p2 has only 1 in its ISR after a shrink.
+    let mut image = image_with(&[&[1, 2, 3], &[2, 3, 1], &[1, 2]]);
+    let shrink = AlterPartition {
+        topic: "t".into(),
+        partition: 2,
+        leader_id: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        new_isr: vec![1],
+    };
+    assert!(matches!(
+        apply(&mut image, &Command::AlterPartition(shrink)),
+        CommandResult::Partition(_)
+    ));
+
+    fence(&mut image, 1);
+    assert!(image.brokers[&1].fenced);
+    // (partition, expected (leader, isr, leader_epoch, partition_epoch), why)
+    let table = [
+        (
+            0,
+            (2, vec![2, 3], 1, 1),
+            "leader fenced: next live ISR replica in replica order, epochs bumped",
+        ),
+        (
+            1,
+            (2, vec![2, 3], 0, 1),
+            "follower fenced: leaves the ISR, only the partition epoch moves",
+        ),
+        (
+            2,
+            (NO_LEADER, vec![1], 1, 2),
+            "last ISR member fenced: no leader, ISR kept (clean election)",
+        ),
+    ];
+    for (p, expected, why) in table {
+        assert_eq!(state(&image, p), expected, "{why}");
+    }
+
+    fence(&mut image, 1);
+    assert_eq!(
+        state(&image, 0),
+        (2, vec![2, 3], 1, 1),
+        "fencing twice changes nothing"
+    );
+
+    register(&mut image, 1);
+    assert!(!image.brokers[&1].fenced);
+    let table = [
+        (
+            0,
+            (2, vec![2, 3], 1, 1),
+            "unfenced broker does not rejoin an ISR by itself",
+        ),
+        (1, (2, vec![2, 3], 0, 1), "nor take over a led partition"),
+        (
+            2,
+            (1, vec![1], 2, 3),
+            "but leads the leaderless partition whose ISR has it",
+        ),
+    ];
+    for (p, expected, why) in table {
+        assert_eq!(state(&image, p), expected, "{why}");
+    }
+}
+
+#[test]
+fn fencing_every_isr_member_leaves_the_partition_offline_until_one_returns() {
+    let mut image = image_with(&[&[1, 2]]);
+    fence(&mut image, 2);
+    assert_eq!(state(&image, 0), (1, vec![1], 0, 1));
+    fence(&mut image, 1);
+    assert_eq!(state(&image, 0), (NO_LEADER, vec![1], 1, 2));
+    register(&mut image, 2);
+    assert_eq!(
+        state(&image, 0),
+        (NO_LEADER, vec![1], 1, 2),
+        "2 is out of sync: never elected"
+    );
+    register(&mut image, 1);
+    assert_eq!(state(&image, 0), (1, vec![1], 2, 3));
+}
+
+#[test]
+fn alter_partition_checks_leader_epochs_version_and_isr() {
+    let base = image_with(&[&[1, 2, 3]]);
+    let request = |leader_id, leader_epoch, partition_epoch, new_isr: &[i32]| AlterPartition {
+        topic: "t".into(),
+        partition: 0,
+        leader_id,
+        leader_epoch,
+        partition_epoch,
+        new_isr: new_isr.to_vec(),
+    };
+    let invalid = |_: &str| ClusterError::InvalidRequest(String::new());
+    // (request, expected error or new (isr, partition_epoch), why)
+    type Expected = Result<(Vec<i32>, i32), ClusterError>;
+    let table: Vec<(AlterPartition, Expected, &str)> = vec![
+        (
+            request(1, 0, 0, &[1, 2]),
+            Ok((vec![1, 2], 1)),
+            "valid shrink",
+        ),
+        (
+            request(2, 0, 0, &[1, 2]),
+            Err(ClusterError::FencedLeaderEpoch),
+            "not the leader",
+        ),
+        (
+            request(1, 1, 0, &[1, 2]),
+            Err(ClusterError::FencedLeaderEpoch),
+            "unknown leader epoch",
+        ),
+        (
+            request(1, 0, 1, &[1, 2]),
+            Err(ClusterError::InvalidUpdateVersion),
+            "wrong partition epoch",
+        ),
+        (
+            request(1, 0, 0, &[2, 3]),
+            Err(invalid("leader")),
+            "ISR without the leader",
+        ),
+        (
+            request(1, 0, 0, &[1, 4]),
+            Err(invalid("replica")),
+            "ISR member not a replica",
+        ),
+        (
+            request(1, 0, 0, &[1, 1]),
+            Err(invalid("dup")),
+            "duplicate member",
+        ),
+        (request(1, 0, 0, &[]), Err(invalid("empty")), "empty ISR"),
+    ];
+    for (req, expected, why) in table {
+        let mut image = base.clone();
+        let result = apply(&mut image, &Command::AlterPartition(req));
+        match (result, expected) {
+            (CommandResult::Partition(p), Ok((isr, epoch))) => {
+                assert_eq!(
+                    (p.isr.clone(), p.partition_epoch, p.leader_epoch),
+                    (isr, epoch, 0),
+                    "{why}"
+                );
+                assert_eq!(image.partition("t", 0), Some(&p), "{why}: applied");
+            }
+            (
+                CommandResult::Rejected(ClusterError::InvalidRequest(_)),
+                Err(ClusterError::InvalidRequest(_)),
+            ) => {
+                assert_eq!(image, base, "{why}: image unchanged");
+            }
+            (CommandResult::Rejected(e), Err(expected)) => {
+                assert_eq!(e, expected, "{why}");
+                assert_eq!(image, base, "{why}: image unchanged");
+            }
+            (other, expected) => panic!("{why}: {other:?}, expected {expected:?}"),
+        }
+    }
+
+    let mut image = base.clone();
+    let unknown = AlterPartition {
+        partition: 5,
+        ..request(1, 0, 0, &[1])
+    };
+    assert_eq!(
+        apply(&mut image, &Command::AlterPartition(unknown)),
+        CommandResult::Rejected(ClusterError::UnknownTopic("t-5".into()))
+    );
+}
+
+#[test]
+fn a_fenced_broker_cannot_be_added_to_an_isr() {
+    let mut image = image_with(&[&[1, 2, 3]]);
+    fence(&mut image, 3);
+    assert_eq!(state(&image, 0), (1, vec![1, 2], 0, 1));
+    let add_back = |partition_epoch| AlterPartition {
+        topic: "t".into(),
+        partition: 0,
+        leader_id: 1,
+        leader_epoch: 0,
+        partition_epoch,
+        new_isr: vec![1, 2, 3],
+    };
+    assert!(matches!(
+        apply(&mut image, &Command::AlterPartition(add_back(1))),
+        CommandResult::Rejected(ClusterError::InvalidRequest(_))
+    ));
+    register(&mut image, 3);
+    match apply(&mut image, &Command::AlterPartition(add_back(1))) {
+        CommandResult::Partition(p) => assert_eq!((p.isr, p.partition_epoch), (vec![1, 2, 3], 2)),
+        other => panic!("{other:?}"),
+    }
+}

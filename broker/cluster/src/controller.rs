@@ -1,0 +1,245 @@
+//! The controller: active on whichever node is the raft leader. It turns
+//! requests into raft commands and fences brokers whose heartbeats stop.
+//!
+//! Owns: broker liveness (last heartbeat per broker, in memory, reset with
+//! a full session of grace whenever this node starts a new term as
+//! leader), replica assignment and topic ids for new topics (decided here,
+//! before proposing, because `command::apply` may not use randomness), and
+//! the fencing loop. Must not: change the image other than by proposing
+//! commands, or answer when it is not the leader (`NotController`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::ServerState;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::command::{validate_topic_name, Command, CommandResult};
+use crate::error::ClusterError;
+use crate::image::MetadataImage;
+use crate::raft_types::{kafka_id, Raft};
+use crate::request::{ControllerReply, ControllerRequest, CreateTopic, Heartbeat};
+
+/// A proposal that takes longer than this to commit is reported as failed.
+pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Refuse absurd partition counts before building assignments for them.
+const MAX_PARTITIONS: i32 = 10_000;
+
+/// Heartbeat bookkeeping, valid for one leader term.
+struct Liveness {
+    term: Option<u64>,
+    /// When this node became leader: brokers not heard from since count
+    /// from here (their grace period).
+    since: Instant,
+    last_seen: HashMap<i32, Instant>,
+}
+
+pub struct Controller {
+    raft: Raft,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    session_timeout: Duration,
+    liveness: Mutex<Liveness>,
+    /// Where the next topic's replica assignment starts (rotates per topic
+    /// so partition leaders spread over the brokers).
+    rotation: AtomicUsize,
+}
+
+impl Controller {
+    pub fn new(
+        raft: Raft,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        session_timeout: Duration,
+    ) -> Self {
+        Controller {
+            raft,
+            images,
+            session_timeout,
+            liveness: Mutex::new(Liveness {
+                term: None,
+                since: Instant::now(),
+                last_seen: HashMap::new(),
+            }),
+            rotation: AtomicUsize::new(0),
+        }
+    }
+
+    /// The current term if this node is the leader, else `Err(leader)`.
+    fn leader_term(&self) -> Result<u64, Option<i32>> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        if m.state == ServerState::Leader {
+            Ok(m.current_term)
+        } else {
+            Err(m.current_leader.and_then(kafka_id))
+        }
+    }
+
+    /// The liveness table for `term`, reset (every broker gets a full
+    /// session of grace) when `term` is new.
+    fn liveness(&self, term: u64) -> std::sync::MutexGuard<'_, Liveness> {
+        // Plain maps: a poisoned lock still holds usable data.
+        let mut liveness = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
+        if liveness.term != Some(term) {
+            liveness.term = Some(term);
+            liveness.since = Instant::now();
+            liveness.last_seen.clear();
+        }
+        liveness
+    }
+
+    /// Serves a request if this node is the controller.
+    pub async fn handle(&self, request: ControllerRequest) -> ControllerReply {
+        let term = match self.leader_term() {
+            Ok(term) => term,
+            Err(leader) => return ControllerReply::NotController { leader },
+        };
+        match request {
+            ControllerRequest::Heartbeat(heartbeat) => self.heartbeat(term, heartbeat).await,
+            ControllerRequest::CreateTopic(create) => match self.plan_create_topic(&create) {
+                Ok(command) => self.propose(command).await,
+                Err(e) => ControllerReply::Failed(e),
+            },
+            ControllerRequest::DeleteTopic(name) => {
+                self.propose(Command::DeleteTopic { name }).await
+            }
+            ControllerRequest::AlterPartition(alter) => {
+                self.propose(Command::AlterPartition(alter)).await
+            }
+        }
+    }
+
+    async fn heartbeat(&self, term: u64, heartbeat: Heartbeat) -> ControllerReply {
+        self.liveness(term)
+            .last_seen
+            .insert(heartbeat.node_id, Instant::now());
+        let image = self.images.borrow().clone();
+        let current = image.brokers.get(&heartbeat.node_id);
+        let registered = current
+            .is_some_and(|b| !b.fenced && b.host == heartbeat.host && b.port == heartbeat.port);
+        if registered {
+            return ControllerReply::Applied {
+                log_index: image.applied_index,
+                result: CommandResult::Done,
+            };
+        }
+        tracing::info!(
+            broker = heartbeat.node_id,
+            host = %heartbeat.host,
+            port = heartbeat.port,
+            was_fenced = current.is_some_and(|b| b.fenced),
+            "registering / unfencing broker"
+        );
+        self.propose(Command::RegisterBroker {
+            node_id: heartbeat.node_id,
+            host: heartbeat.host,
+            port: heartbeat.port,
+        })
+        .await
+    }
+
+    /// Validates a CreateTopics request and assigns its replicas
+    /// round-robin over the live brokers.
+    fn plan_create_topic(&self, create: &CreateTopic) -> Result<Command, ClusterError> {
+        validate_topic_name(&create.name)?;
+        let image = self.images.borrow().clone();
+        if image.topics.contains_key(&create.name) {
+            return Err(ClusterError::TopicAlreadyExists(create.name.clone()));
+        }
+        if !(1..=MAX_PARTITIONS).contains(&create.partitions) {
+            return Err(ClusterError::InvalidPartitions(format!(
+                "{} (must be 1..={MAX_PARTITIONS})",
+                create.partitions
+            )));
+        }
+        let live: Vec<i32> = image.live_brokers().map(|b| b.node_id).collect();
+        let replication_factor = usize::try_from(create.replication_factor).unwrap_or(0);
+        if replication_factor < 1 || replication_factor > live.len() {
+            return Err(ClusterError::InvalidReplicationFactor(format!(
+                "replication factor {} with {} live brokers",
+                create.replication_factor,
+                live.len()
+            )));
+        }
+        let start = self.rotation.fetch_add(1, Ordering::Relaxed);
+        let assignments = (0..usize::try_from(create.partitions).unwrap_or(0))
+            .map(|p| {
+                (0..replication_factor)
+                    .map(|r| live[(start + p + r) % live.len()])
+                    .collect()
+            })
+            .collect();
+        Ok(Command::CreateTopic {
+            name: create.name.clone(),
+            topic_id: *uuid::Uuid::new_v4().as_bytes(),
+            configs: create.configs.clone(),
+            assignments,
+        })
+    }
+
+    /// Commits `command` through raft; returns once applied on this node.
+    async fn propose(&self, command: Command) -> ControllerReply {
+        match tokio::time::timeout(PROPOSE_TIMEOUT, self.raft.client_write(command)).await {
+            Ok(Ok(response)) => ControllerReply::Applied {
+                log_index: response.log_id.index,
+                result: response.data,
+            },
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+                ControllerReply::NotController {
+                    leader: forward.leader_id.and_then(kafka_id),
+                }
+            }
+            Ok(Err(e)) => ControllerReply::Failed(ClusterError::Unavailable(e.to_string())),
+            Err(_) => ControllerReply::Failed(ClusterError::Timeout),
+        }
+    }
+
+    /// Fences, while this node leads, every unfenced broker whose last
+    /// heartbeat is older than the session timeout. Runs until aborted.
+    pub fn spawn_fencer(self: Arc<Self>, tick: Duration) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(tick);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                let Ok(term) = self.leader_term() else {
+                    continue;
+                };
+                for node_id in self.expired_brokers(term) {
+                    tracing::info!(
+                        broker = node_id,
+                        session_timeout = ?self.session_timeout,
+                        "fencing broker: no heartbeat within the session timeout"
+                    );
+                    if let ControllerReply::Failed(e) =
+                        self.propose(Command::FenceBroker { node_id }).await
+                    {
+                        tracing::warn!(broker = node_id, error = %e, "fencing broker failed");
+                    }
+                }
+            }
+        })
+    }
+
+    fn expired_brokers(&self, term: u64) -> Vec<i32> {
+        let image = self.images.borrow().clone();
+        let liveness = self.liveness(term);
+        let now = Instant::now();
+        image
+            .live_brokers()
+            .map(|b| b.node_id)
+            .filter(|id| {
+                let last = liveness
+                    .last_seen
+                    .get(id)
+                    .copied()
+                    .unwrap_or(liveness.since);
+                now.duration_since(last) > self.session_timeout
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,48 @@
+//! The crate's error type. Each variant names the Kafka error code the
+//! server should answer with; the mapping itself belongs to the server's
+//! handlers.
+//!
+//! Serializable because a forwarded request's rejection travels back from
+//! the controller over the raft RPC transport.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum ClusterError {
+    /// TOPIC_ALREADY_EXISTS
+    #[error("topic {0:?} already exists")]
+    TopicAlreadyExists(String),
+    /// UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID when looked up by id)
+    #[error("unknown topic or partition {0:?}")]
+    UnknownTopic(String),
+    /// INVALID_REPLICATION_FACTOR: < 1 or more than the live brokers.
+    #[error("invalid replication factor: {0}")]
+    InvalidReplicationFactor(String),
+    /// INVALID_PARTITIONS
+    #[error("invalid number of partitions: {0}")]
+    InvalidPartitions(String),
+    /// INVALID_TOPIC_EXCEPTION
+    #[error("invalid topic name: {0}")]
+    InvalidTopic(String),
+    /// FENCED_LEADER_EPOCH (AlterPartition from a stale or wrong leader)
+    #[error("fenced leader epoch")]
+    FencedLeaderEpoch,
+    /// INVALID_UPDATE_VERSION (AlterPartition based on an old partition epoch)
+    #[error("invalid update version (partition epoch mismatch)")]
+    InvalidUpdateVersion,
+    /// INVALID_REQUEST (e.g. an ISR without the leader, or with a fenced
+    /// broker being added: Kafka's INELIGIBLE_REPLICA)
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// NOT_CONTROLLER: the controller could not be reached to forward to.
+    #[error("not the controller")]
+    NotController,
+    /// REQUEST_TIMED_OUT: sent, but no answer in time (the command may
+    /// still be applied).
+    #[error("timed out")]
+    Timeout,
+    /// The quorum cannot commit (no leader, shut down): a retriable error
+    /// such as NOT_CONTROLLER / REQUEST_TIMED_OUT for the client.
+    #[error("metadata quorum unavailable: {0}")]
+    Unavailable(String),
+}

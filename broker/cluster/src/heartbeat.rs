@@ -1,0 +1,82 @@
+//! This broker's heartbeat to the controller (Kafka's BrokerHeartbeat,
+//! which also registers the broker's endpoint).
+//!
+//! Owns: the heartbeat loop. Every `heartbeat_interval` it sends
+//! `Heartbeat{node_id, host, port}` to the current raft leader — directly
+//! to the local controller when that is this node — and records the
+//! controller's applied index from the latest accepted heartbeat, which
+//! `Cluster::wait_ready` waits for. Must not: decide liveness (the
+//! controller does).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::ClusterConfig;
+use crate::controller::Controller;
+use crate::network::call_once;
+use crate::raft_types::{kafka_id, Raft};
+use crate::request::{ControllerReply, ControllerRequest, Heartbeat};
+use crate::rpc::{RpcRequest, RpcResponse};
+
+/// Spawns the loop; `accepted` receives the controller's applied index
+/// after every accepted heartbeat.
+pub fn spawn(
+    config: ClusterConfig,
+    raft: Raft,
+    controller: Arc<Controller>,
+    accepted: watch::Sender<Option<u64>>,
+) -> JoinHandle<()> {
+    let host = config
+        .own_peer()
+        .map(|p| p.host.clone())
+        .unwrap_or_default();
+    let heartbeat = Heartbeat {
+        node_id: config.node_id,
+        host,
+        port: config.kafka_port,
+    };
+    // A heartbeat that needs a registration waits for a raft commit.
+    let call_timeout = config.heartbeat_interval.max(Duration::from_secs(1));
+    tokio::spawn(async move {
+        let mut interval = tokio::time::interval(config.heartbeat_interval);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            interval.tick().await;
+            let leader = raft.metrics().borrow().current_leader.and_then(kafka_id);
+            let request = ControllerRequest::Heartbeat(heartbeat.clone());
+            let reply = match leader {
+                None => continue,
+                Some(id) if id == config.node_id => controller.handle(request).await,
+                Some(id) => {
+                    let Some(addr) = config.raft_addr(id) else {
+                        continue;
+                    };
+                    match call_once(&addr, &RpcRequest::Controller(request), call_timeout).await {
+                        Ok(RpcResponse::Controller(reply)) => reply,
+                        Ok(other) => {
+                            tracing::debug!(
+                                controller = id,
+                                ?other,
+                                "unexpected heartbeat response"
+                            );
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::debug!(controller = id, error = %e, "heartbeat failed");
+                            continue;
+                        }
+                    }
+                }
+            };
+            match reply {
+                ControllerReply::Applied { log_index, .. } => {
+                    accepted.send_replace(Some(log_index));
+                }
+                other => tracing::debug!(?other, "heartbeat not accepted"),
+            }
+        }
+    })
+}

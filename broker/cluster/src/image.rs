@@ -1,0 +1,70 @@
+//! The metadata image: the state machine's whole state (brokers, topics,
+//! partition registrations) as of one applied raft index.
+//!
+//! Owns: the image types and read-only lookups. Must not: change an image —
+//! only `command::apply` does, inside the state machine.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A registered broker and whether the controller has fenced it (no
+/// heartbeat within the session timeout).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerImage {
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+    pub fenced: bool,
+}
+
+/// One partition's registration (Kafka's `PartitionRegistration`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionImage {
+    pub partition: i32,
+    /// Assigned replicas in preference order.
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// `-1`: no leader (every ISR member is fenced).
+    pub leader: i32,
+    pub leader_epoch: i32,
+    /// Bumped on every change; AlterPartition proposals must name it.
+    pub partition_epoch: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicImage {
+    pub name: String,
+    pub topic_id: [u8; 16],
+    pub configs: BTreeMap<String, String>,
+    /// Indexed by partition id.
+    pub partitions: Vec<PartitionImage>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataImage {
+    /// The raft log index this image reflects.
+    pub applied_index: u64,
+    pub brokers: BTreeMap<i32, BrokerImage>,
+    pub topics: BTreeMap<String, TopicImage>,
+}
+
+impl MetadataImage {
+    /// Registered brokers that are not fenced, by node id.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerImage> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
+    pub fn partition(&self, topic: &str, p: i32) -> Option<&PartitionImage> {
+        let index = usize::try_from(p).ok()?;
+        self.topics.get(topic)?.partitions.get(index)
+    }
+
+    pub fn topic_by_id(&self, id: [u8; 16]) -> Option<&TopicImage> {
+        self.topics.values().find(|t| t.topic_id == id)
+    }
+
+    pub(crate) fn is_live(&self, node_id: i32) -> bool {
+        self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
+    }
+}

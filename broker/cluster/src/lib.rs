@@ -1,0 +1,69 @@
+//! Chronik's metadata quorum and controller (KRaft's role): three voters
+//! replicate a log of metadata commands with openraft; the raft leader is
+//! the controller, which registers and fences brokers, creates and deletes
+//! topics, assigns replicas, elects partition leaders (cleanly, from the
+//! ISR) and validates ISR changes (KIP-497 AlterPartition). Every node
+//! applies the same commands to its in-memory `MetadataImage`, which the
+//! server reads to answer Metadata and to drive its partitions.
+//!
+//! Layout:
+//! - `config`      — `Peer`, `parse_peers`, `ClusterConfig`.
+//! - `image`       — `MetadataImage` and its brokers, topics, partitions.
+//! - `request`     — `CreateTopic`, `AlterPartition`, heartbeats, and the
+//!   forwarded controller request/reply.
+//! - `command`     — raft commands and their deterministic `apply`.
+//! - `error`       — `ClusterError` (each variant names its Kafka error).
+//! - `raft_types`  — openraft's type configuration.
+//! - `store_log`   — the durable raft log and vote.
+//! - `store_sm`    — the state machine and its snapshots.
+//! - `rpc`         — frames and messages of the raft RPC transport.
+//! - `network`     — outgoing RPCs (openraft's network, controller calls).
+//! - `rpc_server`  — incoming RPCs.
+//! - `monitor`     — raft leadership view and the election watchdog.
+//! - `controller`  — liveness, fencing, replica assignment, proposals.
+//! - `heartbeat`   — this broker's heartbeat to the controller.
+//! - `cluster`     — `Cluster`: startup, routing, shutdown.
+//!
+//! Timing (defaults): a dead broker is fenced `broker_session_timeout`
+//! (4 s) after its last heartbeat, plus up to one fencer tick (250 ms). A
+//! dead controller is replaced once the followers' leader lease (2 s) and
+//! an election timeout (1–2 s) have passed, i.e. after 3–4 s; the watchdog
+//! forces an election after 3–4 s without a leader, so split votes do not
+//! stall it. While there is no controller, changes wait (up to
+//! `COMMAND_TIMEOUT`, 10 s) and then fail with `Unavailable`; the image
+//! stays readable throughout.
+
+mod cluster;
+mod command;
+mod config;
+mod controller;
+mod error;
+mod heartbeat;
+mod image;
+mod monitor;
+mod network;
+mod raft_types;
+mod request;
+mod rpc;
+mod rpc_server;
+mod store_log;
+mod store_sm;
+
+pub use cluster::{Cluster, COMMAND_TIMEOUT};
+pub use command::{validate_topic_name, NO_LEADER};
+pub use config::{
+    parse_peers, ClusterConfig, Peer, DEFAULT_BROKER_SESSION_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL,
+};
+pub use error::ClusterError;
+pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+pub use request::{AlterPartition, CreateTopic};
+
+/// A snapshot of this node's view of the controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerStatus {
+    pub is_controller: bool,
+    pub controller_id: Option<i32>,
+    pub raft_term: u64,
+    /// Unfenced brokers in the applied image.
+    pub live_brokers: usize,
+}

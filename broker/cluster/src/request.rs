@@ -1,0 +1,70 @@
+//! What callers ask the controller for, and what travels to it when the
+//! caller's node is not the controller.
+//!
+//! Owns: the public `CreateTopic` / `AlterPartition` requests, the
+//! broker `Heartbeat`, the forwarded `ControllerRequest` and its
+//! `ControllerReply`. Must not: decide anything — `controller` turns
+//! requests into commands, `command` applies them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::command::CommandResult;
+use crate::error::ClusterError;
+
+/// CreateTopics for one topic. `partitions` and `replication_factor` must
+/// be concrete (>= 1): the server substitutes its defaults for Kafka's -1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreateTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+/// KIP-497 AlterPartition from a partition leader: its proposed ISR,
+/// based on the registration it knows (`leader_epoch`, `partition_epoch`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlterPartition {
+    pub topic: String,
+    pub partition: i32,
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
+}
+
+/// A broker's liveness signal to the controller (Kafka's
+/// BrokerHeartbeat, with the registration's endpoint folded in).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+/// A request only the controller (raft leader) can serve.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerRequest {
+    CreateTopic(CreateTopic),
+    DeleteTopic(String),
+    AlterPartition(AlterPartition),
+    Heartbeat(Heartbeat),
+}
+
+/// The controller's answer to a `ControllerRequest`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ControllerReply {
+    /// Committed and applied on the controller at `log_index` (for a
+    /// heartbeat that needed no command: the controller's applied index).
+    /// A rejection decided by the state machine is `CommandResult::Rejected`.
+    Applied {
+        log_index: u64,
+        result: CommandResult,
+    },
+    /// This node is not the controller; `leader` is its best guess.
+    NotController { leader: Option<i32> },
+    /// Rejected before proposing (validation), or the quorum failed.
+    Failed(ClusterError),
+}
