@@ -3,6 +3,10 @@
 #
 #   k6 -> N x chronik-ingestor (HTTP) -> broker -> M x chronik-consumer (verifying group)
 #
+# By default the broker is a local 3-node Chronik cluster (nodes on 127.0.0.1-3,
+# same ports on each, as pods) with replication factor 3, min.insync.replicas 2
+# and acks=all: seed 000's Test 7. --nodes 1 runs one standalone broker.
+#
 # Builds the release binaries, starts the broker (Chronik, or Apache Kafka with
 # --broker kafka), the ingestors, the verifying consumers and (if installed)
 # Prometheus scraping them all, runs a k6 scenario, then stops the load, lets
@@ -16,7 +20,10 @@
 #     --rate N           smoke: batches per second (default 200 = 20,000 msg/s)
 #     --scale X          k6 VU_SCALE (default 1 for smoke; 0.01 = laptop size for the seed scenarios)
 #     --duration-scale X k6 DURATION_SCALE (default 1 for smoke; 0.05 for the seed scenarios)
-#     --acks 1|all       ingestor acks (default 1, as seed 000 Test 6)
+#     --acks 1|all       ingestor acks (default all, as seed 000 Test 7)
+#     --nodes N          chronik nodes (default 3; 1 = standalone)
+#     --replication-factor R   topic replication factor (default min(3, nodes))
+#     --min-insync-replicas M  topic min.insync.replicas (default 2 with 3+ nodes, else 1)
 #     --broker chronik|kafka   broker under test (default chronik)
 #     --ingestors N      (default 2)   --consumers M (default 2)   --partitions P (default 6)
 #     --batch-size N     messages per POST (default 100)   --message-size B (default 256)
@@ -42,7 +49,10 @@ DURATION="${DURATION:-60s}"
 RATE="${RATE:-200}"
 SCALE="${SCALE:-}"
 DURATION_SCALE="${DURATION_SCALE:-}"
-ACKS="${ACKS:-1}"
+ACKS="${ACKS:-all}"
+NODES="${NODES:-3}"
+REPLICATION_FACTOR="${REPLICATION_FACTOR:-}"
+MIN_INSYNC="${MIN_INSYNC:-}"
 BROKER="${BROKER:-chronik}"
 INGESTORS="${INGESTORS:-2}"
 CONSUMERS="${CONSUMERS:-2}"
@@ -71,6 +81,9 @@ while (($#)); do
     --ingestors) INGESTORS=$2; shift 2 ;;
     --consumers) CONSUMERS=$2; shift 2 ;;
     --partitions) PARTITIONS=$2; shift 2 ;;
+    --nodes) NODES=$2; shift 2 ;;
+    --replication-factor) REPLICATION_FACTOR=$2; shift 2 ;;
+    --min-insync-replicas) MIN_INSYNC=$2; shift 2 ;;
     --batch-size) BATCH_SIZE=$2; shift 2 ;;
     --message-size) MESSAGE_SIZE=$2; shift 2 ;;
     --wal-profile) WAL_PROFILE=$2; shift 2 ;;
@@ -93,6 +106,12 @@ else
 fi
 [[ "$BROKER" == chronik || "$BROKER" == kafka ]] || die "--broker must be chronik or kafka"
 [[ "$ACKS" == 1 || "$ACKS" == all || "$ACKS" == -1 || "$ACKS" == 0 ]] || die "--acks must be 0, 1 or all"
+[[ "$NODES" =~ ^[1-9]$ ]] || die "--nodes must be 1..9"
+[[ "$BROKER" == kafka ]] && NODES=1
+if [[ -z "$REPLICATION_FACTOR" ]]; then REPLICATION_FACTOR=$((NODES < 3 ? NODES : 3)); fi
+if [[ -z "$MIN_INSYNC" ]]; then MIN_INSYNC=$((NODES >= 3 ? 2 : 1)); fi
+((REPLICATION_FACTOR >= 1 && REPLICATION_FACTOR <= NODES)) || die "--replication-factor must be 1..$NODES"
+((MIN_INSYNC >= 1 && MIN_INSYNC <= REPLICATION_FACTOR)) || die "--min-insync-replicas must be 1..$REPLICATION_FACTOR"
 
 OUT="$RESULTS_ROOT/$RUN_ID"
 WORK="$RUN_DIR/$RUN_ID"
@@ -120,7 +139,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
-log "run $RUN_ID: test=$TEST broker=$BROKER acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
+log "run $RUN_ID: test=$TEST broker=$BROKER nodes=$NODES rf=$REPLICATION_FACTOR min.insync=$MIN_INSYNC acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
 
 # -- build and install ---------------------------------------------------------
 bash scripts/install-system-deps.sh --run >&2 || log "some system packages could not be installed; continuing (Prometheus is optional)"
@@ -143,24 +162,34 @@ export K6_BIN
 
 # -- broker ----------------------------------------------------------------------
 if [[ "$BROKER" == chronik ]]; then
-  start_chronik "$WORK/broker" --wal-profile "$WAL_PROFILE" --produce-profile "$PRODUCE_PROFILE" \
+  CHRONIK_ARGS=(--wal-profile "$WAL_PROFILE" --produce-profile "$PRODUCE_PROFILE"
     --default-partitions "$PARTITIONS" --group-initial-rebalance-delay-ms 0
-  STARTED+=("broker=$CHRONIK_PID")
+    --default-replication-factor "$REPLICATION_FACTOR" --min-insync-replicas "$MIN_INSYNC")
+  if ((NODES == 1)); then
+    start_chronik "$WORK/broker" "${CHRONIK_ARGS[@]}"
+    STARTED+=("broker=$CHRONIK_PID")
+    BROKER_METRICS_LIST=("$CHRONIK_METRICS")
+  else
+    start_chronik_cluster "$WORK/broker" "$NODES" "${CHRONIK_ARGS[@]}"
+    for ((i = 0; i < NODES; i++)); do STARTED+=("broker-$((i + 1))=${CHRONIK_PIDS[$i]}"); done
+    BROKER_METRICS_LIST=("${CHRONIK_METRICS_LIST[@]}")
+  fi
   BOOTSTRAP=$CHRONIK_KAFKA
-  BROKER_METRICS=$CHRONIK_METRICS
+  BROKER_METRICS=${BROKER_METRICS_LIST[0]}
   BROKER_VERSION=$("$CHRONIK_SERVER_BIN" --version | awk '{print $2}')
 else
   start_kafka "$WORK/kafka"
   STARTED+=("broker=$KAFKA_PID")
   BOOTSTRAP=$KAFKA_BOOTSTRAP
   BROKER_METRICS=""
+  BROKER_METRICS_LIST=()
   BROKER_VERSION="4.3.1"
 fi
-create_topic "$BOOTSTRAP" "$TOPIC" "$PARTITIONS"
+create_topic "$BOOTSTRAP" "$TOPIC" "$PARTITIONS" "$REPLICATION_FACTOR" "$MIN_INSYNC"
 
 # -- consumers, ingestors, prometheus -----------------------------------------------------
 declare -a CONSUMER_URLS=() INGESTOR_URL_LIST=() SCRAPE=()
-[[ -n "$BROKER_METRICS" ]] && SCRAPE+=("$BROKER_METRICS")
+SCRAPE+=("${BROKER_METRICS_LIST[@]}")
 for ((i = 0; i < CONSUMERS; i++)); do
   start_consumer "consumer-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-$i.json"
   STARTED+=("consumer-$i=$STARTED_PID"); CONSUMER_URLS+=("$STARTED_URL"); SCRAPE+=("${STARTED_URL#http://}")
@@ -195,6 +224,7 @@ meta = {
                "duration_scale": $DURATION_SCALE, "acks": "$ACKS", "batch_size": $BATCH_SIZE,
                "message_size": $MESSAGE_SIZE, "ingestors": $INGESTORS, "consumers": $CONSUMERS,
                "partitions": $PARTITIONS, "wal_profile": "$WAL_PROFILE", "produce_profile": "$PRODUCE_PROFILE",
+               "nodes": $NODES, "replication_factor": $REPLICATION_FACTOR, "min_insync_replicas": $MIN_INSYNC,
                "topic": "$TOPIC", "group": "$GROUP", "prometheus": "${PROM_URL:-}"},
   "versions": {"k6": os.popen("'$K6_BIN' version 2>/dev/null").read().strip(),
                "python": platform.python_version()},

@@ -126,6 +126,48 @@ start_chronik() {
   log "chronik-server pid $CHRONIK_PID kafka=$CHRONIK_KAFKA metrics=$CHRONIK_METRICS data=$dir/data"
 }
 
+# start_chronik_cluster DIR N [ARGS...] - start an N-node chronik cluster:
+# node I on 127.0.0.I with the same Kafka, raft and metrics ports on every node
+# (as pods have), data in DIR/node-I/data, peers 1@127.0.0.1,...; extra ARGS go
+# to every node. Nodes wait for each other before listening, so all are
+# started first and then awaited.
+# Sets CHRONIK_PIDS (array), CHRONIK_KAFKA (bootstrap list of every node),
+# CHRONIK_METRICS_LIST (array of host:port), CHRONIK_PID (node 1).
+start_chronik_cluster() {
+  local dir=$1 n=$2; shift 2
+  [[ -x "$CHRONIK_SERVER_BIN" ]] \
+    || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
+  local kport rport mport peers="" i
+  kport=$(free_port); rport=$(free_port); mport=$(free_port)
+  for ((i = 1; i <= n; i++)); do peers+="${peers:+,}$i@127.0.0.$i"; done
+  CHRONIK_PIDS=(); CHRONIK_METRICS_LIST=(); CHRONIK_KAFKA=""
+  for ((i = 1; i <= n; i++)); do
+    mkdir -p "$dir/node-$i/data"
+    "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" \
+      --listen "127.0.0.$i:$kport" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
+      --data-dir "$dir/node-$i/data" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &
+    CHRONIK_PIDS+=("$!")
+    pid_record "$!" "chronik-server-$i"
+    CHRONIK_KAFKA+="${CHRONIK_KAFKA:+,}127.0.0.$i:$kport"
+    CHRONIK_METRICS_LIST+=("127.0.0.$i:$mport")
+  done
+  CHRONIK_PID=${CHRONIK_PIDS[0]}
+  for ((i = 1; i <= n; i++)); do
+    local pid=${CHRONIK_PIDS[$((i - 1))]} waited
+    for ((waited = 0; waited < CHRONIK_START_TIMEOUT * 10; waited++)); do
+      grep -q '^LISTENING ' "$dir/node-$i/stdout.log" 2>/dev/null && break
+      if ! kill -0 "$pid" 2>/dev/null; then
+        tail -n 30 "$dir/node-$i/stderr.log" >&2 || true
+        die "chronik-server node $i exited during startup (logs: $dir/node-$i)"
+      fi
+      sleep 0.1
+    done
+    wait_http_ok "http://127.0.0.$i:$mport/ready" "$CHRONIK_START_TIMEOUT" "$pid" \
+      || { tail -n 30 "$dir/node-$i/stderr.log" >&2 || true; die "chronik-server node $i not ready (logs: $dir/node-$i)"; }
+  done
+  log "chronik cluster of $n nodes: pids ${CHRONIK_PIDS[*]} bootstrap=$CHRONIK_KAFKA"
+}
+
 # stop_chronik - SIGTERM the broker started by start_chronik, wait, forget it.
 # Returns the broker's exit status (non-zero also if it had to be killed).
 stop_chronik() {

@@ -55,15 +55,19 @@ start_consumer() {
 }
 
 # create_topic BOOTSTRAP TOPIC PARTITIONS - with confluent-kafka's admin client.
-create_topic() {
+create_topic() {  # BOOTSTRAP TOPIC PARTITIONS [RF [MIN_INSYNC]]
   "$VENV_PY" - "$@" <<'PY'
 import sys
 from confluent_kafka.admin import AdminClient, NewTopic
 bootstrap, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rf = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+min_insync = sys.argv[5] if len(sys.argv) > 5 else "1"
 admin = AdminClient({"bootstrap.servers": bootstrap})
-for name, f in admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30).items():
+new = NewTopic(topic, partitions, rf, config={"min.insync.replicas": min_insync})
+for name, f in admin.create_topics([new], operation_timeout=30).items():
     f.result(timeout=60)
-print(f"created {topic} with {partitions} partitions", file=sys.stderr)
+print(f"created {topic} with {partitions} partitions, replication factor {rf}, "
+      f"min.insync.replicas {min_insync}", file=sys.stderr)
 PY
 }
 

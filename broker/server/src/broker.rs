@@ -1,6 +1,6 @@
 //! The broker's shared state, handed to every connection and handler.
 //!
-//! Owns: the log manager, metrics, the advertised endpoint, the cluster id
+//! Owns: the log manager, the replica manager (cluster mode), metrics, the advertised endpoint, the cluster id
 //! (persisted in `<data-dir>/meta.properties`), the produce-memory budget and
 //! the "log data changed" signal that wakes acks waiting for durability and
 //! fetches waiting for data. Must not: speak the wire protocol.
@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::groups::{GroupManager, OffsetStore};
 use crate::producer_ids::ProducerIdAllocator;
 use crate::metrics::Metrics;
+use crate::replica::{Replica, ReplicaManager};
 
 /// Everything a request handler may need. Shared as `Arc<Broker>`.
 pub struct Broker {
@@ -36,6 +37,8 @@ pub struct Broker {
     /// Committed offsets, durable in `__consumer_offsets`.
     pub offsets: Arc<OffsetStore>,
     pub producer_ids: ProducerIdAllocator,
+    /// Cluster mode only: the metadata quorum and this broker's replicas.
+    pub replicas: Option<Arc<ReplicaManager>>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -47,6 +50,11 @@ impl std::fmt::Debug for Broker {
 impl Broker {
     pub fn node_id(&self) -> i32 {
         self.config.node_id
+    }
+
+    /// This broker's replica of a partition (cluster mode only).
+    pub fn replica(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
+        self.replicas.as_ref().and_then(|r| r.replica(topic, partition))
     }
 
     /// Whether acknowledgements wait for the group-commit flusher.

@@ -118,6 +118,36 @@ pub struct Args {
     /// Seconds between retention checks.
     #[arg(long, env = "CHRONIK_RETENTION_CHECK_SECS", default_value_t = 30)]
     pub retention_check_secs: u64,
+    /// Cluster mode: every voter of the metadata quorum, this node included,
+    /// as `ID@HOST,...` (e.g. `1@127.0.0.1,2@127.0.0.2,3@127.0.0.3`). Node N
+    /// is reached at HOST:<--listen port> (Kafka) and HOST:<--raft-listen
+    /// port> (raft): every node uses the same ports, as pods do. Unset = one
+    /// standalone node.
+    #[arg(long, env = "CHRONIK_PEERS")]
+    pub peers: Option<String>,
+    /// Address the metadata-quorum (raft) listener binds in cluster mode.
+    #[arg(long, env = "CHRONIK_RAFT_LISTEN", default_value = "0.0.0.0:9093")]
+    pub raft_listen: SocketAddr,
+    /// Replication factor of auto-created topics and of CreateTopics with
+    /// replication_factor = -1 (Kafka's default.replication.factor).
+    #[arg(long, env = "CHRONIK_DEFAULT_REPLICATION_FACTOR", default_value_t = 1,
+          value_parser = clap::value_parser!(i16).range(1..=16))]
+    pub default_replication_factor: i16,
+    /// Default min.insync.replicas of new topics: acks=all fails with
+    /// NOT_ENOUGH_REPLICAS while the ISR is smaller.
+    #[arg(long, env = "CHRONIK_MIN_INSYNC_REPLICAS", default_value_t = 1,
+          value_parser = clap::value_parser!(i16).range(1..=16))]
+    pub min_insync_replicas: i16,
+    /// A follower that has not caught up for this long leaves the ISR
+    /// (Kafka's replica.lag.time.max.ms).
+    #[arg(long, env = "CHRONIK_REPLICA_LAG_TIME_MAX_MS", default_value_t = 10_000)]
+    pub replica_lag_time_max_ms: u64,
+    /// The controller fences a broker that has not heartbeated for this long
+    /// and moves its leaderships to other in-sync replicas
+    /// (Kafka's broker.session.timeout.ms).
+    #[arg(long, env = "CHRONIK_BROKER_SESSION_TIMEOUT_MS", default_value_t = 4_000,
+          value_parser = clap::value_parser!(u64).range(500..=600_000))]
+    pub broker_session_timeout_ms: u64,
 }
 
 /// The effective configuration, as the server uses it.
@@ -139,6 +169,20 @@ pub struct Config {
     pub retention_check_interval: Duration,
     pub group_initial_rebalance_delay_ms: u64,
     pub group_min_session_timeout_ms: u64,
+    /// Raw `--peers`; `None` (or empty) = standalone.
+    pub peers: Option<String>,
+    pub raft_listen: SocketAddr,
+    pub default_replication_factor: i16,
+    pub min_insync_replicas: i16,
+    pub replica_lag_time_max_ms: u64,
+    pub broker_session_timeout_ms: u64,
+}
+
+impl Config {
+    /// Whether this node is one voter of a multi-node cluster.
+    pub fn cluster_mode(&self) -> bool {
+        self.peers.as_deref().is_some_and(|p| !p.trim().is_empty())
+    }
 }
 
 impl TryFrom<Args> for Config {
@@ -163,6 +207,12 @@ impl TryFrom<Args> for Config {
             retention_check_interval: Duration::from_secs(args.retention_check_secs.max(1)),
             group_initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms: args.group_min_session_timeout_ms,
+            peers: args.peers,
+            raft_listen: args.raft_listen,
+            default_replication_factor: args.default_replication_factor,
+            min_insync_replicas: args.min_insync_replicas,
+            replica_lag_time_max_ms: args.replica_lag_time_max_ms,
+            broker_session_timeout_ms: args.broker_session_timeout_ms,
         })
     }
 }

@@ -1,13 +1,15 @@
-//! `chronik-server`: a durable, single-node, Kafka-compatible broker.
+//! `chronik-server`: a durable Kafka-compatible broker, standalone or one node of a replicated cluster.
 //!
 //! Layout:
 //! - `config`      — clap args (every flag also `CHRONIK_*`), WAL and produce profiles.
 //! - `server`      — start-up (log recovery, listeners) and ordered shutdown.
+//! - `cluster_start` — cluster mode start-up: join the metadata quorum, create `__consumer_offsets`, first sync.
 //! - `connection`  — per-connection framing, pipelining, backpressure, in-order responses.
 //! - `handlers/`   — one file per Kafka API; the only place log errors become Kafka error codes.
 //! - `durability`  — waiting for the group-commit flusher before acknowledging.
 //! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
+//! - `replica/`    — cluster mode: replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
 //! - `broker`      — shared state handed to handlers.
 //! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.
 //! - `alloc_guard` — the global allocator that keeps wire-claimed capacities from aborting the process.
@@ -19,6 +21,7 @@
 
 pub mod alloc_guard;
 pub mod broker;
+pub mod cluster_start;
 pub mod config;
 pub mod connection;
 pub mod durability;
@@ -26,5 +29,7 @@ pub mod groups;
 pub mod handlers;
 pub mod http;
 pub mod metrics;
+pub mod metrics_cluster;
 pub mod producer_ids;
+pub mod replica;
 pub mod server;

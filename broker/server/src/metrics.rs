@@ -8,6 +8,9 @@
 use std::sync::Arc;
 
 use chronik_log::LogManager;
+
+use crate::metrics_cluster::ClusterMetrics;
+use crate::replica::ReplicaManager;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -63,6 +66,7 @@ pub struct Metrics {
     pub high_watermark: Family<PartitionLabels, Gauge>,
     pub log_start_offset: Family<PartitionLabels, Gauge>,
     pub log_size_bytes: Family<PartitionLabels, Gauge>,
+    pub cluster: ClusterMetrics,
 }
 
 impl Metrics {
@@ -92,6 +96,7 @@ impl Metrics {
             high_watermark: Family::default(),
             log_start_offset: Family::default(),
             log_size_bytes: Family::default(),
+            cluster: ClusterMetrics::default(),
             registry: Registry::default(),
         };
         registry.register("requests", "Kafka requests handled, by API", m.requests_total.clone());
@@ -157,12 +162,14 @@ impl Metrics {
         );
         registry.register("log_start_offset", "First retained offset, per partition", m.log_start_offset.clone());
         registry.register("log_size_bytes", "Bytes on disk in segments, per partition", m.log_size_bytes.clone());
+        m.cluster.register(&mut registry);
         Arc::new(Metrics { registry, ..m })
     }
 
-    /// Copies per-partition offsets from the log into gauges, then renders
+    /// Copies per-partition offsets from the log (and replication state) into gauges, then renders
     /// the Prometheus text exposition.
-    pub fn render(&self, log: &LogManager) -> String {
+    pub fn render(&self, log: &LogManager, replicas: Option<&ReplicaManager>) -> String {
+        self.cluster.refresh(log, replicas);
         self.log_end_offset.clear();
         self.high_watermark.clear();
         self.log_start_offset.clear();

@@ -1,7 +1,9 @@
 //! Producer id allocation for InitProducerId: ids are handed out from blocks
 //! reserved durably in `<data-dir>/producer-id-block`, so an id is never
 //! reused after a restart (a reused id would collide with the sequence state
-//! the log keeps for it).
+//! the log keeps for it). In cluster mode each broker allocates its own ids
+//! and they are interleaved by node id (`local * NODE_STRIDE + node_id`),
+//! so two brokers never hand out the same id.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -9,12 +11,16 @@ use std::sync::Mutex;
 use anyhow::Context;
 
 const BLOCK_SIZE: i64 = 1000;
+/// Node ids must be below this to get disjoint producer id ranges.
+pub const NODE_STRIDE: i64 = 1024;
 
 #[derive(Debug)]
 pub struct ProducerIdAllocator {
     path: PathBuf,
     /// (next id to hand out, first id not yet reserved on disk)
     state: Mutex<(i64, i64)>,
+    /// Cluster mode: this broker's node id, interleaved into every id.
+    node: Option<i64>,
 }
 
 impl ProducerIdAllocator {
@@ -28,10 +34,19 @@ impl ProducerIdAllocator {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        Ok(ProducerIdAllocator { path, state: Mutex::new((reserved_until, reserved_until)) })
+        Ok(ProducerIdAllocator { path, state: Mutex::new((reserved_until, reserved_until)), node: None })
     }
 
-    /// A producer id never handed out before, on this data directory.
+    /// Interleaves `node_id` into every id (cluster mode).
+    pub fn for_node(mut self, node_id: i32) -> anyhow::Result<ProducerIdAllocator> {
+        let node = i64::from(node_id);
+        anyhow::ensure!((0..NODE_STRIDE).contains(&node), "node id {node_id} must be in 0..{NODE_STRIDE} in cluster mode");
+        self.node = Some(node);
+        Ok(self)
+    }
+
+    /// A producer id never handed out before, on this data directory (and,
+    /// in cluster mode, by any other node).
     pub fn allocate(&self) -> anyhow::Result<i64> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.0 >= state.1 {
@@ -41,7 +56,10 @@ impl ProducerIdAllocator {
         }
         let id = state.0;
         state.0 += 1;
-        Ok(id)
+        Ok(match self.node {
+            Some(node) => id * NODE_STRIDE + node,
+            None => id,
+        })
     }
 }
 

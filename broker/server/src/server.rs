@@ -1,5 +1,5 @@
-//! Starting and stopping the broker: opens (and recovers) the log, binds the
-//! Kafka and HTTP listeners, accepts connections until SIGINT/SIGTERM, then
+//! Starting and stopping the broker: opens (and recovers) the log, joins the
+//! cluster in cluster mode (`cluster_start`), binds the Kafka and HTTP listeners, accepts connections until SIGINT/SIGTERM, then
 //! shuts down in order — stop accepting, close connections, flush the log.
 
 use std::net::SocketAddr;
@@ -53,6 +53,15 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         .context("log recovery task panicked")?
         .with_context(|| format!("opening the log in {}", data_dir.display()))?;
 
+    // Cluster mode: join the quorum and create local logs before any client
+    // can connect.
+    let (replicas, cluster_advertised) = if config.cluster_mode() {
+        let (manager, advertised) = crate::cluster_start::start(&config, &log, &data_changed).await?;
+        (Some(manager), Some(advertised))
+    } else {
+        (None, None)
+    };
+
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding the Kafka listener on {}", config.listen))?;
@@ -61,7 +70,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         .await
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
     let http_addr = http_listener.local_addr()?;
-    let advertised = config.advertise.clone().unwrap_or_else(|| default_advertised(kafka_addr));
+    let advertised = cluster_advertised
+        .or_else(|| config.advertise.clone())
+        .unwrap_or_else(|| default_advertised(kafka_addr));
 
     metrics
         .produce_memory_limit_bytes
@@ -72,7 +83,25 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
             .await
             .context("offset replay task panicked")??
     };
-    let producer_ids = ProducerIdAllocator::open(&config.data_dir)?;
+    let producer_ids = match &replicas {
+        Some(_) => ProducerIdAllocator::open(&config.data_dir)?.for_node(config.node_id)?,
+        None => ProducerIdAllocator::open(&config.data_dir)?,
+    };
+    let offsets = Arc::new(offsets);
+    if let Some(manager) = &replicas {
+        let store = offsets.clone();
+        manager.on_leadership(Box::new(move |replica| {
+            if replica.topic == crate::groups::OFFSETS_TOPIC && replica.partition == 0 {
+                if let Err(e) = store.reload() {
+                    error!(error = %e, "reloading committed offsets failed");
+                }
+            }
+        }));
+        // Offsets may have been replicated between the replay above and the
+        // listener's registration.
+        offsets.reload()?;
+        manager.spawn();
+    }
     let groups = GroupManager::new(GroupConfig {
         initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
         min_session_timeout_ms: config.group_min_session_timeout_ms,
@@ -88,8 +117,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         cluster_id,
         data_changed,
         groups,
-        offsets: Arc::new(offsets),
+        offsets,
         producer_ids,
+        replicas,
     });
     info!(
         kafka = %kafka_addr,
@@ -131,6 +161,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     drop(conn_done_tx);
     let _ = conn_done_rx.recv().await;
     let _ = http_task.await;
+    if let Some(manager) = &broker.replicas {
+        manager.cluster.shutdown().await;
+    }
     tokio::task::spawn_blocking(move || log.shutdown())
         .await
         .context("log shutdown task panicked")?;

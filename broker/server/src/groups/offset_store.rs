@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chronik_log::{LogManager, PartitionLog};
-use chronik_protocol::record_batch::parse_batches;
+use chronik_protocol::record_batch::{parse_batches, set_partition_leader_epoch};
 use chronik_protocol::records::{build_batch, read_records, SimpleRecord};
 
 use crate::broker::Broker;
@@ -57,21 +57,19 @@ impl OffsetStore {
                 .context("creating __consumer_offsets")?,
         };
         let partition = topic.partition(0).context("__consumer_offsets has no partition 0")?.clone();
-        let mut offsets = BTreeMap::new();
-        let mut next = partition.log_start_offset();
-        let end = partition.log_end_offset();
-        while next < end {
-            let chunk = partition.read(next, REPLAY_CHUNK, end).context("replaying __consumer_offsets")?;
-            if chunk.is_empty() {
-                break;
-            }
-            for (offset, record) in read_records(&chunk).context("decoding __consumer_offsets")? {
-                next = offset + 1;
-                apply(&mut offsets, &record);
-            }
-        }
+        let offsets = replay(&partition)?;
         tracing::info!(committed = offsets.len(), "loaded committed offsets");
         Ok(OffsetStore { log: partition, offsets: Mutex::new(offsets) })
+    }
+
+    /// Re-reads the committed offsets from the log (cluster mode: this
+    /// broker just became the leader of the offsets partition, whose
+    /// records it replicated as a follower).
+    pub fn reload(&self) -> anyhow::Result<()> {
+        let offsets = replay(&self.log)?;
+        tracing::info!(committed = offsets.len(), "reloaded committed offsets as the new coordinator");
+        *self.offsets.lock().unwrap_or_else(|e| e.into_inner()) = offsets;
+        Ok(())
     }
 
     /// Durably stores commits for `group`; returns once they survive a crash
@@ -149,7 +147,21 @@ impl OffsetStore {
     async fn append(&self, broker: &Broker, records: &[SimpleRecord], timeout: Duration) -> anyhow::Result<bool> {
         let mut batch = build_batch(records);
         let headers = parse_batches(&batch).context("encoding an offsets batch")?;
+        // Cluster mode: only the partition leader writes, stamping its epoch,
+        // and followers replicate the records like any others.
+        let replica = broker.replica(OFFSETS_TOPIC, 0);
+        if let Some(replica) = &replica {
+            let epoch = replica.check_produce(false, 0).map_err(|(_, m)| anyhow::anyhow!("not the coordinator: {m}"))?;
+            for h in &headers {
+                set_partition_leader_epoch(&mut batch, h.position, epoch);
+            }
+        }
         let info = self.log.append(&mut batch, &headers).context("appending to __consumer_offsets")?;
+        if let (Some(replica), Some(manager)) = (&replica, &broker.replicas) {
+            let actions = replica.appended(info.log_end_offset);
+            manager.perform(replica, actions);
+            broker.notify_data_changed();
+        }
         if !broker.fsync_enabled() {
             return Ok(true);
         }
@@ -262,4 +274,22 @@ mod tests {
         assert_eq!(decode_value(encode_value(&none)), Some(none));
         assert_eq!(decode_key(Bytes::from_static(b"\x00\x01\x00")), None, "truncated keys are rejected");
     }
+}
+
+/// Every committed offset in `partition`, replayed from its start.
+fn replay(partition: &PartitionLog) -> anyhow::Result<BTreeMap<OffsetKey, CommittedOffset>> {
+    let mut offsets = BTreeMap::new();
+    let mut next = partition.log_start_offset();
+    let end = partition.log_end_offset();
+    while next < end {
+        let chunk = partition.read(next, REPLAY_CHUNK, end).context("replaying __consumer_offsets")?;
+        if chunk.is_empty() {
+            break;
+        }
+        for (offset, record) in read_records(&chunk).context("decoding __consumer_offsets")? {
+            next = offset + 1;
+            apply(&mut offsets, &record);
+        }
+    }
+    Ok(offsets)
 }

@@ -1,5 +1,7 @@
-//! CreateTopics: single-node topic creation with Kafka's validation (name,
-//! partitions, replication factor 1, known config values) and `validate_only`.
+//! CreateTopics: topic creation with Kafka's validation (name, partitions,
+//! replication factor, known config values) and `validate_only`. Standalone
+//! the replication factor must be 1; in cluster mode the controller assigns
+//! replicas and `min.insync.replicas` is accepted as a topic config.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,12 +20,14 @@ use super::topic_lookup::to_uuid;
 use super::Handled;
 use crate::broker::Broker;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) -> Option<Handled> {
-    let topics: Vec<CreatableTopicResult> = request
-        .topics
-        .into_iter()
-        .map(|topic| create_one(broker, version, topic, request.validate_only))
-        .collect();
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) -> Option<Handled> {
+    let mut topics: Vec<CreatableTopicResult> = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        topics.push(match &broker.replicas {
+            Some(manager) => super::create_topics_cluster::create(broker, manager, version, topic, request.validate_only).await,
+            None => create_one(broker, version, topic, request.validate_only),
+        });
+    }
     let has_error = topics.iter().any(|t| t.error_code != 0);
     Handled::new(Response::CreateTopics(CreateTopicsResponse::default().with_topics(topics)), has_error)
 }
@@ -112,7 +116,7 @@ fn create_one(broker: &Broker, version: i16, topic: CreatableTopic, validate_onl
     }
 }
 
-fn validate(broker: &Broker, name: &str, partitions: i32, overrides: &BTreeMap<String, String>) -> Result<LogConfig, LogError> {
+pub(super) fn validate(broker: &Broker, name: &str, partitions: i32, overrides: &BTreeMap<String, String>) -> Result<LogConfig, LogError> {
     chronik_log::validate_topic_name(name)?;
     if broker.log.topic(name).is_some() {
         return Err(LogError::TopicAlreadyExists(name.to_string()));
@@ -123,7 +127,7 @@ fn validate(broker: &Broker, name: &str, partitions: i32, overrides: &BTreeMap<S
     broker.log.default_log_config().with_overrides(overrides)
 }
 
-fn log_error(e: &LogError) -> (ResponseError, String) {
+pub(super) fn log_error(e: &LogError) -> (ResponseError, String) {
     let code = match e {
         LogError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
         LogError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,

@@ -1,4 +1,6 @@
-//! DeleteTopics: by name (all versions) or by topic id (v6+).
+//! DeleteTopics: by name (all versions) or by topic id (v6+). In cluster
+//! mode the deletion goes through the controller; every broker then removes
+//! its local log when it applies the new metadata image.
 
 use std::sync::Arc;
 
@@ -14,16 +16,16 @@ use super::topic_lookup::{resolve, to_uuid, topic_name};
 use super::Handled;
 use crate::broker::Broker;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) -> Option<Handled> {
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) -> Option<Handled> {
     let targets: Vec<(Option<TopicName>, Uuid)> = if version >= 6 {
         request.topics.into_iter().map(|t| (t.name, t.topic_id)).collect()
     } else {
         request.topic_names.into_iter().map(|n| (Some(n), Uuid::nil())).collect()
     };
-    let responses: Vec<DeletableTopicResult> = targets
-        .into_iter()
-        .map(|(name, id)| delete_one(broker, name, id))
-        .collect();
+    let mut responses: Vec<DeletableTopicResult> = Vec::with_capacity(targets.len());
+    for (name, id) in targets {
+        responses.push(delete_one(broker, name, id).await);
+    }
     let has_error = responses.iter().any(|r| r.error_code != 0);
     Handled::new(
         Response::DeleteTopics(DeleteTopicsResponse::default().with_responses(responses)),
@@ -31,13 +33,24 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) 
     )
 }
 
-fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> DeletableTopicResult {
+async fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> DeletableTopicResult {
     let requested_name = name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
     let result = DeletableTopicResult::default().with_name(name.clone()).with_topic_id(id);
     let topic = match resolve(broker, &requested_name, id) {
         Ok(topic) => topic,
         Err(error) => return result.with_error_code(error.code()),
     };
+    if let Some(manager) = &broker.replicas {
+        return match manager.cluster.delete_topic(&topic.name).await {
+            Ok(()) => {
+                info!(topic = %topic.name, "deleted topic");
+                result.with_name(Some(topic_name(&topic.name))).with_topic_id(to_uuid(topic.topic_id))
+            }
+            Err(e) => result
+                .with_error_code(super::cluster_errors::cluster_error_code(&e).code())
+                .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+        };
+    }
     match broker.log.delete_topic(&topic.name) {
         Ok(()) => {
             info!(topic = %topic.name, "deleted topic");

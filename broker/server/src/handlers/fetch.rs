@@ -2,6 +2,12 @@
 //! honouring per-partition and per-response byte limits, and long-polls up to
 //! `max_wait_ms` until `min_bytes` are available. No fetch sessions: every
 //! response has session id 0, which tells clients to send full requests.
+//!
+//! Cluster mode: a Fetch carrying a replica id is a follower's — it reads up
+//! to the log end, records the follower's progress (which may grow the ISR
+//! and advance the high watermark) and reports the high watermark; a
+//! consumer's Fetch is served by the leader only, up to the replication high
+//! watermark capped at what is durable here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,13 +29,22 @@ use crate::broker::Broker;
 /// Upper bound on a client-supplied max_wait_ms, so a fetch can never park forever.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(60);
 
+/// Who is fetching: a consumer, or the follower replica with this id.
+#[derive(Clone, Copy)]
+enum Fetcher {
+    Consumer,
+    Follower(i32),
+}
+
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Option<Handled> {
+    let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
+    let fetcher = if replica_id >= 0 && broker.replicas.is_some() { Fetcher::Follower(replica_id) } else { Fetcher::Consumer };
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0)).min(MAX_WAIT_CAP);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
     let mut changed = broker.data_changed.subscribe();
     loop {
-        let (topics, bytes, has_error) = read_all(broker, version, &request);
+        let (topics, bytes, has_error) = read_all(broker, version, &request, fetcher);
         let done = bytes >= min_bytes || has_error || Instant::now() >= deadline;
         if done {
             let records: u64 = topics
@@ -55,7 +70,12 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
 
 /// One pass over every requested partition. Returns the topics, the record
 /// bytes gathered and whether any partition has an error.
-fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (Vec<FetchableTopicResponse>, usize, bool) {
+fn read_all(
+    broker: &Broker,
+    version: i16,
+    request: &FetchRequest,
+    fetcher: Fetcher,
+) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let mut remaining = if request.max_bytes > 0 { request.max_bytes as usize } else { usize::MAX };
     let mut total = 0usize;
     let mut has_error = false;
@@ -63,7 +83,7 @@ fn read_all(broker: &Broker, version: i16, request: &FetchRequest) -> (Vec<Fetch
         .topics
         .iter()
         .map(|topic| {
-            let partitions = read_topic(broker, version, topic, &mut remaining, &mut total, &mut has_error);
+            let partitions = read_topic(broker, version, topic, fetcher, &mut remaining, &mut total, &mut has_error);
             FetchableTopicResponse::default()
                 .with_topic(topic.topic.clone())
                 .with_topic_id(topic.topic_id)
@@ -77,6 +97,7 @@ fn read_topic(
     broker: &Broker,
     version: i16,
     topic: &FetchTopic,
+    fetcher: Fetcher,
     remaining: &mut usize,
     total: &mut usize,
     has_error: &mut bool,
@@ -105,7 +126,17 @@ fn read_topic(
                         .with_log_start_offset(-1);
                 }
             };
-            let high_watermark = log.durable_offset();
+            let (high_watermark, upper_bound) = match bounds(broker, log, p, fetcher) {
+                Ok(b) => b,
+                Err(error) => {
+                    *has_error = true;
+                    return data
+                        .with_error_code(error.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1);
+                }
+            };
             let data = data
                 .with_high_watermark(high_watermark)
                 .with_last_stable_offset(high_watermark)
@@ -121,7 +152,7 @@ fn read_topic(
             if budget == 0 {
                 return data.with_records(Some(Bytes::new()));
             }
-            match log.read(p.fetch_offset, budget, high_watermark) {
+            match log.read(p.fetch_offset, budget, upper_bound) {
                 Ok(bytes) => {
                     *total += bytes.len();
                     *remaining = remaining.saturating_sub(bytes.len());
@@ -141,4 +172,37 @@ fn read_topic(
             }
         })
         .collect()
+}
+
+/// (high watermark to report, offset reads stop before) for one partition.
+fn bounds(
+    broker: &Broker,
+    log: &chronik_log::PartitionLog,
+    p: &kafka_protocol::messages::fetch_request::FetchPartition,
+    fetcher: Fetcher,
+) -> Result<(i64, i64), ResponseError> {
+    let Some(manager) = &broker.replicas else {
+        let hw = log.durable_offset();
+        return Ok((hw, hw));
+    };
+    let replica = manager.replica(log.topic(), log.partition()).ok_or(ResponseError::NotLeaderOrFollower)?;
+    match fetcher {
+        Fetcher::Follower(replica_id) => {
+            let (hw, actions) = replica.follower_fetch(replica_id, p.fetch_offset, p.current_leader_epoch, manager.now())?;
+            manager.perform(&replica, actions);
+            Ok((hw, log.log_end_offset()))
+        }
+        Fetcher::Consumer => {
+            let epoch = replica.leader_epoch().ok_or(ResponseError::NotLeaderOrFollower)?;
+            if p.current_leader_epoch >= 0 && p.current_leader_epoch != epoch {
+                return Err(if p.current_leader_epoch < epoch {
+                    ResponseError::FencedLeaderEpoch
+                } else {
+                    ResponseError::UnknownLeaderEpoch
+                });
+            }
+            let hw = replica.consumer_high_watermark()?.min(log.durable_offset());
+            Ok((hw, hw))
+        }
+    }
 }

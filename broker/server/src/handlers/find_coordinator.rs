@@ -1,5 +1,7 @@
-//! FindCoordinator: this broker coordinates every consumer group. Transaction
-//! coordinators are refused (transactions are not supported).
+//! FindCoordinator: standalone, this broker coordinates every consumer
+//! group; in cluster mode the leader of `__consumer_offsets` partition 0
+//! does (it holds the committed offsets). Transaction coordinators are
+//! refused (transactions are not supported).
 
 use std::sync::Arc;
 
@@ -15,9 +17,11 @@ use crate::broker::Broker;
 const KEY_TYPE_GROUP: i8 = 0;
 
 pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Option<Handled> {
-    let (host, port) = &broker.advertised;
-    let node = BrokerId(broker.node_id());
-    let error = if request.key_type == KEY_TYPE_GROUP { 0 } else { ResponseError::CoordinatorNotAvailable.code() };
+    let (node, host, port, mut error) = coordinator(broker);
+    let (host, port, node) = (&host, &port, BrokerId(node));
+    if request.key_type != KEY_TYPE_GROUP {
+        error = ResponseError::CoordinatorNotAvailable.code();
+    }
     let mut response = FindCoordinatorResponse::default();
     if version >= 4 {
         let coordinators = request
@@ -42,4 +46,18 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
         response = response.with_error_code(error).with_node_id(BrokerId(-1)).with_port(-1);
     }
     Handled::new(Response::FindCoordinator(response), error != 0)
+}
+
+/// (node id, host, port, error code) of the group coordinator.
+fn coordinator(broker: &Broker) -> (i32, String, u16, i16) {
+    let Some(manager) = &broker.replicas else {
+        let (host, port) = broker.advertised.clone();
+        return (broker.node_id(), host, port, 0);
+    };
+    let image = manager.cluster.image();
+    let leader = image.partition(crate::groups::OFFSETS_TOPIC, 0).map_or(-1, |p| p.leader);
+    match image.brokers.get(&leader).filter(|b| !b.fenced) {
+        Some(b) => (b.node_id, b.host.clone(), b.port, 0),
+        None => (-1, String::new(), 0, ResponseError::CoordinatorNotAvailable.code()),
+    }
 }

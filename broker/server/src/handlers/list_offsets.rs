@@ -12,6 +12,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use uuid::Uuid;
 
 use super::topic_lookup::resolve;
+use super::high_watermark::consumer_high_watermark;
 use super::Handled;
 use crate::broker::Broker;
 
@@ -37,12 +38,18 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                         Ok(t) => t.partition(p.partition_index).ok_or(ResponseError::UnknownTopicOrPartition),
                         Err(e) => Err(*e),
                     };
-                    match partition.and_then(|log| lookup(log, p.timestamp)) {
+                    let leader_epoch = partition
+                        .as_ref()
+                        .ok()
+                        .and_then(|log| broker.replica(log.topic(), log.partition()))
+                        .and_then(|r| r.leader_epoch())
+                        .unwrap_or(0);
+                    match partition.and_then(|log| lookup(log, consumer_high_watermark(broker, log)?, p.timestamp)) {
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)
                             // leader_epoch exists from v4 on; earlier versions must leave it unset.
-                            .with_leader_epoch(if offset >= 0 && version >= 4 { 0 } else { -1 }),
+                            .with_leader_epoch(if offset >= 0 && version >= 4 { leader_epoch } else { -1 }),
                         Err(error) => {
                             has_error = true;
                             response.with_error_code(error.code()).with_offset(-1).with_timestamp(-1)
@@ -57,8 +64,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
 }
 
 /// (offset, timestamp) for one partition; -1/-1 when nothing matches.
-fn lookup(log: &PartitionLog, timestamp: i64) -> Result<(i64, i64), ResponseError> {
-    let high_watermark = log.durable_offset();
+fn lookup(log: &PartitionLog, high_watermark: i64, timestamp: i64) -> Result<(i64, i64), ResponseError> {
     match timestamp {
         LATEST => Ok((high_watermark, -1)),
         EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1)),

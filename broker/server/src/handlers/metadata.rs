@@ -1,5 +1,6 @@
-//! Metadata: this broker as the only node and the leader of every partition;
-//! creates requested unknown topics when auto-creation is on and allowed.
+//! Metadata: standalone, this broker as the only node and the leader of
+//! every partition; creates requested unknown topics when auto-creation is
+//! on and allowed. Cluster mode is answered by `metadata_cluster`.
 
 use std::sync::Arc;
 
@@ -21,7 +22,12 @@ use chronik_protocol::Response;
 /// Kafka's "authorized operations not requested" sentinel.
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> Option<Handled> {
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> Option<Handled> {
+    if let Some(manager) = &broker.replicas {
+        let response = super::metadata_cluster::metadata(broker, manager, version, request).await;
+        let has_error = response.topics.iter().any(|t| t.error_code != 0);
+        return Handled::new(Response::Metadata(response), has_error);
+    }
     // v0: an empty list means all topics; v1+: null means all topics.
     let wants_all = match &request.topics {
         None => true,

@@ -5,7 +5,9 @@
 //! per-API semantics. Must not: touch sockets or framing.
 
 mod api_versions;
+mod cluster_errors;
 mod create_topics;
+mod create_topics_cluster;
 mod delete_groups;
 mod delete_topics;
 mod describe_configs;
@@ -14,12 +16,14 @@ mod fetch;
 mod find_coordinator;
 mod group_errors;
 mod heartbeat;
+mod high_watermark;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
 mod metadata;
+mod metadata_cluster;
 mod offset_commit;
 mod offset_fetch;
 mod offset_for_leader_epoch;
@@ -52,9 +56,9 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Option<Han
     let client_id = request.header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
     match request.body {
         Request::ApiVersions(r) => api_versions::handle(version, r),
-        Request::Metadata(r) => metadata::handle(broker, version, r),
-        Request::CreateTopics(r) => create_topics::handle(broker, version, r),
-        Request::DeleteTopics(r) => delete_topics::handle(broker, version, r),
+        Request::Metadata(r) => metadata::handle(broker, version, r).await,
+        Request::CreateTopics(r) => create_topics::handle(broker, version, r).await,
+        Request::DeleteTopics(r) => delete_topics::handle(broker, version, r).await,
         Request::DescribeConfigs(r) => describe_configs::handle(broker, version, r),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
         Request::Produce(r) => produce::handle(broker, version, r).await,

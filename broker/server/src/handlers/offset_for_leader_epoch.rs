@@ -1,5 +1,7 @@
-//! OffsetForLeaderEpoch: a single-node broker has only leader epoch 0, so
-//! epoch 0 ends at the log end offset and later epochs are unknown.
+//! OffsetForLeaderEpoch: where a leader epoch ends in this log. Standalone
+//! there is only leader epoch 0, ending at the log end offset. In cluster
+//! mode the leader answers from its leader-epoch cache (KIP-101/279), after
+//! checking the asker's current leader epoch.
 
 use std::sync::Arc;
 
@@ -29,6 +31,11 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetForLeaderEpoch
                         Ok(t) => t.partition(p.partition).ok_or(ResponseError::UnknownTopicOrPartition),
                         Err(e) => Err(*e),
                     };
+                    if let (Ok(log), Some(manager)) = (&log, &broker.replicas) {
+                        let answer = answer_from_cache(manager, log, p.current_leader_epoch, p.leader_epoch);
+                        has_error |= answer.error_code != 0;
+                        return answer.with_partition(p.partition);
+                    }
                     match log {
                         Err(e) => {
                             has_error = true;
@@ -53,4 +60,31 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetForLeaderEpoch
         Response::OffsetForLeaderEpoch(OffsetForLeaderEpochResponse::default().with_topics(topics)),
         has_error,
     )
+}
+
+/// The cluster-mode answer of the partition leader.
+fn answer_from_cache(
+    manager: &crate::replica::ReplicaManager,
+    log: &chronik_log::PartitionLog,
+    current_leader_epoch: i32,
+    leader_epoch: i32,
+) -> EpochEndOffset {
+    let error = |e: ResponseError| EpochEndOffset::default().with_error_code(e.code()).with_leader_epoch(-1).with_end_offset(-1);
+    let Some(replica) = manager.replica(log.topic(), log.partition()) else {
+        return error(ResponseError::NotLeaderOrFollower);
+    };
+    let Some(epoch) = replica.leader_epoch() else {
+        return error(ResponseError::NotLeaderOrFollower);
+    };
+    if current_leader_epoch >= 0 && current_leader_epoch != epoch {
+        return error(if current_leader_epoch < epoch {
+            ResponseError::FencedLeaderEpoch
+        } else {
+            ResponseError::UnknownLeaderEpoch
+        });
+    }
+    match replica.end_offset_for(leader_epoch) {
+        Some(answer) => EpochEndOffset::default().with_leader_epoch(answer.leader_epoch).with_end_offset(answer.end_offset),
+        None => EpochEndOffset::default().with_leader_epoch(-1).with_end_offset(-1),
+    }
 }

@@ -2,6 +2,12 @@
 //! size), appends them with offsets assigned in place, and — for acks=1 and
 //! acks=all — answers only once the group-commit flusher has made them
 //! durable. acks=0 gets no response at all, as in Kafka.
+//!
+//! In cluster mode only the partition leader appends (else
+//! NOT_LEADER_OR_FOLLOWER), batches carry its leader epoch, acks=all is
+//! refused with NOT_ENOUGH_REPLICAS while the ISR is below
+//! min.insync.replicas, and is answered once every ISR member has the
+//! records (the high watermark covers them) as well as durable here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,19 +26,22 @@ use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
 use crate::durability::wait_until_durable;
+use crate::replica::Replica;
 
 /// A partition's outcome before durability is known.
 struct Appended {
     log: Arc<PartitionLog>,
     info: AppendInfo,
+    /// Cluster mode: the leader replica that must see the ISR catch up.
+    replica: Option<Arc<Replica>>,
 }
 
 /// What happened to one partition's records: appended, or an error code and message.
 type Outcome = Result<Appended, (ResponseError, String)>;
 
-/// The only leader epoch a single-node broker has; stamped into every
+/// The only leader epoch a standalone broker has; stamped into every
 /// appended batch so consumers can validate positions against it.
-const LEADER_EPOCH: i32 = 0;
+const STANDALONE_LEADER_EPOCH: i32 = 0;
 
 pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest) -> Option<Handled> {
     let acks = request.acks;
@@ -50,7 +59,7 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest
                     Err(e) => Err((*e, String::new())),
                     Ok(t) => match t.partition(p.index) {
                         None => Err((ResponseError::UnknownTopicOrPartition, String::new())),
-                        Some(log) => append(broker, log, p.records.as_ref()).map(|info| Appended { log: log.clone(), info }),
+                        Some(log) => append_as_leader(broker, &t.name, log, p.records.as_ref(), acks == -1),
                     },
                 }
             };
@@ -82,6 +91,11 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest
                 }
             }
         }
+    }
+
+    if acks == -1 && broker.replicas.is_some() {
+        let timeout = Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(30_000));
+        wait_for_isr(broker, &mut outcomes, timeout).await;
     }
 
     let mut has_error = false;
@@ -119,8 +133,74 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest
     Handled::new(Response::Produce(ProduceResponse::default().with_responses(responses)), has_error)
 }
 
-/// Validates and appends one partition's records.
-fn append(broker: &Broker, log: &PartitionLog, records: Option<&Bytes>) -> Result<AppendInfo, (ResponseError, String)> {
+/// Appends to one partition as its leader: in cluster mode checks leadership
+/// (and min.insync.replicas for acks=all) first and tells the replica about
+/// the new log end afterwards.
+fn append_as_leader(
+    broker: &Broker,
+    topic: &str,
+    log: &Arc<PartitionLog>,
+    records: Option<&Bytes>,
+    acks_all: bool,
+) -> Outcome {
+    let Some(manager) = &broker.replicas else {
+        return append(broker, log, records, STANDALONE_LEADER_EPOCH)
+            .map(|info| Appended { log: log.clone(), info, replica: None });
+    };
+    let replica = manager
+        .replica(topic, log.partition())
+        .ok_or((ResponseError::NotLeaderOrFollower, "partition not yet assigned here".into()))?;
+    let leader_epoch = replica.check_produce(acks_all, manager.now())?;
+    let info = append(broker, log, records, leader_epoch)?;
+    let actions = replica.appended(info.log_end_offset);
+    manager.perform(&replica, actions);
+    // Wake followers parked in Fetch.
+    broker.notify_data_changed();
+    Ok(Appended { log: log.clone(), info, replica: Some(replica) })
+}
+
+/// acks=all in cluster mode: waits until every ISR member has each
+/// partition's records, or fails the partition with the leader's reason
+/// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER) or
+/// REQUEST_TIMED_OUT.
+async fn wait_for_isr(broker: &Broker, outcomes: &mut [Vec<(i32, Outcome)>], timeout: Duration) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut changed = broker.data_changed.subscribe();
+    loop {
+        let mut waiting = false;
+        for (_, outcome) in outcomes.iter_mut().flatten() {
+            let Ok(a) = outcome else { continue };
+            let Some(replica) = &a.replica else { continue };
+            match replica.acks_all_satisfied(a.info.log_end_offset) {
+                Ok(true) => a.replica = None,
+                Ok(false) => waiting = true,
+                Err(e) => *outcome = Err(e),
+            }
+        }
+        if !waiting {
+            return;
+        }
+        tokio::select! {
+            result = changed.changed() => if result.is_err() { return },
+            _ = tokio::time::sleep_until(deadline) => {
+                for (_, outcome) in outcomes.iter_mut().flatten() {
+                    if matches!(outcome, Ok(a) if a.replica.is_some()) {
+                        *outcome = Err((ResponseError::RequestTimedOut, "the ISR did not replicate within timeout_ms".into()));
+                    }
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Validates and appends one partition's records, stamped with `leader_epoch`.
+fn append(
+    broker: &Broker,
+    log: &PartitionLog,
+    records: Option<&Bytes>,
+    leader_epoch: i32,
+) -> Result<AppendInfo, (ResponseError, String)> {
     let records = match records {
         Some(r) if !r.is_empty() => r,
         _ => return Err((ResponseError::InvalidRecord, "no record batches".into())),
@@ -134,7 +214,7 @@ fn append(broker: &Broker, log: &PartitionLog, records: Option<&Bytes>) -> Resul
     })?;
     let mut owned = records.to_vec();
     for batch in &batches {
-        set_partition_leader_epoch(&mut owned, batch.position, LEADER_EPOCH);
+        set_partition_leader_epoch(&mut owned, batch.position, leader_epoch);
     }
     let info = log.append(&mut owned, &batches).map_err(|e| match e {
         LogError::RecordTooLarge { .. } => (ResponseError::MessageTooLarge, e.to_string()),

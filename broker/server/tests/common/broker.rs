@@ -38,7 +38,12 @@ pub struct Broker {
     log_path: PathBuf,
     /// Extra flags given at start, reused by `restart`.
     args: Vec<String>,
+    /// `--listen` / `--metrics-listen` (port 0 = a new free port per start).
+    listen: String,
+    metrics_listen: String,
     starts: u32,
+    /// The LISTENING line's channel between `spawn_child` and `finish_start`.
+    listening: Option<mpsc::Receiver<String>>,
     /// Declared last so the directory outlives the child killed in `Drop`.
     _scratch: TempDir,
 }
@@ -49,16 +54,24 @@ impl Broker {
     pub fn start(args: &[&str]) -> Result<Broker> {
         let scratch = scratch_dir()?;
         let data_dir = scratch.path().join("data");
-        Self::launch(scratch, data_dir, args)
+        Self::launch(scratch, data_dir, args, "127.0.0.1:0", "127.0.0.1:0")
+    }
+
+    /// Starts a broker on fixed addresses (cluster nodes keep their ports
+    /// across restarts, as pods do).
+    pub fn start_at(listen: &str, metrics_listen: &str, args: &[&str]) -> Result<Broker> {
+        let scratch = scratch_dir()?;
+        let data_dir = scratch.path().join("data");
+        Self::launch(scratch, data_dir, args, listen, metrics_listen)
     }
 
     /// Starts a broker on an existing (or to-be-created) data dir that the
     /// caller owns.
     pub fn start_with_data_dir(data_dir: &Path, args: &[&str]) -> Result<Broker> {
-        Self::launch(scratch_dir()?, data_dir.to_path_buf(), args)
+        Self::launch(scratch_dir()?, data_dir.to_path_buf(), args, "127.0.0.1:0", "127.0.0.1:0")
     }
 
-    fn launch(scratch: TempDir, data_dir: PathBuf, args: &[&str]) -> Result<Broker> {
+    fn launch(scratch: TempDir, data_dir: PathBuf, args: &[&str], listen: &str, metrics_listen: &str) -> Result<Broker> {
         let log_path = scratch.path().join("broker-stderr.log");
         let mut broker = Broker {
             child: None,
@@ -68,14 +81,55 @@ impl Broker {
             data_dir,
             log_path,
             args: args.iter().map(|s| s.to_string()).collect(),
+            listen: listen.to_string(),
+            metrics_listen: metrics_listen.to_string(),
             starts: 0,
+            listening: None,
             _scratch: scratch,
         };
         broker.spawn()?;
         Ok(broker)
     }
 
+    /// Like `start_at`, but returns as soon as the process runs; call
+    /// `finish_start` later (cluster nodes wait for their peers before
+    /// they listen).
+    pub fn spawn_at(listen: &str, metrics_listen: &str, args: &[&str]) -> Result<Broker> {
+        let scratch = scratch_dir()?;
+        let data_dir = scratch.path().join("data");
+        let log_path = scratch.path().join("broker-stderr.log");
+        let mut broker = Broker {
+            child: None,
+            pid: 0,
+            kafka_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir,
+            log_path,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            listen: listen.to_string(),
+            metrics_listen: metrics_listen.to_string(),
+            starts: 0,
+            listening: None,
+            _scratch: scratch,
+        };
+        broker.spawn_child()?;
+        Ok(broker)
+    }
+
+    /// Restarts a stopped broker without waiting for it to listen.
+    pub fn respawn(&mut self) -> Result<()> {
+        if self.is_running() {
+            bail!("broker is still running");
+        }
+        self.spawn_child()
+    }
+
     fn spawn(&mut self) -> Result<()> {
+        self.spawn_child()?;
+        self.finish_start()
+    }
+
+    fn spawn_child(&mut self) -> Result<()> {
         self.starts += 1;
         let mut log = OpenOptions::new()
             .create(true)
@@ -93,9 +147,9 @@ impl Broker {
         }
         let mut child = command
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(&self.listen)
             .arg("--metrics-listen")
-            .arg("127.0.0.1:0")
+            .arg(&self.metrics_listen)
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.args)
@@ -122,7 +176,13 @@ impl Broker {
             }
         });
         self.child = Some(child);
+        self.listening = Some(rx);
+        Ok(())
+    }
 
+    /// Waits for the LISTENING line and `/ready`.
+    pub fn finish_start(&mut self) -> Result<()> {
+        let rx = self.listening.take().context("finish_start without a spawned child")?;
         let line = match rx.recv_timeout(STARTUP_TIMEOUT) {
             Ok(line) => line,
             Err(e) => {

@@ -62,7 +62,12 @@ pub fn producer_at(bootstrap: &str, extra: &[(&str, &str)]) -> Result<FutureProd
 /// `assign` without a `group.id` ("Unknown group"), so one is set, but it is
 /// never joined and no offsets are committed.
 pub fn consumer(broker: &Broker, extra: &[(&str, &str)]) -> Result<BaseConsumer> {
-    let mut config = base_config(broker);
+    consumer_at(&broker.bootstrap(), extra)
+}
+
+/// `consumer` for a bootstrap list (e.g. every node of a cluster).
+pub fn consumer_at(bootstrap: &str, extra: &[(&str, &str)]) -> Result<BaseConsumer> {
+    let mut config = base_config_at(bootstrap);
     config
         .set("group.id", "chronik-tests-assign-only")
         .set("enable.auto.commit", "false")

@@ -57,6 +57,17 @@ impl Client {
 
     /// Creates a 1-partition topic with Kafka-named config overrides.
     pub fn create_topic_with(&mut self, name: &str, configs: &[(&str, &str)]) -> Result<()> {
+        self.create_topic_replicated(name, 1, 1, configs)
+    }
+
+    /// Creates a topic with `partitions` and `replication_factor`.
+    pub fn create_topic_replicated(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: &[(&str, &str)],
+    ) -> Result<()> {
         let configs = configs
             .iter()
             .map(|(k, v)| {
@@ -68,8 +79,8 @@ impl Client {
         let topic = create_topics_request::CreatableTopic::default()
             .with_configs(configs)
             .with_name(TopicName(StrBytes::from_string(name.into())))
-            .with_num_partitions(1)
-            .with_replication_factor(1);
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication_factor);
         let response = self.send(&CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000), 5)?;
         ensure!(response.topics[0].error_code == 0, "create failed: {:?}", response.topics[0]);
         Ok(())
@@ -89,6 +100,11 @@ impl Client {
     /// Produces one uncompressed batch holding `values` (Produce v9, acks=all,
     /// not idempotent); returns (error code, base offset).
     pub fn produce_values(&mut self, topic: &str, values: &[Bytes]) -> Result<(i16, i64)> {
+        self.produce_values_acks(topic, values, -1)
+    }
+
+    /// `produce_values` with the given acks (-1 = all, 1 = leader).
+    pub fn produce_values_acks(&mut self, topic: &str, values: &[Bytes], acks: i16) -> Result<(i16, i64)> {
         let records: Vec<Record> = values
             .iter()
             .enumerate()
@@ -110,7 +126,7 @@ impl Client {
             .collect();
         let mut batch = BytesMut::new();
         RecordBatchEncoder::encode(&mut batch, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })?;
-        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(30_000).with_topic_data(vec![
+        let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(vec![
             TopicProduceData::default()
                 .with_name(TopicName(StrBytes::from_string(topic.into())))
                 .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze()))]),

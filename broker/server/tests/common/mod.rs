@@ -8,6 +8,7 @@
 //!   temp data dir, readiness polling, SIGTERM / SIGKILL / restart, /proc probes.
 //! - `http`    — a minimal HTTP/1.0 GET over a plain `TcpStream` (no extra deps).
 //! - `prom`    — parsing of the Prometheus text exposition served at /metrics.
+//! - `cluster` — a real 3-node cluster on 127.0.0.1-3 (same ports per node) and Metadata views.
 //! - `clients` — rdkafka producer / consumer / admin helpers (consumers `assign`).
 //! - `kafka_client` — a blocking client on kafka-protocol types: any request at any version.
 //! - `wire`    — hand-encoded Kafka requests and RecordBatch v2 for raw-socket tests.
@@ -18,6 +19,7 @@
 
 pub mod broker;
 pub mod clients;
+pub mod cluster;
 pub mod http;
 pub mod kafka_client;
 pub mod prom;

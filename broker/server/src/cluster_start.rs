@@ -1,0 +1,107 @@
+//! Start-up in cluster mode: joins the metadata quorum, waits until this
+//! broker is registered (so the first Metadata answer already lists every
+//! live broker), makes sure `__consumer_offsets` exists cluster-wide, creates
+//! the local logs of the current image and starts the replica manager. The
+//! Kafka listener opens only after this returns.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use chronik_cluster::{Cluster, ClusterConfig, ClusterError, CreateTopic, DEFAULT_HEARTBEAT_INTERVAL};
+use chronik_log::LogManager;
+use tokio::sync::watch;
+use tracing::info;
+
+use crate::config::Config;
+use crate::groups::OFFSETS_TOPIC;
+use crate::replica::ReplicaManager;
+
+/// How long a node waits for the quorum (and, on the very first start, for
+/// enough brokers to host `__consumer_offsets`) before giving up.
+const START_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// (replica manager, advertised host and port).
+pub async fn start(
+    config: &Config,
+    log: &Arc<LogManager>,
+    data_changed: &Arc<watch::Sender<u64>>,
+) -> anyhow::Result<(Arc<ReplicaManager>, (String, u16))> {
+    let raw = config.peers.as_deref().unwrap_or_default();
+    let peers = chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?;
+    let me = peers
+        .iter()
+        .find(|p| p.node_id == config.node_id)
+        .with_context(|| format!("--node-id {} is not among --peers {raw:?}", config.node_id))?;
+    let kafka_port = config.advertise.as_ref().map_or(config.listen.port(), |(_, port)| *port);
+    if kafka_port == 0 || config.raft_listen.port() == 0 {
+        bail!("cluster mode needs fixed ports: --listen and --raft-listen must not use port 0");
+    }
+    let advertised = (me.host.clone(), kafka_port);
+    if let Some((host, _)) = &config.advertise {
+        if host != &me.host {
+            tracing::warn!(advertise = host, peer_host = me.host, "--advertise host differs from this node's --peers host; clients are given the --peers host");
+        }
+    }
+    let cluster = Cluster::start(ClusterConfig {
+        node_id: config.node_id,
+        peers: peers.clone(),
+        kafka_port,
+        raft_port: config.raft_listen.port(),
+        raft_listen: config.raft_listen,
+        data_dir: config.data_dir.clone(),
+        broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+        heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+    })
+    .await
+    .context("starting the metadata quorum")?;
+    info!(node_id = config.node_id, peers = raw, "waiting for the metadata quorum");
+    cluster.wait_ready(START_TIMEOUT).await.context("joining the metadata quorum")?;
+    ensure_offsets_topic(&cluster, peers.len()).await?;
+
+    let manager = ReplicaManager::new(
+        config.node_id,
+        cluster.clone(),
+        log.clone(),
+        usize::try_from(config.min_insync_replicas).unwrap_or(1),
+        config.replica_lag_time_max_ms,
+        data_changed.clone(),
+    );
+    let image = cluster.image();
+    let first = manager.clone();
+    tokio::task::spawn_blocking(move || first.sync(&image)).await.context("initial metadata sync panicked")?;
+    info!(brokers = cluster.image().live_brokers().count(), "joined the cluster");
+    Ok((manager, advertised))
+}
+
+/// Creates `__consumer_offsets` (1 partition, replication factor
+/// min(3, voters)) unless it exists. On a cluster's very first start this
+/// waits until that many brokers are live.
+async fn ensure_offsets_topic(cluster: &Cluster, voters: usize) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    let replication_factor = i16::try_from(voters.min(3)).unwrap_or(3);
+    let mut logged = false;
+    while !cluster.image().topics.contains_key(OFFSETS_TOPIC) {
+        let request = CreateTopic {
+            name: OFFSETS_TOPIC.to_string(),
+            partitions: 1,
+            replication_factor,
+            configs: BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
+        };
+        match cluster.create_topic(request).await {
+            Ok(_) | Err(ClusterError::TopicAlreadyExists(_)) => break,
+            Err(e) => {
+                if !logged {
+                    info!(error = %e, "waiting for {replication_factor} live brokers to create {OFFSETS_TOPIC}");
+                    logged = true;
+                }
+                if tokio::time::Instant::now() > deadline {
+                    bail!("could not create {OFFSETS_TOPIC}: {e}");
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,19 @@
+//! The Kafka error code for each metadata-quorum error (cluster mode).
+
+use chronik_cluster::ClusterError;
+use kafka_protocol::error::ResponseError;
+
+pub fn cluster_error_code(e: &ClusterError) -> ResponseError {
+    match e {
+        ClusterError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+        ClusterError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        ClusterError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+        ClusterError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        ClusterError::InvalidTopic(_) => ResponseError::InvalidTopicException,
+        ClusterError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+        ClusterError::InvalidUpdateVersion => ResponseError::InvalidUpdateVersion,
+        ClusterError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        ClusterError::NotController | ClusterError::Unavailable(_) => ResponseError::NotController,
+        ClusterError::Timeout => ResponseError::RequestTimedOut,
+    }
+}

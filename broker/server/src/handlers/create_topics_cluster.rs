@@ -1,0 +1,124 @@
+//! CreateTopics in cluster mode: validates like standalone (name, partitions,
+//! known configs) plus the replication factor against the live brokers, then
+//! has the controller assign replicas and commit the topic through the
+//! metadata quorum. Explicit replica assignments are refused.
+
+use std::collections::BTreeMap;
+
+use chronik_cluster::CreateTopic;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::protocol::StrBytes;
+use tracing::info;
+
+use super::cluster_errors::cluster_error_code;
+use super::create_topics::log_error;
+use super::describe_configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
+use super::topic_lookup::to_uuid;
+use crate::broker::Broker;
+use crate::replica::{ReplicaManager, MIN_INSYNC_REPLICAS};
+
+pub async fn create(
+    broker: &Broker,
+    manager: &ReplicaManager,
+    version: i16,
+    topic: CreatableTopic,
+    validate_only: bool,
+) -> CreatableTopicResult {
+    let name = topic.name.0.to_string();
+    let result = CreatableTopicResult::default().with_name(topic.name.clone());
+    let fail = |error: ResponseError, message: String| {
+        result
+            .clone()
+            .with_error_code(error.code())
+            .with_error_message(Some(StrBytes::from_string(message)))
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)
+    };
+    if !topic.assignments.is_empty() {
+        return fail(ResponseError::InvalidReplicaAssignment, "explicit replica assignments are not supported".into());
+    }
+    let partitions = if topic.num_partitions == -1 {
+        i32::try_from(broker.config.default_partitions).unwrap_or(1)
+    } else {
+        topic.num_partitions
+    };
+    let replication_factor =
+        if topic.replication_factor == -1 { broker.config.default_replication_factor } else { topic.replication_factor };
+    let mut configs = BTreeMap::new();
+    for config in &topic.configs {
+        if let Some(value) = &config.value {
+            configs.insert(config.name.to_string(), value.to_string());
+        }
+    }
+    let mut log_overrides = configs.clone();
+    let min_insync = log_overrides.remove(MIN_INSYNC_REPLICAS);
+    if let Some(v) = &min_insync {
+        if !v.parse::<i16>().is_ok_and(|n| n >= 1) {
+            return fail(ResponseError::InvalidConfig, format!("{MIN_INSYNC_REPLICAS} must be an integer >= 1, got {v:?}"));
+        }
+    }
+    let log_config = match broker.log.default_log_config().with_overrides(&log_overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            let (code, message) = log_error(&e);
+            return fail(code, message);
+        }
+    };
+    if let Err(e) = chronik_log::validate_topic_name(&name) {
+        let (code, message) = log_error(&e);
+        return fail(code, message);
+    }
+    let live = manager.cluster.image().live_brokers().count();
+    if replication_factor < 1 || usize::try_from(replication_factor).unwrap_or(usize::MAX) > live {
+        return fail(
+            ResponseError::InvalidReplicationFactor,
+            format!("replication factor {replication_factor} needs that many live brokers; {live} are live"),
+        );
+    }
+    let topic_id = if validate_only {
+        if manager.cluster.image().topics.contains_key(&name) {
+            return fail(ResponseError::TopicAlreadyExists, format!("topic {name:?} already exists"));
+        }
+        [0u8; 16]
+    } else {
+        let request = CreateTopic { name: name.clone(), partitions, replication_factor, configs: configs.clone() };
+        match manager.cluster.create_topic(request).await {
+            Ok(created) => {
+                info!(topic = %name, partitions, replication_factor, "created topic");
+                created.topic_id
+            }
+            Err(e) => return fail(cluster_error_code(&e), e.to_string()),
+        }
+    };
+    let mut result = result.with_num_partitions(partitions).with_replication_factor(replication_factor);
+    if version >= 7 {
+        result = result.with_topic_id(to_uuid(topic_id));
+    }
+    if version >= 5 {
+        let mut described: Vec<CreatableTopicConfigs> = log_config
+            .describe(&log_overrides)
+            .into_iter()
+            .map(|entry| {
+                CreatableTopicConfigs::default()
+                    .with_name(StrBytes::from_string(entry.name))
+                    .with_value(Some(StrBytes::from_string(entry.value)))
+                    .with_read_only(entry.read_only)
+                    .with_config_source(if entry.is_default { SOURCE_DEFAULT } else { SOURCE_TOPIC })
+            })
+            .collect();
+        let (value, source) = match &min_insync {
+            Some(v) => (v.clone(), SOURCE_TOPIC),
+            None => (broker.config.min_insync_replicas.to_string(), SOURCE_DEFAULT),
+        };
+        described.push(
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_static_str(MIN_INSYNC_REPLICAS))
+                .with_value(Some(StrBytes::from_string(value)))
+                .with_config_source(source),
+        );
+        result = result.with_configs(Some(described));
+    }
+    result
+}

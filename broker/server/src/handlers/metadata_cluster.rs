@@ -1,0 +1,129 @@
+//! Metadata in cluster mode: the live brokers, the controller and every
+//! partition's leader, leader epoch, replicas and ISR exactly as the
+//! metadata quorum's latest applied image has them. Unknown topics are
+//! created through the controller when auto-creation is on and allowed.
+
+use std::collections::BTreeMap;
+
+use chronik_cluster::{CreateTopic, MetadataImage, TopicImage};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+use kafka_protocol::protocol::StrBytes;
+use tracing::info;
+
+use super::cluster_errors::cluster_error_code;
+use super::topic_lookup::{to_uuid, topic_name};
+use crate::broker::Broker;
+use crate::groups::OFFSETS_TOPIC;
+use crate::replica::ReplicaManager;
+
+const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+
+pub async fn metadata(
+    broker: &Broker,
+    manager: &ReplicaManager,
+    version: i16,
+    request: MetadataRequest,
+) -> MetadataResponse {
+    let wants_all = match &request.topics {
+        None => true,
+        Some(t) => t.is_empty() && version == 0,
+    };
+    let allow_auto_create = broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    let mut topics = Vec::new();
+    let mut image = manager.cluster.image();
+    if wants_all {
+        topics.extend(image.topics.values().map(|t| describe_topic(&image, t)));
+    } else {
+        for requested in request.topics.unwrap_or_default() {
+            let name = requested.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            let found = if !requested.topic_id.is_nil() {
+                image.topic_by_id(*requested.topic_id.as_bytes()).cloned().ok_or(ResponseError::UnknownTopicId)
+            } else if let Some(t) = image.topics.get(&name) {
+                Ok(t.clone())
+            } else if allow_auto_create {
+                let created = auto_create(broker, manager, &name).await;
+                image = manager.cluster.image();
+                created
+            } else {
+                Err(ResponseError::UnknownTopicOrPartition)
+            };
+            topics.push(match found {
+                Ok(topic) => describe_topic(&image, &topic),
+                Err(error) => MetadataResponseTopic::default()
+                    .with_error_code(error.code())
+                    .with_name(requested.name.clone())
+                    .with_topic_id(requested.topic_id)
+                    .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED),
+            });
+        }
+    }
+    let brokers = image
+        .live_brokers()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(i32::from(b.port))
+        })
+        .collect();
+    let controller = manager.cluster.status().controller_id.unwrap_or(-1);
+    MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
+        .with_controller_id(BrokerId(controller))
+        .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
+        .with_topics(topics)
+}
+
+async fn auto_create(broker: &Broker, manager: &ReplicaManager, name: &str) -> Result<TopicImage, ResponseError> {
+    let request = CreateTopic {
+        name: name.to_string(),
+        partitions: i32::try_from(broker.config.default_partitions).unwrap_or(1),
+        replication_factor: broker.config.default_replication_factor,
+        configs: BTreeMap::new(),
+    };
+    match manager.cluster.create_topic(request).await {
+        Ok(topic) => {
+            info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
+            Ok(topic)
+        }
+        Err(chronik_cluster::ClusterError::TopicAlreadyExists(_)) => {
+            manager.cluster.image().topics.get(name).cloned().ok_or(ResponseError::LeaderNotAvailable)
+        }
+        Err(e) => Err(cluster_error_code(&e)),
+    }
+}
+
+fn describe_topic(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|p| {
+            let offline: Vec<BrokerId> = p
+                .replicas
+                .iter()
+                .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
+                .map(|&r| BrokerId(r))
+                .collect();
+            let error = if p.leader < 0 { ResponseError::LeaderNotAvailable.code() } else { 0 };
+            MetadataResponsePartition::default()
+                .with_error_code(error)
+                .with_partition_index(p.partition)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().map(|&r| BrokerId(r)).collect())
+                .with_isr_nodes(p.isr.iter().map(|&r| BrokerId(r)).collect())
+                .with_offline_replicas(offline)
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&topic.name)))
+        .with_topic_id(to_uuid(topic.topic_id))
+        .with_is_internal(topic.name == OFFSETS_TOPIC)
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
+}

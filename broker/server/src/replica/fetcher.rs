@@ -1,0 +1,203 @@
+//! The replica fetcher for one leader: a task that, for every partition this
+//! broker follows under that leader, first asks where its latest leader epoch
+//! ends (OffsetForLeaderEpoch, and truncates), then fetches from the local
+//! log end offset with Fetch carrying this broker's replica id, appends what
+//! comes back and learns the leader's high watermark — Kafka's
+//! ReplicaFetcherThread. The task ends when no partition follows the leader
+//! any more; the manager starts a new one when needed.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tracing::{debug, warn};
+
+use super::leader_client::LeaderClient;
+use super::{FollowerStep, Replica, ReplicaManager};
+use chronik_replication::EpochEndOffset;
+
+const FETCH_VERSION: i16 = 12;
+const EPOCH_VERSION: i16 = 4;
+const FETCH_MAX_WAIT_MS: i32 = 500;
+const PARTITION_MAX_BYTES: i32 = 8 * 1024 * 1024;
+const RESPONSE_MAX_BYTES: i32 = 64 * 1024 * 1024;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const BACKOFF: Duration = Duration::from_millis(100);
+
+type Work = Vec<(Arc<Replica>, FollowerStep)>;
+
+pub async fn run(manager: Arc<ReplicaManager>, leader: i32) {
+    let mut client: Option<LeaderClient> = None;
+    loop {
+        let work: Work = manager
+            .all_replicas()
+            .into_iter()
+            .filter_map(|r| match r.follower_step() {
+                Some((l, step)) if l == leader => Some((r, step)),
+                _ => None,
+            })
+            .collect();
+        if work.is_empty() {
+            debug!(leader, "no partitions follow this leader; fetcher stops");
+            return;
+        }
+        let Some(conn) = connected(&manager, leader, &mut client).await else {
+            tokio::time::sleep(BACKOFF * 2).await;
+            continue;
+        };
+        let (ask, fetch): (Work, Work) = work.into_iter().partition(|(_, s)| matches!(s, FollowerStep::AskEpoch { .. }));
+        let result = if !ask.is_empty() {
+            ask_epochs(&manager, conn, &ask).await
+        } else {
+            fetch_once(&manager, conn, &fetch).await
+        };
+        match result {
+            Ok(true) => {}
+            Ok(false) => tokio::time::sleep(BACKOFF).await,
+            Err(e) => {
+                debug!(leader, error = %e, "fetch from leader failed; reconnecting");
+                client = None;
+                tokio::time::sleep(BACKOFF).await;
+            }
+        }
+    }
+}
+
+async fn connected<'a>(
+    manager: &ReplicaManager,
+    leader: i32,
+    client: &'a mut Option<LeaderClient>,
+) -> Option<&'a mut LeaderClient> {
+    if client.is_none() {
+        let image = manager.cluster.image();
+        let broker = image.brokers.get(&leader).filter(|b| !b.fenced)?;
+        let addr = format!("{}:{}", broker.host, broker.port);
+        match LeaderClient::connect(&addr, format!("chronik-replica-{}", manager.node_id), CONNECT_TIMEOUT).await {
+            Ok(c) => *client = Some(c),
+            Err(e) => {
+                debug!(leader, %addr, error = %e, "cannot reach leader");
+                return None;
+            }
+        }
+    }
+    client.as_mut()
+}
+
+fn name(topic: &str) -> TopicName {
+    TopicName(StrBytes::from_string(topic.to_string()))
+}
+
+/// OffsetForLeaderEpoch for every partition still truncating. Ok(false)
+/// means some partitions got errors (back off).
+async fn ask_epochs(manager: &ReplicaManager, client: &mut LeaderClient, ask: &Work) -> anyhow::Result<bool> {
+    let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
+    for (replica, step) in ask {
+        if let FollowerStep::AskEpoch { current_leader_epoch, leader_epoch } = *step {
+            topics.entry(&replica.topic).or_default().push(
+                OffsetForLeaderPartition::default()
+                    .with_partition(replica.partition)
+                    .with_current_leader_epoch(current_leader_epoch)
+                    .with_leader_epoch(leader_epoch),
+            );
+        }
+    }
+    let request = OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(manager.node_id)).with_topics(
+        topics
+            .into_iter()
+            .map(|(t, partitions)| OffsetForLeaderTopic::default().with_topic(name(t)).with_partitions(partitions))
+            .collect(),
+    );
+    let response = client.send(&request, EPOCH_VERSION, REQUEST_TIMEOUT).await?;
+    let mut clean = true;
+    for topic in &response.topics {
+        for p in &topic.partitions {
+            let Some((replica, step)) = ask.iter().find(|(r, _)| r.topic == topic.topic.0.as_str() && r.partition == p.partition)
+            else {
+                continue;
+            };
+            let FollowerStep::AskEpoch { current_leader_epoch, .. } = *step else { continue };
+            if p.error_code != 0 {
+                clean = false;
+                debug!(topic = replica.topic, partition = replica.partition, error = p.error_code, "epoch query refused");
+                continue;
+            }
+            let answer = (p.leader_epoch >= 0 && p.end_offset >= 0)
+                .then_some(EpochEndOffset { leader_epoch: p.leader_epoch, end_offset: p.end_offset });
+            let replica = replica.clone();
+            tokio::task::spawn_blocking(move || replica.on_epoch_answer(current_leader_epoch, answer)).await?;
+        }
+    }
+    Ok(clean)
+}
+
+/// One Fetch round for every partition in the fetching phase.
+async fn fetch_once(manager: &ReplicaManager, client: &mut LeaderClient, fetch: &Work) -> anyhow::Result<bool> {
+    let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    for (replica, step) in fetch {
+        if let FollowerStep::Fetch { current_leader_epoch, fetch_offset } = *step {
+            topics.entry(&replica.topic).or_default().push(
+                FetchPartition::default()
+                    .with_partition(replica.partition)
+                    .with_current_leader_epoch(current_leader_epoch)
+                    .with_fetch_offset(fetch_offset)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(PARTITION_MAX_BYTES),
+            );
+        }
+    }
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(manager.node_id))
+        .with_max_wait_ms(FETCH_MAX_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(RESPONSE_MAX_BYTES)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, partitions)| FetchTopic::default().with_topic(name(t)).with_partitions(partitions))
+                .collect(),
+        );
+    let response = client.send(&request, FETCH_VERSION, REQUEST_TIMEOUT).await?;
+    let mut clean = true;
+    for topic in response.responses {
+        for p in topic.partitions {
+            let Some((replica, step)) =
+                fetch.iter().find(|(r, _)| r.topic == topic.topic.0.as_str() && r.partition == p.partition_index)
+            else {
+                continue;
+            };
+            let FollowerStep::Fetch { current_leader_epoch, fetch_offset } = *step else { continue };
+            if p.error_code != 0 {
+                clean = false;
+                if p.error_code == ResponseError::OffsetOutOfRange.code() {
+                    warn!(topic = replica.topic, partition = replica.partition, fetch_offset, "leader says offset out of range");
+                }
+                continue;
+            }
+            let records = p.records.unwrap_or_default();
+            let replica = replica.clone();
+            let hw = p.high_watermark;
+            let appended =
+                tokio::task::spawn_blocking(move || replica.on_fetched(current_leader_epoch, fetch_offset, &records, hw))
+                    .await?;
+            match appended {
+                Ok(n) => {
+                    manager.stats.records_replicated.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    clean = false;
+                    warn!(topic = topic.topic.0.as_str(), partition = p.partition_index, error = %e, "follower append failed");
+                }
+            }
+        }
+    }
+    Ok(clean)
+}

@@ -1,0 +1,313 @@
+//! Cluster mode: this broker's replicas of every partition, kept in step with
+//! the metadata quorum.
+//!
+//! Owns: the map of `Replica`s, applying each new `MetadataImage` (creating
+//! local logs with the controller's topic ids, deleting removed topics,
+//! leader/follower transitions), the replica fetcher tasks (one per leader
+//! this broker follows, in `fetcher`), ISR proposals to the controller
+//! (AlterPartition), the periodic ISR-shrink tick and the replication
+//! counters. Must not: decode client requests — handlers call into `Replica`.
+//!
+//! Submodules: `partition` (one replica's role and state machines),
+//! `fetcher` (Fetch/OffsetForLeaderEpoch from the leader), `leader_client`
+//! (a minimal Kafka client over one TCP connection), `epoch_file`
+//! (leader-epoch checkpoints).
+
+mod epoch_file;
+mod fetcher;
+mod leader_client;
+mod partition;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use chronik_cluster::{AlterPartition, Cluster, MetadataImage, TopicImage};
+use chronik_log::LogManager;
+use chronik_replication::{LeaderAction, Millis, ReplicationConfig};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+pub use partition::{checkpoint_path, FollowerStep, Replica, Transition};
+
+/// Topic config naming the smallest ISR that accepts acks=all.
+pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+
+/// Replication counters exported as metrics.
+#[derive(Debug, Default)]
+pub struct ReplicationStats {
+    pub leader_changes: AtomicU64,
+    pub isr_shrinks: AtomicU64,
+    pub isr_expands: AtomicU64,
+    pub records_replicated: AtomicU64,
+}
+
+type LeaderListener = Box<dyn Fn(&Replica) + Send + Sync>;
+
+pub struct ReplicaManager {
+    pub node_id: i32,
+    pub cluster: Arc<Cluster>,
+    log: Arc<LogManager>,
+    replicas: RwLock<HashMap<(String, i32), Arc<Replica>>>,
+    default_min_insync: usize,
+    replica_lag_time_max_ms: Millis,
+    data_changed: Arc<watch::Sender<u64>>,
+    start: Instant,
+    fetchers: Mutex<HashMap<i32, JoinHandle<()>>>,
+    pub stats: ReplicationStats,
+    leader_listeners: Mutex<Vec<LeaderListener>>,
+}
+
+impl std::fmt::Debug for ReplicaManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaManager").field("node_id", &self.node_id).finish()
+    }
+}
+
+impl ReplicaManager {
+    pub fn new(
+        node_id: i32,
+        cluster: Arc<Cluster>,
+        log: Arc<LogManager>,
+        default_min_insync: usize,
+        replica_lag_time_max_ms: u64,
+        data_changed: Arc<watch::Sender<u64>>,
+    ) -> Arc<ReplicaManager> {
+        Arc::new(ReplicaManager {
+            node_id,
+            cluster,
+            log,
+            replicas: RwLock::new(HashMap::new()),
+            default_min_insync: default_min_insync.max(1),
+            replica_lag_time_max_ms,
+            data_changed,
+            start: Instant::now(),
+            fetchers: Mutex::new(HashMap::new()),
+            stats: ReplicationStats::default(),
+            leader_listeners: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Milliseconds since this manager started (the state machines' clock).
+    pub fn now(&self) -> Millis {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn replica(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
+        let map = self.replicas.read().unwrap_or_else(|e| e.into_inner());
+        map.get(&(topic.to_string(), partition)).cloned()
+    }
+
+    pub fn all_replicas(&self) -> Vec<Arc<Replica>> {
+        let map = self.replicas.read().unwrap_or_else(|e| e.into_inner());
+        map.values().cloned().collect()
+    }
+
+    /// Called (on the metadata task) each time this broker becomes leader
+    /// of a partition.
+    pub fn on_leadership(&self, listener: LeaderListener) {
+        self.leader_listeners.lock().unwrap_or_else(|e| e.into_inner()).push(listener);
+    }
+
+    fn notify_data_changed(&self) {
+        self.data_changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The replication settings of `topic`.
+    fn config_for(&self, topic: &TopicImage) -> ReplicationConfig {
+        let min_insync = topic
+            .configs
+            .get(MIN_INSYNC_REPLICAS)
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(self.default_min_insync)
+            .max(1);
+        ReplicationConfig { min_insync_replicas: min_insync, replica_lag_time_max_ms: self.replica_lag_time_max_ms }
+    }
+
+    /// Performs what a leader's state machine asked for.
+    pub fn perform(self: &Arc<Self>, replica: &Arc<Replica>, actions: Vec<LeaderAction>) {
+        for action in actions {
+            match action {
+                LeaderAction::HighWatermarkAdvanced(_) => self.notify_data_changed(),
+                LeaderAction::IsrChanged { leader_epoch, isr, version } => {
+                    self.propose_isr(replica.clone(), leader_epoch, isr, version);
+                }
+            }
+        }
+    }
+
+    fn propose_isr(self: &Arc<Self>, replica: Arc<Replica>, leader_epoch: i32, isr: BTreeSet<i32>, version: i32) {
+        let manager = self.clone();
+        let before = replica.leader_isr().map_or(0, |(n, _)| n);
+        tokio::spawn(async move {
+            let request = AlterPartition {
+                topic: replica.topic.clone(),
+                partition: replica.partition,
+                leader_id: manager.node_id,
+                leader_epoch,
+                partition_epoch: version,
+                new_isr: isr.iter().copied().collect(),
+            };
+            match manager.cluster.alter_partition(request).await {
+                Ok(image) => {
+                    let counter =
+                        if image.isr.len() > before { &manager.stats.isr_expands } else { &manager.stats.isr_shrinks };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    info!(topic = replica.topic, partition = replica.partition, isr = ?image.isr, "ISR changed");
+                    let config = manager
+                        .cluster
+                        .image()
+                        .topics
+                        .get(&replica.topic)
+                        .map(|t| manager.config_for(t))
+                        .unwrap_or_default();
+                    let (_, actions) = replica.apply(&image, manager.node_id, config, manager.now());
+                    manager.perform(&replica, actions);
+                }
+                Err(e) => {
+                    warn!(topic = replica.topic, partition = replica.partition, error = %e, "AlterPartition refused");
+                    replica.isr_change_failed();
+                }
+            }
+        });
+    }
+
+    /// Applies `image`: local logs for its topics, roles for its partitions,
+    /// fetchers for the leaders followed.
+    pub fn sync(self: &Arc<Self>, image: &MetadataImage) {
+        let now = self.now();
+        let mut followed: BTreeSet<i32> = BTreeSet::new();
+        for topic in image.topics.values() {
+            let local = match self.ensure_local_topic(topic) {
+                Some(t) => t,
+                None => continue,
+            };
+            let config = self.config_for(topic);
+            for p in &topic.partitions {
+                let Some(log) = local.partition(p.partition) else { continue };
+                let replica = {
+                    let key = (topic.name.clone(), p.partition);
+                    let mut map = self.replicas.write().unwrap_or_else(|e| e.into_inner());
+                    map.entry(key).or_insert_with(|| Arc::new(Replica::open(&topic.name, log.clone()))).clone()
+                };
+                let (transition, actions) = replica.apply(p, self.node_id, config, now);
+                if transition == Transition::BecameLeader {
+                    self.stats.leader_changes.fetch_add(1, Ordering::Relaxed);
+                    for listener in self.leader_listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                        listener(&replica);
+                    }
+                }
+                self.perform(&replica, actions);
+                if let Some((leader, _)) = replica.follower_step() {
+                    followed.insert(leader);
+                }
+            }
+        }
+        self.remove_deleted_topics(image);
+        self.ensure_fetchers(&followed);
+        self.notify_data_changed();
+    }
+
+    fn ensure_local_topic(&self, topic: &TopicImage) -> Option<Arc<chronik_log::TopicLog>> {
+        if let Some(t) = self.log.topic(&topic.name) {
+            if t.topic_id == topic.topic_id {
+                return Some(t);
+            }
+            // Same name, different id: the topic was deleted and re-created
+            // while this broker was away.
+            warn!(topic = topic.name, "local topic has a stale id; replacing it");
+            self.forget_topic(&topic.name);
+            if let Err(e) = self.log.delete_topic(&topic.name) {
+                warn!(topic = topic.name, error = %e, "cannot delete stale local topic");
+                return None;
+            }
+        }
+        let log_configs: BTreeMap<String, String> =
+            topic.configs.iter().filter(|(k, _)| k.as_str() != MIN_INSYNC_REPLICAS).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let partitions = u32::try_from(topic.partitions.len()).unwrap_or(0);
+        match self.log.create_topic_with_id(&topic.name, partitions, log_configs, topic.topic_id) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                warn!(topic = topic.name, error = %e, "cannot create local log for topic");
+                None
+            }
+        }
+    }
+
+    fn forget_topic(&self, name: &str) {
+        let mut map = self.replicas.write().unwrap_or_else(|e| e.into_inner());
+        map.retain(|(t, _), _| t != name);
+    }
+
+    fn remove_deleted_topics(&self, image: &MetadataImage) {
+        for local in self.log.topics() {
+            if !image.topics.contains_key(&local.name) {
+                info!(topic = local.name, "topic deleted in the cluster; removing local log");
+                self.forget_topic(&local.name);
+                if let Err(e) = self.log.delete_topic(&local.name) {
+                    warn!(topic = local.name, error = %e, "cannot delete local topic");
+                }
+            }
+        }
+    }
+
+    fn ensure_fetchers(self: &Arc<Self>, leaders: &BTreeSet<i32>) {
+        let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
+        fetchers.retain(|_, task| !task.is_finished());
+        for &leader in leaders {
+            if leader == self.node_id || fetchers.contains_key(&leader) {
+                continue;
+            }
+            let manager = self.clone();
+            fetchers.insert(leader, tokio::spawn(fetcher::run(manager, leader)));
+        }
+    }
+
+    /// Follows the metadata quorum until the process ends; also runs the
+    /// ISR-shrink tick.
+    pub fn spawn(self: &Arc<Self>) {
+        let manager = self.clone();
+        tokio::spawn(async move {
+            let mut images = manager.cluster.subscribe();
+            loop {
+                let image = images.borrow_and_update().clone();
+                let m = manager.clone();
+                // Topic creation touches the file system.
+                let _ = tokio::task::spawn_blocking(move || m.sync(&image)).await;
+                if images.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        let manager = self.clone();
+        let period = Duration::from_millis((self.replica_lag_time_max_ms / 2).clamp(100, 1000));
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(period);
+            loop {
+                ticker.tick().await;
+                let now = manager.now();
+                for replica in manager.all_replicas() {
+                    let actions = replica.tick(now);
+                    manager.perform(&replica, actions);
+                }
+            }
+        });
+    }
+
+    /// Partitions this broker leads whose ISR is smaller than their replica
+    /// set, and partitions without a leader (from the quorum's image).
+    pub fn under_replicated_and_offline(&self) -> (i64, i64) {
+        let under = self
+            .all_replicas()
+            .iter()
+            .filter_map(|r| r.leader_isr())
+            .filter(|(isr, replicas)| isr < replicas)
+            .count();
+        let image = self.cluster.image();
+        let offline = image.topics.values().flat_map(|t| t.partitions.iter()).filter(|p| p.leader < 0).count();
+        (i64::try_from(under).unwrap_or(0), i64::try_from(offline).unwrap_or(0))
+    }
+}

@@ -1,0 +1,475 @@
+//! One partition's replica on this broker in cluster mode: its role (leader,
+//! follower or none) for the current leader epoch, its leader-epoch cache
+//! (checkpointed in the partition directory) and its high watermark.
+//!
+//! Owns: turning a `PartitionImage` from the metadata quorum into a role
+//! change (`chronik_replication`'s state machines do the deciding), the
+//! leader-side checks handlers call (leadership, min.insync.replicas,
+//! acks=all, follower fetches) and the follower-side steps the fetcher calls
+//! (epoch answers → truncation, fetched batches → append).
+//! Must not: do network I/O or wait; callers act on the returned
+//! `LeaderAction`s.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use chronik_cluster::PartitionImage;
+use chronik_log::PartitionLog;
+use chronik_protocol::record_batch::parse_batches;
+use chronik_replication::{
+    EpochEndOffset, FollowerAction, FollowerPhase, FollowerState, LeaderAction, LeaderEpochCache, Millis,
+    PartitionRegistration, PartitionReplicaState, ReplicationConfig, CHECKPOINT_FILE_NAME,
+};
+use kafka_protocol::error::ResponseError;
+use tracing::{info, warn};
+
+use super::epoch_file;
+
+/// What this broker is for the partition right now.
+enum Role {
+    /// Not a replica, or the partition has no leader.
+    None,
+    Leader(PartitionReplicaState),
+    Follower {
+        state: FollowerState,
+        /// The request the fetcher must send next for this partition.
+        next: FollowerAction,
+    },
+}
+
+struct Inner {
+    role: Role,
+    epochs: LeaderEpochCache,
+    /// The last high watermark this replica knew (as leader or follower).
+    high_watermark: i64,
+    /// The leader's high watermark in its last fetch answer (follower).
+    leader_high_watermark: i64,
+    /// The last registration applied.
+    applied: Option<PartitionImage>,
+}
+
+/// What a follower's fetcher should do for this partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowerStep {
+    /// Ask the leader where `leader_epoch` ends.
+    AskEpoch { current_leader_epoch: i32, leader_epoch: i32 },
+    /// Fetch from `fetch_offset`.
+    Fetch { current_leader_epoch: i32, fetch_offset: i64 },
+}
+
+/// Role changes the manager reports (metrics, fetchers, logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    Unchanged,
+    BecameLeader,
+    BecameFollower { leader: i32 },
+    Stopped,
+}
+
+pub struct Replica {
+    pub topic: String,
+    pub partition: i32,
+    pub log: Arc<PartitionLog>,
+    inner: Mutex<Inner>,
+}
+
+impl Replica {
+    pub fn open(topic: &str, log: Arc<PartitionLog>) -> Replica {
+        let epochs = epoch_file::load(log.dir()).unwrap_or_else(|e| {
+            warn!(topic, partition = log.partition(), error = %e, "unreadable {CHECKPOINT_FILE_NAME}; starting empty");
+            LeaderEpochCache::new()
+        });
+        Replica {
+            topic: topic.to_string(),
+            partition: log.partition(),
+            log,
+            inner: Mutex::new(Inner { role: Role::None, epochs, high_watermark: 0, leader_high_watermark: 0, applied: None }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies the quorum's registration for this partition.
+    pub fn apply(
+        &self,
+        image: &PartitionImage,
+        local_id: i32,
+        config: ReplicationConfig,
+        now: Millis,
+    ) -> (Transition, Vec<LeaderAction>) {
+        let mut inner = self.lock();
+        if inner.applied.as_ref() == Some(image) {
+            return (Transition::Unchanged, Vec::new());
+        }
+        inner.applied = Some(image.clone());
+        let registration = PartitionRegistration {
+            replicas: image.replicas.clone(),
+            isr: image.isr.iter().copied().collect(),
+            leader: (image.leader >= 0).then_some(image.leader),
+            leader_epoch: image.leader_epoch,
+            partition_epoch: image.partition_epoch,
+        };
+        let leo = self.log.log_end_offset();
+        if image.leader == local_id {
+            if let Role::Leader(state) = &mut inner.role {
+                if state.leader_epoch() == image.leader_epoch {
+                    // Same leadership: an ISR change (ours committed, or the
+                    // controller's after fencing a broker).
+                    if image.partition_epoch > state.isr().partition_epoch() {
+                        let isr: BTreeSet<i32> = registration.isr.clone();
+                        return match state.isr_committed(image.leader_epoch, isr, image.partition_epoch) {
+                            Ok(actions) => (Transition::Unchanged, actions),
+                            Err(e) => {
+                                warn!(topic = self.topic, partition = self.partition, error = %e, "ISR update refused");
+                                (Transition::Unchanged, Vec::new())
+                            }
+                        };
+                    }
+                    return (Transition::Unchanged, Vec::new());
+                }
+            }
+            if let Err(e) = inner.epochs.assign(image.leader_epoch, leo) {
+                warn!(topic = self.topic, partition = self.partition, error = %e, "cannot record leader epoch");
+            }
+            self.save_epochs(&inner.epochs);
+            let hw = inner.high_watermark;
+            match PartitionReplicaState::become_leader(config, &registration, local_id, leo, hw, now) {
+                Ok((state, actions)) => {
+                    info!(topic = self.topic, partition = self.partition, leader_epoch = image.leader_epoch,
+                          log_end_offset = leo, isr = ?image.isr, "became leader");
+                    inner.role = Role::Leader(state);
+                    (Transition::BecameLeader, actions)
+                }
+                Err(e) => {
+                    warn!(topic = self.topic, partition = self.partition, error = %e, "cannot take leadership");
+                    inner.role = Role::None;
+                    (Transition::Stopped, Vec::new())
+                }
+            }
+        } else if image.leader >= 0 && image.replicas.contains(&local_id) {
+            if let Role::Follower { state, .. } = &inner.role {
+                if state.leader_epoch() == image.leader_epoch && state.leader_id() == image.leader {
+                    return (Transition::Unchanged, Vec::new());
+                }
+            }
+            let hw = inner.high_watermark;
+            let (state, actions) =
+                FollowerState::become_follower(local_id, image.leader, image.leader_epoch, &inner.epochs, leo, hw);
+            let next = self.perform_follower_actions(&mut inner, actions);
+            inner.role = Role::Follower { state, next };
+            info!(topic = self.topic, partition = self.partition, leader = image.leader,
+                  leader_epoch = image.leader_epoch, log_end_offset = leo, "became follower");
+            (Transition::BecameFollower { leader: image.leader }, Vec::new())
+        } else {
+            let was_active = !matches!(inner.role, Role::None);
+            inner.role = Role::None;
+            (if was_active { Transition::Stopped } else { Transition::Unchanged }, Vec::new())
+        }
+    }
+
+    /// Runs truncations and high-watermark updates in order; returns the
+    /// request to send next.
+    fn perform_follower_actions(&self, inner: &mut Inner, actions: Vec<FollowerAction>) -> FollowerAction {
+        let mut next = None;
+        for action in actions {
+            match action {
+                FollowerAction::Truncate { offset } => {
+                    if offset < self.log.log_end_offset() {
+                        info!(topic = self.topic, partition = self.partition, offset,
+                              log_end_offset = self.log.log_end_offset(), "truncating divergent log");
+                        if let Err(e) = self.log.truncate_to(offset) {
+                            warn!(topic = self.topic, partition = self.partition, error = %e, "truncation failed");
+                        }
+                    }
+                    if inner.epochs.truncate_from_end(offset) {
+                        self.save_epochs(&inner.epochs);
+                    }
+                    inner.high_watermark = inner.high_watermark.min(offset);
+                }
+                FollowerAction::HighWatermarkAdvanced(hw) => inner.high_watermark = hw,
+                send => next = Some(send),
+            }
+        }
+        // The state machines always end a step with a request to send.
+        next.unwrap_or(FollowerAction::SendFetch {
+            leader_id: -1,
+            current_leader_epoch: -1,
+            fetch_offset: self.log.log_end_offset(),
+        })
+    }
+
+    fn save_epochs(&self, epochs: &LeaderEpochCache) {
+        if let Err(e) = epoch_file::save(self.log.dir(), epochs) {
+            warn!(topic = self.topic, partition = self.partition, error = %e, "writing {CHECKPOINT_FILE_NAME} failed");
+        }
+    }
+
+    // ---- leader side -------------------------------------------------
+
+    /// The leader epoch to stamp into appended batches; NOT_LEADER_OR_FOLLOWER
+    /// unless this broker leads. With `acks_all`, NOT_ENOUGH_REPLICAS when
+    /// the ISR is below min.insync.replicas.
+    ///
+    /// Besides the committed ISR, the leader counts the ISR members that
+    /// fetched within replica.lag.time.max.ms: when the quorum cannot commit
+    /// an ISR shrink (two of three nodes down), dead followers stay in the
+    /// committed ISR, and acks=all must still be refused rather than hang.
+    pub fn check_produce(&self, acks_all: bool, now: Millis) -> Result<i32, (ResponseError, String)> {
+        let inner = self.lock();
+        let Role::Leader(state) = &inner.role else {
+            return Err((ResponseError::NotLeaderOrFollower, "this broker does not lead the partition".into()));
+        };
+        if acks_all {
+            state.check_min_isr().map_err(|e| (ResponseError::NotEnoughReplicas, e.to_string()))?;
+            let lag = state.config().replica_lag_time_max_ms;
+            let live = state
+                .isr()
+                .committed()
+                .iter()
+                .filter(|&&r| {
+                    r == state.leader_id()
+                        || state.follower(r).is_some_and(|f| {
+                            now.saturating_sub(f.last_fetch_time_ms.max(f.last_caught_up_time_ms)) <= lag
+                        })
+                })
+                .count();
+            let min = state.config().min_insync_replicas;
+            if live < min {
+                return Err((
+                    ResponseError::NotEnoughReplicas,
+                    format!("only {live} in-sync replicas are fetching; min.insync.replicas is {min}"),
+                ));
+            }
+        }
+        Ok(state.leader_epoch())
+    }
+
+    /// The log grew to `log_end_offset` under this leadership.
+    pub fn appended(&self, log_end_offset: i64) -> Vec<LeaderAction> {
+        let mut inner = self.lock();
+        let actions = match &mut inner.role {
+            Role::Leader(state) => state.append(log_end_offset).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        remember_hw(&mut inner, &actions);
+        actions
+    }
+
+    /// acks=all: `Ok(true)` when every ISR member has `end_offset`.
+    pub fn acks_all_satisfied(&self, end_offset: i64) -> Result<bool, (ResponseError, String)> {
+        let inner = self.lock();
+        match &inner.role {
+            Role::Leader(state) => state
+                .acks_all_satisfied(end_offset)
+                .map_err(|e| (ResponseError::NotEnoughReplicasAfterAppend, e.to_string())),
+            _ => Err((ResponseError::NotLeaderOrFollower, "leadership moved before the ISR had the records".into())),
+        }
+    }
+
+    /// The offset consumers may read below: the replication high watermark
+    /// (and the caller caps it at what is durable here).
+    pub fn consumer_high_watermark(&self) -> Result<i64, ResponseError> {
+        let inner = self.lock();
+        match &inner.role {
+            Role::Leader(state) => Ok(state.high_watermark()),
+            _ => Err(ResponseError::NotLeaderOrFollower),
+        }
+    }
+
+    /// The current leader epoch when this broker leads.
+    pub fn leader_epoch(&self) -> Option<i32> {
+        match &self.lock().role {
+            Role::Leader(state) => Some(state.leader_epoch()),
+            _ => None,
+        }
+    }
+
+    /// A follower's fetch at `fetch_offset`. Returns the high watermark to
+    /// report and the actions to perform.
+    pub fn follower_fetch(
+        &self,
+        replica_id: i32,
+        fetch_offset: i64,
+        current_leader_epoch: i32,
+        now: Millis,
+    ) -> Result<(i64, Vec<LeaderAction>), ResponseError> {
+        let mut inner = self.lock();
+        let Role::Leader(state) = &mut inner.role else {
+            return Err(ResponseError::NotLeaderOrFollower);
+        };
+        if current_leader_epoch >= 0 {
+            state.validate_leader_epoch(Some(current_leader_epoch)).map_err(|_| {
+                if current_leader_epoch < state.leader_epoch() {
+                    ResponseError::FencedLeaderEpoch
+                } else {
+                    ResponseError::UnknownLeaderEpoch
+                }
+            })?;
+        }
+        let actions = state
+            .follower_fetch(replica_id, fetch_offset.min(state.log_end_offset()), now)
+            .map_err(|e| {
+                warn!(topic = self.topic, partition = self.partition, replica_id, error = %e, "follower fetch refused");
+                ResponseError::NotLeaderOrFollower
+            })?;
+        let hw = state.high_watermark();
+        remember_hw(&mut inner, &actions);
+        Ok((hw, actions))
+    }
+
+    /// Periodic ISR shrink check.
+    pub fn tick(&self, now: Millis) -> Vec<LeaderAction> {
+        let mut inner = self.lock();
+        match &mut inner.role {
+            Role::Leader(state) => state.tick(now),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The controller refused or lost an ISR proposal.
+    pub fn isr_change_failed(&self) {
+        if let Role::Leader(state) = &mut self.lock().role {
+            state.isr_change_failed();
+        }
+    }
+
+    /// OffsetForLeaderEpoch, answered by the leader (or, for a consumer,
+    /// by any replica holding the log).
+    pub fn end_offset_for(&self, epoch: i32) -> Option<EpochEndOffset> {
+        let inner = self.lock();
+        inner.epochs.end_offset_for(epoch, self.log.log_end_offset())
+    }
+
+    /// (ISR size, replicas assigned) when this broker leads.
+    pub fn leader_isr(&self) -> Option<(usize, usize)> {
+        match &self.lock().role {
+            Role::Leader(state) => Some((state.isr().committed().len(), state.replicas().len())),
+            _ => None,
+        }
+    }
+
+    // ---- follower side -----------------------------------------------
+
+    /// The leader this replica follows and what to send it next.
+    pub fn follower_step(&self) -> Option<(i32, FollowerStep)> {
+        let inner = self.lock();
+        let Role::Follower { state, next } = &inner.role else {
+            return None;
+        };
+        let step = match *next {
+            FollowerAction::SendOffsetForLeaderEpoch { current_leader_epoch, leader_epoch, .. } => {
+                FollowerStep::AskEpoch { current_leader_epoch, leader_epoch }
+            }
+            _ => FollowerStep::Fetch {
+                current_leader_epoch: state.leader_epoch(),
+                fetch_offset: self.log.log_end_offset(),
+            },
+        };
+        Some((state.leader_id(), step))
+    }
+
+    /// The leader answered OffsetForLeaderEpoch for `asked_in_epoch`'s
+    /// leadership (ignored if leadership moved on meanwhile).
+    pub fn on_epoch_answer(&self, asked_in_epoch: i32, answer: Option<EpochEndOffset>) {
+        let mut inner = self.lock();
+        let epochs = inner.epochs.clone();
+        let Role::Follower { state, .. } = &mut inner.role else { return };
+        if state.leader_epoch() != asked_in_epoch || state.phase() != FollowerPhase::Truncating {
+            return;
+        }
+        let actions = match state.on_epoch_end_offset(&epochs, answer) {
+            Ok(actions) => actions,
+            Err(e) => {
+                warn!(topic = self.topic, partition = self.partition, error = %e, "epoch answer refused");
+                return;
+            }
+        };
+        let next = self.perform_follower_actions(&mut inner, actions);
+        if let Role::Follower { next: slot, .. } = &mut inner.role {
+            *slot = next;
+        }
+    }
+
+    /// Appends what the leader returned for a fetch made in `fetched_in_epoch`
+    /// at `fetch_offset`, then records the leader's high watermark. Returns
+    /// the number of records appended.
+    pub fn on_fetched(
+        &self,
+        fetched_in_epoch: i32,
+        fetch_offset: i64,
+        records: &Bytes,
+        leader_high_watermark: i64,
+    ) -> Result<u64, String> {
+        let mut inner = self.lock();
+        match &inner.role {
+            Role::Follower { state, .. }
+                if state.leader_epoch() == fetched_in_epoch && state.phase() == FollowerPhase::Fetching => {}
+            _ => return Ok(0),
+        }
+        if self.log.log_end_offset() != fetch_offset {
+            return Ok(0);
+        }
+        let mut appended = 0u64;
+        if !records.is_empty() {
+            let batches = parse_batches(records).map_err(|e| format!("leader sent bad batches: {e}"))?;
+            // Only whole batches from the fetch offset on (a batch may start
+            // before it when the leader answered from a compressed batch).
+            let owned = records.to_vec();
+            let whole: Vec<_> = batches.into_iter().filter(|b| b.base_offset >= fetch_offset).collect();
+            if let Some(first) = whole.first() {
+                let start = first.position;
+                let end = whole.last().map_or(start, |b| b.position + b.size);
+                let mut slice = owned[start..end].to_vec();
+                let reparsed = parse_batches(&slice).map_err(|e| format!("re-parsing batches: {e}"))?;
+                let mut epochs_changed = false;
+                for b in &reparsed {
+                    if b.partition_leader_epoch >= 0 {
+                        epochs_changed |= inner.epochs.assign(b.partition_leader_epoch, b.base_offset).unwrap_or(false);
+                    }
+                    appended += u64::try_from(b.records_count).unwrap_or(0);
+                }
+                self.log.append_replicated(&mut slice, &reparsed).map_err(|e| e.to_string())?;
+                if epochs_changed {
+                    self.save_epochs(&inner.epochs);
+                }
+            }
+        }
+        let leo = self.log.log_end_offset();
+        inner.leader_high_watermark = leader_high_watermark;
+        let Role::Follower { state, .. } = &mut inner.role else { return Ok(appended) };
+        if let Ok(actions) = state.on_fetch_response(leo, leader_high_watermark) {
+            for a in actions {
+                if let FollowerAction::HighWatermarkAdvanced(hw) = a {
+                    inner.high_watermark = hw;
+                }
+            }
+        }
+        Ok(appended)
+    }
+
+    /// Replica lag in messages as a follower knows it (leader HW - own end).
+    pub fn follower_lag(&self) -> Option<i64> {
+        let inner = self.lock();
+        match &inner.role {
+            Role::Follower { .. } => Some((inner.leader_high_watermark - self.log.log_end_offset()).max(0)),
+            _ => None,
+        }
+    }
+}
+
+fn remember_hw(inner: &mut Inner, actions: &[LeaderAction]) {
+    for a in actions {
+        if let LeaderAction::HighWatermarkAdvanced(hw) = a {
+            inner.high_watermark = *hw;
+        }
+    }
+}
+
+/// The checkpoint path of a partition directory (for tests and tools).
+pub fn checkpoint_path(dir: &Path) -> std::path::PathBuf {
+    dir.join(CHECKPOINT_FILE_NAME)
+}

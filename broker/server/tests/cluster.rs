@@ -1,0 +1,254 @@
+//! A real 3-node cluster on 127.0.0.1-3 (same ports per node), real Kafka
+//! clients, SIGKILL as the failure: acknowledged acks=all messages survive
+//! repeated leader deaths exactly once and in order; min.insync.replicas
+//! refuses acks=all with two nodes down while acks=1 still works; a killed
+//! follower catches up and rejoins the ISR.
+//!
+//! The tests share the machine's two cores, so they run one at a time.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use bytes::Bytes;
+use common::cluster::Cluster;
+use common::kafka_client::Client;
+use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
+use rdkafka::producer::FutureRecord;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const NOT_ENOUGH_REPLICAS: i16 = 19;
+const FLAGS: &[&str] = &[
+    "--wal-profile",
+    "low",
+    "--broker-session-timeout-ms",
+    "3000",
+    "--replica-lag-time-max-ms",
+    "3000",
+    "--min-insync-replicas",
+    "2",
+    "--default-replication-factor",
+    "3",
+    "--group-initial-rebalance-delay-ms",
+    "0",
+];
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn create(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<()> {
+    let mut client = Client::connect(cluster.node(1))?;
+    client.create_topic_replicated(topic, partitions, 3, &[("min.insync.replicas", "2")])?;
+    cluster.wait_for(topic, Duration::from_secs(20), "leaders with a full ISR", |ps| {
+        ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3)
+    })?;
+    Ok(())
+}
+
+/// Produces until the partition accepts (retriable errors right after
+/// creation or a leader change), failing after `timeout`.
+fn produce_until_ok(client: &mut Client, topic: &str, values: &[Bytes], acks: i16, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (code, _) = client.produce_values_acks(topic, values, acks)?;
+        if code == 0 {
+            return Ok(());
+        }
+        ensure!(Instant::now() < deadline, "produce (acks={acks}) kept failing with error {code}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn leader_failover_loses_no_acknowledged_message() -> Result<()> {
+    let _serial = serial();
+    let mut cluster = Cluster::start(3, FLAGS)?;
+    let topic = "failover";
+    let partitions = 3;
+    create(&mut cluster, topic, partitions)?;
+    let bootstrap = cluster.bootstrap();
+
+    // Producer thread: acks=all, idempotent, a bounded number of messages
+    // at a bounded rate; each value is "partition:sequence".
+    let per_partition = 2_500;
+    let producer_thread = std::thread::spawn(move || -> Result<Vec<(i32, u64, i64)>> {
+        let producer = producer_at(
+            &bootstrap,
+            &[("acks", "all"), ("enable.idempotence", "true"), ("message.timeout.ms", "90000"), ("linger.ms", "2")],
+        )?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        runtime.block_on(async move {
+            let mut pending = Vec::new();
+            let start = Instant::now();
+            for seq in 0..per_partition as u64 {
+                for p in 0..partitions {
+                    let value = format!("{p}:{seq}");
+                    let future = producer
+                        .send_result(FutureRecord::<(), _>::to("failover").partition(p).payload(&value))
+                        .map_err(|(e, _)| anyhow::anyhow!("enqueue failed: {e}"))?;
+                    pending.push((p, seq, future));
+                }
+                // ~500 messages/s per partition: the run spans the kills.
+                let due = Duration::from_millis(seq * 2);
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+            let mut acked = Vec::new();
+            for (p, seq, future) in pending {
+                if let Ok(Ok(delivery)) = future.await {
+                    acked.push((p, seq, delivery.offset));
+                }
+            }
+            Ok(acked)
+        })
+    });
+
+    // Kill the leader of partition 0, 1, 2 in turn while the producer runs.
+    let mut kills = 0;
+    for round in 0..3 {
+        std::thread::sleep(Duration::from_millis(800));
+        let views = cluster.partitions(topic)?;
+        let victim = views[round % views.len()].leader;
+        ensure!(victim > 0, "partition {round} has no leader: {views:?}");
+        cluster.node(victim).kill_hard()?;
+        kills += 1;
+        cluster
+            .wait_for(topic, Duration::from_secs(20), "a new leader after SIGKILL", |ps| {
+                ps.iter().all(|p| p.leader > 0 && p.leader != victim)
+            })
+            .with_context(|| cluster.logs())?;
+        cluster.node(victim).respawn()?;
+        cluster.node(victim).finish_start().with_context(|| cluster.logs())?;
+        cluster
+            .wait_for(topic, Duration::from_secs(40), "the ISR back to 3", |ps| ps.iter().all(|p| p.isr.len() == 3))
+            .with_context(|| cluster.logs())?;
+    }
+
+    let acked = producer_thread.join().map_err(|_| anyhow::anyhow!("producer thread panicked"))??;
+    ensure!(kills == 3);
+    ensure!(acked.len() > (per_partition * 3) / 2, "too few acknowledged: {} (logs:\n{})", acked.len(), cluster.logs());
+
+    // Read everything back from whoever leads now.
+    let consumer = consumer_at(&cluster.bootstrap(), &[])?;
+    let ids: Vec<i32> = (0..partitions).collect();
+    assign_from_beginning(&consumer, topic, &ids)?;
+    let records = drain(&consumer, &ids, acked.len(), Duration::from_secs(60))?;
+    let mut seen: HashMap<(i32, u64), usize> = HashMap::new();
+    let mut last: BTreeMap<i32, u64> = BTreeMap::new();
+    for r in &records {
+        let value = r.value_str();
+        let (p, seq) = value.split_once(':').context("value without ':'")?;
+        let (p, seq): (i32, u64) = (p.parse()?, seq.parse()?);
+        ensure!(p == r.partition, "record {value} in partition {}", r.partition);
+        if let Some(prev) = last.insert(p, seq) {
+            ensure!(seq > prev, "partition {p}: {seq} after {prev} (reordered or duplicated)");
+        }
+        *seen.entry((p, seq)).or_default() += 1;
+    }
+    let mut missing = Vec::new();
+    for (p, seq, _) in &acked {
+        match seen.get(&(*p, *seq)) {
+            Some(1) => {}
+            Some(n) => bail!("acknowledged {p}:{seq} present {n} times"),
+            None => missing.push(format!("{p}:{seq}")),
+        }
+    }
+    ensure!(missing.is_empty(), "{} acknowledged messages lost, e.g. {:?}", missing.len(), &missing[..missing.len().min(10)]);
+    Ok(())
+}
+
+#[test]
+fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
+    let _serial = serial();
+    let mut cluster = Cluster::start(3, FLAGS)?;
+    let topic = "min-isr";
+    create(&mut cluster, topic, 1)?;
+    let view = cluster.partitions(topic)?.remove(0);
+    let leader = view.leader;
+    let followers: Vec<i32> = view.replicas.iter().copied().filter(|&r| r != leader).collect();
+    let value = [Bytes::from_static(b"x")];
+
+    let mut client = Client::connect(cluster.node(leader))?;
+    // The leader may apply the new topic a moment after the node that
+    // created it (UNKNOWN_TOPIC_OR_PARTITION is retriable for clients).
+    produce_until_ok(&mut client, topic, &value, -1, Duration::from_secs(10))?;
+
+    // First follower down: the controller fences it and the ISR shrinks to 2.
+    cluster.node(followers[0]).kill_hard()?;
+    cluster.wait_for(topic, Duration::from_secs(20), "the ISR to drop the dead follower", |ps| ps[0].isr.len() == 2)?;
+    let (code, _) = client.produce_values_acks(topic, &value, -1)?;
+    ensure!(code == 0, "acks=all with 2 in-sync nodes: error {code}");
+
+    // Second follower down: quorum lost, one replica left fetching.
+    cluster.node(followers[1]).kill_hard()?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (code, _) = client.produce_values_acks(topic, &value, -1)?;
+        if code == NOT_ENOUGH_REPLICAS {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "acks=all with one live replica never failed NOT_ENOUGH_REPLICAS (last {code})");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (code, _) = client.produce_values_acks(topic, &value, 1)?;
+    ensure!(code == 0, "acks=1 with one live replica: error {code}");
+
+    // A node returns: acks=all recovers.
+    cluster.node(followers[1]).respawn()?;
+    cluster.node(followers[1]).finish_start().with_context(|| cluster.logs())?;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (code, _) = client.produce_values_acks(topic, &value, -1)?;
+        if code == 0 {
+            break;
+        }
+        ensure!(Instant::now() < deadline, "acks=all did not recover after a node returned (last {code})\n{}", cluster.logs());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    Ok(())
+}
+
+#[test]
+fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
+    let _serial = serial();
+    let mut cluster = Cluster::start(3, FLAGS)?;
+    let topic = "catch-up";
+    create(&mut cluster, topic, 1)?;
+    let view = cluster.partitions(topic)?.remove(0);
+    let leader = view.leader;
+    let follower = *view.replicas.iter().find(|&&r| r != leader).context("no follower")?;
+    cluster.node(follower).kill_hard()?;
+    cluster.wait_for(topic, Duration::from_secs(20), "the ISR to drop the follower", |ps| !ps[0].isr.contains(&follower))?;
+
+    let mut client = Client::connect(cluster.node(leader))?;
+    produce_until_ok(&mut client, topic, &[Bytes::from_static(b"first")], -1, Duration::from_secs(10))?;
+    let values: Vec<Bytes> = (0..100).map(|i| Bytes::from(format!("v{i:04}"))).collect();
+    for _ in 0..20 {
+        let (code, _) = client.produce_values_acks(topic, &values, -1)?;
+        ensure!(code == 0, "acks=all with 2 of 3: error {code}");
+    }
+    cluster.node(follower).respawn()?;
+    cluster.node(follower).finish_start().with_context(|| cluster.logs())?;
+    cluster
+        .wait_for(topic, Duration::from_secs(40), "the follower back in the ISR", |ps| ps[0].isr.contains(&follower))
+        .with_context(|| cluster.logs())?;
+    let leo = |node: &common::Broker| -> Result<i64> {
+        let text = node.metrics_text()?;
+        common::prom::parse(&text)
+            .into_iter()
+            .find(|s| s.name == "chronik_log_end_offset" && s.label("topic") == Some(topic))
+            .map(|s| s.value as i64)
+            .context("no chronik_log_end_offset sample")
+    };
+    let leader_leo = leo(cluster.node(leader))?;
+    ensure!(leader_leo == 2001, "leader log end {leader_leo}");
+    let follower_leo = leo(cluster.node(follower))?;
+    ensure!(follower_leo == leader_leo, "follower at {follower_leo}, leader at {leader_leo}");
+    Ok(())
+}

@@ -1,0 +1,139 @@
+//! A real 3-node `chronik-server` cluster for one test: node N listens on
+//! 127.0.0.N with the same Kafka, raft and metrics ports on every node (as
+//! pods do), peers `1@127.0.0.1,2@127.0.0.2,3@127.0.0.3`. Ports are chosen
+//! free at start and kept across restarts. Helpers read the cluster's view
+//! through Metadata (rdkafka admin-free: the blocking `kafka_client`).
+
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use kafka_protocol::messages::{MetadataRequest, TopicName};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::protocol::StrBytes;
+
+use super::broker::Broker;
+use super::kafka_client::Client;
+
+pub struct Cluster {
+    pub nodes: Vec<Broker>,
+    pub kafka_port: u16,
+}
+
+/// A port free on 127.0.0.1 right now (every 127/8 address shares the port space check well enough for tests).
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// (leader, isr) of one partition as a node's Metadata answers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub isr: Vec<i32>,
+    pub replicas: Vec<i32>,
+}
+
+impl Cluster {
+    /// Starts nodes 1..=n with `extra` flags on each.
+    pub fn start(n: usize, extra: &[&str]) -> Result<Cluster> {
+        let (kafka, raft, metrics) = (free_port()?, free_port()?, free_port()?);
+        let peers: Vec<String> = (1..=n).map(|i| format!("{i}@127.0.0.{i}")).collect();
+        let peers = peers.join(",");
+        let mut nodes = Vec::new();
+        for i in 1..=n {
+            let id = i.to_string();
+            let raft_listen = format!("127.0.0.{i}:{raft}");
+            let mut args: Vec<&str> = vec!["--node-id", &id, "--peers", &peers, "--raft-listen", &raft_listen];
+            args.extend_from_slice(extra);
+            nodes.push(Broker::spawn_at(&format!("127.0.0.{i}:{kafka}"), &format!("127.0.0.{i}:{metrics}"), &args)?);
+        }
+        for node in &mut nodes {
+            node.finish_start()?;
+        }
+        Ok(Cluster { nodes, kafka_port: kafka })
+    }
+
+    /// `bootstrap.servers` naming every node.
+    pub fn bootstrap(&self) -> String {
+        (1..=self.nodes.len()).map(|i| format!("127.0.0.{i}:{}", self.kafka_port)).collect::<Vec<_>>().join(",")
+    }
+
+    /// The node with id `id` (1-based).
+    pub fn node(&mut self, id: i32) -> &mut Broker {
+        &mut self.nodes[usize::try_from(id - 1).expect("node ids start at 1")]
+    }
+
+    /// Partition views from the first running node that answers.
+    pub fn partitions(&mut self, topic: &str) -> Result<Vec<PartitionView>> {
+        let mut last = None;
+        for node in self.nodes.iter_mut() {
+            if !node.is_running() {
+                continue;
+            }
+            match describe(node, topic) {
+                Ok(v) => return Ok(v),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow::anyhow!("no node is running")))
+    }
+
+    /// Polls until `check` accepts the partition views, or fails after `timeout`.
+    pub fn wait_for(
+        &mut self,
+        topic: &str,
+        timeout: Duration,
+        what: &str,
+        check: impl Fn(&[PartitionView]) -> bool,
+    ) -> Result<Vec<PartitionView>> {
+        let deadline = Instant::now() + timeout;
+        let mut seen = None;
+        loop {
+            if let Ok(v) = self.partitions(topic) {
+                if check(&v) {
+                    return Ok(v);
+                }
+                seen = Some(v);
+            }
+            if Instant::now() > deadline {
+                bail!("timed out after {timeout:?} waiting for {what}; last view: {seen:?}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stderr tails of every node, for failure messages.
+    pub fn logs(&self) -> String {
+        self.nodes.iter().enumerate().map(|(i, n)| format!("--- node {} ---\n{}", i + 1, n.log_tail(30))).collect()
+    }
+}
+
+fn describe(node: &Broker, topic: &str) -> Result<Vec<PartitionView>> {
+    let mut client = Client::connect(node)?;
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
+        .with_allow_auto_topic_creation(false);
+    let response = client.send(&request, 12)?;
+    let t = response.topics.first().context("no topic in Metadata")?;
+    if t.error_code != 0 {
+        bail!("Metadata error {} for {topic}", t.error_code);
+    }
+    let mut views: Vec<(i32, PartitionView)> = t
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                PartitionView {
+                    leader: p.leader_id.0,
+                    leader_epoch: p.leader_epoch,
+                    isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                    replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                },
+            )
+        })
+        .collect();
+    views.sort_by_key(|(i, _)| *i);
+    Ok(views.into_iter().map(|(_, v)| v).collect())
+}
