@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# cluster-bench.sh - 3 nodes, RF=3, min.insync.replicas=2, acks=all on this
+# machine: a local Chronik cluster (127.0.0.1-3, fsync on, --wal-profile
+# medium) against the kafka-anchor's 3-node Apache Kafka 4.3.1 (no fsync, its
+# default), each alone on the machine, driven by Kafka's ProducerPerformance
+# (perf.sh "tuned": batch 64 KiB, linger 5 ms, 1 partition) and by
+# chronik-bench (closed loop, 4 tasks, 1 partition), at 256 B and 1 KiB.
+# Broker CPU is the sum of the three nodes' utime+stime. Prints one TSV row
+# per run and keeps them in results/cluster-bench-<id>/.
+#
+#   broker/bench/cluster-bench.sh [--records-256 N] [--records-1k N] [--bench-secs S] [--no-kafka]
+#
+# Needs a release build (chronik-server, chronik-bench), Java 17 + Maven (the
+# anchor fetches Kafka jars once), ~3 GB free disk under .run/. Bounded: each
+# run has a timeout; the trap stops every broker by pid.
+set -euo pipefail
+BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$BENCH_DIR/../../scripts/lib.sh"
+# shellcheck source=scripts/pipeline.sh
+source "$BENCH_DIR/../../scripts/pipeline.sh"
+
+RECORDS_256="${RECORDS_256:-1000000}"
+RECORDS_1K="${RECORDS_1K:-400000}"
+BENCH_SECS="${BENCH_SECS:-15}"
+WITH_KAFKA=1
+RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
+while (($#)); do
+  case $1 in
+    --records-256) RECORDS_256=$2; shift;;
+    --records-1k) RECORDS_1K=$2; shift;;
+    --bench-secs) BENCH_SECS=$2; shift;;
+    --no-kafka) WITH_KAFKA=0;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0;;
+    *) die "unknown option: $1";;
+  esac
+  shift
+done
+BENCH_BIN="$REPO_ROOT/target/release/chronik-bench"
+[[ -x "$CHRONIK_SERVER_BIN" && -x "$BENCH_BIN" ]] || die "release binaries missing: cargo build --release -p chronik-server -p chronik-bench"
+ANCHOR_SRC="${ANCHOR_SRC:-$REPO_ROOT/../shared/tools/kafka-anchor}"
+ANCHOR_HOME="${ANCHOR_HOME:-$REPO_ROOT/.tools/kafka-anchor}"
+ID="$(date -u +%Y%m%dT%H%M%SZ)"
+WORK="$RUN_DIR/cluster-bench-$ID"; OUT="$REPO_ROOT/results/cluster-bench-$ID"
+mkdir -p "$WORK" "$OUT"
+export ANCHOR_RUN_DIR="$WORK/anchor-run"
+TSV="$OUT/runs.tsv"
+printf 'broker\ttool\tsize\tmsg_per_s\tbroker_cpu_us_per_msg\n' > "$TSV"
+
+on_exit() {
+  local rc=$? pid
+  trap - EXIT
+  for pid in "${CHRONIK_PIDS[@]:-}"; do [[ -n "$pid" ]] && { stop_pid "$pid" 10 || true; pid_forget "$pid"; }; done
+  [[ -x "$ANCHOR_HOME/stop.sh" ]] && "$ANCHOR_HOME/stop.sh" > /dev/null 2>&1 || true
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap on_exit EXIT
+
+cpu_ticks() { local t=0 pid; for pid in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done; echo "$t"; }
+HZ=$(getconf CLK_TCK)
+
+# perf_pp BROKER SIZE RECORDS PIDS...
+perf_pp() {
+  local broker=$1 size=$2 records=$3; shift 3
+  local c0 c1 out="$OUT/pp-$broker-$size.tsv"
+  c0=$(cpu_ticks "$@")
+  timeout --kill-after=15 "$RUN_TIMEOUT" "$ANCHOR_HOME/perf.sh" run --bootstrap "$BOOTSTRAP" --rf 3 --min-isr 2 \
+    --size "$size" --acks all --profile tuned --records "$records" --tag "$broker" --out "$out" > "$WORK/pp.log" 2>&1 \
+    || { log "ProducerPerformance on $broker ${size}B failed: $(tail -3 "$WORK/pp.log")"; return 0; }
+  c1=$(cpu_ticks "$@")
+  # perf.sh's own msg/s excludes topic creation; CPU is over the whole run
+  local rate; rate=$(awk -F'\t' 'NR==1{for(i=1;i<=NF;i++) if($i=="msg_s") c=i} NR>1 && c {v=$c} END{print v+0}' "$out")
+  python3 -c "import sys; print(f'$broker\tProducerPerformance\t$size\t{float(sys.argv[1]):.0f}\t{($c1-$c0)/$HZ*1e6/$records:.2f}')" "$rate" | tee -a "$TSV"
+}
+
+# perf_bench BROKER SIZE PIDS...
+perf_bench() {
+  local broker=$1 size=$2; shift 2
+  local topic="cb-$broker-$size-$RANDOM" c0 c1 csv="$OUT/bench-$broker-$size.csv"
+  create_topic "$BOOTSTRAP" "$topic" 1 3 2 2> /dev/null
+  "$BENCH_BIN" --bootstrap-servers "$BOOTSTRAP" --topic "$topic" --acks all --message-size "$size" --concurrency 4 \
+    --warmup-duration 3s --duration "${BENCH_SECS}s" --csv-output "$csv" > "$WORK/bench.log" 2>&1 &
+  local pid=$!
+  sleep 3; c0=$(cpu_ticks "$@")
+  wait "$pid" || { log "chronik-bench on $broker ${size}B failed: $(tail -3 "$WORK/bench.log")"; return 0; }
+  c1=$(cpu_ticks "$@")
+  python3 - "$csv" "$broker" "$size" "$((c1 - c0))" "$HZ" <<'PY' | tee -a "$TSV"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+r = rows[-1]; broker, size, ticks, hz = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+msgs = float(r["total_messages"]); rate = float(r["throughput_msg_per_sec"])
+us = ticks / hz * 1e6 / msgs if msgs else float("nan")
+print(f"{broker}\tchronik-bench\t{size}\t{rate:.0f}\t{us:.2f}")
+PY
+}
+
+# --- the anchor (jars fetched once) ---
+mkdir -p "$ANCHOR_HOME"
+tar -C "$ANCHOR_SRC" --exclude=./lib --exclude=./run --exclude=./results --exclude=./.venv -cf - . | tar -C "$ANCHOR_HOME" -xf -
+chmod -R u+w "$ANCHOR_HOME"
+"$ANCHOR_HOME/setup.sh" > "$WORK/anchor-setup.log" 2>&1 || die "kafka-anchor setup failed ($WORK/anchor-setup.log)"
+
+# --- chronik, 3 nodes ---
+start_chronik_cluster "$WORK/chronik" 3 --wal-profile medium --auto-create-topics false
+BOOTSTRAP=$CHRONIK_KAFKA
+export BROKER_PIDS="${CHRONIK_PIDS[*]}"
+perf_pp chronik 256 "$RECORDS_256" "${CHRONIK_PIDS[@]}"
+perf_pp chronik 1024 "$RECORDS_1K" "${CHRONIK_PIDS[@]}"
+perf_bench chronik 256 "${CHRONIK_PIDS[@]}"
+perf_bench chronik 1024 "${CHRONIK_PIDS[@]}"
+for pid in "${CHRONIK_PIDS[@]}"; do stop_pid "$pid" 20 || true; pid_forget "$pid"; done
+CHRONIK_PIDS=()
+
+# --- Apache Kafka, 3 nodes ---
+if ((WITH_KAFKA)); then
+  "$ANCHOR_HOME/start-cluster.sh" > "$WORK/kafka-start.log" 2>&1 || die "Kafka cluster did not start ($WORK/kafka-start.log)"
+  BOOTSTRAP=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
+  mapfile -t KPIDS < <(cat "$ANCHOR_RUN_DIR"/node{1,2,3}/pid)
+  export BROKER_PIDS="${KPIDS[*]}"
+  perf_pp kafka 256 "$RECORDS_256" "${KPIDS[@]}"
+  perf_pp kafka 1024 "$RECORDS_1K" "${KPIDS[@]}"
+  perf_bench kafka 256 "${KPIDS[@]}"
+  perf_bench kafka 1024 "${KPIDS[@]}"
+  "$ANCHOR_HOME/stop.sh" --clean > /dev/null 2>&1 || true
+fi
+column -t -s $'\t' "$TSV"
+log "results: $TSV"
