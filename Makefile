@@ -12,6 +12,10 @@
 #   make k6-test     k6 inspect of every scenario + the k6 lib's offline tests (installs k6)
 #   make report-test the report library's tests and the notebook on fixture results
 #   make e2e         one short real ./run-all.sh whose report must say zero loss
+#   make k8s-test    k8s-perf/ without a cluster: kustomize build of every overlay,
+#                    kubeconform (k8s + CRD + TestRun schemas), nameReference rewrite,
+#                    manifests vs the binaries' --help, dashboards vs a live scrape
+#                    (k8s-perf/tests/test.sh; installs kustomize/kubeconform/schemas)
 #   make compat      real-client compatibility matrix (compat/run.sh: rdkafka, confluent-kafka,
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
@@ -33,7 +37,7 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
-.PHONY: test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e run bench clean-run
+.PHONY: test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -46,6 +50,7 @@ test: deps build
 	$(MAKE) --no-print-directory k6-test || rc=1; \
 	$(MAKE) --no-print-directory report-test || rc=1; \
 	$(MAKE) --no-print-directory e2e || rc=1; \
+	$(MAKE) --no-print-directory k8s-test || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest / compat output above)" >&2; fi; \
 	exit $$rc
 
@@ -82,6 +87,9 @@ report-test:
 
 e2e:
 	bash scripts/e2e-check.sh
+
+k8s-test:
+	bash k8s-perf/tests/test.sh
 
 run: deps
 	./run-all.sh

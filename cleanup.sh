@@ -15,6 +15,13 @@
 #
 # Needs: bash, awk, flock. Env: RUN_DIR (default <repo>/.run), STOP_TIMEOUT (30).
 set -euo pipefail
+# --k8s: remove what run-all.sh --k8s created in the cluster; every other argument goes to k8s-perf/cleanup.sh.
+for arg in "$@"; do
+  if [[ "$arg" == --k8s ]]; then
+    k8s_args=(); for a in "$@"; do [[ "$a" == --k8s ]] || k8s_args+=("$a"); done
+    exec "$(dirname "${BASH_SOURCE[0]}")/k8s-perf/cleanup.sh" "${k8s_args[@]}"
+  fi
+done
 cd "$(dirname "${BASH_SOURCE[0]}")"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh

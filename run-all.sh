@@ -38,6 +38,13 @@
 # Needs: cargo, Go (k6 is built into .tools/bin on first use), python3, curl;
 # Java 17 + Maven for --broker kafka.
 set -euo pipefail
+# --k8s: the same job on a Kubernetes cluster (k8s-perf/README.md); every other argument goes to k8s-perf/run.sh.
+for arg in "$@"; do
+  if [[ "$arg" == --k8s ]]; then
+    k8s_args=(); for a in "$@"; do [[ "$a" == --k8s ]] || k8s_args+=("$a"); done
+    exec "$(dirname "${BASH_SOURCE[0]}")/k8s-perf/run.sh" "${k8s_args[@]}"
+  fi
+done
 cd "$(dirname "${BASH_SOURCE[0]}")"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh

@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# docker/chronik-harness.Dockerfile - the load-test harness image: chronik-ingestor,
+# chronik-consumer and chronik-bench in one image (they share chronik-harness
+# and rdkafka, so one build serves all three; the Deployments pick the binary
+# by `command`).
+#
+#   docker build -f docker/chronik-harness.Dockerfile -t chronik-harness:dev .
+#
+# Two stages: compiled in the official Rust image (Debian bookworm: gcc, make
+# and zlib headers for the vendored librdkafka), run from debian:bookworm-slim
+# as an unprivileged user. The binaries need glibc, libgcc and zlib, all in
+# slim; /bin/sh is used by the consumer Deployment's entrypoint (per-process
+# report names) and by `kubectl exec ... kill -TERM 1` to make a consumer
+# write its report. No ENTRYPOINT: every container names its binary.
+#
+# Ports: ingestor 8080 (HTTP + /metrics), consumer 9645 (/metrics /summary
+# /health). chronik-bench serves nothing (a CLI; run it as a Job).
+
+ARG RUST_VERSION=1.95
+ARG DEBIAN_RELEASE=bookworm
+
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
+WORKDIR /src
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target,id=chronik-harness-target \
+    cargo build --release --locked -p chronik-ingestor -p chronik-consumer -p chronik-bench \
+ && for b in chronik-ingestor chronik-consumer chronik-bench; do \
+      install -D -m 0755 "target/release/$b" "/out/$b"; \
+    done
+
+FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+RUN groupadd --system --gid 10001 chronik \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/chronik --no-create-home chronik \
+ && install -d -o 10001 -g 10001 /var/lib/chronik /var/lib/chronik/reports
+COPY --from=build /out/ /usr/local/bin/
+USER 10001:10001
+WORKDIR /var/lib/chronik
+EXPOSE 8080 9645
+CMD ["chronik-ingestor", "--help"]

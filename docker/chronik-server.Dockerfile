@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# docker/chronik-server.Dockerfile - the broker image (chronik-server only).
+#
+#   docker build -f docker/chronik-server.Dockerfile -t chronik-server:dev .
+#
+# Two stages: the workspace is compiled in the official Rust image (Debian
+# bookworm, the same C toolchain the vendored C dependencies need), and only
+# the binary goes into debian:bookworm-slim, run as an unprivileged user.
+# slim rather than distroless: the StatefulSet starts the broker through a
+# small /bin/sh entrypoint (k8s-perf/base/broker/entrypoint.sh) that derives
+# the node id and the peers from the pod's name, and the binary needs only
+# glibc and libgcc, which slim has.
+#
+# Ports (the same in standalone and cluster mode): 9092 Kafka, 9093 raft
+# (metadata quorum, cluster mode), 9644 /metrics /health /ready.
+# Data: /var/lib/chronik/data (CHRONIK_DATA_DIR; mount a volume there).
+# The build context is the repository root; .dockerignore keeps it to the sources.
+
+ARG RUST_VERSION=1.95
+ARG DEBIAN_RELEASE=bookworm
+
+FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
+WORKDIR /src
+COPY . .
+# The cache mounts keep the registry and target/ between builds (BuildKit).
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target,id=chronik-server-target \
+    cargo build --release --locked -p chronik-server \
+ && install -D -m 0755 target/release/chronik-server /out/chronik-server
+
+FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+RUN groupadd --system --gid 10001 chronik \
+ && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/chronik --no-create-home chronik \
+ && install -d -o 10001 -g 10001 /var/lib/chronik /var/lib/chronik/data
+COPY --from=build /out/chronik-server /usr/local/bin/chronik-server
+ENV CHRONIK_DATA_DIR=/var/lib/chronik/data
+USER 10001:10001
+WORKDIR /var/lib/chronik
+EXPOSE 9092 9093 9644
+ENTRYPOINT ["/usr/local/bin/chronik-server"]

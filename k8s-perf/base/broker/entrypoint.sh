@@ -1,0 +1,58 @@
+#!/bin/sh
+# k8s-perf/base/broker/entrypoint.sh - start chronik-server in a pod of the
+# `chronik` StatefulSet (mounted from a generated ConfigMap; runs under the
+# image's /bin/sh, so POSIX sh only).
+#
+# Derives from the pod's stable name what differs between pods, then execs
+# chronik-server (every other setting comes from CHRONIK_* env vars, which
+# the binary reads itself):
+#   CHRONIK_NODE_ID    pod ordinal + 1            (chronik-2 -> 3)
+#   CHRONIK_ADVERTISE  own stable DNS name : Kafka port of CHRONIK_LISTEN
+#   CHRONIK_PEERS      with BROKER_REPLICAS > 1: every voter, this one included,
+#                      "1@chronik-0.<headless>.<ns>.svc.<domain>,2@chronik-1...,..."
+# Inputs (env): HOSTNAME (set by Kubernetes), POD_NAMESPACE (downward API),
+# HEADLESS_SERVICE, BROKER_REPLICAS (must equal the StatefulSet's replicas;
+# CI checks that), CLUSTER_DOMAIN (default cluster.local), CHRONIK_LISTEN.
+# Must not: choose ports or tuning (those stay in the manifest's env).
+set -eu
+
+: "${POD_NAMESPACE:?POD_NAMESPACE must be set (downward API)}"
+: "${HEADLESS_SERVICE:?HEADLESS_SERVICE must name the StatefulSet governing service}"
+replicas=${BROKER_REPLICAS:-1}
+domain=${CLUSTER_DOMAIN:-cluster.local}
+kafka_port=${CHRONIK_LISTEN:-0.0.0.0:9092}
+kafka_port=${kafka_port##*:}
+
+ordinal=${HOSTNAME##*-}
+statefulset=${HOSTNAME%-*}
+case $ordinal in
+  '' | *[!0-9]*)
+    echo "entrypoint: cannot read a StatefulSet ordinal from HOSTNAME=$HOSTNAME" >&2
+    exit 1
+    ;;
+esac
+case $replicas in
+  '' | *[!0-9]* | 0)
+    echo "entrypoint: BROKER_REPLICAS=$replicas is not a positive integer" >&2
+    exit 1
+    ;;
+esac
+
+suffix="$HEADLESS_SERVICE.$POD_NAMESPACE.svc.$domain"
+CHRONIK_NODE_ID=$((ordinal + 1))
+CHRONIK_ADVERTISE="$HOSTNAME.$suffix:$kafka_port"
+export CHRONIK_NODE_ID CHRONIK_ADVERTISE
+
+if [ "$replicas" -gt 1 ]; then
+  peers=""
+  i=0
+  while [ "$i" -lt "$replicas" ]; do
+    peers="${peers:+$peers,}$((i + 1))@$statefulset-$i.$suffix"
+    i=$((i + 1))
+  done
+  CHRONIK_PEERS=$peers
+  export CHRONIK_PEERS
+fi
+
+echo "entrypoint: node id $CHRONIK_NODE_ID, advertised as $CHRONIK_ADVERTISE, peers ${CHRONIK_PEERS:-none (standalone)}" >&2
+exec chronik-server "$@"

@@ -1,0 +1,133 @@
+# shellcheck shell=bash
+# k8s-perf/lib/collect.sh - gathering one finished k8s run into
+# results/<run-id>/ (the layout of a local run: reports/README.md). Sourced
+# by k8s-perf/run.sh after lib/k8s.sh, not run.
+#
+# Owns: where each pod's output lands: k6/<runner pod>/ (summaries cut from
+# the runner logs), ingestors/<pod>-ledger.json and -metrics.prom,
+# consumers/<pod>-<start>.json/.hlog (each consumer process's report, written
+# on SIGTERM), metrics/broker-<pod>.prom, metrics/prometheus-*.json,
+# resources.csv, logs/. Must not: decide pass/fail (run.sh does).
+#
+# Globals read: NAMESPACE, OUT, RUN_ID, TESTRUN, STARTED_EPOCH, DRAIN_TIMEOUT,
+# PROM_SERVICE (empty = skip Prometheus queries). Sets (read by run.sh):
+# K6_FAILED (1 when a runner exited non-zero or left no summary), LEDGERS.
+# shellcheck disable=SC2034
+
+RESULTS_PY="$K8S_DIR/lib/results.py"
+REPORTS_DIR=/var/lib/chronik/reports
+
+collect_k6() {
+  local pod
+  K6_FAILED=0
+  for pod in $(kc_read get pods -n "$NAMESPACE" -l "k6_cr=$TESTRUN,runner=true" -o name); do
+    pod=${pod#pod/}
+    kc_read logs -n "$NAMESPACE" "$pod" > "$OUT/logs/$pod.log" 2>&1 || true
+    python3 "$RESULTS_PY" k6-files "$OUT/logs/$pod.log" "$OUT/k6/$pod" || { log "$pod: no k6 summary in its log"; K6_FAILED=1; }
+    local code
+    code=$(kc_read get pod -n "$NAMESPACE" "$pod" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
+    log "k6 runner $pod exited ${code:-?} (99 = a threshold failed)"
+    [[ "$code" == 0 ]] || K6_FAILED=1
+  done
+}
+
+# ingestors: wait until nothing is in flight, then keep each ledger and /metrics
+collect_ingestors() {
+  local pod t inflight
+  LEDGERS=()
+  for pod in $(pods app.kubernetes.io/component=ingestor); do
+    for ((t = 0; t < DRAIN_TIMEOUT; t += 2)); do
+      inflight=$(pod_get "$pod" 8080 /ledger | python3 -c 'import json,sys; print(json.load(sys.stdin)["in_flight"])' 2> /dev/null || echo 1)
+      [[ "$inflight" == 0 ]] && break
+      sleep 2
+    done
+    pod_get "$pod" 8080 /ledger > "$OUT/ingestors/$pod-ledger.json"
+    pod_get "$pod" 8080 /metrics > "$OUT/ingestors/$pod-metrics.prom" || true
+    kc_read logs -n "$NAMESPACE" "$pod" > "$OUT/logs/$pod.log" 2>&1 || true
+    LEDGERS+=("$OUT/ingestors/$pod-ledger.json")
+  done
+}
+
+# drained: the consumers together verified at least what the ingestors
+# acknowledged and no assigned partition lags (the merge decides exactly)
+consumers_drained() {
+  local acked=$1 pod verified=0 lag=0 s
+  for pod in $(pods app.kubernetes.io/component=consumer); do
+    s=$(pod_get "$pod" 9645 /summary 2> /dev/null) || return 1
+    verified=$((verified + $(python3 -c 'import json,sys; print(json.load(sys.stdin)["counts"]["verified"])' <<< "$s")))
+    lag=$((lag + $(python3 -c 'import json,sys; print(sum(max(0, a.get("lag") or 0) for a in json.load(sys.stdin).get("assigned", [])))' <<< "$s")))
+  done
+  log "consumers: $verified verified of $acked acknowledged, lag $lag"
+  ((verified >= acked && lag == 0))
+}
+
+# consumers: drain, then SIGTERM each consumer process (it writes its report
+# into the pod's reports volume) and copy every report through the `reports`
+# container, which keeps running while the consumer restarts
+collect_consumers() {
+  local acked t pod before f
+  acked=$(python3 -c 'import json,sys; print(sum(json.load(open(f))["acknowledged_count"] for f in sys.argv[1:]))' "${LEDGERS[@]}")
+  for ((t = 0; t < DRAIN_TIMEOUT; t += 5)); do
+    consumers_drained "$acked" && break
+    sleep 5
+  done
+  for pod in $(pods app.kubernetes.io/component=consumer); do
+    before=$(kc_read exec -n "$NAMESPACE" -c reports "$pod" -- ls "$REPORTS_DIR" | grep -c '\.json$' || true)
+    kc exec -n "$NAMESPACE" -c consumer "$pod" -- sh -c 'kill -TERM 1' || log "$pod: could not signal the consumer"
+    for ((t = 0; t < 60; t++)); do
+      (($(kc_read exec -n "$NAMESPACE" -c reports "$pod" -- ls "$REPORTS_DIR" | grep -c '\.json$' || true) > before)) && break
+      sleep 1
+    done
+    sleep 1   # the .hlog is written beside the report
+    for f in $(kc_read exec -n "$NAMESPACE" -c reports "$pod" -- ls "$REPORTS_DIR"); do
+      kc_read exec -n "$NAMESPACE" -c reports "$pod" -- cat "$REPORTS_DIR/$f" > "$OUT/consumers/$f"
+    done
+    kc_read logs -n "$NAMESPACE" -c consumer "$pod" --previous > "$OUT/logs/$pod.log" 2>&1 || true
+  done
+}
+
+collect_brokers() {
+  local pod
+  for pod in $(pods app.kubernetes.io/component=broker); do
+    pod_get "$pod" 9644 /metrics > "$OUT/metrics/broker-$pod.prom" || true
+    kc_read logs -n "$NAMESPACE" "$pod" > "$OUT/logs/$pod.log" 2>&1 || true
+  done
+}
+
+# prom_save NAME PROMQL - one instant query at the end of the run, kept as JSON
+prom_save() {
+  prom_get "api/v1/query?query=$(urlencode "$2")" > "$OUT/metrics/prometheus-$1.json" 2> /dev/null \
+    || log "prometheus query $1 failed"
+}
+
+# Percentiles over the whole run from histograms summed across every pod.
+collect_prometheus() {
+  [[ -n "$PROM_SERVICE" ]] || return 0
+  local window q
+  window=$(($(date +%s) - STARTED_EPOCH))s
+  local k6="testid=\"$RUN_ID\"" ns="namespace=\"$NAMESPACE\""
+  for q in 0.5 0.9 0.95 0.99 0.999; do
+    prom_save "k6-batch-latency-p$q" "histogram_quantile($q, sum(increase(k6_batch_latency_seconds{$k6}[$window])))"
+    prom_save "ingestor-http-latency-p$q" \
+      "histogram_quantile($q, sum by (le) (increase(ingestor_http_request_duration_seconds_bucket{$ns, route=~\"/produce.*\"}[$window])))"
+    prom_save "consumer-e2e-latency-p$q" \
+      "histogram_quantile($q, sum by (le) (increase(chronik_consumer_e2e_latency_seconds_bucket{$ns}[$window])))"
+    prom_save "broker-produce-latency-p$q" \
+      "histogram_quantile($q, sum by (le) (increase(chronik_request_duration_seconds_bucket{$ns, api=\"Produce\"}[$window])))"
+  done
+  prom_save "k6-messages-produced-total" "sum(increase(k6_messages_produced_total{$k6}[$window]))"
+  prom_save "k6-messages-failed-total" "sum(increase(k6_messages_failed_total{$k6}[$window]))"
+  prom_save "ingestor-messages-delivered-total" "sum(increase(ingestor_messages_delivered_total{$ns}[$window]))"
+  prom_save "consumer-verified-total" "sum(increase(chronik_consumer_verified_total{$ns}[$window]))"
+  prom_save up "up{$ns}"
+  # per-container CPU (cumulative seconds) and RSS every 5 s -> resources.csv
+  local range
+  range="start=$STARTED_EPOCH&end=$(date +%s)&step=5"
+  prom_get "api/v1/query_range?query=$(urlencode "container_cpu_usage_seconds_total{$ns, container!=\"\"}")&$range" \
+    > "$OUT/metrics/prometheus-range-cpu.json" 2> /dev/null || true
+  prom_get "api/v1/query_range?query=$(urlencode "container_memory_rss{$ns, container!=\"\"}")&$range" \
+    > "$OUT/metrics/prometheus-range-rss.json" 2> /dev/null || true
+  python3 "$RESULTS_PY" resources "$OUT/metrics/prometheus-range-cpu.json" "$OUT/metrics/prometheus-range-rss.json" \
+    "$OUT/resources.csv" || log "no resources.csv (is cAdvisor scraped?)"
+  python3 "$RESULTS_PY" merged "$OUT/metrics" "$OUT/merged-percentiles.md" || true
+}

@@ -1,0 +1,321 @@
+#!/usr/bin/env bash
+# k8s-perf/run.sh - the main job on a Kubernetes cluster (`./run-all.sh --k8s`):
+# k6-operator runners -> chronik-ingestor pods -> chronik brokers -> verifying
+# consumer pods, then the same results/<run-id>/ and report.md as a local run.
+#
+#   ./run-all.sh --k8s [options]        (or k8s-perf/run.sh [options])
+#     --overlay NAME       k8s-perf/overlays/NAME (default small; test-1..test-7,
+#                          baremetal-256b, baremetal-1kib, baremetal-1kib-36,
+#                          standalone, cluster)
+#     --context CTX        kubectl context (default: the current one)
+#     --namespace NS       namespace of the run (default chronik-perf)
+#     --run-id ID          (default <UTC time>-k8s-<overlay>)
+#     --results DIR        results root (default results/)
+#     --broker-image IMG   image for chronik-server (default chronik-server:dev)
+#     --harness-image IMG  image for ingestors/consumers (default chronik-harness:dev)
+#     --k6-image IMG       k6 runner image (default grafana/k6:1.8.1)
+#     --prometheus NS/SVC:PORT  Prometheus for remote write and queries
+#                          (default monitoring/prometheus-operated:9090; "none" = skip)
+#     --timeout S          longest the TestRun may run (default 3600)
+#     --drain-timeout S    wait for ingestors to flush / consumers to catch up (default 300)
+#     --keep               leave the TestRun in place (default: deleted once collected)
+#     --no-report          skip rendering report.md
+#     --dry-run            render the run's kustomization and print every kubectl
+#                          command that changes the cluster, run none
+#
+# Steps: render overlays/NAME plus a per-run kustomization (.run/k8s/<run-id>/:
+# namespace, images, run id, a topic and consumer group of its own, k6's
+# testid and remote-write URL); apply everything but the TestRun; wait for the
+# rollouts; delete a previous TestRun; apply the TestRun and follow its stage
+# (progress every 15 s); then collect: each runner's k6 summary from its log,
+# the ingestors' ledgers, every consumer's report, broker /metrics,
+# Prometheus queries (percentiles from histograms merged across pods) and
+# container CPU/RSS; merge the consumers' reports with the ledgers
+# (chronik-consumer merge) and render report.md (python -m reports render).
+# The workloads stay up for inspection; ./cleanup.sh --k8s removes everything.
+# Env: K8S_RUN_DIR (default .run/k8s) holds each run's generated kustomization.
+#
+# Exit status: 0 when every k6 runner passed its thresholds and verification
+# found no loss, duplication, reordering or corruption; non-zero otherwise.
+# Needs: kubectl with access to a cluster running k6-operator (TestRun CRD)
+# and kube-prometheus-stack (ServiceMonitor/PodMonitor CRDs; Prometheus with
+# the remote-write receiver and native histograms), the images built and
+# pullable (k8s-perf/README.md), python3; the report needs .venv
+# (scripts/install-python-deps.sh, scripts/install-report-deps.sh) and
+# target/release/chronik-consumer (built when missing).
+set -euo pipefail
+# shellcheck source=k8s-perf/lib/k8s.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/k8s.sh"
+# shellcheck source=k8s-perf/lib/collect.sh
+source "$K8S_DIR/lib/collect.sh"
+
+OVERLAY="${OVERLAY:-small}"
+CONTEXT="${CONTEXT:-}"
+NAMESPACE="${NAMESPACE:-chronik-perf}"
+RUN_ID="${RUN_ID:-}"
+RESULTS_ROOT="${RESULTS_ROOT:-$REPO_ROOT/results}"
+BROKER_IMAGE="${BROKER_IMAGE:-}"
+HARNESS_IMAGE="${HARNESS_IMAGE:-}"
+K6_IMAGE="${K6_IMAGE:-}"
+PROM_SERVICE="${PROM_SERVICE:-monitoring/prometheus-operated:9090}"
+TIMEOUT="${TIMEOUT:-3600}"
+DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-300}"
+KEEP="${KEEP:-0}"
+REPORT="${REPORT:-1}"
+DRY_RUN="${DRY_RUN:-0}"
+TESTRUN=chronik-load
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
+need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || { echo "option $1 needs a value" >&2; usage; }; }
+while (($#)); do
+  case $1 in
+    --overlay) need "$@"; OVERLAY=$2; shift 2 ;;
+    --context) need "$@"; CONTEXT=$2; shift 2 ;;
+    --namespace) need "$@"; NAMESPACE=$2; shift 2 ;;
+    --run-id) need "$@"; RUN_ID=$2; shift 2 ;;
+    --results) need "$@"; RESULTS_ROOT=$2; shift 2 ;;
+    --broker-image) need "$@"; BROKER_IMAGE=$2; shift 2 ;;
+    --harness-image) need "$@"; HARNESS_IMAGE=$2; shift 2 ;;
+    --k6-image) need "$@"; K6_IMAGE=$2; shift 2 ;;
+    --prometheus) need "$@"; PROM_SERVICE=$2; shift 2 ;;
+    --timeout) need "$@"; TIMEOUT=$2; shift 2 ;;
+    --drain-timeout) need "$@"; DRAIN_TIMEOUT=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    --no-report) REPORT=0; shift ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    -h|--help) usage 0 ;;
+    *) echo "unknown option: $1" >&2; usage ;;
+  esac
+done
+[[ -f "$K8S_DIR/overlays/$OVERLAY/kustomization.yaml" ]] \
+  || die "no overlay k8s-perf/overlays/$OVERLAY (have: $(ls "$K8S_DIR/overlays" | tr '\n' ' '))"
+[[ "$NAMESPACE" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "--namespace $NAMESPACE is not a valid namespace name"
+[[ "$TIMEOUT" =~ ^[0-9]+$ && "$DRAIN_TIMEOUT" =~ ^[0-9]+$ ]] || die "--timeout and --drain-timeout take seconds"
+[[ "$PROM_SERVICE" == none ]] && PROM_SERVICE=""
+[[ -z "$PROM_SERVICE" || "$PROM_SERVICE" =~ ^[a-z0-9-]+/[a-z0-9-]+:[0-9]+$ ]] \
+  || die "--prometheus takes NAMESPACE/SERVICE:PORT (or none)"
+RUN_ID=${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-k8s-$OVERLAY}
+[[ "$RUN_ID" =~ ^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$ ]] \
+  || die "--run-id must be a valid label value (letters, digits, - _ ., at most 63)"
+TOPIC="chronik-perf-$RUN_ID"
+GROUP="verify-$RUN_ID"
+
+# -- the run's kustomization --------------------------------------------------------------
+# image_entry NAME IMAGE[:TAG] - one `images:` entry of a kustomization
+image_entry() {
+  local repo=$2 tag=""
+  if [[ "${2##*/}" == *:* ]]; then repo=${2%:*}; tag=${2##*:}; fi
+  printf '  - name: %s\n    newName: %s\n' "$1" "$repo"
+  [[ -z "$tag" ]] || printf '    newTag: "%s"\n' "$tag"
+}
+RUN_KUSTOMIZATION="${K8S_RUN_DIR:-$REPO_ROOT/.run/k8s}/$RUN_ID"
+mkdir -p "$RUN_KUSTOMIZATION"
+overlay_rel=$(realpath --relative-to="$RUN_KUSTOMIZATION" "$K8S_DIR/overlays/$OVERLAY")
+{
+  echo "# generated by k8s-perf/run.sh for run $RUN_ID (overlay $OVERLAY)"
+  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+  echo "kind: Kustomization"
+  echo "namespace: $NAMESPACE"
+  echo "resources:"
+  echo "  - $overlay_rel"
+  echo "labels:"
+  echo "  - pairs:"
+  echo "      chronik.perf/run-id: $RUN_ID"
+  echo "    includeSelectors: false"
+  if [[ -n "$BROKER_IMAGE$HARNESS_IMAGE$K6_IMAGE" ]]; then
+    echo "images:"
+    [[ -n "$BROKER_IMAGE" ]] && image_entry chronik-server "$BROKER_IMAGE"
+    [[ -n "$HARNESS_IMAGE" ]] && image_entry chronik-harness "$HARNESS_IMAGE"
+  fi
+  echo "configMapGenerator:"
+  echo "  - name: k6-env"
+  echo "    behavior: merge"
+  echo "    literals:"
+  echo "      - RUN_ID=$RUN_ID"
+  if [[ -n "$PROM_SERVICE" ]]; then
+    prom_ns=${PROM_SERVICE%%/*} prom_rest=${PROM_SERVICE#*/}
+    echo "      - K6_PROMETHEUS_RW_SERVER_URL=http://${prom_rest%%:*}.$prom_ns.svc:${prom_rest##*:}/api/v1/write"
+  fi
+  cat << YAML
+patches:
+  - target:
+      kind: TestRun
+      name: $TESTRUN
+    patch: |-
+      - op: replace
+        path: /spec/arguments
+        value: --include-system-env-vars --out experimental-prometheus-rw --tag testid=$RUN_ID
+YAML
+  if [[ -n "$K6_IMAGE" ]]; then
+    cat << YAML
+      - op: replace
+        path: /spec/runner/image
+        value: $K6_IMAGE
+      - op: replace
+        path: /spec/initializer/image
+        value: $K6_IMAGE
+YAML
+  fi
+  cat << YAML
+  - target:
+      kind: Deployment
+      name: chronik-ingestor
+    patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: chronik-ingestor
+      spec:
+        template:
+          spec:
+            containers:
+              - name: ingestor
+                env:
+                  - name: CHRONIK_INGESTOR_TOPIC
+                    value: "$TOPIC"
+  - target:
+      kind: Deployment
+      name: chronik-consumer
+    patch: |-
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata:
+        name: chronik-consumer
+      spec:
+        template:
+          spec:
+            containers:
+              - name: consumer
+                env:
+                  - name: CHRONIK_CONSUMER_TOPIC
+                    value: "$TOPIC"
+                  - name: CHRONIK_CONSUMER_GROUP
+                    value: "$GROUP"
+YAML
+} > "$RUN_KUSTOMIZATION/kustomization.yaml"
+RENDERED="$RUN_KUSTOMIZATION/rendered.yaml"
+render "$RUN_KUSTOMIZATION" > "$RENDERED" || die "kustomize could not build $RUN_KUSTOMIZATION"
+log "run $RUN_ID: overlay $OVERLAY, namespace $NAMESPACE, context ${CONTEXT:-(current)}, topic $TOPIC"
+log "rendered $(grep -c '^kind:' "$RENDERED") objects into $RENDERED"
+
+# -- preflight: the CRDs the manifests use ----------------------------------------------------
+if [[ "$DRY_RUN" != 1 ]]; then
+  for group in k6.io monitoring.coreos.com; do
+    [[ -n "$(kc_read api-resources --api-group="$group" -o name 2> /dev/null)" ]] \
+      || die "the cluster has no $group resources: install k6-operator and kube-prometheus-stack first (k8s-perf/README.md)"
+  done
+fi
+
+# -- deploy: everything but the TestRun, rollouts, then the TestRun ---------------------------
+kc apply -f "$RENDERED" -l 'app.kubernetes.io/component!=k6'
+kc rollout status -n "$NAMESPACE" statefulset/chronik --timeout=900s
+kc rollout status -n "$NAMESPACE" deployment/chronik-ingestor --timeout=600s
+kc rollout status -n "$NAMESPACE" deployment/chronik-consumer --timeout=600s
+kc delete -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" --ignore-not-found --wait=true
+kc apply -f "$RENDERED" -l 'app.kubernetes.io/component=k6'
+if [[ "$DRY_RUN" == 1 ]]; then
+  log "dry run: stopping before following the TestRun (nothing was changed)"
+  exit 0
+fi
+
+OUT="$RESULTS_ROOT/$RUN_ID"
+mkdir -p "$OUT"/{k6,consumers,ingestors,metrics,logs}
+cp "$RUN_KUSTOMIZATION/kustomization.yaml" "$OUT/logs/run-kustomization.yaml"
+STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+STARTED_EPOCH=$(date +%s)
+
+# -- follow the TestRun ---------------------------------------------------------------------------
+stage=""
+for ((t = 0; t <= TIMEOUT; t += 15)); do
+  stage=$(kc_read get -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" -o jsonpath='{.status.stage}' 2> /dev/null || true)
+  runners=$(kc_read get pods -n "$NAMESPACE" -l "k6_cr=$TESTRUN,runner=true" \
+    -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' 2> /dev/null | sort | uniq -c | tr -s ' \n' ' ' || true)
+  verified=0
+  for pod in $(pods app.kubernetes.io/component=consumer 2> /dev/null); do
+    v=$(pod_get "$pod" 9645 /summary 2> /dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["counts"]["verified"])' 2> /dev/null || echo 0)
+    verified=$((verified + v))
+  done
+  log "progress: ${t}s, TestRun stage ${stage:-pending}, runners:${runners:- none yet}, $verified messages verified"
+  [[ "$stage" == finished || "$stage" == error || "$stage" == stopped ]] && break
+  sleep 15
+done
+[[ "$stage" == finished ]] || log "TestRun ended in stage '${stage:-unknown}' (timeout ${TIMEOUT}s?)"
+
+# -- collect ------------------------------------------------------------------------------------------
+collect_k6
+collect_ingestors
+collect_consumers
+collect_brokers
+collect_prometheus
+kc_read get -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" -o yaml > "$OUT/logs/testrun.yaml" 2>&1 || true
+
+CONSUMER_BIN="$REPO_ROOT/target/release/chronik-consumer"
+[[ -x "$CONSUMER_BIN" ]] || (cd "$REPO_ROOT" && cargo build --release -p chronik-consumer >&2)
+LEDGER_ARGS=()
+for l in "${LEDGERS[@]}"; do LEDGER_ARGS+=(--ledger "$l"); done
+VERIFY_RC=0
+shopt -s nullglob
+reports=("$OUT"/consumers/*.json)
+shopt -u nullglob
+if ((${#reports[@]} == 0)); then
+  log "no consumer reports collected"; VERIFY_RC=2
+else
+  "$CONSUMER_BIN" merge "${LEDGER_ARGS[@]}" --report "$OUT/consumers/merged.json" "${reports[@]}" \
+    > "$OUT/logs/merge.log" 2>&1 || VERIFY_RC=$?
+fi
+log "verification (chronik-consumer merge): exit status $VERIFY_RC (0 = clean and conclusive)"
+
+# -- meta.json and the report ------------------------------------------------------------------------
+env_of() {  # WORKLOAD NAME - a literal env value of a workload in the rendered manifests
+  python3 - "$RENDERED" "$1" "$2" << 'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+for doc in text.split("\n---\n"):
+    if re.search(rf"^  name: {re.escape(sys.argv[2])}$", doc, re.M):
+        m = re.search(rf"- name: {sys.argv[3]}\n\s+value: \"?([^\"\n]*)\"?", doc)
+        if m:
+            print(m.group(1)); break
+PY
+}
+k6_env=$(sed -n '/^kind: ConfigMap/,/^---/p' "$RENDERED" | sed -n 's/^  \(CHRONIK_SCENARIO\|VU_SCALE\|DURATION_SCALE\|ACKS\): \(.*\)$/\1=\2/p' | tr -d '"')
+python3 - "$OUT/settings.tmp.json" << PY
+import json, sys
+k6 = dict(l.split("=", 1) for l in """$k6_env""".split() if "=" in l)
+json.dump({
+  "run_id": "$RUN_ID", "started_at": "$STARTED_AT", "finished_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+  "git_commit": "$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)",
+  "context": "${CONTEXT:-current}", "namespace": "$NAMESPACE",
+  "nodes": "$(kc_read get nodes -o name 2> /dev/null | wc -l)",
+  "broker_flags": ["--wal-profile", "$(env_of chronik CHRONIK_WAL_PROFILE)",
+                   "--produce-profile", "$(env_of chronik CHRONIK_PRODUCE_PROFILE)"],
+  "settings": {"test": k6.get("CHRONIK_SCENARIO"), "overlay": "$OVERLAY", "scale": float(k6.get("VU_SCALE", 1)),
+               "duration_scale": float(k6.get("DURATION_SCALE", 1)),
+               "acks": "$(env_of chronik-ingestor CHRONIK_INGESTOR_ACKS)",
+               "ingestors": ${#LEDGERS[@]}, "consumers": $(pods app.kubernetes.io/component=consumer | wc -l),
+               "partitions": int("$(env_of chronik CHRONIK_DEFAULT_PARTITIONS)" or 0),
+               "replication_factor": int("$(env_of chronik CHRONIK_DEFAULT_REPLICATION_FACTOR)" or 1),
+               "wal_profile": "$(env_of chronik CHRONIK_WAL_PROFILE)",
+               "produce_profile": "$(env_of chronik CHRONIK_PRODUCE_PROFILE)",
+               "topic": "$TOPIC", "group": "$GROUP", "prometheus": "$PROM_SERVICE"},
+  "versions": {"kubectl": "$(kubectl version --client 2> /dev/null | head -n1)"},
+}, open(sys.argv[1], "w"))
+PY
+python3 "$RESULTS_PY" meta "$OUT/settings.tmp.json" "$OUT/meta.json" && rm -f "$OUT/settings.tmp.json"
+
+if [[ "$REPORT" == 1 ]]; then
+  bash "$REPO_ROOT/scripts/install-python-deps.sh" > /dev/null && bash "$REPO_ROOT/scripts/install-report-deps.sh" > /dev/null
+  if (cd "$REPO_ROOT" && .venv/bin/python -m reports render "$OUT" -o "$OUT/report.md" >&2); then
+    [[ -f "$OUT/merged-percentiles.md" ]] && cat "$OUT/merged-percentiles.md" >> "$OUT/report.md"
+    log "report: $OUT/report.md"
+  else
+    log "report rendering failed"; VERIFY_RC=${VERIFY_RC/#0/1}
+  fi
+fi
+
+[[ "$KEEP" == 1 ]] || kc delete -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" --ignore-not-found --wait=false
+log "the workloads stay up; ./cleanup.sh --k8s${CONTEXT:+ --context $CONTEXT} --namespace $NAMESPACE removes them"
+if ((K6_FAILED != 0 || VERIFY_RC != 0)) || [[ "$stage" != finished ]]; then
+  log "run $RUN_ID FAILED (k6 runners ok: $((1 - K6_FAILED)), verification exit $VERIFY_RC, stage ${stage:-unknown})"
+  exit 1
+fi
+log "run $RUN_ID passed; results in $OUT"

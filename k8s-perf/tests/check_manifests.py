@@ -1,0 +1,413 @@
+"""k8s-perf/tests/check_manifests.py - what kustomize builds must match what
+the binaries, k6 and kustomize itself really do.
+
+Owns, per built overlay (one YAML file each, named <overlay>.yaml):
+  names     every ConfigMap a pod or the TestRun names exists (hashed by
+            kustomize: the TestRun's references must carry the hash, i.e.
+            base/k6/kustomizeconfig.yaml's nameReference rewrite happened)
+  k6        the k6-scripts ConfigMap holds every k6/scenarios/*.js and
+            k6/lib/*.js byte for byte, the TestRun's volume items rebuild
+            scenarios/ and lib/, CHRONIK_SCENARIO names a scenario, every k6-env
+            name is a knob the scenarios read or a k6 option the k6 binary knows
+  binaries  every env var and flag of a chronik container is in that binary's
+            --help (enumerated values among the possible values, numbers where
+            the default is a number); other env vars are read by the script
+            the container runs; the broker entrypoint's own exports too
+  ports     listen ports = named container ports; probes and monitors use
+            named ports that serve that endpoint; probe paths answered by the
+            real binary (--served, from scrape.sh); Service selectors and
+            targetPorts match the pods
+  topology  StatefulSet replicas = BROKER_REPLICAS; RF <= brokers;
+            min.insync <= RF; required anti-affinity per host; headless
+            governing Service publishing not-ready addresses; k6 ACKS tag =
+            the ingestors' acks; TOPOLOGY tag = broker count
+  entrypoint  base/broker/entrypoint.sh run with each overlay's env and a
+            stand-in chronik-server: node id, advertised name and peers
+Prints "ok"/"FAIL" lines; exit 1 if anything failed. Must not: build
+overlays (test.sh does) or start servers (scrape.sh does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from helpinfo import Help, read_help
+
+REPO = Path(__file__).resolve().parents[2]
+BASE = REPO / "k8s-perf" / "base"
+LOG_ENV = {"CHRONIK_LOG"}          # tracing EnvFilter, read by every binary (not a clap flag)
+BINARIES = ("chronik-server", "chronik-ingestor", "chronik-consumer", "chronik-bench")
+IMAGES = {"chronik-server": "chronik-server", "chronik-ingestor": "chronik-harness",
+          "chronik-consumer": "chronik-harness", "chronik-bench": "chronik-harness"}
+# endpoint each binary serves on which of its listen options
+ENDPOINT_FLAG = {("chronik-server", "/metrics"): "--metrics-listen", ("chronik-server", "/health"): "--metrics-listen",
+                 ("chronik-server", "/ready"): "--metrics-listen", ("chronik-ingestor", "/metrics"): "--listen",
+                 ("chronik-ingestor", "/health"): "--listen", ("chronik-ingestor", "/ready"): "--listen",
+                 ("chronik-consumer", "/metrics"): "--listen", ("chronik-consumer", "/health"): "--listen",
+                 ("chronik-consumer", "/summary"): "--listen"}
+KAFKA_PORT_FLAG = {"chronik-server": {"kafka": "--listen", "raft": "--raft-listen"}}
+
+passed = failed = 0
+
+
+def check(ok: bool, what: str, detail: str = "") -> bool:
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok   {what}")
+    else:
+        failed += 1
+        print(f"FAIL {what}{': ' + detail if detail else ''}")
+    return ok
+
+
+def docs_of(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def by_kind(docs, kind):
+    return [d for d in docs if d["kind"] == kind]
+
+
+def pod_templates(docs):
+    """(workload, pod spec, labels) of every Deployment/StatefulSet."""
+    for d in docs:
+        if d["kind"] in ("Deployment", "StatefulSet"):
+            t = d["spec"]["template"]
+            yield d, t["spec"], t["metadata"].get("labels", {})
+
+
+def container_binary(c: dict, configmaps: dict) -> tuple[str | None, str]:
+    """The chronik binary a container runs and the script text that runs it."""
+    cmd = c.get("command", []) + c.get("args", [])
+    text = " ".join(cmd)
+    if cmd and cmd[0].split("/")[-1] in BINARIES:
+        return cmd[0].split("/")[-1], text
+    for b in BINARIES:
+        if re.search(rf"\bexec {b}\b", text):
+            return b, text
+    # a script from a mounted ConfigMap (the broker's entrypoint)
+    for vm in c.get("volumeMounts", []):
+        for arg in cmd:
+            if arg.startswith(vm["mountPath"] + "/"):
+                key = arg[len(vm["mountPath"]) + 1:]
+                script = configmaps.get(("mount", vm["name"]), {}).get(key)
+                if script:
+                    for b in BINARIES:
+                        if re.search(rf"^exec {b}\b", script, re.M):
+                            return b, script
+    return None, text
+
+
+def listen_port(help_: Help, env: dict, flag: str) -> int | None:
+    opt = help_.options.get(flag)
+    if opt is None:
+        return None
+    value = env.get(opt.env) if opt.env else None
+    value = value if value is not None else opt.default
+    return int(value.rsplit(":", 1)[1]) if value and ":" in value else None
+
+
+def check_binaries(overlay, docs, helps, served):
+    cms = {d["metadata"]["name"]: d.get("data", {}) for d in by_kind(docs, "ConfigMap")}
+    services = by_kind(docs, "Service")
+    for wl, spec, labels in pod_templates(docs):
+        vols = {v["name"]: v for v in spec.get("volumes", [])}
+        mount_cms = {("mount", n): cms.get(v["configMap"]["name"], {}) for n, v in vols.items() if "configMap" in v}
+        for c in spec["containers"]:
+            where = f"{overlay}: {wl['kind']}/{wl['metadata']['name']} container {c['name']}"
+            binary, script = container_binary(c, mount_cms)
+            if binary is None:
+                check(not any(e["name"].startswith("CHRONIK_") for e in c.get("env", [])),
+                      f"{where}: runs no chronik binary and sets no CHRONIK_* env")
+                continue
+            h = helps[binary]
+            repo = c["image"].rsplit(":", 1)[0].rsplit("/", 1)[-1]
+            check(repo == IMAGES[binary] and (REPO / "docker" / f"{repo}.Dockerfile").is_file(),
+                  f"{where}: image {c['image']} is built by docker/{IMAGES[binary]}.Dockerfile")
+            env = {e["name"]: e.get("value") for e in c.get("env", [])}
+            for name, value in env.items():
+                if name in LOG_ENV:
+                    continue
+                if name in h.envs:
+                    opt = h.envs[name]
+                    ok = True
+                    detail = ""
+                    if value is not None and opt.values:
+                        ok, detail = value in opt.values, f"{value!r} not in {opt.values}"
+                    elif (value is not None and opt.default is not None and re.fullmatch(r"-?\d+", opt.default)
+                          and not re.search(r"\bor\b", opt.doc)):   # "0, 1 or all": words allowed
+                        ok, detail = bool(re.fullmatch(r"-?\d+", value)), f"{value!r} is not an integer"
+                    check(ok, f"{where}: env {name} is {binary} {opt.flag}", detail)
+                elif name.startswith(("CHRONIK_", "KAFKA_")):
+                    check(False, f"{where}: env {name} is accepted by {binary}", f"not in `{binary} --help`")
+                else:
+                    check(re.search(rf"\${{?{name}\b", script) is not None,
+                          f"{where}: env {name} is read by the script the container runs")
+            for name in sorted(set(re.findall(r"^\s*export ((?:CHRONIK|KAFKA)_[A-Z0-9_]+(?: (?:CHRONIK|KAFKA)_[A-Z0-9_]+)*)", script, re.M))):
+                for n in name.split():
+                    check(n in h.envs, f"{where}: the entrypoint's {n} is accepted by {binary}",
+                          f"not in `{binary} --help`")
+            for flag in sorted(set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]+)", " ".join(c.get("command", []) + c.get("args", []))))):
+                check(flag in h.options, f"{where}: flag {flag} is accepted by {binary}")
+            # ports: every named container port is a listener of the binary
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            flag_of_port = {"metrics": "--metrics-listen" if binary == "chronik-server" else "--listen",
+                            "http": "--listen", **KAFKA_PORT_FLAG.get(binary, {})}
+            for pname, number in ports.items():
+                flag = flag_of_port.get(pname)
+                got = listen_port(h, env, flag) if flag else None
+                check(got == number, f"{where}: port {pname}={number} is {binary} {flag}",
+                      f"the binary listens on {got}")
+            for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+                probe = c.get(kind)
+                if not probe:
+                    continue
+                g = probe.get("httpGet", {})
+                path, port = g.get("path"), g.get("port")
+                flag = ENDPOINT_FLAG.get((binary, path))
+                number = ports.get(port, port)
+                check(flag is not None and listen_port(h, env, flag) == number,
+                      f"{where}: {kind} {path} on port {port} is served by {binary} {flag}")
+                if served is not None:
+                    status = served.get(binary, {}).get(path)
+                    check(status is not None and status != 404,
+                          f"{where}: {kind} path {path} answered by the real {binary}", f"status {status}")
+        # Services that select this workload: targetPorts exist on its containers
+        cport_names = {p["name"] for c in spec["containers"] for p in c.get("ports", [])}
+        for svc in services:
+            sel = svc["spec"].get("selector", {})
+            if sel and all(labels.get(k) == v for k, v in sel.items()):
+                for p in svc["spec"]["ports"]:
+                    tp = p.get("targetPort", p["port"])
+                    check(tp in cport_names, f"{overlay}: Service/{svc['metadata']['name']} port {p['name']} -> "
+                          f"{wl['metadata']['name']} port {tp}")
+
+
+def check_monitors(overlay, docs):
+    services = by_kind(docs, "Service")
+    pods = list(pod_templates(docs))
+    for sm in by_kind(docs, "ServiceMonitor"):
+        sel = sm["spec"]["selector"]["matchLabels"]
+        matched = [s for s in services if all(s["metadata"].get("labels", {}).get(k) == v for k, v in sel.items())]
+        check(len(matched) == 1, f"{overlay}: ServiceMonitor/{sm['metadata']['name']} selects one Service",
+              f"selects {[s['metadata']['name'] for s in matched]}")
+        for svc in matched:
+            for ep in sm["spec"]["endpoints"]:
+                sp = next((p for p in svc["spec"]["ports"] if p["name"] == ep["port"]), None)
+                ok = sp is not None and ep.get("path", "/metrics") == "/metrics"
+                target = sp and sp.get("targetPort")
+                ok = ok and target in ("metrics", "http")
+                check(ok, f"{overlay}: ServiceMonitor/{sm['metadata']['name']} scrapes {svc['metadata']['name']}:{ep['port']} "
+                      f"(container port {target}) /metrics")
+    for pm in by_kind(docs, "PodMonitor"):
+        sel = pm["spec"]["selector"]["matchLabels"]
+        matched = [(wl, spec) for wl, spec, labels in pods if all(labels.get(k) == v for k, v in sel.items())]
+        check(len(matched) == 1, f"{overlay}: PodMonitor/{pm['metadata']['name']} selects one workload")
+        for wl, spec in matched:
+            names = {p["name"] for c in spec["containers"] for p in c.get("ports", [])}
+            for ep in pm["spec"]["podMetricsEndpoints"]:
+                check(ep["port"] in names and ep["port"] == "metrics",
+                      f"{overlay}: PodMonitor/{pm['metadata']['name']} scrapes {wl['metadata']['name']} port {ep['port']} /metrics")
+
+
+def check_names(overlay, docs):
+    cms = {d["metadata"]["name"] for d in by_kind(docs, "ConfigMap")}
+    refs = []
+    for wl, spec, _ in pod_templates(docs):
+        for v in spec.get("volumes", []):
+            if "configMap" in v:
+                refs.append((f"{wl['kind']}/{wl['metadata']['name']} volume {v['name']}", v["configMap"]["name"]))
+    for tr in by_kind(docs, "TestRun"):
+        for role in ("runner", "initializer", "starter"):
+            pod = tr["spec"].get(role) or {}
+            for v in pod.get("volumes", []):
+                if "configMap" in v:
+                    refs.append((f"TestRun {role} volume {v['name']}", v["configMap"]["name"]))
+            for ef in pod.get("envFrom", []):
+                if "configMapRef" in ef:
+                    refs.append((f"TestRun {role} envFrom", ef["configMapRef"]["name"]))
+    for where, name in refs:
+        check(name in cms, f"{overlay}: {where} -> ConfigMap {name} exists")
+        if where.startswith("TestRun"):
+            check(re.search(r"-[a-z0-9]{10}$", name) is not None,
+                  f"{overlay}: {where} carries the generated hash ({name}): nameReference rewrote it")
+    dash = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("chronik-dashboards")]
+    ok = len(dash) == 1 and dash[0]["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
+    if ok:
+        for key, text in dash[0]["data"].items():
+            try:
+                ok = ok and bool(json.loads(text).get("panels"))
+            except ValueError:
+                ok = False
+    check(ok, f"{overlay}: dashboards ConfigMap labelled grafana_dashboard=1 with JSON dashboards that have panels")
+
+
+def k6_known_env(k6_bin: str) -> set[str]:
+    src = "\n".join(p.read_text() for p in [*(REPO / "k6").rglob("*.js"), BASE / "k6" / "runner.js"])
+    names = set(re.findall(r"(?:env(?:String|Number)?\(|__ENV\.|__ENV\[)\s*['\"]?([A-Z][A-Z0-9_]*)", src))
+    strings = subprocess.run(["strings", k6_bin], capture_output=True, text=True, check=True).stdout
+    names |= set(re.findall(r"\b(K6_PROMETHEUS_RW_[A-Z_]+)\b", strings))
+    return names
+
+
+def check_k6(overlay, docs, k6_names):
+    cms = {d["metadata"]["name"]: d for d in by_kind(docs, "ConfigMap")}
+    tr = by_kind(docs, "TestRun")
+    if not check(len(tr) == 1, f"{overlay}: one TestRun"):
+        return
+    spec = tr[0]["spec"]
+    script = spec["script"].get("localFile", "")
+    runner = spec["runner"]
+    vol = next((v for v in runner.get("volumes", []) if "configMap" in v), None)
+    mount = next((m for m in runner.get("volumeMounts", []) if vol and m["name"] == vol["name"]), None)
+    if not check(vol is not None and mount is not None and script == f"{mount['mountPath']}/runner.js",
+                 f"{overlay}: TestRun runs runner.js from the mounted k6-scripts volume"):
+        return
+    scripts = cms[vol["configMap"]["name"]]["data"]
+    items = {i["key"]: i["path"] for i in vol["configMap"]["items"]}
+    expected = {"runner.js": BASE / "k6" / "runner.js"}
+    for sub in ("lib", "scenarios"):
+        for f in sorted((REPO / "k6" / sub).glob("*.js")):
+            expected[f"{sub}/{f.name}"] = f
+    for path, src in expected.items():
+        key = next((k for k, p in items.items() if p == path), None)
+        check(key is not None and scripts.get(key) == src.read_text(),
+              f"{overlay}: k6 file {path} is in the ConfigMap (key {key}) as in the repository")
+    check(set(items.values()) == set(expected), f"{overlay}: no stale k6 files in the TestRun items",
+          str(sorted(set(items.values()) ^ set(expected))))
+    init = spec.get("initializer", {})
+    check(init.get("volumes") == runner.get("volumes") and init.get("volumeMounts") == runner.get("volumeMounts")
+          and init.get("envFrom") == runner.get("envFrom") and init.get("image") == runner.get("image"),
+          f"{overlay}: the initializer sees the runners' script, env and image")
+    check("--include-system-env-vars" in spec.get("arguments", "").split(),
+          f"{overlay}: TestRun passes the env to k6 archive (--include-system-env-vars)")
+    env_cm = next(cms[e["configMapRef"]["name"]]["data"] for e in runner["envFrom"])
+    scenario = env_cm.get("CHRONIK_SCENARIO", "")
+    check((REPO / "k6" / "scenarios" / f"{scenario}.js").is_file(), f"{overlay}: CHRONIK_SCENARIO={scenario} exists")
+    for name in sorted(env_cm):
+        check(name in k6_names, f"{overlay}: k6 env {name} is read by the scenarios or known to k6")
+    return env_cm
+
+
+def env_of(wl) -> dict:
+    return {e["name"]: e.get("value") for e in wl["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+
+
+def check_topology(overlay, docs, k6_env):
+    sts = by_kind(docs, "StatefulSet")
+    if not check(len(sts) == 1, f"{overlay}: one broker StatefulSet"):
+        return
+    s = sts[0]
+    env = env_of(s)
+    replicas = s["spec"].get("replicas", 1)
+    check(str(replicas) == env.get("BROKER_REPLICAS"), f"{overlay}: BROKER_REPLICAS = StatefulSet replicas ({replicas})")
+    rf = int(env.get("CHRONIK_DEFAULT_REPLICATION_FACTOR", "1"))
+    isr = int(env.get("CHRONIK_MIN_INSYNC_REPLICAS", "1"))
+    check(1 <= isr <= rf <= replicas, f"{overlay}: min.insync {isr} <= RF {rf} <= brokers {replicas}")
+    terms = s["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    labels = s["spec"]["template"]["metadata"]["labels"]
+    check(any(t["topologyKey"] == "kubernetes.io/hostname"
+              and all(labels.get(k) == v for k, v in t["labelSelector"]["matchLabels"].items()) for t in terms),
+          f"{overlay}: brokers require different nodes (anti-affinity on kubernetes.io/hostname)")
+    headless = [v for v in by_kind(docs, "Service") if v["metadata"]["name"] == s["spec"]["serviceName"]]
+    check(len(headless) == 1 and headless[0]["spec"].get("clusterIP") == "None"
+          and headless[0]["spec"].get("publishNotReadyAddresses") is True
+          and env.get("HEADLESS_SERVICE") == s["spec"]["serviceName"],
+          f"{overlay}: governing Service {s['spec']['serviceName']} is headless, publishes not-ready peers, = HEADLESS_SERVICE")
+    pdb = by_kind(docs, "PodDisruptionBudget")
+    check(len(pdb) == 1 and pdb[0]["spec"]["selector"]["matchLabels"].items() <= labels.items(),
+          f"{overlay}: a PodDisruptionBudget covers the brokers")
+    ing = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "chronik-ingestor")
+    acks = env_of(ing).get("CHRONIK_INGESTOR_ACKS", "1")
+    tag = k6_env.get("ACKS", "1") if k6_env else "1"
+    check({"all": "all", "-1": "all"}.get(acks, acks) == tag, f"{overlay}: k6 ACKS tag {tag} = ingestors' acks {acks}")
+    topo = k6_env.get("TOPOLOGY", "standalone") if k6_env else "standalone"
+    check((topo == "cluster") == (replicas > 1), f"{overlay}: k6 TOPOLOGY tag {topo} matches {replicas} broker(s)")
+
+
+def check_entrypoint(overlay, docs):
+    s = by_kind(docs, "StatefulSet")[0]
+    cm = next(d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("chronik-broker-entrypoint"))
+    env = {k: v for k, v in env_of(s).items() if v is not None}
+    ns = s["metadata"].get("namespace", "default")
+    replicas = s["spec"].get("replicas", 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "entrypoint.sh").write_text(cm["data"]["entrypoint.sh"])
+        fake = Path(tmp) / "chronik-server"
+        fake.write_text("#!/bin/sh\necho \"NODE=$CHRONIK_NODE_ID ADV=$CHRONIK_ADVERTISE PEERS=${CHRONIK_PEERS:-} ARGS=$*\"\n")
+        fake.chmod(0o755)
+        for ordinal in range(replicas):
+            run_env = {**env, "PATH": f"{tmp}:/usr/bin:/bin", "HOSTNAME": f"chronik-{ordinal}", "POD_NAMESPACE": ns}
+            out = subprocess.run(["sh", f"{tmp}/entrypoint.sh"], env=run_env, capture_output=True, text=True, timeout=10)
+            dns = f"chronik-headless.{ns}.svc.cluster.local"
+            peers = ",".join(f"{i + 1}@chronik-{i}.{dns}" for i in range(replicas)) if replicas > 1 else ""
+            want = f"NODE={ordinal + 1} ADV=chronik-{ordinal}.{dns}:9092 PEERS={peers} ARGS="
+            check(out.returncode == 0 and out.stdout.strip() == want,
+                  f"{overlay}: entrypoint in chronik-{ordinal} -> node {ordinal + 1}, own DNS name, {replicas} peer(s)",
+                  f"got {out.stdout.strip()!r} {out.stderr.strip()!r}, want {want!r}")
+
+
+class LazyHelps(dict):
+    """`BIN --help` of a binary the first time a manifest runs it."""
+
+    def __init__(self, bin_dir: Path):
+        super().__init__()
+        self.bin_dir = bin_dir
+
+    def __missing__(self, binary: str) -> Help:
+        self[binary] = read_help(str(self.bin_dir / binary))
+        return self[binary]
+
+
+def write_env(docs, out: Path):
+    """KEY=VALUE files of the literal env of each chronik container (for scrape.sh)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for wl, spec, _ in pod_templates(docs):
+        c = spec["containers"][0]
+        lines = [f"{e['name']}={shlex.quote(e['value'])}" for e in c.get("env", []) if e.get("value") is not None]
+        (out / f"{wl['metadata']['name']}.env").write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bin-dir", type=Path, default=REPO / "target" / "release")
+    ap.add_argument("--k6-bin", default=str(REPO / ".tools" / "bin" / "k6"))
+    ap.add_argument("--served", type=Path, help="JSON {binary: {path: status}} from scrape.sh")
+    ap.add_argument("--env-out", type=Path, help="only write <workload>.env of the first manifest here")
+    ap.add_argument("--only", choices=["names"], help="run only these checks")
+    ap.add_argument("built", nargs="+", type=Path, help="<overlay>.yaml files (kustomize build output)")
+    a = ap.parse_args()
+    helps = LazyHelps(a.bin_dir)
+    served = json.loads(a.served.read_text()) if a.served else None
+    k6_names = k6_known_env(a.k6_bin)
+    for path in a.built:
+        overlay = path.stem
+        docs = docs_of(path)
+        if a.env_out:
+            write_env(docs, a.env_out)
+            return 0
+        check_names(overlay, docs)
+        if a.only == "names":
+            continue
+        k6_env = check_k6(overlay, docs, k6_names)
+        check_binaries(overlay, docs, helps, served)
+        check_monitors(overlay, docs)
+        check_topology(overlay, docs, k6_env)
+        check_entrypoint(overlay, docs)
+    print(f"manifests: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# k8s-perf/tests/test.sh - `make k8s-test`: everything about k8s-perf/ that
+# can be checked without a cluster. Installs its own tools
+# (scripts/install-k8s-tools.sh); idempotent; about a minute warm.
+#
+#   1. dashboards    base/monitoring/dashboards/*.json = generate.py's output
+#   2. build         kustomize build of every overlay (load restrictor off: the
+#                    k6 scenarios come from the repository's k6/)
+#   3. schemas       kubeconform -strict on every built object: Kubernetes
+#                    schemas from kubernetes-validate, ServiceMonitor/PodMonitor
+#                    from the prometheus-operator CRDs, TestRun from
+#                    k8s-perf/schemas/ (gen_schemas.py); and misspelt fields
+#                    in a TestRun, a ServiceMonitor and a StatefulSet must fail
+#   4. nameReference the TestRun names the hashed ConfigMaps; and without
+#                    base/k6/kustomizeconfig.yaml it would not (negative check)
+#   5. manifests     check_manifests.py: env vars, flags, ports, probes, monitors,
+#                    topology, entrypoint against the real binaries' --help
+#   6. live          scrape.sh: the real binaries on 127.0.0.1 with the
+#                    manifests' env, a local Prometheus, k6 remote write; every
+#                    dashboard query parses (promtool), names only scraped
+#                    metrics and returns data; probe paths answered
+#   7. scripts       run.sh / cleanup.sh: --help, argument errors, --dry-run
+#                    (tests/test_cli.sh)
+# Prints "k8s: N passed, N failed" last; exit 1 if anything failed.
+#
+# Needs: the release binaries chronik-server, chronik-ingestor and
+# chronik-consumer in target/release (built here only when missing;
+# K8S_TEST_BUILD=1 rebuilds), Go, python3. Env: KEEP_WORK=1 keeps the scratch dir.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+K8S="$(cd "$HERE/.." && pwd)"
+REPO="$(cd "$K8S/.." && pwd)"
+K8S_VERSION="${K8S_VERSION:-1.32.0}"
+K8S_TEST_BUILD="${K8S_TEST_BUILD:-0}"
+KEEP_WORK="${KEEP_WORK:-0}"
+PY="$REPO/.tools/k8s-venv/bin/python"
+KUBECONFORM="$REPO/.tools/bin/kubeconform"
+WORK="$(mktemp -d)"
+trap '[[ "$KEEP_WORK" == 1 ]] && echo "kept $WORK" >&2 || rm -rf "$WORK"' EXIT
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); printf 'ok   %s\n' "$*"; }
+fail() { failed=$((failed + 1)); printf 'FAIL %s\n' "$*"; }
+# count the "N passed, N failed" line a sub-check printed
+tally() {
+  local line
+  line=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed$' "$1" | tail -n1)
+  [[ -n "$line" ]] || { fail "$2 printed no result line"; return; }
+  passed=$((passed + $(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<< "$line")))
+  failed=$((failed + $(sed -E 's/.* ([0-9]+) failed$/\1/' <<< "$line")))
+}
+
+# -- tools and binaries ----------------------------------------------------------------
+read -r -a KUSTOMIZE <<< "$("$REPO/scripts/install-k8s-tools.sh")"
+missing=()
+for b in chronik-server chronik-ingestor chronik-consumer; do
+  [[ -x "$REPO/target/release/$b" ]] || missing+=("-p" "$b")
+done
+if [[ "$K8S_TEST_BUILD" == 1 ]]; then
+  missing=(-p chronik-server -p chronik-ingestor -p chronik-consumer)
+fi
+if ((${#missing[@]})); then
+  echo "building ${missing[*]} (release)" >&2
+  (cd "$REPO" && cargo build --release "${missing[@]}") >&2
+fi
+
+build() {  # DIR OUT - kustomize build with the k6/ files outside the root allowed
+  "${KUSTOMIZE[@]}" --load-restrictor LoadRestrictionsNone "$1" > "$2"
+}
+
+# -- 1. dashboards are generate.py's output --------------------------------------------------
+if python3 "$K8S/base/monitoring/dashboards/generate.py" --check; then
+  ok "dashboards: committed JSON = generate.py output"
+else
+  fail "dashboards: committed JSON differs from generate.py output"
+fi
+
+# -- 2. build every overlay ---------------------------------------------------------------------
+mkdir -p "$WORK/built"
+overlays=()
+for dir in "$K8S"/overlays/*/; do
+  name=$(basename "$dir")
+  if build "$dir" "$WORK/built/$name.yaml" 2> "$WORK/build-$name.err"; then
+    ok "kustomize build overlays/$name ($(grep -c '^kind:' "$WORK/built/$name.yaml") objects)"
+    overlays+=("$WORK/built/$name.yaml")
+  else
+    fail "kustomize build overlays/$name: $(head -c 400 "$WORK/build-$name.err")"
+  fi
+done
+((${#overlays[@]})) || { echo "k8s: $passed passed, $((failed + 1)) failed"; exit 1; }
+
+# -- 3. schemas ------------------------------------------------------------------------------------
+schemas="$WORK/schemas"
+kubeconform_run() {
+  "$KUBECONFORM" -strict -summary -output text \
+    -schema-location "$schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
+    -schema-location "$schemas/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json" "$@"
+}
+if "$PY" "$HERE/gen_schemas.py" --k8s-version "$K8S_VERSION" --crd-dir "$(cat "$REPO/.tools/k8s-crd-dir")" \
+     --out "$schemas" "${overlays[@]}" 2> "$WORK/gen_schemas.err"; then
+  ok "schemas generated: $(tail -n1 "$WORK/gen_schemas.err")"
+  for f in "${overlays[@]}"; do
+    if kubeconform_run "$f" > "$WORK/kc.out" 2>&1; then
+      ok "kubeconform $(basename "$f" .yaml): $(tail -n1 "$WORK/kc.out")"
+    else
+      fail "kubeconform $(basename "$f" .yaml): $(grep -v '^Summary' "$WORK/kc.out" | head -n 5)"
+    fi
+  done
+  # misspelt fields must be caught (the schemas are strict and really used)
+  "$PY" - "$WORK/built/standalone.yaml" "$WORK/mutants" << 'PY'
+import copy, sys, yaml
+from pathlib import Path
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+out = Path(sys.argv[2]); out.mkdir()
+def mutant(name, kind, edit):
+    d = copy.deepcopy(next(x for x in docs if x["kind"] == kind))
+    edit(d)
+    (out / f"{name}.yaml").write_text(yaml.safe_dump(d))
+mutant("testrun-nodeselector", "TestRun", lambda d: d["spec"]["runner"].update(nodeselector={"a": "b"}))
+mutant("testrun-parallelism-string", "TestRun", lambda d: d["spec"].update(parallelism="8"))
+mutant("testrun-two-scripts", "TestRun", lambda d: d["spec"]["script"].update(configMap={"name": "x"}))
+mutant("servicemonitor-prot", "ServiceMonitor", lambda d: d["spec"]["endpoints"][0].update(prot="metrics"))
+mutant("podmonitor-endpoints", "PodMonitor", lambda d: d["spec"].update(endpoints=d["spec"].pop("podMetricsEndpoints")))
+mutant("statefulset-portz", "StatefulSet", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(portz=[]))
+PY
+  for m in "$WORK"/mutants/*.yaml; do
+    if kubeconform_run "$m" > "$WORK/kc.out" 2>&1; then
+      fail "kubeconform accepts the mutant $(basename "$m" .yaml) (schemas not strict or not used)"
+    elif grep -q 'is invalid' "$WORK/kc.out"; then
+      ok "kubeconform rejects the mutant $(basename "$m" .yaml)"
+    else
+      fail "kubeconform on mutant $(basename "$m" .yaml): $(head -n 3 "$WORK/kc.out")"
+    fi
+  done
+else
+  fail "gen_schemas.py: $(tail -n 5 "$WORK/gen_schemas.err")"
+fi
+
+# -- 4. nameReference: without the configuration the TestRun keeps stale names ----------------
+mkdir -p "$WORK/noconf/k8s-perf"
+cp -r "$K8S/base" "$WORK/noconf/k8s-perf/base"
+ln -s "$REPO/k6" "$WORK/noconf/k6"
+sed -i '/^configurations:/,/^$/d' "$WORK/noconf/k8s-perf/base/kustomization.yaml"
+if build "$WORK/noconf/k8s-perf/base" "$WORK/noconf.yaml" 2> "$WORK/noconf.err" \
+   && ! "$PY" "$HERE/check_manifests.py" --only names "$WORK/noconf.yaml" > "$WORK/noconf.out" 2>&1 \
+   && grep -q 'FAIL .*TestRun runner volume k6-scripts -> ConfigMap k6-scripts exists' "$WORK/noconf.out"; then
+  ok "nameReference: without base/k6/kustomizeconfig.yaml the TestRun names a missing ConfigMap (check can fail)"
+else
+  fail "nameReference negative check did not fail as expected: $(head -c 300 "$WORK/noconf.err" "$WORK/noconf.out" 2>/dev/null)"
+fi
+
+# -- 5. + 6. manifests against the binaries, then live ---------------------------------------------
+"$PY" "$HERE/check_manifests.py" --env-out "$WORK/env" "$WORK/built/cluster.yaml"
+if "$HERE/scrape.sh" "$WORK/scrape" "$WORK/env" > "$WORK/scrape.out" 2>&1; then :; fi
+grep -E '^(ok|FAIL) ' "$WORK/scrape.out" | grep '^FAIL' || true
+tally "$WORK/scrape.out" "live dashboards (scrape.sh)"
+served=()
+[[ -s "$WORK/scrape/served.json" ]] && served=(--served "$WORK/scrape/served.json")
+"$PY" "$HERE/check_manifests.py" "${served[@]}" "${overlays[@]}" > "$WORK/manifests.out" 2>&1 || true
+grep '^FAIL' "$WORK/manifests.out" || true
+tally "$WORK/manifests.out" "check_manifests.py"
+
+# -- 7. run.sh / cleanup.sh ---------------------------------------------------------------------------
+bash "$HERE/test_cli.sh" > "$WORK/cli.out" 2>&1 || true
+grep '^FAIL' "$WORK/cli.out" || true
+tally "$WORK/cli.out" "test_cli.sh"
+
+echo "k8s: $passed passed, $failed failed"
+((failed == 0))
