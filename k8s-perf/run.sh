@@ -277,7 +277,7 @@ for doc in text.split("\n---\n"):
             print(m.group(1)); break
 PY
 }
-k6_env=$(sed -n '/^kind: ConfigMap/,/^---/p' "$RENDERED" | sed -n 's/^  \(CHRONIK_SCENARIO\|VU_SCALE\|DURATION_SCALE\|ACKS\): \(.*\)$/\1=\2/p' | tr -d '"')
+k6_env=$(sed -n 's/^  \(CHRONIK_SCENARIO\|VU_SCALE\|DURATION_SCALE\): \(.*\)$/\1=\2/p' "$RENDERED" | tr -d '"')
 python3 - "$OUT/settings.tmp.json" << PY
 import json, sys
 k6 = dict(l.split("=", 1) for l in """$k6_env""".split() if "=" in l)
@@ -300,7 +300,7 @@ json.dump({
   "versions": {"kubectl": "$(kubectl version --client 2> /dev/null | head -n1)"},
 }, open(sys.argv[1], "w"))
 PY
-python3 "$RESULTS_PY" meta "$OUT/settings.tmp.json" "$OUT/meta.json" && rm -f "$OUT/settings.tmp.json"
+python3 "$RESULTS_PY" meta "$OUT/settings.tmp.json" "$OUT" && rm -f "$OUT/settings.tmp.json"
 
 if [[ "$REPORT" == 1 ]]; then
   bash "$REPO_ROOT/scripts/install-python-deps.sh" > /dev/null && bash "$REPO_ROOT/scripts/install-report-deps.sh" > /dev/null

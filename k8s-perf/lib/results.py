@@ -14,7 +14,9 @@ Owns (standard library only; run with any python3):
                          from metrics/prometheus-*.json: percentiles across all
                          pods from merged histograms (k6 native histograms,
                          ingestor and consumer histograms), never averaged
-  meta JSON_IN OUT       meta.json from the settings run.sh passes
+  meta JSON_IN RUN_DIR   RUN_DIR/meta.json from the settings run.sh passes,
+                         completed from the runners' k6 summaries (batch and
+                         message size, duration)
 Must not: talk to the cluster (run.sh does).
 """
 
@@ -84,12 +86,14 @@ def _scalar(path: Path):
 
 
 def merged(metrics: Path, md_out: Path) -> int:
-    """prometheus-<what>-p<q>.json / prometheus-<what>-total.json -> one table."""
+    """prometheus-<what>-p<quantile>.json / prometheus-<what>-total.json -> one table."""
     figures: dict[str, dict[str, float | None]] = {}
     for f in sorted(metrics.glob("prometheus-*.json")):
         m = re.fullmatch(r"prometheus-(.+)-(p[0-9.]+|total|rate)\.json", f.name)
         if m:
-            figures.setdefault(m.group(1), {})[m.group(2)] = _scalar(f)
+            key = m.group(2)   # p0.99 (a quantile) -> p99 (a percentile)
+            key = f"p{float(key[1:]) * 100:g}" if key.startswith("p") else key
+            figures.setdefault(m.group(1), {})[key] = _scalar(f)
     (metrics / "merged-percentiles.json").write_text(json.dumps(figures, indent=2) + "\n")
     lines = ["", "## Kubernetes: across all pods (Prometheus, merged histograms)", "",
              "Percentiles of histograms summed over every pod for the whole run (k6 runners by remote "
@@ -107,8 +111,27 @@ def merged(metrics: Path, md_out: Path) -> int:
     return 0
 
 
-def meta(settings: Path, out: Path) -> int:
+def _from_k6(run_dir: Path) -> dict:
+    """batch_size, message_size, duration_s from the runners' summaries."""
+    found = {}
+    for f in sorted((run_dir / "k6").rglob("k6-*-summary.json")):
+        try:
+            d = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        cfg = (d.get("chronik") or {}).get("config") or {}
+        found.setdefault("batch_size", cfg.get("batch_size"))
+        found.setdefault("message_size", cfg.get("message_size"))
+        ms = (d.get("state") or {}).get("testRunDurationMs")
+        if ms:
+            found["duration_s"] = max(found.get("duration_s") or 0, round(ms / 1000, 1))
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def meta(settings: Path, run_dir: Path) -> int:
     s = json.loads(settings.read_text())
+    s.setdefault("settings", {}).update(_from_k6(run_dir))
+    out = run_dir / "meta.json"
     doc = {
         "run_id": s["run_id"], "started_at": s["started_at"], "finished_at": s.get("finished_at", ""),
         "git_commit": s.get("git_commit", "unknown"),
@@ -130,7 +153,7 @@ def main(argv: list[str]) -> int:
         return resources(Path(argv[1]), Path(argv[2]), Path(argv[3]))
     if len(argv) == 3 and argv[0] == "merged":
         return merged(Path(argv[1]), Path(argv[2]))
-    if len(argv) == 3 and argv[0] == "meta":
+    if len(argv) == 3 and argv[0] == "meta":  # SETTINGS_JSON RUN_DIR
         return meta(Path(argv[1]), Path(argv[2]))
     print(__doc__, file=sys.stderr)
     return 2

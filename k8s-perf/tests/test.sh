@@ -19,7 +19,10 @@
 #                    manifests' env, a local Prometheus, k6 remote write; every
 #                    dashboard query parses (promtool), names only scraped
 #                    metrics and returns data; probe paths answered
-#   7. scripts       run.sh / cleanup.sh: --help, argument errors, --dry-run
+#   7. results       the results directory run.sh builds (lib/results.py on the
+#                    live run's k6 logs and consumer report) renders with
+#                    `python -m reports render` (tests/test_results.sh)
+#   8. scripts       run.sh / cleanup.sh: --help, argument errors, --dry-run
 #                    (tests/test_cli.sh)
 # Prints "k8s: N passed, N failed" last; exit 1 if anything failed.
 #
@@ -162,7 +165,12 @@ served=()
 grep '^FAIL' "$WORK/manifests.out" || true
 tally "$WORK/manifests.out" "check_manifests.py"
 
-# -- 7. run.sh / cleanup.sh ---------------------------------------------------------------------------
+# -- 7. the results layout renders with the project's report -----------------------------------------
+bash "$HERE/test_results.sh" "$WORK/scrape" > "$WORK/results.out" 2>&1 || true
+grep '^FAIL' "$WORK/results.out" || true
+tally "$WORK/results.out" "test_results.sh"
+
+# -- 8. run.sh / cleanup.sh ---------------------------------------------------------------------------
 bash "$HERE/test_cli.sh" > "$WORK/cli.out" 2>&1 || true
 grep '^FAIL' "$WORK/cli.out" || true
 tally "$WORK/cli.out" "test_cli.sh"
