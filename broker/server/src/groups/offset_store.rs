@@ -260,22 +260,6 @@ fn apply(offsets: &mut BTreeMap<OffsetKey, CommittedOffset>, record: &SimpleReco
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_and_values_round_trip() {
-        let key = encode_key("group-1", "orders", 7);
-        assert_eq!(decode_key(key), Some(("group-1".into(), "orders".into(), 7)));
-        let c = CommittedOffset { offset: 42, leader_epoch: 0, metadata: Some("m".into()), commit_timestamp: 123 };
-        assert_eq!(decode_value(encode_value(&c)), Some(c));
-        let none = CommittedOffset { offset: 1, leader_epoch: -1, metadata: None, commit_timestamp: 5 };
-        assert_eq!(decode_value(encode_value(&none)), Some(none));
-        assert_eq!(decode_key(Bytes::from_static(b"\x00\x01\x00")), None, "truncated keys are rejected");
-    }
-}
-
 /// Every committed offset in `partition`, replayed from its start.
 fn replay(partition: &PartitionLog) -> anyhow::Result<BTreeMap<OffsetKey, CommittedOffset>> {
     let mut offsets = BTreeMap::new();
@@ -293,3 +277,20 @@ fn replay(partition: &PartitionLog) -> anyhow::Result<BTreeMap<OffsetKey, Commit
     }
     Ok(offsets)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_values_round_trip() {
+        let key = encode_key("group-1", "orders", 7);
+        assert_eq!(decode_key(key), Some(("group-1".into(), "orders".into(), 7)));
+        let c = CommittedOffset { offset: 42, leader_epoch: 0, metadata: Some("m".into()), commit_timestamp: 123 };
+        assert_eq!(decode_value(encode_value(&c)), Some(c));
+        let none = CommittedOffset { offset: 1, leader_epoch: -1, metadata: None, commit_timestamp: 5 };
+        assert_eq!(decode_value(encode_value(&none)), Some(none));
+        assert_eq!(decode_key(Bytes::from_static(b"\x00\x01\x00")), None, "truncated keys are rejected");
+    }
+}
+
