@@ -348,7 +348,7 @@ def check_entrypoint(overlay, docs):
         fake.write_text("#!/bin/sh\necho \"NODE=$CHRONIK_NODE_ID ADV=$CHRONIK_ADVERTISE PEERS=${CHRONIK_PEERS:-} ARGS=$*\"\n")
         fake.chmod(0o755)
         for ordinal in range(replicas):
-            run_env = {**env, "PATH": f"{tmp}:/usr/bin:/bin", "HOSTNAME": f"chronik-{ordinal}", "POD_NAMESPACE": ns}
+            run_env = {**env, "PATH": f"{tmp}:/usr/bin:/bin", "POD_NAME": f"chronik-{ordinal}", "POD_NAMESPACE": ns}
             out = subprocess.run(["sh", f"{tmp}/entrypoint.sh"], env=run_env, capture_output=True, text=True, timeout=10)
             dns = f"chronik-headless.{ns}.svc.cluster.local"
             peers = ",".join(f"{i + 1}@chronik-{i}.{dns}" for i in range(replicas)) if replicas > 1 else ""

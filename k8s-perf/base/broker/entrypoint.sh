@@ -10,12 +10,13 @@
 #   CHRONIK_ADVERTISE  own stable DNS name : Kafka port of CHRONIK_LISTEN
 #   CHRONIK_PEERS      with BROKER_REPLICAS > 1: every voter, this one included,
 #                      "1@chronik-0.<headless>.<ns>.svc.<domain>,2@chronik-1...,..."
-# Inputs (env): HOSTNAME (set by Kubernetes), POD_NAMESPACE (downward API),
+# Inputs (env): POD_NAME, POD_NAMESPACE (downward API),
 # HEADLESS_SERVICE, BROKER_REPLICAS (must equal the StatefulSet's replicas;
 # CI checks that), CLUSTER_DOMAIN (default cluster.local), CHRONIK_LISTEN.
 # Must not: choose ports or tuning (those stay in the manifest's env).
 set -eu
 
+: "${POD_NAME:?POD_NAME must be set (downward API)}"
 : "${POD_NAMESPACE:?POD_NAMESPACE must be set (downward API)}"
 : "${HEADLESS_SERVICE:?HEADLESS_SERVICE must name the StatefulSet governing service}"
 replicas=${BROKER_REPLICAS:-1}
@@ -23,11 +24,11 @@ domain=${CLUSTER_DOMAIN:-cluster.local}
 kafka_port=${CHRONIK_LISTEN:-0.0.0.0:9092}
 kafka_port=${kafka_port##*:}
 
-ordinal=${HOSTNAME##*-}
-statefulset=${HOSTNAME%-*}
+ordinal=${POD_NAME##*-}
+statefulset=${POD_NAME%-*}
 case $ordinal in
   '' | *[!0-9]*)
-    echo "entrypoint: cannot read a StatefulSet ordinal from HOSTNAME=$HOSTNAME" >&2
+    echo "entrypoint: cannot read a StatefulSet ordinal from POD_NAME=$POD_NAME" >&2
     exit 1
     ;;
 esac
@@ -40,7 +41,7 @@ esac
 
 suffix="$HEADLESS_SERVICE.$POD_NAMESPACE.svc.$domain"
 CHRONIK_NODE_ID=$((ordinal + 1))
-CHRONIK_ADVERTISE="$HOSTNAME.$suffix:$kafka_port"
+CHRONIK_ADVERTISE="$POD_NAME.$suffix:$kafka_port"
 export CHRONIK_NODE_ID CHRONIK_ADVERTISE
 
 if [ "$replicas" -gt 1 ]; then
