@@ -2,7 +2,10 @@
 //! clients, SIGKILL as the failure: acknowledged acks=all messages survive
 //! repeated leader deaths exactly once and in order; min.insync.replicas
 //! refuses acks=all with two nodes down while acks=1 still works; a killed
-//! follower catches up and rejoins the ISR.
+//! follower catches up and rejoins the ISR; a leader cut off from the
+//! cluster (frozen with SIGSTOP while the others elect a new leader, then
+//! resumed with a produce already waiting on its socket) acknowledges no
+//! acks=all write — no split-brain.
 //!
 //! The tests share the machine's two cores, so they run one at a time.
 
@@ -250,5 +253,43 @@ fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
     ensure!(leader_leo == 2001, "leader log end {leader_leo}");
     let follower_leo = leo(cluster.node(follower))?;
     ensure!(follower_leo == leader_leo, "follower at {follower_leo}, leader at {leader_leo}");
+    Ok(())
+}
+
+#[test]
+fn isolated_old_leader_acknowledges_no_acks_all_write() -> Result<()> {
+    let _serial = serial();
+    let mut cluster = Cluster::start(3, FLAGS)?;
+    let topic = "split-brain";
+    create(&mut cluster, topic, 1)?;
+    let old = cluster.partitions(topic)?.remove(0).leader;
+    let mut stale_client = Client::connect(cluster.node(old))?;
+    produce_until_ok(&mut stale_client, topic, &[Bytes::from_static(b"before")], -1, Duration::from_secs(10))?;
+
+    // Cut the leader off; the others fence it and elect a new leader.
+    cluster.node(old).pause()?;
+    let result = (|| -> Result<()> {
+        let view = cluster.wait_for(topic, Duration::from_secs(20), "a new leader while the old one is cut off", |ps| {
+            ps[0].leader > 0 && ps[0].leader != old
+        })?;
+        let mut new_client = Client::connect(cluster.node(view[0].leader))?;
+        produce_until_ok(&mut new_client, topic, &[Bytes::from_static(b"after")], -1, Duration::from_secs(10))?;
+        Ok(())
+    })();
+    // A write sent to the old leader while it is still cut off: it reads it
+    // first thing when it resumes, before it can learn that it was deposed.
+    let stale = std::thread::spawn(move || stale_client.produce_values_acks(topic, &[Bytes::from_static(b"stale")], -1));
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.node(old).resume()?;
+    result?;
+    let (code, _) = stale.join().map_err(|_| anyhow::anyhow!("stale producer panicked"))??;
+    ensure!(code != 0, "the deposed leader acknowledged an acks=all write");
+
+    // The cluster's log holds the acknowledged writes and not the stale one.
+    cluster.wait_for(topic, Duration::from_secs(40), "the old leader back in the ISR", |ps| ps[0].isr.len() == 3)?;
+    let consumer = consumer_at(&cluster.bootstrap(), &[])?;
+    assign_from_beginning(&consumer, topic, &[0])?;
+    let values: Vec<String> = drain(&consumer, &[0], 2, Duration::from_secs(30))?.iter().map(|r| r.value_str()).collect();
+    ensure!(values == ["before", "after"], "log after healing: {values:?}");
     Ok(())
 }

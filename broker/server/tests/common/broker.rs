@@ -267,6 +267,18 @@ impl Broker {
         Ok(child.wait()?)
     }
 
+    /// SIGSTOP: the process is frozen — to every peer and client it is cut
+    /// off, and when resumed it acts on stale state for a moment, as a node
+    /// behind a healed network partition (or after a long pause) does.
+    pub fn pause(&self) -> Result<()> {
+        send_signal(self.pid, libc::SIGSTOP)
+    }
+
+    /// SIGCONT after `pause`.
+    pub fn resume(&self) -> Result<()> {
+        send_signal(self.pid, libc::SIGCONT)
+    }
+
     /// SIGTERM, then wait (bounded) for a graceful exit; returns its status.
     pub fn stop(&mut self) -> Result<ExitStatus> {
         let pid = self.pid;
