@@ -103,6 +103,6 @@ if ! command -v prometheus > /dev/null 2>&1 || ! command -v promtool > /dev/null
   bash "$REPO_ROOT/scripts/install-system-deps.sh" --run >&2
 fi
 log "prometheus: $(prometheus --version 2>&1 | head -n1)"
-"$REPO_ROOT/scripts/install-k6.sh" > /dev/null
+TOOLS_BIN="$TOOLS_BIN" "$REPO_ROOT/scripts/install-k6.sh" > /dev/null
 
 echo "$KUSTOMIZE_CMD"

@@ -256,8 +256,8 @@ def check_names(overlay, docs):
 def k6_known_env(k6_bin: str) -> set[str]:
     src = "\n".join(p.read_text() for p in [*(REPO / "k6").rglob("*.js"), BASE / "k6" / "runner.js"])
     names = set(re.findall(r"(?:env(?:String|Number)?\(|__ENV\.|__ENV\[)\s*['\"]?([A-Z][A-Z0-9_]*)", src))
-    strings = subprocess.run(["strings", k6_bin], capture_output=True, text=True, check=True).stdout
-    names |= set(re.findall(r"\b(K6_PROMETHEUS_RW_[A-Z_]+)\b", strings))
+    # the options k6's Prometheus remote-write output reads, as the binary spells them
+    names |= {m.decode() for m in re.findall(rb"K6_PROMETHEUS_RW_[A-Z_]+[A-Z]", Path(k6_bin).read_bytes())}
     return names
 
 

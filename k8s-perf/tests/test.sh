@@ -28,7 +28,8 @@
 #
 # Needs: the release binaries chronik-server, chronik-ingestor and
 # chronik-consumer in target/release (built here only when missing;
-# K8S_TEST_BUILD=1 rebuilds), Go, python3. Env: KEEP_WORK=1 keeps the scratch dir.
+# K8S_TEST_BUILD=1 rebuilds), Go, python3. Env: KEEP_WORK=1 keeps the scratch
+# dir; TOOLS_DIR (default <repo>/.tools) as for scripts/install-k8s-tools.sh.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,8 +38,11 @@ REPO="$(cd "$K8S/.." && pwd)"
 K8S_VERSION="${K8S_VERSION:-1.32.0}"
 K8S_TEST_BUILD="${K8S_TEST_BUILD:-0}"
 KEEP_WORK="${KEEP_WORK:-0}"
-PY="$REPO/.tools/k8s-venv/bin/python"
-KUBECONFORM="$REPO/.tools/bin/kubeconform"
+TOOLS_DIR="${TOOLS_DIR:-$REPO/.tools}"
+export TOOLS_DIR
+PY="$TOOLS_DIR/k8s-venv/bin/python"
+KUBECONFORM="$TOOLS_DIR/bin/kubeconform"
+export PY K6_BIN="${K6_BIN:-$TOOLS_DIR/bin/k6}"
 WORK="$(mktemp -d)"
 trap '[[ "$KEEP_WORK" == 1 ]] && echo "kept $WORK" >&2 || rm -rf "$WORK"' EXIT
 
@@ -101,7 +105,7 @@ kubeconform_run() {
     -schema-location "$schemas/{{ .ResourceKind }}{{ .KindSuffix }}.json" \
     -schema-location "$schemas/{{ .Group }}/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json" "$@"
 }
-if "$PY" "$HERE/gen_schemas.py" --k8s-version "$K8S_VERSION" --crd-dir "$(cat "$REPO/.tools/k8s-crd-dir")" \
+if "$PY" "$HERE/gen_schemas.py" --k8s-version "$K8S_VERSION" --crd-dir "$(cat "$TOOLS_DIR/k8s-crd-dir")" \
      --out "$schemas" "${overlays[@]}" 2> "$WORK/gen_schemas.err"; then
   ok "schemas generated: $(tail -n1 "$WORK/gen_schemas.err")"
   for f in "${overlays[@]}"; do

@@ -12,7 +12,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 K8S="$(cd "$HERE/.." && pwd)"
 REPO="$(cd "$K8S/.." && pwd)"
-PY="$REPO/.tools/k8s-venv/bin/python"
+PY="${PY:-$REPO/.tools/k8s-venv/bin/python}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 export K8S_RUN_DIR="$WORK/runs"
