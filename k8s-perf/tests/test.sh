@@ -3,6 +3,8 @@
 # can be checked without a cluster. Installs its own tools
 # (scripts/install-k8s-tools.sh); idempotent; about a minute warm.
 #
+#   0. images        docker/*.Dockerfile and .dockerignore build what the
+#                    manifests run (check_dockerfiles.py; no Docker engine here)
 #   1. dashboards    base/monitoring/dashboards/*.json = generate.py's output
 #   2. build         kustomize build of every overlay (load restrictor off: the
 #                    k6 scenarios come from the repository's k6/)
@@ -76,6 +78,11 @@ fi
 build() {  # DIR OUT - kustomize build with the k6/ files outside the root allowed
   "${KUSTOMIZE[@]}" --load-restrictor LoadRestrictionsNone "$1" > "$2"
 }
+
+# -- 0. Dockerfiles ------------------------------------------------------------------------------
+"$PY" "$HERE/check_dockerfiles.py" > "$WORK/docker.out" 2>&1 || true
+grep '^FAIL' "$WORK/docker.out" || true
+tally "$WORK/docker.out" "check_dockerfiles.py"
 
 # -- 1. dashboards are generate.py's output --------------------------------------------------
 if python3 "$K8S/base/monitoring/dashboards/generate.py" --check; then
