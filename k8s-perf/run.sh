@@ -308,7 +308,8 @@ if [[ "$REPORT" == 1 ]]; then
     [[ -f "$OUT/merged-percentiles.md" ]] && cat "$OUT/merged-percentiles.md" >> "$OUT/report.md"
     log "report: $OUT/report.md"
   else
-    log "report rendering failed"; VERIFY_RC=${VERIFY_RC/#0/1}
+    log "report rendering failed"
+    [[ "$VERIFY_RC" != 0 ]] || VERIFY_RC=1
   fi
 fi
 

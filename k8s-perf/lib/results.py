@@ -8,8 +8,8 @@ Owns (standard library only; run with any python3):
   resources CPU MEM CSV  resources.csv (timestamp,component,name,pid,
                          cpu_seconds,rss_bytes) from Prometheus range queries
                          of cAdvisor's container_cpu_usage_seconds_total and
-                         container_memory_rss (pid = the container's restart
-                         count + 1: a restart is a new process)
+                         container_memory_rss (one process per container:
+                         pid is always 1, restarts are not told apart)
   merged DIR MD          metrics/merged-percentiles.json and a Markdown section
                          from metrics/prometheus-*.json: percentiles across all
                          pods from merged histograms (k6 native histograms,
