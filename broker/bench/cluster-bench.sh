@@ -6,7 +6,8 @@
 # (perf.sh "tuned": batch 64 KiB, linger 5 ms, 1 partition) and by
 # chronik-bench (closed loop, 4 tasks, 1 partition), at 256 B and 1 KiB.
 # Broker CPU is the sum of the three nodes' utime+stime. Prints one TSV row
-# per run and keeps them in results/cluster-bench-<id>/.
+# per run and keeps them in results/cluster-bench-<id>/. Each broker first gets
+# an unreported warm-up run (WARMUP records of 1 KiB, default 300000).
 #
 #   broker/bench/cluster-bench.sh [--records-256 N] [--records-1k N] [--bench-secs S] [--no-kafka]
 #
@@ -23,6 +24,7 @@ source "$BENCH_DIR/../../scripts/pipeline.sh"
 RECORDS_256="${RECORDS_256:-1000000}"
 RECORDS_1K="${RECORDS_1K:-400000}"
 BENCH_SECS="${BENCH_SECS:-15}"
+WARMUP="${WARMUP:-300000}"   # unreported 1 KiB ProducerPerformance records per broker (JVM and page cache)
 WITH_KAFKA=1
 RUN_TIMEOUT="${RUN_TIMEOUT:-300}"
 while (($#)); do
@@ -59,6 +61,14 @@ trap on_exit EXIT
 
 cpu_ticks() { local t=0 pid; for pid in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done; echo "$t"; }
 HZ=$(getconf CLK_TCK)
+
+# warm_up - one unreported ProducerPerformance run against $BOOTSTRAP.
+warm_up() {
+  ((WARMUP > 0)) || return 0
+  timeout --kill-after=15 "$RUN_TIMEOUT" "$ANCHOR_HOME/perf.sh" run --bootstrap "$BOOTSTRAP" --rf 3 --min-isr 2 \
+    --size 1024 --acks all --profile tuned --records "$WARMUP" --tag warmup --out "$WORK/warmup.tsv" > "$WORK/warmup.log" 2>&1 \
+    || log "warm-up run failed: $(tail -3 "$WORK/warmup.log")"
+}
 
 # perf_pp BROKER SIZE RECORDS PIDS...
 perf_pp() {
@@ -105,6 +115,7 @@ chmod -R u+w "$ANCHOR_HOME"
 start_chronik_cluster "$WORK/chronik" 3 --wal-profile medium --auto-create-topics false
 BOOTSTRAP=$CHRONIK_KAFKA
 export BROKER_PIDS="${CHRONIK_PIDS[*]}"
+warm_up
 perf_pp chronik 256 "$RECORDS_256" "${CHRONIK_PIDS[@]}"
 perf_pp chronik 1024 "$RECORDS_1K" "${CHRONIK_PIDS[@]}"
 perf_bench chronik 256 "${CHRONIK_PIDS[@]}"
@@ -118,6 +129,7 @@ if ((WITH_KAFKA)); then
   BOOTSTRAP=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
   mapfile -t KPIDS < <(cat "$ANCHOR_RUN_DIR"/node{1,2,3}/pid)
   export BROKER_PIDS="${KPIDS[*]}"
+  warm_up
   perf_pp kafka 256 "$RECORDS_256" "${KPIDS[@]}"
   perf_pp kafka 1024 "$RECORDS_1K" "${KPIDS[@]}"
   perf_bench kafka 256 "${KPIDS[@]}"
