@@ -193,14 +193,7 @@ fn bounds(
             Ok((hw, log.log_end_offset()))
         }
         Fetcher::Consumer => {
-            let epoch = replica.leader_epoch().ok_or(ResponseError::NotLeaderOrFollower)?;
-            if p.current_leader_epoch >= 0 && p.current_leader_epoch != epoch {
-                return Err(if p.current_leader_epoch < epoch {
-                    ResponseError::FencedLeaderEpoch
-                } else {
-                    ResponseError::UnknownLeaderEpoch
-                });
-            }
+            replica.leader_epoch_matching(p.current_leader_epoch)?;
             let hw = replica.consumer_high_watermark()?.min(log.durable_offset());
             Ok((hw, hw))
         }

@@ -20,7 +20,7 @@ use crate::groups::OFFSETS_TOPIC;
 use chronik_protocol::Response;
 
 /// Kafka's "authorized operations not requested" sentinel.
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+pub(super) const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> Option<Handled> {
     if let Some(manager) = &broker.replicas {

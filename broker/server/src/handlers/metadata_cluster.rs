@@ -15,12 +15,12 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
 use super::cluster_errors::cluster_error_code;
+use super::metadata::OPERATIONS_NOT_REQUESTED;
 use super::topic_lookup::{to_uuid, topic_name};
 use crate::broker::Broker;
 use crate::groups::OFFSETS_TOPIC;
 use crate::replica::ReplicaManager;
 
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub async fn metadata(
     broker: &Broker,

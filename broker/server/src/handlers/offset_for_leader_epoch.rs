@@ -73,15 +73,8 @@ fn answer_from_cache(
     let Some(replica) = manager.replica(log.topic(), log.partition()) else {
         return error(ResponseError::NotLeaderOrFollower);
     };
-    let Some(epoch) = replica.leader_epoch() else {
-        return error(ResponseError::NotLeaderOrFollower);
-    };
-    if current_leader_epoch >= 0 && current_leader_epoch != epoch {
-        return error(if current_leader_epoch < epoch {
-            ResponseError::FencedLeaderEpoch
-        } else {
-            ResponseError::UnknownLeaderEpoch
-        });
+    if let Err(e) = replica.leader_epoch_matching(current_leader_epoch) {
+        return error(e);
     }
     match replica.end_offset_for(leader_epoch) {
         Some(answer) => EpochEndOffset::default().with_leader_epoch(answer.leader_epoch).with_end_offset(answer.end_offset),

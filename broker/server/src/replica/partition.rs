@@ -280,6 +280,16 @@ impl Replica {
         }
     }
 
+    /// The current leader epoch when this broker leads and the asker's
+    /// `current_leader_epoch` (-1 = not given) matches it (KIP-320):
+    /// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
+    /// otherwise.
+    pub fn leader_epoch_matching(&self, current_leader_epoch: i32) -> Result<i32, ResponseError> {
+        let epoch = self.leader_epoch().ok_or(ResponseError::NotLeaderOrFollower)?;
+        check_current_epoch(current_leader_epoch, epoch)?;
+        Ok(epoch)
+    }
+
     /// The current leader epoch when this broker leads.
     pub fn leader_epoch(&self) -> Option<i32> {
         match &self.lock().role {
@@ -301,15 +311,7 @@ impl Replica {
         let Role::Leader(state) = &mut inner.role else {
             return Err(ResponseError::NotLeaderOrFollower);
         };
-        if current_leader_epoch >= 0 {
-            state.validate_leader_epoch(Some(current_leader_epoch)).map_err(|_| {
-                if current_leader_epoch < state.leader_epoch() {
-                    ResponseError::FencedLeaderEpoch
-                } else {
-                    ResponseError::UnknownLeaderEpoch
-                }
-            })?;
-        }
+        check_current_epoch(current_leader_epoch, state.leader_epoch())?;
         let actions = state
             .follower_fetch(replica_id, fetch_offset.min(state.log_end_offset()), now)
             .map_err(|e| {
@@ -418,13 +420,14 @@ impl Replica {
             let batches = parse_batches(records).map_err(|e| format!("leader sent bad batches: {e}"))?;
             // Only whole batches from the fetch offset on (a batch may start
             // before it when the leader answered from a compressed batch).
-            let owned = records.to_vec();
-            let whole: Vec<_> = batches.into_iter().filter(|b| b.base_offset >= fetch_offset).collect();
-            if let Some(first) = whole.first() {
-                let start = first.position;
-                let end = whole.last().map_or(start, |b| b.position + b.size);
-                let mut slice = owned[start..end].to_vec();
-                let reparsed = parse_batches(&slice).map_err(|e| format!("re-parsing batches: {e}"))?;
+            let skipped = batches.iter().take_while(|b| b.base_offset < fetch_offset).count();
+            if let Some(start) = batches.get(skipped).map(|b| b.position) {
+                let mut slice = records[start..].to_vec();
+                let reparsed = if start == 0 {
+                    batches
+                } else {
+                    parse_batches(&slice).map_err(|e| format!("re-parsing batches: {e}"))?
+                };
                 let mut epochs_changed = false;
                 for b in &reparsed {
                     if b.partition_leader_epoch >= 0 {
@@ -458,6 +461,16 @@ impl Replica {
             Role::Follower { .. } => Some((inner.leader_high_watermark - self.log.log_end_offset()).max(0)),
             _ => None,
         }
+    }
+}
+
+/// An asker's current leader epoch against this leader's: older is fenced,
+/// newer is unknown (this broker has not seen that leadership yet).
+fn check_current_epoch(current_leader_epoch: i32, leader_epoch: i32) -> Result<(), ResponseError> {
+    match current_leader_epoch {
+        c if c < 0 || c == leader_epoch => Ok(()),
+        c if c < leader_epoch => Err(ResponseError::FencedLeaderEpoch),
+        _ => Err(ResponseError::UnknownLeaderEpoch),
     }
 }
 

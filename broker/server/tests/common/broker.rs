@@ -57,61 +57,14 @@ impl Broker {
         Self::launch(scratch, data_dir, args, "127.0.0.1:0", "127.0.0.1:0")
     }
 
-    /// Starts a broker on fixed addresses (cluster nodes keep their ports
-    /// across restarts, as pods do).
-    pub fn start_at(listen: &str, metrics_listen: &str, args: &[&str]) -> Result<Broker> {
-        let scratch = scratch_dir()?;
-        let data_dir = scratch.path().join("data");
-        Self::launch(scratch, data_dir, args, listen, metrics_listen)
-    }
-
-    /// Starts a broker on an existing (or to-be-created) data dir that the
-    /// caller owns.
-    pub fn start_with_data_dir(data_dir: &Path, args: &[&str]) -> Result<Broker> {
-        Self::launch(scratch_dir()?, data_dir.to_path_buf(), args, "127.0.0.1:0", "127.0.0.1:0")
-    }
-
-    fn launch(scratch: TempDir, data_dir: PathBuf, args: &[&str], listen: &str, metrics_listen: &str) -> Result<Broker> {
-        let log_path = scratch.path().join("broker-stderr.log");
-        let mut broker = Broker {
-            child: None,
-            pid: 0,
-            kafka_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            data_dir,
-            log_path,
-            args: args.iter().map(|s| s.to_string()).collect(),
-            listen: listen.to_string(),
-            metrics_listen: metrics_listen.to_string(),
-            starts: 0,
-            listening: None,
-            _scratch: scratch,
-        };
-        broker.spawn()?;
-        Ok(broker)
-    }
-
-    /// Like `start_at`, but returns as soon as the process runs; call
-    /// `finish_start` later (cluster nodes wait for their peers before
+    /// Spawns a broker on fixed addresses (cluster nodes keep their ports
+    /// across restarts, as pods do) and returns as soon as the process runs;
+    /// call `finish_start` later (cluster nodes wait for their peers before
     /// they listen).
     pub fn spawn_at(listen: &str, metrics_listen: &str, args: &[&str]) -> Result<Broker> {
         let scratch = scratch_dir()?;
         let data_dir = scratch.path().join("data");
-        let log_path = scratch.path().join("broker-stderr.log");
-        let mut broker = Broker {
-            child: None,
-            pid: 0,
-            kafka_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            data_dir,
-            log_path,
-            args: args.iter().map(|s| s.to_string()).collect(),
-            listen: listen.to_string(),
-            metrics_listen: metrics_listen.to_string(),
-            starts: 0,
-            listening: None,
-            _scratch: scratch,
-        };
+        let mut broker = Self::unstarted(scratch, data_dir, args, listen, metrics_listen);
         broker.spawn_child()?;
         Ok(broker)
     }
@@ -122,6 +75,36 @@ impl Broker {
             bail!("broker is still running");
         }
         self.spawn_child()
+    }
+
+    /// Starts a broker on an existing (or to-be-created) data dir that the
+    /// caller owns.
+    pub fn start_with_data_dir(data_dir: &Path, args: &[&str]) -> Result<Broker> {
+        Self::launch(scratch_dir()?, data_dir.to_path_buf(), args, "127.0.0.1:0", "127.0.0.1:0")
+    }
+
+    fn launch(scratch: TempDir, data_dir: PathBuf, args: &[&str], listen: &str, metrics_listen: &str) -> Result<Broker> {
+        let mut broker = Self::unstarted(scratch, data_dir, args, listen, metrics_listen);
+        broker.spawn()?;
+        Ok(broker)
+    }
+
+    fn unstarted(scratch: TempDir, data_dir: PathBuf, args: &[&str], listen: &str, metrics_listen: &str) -> Broker {
+        let log_path = scratch.path().join("broker-stderr.log");
+        Broker {
+            child: None,
+            pid: 0,
+            kafka_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir,
+            log_path,
+            args: args.iter().map(|s| s.to_string()).collect(),
+            listen: listen.to_string(),
+            metrics_listen: metrics_listen.to_string(),
+            starts: 0,
+            listening: None,
+            _scratch: scratch,
+        }
     }
 
     fn spawn(&mut self) -> Result<()> {
