@@ -20,6 +20,8 @@
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
 #   make bench       broker/bench/cpu-per-message.sh (chronik vs Apache Kafka CPU/msg)
+#   make cluster-soak the 3-node cluster tests 20 times in a row (scripts/repeat-cluster-tests.sh;
+#                    RUNS=N to change), stopping at the first failure
 #   make clean-run   ./cleanup.sh (stop what run-all/bench left running, remove .run/)
 #
 # Needs: Debian 12 with rustup's cargo, Python 3.9+, (bench:) Java 17 + Maven.
@@ -37,7 +39,7 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
-.PHONY: test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
+.PHONY: cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -100,3 +102,6 @@ bench: build
 
 clean-run:
 	bash cleanup.sh
+
+cluster-soak:
+	bash scripts/repeat-cluster-tests.sh $${RUNS:-20}

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::error::{ClientWriteError, RaftError};
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::ServerState;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -122,10 +122,7 @@ impl Controller {
         let registered = current
             .is_some_and(|b| !b.fenced && b.host == heartbeat.host && b.port == heartbeat.port);
         if registered {
-            return ControllerReply::Applied {
-                log_index: image.applied_index,
-                result: CommandResult::Done,
-            };
+            return self.confirm_registration(heartbeat.node_id).await;
         }
         tracing::info!(
             broker = heartbeat.node_id,
@@ -140,6 +137,39 @@ impl Controller {
             port: heartbeat.port,
         })
         .await
+    }
+
+    /// Answers a heartbeat from a broker already registered, from this
+    /// node's image — but only after confirming, through a quorum, that this
+    /// node still leads and has applied everything committed (a linearizable
+    /// read). A controller restarted from its own log is restored as leader
+    /// by openraft before it learns it was deposed; answering from its
+    /// pre-crash image let it declare itself ready (`Cluster::wait_ready`)
+    /// and serve that stale image — ISRs that still listed it, partitions it
+    /// no longer led.
+    async fn confirm_registration(&self, node_id: i32) -> ControllerReply {
+        match tokio::time::timeout(PROPOSE_TIMEOUT, self.raft.ensure_linearizable()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward)))) => {
+                return ControllerReply::NotController {
+                    leader: forward.leader_id.and_then(kafka_id),
+                }
+            }
+            Ok(Err(e)) => return ControllerReply::Failed(ClusterError::Unavailable(e.to_string())),
+            Err(_) => return ControllerReply::Failed(ClusterError::Timeout),
+        }
+        let image = self.images.borrow().clone();
+        if !image.brokers.get(&node_id).is_some_and(|b| !b.fenced) {
+            // Fenced by what was committed meanwhile: the next heartbeat
+            // registers it again.
+            return ControllerReply::Failed(ClusterError::Unavailable(format!(
+                "broker {node_id} was fenced; it registers again at its next heartbeat"
+            )));
+        }
+        ControllerReply::Applied {
+            log_index: image.applied_index,
+            result: CommandResult::Done,
+        }
     }
 
     /// Validates a CreateTopics request and assigns its replicas

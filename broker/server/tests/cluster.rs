@@ -252,7 +252,7 @@ fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
     let leader_leo = leo(cluster.node(leader))?;
     ensure!(leader_leo == 2001, "leader log end {leader_leo}");
     let follower_leo = leo(cluster.node(follower))?;
-    ensure!(follower_leo == leader_leo, "follower at {follower_leo}, leader at {leader_leo}");
+    ensure!(follower_leo == leader_leo, "follower at {follower_leo}, leader at {leader_leo}\n{}", cluster.logs());
     Ok(())
 }
 

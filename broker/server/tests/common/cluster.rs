@@ -105,7 +105,7 @@ impl Cluster {
 
     /// Stderr tails of every node, for failure messages.
     pub fn logs(&self) -> String {
-        self.nodes.iter().enumerate().map(|(i, n)| format!("--- node {} ---\n{}", i + 1, n.log_tail(30))).collect()
+        self.nodes.iter().enumerate().map(|(i, n)| format!("--- node {} ---\n{}", i + 1, n.log_tail(400))).collect()
     }
 }
 
