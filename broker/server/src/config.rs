@@ -148,6 +148,9 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_BROKER_SESSION_TIMEOUT_MS", default_value_t = 4_000,
           value_parser = clap::value_parser!(u64).range(500..=600_000))]
     pub broker_session_timeout_ms: u64,
+    /// Connection, request, fetch, partition and decompression bounds (`limits`).
+    #[command(flatten)]
+    pub limits: crate::limits::LimitArgs,
 }
 
 /// The effective configuration, as the server uses it.
@@ -176,6 +179,7 @@ pub struct Config {
     pub min_insync_replicas: i16,
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
+    pub limits: crate::limits::Limits,
 }
 
 impl Config {
@@ -213,6 +217,7 @@ impl TryFrom<Args> for Config {
             min_insync_replicas: args.min_insync_replicas,
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
             broker_session_timeout_ms: args.broker_session_timeout_ms,
+            limits: crate::limits::Limits::from(&args.limits),
         })
     }
 }

@@ -2,10 +2,21 @@
 //! concurrently, and writes responses back in request order.
 //!
 //! Owns: the per-connection read loop, request pipelining (up to
-//! `MAX_IN_FLIGHT` requests), produce-memory backpressure (a frame's bytes are
-//! reserved from the broker's budget before its body is read, and released
-//! when its response is written), and closing the connection on framing or
-//! decoding errors. Must not: interpret request bodies (handlers do).
+//! `MAX_IN_FLIGHT` requests), produce-memory backpressure, the read deadline
+//! of a started request, the idle timeout (`connections.max.idle.ms`), and
+//! closing the connection on framing or decoding errors. Must not: interpret
+//! request bodies (handlers do).
+//!
+//! Memory: bytes are taken from the broker's budget (`--produce-profile`) as
+//! they arrive, not when a size prefix announces them, so a prefix alone
+//! holds nothing; a frame's bytes pass to its request and are given back when
+//! its response is encoded. When the budget is spent the connection stops
+//! reading until memory frees. Past the budget a process holds at most one
+//! unaccounted read chunk (`READ_CHUNK`) per connection, so RSS is bounded by
+//! the profile plus `max.connections` × 64 KiB. A request whose body has not
+//! fully arrived within `--request-read-timeout-ms` (time the connection
+//! itself spent not reading excluded) closes the connection and frees what it
+//! held: a client that sends a prefix and stalls cannot starve the others.
 //!
 //! A peer that closes its socket ends the read side for good (EOF is never
 //! polled again), so a dead client cannot leave this task spinning.
@@ -18,7 +29,7 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use chronik_protocol::api::{api_name, api_versions_response};
-use chronik_protocol::frame::{peek_frame_len, split_frame};
+use chronik_protocol::frame::{peek_frame_len, split_frame, SIZE_PREFIX_LEN};
 use chronik_protocol::{decode_request, encode_response, RawHeader, RequestError, Response};
 use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
@@ -29,11 +40,13 @@ use tokio::sync::{broadcast, AcquireError, OwnedSemaphorePermit};
 use tracing::{debug, info, warn, Instrument};
 
 use crate::broker::Broker;
+use crate::connection_limits::ConnectionSlot;
 use crate::handlers;
 use crate::metrics::{ApiLabels, ReasonLabels};
 
 /// Requests a single connection may have in progress at once.
 const MAX_IN_FLIGHT: usize = 128;
+/// The most one read takes off the socket.
 const READ_CHUNK: usize = 64 * 1024;
 
 /// What a finished request asks the connection to do.
@@ -56,7 +69,42 @@ impl Drop for OpenConnection {
     }
 }
 
-pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut shutdown: broadcast::Receiver<()>) {
+/// The produce-memory permits for bytes buffered but not yet handed to a
+/// request.
+struct BufferedMemory {
+    held: Option<OwnedSemaphorePermit>,
+}
+
+impl BufferedMemory {
+    fn held(&self) -> usize {
+        self.held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+
+    fn add(&mut self, permit: OwnedSemaphorePermit) {
+        match &mut self.held {
+            Some(held) => held.merge(permit),
+            None => self.held = Some(permit),
+        }
+    }
+
+    /// Permits for a frame of `bytes` (fewer when the frame is larger than
+    /// what this connection could hold).
+    fn take(&mut self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        if bytes >= self.held() {
+            return self.held.take();
+        }
+        let held = self.held.as_mut()?;
+        held.split(bytes)
+    }
+}
+
+pub async fn serve(
+    broker: Arc<Broker>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: broadcast::Receiver<()>,
+    _slot: ConnectionSlot,
+) {
     broker.metrics.connections_open.inc();
     broker.metrics.connections_total.inc();
     let _open = OpenConnection(broker.clone());
@@ -64,17 +112,23 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut
     let (mut reader, mut writer) = stream.into_split();
     let max_frame = broker.config.max_request_bytes;
     let memory_limit = broker.config.produce_profile.in_flight_bytes();
+    let limits = broker.config.limits;
 
     let mut read_buf = BytesMut::with_capacity(READ_CHUNK);
     let mut write_buf = BytesMut::new();
     let mut in_flight: FuturesOrdered<RequestFuture> = FuturesOrdered::new();
-    let mut frame_permit: Option<OwnedSemaphorePermit> = None;
+    let mut memory = BufferedMemory { held: None };
     let mut permit_wait: Option<PermitFuture> = None;
     let mut peer_closed = false;
+    // When the frame now partly buffered must be complete, and since when
+    // this side has not been reading (that time does not count against it).
+    let mut frame_deadline: Option<tokio::time::Instant> = None;
+    let mut paused_at: Option<tokio::time::Instant> = None;
+    let mut last_activity = tokio::time::Instant::now();
 
     loop {
         // Start every request whose frame is fully buffered.
-        while in_flight.len() < MAX_IN_FLIGHT && permit_wait.is_none() {
+        while in_flight.len() < MAX_IN_FLIGHT {
             let size = match peek_frame_len(&read_buf, max_frame) {
                 Ok(Some(size)) => size,
                 Ok(None) => break,
@@ -84,27 +138,14 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut
                     return;
                 }
             };
-            if frame_permit.is_none() {
-                // A frame larger than the whole budget still gets through alone.
-                let wanted = u32::try_from((size + 4).min(memory_limit)).unwrap_or(u32::MAX);
-                match broker.produce_memory.clone().try_acquire_many_owned(wanted) {
-                    Ok(p) => frame_permit = Some(p),
-                    Err(_) => {
-                        broker.metrics.produce_backpressure_total.inc();
-                        permit_wait = Some(Box::pin(broker.produce_memory.clone().acquire_many_owned(wanted)));
-                        break;
-                    }
-                }
-            }
             match split_frame(&mut read_buf, max_frame) {
                 Ok(Some(frame)) => {
-                    let permit = frame_permit.take();
+                    let permit = memory.take(size + SIZE_PREFIX_LEN);
                     in_flight.push_back(start_request(run_request(broker.clone(), frame, permit)));
+                    // The deadline is per request: the next one starts now.
+                    frame_deadline = None;
                 }
-                Ok(None) => {
-                    read_buf.reserve((size + 4).saturating_sub(read_buf.len()));
-                    break;
-                }
+                Ok(None) => break,
                 Err(e) => {
                     warn!(%peer, error = %e, "closing connection: bad frame");
                     count_close(&broker, "bad_frame");
@@ -112,15 +153,32 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut
                 }
             }
         }
+        if read_buf.is_empty() {
+            frame_deadline = None;
+        } else if frame_deadline.is_none() {
+            frame_deadline = Some(tokio::time::Instant::now() + limits.request_read_timeout);
+        }
 
         if peer_closed && in_flight.is_empty() {
             debug!(%peer, "peer closed the connection");
             return;
         }
         let can_read = !peer_closed && permit_wait.is_none() && in_flight.len() < MAX_IN_FLIGHT;
-        if read_buf.capacity() - read_buf.len() < 1024 {
+        match (can_read, paused_at) {
+            (false, None) => paused_at = Some(tokio::time::Instant::now()),
+            (true, Some(since)) => {
+                if let Some(deadline) = &mut frame_deadline {
+                    *deadline += since.elapsed();
+                }
+                paused_at = None;
+            }
+            _ => {}
+        }
+        if read_buf.capacity() - read_buf.len() < READ_CHUNK {
             read_buf.reserve(READ_CHUNK);
         }
+        let read_deadline = frame_deadline.filter(|_| can_read);
+        let idle_deadline = (in_flight.is_empty() && read_buf.is_empty()).then(|| last_activity + limits.connections_max_idle);
 
         tokio::select! {
             biased;
@@ -137,26 +195,27 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut
                         Outcome::Close(e) => {
                             warn!(%peer, error = %e, "closing connection: request rejected");
                             count_close(&broker, close_reason(&e));
-                            let _ = flush(&mut writer, &mut write_buf, &broker).await;
+                            let _ = flush(&mut writer, &mut write_buf, &broker, &mut shutdown).await;
                             return;
                         }
                     }
                     // Gather every response that is already complete into one write.
                     next = in_flight.next().now_or_never().flatten();
                 }
-                if let Err(e) = flush(&mut writer, &mut write_buf, &broker).await {
+                if let Err(e) = flush(&mut writer, &mut write_buf, &broker, &mut shutdown).await {
                     debug!(%peer, error = %e, "write failed; closing connection");
                     return;
                 }
+                last_activity = tokio::time::Instant::now();
             }
             permit = async { permit_wait.as_mut().expect("guarded by the select condition").await }, if permit_wait.is_some() => {
                 permit_wait = None;
                 match permit {
-                    Ok(p) => frame_permit = Some(p),
+                    Ok(p) => memory.add(p),
                     Err(_) => return, // the semaphore is never closed; nothing to serve if it were
                 }
             }
-            read = reader.read_buf(&mut read_buf), if can_read => {
+            read = read_chunk(&mut reader, &mut read_buf), if can_read => {
                 match read {
                     Ok(0) => {
                         peer_closed = true;
@@ -166,6 +225,21 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut
                     }
                     Ok(n) => {
                         broker.metrics.bytes_in_total.inc_by(n as u64);
+                        last_activity = tokio::time::Instant::now();
+                        // The bytes just read are paid for before anything
+                        // more is read; one frame larger than the whole
+                        // budget still gets through alone.
+                        let wanted = n.min(memory_limit.saturating_sub(memory.held()));
+                        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX);
+                        if wanted > 0 {
+                            match broker.produce_memory.clone().try_acquire_many_owned(wanted) {
+                                Ok(p) => memory.add(p),
+                                Err(_) => {
+                                    broker.metrics.produce_backpressure_total.inc();
+                                    permit_wait = Some(Box::pin(broker.produce_memory.clone().acquire_many_owned(wanted)));
+                                }
+                            }
+                        }
                     }
                     Err(e) => {
                         debug!(%peer, error = %e, "read failed; closing connection");
@@ -173,7 +247,31 @@ pub async fn serve(broker: Arc<Broker>, stream: TcpStream, peer: SocketAddr, mut
                     }
                 }
             }
+            () = sleep_until_opt(read_deadline) => {
+                warn!(%peer, buffered = read_buf.len(), timeout_ms = limits.request_read_timeout.as_millis() as u64,
+                      "closing connection: request body not received within the read timeout");
+                count_close(&broker, "request_read_timeout");
+                return;
+            }
+            () = sleep_until_opt(idle_deadline) => {
+                debug!(%peer, "closing idle connection (connections.max.idle.ms)");
+                count_close(&broker, "idle");
+                return;
+            }
         }
+    }
+}
+
+/// Reads at most `READ_CHUNK` bytes (what one read may hold unpaid for).
+async fn read_chunk(reader: &mut tokio::net::tcp::OwnedReadHalf, buf: &mut BytesMut) -> std::io::Result<usize> {
+    (&mut *reader).take(READ_CHUNK as u64).read_buf(buf).await
+}
+
+/// Sleeps until `deadline`, or forever when there is none.
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -192,15 +290,21 @@ fn start_request(request: impl Future<Output = Outcome> + Send + 'static) -> Req
     }
 }
 
+/// Writes what is buffered. A client that stops reading cannot hold the
+/// connection past shutdown: the write is abandoned when shutdown comes.
 async fn flush(
     writer: &mut tokio::net::tcp::OwnedWriteHalf,
     write_buf: &mut BytesMut,
     broker: &Broker,
+    shutdown: &mut broadcast::Receiver<()>,
 ) -> std::io::Result<()> {
     if write_buf.is_empty() {
         return Ok(());
     }
-    writer.write_all(write_buf).await?;
+    tokio::select! {
+        written = writer.write_all(write_buf) => written?,
+        _ = shutdown.recv() => return Err(std::io::Error::other("shutting down")),
+    }
     broker.metrics.bytes_out_total.inc_by(write_buf.len() as u64);
     write_buf.clear();
     Ok(())

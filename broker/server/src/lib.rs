@@ -4,7 +4,9 @@
 //! - `config`      — clap args (every flag also `CHRONIK_*`), WAL and produce profiles.
 //! - `server`      — start-up (log recovery, listeners) and ordered shutdown.
 //! - `cluster_start` — cluster mode start-up: join the metadata quorum, create `__consumer_offsets`, first sync.
-//! - `connection`  — per-connection framing, pipelining, backpressure, in-order responses.
+//! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
+//! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time.
+//! - `limits`      — every bound a client cannot push the broker past (flags and values).
 //! - `handlers/`   — one file per Kafka API; the only place log errors become Kafka error codes.
 //! - `durability`  — waiting for the group-commit flusher before acknowledging.
 //! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
@@ -14,8 +16,8 @@
 //! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.
 //! - `alloc_guard` — the global allocator that keeps wire-claimed capacities from aborting the process.
 //!
-//! Request flow: `server` accepts → `connection` reads a frame (after reserving
-//! its bytes from the produce-memory budget) → `chronik_protocol` decodes it →
+//! Request flow: `server` accepts (within the connection caps) → `connection`
+//! reads a frame (its bytes reserved from the produce-memory budget as they arrive) → `chronik_protocol` decodes it →
 //! `handlers::handle` → `chronik_log` appends/reads → (acks≥1) `durability`
 //! waits for the flusher → `connection` writes responses in request order.
 
@@ -24,10 +26,12 @@ pub mod broker;
 pub mod cluster_start;
 pub mod config;
 pub mod connection;
+pub mod connection_limits;
 pub mod durability;
 pub mod groups;
 pub mod handlers;
 pub mod http;
+pub mod limits;
 pub mod metrics;
 pub mod metrics_cluster;
 pub mod producer_ids;

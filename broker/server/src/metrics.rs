@@ -59,6 +59,7 @@ pub struct Metrics {
     pub connections_open: Gauge,
     pub connections_total: Counter,
     pub connections_closed_on_error_total: Family<ReasonLabels, Counter>,
+    pub connections_refused_total: Family<ReasonLabels, Counter>,
     pub produce_memory_in_use_bytes: Gauge,
     pub produce_memory_limit_bytes: Gauge,
     pub produce_backpressure_total: Counter,
@@ -89,6 +90,7 @@ impl Metrics {
             connections_open: Gauge::default(),
             connections_total: Counter::default(),
             connections_closed_on_error_total: Family::default(),
+            connections_refused_total: Family::default(),
             produce_memory_in_use_bytes: Gauge::default(),
             produce_memory_limit_bytes: Gauge::default(),
             produce_backpressure_total: Counter::default(),
@@ -138,6 +140,11 @@ impl Metrics {
             "connections_closed_on_error",
             "Connections closed because of a protocol or I/O error, by reason",
             m.connections_closed_on_error_total.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections closed at accept because max.connections or max.connections.per.ip was reached",
+            m.connections_refused_total.clone(),
         );
         registry.register(
             "produce_memory_in_use_bytes",

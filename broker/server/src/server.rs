@@ -10,11 +10,13 @@ use anyhow::Context;
 use chronik_log::{FlushPolicy, LogConfig, LogManager, LogManagerConfig};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc, watch, Semaphore};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::broker::{load_or_create_cluster_id, Broker};
 use crate::config::Config;
 use crate::connection;
+use crate::connection_limits::ConnectionLimiter;
+use crate::metrics::ReasonLabels;
 use crate::groups::{GroupManager, OffsetStore};
 use crate::producer_ids::ProducerIdAllocator;
 use chronik_coordinator::GroupConfig;
@@ -177,14 +179,25 @@ async fn accept_loop(
     shutdown_tx: &broadcast::Sender<()>,
     conn_done_tx: &mpsc::Sender<()>,
 ) {
+    let limiter = ConnectionLimiter::new(broker.config.limits.max_connections, broker.config.limits.max_connections_per_ip);
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let slot = match limiter.try_acquire(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(refused) => {
+                        // Kafka closes such a connection at once, unanswered.
+                        broker.metrics.connections_refused_total.get_or_create(&ReasonLabels { reason: refused.reason() }).inc();
+                        debug!(%peer, reason = refused.reason(), "connection refused: cap reached");
+                        drop(stream);
+                        continue;
+                    }
+                };
                 let broker = broker.clone();
                 let shutdown = shutdown_tx.subscribe();
                 let done = conn_done_tx.clone();
                 tokio::spawn(async move {
-                    connection::serve(broker, stream, peer, shutdown).await;
+                    connection::serve(broker, stream, peer, shutdown, slot).await;
                     drop(done);
                 });
             }
