@@ -23,6 +23,17 @@ while read -r exe; do binaries+=("$exe"); done < <(
     "$CARGO" test -p chronik-cluster --test restart_readiness --test quorum --no-run 2>&1; } \
     | sed -n 's/.*Executable .*(\(.*\))$/\1/p')
 [ "${#binaries[@]}" -eq 3 ] || { echo "expected 3 test executables, found ${#binaries[@]}" >&2; exit 1; }
+# The broker binary the tests start is pinned too (a later build replaces
+# target/debug/chronik-server).
+"$CARGO" build -p chronik-server
+cp target/debug/chronik-server "$OUT/chronik-server"
+export CHRONIK_TEST_SERVER_BIN="$PWD/$OUT/chronik-server"
+pinned=()
+for exe in "${binaries[@]}"; do
+  cp "$exe" "$OUT/$(basename "$exe")"
+  pinned+=("$PWD/$OUT/$(basename "$exe")")
+done
+binaries=("${pinned[@]}")
 
 started=$(date +%s)
 for i in $(seq 1 "$RUNS"); do

@@ -64,3 +64,31 @@ pub struct EncodeError {
     pub version: i16,
     pub reason: String,
 }
+
+/// A compressed records section could not be inflated within its bound.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CompressionError {
+    #[error("records inflate to more than {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("{codec} data is invalid: {reason}")]
+    Invalid { codec: &'static str, reason: String },
+    #[error("unknown compression codec {0}")]
+    UnknownCodec(i16),
+}
+
+/// A produced batch fails the checks Kafka's log validator makes.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum InvalidBatch {
+    #[error("inconsistent batch offset range: last offset delta {last_offset_delta} with {records_count} records")]
+    InconsistentOffsetRange { last_offset_delta: i32, records_count: i32 },
+    #[error("clients may not write control batches")]
+    ControlBatchFromClient,
+    #[error("batch records are truncated")]
+    Truncated,
+    #[error("record {index} is malformed: {reason}")]
+    BadRecord { index: i32, reason: &'static str },
+    #[error("bytes follow the batch's {count} records")]
+    TrailingBytes { count: i32 },
+    #[error(transparent)]
+    Compression(#[from] CompressionError),
+}

@@ -8,17 +8,21 @@
 //! - `api`          — supported APIs/versions (the one table), typed Request/Response enums, response encoding.
 //! - `record_batch` — RecordBatch v2 header view, CRC-32C check, in-place base offset.
 //! - `records`      — encode/decode uncompressed records (for data the broker writes itself).
+//! - `compression`  — Kafka's codecs, inflated with a hard output bound.
+//! - `record_walk`  — the records inside a batch: produce-time validation, timestamp lookup.
 //! - `error`        — the crate's error types.
 
 pub mod api;
+pub mod compression;
 pub mod error;
 pub mod frame;
 pub mod header;
 pub mod record_batch;
+pub mod record_walk;
 pub mod records;
 
 pub use api::{encode_response, Request, Response, SUPPORTED_APIS};
-pub use error::{BatchError, EncodeError, FrameError, RequestError};
+pub use error::{BatchError, CompressionError, EncodeError, FrameError, InvalidBatch, RequestError};
 pub use header::{decode_request, DecodedRequest, RawHeader};
 pub use record_batch::{BatchHeader, BatchScanner};
 pub use kafka_protocol;

@@ -4,7 +4,7 @@
 //! Owns: Kafka's record encoding (zigzag varints, key/value/headers) for
 //! uncompressed batches the broker writes, and the one look inside client
 //! batches the broker needs: ListOffsets' record-exact timestamp lookup,
-//! which decodes (and if needed decompresses) a single batch. Produce and
+//! which walks (and if needed decompresses, bounded) a single batch. Produce and
 //! Fetch never come here: they keep client records as opaque bytes.
 
 use bytes::Bytes;
@@ -148,22 +148,30 @@ fn read_batch_records(batch: &[u8], header: &BatchHeader, out: &mut Vec<(i64, Si
 
 /// Within one stored batch (`batch` starts at its first byte), the first
 /// record whose timestamp is at or after `timestamp` — Kafka's ListOffsets
-/// rule — decompressing if needed. `timestamp = None` finds the record with
-/// the batch's largest timestamp instead. Returns (offset, timestamp).
-pub fn find_record_by_timestamp(batch: &[u8], timestamp: Option<i64>) -> Option<(i64, i64)> {
+/// rule — decompressing if needed, never past `max_decompressed` bytes (a
+/// batch that inflates further, or does not decode, has no answer).
+/// `timestamp = None` finds the record with the batch's largest timestamp
+/// instead. Returns (offset, timestamp).
+pub fn find_record_by_timestamp(batch: &[u8], timestamp: Option<i64>, max_decompressed: usize) -> Option<(i64, i64)> {
     let header = parse_batch(batch, 0).ok()?;
-    let mut bytes = Bytes::copy_from_slice(&batch[..header.size]);
-    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut bytes).ok()?;
-    let records = set.records.iter().filter(|r| !r.control);
-    match timestamp {
-        Some(ts) => records.map(|r| (r.offset, r.timestamp)).find(|(_, t)| *t >= ts),
-        None => records
-            .map(|r| (r.offset, r.timestamp))
-            .fold(None, |best: Option<(i64, i64)>, (o, t)| match best {
-                Some((_, bt)) if bt >= t => best,
-                _ => Some((o, t)),
-            }),
+    if header.is_control() {
+        return None;
     }
+    let mut found: Option<(i64, i64)> = None;
+    crate::record_walk::walk(batch, &header, max_decompressed, |r| match timestamp {
+        Some(ts) => {
+            if found.is_none() && r.timestamp >= ts {
+                found = Some((r.offset, r.timestamp));
+            }
+        }
+        None => {
+            if found.is_none_or(|(_, best)| r.timestamp > best) {
+                found = Some((r.offset, r.timestamp));
+            }
+        }
+    })
+    .ok()?;
+    found
 }
 
 #[cfg(test)]
@@ -197,10 +205,10 @@ mod tests {
             .collect();
         let mut batch = build_batch(&records);
         set_base_offset(&mut batch, 0, 10);
-        assert_eq!(find_record_by_timestamp(&batch, Some(104)), Some((11, 105)));
-        assert_eq!(find_record_by_timestamp(&batch, Some(100)), Some((10, 100)));
-        assert_eq!(find_record_by_timestamp(&batch, Some(111)), None);
-        assert_eq!(find_record_by_timestamp(&batch, None), Some((13, 110)));
+        assert_eq!(find_record_by_timestamp(&batch, Some(104), 1 << 20), Some((11, 105)));
+        assert_eq!(find_record_by_timestamp(&batch, Some(100), 1 << 20), Some((10, 100)));
+        assert_eq!(find_record_by_timestamp(&batch, Some(111), 1 << 20), None);
+        assert_eq!(find_record_by_timestamp(&batch, None, 1 << 20), Some((13, 110)));
     }
 
     #[test]

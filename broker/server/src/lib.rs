@@ -13,6 +13,7 @@
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
 //! - `replica/`    — cluster mode: replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
 //! - `broker`      — shared state handed to handlers.
+//! - `blocking`    — bounded CPU work (decompression) kept in request order, off the async workers.
 //! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.
 //! - `alloc_guard` — the global allocator that keeps wire-claimed capacities from aborting the process.
 //!
@@ -22,6 +23,7 @@
 //! waits for the flusher → `connection` writes responses in request order.
 
 pub mod alloc_guard;
+pub mod blocking;
 pub mod broker;
 pub mod cluster_start;
 pub mod config;

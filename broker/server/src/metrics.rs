@@ -60,6 +60,7 @@ pub struct Metrics {
     pub connections_total: Counter,
     pub connections_closed_on_error_total: Family<ReasonLabels, Counter>,
     pub connections_refused_total: Family<ReasonLabels, Counter>,
+    pub offsets_records_skipped_total: Counter,
     pub produce_memory_in_use_bytes: Gauge,
     pub produce_memory_limit_bytes: Gauge,
     pub produce_backpressure_total: Counter,
@@ -91,6 +92,7 @@ impl Metrics {
             connections_total: Counter::default(),
             connections_closed_on_error_total: Family::default(),
             connections_refused_total: Family::default(),
+            offsets_records_skipped_total: Counter::default(),
             produce_memory_in_use_bytes: Gauge::default(),
             produce_memory_limit_bytes: Gauge::default(),
             produce_backpressure_total: Counter::default(),
@@ -145,6 +147,11 @@ impl Metrics {
             "connections_refused",
             "Connections closed at accept because max.connections or max.connections.per.ip was reached",
             m.connections_refused_total.clone(),
+        );
+        registry.register(
+            "offsets_records_skipped",
+            "__consumer_offsets records passed over at replay because they could not be read",
+            m.offsets_records_skipped_total.clone(),
         );
         registry.register(
             "produce_memory_in_use_bytes",

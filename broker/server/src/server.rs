@@ -81,7 +81,8 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         .set(config.produce_profile.in_flight_bytes() as i64);
     let offsets = {
         let log = log.clone();
-        tokio::task::spawn_blocking(move || OffsetStore::open(&log))
+        let skipped = metrics.offsets_records_skipped_total.clone();
+        tokio::task::spawn_blocking(move || OffsetStore::open(&log, skipped))
             .await
             .context("offset replay task panicked")??
     };

@@ -13,7 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chronik_log::{LogManager, PartitionLog};
-use chronik_protocol::record_batch::{parse_batches, set_partition_leader_epoch};
+use chronik_protocol::record_batch::{parse_batch, parse_batches, set_partition_leader_epoch};
+use prometheus_client::metrics::counter::Counter;
 use chronik_protocol::records::{build_batch, read_records, SimpleRecord};
 
 use crate::broker::Broker;
@@ -24,6 +25,9 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 const OFFSET_KEY_VERSION: i16 = 1;
 const OFFSET_VALUE_VERSION: i16 = 1;
 const REPLAY_CHUNK: usize = 1024 * 1024;
+/// The longest group id an offset commit may carry: ids are stored with a
+/// 16-bit length, and 32767 is what a classic (non-compact) string holds.
+pub const MAX_GROUP_ID_BYTES: usize = i16::MAX as usize;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedOffset {
@@ -39,6 +43,8 @@ type OffsetKey = (String, String, i32);
 pub struct OffsetStore {
     log: Arc<PartitionLog>,
     offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
+    /// Records passed over at replay because they could not be read.
+    skipped: Counter,
 }
 
 impl std::fmt::Debug for OffsetStore {
@@ -49,7 +55,7 @@ impl std::fmt::Debug for OffsetStore {
 
 impl OffsetStore {
     /// Opens the offsets topic (creating it on first start) and replays it.
-    pub fn open(log: &LogManager) -> anyhow::Result<OffsetStore> {
+    pub fn open(log: &LogManager, skipped: Counter) -> anyhow::Result<OffsetStore> {
         let topic = match log.topic(OFFSETS_TOPIC) {
             Some(t) => t,
             None => log
@@ -57,16 +63,16 @@ impl OffsetStore {
                 .context("creating __consumer_offsets")?,
         };
         let partition = topic.partition(0).context("__consumer_offsets has no partition 0")?.clone();
-        let offsets = replay(&partition)?;
+        let offsets = replay(&partition, &skipped)?;
         tracing::info!(committed = offsets.len(), "loaded committed offsets");
-        Ok(OffsetStore { log: partition, offsets: Mutex::new(offsets) })
+        Ok(OffsetStore { log: partition, offsets: Mutex::new(offsets), skipped })
     }
 
     /// Re-reads the committed offsets from the log (cluster mode: this
     /// broker just became the leader of the offsets partition, whose
     /// records it replicated as a follower).
     pub fn reload(&self) -> anyhow::Result<()> {
-        let offsets = replay(&self.log)?;
+        let offsets = replay(&self.log, &self.skipped)?;
         tracing::info!(committed = offsets.len(), "reloaded committed offsets as the new coordinator");
         *self.offsets.lock().unwrap_or_else(|e| e.into_inner()) = offsets;
         Ok(())
@@ -84,6 +90,7 @@ impl OffsetStore {
         if commits.is_empty() {
             return Ok(true);
         }
+        anyhow::ensure!(group.len() <= MAX_GROUP_ID_BYTES, "group id of {} bytes is too long to store", group.len());
         let records: Vec<SimpleRecord> = commits
             .iter()
             .map(|(topic, partition, c)| SimpleRecord {
@@ -176,9 +183,13 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Callers bound every stored string (group ids, topic names, commit
+/// metadata) well below 64 KiB, so the length always fits.
 fn put_str(buf: &mut BytesMut, s: &str) {
-    buf.put_u16(u16::try_from(s.len()).unwrap_or(u16::MAX));
-    buf.put_slice(&s.as_bytes()[..s.len().min(usize::from(u16::MAX))]);
+    debug_assert!(s.len() <= usize::from(u16::MAX), "string of {} bytes in an offsets record", s.len());
+    let len = s.len().min(usize::from(u16::MAX));
+    buf.put_u16(u16::try_from(len).unwrap_or(u16::MAX));
+    buf.put_slice(&s.as_bytes()[..len]);
 }
 
 fn get_str(buf: &mut Bytes) -> Option<String> {
@@ -242,26 +253,36 @@ fn decode_value(mut value: Bytes) -> Option<CommittedOffset> {
     Some(CommittedOffset { offset, leader_epoch, metadata, commit_timestamp: value.get_i64() })
 }
 
-fn apply(offsets: &mut BTreeMap<OffsetKey, CommittedOffset>, record: &SimpleRecord) {
+/// Applies one record; false when it could not be decoded (skipped).
+fn apply(offsets: &mut BTreeMap<OffsetKey, CommittedOffset>, record: &SimpleRecord) -> bool {
     let Some(key) = record.key.clone().and_then(decode_key) else {
         tracing::warn!("skipping an undecodable __consumer_offsets key");
-        return;
+        return false;
     };
     match record.value.clone() {
         None => {
             offsets.remove(&key);
+            true
         }
         Some(value) => match decode_value(value) {
             Some(c) => {
                 offsets.insert(key, c);
+                true
             }
-            None => tracing::warn!(group = %key.0, "skipping an undecodable __consumer_offsets value"),
+            None => {
+                tracing::warn!(group = %key.0, "skipping an undecodable __consumer_offsets value");
+                false
+            }
         },
     }
 }
 
-/// Every committed offset in `partition`, replayed from its start.
-fn replay(partition: &PartitionLog) -> anyhow::Result<BTreeMap<OffsetKey, CommittedOffset>> {
+/// Every committed offset in `partition`, replayed from its start. Start-up
+/// never fails on the topic's content: a batch or record that cannot be
+/// read (compressed, foreign, damaged) is logged, counted in `skipped` and
+/// passed over, and every batch — a zero-record one included — advances the
+/// replay past its last offset.
+fn replay(partition: &PartitionLog, skipped: &Counter) -> anyhow::Result<BTreeMap<OffsetKey, CommittedOffset>> {
     let mut offsets = BTreeMap::new();
     let mut next = partition.log_start_offset();
     let end = partition.log_end_offset();
@@ -270,9 +291,41 @@ fn replay(partition: &PartitionLog) -> anyhow::Result<BTreeMap<OffsetKey, Commit
         if chunk.is_empty() {
             break;
         }
-        for (offset, record) in read_records(&chunk).context("decoding __consumer_offsets")? {
-            next = offset + 1;
-            apply(&mut offsets, &record);
+        let before = next;
+        let mut position = 0;
+        while position < chunk.len() {
+            let header = match parse_batch(&chunk, position) {
+                Ok(h) => h,
+                // The log only returns whole batches; a partial one at the
+                // end of the chunk is read again from `next`.
+                Err(_) => break,
+            };
+            let batch = &chunk[position..position + header.size];
+            position += header.size;
+            if header.last_offset() < next {
+                continue;
+            }
+            match read_records(batch) {
+                Ok(records) => {
+                    for (_, record) in &records {
+                        if !apply(&mut offsets, record) {
+                            skipped.inc();
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(base_offset = header.base_offset, error = %e, "skipping an unreadable __consumer_offsets batch");
+                    skipped.inc_by(u64::try_from(header.records_count.max(1)).unwrap_or(1));
+                }
+            }
+            next = header.last_offset() + 1;
+        }
+        if next == before {
+            // Nothing usable at `next` (the log read returned no whole
+            // batch): stop rather than loop.
+            tracing::warn!(offset = next, "__consumer_offsets replay stopped at an unreadable position");
+            skipped.inc();
+            break;
         }
     }
     Ok(offsets)

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 use uuid::Uuid;
 
-use super::topic_lookup::{resolve, to_uuid, topic_name};
+use super::topic_lookup::{is_internal_topic, resolve, to_uuid, topic_name};
 use super::Handled;
 use crate::broker::Broker;
 
@@ -40,6 +40,11 @@ async fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> Delet
         Ok(topic) => topic,
         Err(error) => return result.with_error_code(error.code()),
     };
+    if is_internal_topic(&topic.name) {
+        return result.with_error_code(ResponseError::InvalidTopicException.code()).with_error_message(Some(
+            StrBytes::from_string(format!("{} is an internal topic and cannot be deleted", topic.name)),
+        ));
+    }
     if let Some(manager) = &broker.replicas {
         return match manager.cluster.delete_topic(&topic.name).await {
             Ok(()) => {

@@ -1,6 +1,8 @@
 //! Fetch: reads whole batches up to the high watermark (the durable offset),
-//! honouring per-partition and per-response byte limits, and long-polls up to
-//! `max_wait_ms` until `min_bytes` are available. No fetch sessions: every
+//! honouring per-partition and per-response byte limits (each capped at the
+//! broker's `fetch.max.bytes`; a partition named twice is refused), and
+//! long-polls up to `max_wait_ms` until `min_bytes` are available, holding
+//! no data while parked. No fetch sessions: every
 //! response has session id 0, which tells clients to send full requests.
 //!
 //! Cluster mode: a Fetch carrying a replica id is a follower's — it reads up
@@ -9,6 +11,7 @@
 //! consumer's Fetch is served by the leader only, up to the replication high
 //! watermark capped at what is durable here.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,10 +46,15 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
     let mut changed = broker.data_changed.subscribe();
+    let duplicates = duplicate_partitions(&request);
     loop {
-        let (topics, bytes, has_error) = read_all(broker, version, &request, fetcher);
+        let (topics, bytes, has_error) = read_all(broker, version, &request, fetcher, &duplicates);
         let done = bytes >= min_bytes || has_error || Instant::now() >= deadline;
-        if done {
+        if !done {
+            // A parked fetch holds no data while it waits: it reads again
+            // when woken.
+            drop(topics);
+        } else {
             let records: u64 = topics
                 .iter()
                 .flat_map(|t| t.partitions.iter())
@@ -75,15 +83,21 @@ fn read_all(
     version: i16,
     request: &FetchRequest,
     fetcher: Fetcher,
+    duplicates: &HashSet<(usize, usize)>,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
-    let mut remaining = if request.max_bytes > 0 { request.max_bytes as usize } else { usize::MAX };
+    // Kafka: min(request max_bytes, broker fetch.max.bytes); a request
+    // asking for nothing (<= 0) still gets the first batch.
+    let mut remaining = usize::try_from(request.max_bytes.max(0)).unwrap_or(0).min(broker.config.limits.fetch_max_bytes);
     let mut total = 0usize;
     let mut has_error = false;
     let topics = request
         .topics
         .iter()
-        .map(|topic| {
-            let partitions = read_topic(broker, version, topic, fetcher, &mut remaining, &mut total, &mut has_error);
+        .enumerate()
+        .map(|(topic_index, topic)| {
+            let partitions = read_topic(broker, version, topic, fetcher, &mut remaining, &mut total, &mut has_error, |p| {
+                duplicates.contains(&(topic_index, p))
+            });
             FetchableTopicResponse::default()
                 .with_topic(topic.topic.clone())
                 .with_topic_id(topic.topic_id)
@@ -93,6 +107,7 @@ fn read_all(
     (topics, total, has_error)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn read_topic(
     broker: &Broker,
     version: i16,
@@ -101,16 +116,27 @@ fn read_topic(
     remaining: &mut usize,
     total: &mut usize,
     has_error: &mut bool,
+    is_duplicate: impl Fn(usize) -> bool,
 ) -> Vec<PartitionData> {
     let id = if version >= 13 { topic.topic_id } else { uuid::Uuid::nil() };
     let found = resolve(broker, &topic.topic.0, id);
     topic
         .partitions
         .iter()
-        .map(|p| {
+        .enumerate()
+        .map(|(index, p)| {
             let data = PartitionData::default()
                 .with_partition_index(p.partition)
                 .with_preferred_read_replica(BrokerId(-1));
+            if is_duplicate(index) {
+                // A partition named twice could double the response.
+                *has_error = true;
+                return data
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1);
+            }
             let log = match &found {
                 Ok(t) => t.partition(p.partition).ok_or(ResponseError::UnknownTopicOrPartition),
                 Err(e) => Err(*e),
@@ -144,10 +170,13 @@ fn read_topic(
             // Kafka returns the first batch of the first non-empty partition
             // even when it exceeds the limits; the log does that when asked
             // for at least one byte, so a spent budget means "skip".
-            if *remaining == 0 {
+            if *remaining == 0 && *total > 0 {
                 return data.with_records(Some(Bytes::new()));
             }
-            let budget = usize::try_from(p.partition_max_bytes.max(0)).unwrap_or(0).min(*remaining);
+            let budget = usize::try_from(p.partition_max_bytes.max(0))
+                .unwrap_or(0)
+                .min(broker.config.limits.fetch_max_bytes)
+                .min(*remaining);
             let budget = if *total == 0 { budget.max(1) } else { budget };
             if budget == 0 {
                 return data.with_records(Some(Bytes::new()));
@@ -172,6 +201,22 @@ fn read_topic(
             }
         })
         .collect()
+}
+
+/// The second and later mentions of the same partition, as (topic index,
+/// partition index) in the request; they are answered INVALID_REQUEST.
+fn duplicate_partitions(request: &FetchRequest) -> HashSet<(usize, usize)> {
+    let mut seen = HashSet::new();
+    let mut duplicates = HashSet::new();
+    for (t, topic) in request.topics.iter().enumerate() {
+        for (i, p) in topic.partitions.iter().enumerate() {
+            let key = (topic.topic.0.as_str(), topic.topic_id, p.partition);
+            if !seen.insert(key) {
+                duplicates.insert((t, i));
+            }
+        }
+    }
+    duplicates
 }
 
 /// (high watermark to report, offset reads stop before) for one partition.

@@ -44,7 +44,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                         .and_then(|log| broker.replica(log.topic(), log.partition()))
                         .and_then(|r| r.leader_epoch())
                         .unwrap_or(0);
-                    match partition.and_then(|log| lookup(log, consumer_high_watermark(broker, log)?, p.timestamp)) {
+                    match partition.and_then(|log| lookup(log, consumer_high_watermark(broker, log)?, p.timestamp, broker.config.limits.max_decompressed_batch_bytes)) {
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)
@@ -64,19 +64,19 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
 }
 
 /// (offset, timestamp) for one partition; -1/-1 when nothing matches.
-fn lookup(log: &PartitionLog, high_watermark: i64, timestamp: i64) -> Result<(i64, i64), ResponseError> {
+fn lookup(log: &PartitionLog, high_watermark: i64, timestamp: i64, max_decompressed: usize) -> Result<(i64, i64), ResponseError> {
     match timestamp {
         LATEST => Ok((high_watermark, -1)),
         EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1)),
         LATEST_TIERED => Ok((-1, -1)),
         MAX_TIMESTAMP => match log.max_timestamp_offset() {
-            Ok(Some((offset, ts))) if offset < high_watermark => Ok(exact_record(log, offset, None, high_watermark).unwrap_or((offset, ts))),
+            Ok(Some((offset, ts))) if offset < high_watermark => Ok(exact_record(log, offset, None, high_watermark, max_decompressed).unwrap_or((offset, ts))),
             Ok(_) => Ok((-1, -1)),
             Err(_) => Err(ResponseError::KafkaStorageError),
         },
         ts if ts >= 0 => match log.offset_for_timestamp(ts) {
             Ok(Some((offset, found_ts))) if offset < high_watermark => {
-                Ok(exact_record(log, offset, Some(ts), high_watermark).unwrap_or((offset, found_ts)))
+                Ok(exact_record(log, offset, Some(ts), high_watermark, max_decompressed).unwrap_or((offset, found_ts)))
             }
             Ok(_) => Ok((-1, -1)),
             Err(_) => Err(ResponseError::KafkaStorageError),
@@ -86,8 +86,10 @@ fn lookup(log: &PartitionLog, high_watermark: i64, timestamp: i64) -> Result<(i6
 }
 
 /// The log's time index answers per batch; Kafka answers per record. Reads
-/// the batch holding `offset` and finds the exact record inside it.
-fn exact_record(log: &PartitionLog, offset: i64, timestamp: Option<i64>, high_watermark: i64) -> Option<(i64, i64)> {
+/// the batch holding `offset` and finds the exact record inside it; a
+/// compressed batch is inflated at most to `--max-decompressed-batch-bytes`
+/// (a bigger one answers with the batch's own offset and timestamp).
+fn exact_record(log: &PartitionLog, offset: i64, timestamp: Option<i64>, high_watermark: i64, max_decompressed: usize) -> Option<(i64, i64)> {
     let batch = log.read(offset, 1, high_watermark).ok()?;
-    find_record_by_timestamp(&batch, timestamp)
+    crate::blocking::off_worker(|| find_record_by_timestamp(&batch, timestamp, max_decompressed))
 }

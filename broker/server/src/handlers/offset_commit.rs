@@ -14,7 +14,7 @@ use tracing::warn;
 use super::group_errors::response_error;
 use super::Handled;
 use crate::broker::Broker;
-use crate::groups::offset_store::now_ms;
+use crate::groups::offset_store::{now_ms, MAX_GROUP_ID_BYTES};
 use crate::groups::CommittedOffset;
 
 /// Kafka's offset.metadata.max.bytes.
@@ -27,6 +27,8 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetCommitRe
         .groups
         .check_commit(&group_id, &request.member_id, request.generation_id_or_member_epoch);
     let group_error = match check {
+        // The stored key holds the group id with a 16-bit length.
+        _ if group_id.len() > MAX_GROUP_ID_BYTES => Some(ResponseError::InvalidGroupId),
         CommitCheck::Ok => None,
         CommitCheck::Rejected(e) => Some(response_error(e)),
     };

@@ -1,5 +1,7 @@
-//! Produce: validates each partition's record batches (magic v2, CRC-32C,
-//! size), appends them with offsets assigned in place, and — for acks=1 and
+//! Produce: validates each partition's record batches as Kafka's log
+//! validator does (magic v2, CRC-32C, one batch per partition from v3,
+//! offset range vs record count, record framing, compressed records
+//! inflated within a bound), refuses internal topics, appends them with offsets assigned in place, and — for acks=1 and
 //! acks=all — answers only once the group-commit flusher has made them
 //! durable. acks=0 gets no response at all, as in Kafka.
 //!
@@ -15,14 +17,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use chronik_log::{AppendInfo, Error as LogError, PartitionLog};
 use chronik_protocol::record_batch::{parse_batches, set_partition_leader_epoch};
-use chronik_protocol::{BatchError, Response};
+use chronik_protocol::record_walk::validate_produced;
+use chronik_protocol::{BatchError, BatchHeader, InvalidBatch, Response};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use tracing::warn;
 
-use super::topic_lookup::resolve;
+use super::topic_lookup::{is_internal_topic, resolve};
 use super::Handled;
 use crate::broker::Broker;
 use crate::durability::wait_until_durable;
@@ -43,7 +46,7 @@ type Outcome = Result<Appended, (ResponseError, String)>;
 /// appended batch so consumers can validate positions against it.
 const STANDALONE_LEADER_EPOCH: i32 = 0;
 
-pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest) -> Option<Handled> {
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Option<Handled> {
     let acks = request.acks;
     let valid_acks = (-1..=1).contains(&acks);
     // Per topic, per partition: (partition index, outcome), in request order.
@@ -57,9 +60,14 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest
             } else {
                 match &found {
                     Err(e) => Err((*e, String::new())),
+                    // Kafka: "Cannot append to internal topic".
+                    Ok(t) if is_internal_topic(&t.name) => Err((
+                        ResponseError::InvalidTopicException,
+                        format!("cannot append to internal topic {}", t.name),
+                    )),
                     Ok(t) => match t.partition(p.index) {
                         None => Err((ResponseError::UnknownTopicOrPartition, String::new())),
-                        Some(log) => append_as_leader(broker, &t.name, log, p.records.as_ref(), acks == -1),
+                        Some(log) => append_as_leader(broker, version, &t.name, log, p.records.as_ref(), acks == -1),
                     },
                 }
             };
@@ -138,20 +146,21 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: ProduceRequest
 /// the new log end afterwards.
 fn append_as_leader(
     broker: &Broker,
+    version: i16,
     topic: &str,
     log: &Arc<PartitionLog>,
     records: Option<&Bytes>,
     acks_all: bool,
 ) -> Outcome {
     let Some(manager) = &broker.replicas else {
-        return append(broker, log, records, STANDALONE_LEADER_EPOCH)
+        return append(broker, version, log, records, STANDALONE_LEADER_EPOCH)
             .map(|info| Appended { log: log.clone(), info, replica: None });
     };
     let replica = manager
         .replica(topic, log.partition())
         .ok_or((ResponseError::NotLeaderOrFollower, "partition not yet assigned here".into()))?;
     let leader_epoch = replica.check_produce(acks_all, manager.now())?;
-    let info = append(broker, log, records, leader_epoch)?;
+    let info = append(broker, version, log, records, leader_epoch)?;
     let actions = replica.appended(info.log_end_offset);
     manager.perform(&replica, actions);
     // Wake followers parked in Fetch.
@@ -197,6 +206,7 @@ async fn wait_for_isr(broker: &Broker, outcomes: &mut [Vec<(i32, Outcome)>], tim
 /// Validates and appends one partition's records, stamped with `leader_epoch`.
 fn append(
     broker: &Broker,
+    version: i16,
     log: &PartitionLog,
     records: Option<&Bytes>,
     leader_epoch: i32,
@@ -212,6 +222,7 @@ fn append(
         };
         (code, e.to_string())
     })?;
+    validate(broker, version, records, &batches)?;
     let mut owned = records.to_vec();
     for batch in &batches {
         set_partition_leader_epoch(&mut owned, batch.position, leader_epoch);
@@ -238,4 +249,35 @@ fn append(
         broker.notify_data_changed();
     }
     Ok(info)
+}
+
+/// Kafka's log validator on client batches: one batch per partition from
+/// Produce v3 on, then each batch's offset range, record framing and (for
+/// compressed batches, inflated off the async worker and never past
+/// `--max-decompressed-batch-bytes`) its records.
+fn validate(broker: &Broker, version: i16, records: &[u8], batches: &[BatchHeader]) -> Result<(), (ResponseError, String)> {
+    if version >= 3 && batches.len() != 1 {
+        return Err((
+            ResponseError::InvalidRecord,
+            format!("produce requests from version 3 on carry exactly one record batch per partition, got {}", batches.len()),
+        ));
+    }
+    let limit = broker.config.limits.max_decompressed_batch_bytes;
+    let check = || -> Result<(), (ResponseError, String)> {
+        for b in batches {
+            validate_produced(&records[b.position..b.position + b.size], b, limit).map_err(|e| {
+                let code = match e {
+                    InvalidBatch::Compression(_) => ResponseError::CorruptMessage,
+                    _ => ResponseError::InvalidRecord,
+                };
+                (code, e.to_string())
+            })?;
+        }
+        Ok(())
+    };
+    if batches.iter().any(|b| b.compression_codec() != 0) {
+        crate::blocking::off_worker(check)
+    } else {
+        check()
+    }
 }

@@ -1,6 +1,6 @@
 //! Resolving the topic a request names — by name, or by topic id in the
-//! versions that carry ids — and the conversions between the log's 16-byte
-//! ids and the protocol's `Uuid`.
+//! versions that carry ids — the conversions between the log's 16-byte
+//! ids and the protocol's `Uuid`, and which topics are internal.
 
 use std::sync::Arc;
 
@@ -11,6 +11,14 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use crate::broker::Broker;
+
+/// Topics the broker writes itself; clients may not produce to, delete or
+/// repartition them.
+pub const INTERNAL_TOPICS: &[&str] = &[crate::groups::OFFSETS_TOPIC, "__transaction_state"];
+
+pub fn is_internal_topic(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
 
 pub fn to_uuid(id: [u8; 16]) -> Uuid {
     Uuid::from_bytes(id)

@@ -22,6 +22,13 @@ use super::http;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_chronik-server");
 
+/// The broker binary: the one cargo built with these tests, unless
+/// `CHRONIK_TEST_SERVER_BIN` names a copy (scripts/repeat-cluster-tests.sh
+/// pins one so a long soak keeps testing the same build).
+fn binary() -> String {
+    std::env::var("CHRONIK_TEST_SERVER_BIN").unwrap_or_else(|_| BINARY.to_string())
+}
+
 /// How long a start may take: LISTENING line, then /ready answering 200.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -121,7 +128,7 @@ impl Broker {
             .with_context(|| format!("opening {}", self.log_path.display()))?;
         writeln!(log, "===== test harness: start #{} =====", self.starts)?;
 
-        let mut command = Command::new(BINARY);
+        let mut command = Command::new(binary());
         // A CHRONIK_* variable in the developer's shell must not change the test.
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("CHRONIK_") {
@@ -140,7 +147,7 @@ impl Broker {
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .spawn()
-            .with_context(|| format!("spawning {BINARY}"))?;
+            .with_context(|| format!("spawning {}", binary()))?;
         self.pid = child.id();
 
         let stdout = child.stdout.take().context("child stdout was not piped")?;

@@ -105,25 +105,7 @@ impl Client {
 
     /// `produce_values` with the given acks (-1 = all, 1 = leader).
     pub fn produce_values_acks(&mut self, topic: &str, values: &[Bytes], acks: i16) -> Result<(i16, i64)> {
-        let records: Vec<Record> = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: -1,
-                timestamp: 1_700_000_000_000,
-                key: None,
-                value: Some(v.clone()),
-                headers: IndexMap::new(),
-            })
-            .collect();
+        let records: Vec<Record> = values.iter().enumerate().map(|(i, v)| plain_record(i as i64, v.clone())).collect();
         let mut batch = BytesMut::new();
         RecordBatchEncoder::encode(&mut batch, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })?;
         let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(vec![
@@ -155,7 +137,7 @@ impl Client {
                 producer_epoch: epoch,
                 timestamp_type: TimestampType::Creation,
                 offset: i64::from(i),
-                sequence: if base_sequence < 0 { -1 } else { base_sequence + i },
+                sequence: if base_sequence < 0 { i - 1 } else { base_sequence + i },
                 timestamp: 1_700_000_000_000,
                 key: None,
                 value: Some(Bytes::from(format!("seq-{}", base_sequence + i))),
@@ -185,3 +167,24 @@ impl Client {
     }
 }
 
+
+/// A record without producer id, key or headers at `offset` in its batch.
+/// Its sequence keeps kafka-protocol's encoder to one batch (base sequence
+/// -1, Kafka's "none"), as Produce v3+ requires.
+pub fn plain_record(offset: i64, value: Bytes) -> Record {
+    Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset,
+        sequence: i32::try_from(offset).unwrap_or(i32::MAX) - 1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(value),
+        headers: IndexMap::new(),
+    }
+}
