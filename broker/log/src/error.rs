@@ -89,7 +89,20 @@ pub enum Error {
     StorageOffline { topic: String, partition: i32 },
 }
 
+/// Linux's "too many open files" for the process (EMFILE) and the system
+/// (ENFILE).
+const EMFILE: i32 = 24;
+const ENFILE: i32 = 23;
+
 impl Error {
+    /// The process or system ran out of file descriptors. fsync(2) never
+    /// fails this way, so such an error means a sync was not attempted (the
+    /// file or directory could not be opened), not that written data may be
+    /// lost: it must not take a partition offline.
+    pub fn is_resource_exhaustion(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if matches!(source.raw_os_error(), Some(EMFILE | ENFILE)))
+    }
+
     /// `map_err` adapter attaching the path an I/O error happened on.
     pub(crate) fn io(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
         move |source| Error::Io {

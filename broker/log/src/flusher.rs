@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use tracing::error;
+use tracing::{error, warn};
 
 use crate::error::{Error, Result};
 use crate::partition::{PartitionLog, SyncWork};
@@ -244,6 +244,16 @@ impl Flusher {
                     self.observer.as_deref(),
                 ) {
                     Ok(moved) => advanced |= moved,
+                    Err(e) if e.is_resource_exhaustion() => {
+                        // No fsync was attempted (no file descriptor to
+                        // open the directory with): nothing is known to be
+                        // lost, so the partition stays online and the work,
+                        // already returned to it, is retried next round.
+                        warn!(topic = partition.topic(), partition = partition.partition(), error = %e,
+                            "cannot start fsync (out of file descriptors); retrying");
+                        self.queue.mark_dirty(Arc::clone(partition), 0, 0);
+                        failed = true;
+                    }
                     Err(e) => {
                         error!(topic = partition.topic(), partition = partition.partition(), error = %e,
                             "fsync failed: partition taken offline until restart (its durable offset will not advance)");

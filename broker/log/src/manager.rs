@@ -48,7 +48,13 @@ pub struct LogManagerConfig {
     pub retention_check_interval: Duration,
     /// Receives per-fsync and per-round figures for histograms.
     pub flush_observer: Option<Arc<dyn FlushObserver>>,
+    /// Kafka's producer.id.expiration.ms: idempotent-producer state unused
+    /// this long is dropped (checked every retention_check_interval).
+    pub producer_id_expiration: Duration,
 }
+
+/// Kafka's default producer.id.expiration.ms: one day.
+pub const DEFAULT_PRODUCER_ID_EXPIRATION: Duration = Duration::from_secs(24 * 3600);
 
 impl LogManagerConfig {
     /// Kafka defaults, no fsync on the hot path, retention every 30 s.
@@ -59,6 +65,7 @@ impl LogManagerConfig {
             flush_policy: FlushPolicy::Never,
             retention_check_interval: Duration::from_secs(30),
             flush_observer: None,
+            producer_id_expiration: DEFAULT_PRODUCER_ID_EXPIRATION,
         }
     }
 }
@@ -71,6 +78,7 @@ impl fmt::Debug for LogManagerConfig {
             .field("flush_policy", &self.flush_policy)
             .field("retention_check_interval", &self.retention_check_interval)
             .field("flush_observer", &self.flush_observer.is_some())
+            .field("producer_id_expiration", &self.producer_id_expiration)
             .finish()
     }
 }
@@ -78,6 +86,7 @@ impl fmt::Debug for LogManagerConfig {
 pub struct LogManager {
     data_dir: PathBuf,
     default_log_config: LogConfig,
+    producer_id_expiration: Duration,
     registry: Arc<Registry>,
     ctx: PartitionContext,
     observer: Option<Arc<dyn FlushObserver>>,
@@ -138,6 +147,7 @@ impl LogManager {
         let manager = Arc::new(LogManager {
             data_dir,
             default_log_config: config.default_log_config,
+            producer_id_expiration: config.producer_id_expiration,
             registry,
             ctx,
             observer: config.flush_observer,
@@ -147,11 +157,11 @@ impl LogManager {
             admin: Mutex::new(()),
             shut_down: AtomicBool::new(false),
         });
-        manager.start_threads(config.retention_check_interval)?;
+        manager.start_threads(config.retention_check_interval, config.producer_id_expiration)?;
         Ok(manager)
     }
 
-    fn start_threads(&self, retention_interval: Duration) -> Result<()> {
+    fn start_threads(&self, retention_interval: Duration, producer_ttl: Duration) -> Result<()> {
         let flusher = Flusher {
             queue: Arc::clone(&self.ctx.flush),
             counters: Arc::clone(&self.ctx.counters),
@@ -165,7 +175,7 @@ impl LogManager {
                 .spawn(move || flusher.run()),
             thread::Builder::new()
                 .name("log-retention".into())
-                .spawn(move || run_maintenance(registry, stop, retention_interval)),
+                .spawn(move || run_maintenance(registry, stop, retention_interval, producer_ttl)),
         ];
         let mut threads = self.threads();
         for handle in spawned {
@@ -345,10 +355,10 @@ impl LogManager {
         Ok(())
     }
 
-    /// Applies retention to every partition now (the retention thread does
-    /// this every retention_check_interval).
+    /// Applies retention and producer-id expiry to every partition now (the
+    /// retention thread does this every retention_check_interval).
     pub fn enforce_retention_now(&self) {
-        enforce_all(&self.registry);
+        enforce_all(&self.registry, self.producer_id_expiration);
     }
 
     /// Stops the background threads, fsyncs everything, writes the

@@ -11,6 +11,7 @@
 //! are written, so a failed write leaves the state untouched.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use chronik_protocol::record_batch::BatchHeader;
 
@@ -184,13 +185,26 @@ enum Verdict {
     Duplicate(BatchMetadata),
 }
 
-/// Producer state of one partition, keyed by producer id. State is never
-/// expired (Kafka drops ids idle for producer.id.expiration.ms); a producer
-/// whose batches retention deleted keeps its entry.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+/// Producer state of one partition, keyed by producer id. An id not used
+/// (appended or replicated) for producer.id.expiration.ms is dropped by
+/// `expire`, as Kafka does, so clients minting producer ids cannot grow it
+/// without bound; a producer whose batches retention deleted keeps its
+/// entry until then.
+#[derive(Debug, Default, Clone)]
 pub(crate) struct ProducerStateManager {
     producers: HashMap<i64, ProducerStateEntry>,
+    /// When each producer id was last used in this process (ids loaded at
+    /// open count as used then).
+    last_used: HashMap<i64, Instant>,
 }
+
+/// Equal when they hold the same producer state (the usage clock aside).
+impl PartialEq for ProducerStateManager {
+    fn eq(&self, other: &Self) -> bool {
+        self.producers == other.producers
+    }
+}
+impl Eq for ProducerStateManager {}
 
 impl ProducerStateManager {
     /// Producer ids with state in this partition.
@@ -200,6 +214,20 @@ impl ProducerStateManager {
 
     pub(crate) fn clear(&mut self) {
         self.producers.clear();
+        self.last_used.clear();
+    }
+
+    /// Drops every producer id unused for longer than `ttl` as of `now`;
+    /// returns how many.
+    pub(crate) fn expire(&mut self, now: Instant, ttl: Duration) -> usize {
+        let before = self.producers.len();
+        let last_used = &mut self.last_used;
+        self.producers.retain(|pid, _| {
+            let used = *last_used.entry(*pid).or_insert(now);
+            now.saturating_duration_since(used) <= ttl
+        });
+        last_used.retain(|pid, _| self.producers.contains_key(pid));
+        before - self.producers.len()
     }
 
     /// Validates one request's batches, in order and as if each earlier one
@@ -259,8 +287,10 @@ impl ProducerStateManager {
 
     /// Applies what `check_append` accepted, once the batches are written.
     pub(crate) fn commit(&mut self, update: ProducerUpdate) {
+        let now = Instant::now();
         for (pid, entry) in update.entries {
             self.producers.insert(pid, entry);
+            self.last_used.insert(pid, now);
         }
     }
 
@@ -271,6 +301,7 @@ impl ProducerStateManager {
         if batch.producer_id < 0 {
             return;
         }
+        self.last_used.insert(batch.producer_id, Instant::now());
         self.producers
             .entry(batch.producer_id)
             .or_insert_with(|| ProducerStateEntry::new(batch.producer_epoch))
@@ -390,7 +421,7 @@ impl ProducerStateManager {
         if r.at != bytes.len() {
             return Err(format!("{} trailing bytes", bytes.len() - r.at));
         }
-        Ok(Self { producers })
+        Ok(Self { producers, last_used: HashMap::new() })
     }
 }
 

@@ -60,13 +60,15 @@ pub(crate) fn segments_to_delete(
     count
 }
 
-/// Applies retention to every partition now.
-pub(crate) fn enforce_all(registry: &Registry) {
+/// Applies retention and producer-id expiry (`producer_ttl`) to every
+/// partition now.
+pub(crate) fn enforce_all(registry: &Registry, producer_ttl: Duration) {
     let now = wall_clock_ms();
     for partition in registry.partitions() {
         if let Err(e) = partition.enforce_retention(now) {
             warn!(topic = partition.topic(), partition = partition.partition(), error = %e, "retention failed");
         }
+        partition.expire_producers(producer_ttl);
     }
 }
 
@@ -99,6 +101,7 @@ pub(crate) fn run_maintenance(
     registry: Arc<Registry>,
     stop: Arc<StopSignal>,
     retention_interval: Duration,
+    producer_ttl: Duration,
 ) {
     let tick = retention_interval
         .min(CHECKPOINT_INTERVAL)
@@ -106,7 +109,7 @@ pub(crate) fn run_maintenance(
     let mut next_retention = Instant::now() + retention_interval;
     while !stop.wait(tick) {
         if Instant::now() >= next_retention {
-            enforce_all(&registry);
+            enforce_all(&registry, producer_ttl);
             next_retention = Instant::now() + retention_interval;
         }
         if let Err(e) = registry.write_checkpoint_if_changed() {

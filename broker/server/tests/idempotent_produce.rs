@@ -30,9 +30,13 @@ fn retried_batches_are_stored_once_and_gaps_are_refused_across_restarts() -> Res
     let (error, _) = client.produce("idem", pid, epoch, 12, 1)?;
     assert_eq!(error, OUT_OF_ORDER_SEQUENCE_NUMBER, "a sequence gap is refused");
 
-    // A bumped epoch fences the old one.
-    let bumped = client.send(&InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000).with_producer_id(ProducerId(pid)).with_producer_epoch(epoch), 4)?;
-    assert_eq!((bumped.error_code, bumped.producer_id.0, bumped.producer_epoch), (0, pid, epoch + 1));
+    // Naming an existing producer in InitProducerId does not bump it (any
+    // client could fence another's producer): a new id at epoch 0, as Kafka.
+    let named = client.send(&InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000).with_producer_id(ProducerId(pid)).with_producer_epoch(epoch), 4)?;
+    assert_eq!((named.error_code, named.producer_epoch), (0, 0));
+    assert_ne!(named.producer_id.0, pid, "a named producer id was handed out again");
+    // The producer bumps its own epoch (KIP-360): the new epoch starts at
+    // sequence 0 and fences the old one.
     assert_eq!(client.produce("idem", pid, epoch + 1, 0, 2)?, (0, 10));
     let (error, _) = client.produce("idem", pid, epoch, 10, 1)?;
     assert_eq!(error, INVALID_PRODUCER_EPOCH, "the old epoch is fenced");

@@ -1,6 +1,6 @@
 //! A partition's side of retention.
 //!
-//! Owns: rolling an active segment that is due (segment.ms, or wholly past
+//! Owns: expiring idle producer ids (producer.id.expiration.ms), rolling an active segment that is due (segment.ms, or wholly past
 //! retention.ms) and removing the segments `retention::segments_to_delete`
 //! picks, moving the log start offset. Must not: delete files while holding
 //! the partition lock (it holds the `files` lock instead, taken before the
@@ -18,6 +18,16 @@ use crate::retention::{segments_to_delete, SegmentView};
 use crate::segment::LogSegment;
 
 impl PartitionLog {
+    /// Drops producer state unused for longer than `ttl`
+    /// (producer.id.expiration.ms). Returns how many ids were dropped.
+    pub(crate) fn expire_producers(&self, ttl: std::time::Duration) -> usize {
+        let expired = self.lock().producers.expire(std::time::Instant::now(), ttl);
+        if expired > 0 {
+            info!(topic = self.topic(), partition = self.partition(), expired, "expired idle producer ids");
+        }
+        expired
+    }
+
     /// Rolls an active segment that is too old (segment.ms) or wholly past
     /// retention.ms, then deletes the oldest segments breaching
     /// retention.bytes or retention.ms. Returns how many were deleted.

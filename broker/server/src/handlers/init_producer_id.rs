@@ -1,7 +1,8 @@
-//! InitProducerId for idempotent producers: a fresh producer id at epoch 0,
-//! or (KIP-360) the same id with its epoch bumped when the client presents
-//! its current one. Transactional ids are refused: transactions are not
-//! supported.
+//! InitProducerId for idempotent producers: always a fresh producer id at
+//! epoch 0, as Kafka's coordinator answers a producer without a
+//! transactional id (a named id is never bumped: that would let one client
+//! fence another's producer). Transactional ids are refused: transactions
+//! are not supported.
 
 use std::sync::Arc;
 
@@ -29,15 +30,16 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: InitProducerIdReques
         warn!("InitProducerId with a transactional id refused: transactions are not supported");
         return fail(ResponseError::TransactionalIdAuthorizationFailed);
     }
-    let (producer_id, epoch) = if request.producer_id.0 >= 0 && request.producer_epoch >= 0 && request.producer_epoch < i16::MAX - 1 {
-        (request.producer_id.0, request.producer_epoch + 1)
-    } else {
-        match broker.producer_ids.allocate() {
-            Ok(id) => (id, 0),
-            Err(e) => {
-                warn!(error = %e, "cannot allocate a producer id");
-                return fail(ResponseError::KafkaStorageError);
-            }
+    // Kafka's coordinator answers a producer without a transactional id
+    // with a new id at epoch 0 whatever (producer id, epoch) it names:
+    // bumping a named id's epoch would let any client fence another
+    // client's producer. (The idempotent producer bumps its epoch itself,
+    // KIP-360, without asking the broker.)
+    let (producer_id, epoch) = match broker.producer_ids.allocate() {
+        Ok(id) => (id, 0),
+        Err(e) => {
+            warn!(error = %e, "cannot allocate a producer id");
+            return fail(ResponseError::KafkaStorageError);
         }
     };
     debug!(producer_id, epoch, "initialised producer id");
