@@ -346,6 +346,16 @@ async fn run_request(broker: Arc<Broker>, frame: Bytes, permit: Option<OwnedSema
         }
     };
     let api = api_name(request.api_key);
+    let named = handlers::request_size::entries_named(&request.body);
+    let max = broker.config.limits.max_partitions_per_request;
+    if named > max {
+        broker.metrics.requests_refused_total.get_or_create(&ReasonLabels { reason: "too_many_partitions" }).inc();
+        return Outcome::Close(RequestError::Malformed {
+            api,
+            version: request.version(),
+            reason: format!("names {named} partitions (or topics, groups); --max-partitions-per-request is {max}"),
+        });
+    }
     let labels = ApiLabels { api };
     let started = Instant::now();
     let correlation_id = request.correlation_id();

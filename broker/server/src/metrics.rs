@@ -61,6 +61,7 @@ pub struct Metrics {
     pub connections_closed_on_error_total: Family<ReasonLabels, Counter>,
     pub connections_refused_total: Family<ReasonLabels, Counter>,
     pub offsets_records_skipped_total: Counter,
+    pub requests_refused_total: Family<ReasonLabels, Counter>,
     pub produce_memory_in_use_bytes: Gauge,
     pub produce_memory_limit_bytes: Gauge,
     pub produce_backpressure_total: Counter,
@@ -93,6 +94,7 @@ impl Metrics {
             connections_closed_on_error_total: Family::default(),
             connections_refused_total: Family::default(),
             offsets_records_skipped_total: Counter::default(),
+            requests_refused_total: Family::default(),
             produce_memory_in_use_bytes: Gauge::default(),
             produce_memory_limit_bytes: Gauge::default(),
             produce_backpressure_total: Counter::default(),
@@ -147,6 +149,11 @@ impl Metrics {
             "connections_refused",
             "Connections closed at accept because max.connections or max.connections.per.ip was reached",
             m.connections_refused_total.clone(),
+        );
+        registry.register(
+            "requests_refused",
+            "Requests refused before any handler ran (the connection is closed), by reason",
+            m.requests_refused_total.clone(),
         );
         registry.register(
             "offsets_records_skipped",

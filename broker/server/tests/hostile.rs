@@ -414,3 +414,66 @@ fn flate_gzip(data: &[u8]) -> Vec<u8> {
     RecordBatchEncoder::encode(&mut out, &[record], &RecordEncodeOptions { version: 2, compression: Compression::Gzip }).expect("gzip batch");
     out[61..].to_vec()
 }
+
+// ---- caps: topics, partitions, partitions per request ----
+
+const POLICY_VIOLATION: i16 = 44;
+
+/// Attack: create a topic with 2^31-1 partitions, then more topics than the
+/// broker allows, then auto-create through Metadata past the cap.
+#[test]
+fn topic_and_partition_caps_refuse_creation_with_policy_violation() -> Result<()> {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    // __consumer_offsets is one topic with one partition already.
+    let broker = Broker::start(&["--max-broker-partitions", "10", "--max-topics", "4"])?;
+    let mut client = common::kafka_client::Client::connect(&broker)?;
+    let create = |name: &str, partitions: i32| {
+        CreateTopicsRequest::default().with_timeout_ms(5000).with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.into())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(-1)])
+    };
+    let huge = client.send(&create("huge", i32::MAX), 5)?;
+    ensure!(huge.topics[0].error_code == POLICY_VIOLATION, "2^31-1 partitions: {:?}", huge.topics[0]);
+    for name in ["a", "b", "c"] {
+        let r = client.send(&create(name, 2), 5)?;
+        ensure!(r.topics[0].error_code == 0, "topic {name} within the caps refused: {:?}", r.topics[0]);
+    }
+    let fourth = client.send(&create("d", 1), 5)?;
+    ensure!(fourth.topics[0].error_code == POLICY_VIOLATION, "a fifth topic (max 4): {:?}", fourth.topics[0]);
+    let metadata = client.send(
+        &MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str("auto"))))]))
+            .with_allow_auto_topic_creation(true),
+        9,
+    )?;
+    ensure!(metadata.topics[0].error_code == POLICY_VIOLATION, "auto-creation past the cap: {:?}", metadata.topics[0].error_code);
+    ensure!(!broker.data_dir().join("huge-0").exists() && !broker.data_dir().join("auto-0").exists(), "a refused topic left files");
+    Ok(())
+}
+
+/// Attack: one ListOffsets request naming more partitions than
+/// `--max-partitions-per-request`: the connection is closed before any
+/// work; other connections are served.
+#[test]
+fn a_request_naming_too_many_partitions_is_refused() -> Result<()> {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let broker = Broker::start(&["--max-partitions-per-request", "100"])?;
+    create(&broker, "t")?;
+    let request = |n: i32| {
+        ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions((0..n).map(|i| ListOffsetsPartition::default().with_partition_index(i).with_timestamp(-1)).collect())])
+    };
+    let mut client = common::kafka_client::Client::connect(&broker)?;
+    client.send(&request(100), 7).context("100 partitions (the cap) refused")?;
+    ensure!(client.send(&request(101), 7).is_err(), "101 partitions answered");
+    api_versions_answers(&broker, Duration::from_secs(2))?;
+    ensure!(broker.metrics_text()?.contains("reason=\"too_many_partitions\""), "refusal not counted");
+    Ok(())
+}

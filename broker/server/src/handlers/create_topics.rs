@@ -76,6 +76,9 @@ fn create_one(broker: &Broker, version: i16, topic: CreatableTopic, validate_onl
             overrides.insert(config.name.to_string(), value.to_string());
         }
     }
+    if let Err((code, message)) = super::topic_caps::check_capacity(broker, partitions, 1) {
+        return fail(code, message);
+    }
     let created = if validate_only {
         validate(broker, &name, partitions, &overrides).map(|config| (config, [0u8; 16]))
     } else {

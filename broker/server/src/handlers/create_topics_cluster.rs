@@ -77,6 +77,9 @@ pub async fn create(
             format!("replication factor {replication_factor} needs that many live brokers; {live} are live"),
         );
     }
+    if let Err((code, message)) = super::topic_caps::check_capacity(broker, partitions, replication_factor) {
+        return fail(code, message);
+    }
     let topic_id = if validate_only {
         if manager.cluster.image().topics.contains_key(&name) {
             return fail(ResponseError::TopicAlreadyExists, format!("topic {name:?} already exists"));

@@ -76,6 +76,11 @@ fn lookup_or_create(broker: &Broker, name: &str, allow_auto_create: bool) -> Res
     if !allow_auto_create {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
+    let partitions = i32::try_from(broker.config.default_partitions).unwrap_or(i32::MAX);
+    super::topic_caps::check_capacity(broker, partitions, 1).map_err(|(code, message)| {
+        tracing::warn!(topic = name, %message, "auto-creation refused");
+        code
+    })?;
     match broker
         .log
         .create_topic(name, broker.config.default_partitions, Default::default())

@@ -80,6 +80,11 @@ pub async fn metadata(
 }
 
 async fn auto_create(broker: &Broker, manager: &ReplicaManager, name: &str) -> Result<TopicImage, ResponseError> {
+    let partitions = i32::try_from(broker.config.default_partitions).unwrap_or(i32::MAX);
+    super::topic_caps::check_capacity(broker, partitions, broker.config.default_replication_factor).map_err(|(code, message)| {
+        tracing::warn!(topic = name, %message, "auto-creation refused");
+        code
+    })?;
     let request = CreateTopic {
         name: name.to_string(),
         partitions: i32::try_from(broker.config.default_partitions).unwrap_or(1),

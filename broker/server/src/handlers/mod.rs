@@ -28,7 +28,9 @@ mod offset_commit;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+pub mod request_size;
 mod sync_group;
+mod topic_caps;
 mod topic_lookup;
 
 use std::sync::Arc;
