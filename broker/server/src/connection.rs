@@ -141,7 +141,7 @@ pub async fn serve(
             match split_frame(&mut read_buf, max_frame) {
                 Ok(Some(frame)) => {
                     let permit = memory.take(size + SIZE_PREFIX_LEN);
-                    in_flight.push_back(start_request(run_request(broker.clone(), frame, permit)));
+                    in_flight.push_back(start_request(run_request(broker.clone(), frame, permit, peer)));
                     // The deadline is per request: the next one starts now.
                     frame_deadline = None;
                 }
@@ -328,7 +328,7 @@ fn close_reason(e: &RequestError) -> &'static str {
 
 /// Decodes one frame, runs its handler and encodes the response. The memory
 /// permit is held until the response bytes exist (then the request is gone).
-async fn run_request(broker: Arc<Broker>, frame: Bytes, permit: Option<OwnedSemaphorePermit>) -> Outcome {
+async fn run_request(broker: Arc<Broker>, frame: Bytes, permit: Option<OwnedSemaphorePermit>, peer: SocketAddr) -> Outcome {
     let _permit = permit;
     let raw = RawHeader::peek(&frame);
     let request = match decode_request(frame) {
@@ -361,7 +361,7 @@ async fn run_request(broker: Arc<Broker>, frame: Bytes, permit: Option<OwnedSema
     let correlation_id = request.correlation_id();
     let version = request.version();
     let span = tracing::debug_span!("request", api, version, correlation_id);
-    let response = handlers::handle(&broker, request).instrument(span).await;
+    let response = handlers::handle(&broker, request, peer).instrument(span).await;
     broker.metrics.requests_total.get_or_create(&labels).inc();
     broker
         .metrics

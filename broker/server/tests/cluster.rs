@@ -293,3 +293,52 @@ fn isolated_old_leader_acknowledges_no_acks_all_write() -> Result<()> {
     ensure!(values == ["before", "after"], "log after healing: {values:?}");
     Ok(())
 }
+
+/// Attack: a client sends Fetch with a follower's replica id at the
+/// leader's log end, claiming that follower has replicated what it has not
+/// (the real follower is frozen). The leader used to count it and
+/// acknowledge acks=all without replication. A replica fetch is honoured
+/// only from that broker's registered host: the spoof gets
+/// TOPIC_AUTHORIZATION_FAILED and the write is not acknowledged.
+#[test]
+fn a_spoofed_replica_fetch_cannot_acknowledge_acks_all() -> Result<()> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    let _serial = serial();
+    let mut cluster = Cluster::start(3, FLAGS)?;
+    let topic = "spoof";
+    create(&mut cluster, topic, 1)?;
+    let view = cluster.partitions(topic)?.remove(0);
+    let leader = view.leader;
+    // Test clients connect from 127.0.0.1, node 1's host: impersonate another.
+    let victim = *view.replicas.iter().find(|&&r| r != leader && r != 1).context("no follower other than node 1")?;
+    let other = *view.replicas.iter().find(|&&r| r != leader && r != victim).context("no third replica")?;
+    let mut client = Client::connect(cluster.node(leader))?;
+    produce_until_ok(&mut client, topic, &[Bytes::from_static(b"replicated")], -1, Duration::from_secs(10))?;
+
+    cluster.node(other).kill_hard()?;
+    cluster.wait_for(topic, Duration::from_secs(20), "the ISR to drop the killed follower", |ps| ps[0].isr.len() == 2)?;
+    cluster.node(victim).pause()?;
+    let leader_node = cluster.node(leader).kafka_addr();
+    let writer = {
+        let mut client = Client::connect(cluster.node(leader))?;
+        std::thread::spawn(move || client.produce_values_acks(topic, &[Bytes::from_static(b"never replicated")], -1))
+    };
+    let mut spoofer = Client::connect(cluster.node(leader))?;
+    let mut answers = Vec::new();
+    for _ in 0..20 {
+        let request = FetchRequest::default().with_replica_id(BrokerId(victim)).with_max_wait_ms(0).with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("spoof")))
+            .with_partitions(vec![FetchPartition::default().with_partition(0).with_fetch_offset(2).with_partition_max_bytes(1 << 20)])]);
+        let response = spoofer.send(&request, 12)?;
+        answers.push(response.responses[0].partitions[0].error_code);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, _) = writer.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
+    cluster.node(victim).resume()?;
+    ensure!(answers.iter().all(|&c| c == TOPIC_AUTHORIZATION_FAILED), "spoofed replica fetches answered {answers:?} (leader {leader_node})");
+    ensure!(code != 0, "acks=all acknowledged while the only other ISR member was frozen");
+    Ok(())
+}

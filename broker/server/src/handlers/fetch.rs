@@ -5,13 +5,16 @@
 //! no data while parked. No fetch sessions: every
 //! response has session id 0, which tells clients to send full requests.
 //!
-//! Cluster mode: a Fetch carrying a replica id is a follower's — it reads up
+//! Cluster mode: a Fetch carrying a replica id is honoured only from that
+//! registered broker's host (`replica::identity`; else
+//! TOPIC_AUTHORIZATION_FAILED). It is a follower's — it reads up
 //! to the log end, records the follower's progress (which may grow the ISR
 //! and advance the high watermark) and reports the high watermark; a
 //! consumer's Fetch is served by the leader only, up to the replication high
 //! watermark capped at what is durable here.
 
 use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,10 +27,12 @@ use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use tokio::time::Instant;
+use tracing::warn;
 
 use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
+use crate::replica::identity::verify_replica;
 
 /// Upper bound on a client-supplied max_wait_ms, so a fetch can never park forever.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(60);
@@ -39,9 +44,18 @@ enum Fetcher {
     Follower(i32),
 }
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest) -> Option<Handled> {
+pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest, peer: SocketAddr) -> Option<Handled> {
     let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
-    let fetcher = if replica_id >= 0 && broker.replicas.is_some() { Fetcher::Follower(replica_id) } else { Fetcher::Consumer };
+    let fetcher = match &broker.replicas {
+        Some(manager) if replica_id >= 0 => match verify_replica(manager, replica_id, peer).await {
+            Ok(()) => Fetcher::Follower(replica_id),
+            Err(reason) => {
+                warn!(%peer, replica_id, %reason, "replica fetch refused");
+                return refuse_all(&request, ResponseError::TopicAuthorizationFailed);
+            }
+        },
+        _ => Fetcher::Consumer,
+    };
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0)).min(MAX_WAIT_CAP);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
@@ -201,6 +215,31 @@ fn read_topic(
             }
         })
         .collect()
+}
+
+/// Every partition of `request` answered with `error`.
+fn refuse_all(request: &FetchRequest, error: ResponseError) -> Option<Handled> {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| {
+            FetchableTopicResponse::default().with_topic(t.topic.clone()).with_topic_id(t.topic_id).with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        PartitionData::default()
+                            .with_partition_index(p.partition)
+                            .with_error_code(error.code())
+                            .with_high_watermark(-1)
+                            .with_last_stable_offset(-1)
+                            .with_log_start_offset(-1)
+                            .with_preferred_read_replica(BrokerId(-1))
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    Handled::new(Response::Fetch(FetchResponse::default().with_session_id(0).with_responses(topics)), true)
 }
 
 /// The second and later mentions of the same partition, as (topic index,

@@ -53,7 +53,8 @@ impl Handled {
 }
 
 /// Runs the handler for `request`. `None` means no response is sent (acks=0).
-pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Option<Handled> {
+/// `peer` is the client's address (replica fetches are checked against it).
+pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest, peer: std::net::SocketAddr) -> Option<Handled> {
     let version = request.version();
     let client_id = request.header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
     match request.body {
@@ -64,7 +65,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Option<Han
         Request::DescribeConfigs(r) => describe_configs::handle(broker, version, r),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
         Request::Produce(r) => produce::handle(broker, version, r).await,
-        Request::Fetch(r) => fetch::handle(broker, version, r).await,
+        Request::Fetch(r) => fetch::handle(broker, version, r, peer).await,
         Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r),
         Request::JoinGroup(r) => join_group::handle(broker, version, &client_id, r).await,
         Request::SyncGroup(r) => sync_group::handle(broker, version, r).await,

@@ -76,10 +76,16 @@ async fn connected<'a>(
     client: &'a mut Option<LeaderClient>,
 ) -> Option<&'a mut LeaderClient> {
     if client.is_none() {
-        let image = manager.cluster.image();
-        let broker = image.brokers.get(&leader).filter(|b| !b.fenced)?;
-        let addr = format!("{}:{}", broker.host, broker.port);
-        match LeaderClient::connect(&addr, format!("chronik-replica-{}", manager.node_id), CONNECT_TIMEOUT).await {
+        let (addr, own_host) = {
+            let image = manager.cluster.image();
+            let broker = image.brokers.get(&leader).filter(|b| !b.fenced)?;
+            (format!("{}:{}", broker.host, broker.port), image.brokers.get(&manager.node_id).map(|b| b.host.clone()))
+        };
+        let source = match own_host {
+            Some(host) => own_address(&host).await,
+            None => None,
+        };
+        match LeaderClient::connect(&addr, source, format!("chronik-replica-{}", manager.node_id), CONNECT_TIMEOUT).await {
             Ok(c) => *client = Some(c),
             Err(e) => {
                 debug!(leader, %addr, error = %e, "cannot reach leader");
@@ -88,6 +94,15 @@ async fn connected<'a>(
         }
     }
     client.as_mut()
+}
+
+/// This broker's registered host as an address to connect from (the
+/// leader checks replica fetches against it).
+async fn own_address(host: &str) -> Option<std::net::IpAddr> {
+    if let Ok(ip) = host.parse() {
+        return Some(ip);
+    }
+    tokio::net::lookup_host((host, 0)).await.ok()?.map(|a| a.ip()).next()
 }
 
 fn name(topic: &str) -> TopicName {

@@ -9,12 +9,14 @@
 //! counters. Must not: decode client requests — handlers call into `Replica`.
 //!
 //! Submodules: `partition` (one replica's role and state machines),
+//! `identity` (who may fetch as a replica),
 //! `fetcher` (Fetch/OffsetForLeaderEpoch from the leader), `leader_client`
 //! (a minimal Kafka client over one TCP connection), `epoch_file`
 //! (leader-epoch checkpoints).
 
 mod epoch_file;
 mod fetcher;
+pub mod identity;
 mod leader_client;
 mod partition;
 
