@@ -19,7 +19,10 @@ fn main() -> anyhow::Result<()> {
     let config = Config::try_from(args)?;
     tracing::info!(?config, "effective configuration");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(chronik_server::server::run(config, shutdown_signal()))
+    let result = runtime.block_on(chronik_server::server::run(config, shutdown_signal()));
+    // Never wait on a blocking task a shutdown phase gave up on.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
 }
 
 async fn shutdown_signal() {

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use chronik_log::{FlushPolicy, LogConfig, LogManager, LogManagerConfig};
@@ -159,20 +160,56 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         _ = accept_loop(&listener, &broker, &shutdown_tx, &conn_done_tx) => {}
         _ = shutdown => info!("shutdown requested"),
     }
+    // Shutdown in order, each phase bounded whatever clients or peers do
+    // (a client that stops reading, a peer that never answers): the
+    // process ends within SHUTDOWN_BOUND of the signal.
+    let started = std::time::Instant::now();
     ready.store(false, Ordering::Release);
     drop(listener);
+    info!("shutdown: Kafka listener closed; closing client connections");
     let _ = shutdown_tx.send(());
     drop(conn_done_tx);
-    let _ = conn_done_rx.recv().await;
-    let _ = http_task.await;
+    phase("client connections closed", CONNECTIONS_DRAIN, async {
+        let _ = conn_done_rx.recv().await;
+    })
+    .await;
+    phase("metrics endpoint stopped", HTTP_DRAIN, async {
+        let _ = http_task.await;
+    })
+    .await;
     if let Some(manager) = &broker.replicas {
-        manager.cluster.shutdown().await;
+        phase("left the metadata quorum", CLUSTER_LEAVE, manager.cluster.shutdown()).await;
     }
-    tokio::task::spawn_blocking(move || log.shutdown())
-        .await
-        .context("log shutdown task panicked")?;
-    info!("chronik-server stopped");
+    let flushed = tokio::task::spawn_blocking(move || log.shutdown());
+    match tokio::time::timeout(LOG_FLUSH, flushed).await {
+        Ok(done) => {
+            done.context("log shutdown task panicked")?;
+            info!("shutdown: log flushed and closed cleanly");
+        }
+        // Acknowledged data was fsync'd before it was acknowledged; what is
+        // left is recovered at the next start like after a crash.
+        Err(_) => warn!(bound_s = LOG_FLUSH.as_secs(), "shutdown: log flush did not finish in time; the next start recovers"),
+    }
+    info!(elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "chronik-server stopped");
     Ok(())
+}
+
+/// Bounds of the shutdown phases; their sum is `SHUTDOWN_BOUND`.
+const CONNECTIONS_DRAIN: Duration = Duration::from_secs(3);
+const HTTP_DRAIN: Duration = Duration::from_secs(2);
+const CLUSTER_LEAVE: Duration = Duration::from_secs(3);
+const LOG_FLUSH: Duration = Duration::from_secs(10);
+/// SIGTERM to exit, at most (main's runtime shutdown adds nothing: blocking
+/// tasks still running are abandoned).
+pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(18);
+
+/// Runs one shutdown phase for at most `bound`, logging how it ended.
+async fn phase(what: &str, bound: Duration, work: impl std::future::Future<Output = ()>) {
+    let started = std::time::Instant::now();
+    match tokio::time::timeout(bound, work).await {
+        Ok(()) => info!(elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "shutdown: {what}"),
+        Err(_) => warn!(bound_ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX), "shutdown: gave up waiting: {what}"),
+    }
 }
 
 async fn accept_loop(

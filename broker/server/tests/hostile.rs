@@ -477,3 +477,53 @@ fn a_request_naming_too_many_partitions_is_refused() -> Result<()> {
     ensure!(broker.metrics_text()?.contains("reason=\"too_many_partitions\""), "refusal not counted");
     Ok(())
 }
+
+// ---- shutdown ----
+
+/// Attack on shutdown: at SIGTERM one client has pipelined fetches whose
+/// responses it never reads (the broker's writes block), another is
+/// half-way through a request, a third holds the metrics port with half a
+/// request header. The broker still exits within its stated bound
+/// (`SHUTDOWN_BOUND`, 18 s) and logs each phase.
+#[test]
+fn sigterm_ends_the_process_within_the_bound_whatever_clients_do() -> Result<()> {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, TopicName};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+    let mut broker = Broker::start(&[])?;
+    create(&broker, "big")?;
+    let value = vec![1u8; 512 * 1024];
+    for _ in 0..8 {
+        ensure!(produce_raw(&broker, "big", &raw_batch(0, 0, 0, 1, &single_record(&value)))? == 0);
+    }
+    // Fetches of 4 MiB each, never read.
+    let fetch = FetchRequest::default().with_max_wait_ms(0).with_max_bytes(8 << 20).with_topics(vec![FetchTopic::default()
+        .with_topic(TopicName(StrBytes::from_static_str("big")))
+        .with_partitions(vec![FetchPartition::default().with_partition(0).with_fetch_offset(0).with_partition_max_bytes(8 << 20)])]);
+    let mut body = bytes::BytesMut::new();
+    fetch.encode(&mut body, 11)?;
+    let request = wire::request_v1(1, 11, 1, &body);
+    let mut unread = wire::connect(broker.kafka_addr())?;
+    for _ in 0..64 {
+        if !wire::send(&mut unread, &request).unwrap_or(false) {
+            break;
+        }
+    }
+    let mut half_sent = wire::connect(broker.kafka_addr())?;
+    half_sent.write_all(&(1_000_000i32).to_be_bytes())?;
+    half_sent.write_all(&[0u8; 100])?;
+    let mut half_header = std::net::TcpStream::connect(broker.metrics_addr())?;
+    half_header.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")?;
+    std::thread::sleep(Duration::from_millis(500));
+
+    let started = Instant::now();
+    let status = broker.stop()?;
+    let took = started.elapsed();
+    ensure!(took < Duration::from_secs(20), "SIGTERM took {took:?} to end the process");
+    ensure!(status.success(), "exit status {status:?}");
+    let log = broker.log_tail(60);
+    ensure!(log.contains("shutdown: Kafka listener closed"), "shutdown phases not logged:\n{log}");
+    println!("exited {took:?} after SIGTERM\n{}", log.lines().filter(|l| l.contains("shutdown")).collect::<Vec<_>>().join("\n"));
+    drop((unread, half_sent, half_header));
+    Ok(())
+}
