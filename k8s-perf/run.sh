@@ -206,6 +206,13 @@ if [[ "$DRY_RUN" != 1 ]]; then
   done
 fi
 
+# -- the raft port's shared secret: one random Secret per namespace, kept across runs ----------
+if [[ "$DRY_RUN" == 1 ]] || ! kc_read get secret -n "$NAMESPACE" chronik-cluster-secret > /dev/null 2>&1; then
+  kc create namespace "$NAMESPACE" --dry-run=client -o yaml | kc apply -f -
+  kc create secret generic chronik-cluster-secret -n "$NAMESPACE" \
+    --from-literal=cluster.secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+fi
+
 # -- deploy: everything but the TestRun, rollouts, then the TestRun ---------------------------
 kc apply -f "$RENDERED" -l 'app.kubernetes.io/component!=k6'
 kc rollout status -n "$NAMESPACE" statefulset/chronik --timeout=900s

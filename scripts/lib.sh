@@ -140,12 +140,15 @@ start_chronik_cluster() {
   local kport rport mport peers="" i
   kport=$(free_port); rport=$(free_port); mport=$(free_port)
   for ((i = 1; i <= n; i++)); do peers+="${peers:+,}$i@127.0.0.$i"; done
+  # One raft secret for every node (they share this host).
+  mkdir -p "$dir"
+  [[ -s "$dir/cluster.secret" ]] || (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$dir/cluster.secret")
   CHRONIK_PIDS=(); CHRONIK_METRICS_LIST=(); CHRONIK_KAFKA=""
   for ((i = 1; i <= n; i++)); do
     mkdir -p "$dir/node-$i/data"
     "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" \
       --listen "127.0.0.$i:$kport" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
-      --data-dir "$dir/node-$i/data" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &
+      --data-dir "$dir/node-$i/data" --cluster-secret-file "$dir/cluster.secret" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &
     CHRONIK_PIDS+=("$!")
     pid_record "$!" "chronik-server-$i"
     CHRONIK_KAFKA+="${CHRONIK_KAFKA:+,}127.0.0.$i:$kport"

@@ -109,6 +109,7 @@ impl Cluster {
         let network = NetworkFactory {
             own_id,
             peers: peers.clone(),
+            credentials: config.credentials(),
         };
         let raft = Raft::new(
             own_id,
@@ -125,12 +126,15 @@ impl Cluster {
             raft.clone(),
             images.clone(),
             config.broker_session_timeout,
+            config.peers.iter().map(|p| (p.node_id, p.host.clone())).collect(),
         ));
         let (accepted_tx, heartbeat_accepted) = watch::channel(None);
         let handler = Arc::new(RpcHandler {
             raft: raft.clone(),
             controller: controller.clone(),
             monitor: monitor.clone(),
+            secret: config.secret.clone(),
+            voters: config.voter_ids(),
         });
         let fencer_tick = (config.heartbeat_interval / 2).min(Duration::from_millis(250));
         let tasks = vec![
@@ -323,7 +327,7 @@ impl Cluster {
         };
         let remaining = deadline.saturating_duration_since(Instant::now());
         let rpc = RpcRequest::Controller(request.clone());
-        match call_once(&addr, &rpc, remaining).await {
+        match call_once(&addr, &self.config.credentials(), &rpc, remaining).await {
             Ok(RpcResponse::Controller(reply)) => Ok(Some(reply)),
             Ok(other) => Err(ClusterError::Unavailable(format!(
                 "controller {id} answered {other:?}"

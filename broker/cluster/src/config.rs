@@ -77,6 +77,8 @@ pub struct ClusterConfig {
     pub broker_session_timeout: Duration,
     /// How often each broker heartbeats to the controller.
     pub heartbeat_interval: Duration,
+    /// What every raft connection must prove knowledge of (`auth`).
+    pub secret: crate::auth::ClusterSecret,
 }
 
 impl ClusterConfig {
@@ -91,6 +93,20 @@ impl ClusterConfig {
             .iter()
             .find(|p| p.node_id == node_id)
             .map(|p| host_port(&p.host, self.raft_port))
+    }
+
+    /// What this node proves on the raft connections it opens.
+    pub(crate) fn credentials(&self) -> crate::network::Credentials {
+        crate::network::Credentials {
+            node_id: self.node_id,
+            secret: self.secret.clone(),
+            source: self.own_peer().and_then(|p| p.host.parse().ok()),
+        }
+    }
+
+    /// The configured voters' ids.
+    pub(crate) fn voter_ids(&self) -> Vec<i32> {
+        self.peers.iter().map(|p| p.node_id).collect()
     }
 
     pub(crate) fn metadata_dir(&self) -> PathBuf {

@@ -43,6 +43,9 @@ pub struct Controller {
     raft: Raft,
     images: watch::Receiver<Arc<MetadataImage>>,
     session_timeout: Duration,
+    /// The configured voters and their hosts: the only brokers that may
+    /// register, each only with its own host.
+    voters: HashMap<i32, String>,
     liveness: Mutex<Liveness>,
     /// Where the next topic's replica assignment starts (rotates per topic
     /// so partition leaders spread over the brokers).
@@ -54,11 +57,13 @@ impl Controller {
         raft: Raft,
         images: watch::Receiver<Arc<MetadataImage>>,
         session_timeout: Duration,
+        voters: HashMap<i32, String>,
     ) -> Self {
         Controller {
             raft,
             images,
             session_timeout,
+            voters,
             liveness: Mutex::new(Liveness {
                 term: None,
                 since: Instant::now(),
@@ -114,6 +119,15 @@ impl Controller {
     }
 
     async fn heartbeat(&self, term: u64, heartbeat: Heartbeat) -> ControllerReply {
+        // Clients and followers connect to a registered broker's host: only
+        // a configured voter may register, and only at its configured host.
+        if self.voters.get(&heartbeat.node_id) != Some(&heartbeat.host) {
+            tracing::warn!(broker = heartbeat.node_id, host = %heartbeat.host, "heartbeat refused: not a configured voter at that host");
+            return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
+                "broker {} at {} is not a configured voter",
+                heartbeat.node_id, heartbeat.host
+            )));
+        }
         self.liveness(term)
             .last_seen
             .insert(heartbeat.node_id, Instant::now());

@@ -38,6 +38,7 @@ pub fn spawn(
         host,
         port: config.kafka_port,
     };
+    let credentials = config.credentials();
     // A heartbeat that needs a registration waits for a raft commit.
     let call_timeout = config.heartbeat_interval.max(Duration::from_secs(1));
     tokio::spawn(async move {
@@ -54,7 +55,7 @@ pub fn spawn(
                     let Some(addr) = config.raft_addr(id) else {
                         continue;
                     };
-                    match call_once(&addr, &RpcRequest::Controller(request), call_timeout).await {
+                    match call_once(&addr, &credentials, &RpcRequest::Controller(request), call_timeout).await {
                         Ok(RpcResponse::Controller(reply)) => reply,
                         Ok(other) => {
                             tracing::debug!(

@@ -16,6 +16,7 @@
 //! - `raft_types`  — openraft's type configuration.
 //! - `store_log`   — the durable raft log and vote.
 //! - `store_sm`    — the state machine and its snapshots.
+//! - `auth`        — the cluster secret and the handshake every raft connection opens with.
 //! - `rpc`         — frames and messages of the raft RPC transport.
 //! - `network`     — outgoing RPCs (openraft's network, controller calls).
 //! - `rpc_server`  — incoming RPCs.
@@ -33,6 +34,7 @@
 //! `COMMAND_TIMEOUT`, 10 s) and then fail with `Unavailable`; the image
 //! stays readable throughout.
 
+pub mod auth;
 mod cluster;
 mod command;
 mod config;
@@ -49,6 +51,7 @@ mod rpc_server;
 mod store_log;
 mod store_sm;
 
+pub use auth::ClusterSecret;
 pub use cluster::{Cluster, COMMAND_TIMEOUT};
 pub use command::{validate_topic_name, NO_LEADER};
 pub use config::{

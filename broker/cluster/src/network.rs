@@ -5,7 +5,9 @@
 //! Owns: outgoing connections. Each openraft peer connection keeps one
 //! TCP stream and reconnects after any error; controller calls (forwarded
 //! requests, heartbeats) connect per call, so "could not connect" reliably
-//! means "not sent" and may be retried elsewhere. Every call is bounded by
+//! means "not sent" and may be retried elsewhere. Every connection first
+//! authenticates (`auth::client_handshake`; a refusal counts as "could not
+//! connect"). Every call is bounded by
 //! a timeout (openraft's `RPCOption` TTL for raft RPCs). Must not: serve
 //! anything (`rpc_server` does).
 
@@ -25,6 +27,7 @@ use openraft::{BasicNode, RPCTypes};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
+use crate::auth::{client_handshake, ClusterSecret};
 use crate::raft_types::{NodeId, TypeConfig};
 use crate::rpc::{decode, read_frame_bytes, write_frame, RpcRequest, RpcResponse};
 
@@ -51,15 +54,27 @@ impl std::fmt::Display for CallError {
 
 impl std::error::Error for CallError {}
 
+/// What this node proves on every raft connection it opens.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    pub node_id: i32,
+    pub secret: ClusterSecret,
+    /// This node's own address to connect from, when its peers host is an
+    /// IP literal (on one host, 127.0.0.2's connections then come from
+    /// 127.0.0.2, not from whatever loopback address the kernel picks).
+    pub source: Option<std::net::IpAddr>,
+}
+
 /// One request/response connection to a peer's RPC listener.
 struct Channel {
     addr: String,
+    credentials: Credentials,
     stream: Option<TcpStream>,
 }
 
 impl Channel {
-    fn new(addr: String) -> Self {
-        Channel { addr, stream: None }
+    fn new(addr: String, credentials: Credentials) -> Self {
+        Channel { addr, credentials, stream: None }
     }
 
     async fn call(
@@ -71,12 +86,17 @@ impl Channel {
         let mut stream = match self.stream.take() {
             Some(stream) => stream,
             None => {
-                let stream = timeout_at(deadline, TcpStream::connect(self.addr.as_str()))
+                let mut stream = timeout_at(deadline, connect_from(self.addr.as_str(), self.credentials.source))
                     .await
                     .map_err(|_| CallError::Timeout { sent: false })?
                     .map_err(CallError::Connect)?;
                 // Small request/response frames: don't wait for Nagle.
                 let _ = stream.set_nodelay(true);
+                let handshake = client_handshake(&mut stream, &self.credentials.secret, self.credentials.node_id);
+                timeout_at(deadline, handshake)
+                    .await
+                    .map_err(|_| CallError::Timeout { sent: false })?
+                    .map_err(CallError::Connect)?;
                 stream
             }
         };
@@ -101,13 +121,31 @@ impl Channel {
     }
 }
 
+/// A TCP connection to `addr`, bound to `source` when given.
+async fn connect_from(addr: &str, source: Option<std::net::IpAddr>) -> io::Result<TcpStream> {
+    let Some(source) = source else { return TcpStream::connect(addr).await };
+    let mut last = None;
+    for target in tokio::net::lookup_host(addr).await? {
+        let socket = if target.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        if source.is_ipv4() == target.is_ipv4() {
+            socket.bind(std::net::SocketAddr::new(source, 0))?;
+        }
+        match socket.connect(target).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{addr} resolves to nothing"))))
+}
+
 /// One call to `addr` on a fresh connection.
 pub async fn call_once(
     addr: &str,
+    credentials: &Credentials,
     request: &RpcRequest,
     timeout: Duration,
 ) -> Result<RpcResponse, CallError> {
-    Channel::new(addr.to_string()).call(request, timeout).await
+    Channel::new(addr.to_string(), credentials.clone()).call(request, timeout).await
 }
 
 /// openraft's connection factory: one `PeerConnection` per target.
@@ -118,6 +156,7 @@ pub struct NetworkFactory {
     /// address recorded in the membership at bootstrap, so a changed host
     /// takes effect on restart.
     pub peers: BTreeMap<NodeId, String>,
+    pub credentials: Credentials,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -127,7 +166,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerConnection {
             own_id: self.own_id,
             target,
-            channel: Channel::new(self.peers.get(&target).unwrap_or(&node.addr).clone()),
+            channel: Channel::new(self.peers.get(&target).unwrap_or(&node.addr).clone(), self.credentials.clone()),
         }
     }
 }

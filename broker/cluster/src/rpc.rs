@@ -79,6 +79,14 @@ where
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
+    read_frame_body(reader, len).await.map(Some)
+}
+
+/// Reads the body a length prefix `len` announced, after checking it.
+pub async fn read_frame_body<R>(reader: &mut R, len: [u8; 4]) -> io::Result<Vec<u8>>
+where
+    R: AsyncRead + Unpin,
+{
     let len = u32::from_be_bytes(len) as usize;
     if len > MAX_FRAME_LEN {
         return Err(io::Error::new(
@@ -86,9 +94,13 @@ where
             format!("frame of {len} bytes exceeds {MAX_FRAME_LEN}"),
         ));
     }
-    let mut body = vec![0u8; len];
-    reader.read_exact(&mut body).await?;
-    Ok(Some(body))
+    // Grown as bytes arrive, not allocated from the prefix alone.
+    let mut body = Vec::with_capacity(len.min(64 * 1024));
+    reader.take(len as u64).read_to_end(&mut body).await?;
+    if body.len() != len {
+        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "frame truncated"));
+    }
+    Ok(body)
 }
 
 /// Decodes a frame's JSON body.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use chronik_cluster::{Cluster, ClusterConfig, ClusterError, CreateTopic, DEFAULT_HEARTBEAT_INTERVAL};
+use chronik_cluster::{Cluster, ClusterConfig, ClusterError, ClusterSecret, CreateTopic, DEFAULT_HEARTBEAT_INTERVAL};
 use chronik_log::LogManager;
 use tokio::sync::watch;
 use tracing::info;
@@ -44,6 +44,7 @@ pub async fn start(
             tracing::warn!(advertise = host, peer_host = me.host, "--advertise host differs from this node's --peers host; clients are given the --peers host");
         }
     }
+    let secret = load_secret(config)?;
     let cluster = Cluster::start(ClusterConfig {
         node_id: config.node_id,
         peers: peers.clone(),
@@ -53,6 +54,7 @@ pub async fn start(
         data_dir: config.data_dir.clone(),
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+        secret,
     })
     .await
     .context("starting the metadata quorum")?;
@@ -73,6 +75,24 @@ pub async fn start(
     tokio::task::spawn_blocking(move || first.sync(&image)).await.context("initial metadata sync panicked")?;
     info!(brokers = cluster.image().live_brokers().count(), "joined the cluster");
     Ok((manager, advertised))
+}
+
+/// The raft port's shared secret (`--cluster-secret-file`), created when
+/// missing.
+fn load_secret(config: &Config) -> anyhow::Result<ClusterSecret> {
+    let path = &config.cluster_secret_file;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
+    let (secret, created) =
+        ClusterSecret::load_or_create(path).with_context(|| format!("cluster secret {}", path.display()))?;
+    if created {
+        tracing::warn!(path = %path.display(), "created a new cluster secret: every voter must use this same file \
+            (--cluster-secret-file), or the raft port refuses it");
+    } else {
+        info!(path = %path.display(), "cluster secret loaded");
+    }
+    Ok(secret)
 }
 
 /// Creates `__consumer_offsets` (1 partition, replication factor

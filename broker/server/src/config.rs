@@ -148,6 +148,12 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_BROKER_SESSION_TIMEOUT_MS", default_value_t = 4_000,
           value_parser = clap::value_parser!(u64).range(500..=600_000))]
     pub broker_session_timeout_ms: u64,
+    /// Cluster mode: the file holding the secret every voter must prove on
+    /// the raft port (created, random and mode 0600, when missing — nodes
+    /// on one host pointing at one path share it; elsewhere copy it or
+    /// mount one Secret). Default: `<data-dir>/cluster.secret`.
+    #[arg(long, env = "CHRONIK_CLUSTER_SECRET_FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
     /// Connection, request, fetch, partition and decompression bounds (`limits`).
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
@@ -179,6 +185,7 @@ pub struct Config {
     pub min_insync_replicas: i16,
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
+    pub cluster_secret_file: PathBuf,
     pub limits: crate::limits::Limits,
 }
 
@@ -194,6 +201,7 @@ impl TryFrom<Args> for Config {
 
     fn try_from(args: Args) -> anyhow::Result<Config> {
         let advertise = args.advertise.as_deref().map(parse_host_port).transpose()?;
+        let cluster_secret_file = args.cluster_secret_file.clone().unwrap_or_else(|| args.data_dir.join("cluster.secret"));
         Ok(Config {
             listen: args.listen,
             advertise,
@@ -217,6 +225,7 @@ impl TryFrom<Args> for Config {
             min_insync_replicas: args.min_insync_replicas,
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
             broker_session_timeout_ms: args.broker_session_timeout_ms,
+            cluster_secret_file,
             limits: crate::limits::Limits::from(&args.limits),
         })
     }

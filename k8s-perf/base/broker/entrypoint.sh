@@ -10,6 +10,7 @@
 #   CHRONIK_ADVERTISE  own stable DNS name : Kafka port of CHRONIK_LISTEN
 #   CHRONIK_PEERS      with BROKER_REPLICAS > 1: every voter, this one included,
 #                      "1@chronik-0.<headless>.<ns>.svc.<domain>,2@chronik-1...,..."
+#                      (and CHRONIK_CLUSTER_SECRET_FILE must name the mounted Secret)
 # Inputs (env): POD_NAME, POD_NAMESPACE (downward API),
 # HEADLESS_SERVICE, BROKER_REPLICAS (must equal the StatefulSet's replicas;
 # CI checks that), CLUSTER_DOMAIN (default cluster.local), CHRONIK_LISTEN.
@@ -53,6 +54,12 @@ if [ "$replicas" -gt 1 ]; then
   done
   CHRONIK_PEERS=$peers
   export CHRONIK_PEERS
+  # Every voter must prove the same secret on the raft port; a pod that
+  # generated its own could never join.
+  if [ ! -s "${CHRONIK_CLUSTER_SECRET_FILE:-}" ]; then
+    echo "entrypoint: ${CHRONIK_CLUSTER_SECRET_FILE:-CHRONIK_CLUSTER_SECRET_FILE} is missing: create the Secret chronik-cluster-secret (k8s-perf/run.sh does)" >&2
+    exit 1
+  fi
 fi
 
 echo "entrypoint: node id $CHRONIK_NODE_ID, advertised as $CHRONIK_ADVERTISE, peers ${CHRONIK_PEERS:-none (standalone)}" >&2

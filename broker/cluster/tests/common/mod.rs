@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronik_cluster::{parse_peers, Cluster, ClusterConfig, MetadataImage};
+use chronik_cluster::{parse_peers, Cluster, ClusterConfig, ClusterSecret, MetadataImage};
 use tokio::time::Instant;
 
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
@@ -72,6 +72,7 @@ impl TestCluster {
             data_dir: self.dirs[index].path().to_path_buf(),
             broker_session_timeout: SESSION_TIMEOUT,
             heartbeat_interval: HEARTBEAT_INTERVAL,
+            secret: ClusterSecret::from_bytes(b"the test cluster's shared secret"),
         }
     }
 

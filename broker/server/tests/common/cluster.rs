@@ -18,6 +18,8 @@ use super::kafka_client::Client;
 pub struct Cluster {
     pub nodes: Vec<Broker>,
     pub kafka_port: u16,
+    /// Holds the shared `--cluster-secret-file`.
+    _secret_dir: tempfile::TempDir,
 }
 
 /// A port free on 127.0.0.1 right now (every 127/8 address shares the port space check well enough for tests).
@@ -40,18 +42,23 @@ impl Cluster {
         let (kafka, raft, metrics) = (free_port()?, free_port()?, free_port()?);
         let peers: Vec<String> = (1..=n).map(|i| format!("{i}@127.0.0.{i}")).collect();
         let peers = peers.join(",");
+        // One secret file for all nodes, as on one host; it outlives them.
+        let secret_dir = tempfile::tempdir()?;
+        let secret = secret_dir.path().join("cluster.secret");
+        let secret = secret.to_str().context("temp path is not UTF-8")?.to_string();
         let mut nodes = Vec::new();
         for i in 1..=n {
             let id = i.to_string();
             let raft_listen = format!("127.0.0.{i}:{raft}");
-            let mut args: Vec<&str> = vec!["--node-id", &id, "--peers", &peers, "--raft-listen", &raft_listen];
+            let mut args: Vec<&str> =
+                vec!["--node-id", &id, "--peers", &peers, "--raft-listen", &raft_listen, "--cluster-secret-file", &secret];
             args.extend_from_slice(extra);
             nodes.push(Broker::spawn_at(&format!("127.0.0.{i}:{kafka}"), &format!("127.0.0.{i}:{metrics}"), &args)?);
         }
         for node in &mut nodes {
             node.finish_start()?;
         }
-        Ok(Cluster { nodes, kafka_port: kafka })
+        Ok(Cluster { nodes, kafka_port: kafka, _secret_dir: secret_dir })
     }
 
     /// `bootstrap.servers` naming every node.
