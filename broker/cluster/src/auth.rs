@@ -78,15 +78,30 @@ impl ClusterSecret {
     }
 }
 
+/// Writes a random secret to `path` atomically: complete in a temporary
+/// file first, then hard-linked into place, which fails with
+/// `AlreadyExists` when another node got there first — a reader never sees
+/// a half-written secret.
 fn create_new(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
-    let mut secret = String::new();
-    for _ in 0..2 {
-        secret.push_str(&uuid::Uuid::new_v4().simple().to_string());
+    if path.exists() {
+        return Err(io::ErrorKind::AlreadyExists.into());
     }
-    file.write_all(secret.as_bytes())?;
-    file.sync_all()
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = (|| {
+        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        let mut secret = String::new();
+        for _ in 0..2 {
+            secret.push_str(&uuid::Uuid::new_v4().simple().to_string());
+        }
+        file.write_all(secret.as_bytes())?;
+        file.sync_all()?;
+        fs::hard_link(&tmp, path)
+    })();
+    let _ = fs::remove_file(&tmp);
+    written
 }
 
 fn nonce() -> [u8; NONCE_LEN] {
