@@ -53,11 +53,10 @@ pub async fn run(
             tracing::info!(%bound, "serving /metrics and /summary");
             println!("LISTENING http={bound}");
             let _ = std::io::stdout().flush();
-            let serve =
-                axum::serve(listener, http::app(live.clone())).with_graceful_shutdown(async {
-                    let _ = http_stopped.await;
-                });
-            Some(tokio::spawn(async move { serve.await }))
+            let serve = chronik_http::serve(listener, http::app(live.clone()), chronik_http::HttpLimits::default(), async {
+                let _ = http_stopped.await;
+            });
+            Some(tokio::spawn(serve))
         }
         None => None,
     };

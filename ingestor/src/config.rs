@@ -78,6 +78,19 @@ pub struct Args {
     /// address is printed as `LISTENING http=ADDR` on stdout).
     #[arg(long, env = "CHRONIK_INGESTOR_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: SocketAddr,
+    /// HTTP connections open at once; more are closed at accept.
+    #[arg(long, env = "CHRONIK_INGESTOR_HTTP_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub http_max_connections: u32,
+    /// A request's headers must arrive within this many ms (slowloris; also
+    /// closes keep-alive connections idle that long).
+    #[arg(long, env = "CHRONIK_INGESTOR_HTTP_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub http_header_read_timeout_ms: u64,
+    /// A request's body must arrive within this many ms.
+    #[arg(long, env = "CHRONIK_INGESTOR_HTTP_BODY_READ_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub http_body_read_timeout_ms: u64,
     /// Kafka bootstrap servers (host:port[,host:port...]).
     #[arg(
         long,
@@ -149,6 +162,7 @@ pub struct Args {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    pub http: chronik_http::HttpLimits,
     pub bootstrap_servers: String,
     pub topic: String,
     pub acks: Acks,
@@ -196,6 +210,11 @@ impl TryFrom<Args> for Config {
         };
         Ok(Config {
             listen: args.listen,
+            http: chronik_http::HttpLimits {
+                max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
+                header_read_timeout: Duration::from_millis(args.http_header_read_timeout_ms),
+                body_read_timeout: Duration::from_millis(args.http_body_read_timeout_ms),
+            },
             bootstrap_servers: args.bootstrap_servers,
             topic: args.topic,
             acks: args.acks,

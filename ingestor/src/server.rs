@@ -57,7 +57,7 @@ pub async fn run(
         signal_state.begin_shutdown();
         let _ = stopping_tx.send(true);
     };
-    let serve = axum::serve(listener, app(state.clone())).with_graceful_shutdown(signal);
+    let serve = chronik_http::serve(listener, app(state.clone()), config.http, signal);
     let drain_limit = config.message_timeout + DRAIN_SLACK;
     let drain_deadline = async move {
         // Only counts from the moment shutdown began.
@@ -65,7 +65,7 @@ pub async fn run(
         tokio::time::sleep(drain_limit).await;
     };
     tokio::select! {
-        served = serve => served.context("HTTP server")?,
+        () = serve => {}
         () = drain_deadline => tracing::warn!(?drain_limit, "open requests did not finish in time; flushing anyway"),
     }
 

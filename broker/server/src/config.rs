@@ -84,8 +84,11 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_PRODUCE_PROFILE", value_enum, default_value = "balanced")]
     pub produce_profile: ProduceProfile,
     /// Address of the HTTP endpoint serving /metrics, /health and /ready.
-    #[arg(long, env = "CHRONIK_METRICS_LISTEN", default_value = "0.0.0.0:9644")]
-    pub metrics_listen: SocketAddr,
+    /// Default: port 9644 on this broker's own host (the --advertise host,
+    /// else the Kafka --listen address, else this node's --peers host, else
+    /// 127.0.0.1), never every interface unless asked (0.0.0.0:9644).
+    #[arg(long, env = "CHRONIK_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Create unknown topics when a client's Metadata request asks for them.
     #[arg(long, env = "CHRONIK_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
     pub auto_create_topics: bool,
@@ -126,8 +129,9 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_PEERS")]
     pub peers: Option<String>,
     /// Address the metadata-quorum (raft) listener binds in cluster mode.
-    #[arg(long, env = "CHRONIK_RAFT_LISTEN", default_value = "0.0.0.0:9093")]
-    pub raft_listen: SocketAddr,
+    /// Default: port 9093 on this node's --peers host.
+    #[arg(long, env = "CHRONIK_RAFT_LISTEN")]
+    pub raft_listen: Option<SocketAddr>,
     /// Replication factor of auto-created topics and of CreateTopics with
     /// replication_factor = -1 (Kafka's default.replication.factor).
     #[arg(long, env = "CHRONIK_DEFAULT_REPLICATION_FACTOR", default_value_t = 1,
@@ -202,13 +206,29 @@ impl TryFrom<Args> for Config {
     fn try_from(args: Args) -> anyhow::Result<Config> {
         let advertise = args.advertise.as_deref().map(parse_host_port).transpose()?;
         let cluster_secret_file = args.cluster_secret_file.clone().unwrap_or_else(|| args.data_dir.join("cluster.secret"));
+        let own_peer_host = own_peer_host(args.peers.as_deref(), args.node_id);
+        let own_host = advertise
+            .as_ref()
+            .map(|(host, _)| host.clone())
+            .or_else(|| (!args.listen.ip().is_unspecified()).then(|| args.listen.ip().to_string()))
+            .or_else(|| own_peer_host.clone())
+            .unwrap_or_else(|| "127.0.0.1".to_string());
+        let metrics_listen = match args.metrics_listen {
+            Some(addr) => addr,
+            None => resolve(&own_host, DEFAULT_METRICS_PORT)?,
+        };
+        let raft_listen = match (args.raft_listen, own_peer_host) {
+            (Some(addr), _) => addr,
+            (None, Some(host)) => resolve(&host, DEFAULT_RAFT_PORT)?,
+            (None, None) => SocketAddr::from(([127, 0, 0, 1], DEFAULT_RAFT_PORT)),
+        };
         Ok(Config {
             listen: args.listen,
             advertise,
             data_dir: args.data_dir,
             wal_profile: args.wal_profile,
             produce_profile: args.produce_profile,
-            metrics_listen: args.metrics_listen,
+            metrics_listen,
             auto_create_topics: args.auto_create_topics,
             default_partitions: args.default_partitions,
             node_id: args.node_id,
@@ -220,7 +240,7 @@ impl TryFrom<Args> for Config {
             group_initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms: args.group_min_session_timeout_ms,
             peers: args.peers,
-            raft_listen: args.raft_listen,
+            raft_listen,
             default_replication_factor: args.default_replication_factor,
             min_insync_replicas: args.min_insync_replicas,
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
@@ -232,6 +252,28 @@ impl TryFrom<Args> for Config {
 }
 
 /// Parses `host:port` (host may be a name, an IPv4 address or `[v6]`).
+const DEFAULT_METRICS_PORT: u16 = 9644;
+const DEFAULT_RAFT_PORT: u16 = 9093;
+
+/// This node's host in `--peers` ("1@h1,2@h2"), if it is listed.
+fn own_peer_host(peers: Option<&str>, node_id: i32) -> Option<String> {
+    peers?.split(',').map(str::trim).find_map(|item| {
+        let (id, host) = item.split_once('@')?;
+        (id.trim().parse::<i32>().ok()? == node_id).then(|| host.trim().trim_start_matches('[').trim_end_matches(']').to_string())
+    })
+}
+
+/// `host:port` as a socket address to bind (a DNS name resolves to this
+/// host's address for it, as a pod's own name does).
+fn resolve(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    (host, port)
+        .to_socket_addrs()
+        .map_err(|e| anyhow::anyhow!("cannot resolve {host} to bind port {port}: {e}"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("{host} resolves to no address to bind port {port}"))
+}
+
 pub fn parse_host_port(s: &str) -> anyhow::Result<(String, u16)> {
     let (host, port) = s
         .rsplit_once(':')

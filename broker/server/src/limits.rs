@@ -71,6 +71,15 @@ pub struct LimitArgs {
     #[arg(long, env = "CHRONIK_PRODUCER_ID_EXPIRATION_MS", default_value_t = 86_400_000,
           value_parser = clap::value_parser!(u64).range(1_000..))]
     pub producer_id_expiration_ms: u64,
+    /// Connections open at once on the metrics HTTP port.
+    #[arg(long, env = "CHRONIK_HTTP_MAX_CONNECTIONS", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub http_max_connections: u32,
+    /// An HTTP request's headers must arrive within this many ms (also
+    /// closes keep-alive connections idle that long).
+    #[arg(long, env = "CHRONIK_HTTP_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub http_header_read_timeout_ms: u64,
 }
 
 /// The bounds in force, as handlers and connections read them.
@@ -86,6 +95,7 @@ pub struct Limits {
     pub max_topics: usize,
     pub max_decompressed_batch_bytes: usize,
     pub producer_id_expiration: Duration,
+    pub http: chronik_http::HttpLimits,
 }
 
 impl From<&LimitArgs> for Limits {
@@ -102,6 +112,11 @@ impl From<&LimitArgs> for Limits {
             max_topics: size(u64::from(a.max_topics)),
             max_decompressed_batch_bytes: size(a.max_decompressed_batch_bytes),
             producer_id_expiration: Duration::from_millis(a.producer_id_expiration_ms),
+            http: chronik_http::HttpLimits {
+                max_connections: size(u64::from(a.http_max_connections)),
+                header_read_timeout: Duration::from_millis(a.http_header_read_timeout_ms),
+                ..chronik_http::HttpLimits::default()
+            },
         }
     }
 }

@@ -139,16 +139,10 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     let ready = Arc::new(AtomicBool::new(false));
     let http_state = HttpState { broker: broker.clone(), ready: ready.clone() };
     let mut http_shutdown = shutdown_tx.subscribe();
-    let http_task = tokio::spawn(async move {
-        let served = axum::serve(http_listener, app(http_state))
-            .with_graceful_shutdown(async move {
-                let _ = http_shutdown.recv().await;
-            })
-            .await;
-        if let Err(e) = served {
-            error!(error = %e, "metrics endpoint failed");
-        }
-    });
+    let http_limits = broker.config.limits.http;
+    let http_task = tokio::spawn(chronik_http::serve(http_listener, app(http_state), http_limits, async move {
+        let _ = http_shutdown.recv().await;
+    }));
 
     // Machine-read by tests and scripts: the ports actually bound.
     println!("LISTENING kafka={kafka_addr} metrics={http_addr}");
