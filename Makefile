@@ -20,6 +20,9 @@
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
 #   make bench       broker/bench/cpu-per-message.sh (chronik vs Apache Kafka CPU/msg)
+#   make fuzz        every fuzz target for FUZZ_SECONDS (default 200 s each; scripts/fuzz.sh):
+#                    libFuzzer on the stable toolchain, figures in fuzz/README.md
+#   make fuzz-smoke  every fuzz target for 5 s (part of make test)
 #   make cluster-soak the 3-node cluster tests 20 times in a row (scripts/repeat-cluster-tests.sh;
 #                    RUNS=N to change), stopping at the first failure
 #   make clean-run   ./cleanup.sh (stop what run-all/bench left running, remove .run/)
@@ -39,7 +42,7 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
-.PHONY: cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
+.PHONY: fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -53,6 +56,7 @@ test: deps build
 	$(MAKE) --no-print-directory report-test || rc=1; \
 	$(MAKE) --no-print-directory e2e || rc=1; \
 	$(MAKE) --no-print-directory k8s-test || rc=1; \
+	$(MAKE) --no-print-directory fuzz-smoke || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest / compat output above)" >&2; fi; \
 	exit $$rc
 
@@ -102,6 +106,12 @@ bench: build
 
 clean-run:
 	bash cleanup.sh
+
+fuzz:
+	bash scripts/fuzz.sh
+
+fuzz-smoke:
+	FUZZ_SECONDS=5 bash scripts/fuzz.sh
 
 cluster-soak:
 	bash scripts/repeat-cluster-tests.sh $${RUNS:-20}

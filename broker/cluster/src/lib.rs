@@ -46,7 +46,7 @@ mod monitor;
 mod network;
 mod raft_types;
 mod request;
-mod rpc;
+pub mod rpc;
 mod rpc_server;
 mod store_log;
 mod store_sm;

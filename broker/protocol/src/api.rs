@@ -31,6 +31,35 @@ macro_rules! api_table {
                 match self { $( Request::$variant(_) => ApiKey::$variant, )* }
             }
 
+            /// The default (empty) request of `api_key`, if supported.
+            pub fn default_for(api_key: ApiKey) -> Option<Request> {
+                match api_key {
+                    $( ApiKey::$variant => Some(Request::$variant(<$req>::default())), )*
+                    #[allow(unreachable_patterns)]
+                    _ => None,
+                }
+            }
+
+            /// A whole request frame body (header and request, without the
+            /// size prefix) as a client sends it: for tests and fuzz seeds.
+            pub fn encode_frame(&self, version: i16, correlation_id: i32) -> Result<Bytes, EncodeError> {
+                let api = api_name(self.api_key());
+                let mut buf = BytesMut::new();
+                match self {
+                    $( Request::$variant(r) => {
+                        RequestHeader::default()
+                            .with_request_api_key(self.api_key() as i16)
+                            .with_request_api_version(version)
+                            .with_correlation_id(correlation_id)
+                            .with_client_id(Some(kafka_protocol::protocol::StrBytes::from_static_str("chronik-seed")))
+                            .encode(&mut buf, <$req as kafka_protocol::protocol::HeaderVersion>::header_version(version))
+                            .map_err(|e| EncodeError { api, version, reason: e.to_string() })?;
+                        r.encode(&mut buf, version).map_err(|e| EncodeError { api, version, reason: e.to_string() })?;
+                    } )*
+                }
+                Ok(buf.freeze())
+            }
+
             /// Decodes a request body of `api_key` at `version`; the caller has
             /// already checked that the version is supported.
             pub(crate) fn decode_body(api_key: ApiKey, version: i16, body: &mut Bytes) -> Result<Request, RequestError> {

@@ -87,7 +87,7 @@ pub fn walk(
             return Err(InvalidBatch::BadRecord { index, reason: "record length does not match its fields" });
         }
         each(RecordPosition {
-            offset: header.base_offset + offset_delta,
+            offset: header.base_offset.saturating_add(offset_delta),
             timestamp: header.base_timestamp.saturating_add(timestamp_delta),
         });
         pos = end;

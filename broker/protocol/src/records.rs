@@ -124,21 +124,24 @@ fn read_batch_records(batch: &[u8], header: &BatchHeader, out: &mut Vec<(i64, Si
     let mut pos = BATCH_HEADER_SIZE;
     for _ in 0..header.records_count {
         let len = get_varint(batch, &mut pos).ok_or_else(malformed)?;
-        let end = pos + usize::try_from(len).map_err(|_| malformed())?;
-        if end > batch.len() {
-            return Err(malformed());
-        }
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|len| pos.checked_add(len))
+            .filter(|&end| end > pos && end <= batch.len())
+            .ok_or_else(malformed)?;
+        // Fields are read within this record only.
+        let record = &batch[..end];
         let mut p = pos + 1; // attributes
-        let ts_delta = get_varint(batch, &mut p).ok_or_else(malformed)?;
-        let offset_delta = get_varint(batch, &mut p).ok_or_else(malformed)?;
-        let key = get_bytes(batch, &mut p).ok_or_else(malformed)?;
-        let value = get_bytes(batch, &mut p).ok_or_else(malformed)?;
+        let ts_delta = get_varint(record, &mut p).ok_or_else(malformed)?;
+        let offset_delta = get_varint(record, &mut p).ok_or_else(malformed)?;
+        let key = get_bytes(record, &mut p).ok_or_else(malformed)?;
+        let value = get_bytes(record, &mut p).ok_or_else(malformed)?;
         out.push((
-            header.base_offset + offset_delta,
+            header.base_offset.checked_add(offset_delta).ok_or_else(malformed)?,
             SimpleRecord {
                 key,
                 value,
-                timestamp: header.base_timestamp + ts_delta,
+                timestamp: header.base_timestamp.checked_add(ts_delta).ok_or_else(malformed)?,
             },
         ));
         pos = end;
@@ -209,6 +212,21 @@ mod tests {
         assert_eq!(find_record_by_timestamp(&batch, Some(100), 1 << 20), Some((10, 100)));
         assert_eq!(find_record_by_timestamp(&batch, Some(111), 1 << 20), None);
         assert_eq!(find_record_by_timestamp(&batch, None, 1 << 20), Some((13, 110)));
+    }
+
+    #[test]
+    fn offsets_and_timestamps_that_overflow_are_malformed_not_a_panic() {
+        // Found by the record_batch fuzz target: base timestamp near i64::MAX
+        // plus a record's positive delta.
+        let records = [SimpleRecord { key: None, value: Some(Bytes::from("v")), timestamp: i64::MAX }];
+        let mut batch = build_batch(&records);
+        batch[27..35].copy_from_slice(&(i64::MAX - 0).to_be_bytes());
+        // The record's timestamp delta is 0; make it 5 (zigzag 10).
+        let delta_at = BATCH_HEADER_SIZE + 1 + 1;
+        batch[delta_at] = 10;
+        let crc = crc32c::crc32c(&batch[21..]);
+        batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert!(read_records(&batch).is_err());
     }
 
     #[test]
