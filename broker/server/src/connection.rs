@@ -7,16 +7,19 @@
 //! closing the connection on framing or decoding errors. Must not: interpret
 //! request bodies (handlers do).
 //!
-//! Memory: bytes are taken from the broker's budget (`--produce-profile`) as
-//! they arrive, not when a size prefix announces them, so a prefix alone
-//! holds nothing; a frame's bytes pass to its request and are given back when
-//! its response is encoded. When the budget is spent the connection stops
-//! reading until memory frees. Past the budget a process holds at most one
-//! unaccounted read chunk (`READ_CHUNK`) per connection, so RSS is bounded by
-//! the profile plus `max.connections` × 64 KiB. A request whose body has not
-//! fully arrived within `--request-read-timeout-ms` (time the connection
-//! itself spent not reading excluded) closes the connection and frees what it
-//! held: a client that sends a prefix and stalls cannot starve the others.
+//! Memory: a request larger than `SMALL_FRAME` reserves its whole size
+//! from the broker's budget (`--produce-profile`) once its first body bytes
+//! arrive — a size prefix alone holds nothing — and keeps the reservation
+//! until its response is encoded; while none is free the connection stops
+//! reading. A reservation is all-or-nothing, so connections never each hold
+//! part of what they need (no deadlock), and its body must arrive within
+//! `--request-read-timeout-ms` (time this side spent not reading excluded),
+//! else the connection is closed and the reservation returned. Small
+//! requests (ApiVersions, Metadata, most fetches) never wait behind large
+//! ones: one small request per connection at a time runs without a
+//! reservation, within the per-connection margin. RSS is therefore bounded
+//! by the profile plus `max.connections` × 2 × 64 KiB (one read chunk and
+//! one small request per connection).
 //!
 //! A peer that closes its socket ends the read side for good (EOF is never
 //! polled again), so a dead client cannot leave this task spinning.
@@ -24,6 +27,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,32 +73,29 @@ impl Drop for OpenConnection {
     }
 }
 
-/// The produce-memory permits for bytes buffered but not yet handed to a
-/// request.
-struct BufferedMemory {
-    held: Option<OwnedSemaphorePermit>,
+/// Requests up to this size (size prefix included) are "small".
+const SMALL_FRAME: usize = 64 * 1024;
+
+/// What pays for a request's bytes while it is in progress.
+enum RequestMemory {
+    /// A reservation from the produce-memory budget.
+    Paid(OwnedSemaphorePermit),
+    /// The connection's one small request without a reservation.
+    Unpaid(#[allow(dead_code)] UnpaidSlot), // held for its Drop
 }
 
-impl BufferedMemory {
-    fn held(&self) -> usize {
-        self.held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits)
-    }
+/// The connection's single unpaid place; freed when the request is done.
+struct UnpaidSlot(Arc<AtomicBool>);
 
-    fn add(&mut self, permit: OwnedSemaphorePermit) {
-        match &mut self.held {
-            Some(held) => held.merge(permit),
-            None => self.held = Some(permit),
-        }
+impl UnpaidSlot {
+    fn take(flag: &Arc<AtomicBool>) -> Option<UnpaidSlot> {
+        (!flag.swap(true, Ordering::AcqRel)).then(|| UnpaidSlot(flag.clone()))
     }
+}
 
-    /// Permits for a frame of `bytes` (fewer when the frame is larger than
-    /// what this connection could hold).
-    fn take(&mut self, bytes: usize) -> Option<OwnedSemaphorePermit> {
-        if bytes >= self.held() {
-            return self.held.take();
-        }
-        let held = self.held.as_mut()?;
-        held.split(bytes)
+impl Drop for UnpaidSlot {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -117,7 +118,9 @@ pub async fn serve(
     let mut read_buf = BytesMut::with_capacity(READ_CHUNK);
     let mut write_buf = BytesMut::new();
     let mut in_flight: FuturesOrdered<RequestFuture> = FuturesOrdered::new();
-    let mut memory = BufferedMemory { held: None };
+    // The reservation of the frame being read, and the unpaid place.
+    let mut reservation: Option<OwnedSemaphorePermit> = None;
+    let unpaid = Arc::new(AtomicBool::new(false));
     let mut permit_wait: Option<PermitFuture> = None;
     let mut peer_closed = false;
     // When the frame now partly buffered must be complete, and since when
@@ -127,8 +130,9 @@ pub async fn serve(
     let mut last_activity = tokio::time::Instant::now();
 
     loop {
-        // Start every request whose frame is fully buffered.
-        while in_flight.len() < MAX_IN_FLIGHT {
+        // Start every request whose frame is fully buffered (paying for it
+        // first); reserve for a large frame whose body has begun.
+        while in_flight.len() < MAX_IN_FLIGHT && permit_wait.is_none() {
             let size = match peek_frame_len(&read_buf, max_frame) {
                 Ok(Some(size)) => size,
                 Ok(None) => break,
@@ -138,10 +142,39 @@ pub async fn serve(
                     return;
                 }
             };
+            let frame_bytes = size + SIZE_PREFIX_LEN;
+            let complete = read_buf.len() >= frame_bytes;
+            let mut memory = reservation.take().map(RequestMemory::Paid);
+            if memory.is_none() && frame_bytes <= SMALL_FRAME {
+                if !complete {
+                    break; // a partial small frame is within the margin
+                }
+                memory = UnpaidSlot::take(&unpaid).map(RequestMemory::Unpaid);
+            }
+            if memory.is_none() {
+                if !complete && read_buf.len() <= SIZE_PREFIX_LEN {
+                    break; // only the size prefix so far: it reserves nothing
+                }
+                let wanted = u32::try_from(frame_bytes.min(memory_limit)).unwrap_or(u32::MAX);
+                match broker.produce_memory.clone().try_acquire_many_owned(wanted) {
+                    Ok(p) => memory = Some(RequestMemory::Paid(p)),
+                    Err(_) => {
+                        broker.metrics.produce_backpressure_total.inc();
+                        permit_wait = Some(Box::pin(broker.produce_memory.clone().acquire_many_owned(wanted)));
+                        break;
+                    }
+                }
+            }
+            if !complete {
+                // Keep the reservation while the body arrives.
+                if let Some(RequestMemory::Paid(p)) = memory {
+                    reservation = Some(p);
+                }
+                break;
+            }
             match split_frame(&mut read_buf, max_frame) {
                 Ok(Some(frame)) => {
-                    let permit = memory.take(size + SIZE_PREFIX_LEN);
-                    in_flight.push_back(start_request(run_request(broker.clone(), frame, permit, peer)));
+                    in_flight.push_back(start_request(run_request(broker.clone(), frame, memory, peer)));
                     // The deadline is per request: the next one starts now.
                     frame_deadline = None;
                 }
@@ -211,7 +244,7 @@ pub async fn serve(
             permit = async { permit_wait.as_mut().expect("guarded by the select condition").await }, if permit_wait.is_some() => {
                 permit_wait = None;
                 match permit {
-                    Ok(p) => memory.add(p),
+                    Ok(p) => reservation = Some(p),
                     Err(_) => return, // the semaphore is never closed; nothing to serve if it were
                 }
             }
@@ -226,20 +259,6 @@ pub async fn serve(
                     Ok(n) => {
                         broker.metrics.bytes_in_total.inc_by(n as u64);
                         last_activity = tokio::time::Instant::now();
-                        // The bytes just read are paid for before anything
-                        // more is read; one frame larger than the whole
-                        // budget still gets through alone.
-                        let wanted = n.min(memory_limit.saturating_sub(memory.held()));
-                        let wanted = u32::try_from(wanted).unwrap_or(u32::MAX);
-                        if wanted > 0 {
-                            match broker.produce_memory.clone().try_acquire_many_owned(wanted) {
-                                Ok(p) => memory.add(p),
-                                Err(_) => {
-                                    broker.metrics.produce_backpressure_total.inc();
-                                    permit_wait = Some(Box::pin(broker.produce_memory.clone().acquire_many_owned(wanted)));
-                                }
-                            }
-                        }
                     }
                     Err(e) => {
                         debug!(%peer, error = %e, "read failed; closing connection");
@@ -328,8 +347,8 @@ fn close_reason(e: &RequestError) -> &'static str {
 
 /// Decodes one frame, runs its handler and encodes the response. The memory
 /// permit is held until the response bytes exist (then the request is gone).
-async fn run_request(broker: Arc<Broker>, frame: Bytes, permit: Option<OwnedSemaphorePermit>, peer: SocketAddr) -> Outcome {
-    let _permit = permit;
+async fn run_request(broker: Arc<Broker>, frame: Bytes, memory: Option<RequestMemory>, peer: SocketAddr) -> Outcome {
+    let _memory = memory;
     let raw = RawHeader::peek(&frame);
     let request = match decode_request(frame) {
         Ok(request) => request,
