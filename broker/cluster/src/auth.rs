@@ -205,6 +205,36 @@ mod tests {
         assert!(server.is_err(), "a node outside the voters accepted");
     }
 
+    /// Attack: record an honest node's handshake, then replay its answer
+    /// on a new connection. The server's nonce is fresh per connection, so
+    /// the recorded MAC proves nothing there.
+    #[tokio::test]
+    async fn a_recorded_handshake_replayed_on_a_new_connection_is_refused() {
+        let secret = ClusterSecret::from_bytes(b"0123456789abcdef");
+        let (mut client, mut server) = tokio::io::duplex(1024);
+        let server_secret = secret.clone();
+        let honest = tokio::spawn(async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await });
+        // A client that records what it sends.
+        let mut nonce_s = [0u8; NONCE_LEN];
+        client.read_exact(&mut nonce_s).await.expect("nonce");
+        let nonce_c = [7u8; NONCE_LEN];
+        let id = 2i32.to_be_bytes();
+        let mut hello = id.to_vec();
+        hello.extend_from_slice(&nonce_c);
+        hello.extend_from_slice(&secret.mac(CLIENT_LABEL, &[&nonce_s, &nonce_c, &id]).finalize().into_bytes());
+        client.write_all(&hello).await.expect("hello");
+        assert_eq!(honest.await.expect("task").expect("the honest handshake"), 2);
+
+        let (mut attacker, mut server) = tokio::io::duplex(1024);
+        let server_secret = secret.clone();
+        let replayed = tokio::spawn(async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await });
+        let mut fresh_nonce = [0u8; NONCE_LEN];
+        attacker.read_exact(&mut fresh_nonce).await.expect("nonce");
+        assert_ne!(fresh_nonce, nonce_s, "the server reused a nonce");
+        attacker.write_all(&hello).await.expect("replay");
+        assert!(replayed.await.expect("task").is_err(), "a replayed handshake was accepted");
+    }
+
     #[test]
     fn the_secret_file_is_created_once_and_shared() {
         let dir = tempfile::tempdir().expect("dir");

@@ -33,6 +33,7 @@ use crate::network::{call_once, CallError, NetworkFactory};
 use crate::raft_types::{raft_id, Raft};
 use crate::request::{AlterPartition, ControllerReply, ControllerRequest, CreateTopic};
 use crate::rpc::{RpcRequest, RpcResponse};
+use crate::admission::Admission;
 use crate::rpc_server::{self, RpcHandler};
 use crate::store_log::LogStore;
 use crate::store_sm::StateMachineStore;
@@ -135,6 +136,7 @@ impl Cluster {
             monitor: monitor.clone(),
             secret: config.secret.clone(),
             voters: config.voter_ids(),
+            admission: Arc::new(Admission::new(config.peers.iter().map(|p| p.host.clone()).collect())),
         });
         let fencer_tick = (config.heartbeat_interval / 2).min(Duration::from_millis(250));
         let tasks = vec![

@@ -173,7 +173,7 @@ impl Controller {
             Err(_) => return ControllerReply::Failed(ClusterError::Timeout),
         }
         let image = self.images.borrow().clone();
-        if !image.brokers.get(&node_id).is_some_and(|b| !b.fenced) {
+        if image.brokers.get(&node_id).is_none_or(|b| b.fenced) {
             // Fenced by what was committed meanwhile: the next heartbeat
             // registers it again.
             return ControllerReply::Failed(ClusterError::Unavailable(format!(

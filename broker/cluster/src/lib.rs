@@ -17,6 +17,7 @@
 //! - `store_log`   — the durable raft log and vote.
 //! - `store_sm`    — the state machine and its snapshots.
 //! - `auth`        — the cluster secret and the handshake every raft connection opens with.
+//! - `admission`   — connection places on the raft port (voters' addresses first).
 //! - `rpc`         — frames and messages of the raft RPC transport.
 //! - `network`     — outgoing RPCs (openraft's network, controller calls).
 //! - `rpc_server`  — incoming RPCs.
@@ -34,6 +35,7 @@
 //! `COMMAND_TIMEOUT`, 10 s) and then fail with `Unavailable`; the image
 //! stays readable throughout.
 
+mod admission;
 pub mod auth;
 mod cluster;
 mod command;

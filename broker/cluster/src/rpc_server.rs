@@ -1,15 +1,13 @@
 //! The server side of the raft RPC transport: accepts connections on
 //! `raft_listen` and answers each request frame with one response frame.
-//! (Per-address counting lives here rather than shared with the Kafka
-//! port's `connection_limits`: this crate must not depend on the server.)
 //!
 //! Owns: the listener and its connection tasks (in one `JoinSet`, so
 //! aborting the accept task drops every connection: a shut-down node stops
-//! answering at once), and the port's bounds: at most
-//! `MAX_CONNECTIONS` at once and `MAX_CONNECTIONS_PER_IP` from one address
-//! (more are closed at accept), the
-//! authentication handshake first (`auth`: only a configured voter knowing
-//! the cluster secret gets further), a frame body that must arrive within
+//! answering at once), and the port's bounds: a place for each connection
+//! from `admission` (voters' addresses and strangers in separate pools,
+//! per-address caps; none free → closed at accept), the authentication
+//! handshake first (`auth`: only a configured voter knowing the cluster
+//! secret gets further), a frame body that must arrive within
 //! `FRAME_READ_TIMEOUT` of its length prefix, and `IDLE_TIMEOUT` without a
 //! frame. Raft RPCs go to openraft, controller requests to
 //! `Controller::handle` — a heartbeat only for the node the connection
@@ -17,17 +15,15 @@
 //! `RpcResponse::Error` (when decodable as a frame at all) and the
 //! connection is closed; nothing a peer sends can panic the server.
 
-use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::raft::AppendEntriesResponse;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::admission::Admission;
 use crate::auth::{server_handshake, ClusterSecret};
 use crate::controller::Controller;
 use crate::monitor::LeaderMonitor;
@@ -35,14 +31,13 @@ use crate::raft_types::Raft;
 use crate::request::ControllerRequest;
 use crate::rpc::{decode, read_frame_body, write_frame, RpcRequest, RpcResponse};
 
-/// Connections open at once on the raft port (a voter set needs a few),
-/// and from any one address.
-pub const MAX_CONNECTIONS: usize = 64;
-pub const MAX_CONNECTIONS_PER_IP: usize = 16;
 /// A frame's body must arrive within this of its length prefix.
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection with no frame for this long is closed (peers reconnect).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Refused connections are logged at most this often (a flood of them
+/// must not flood the log).
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What requests are dispatched to.
 pub struct RpcHandler {
@@ -51,31 +46,37 @@ pub struct RpcHandler {
     pub monitor: Arc<LeaderMonitor>,
     pub secret: ClusterSecret,
     pub voters: Vec<i32>,
+    pub admission: Arc<Admission>,
 }
 
 /// Spawns the accept loop. Aborting the returned task closes the listener
 /// and every open connection.
 pub fn spawn(listener: TcpListener, handler: Arc<RpcHandler>) -> JoinHandle<()> {
     tokio::spawn(async move {
+        let _resolver = AbortOnDrop(handler.admission.spawn_resolver());
         let mut connections = JoinSet::new();
-        let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-        let per_ip: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>> = Arc::default();
+        let mut refused_since_log = 0u64;
+        let mut last_refusal_log: Option<Instant> = None;
         loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
-                        let Ok(slot) = slots.clone().try_acquire_owned() else {
-                            tracing::warn!(%peer, "raft rpc connection refused: {MAX_CONNECTIONS} already open");
-                            continue;
-                        };
-                        let Some(ip_slot) = IpSlot::take(&per_ip, peer.ip()) else {
-                            tracing::warn!(%peer, "raft rpc connection refused: {MAX_CONNECTIONS_PER_IP} already open from it");
-                            continue;
+                        let ticket = match handler.admission.admit(peer.ip()) {
+                            Ok(ticket) => ticket,
+                            Err(refusal) => {
+                                refused_since_log += 1;
+                                if last_refusal_log.is_none_or(|at| at.elapsed() >= REFUSAL_LOG_INTERVAL) {
+                                    tracing::warn!(%peer, refused = refused_since_log, "raft rpc connections refused: {refusal}");
+                                    refused_since_log = 0;
+                                    last_refusal_log = Some(Instant::now());
+                                }
+                                continue;
+                            }
                         };
                         let _ = stream.set_nodelay(true);
                         let handler = handler.clone();
                         connections.spawn(async move {
-                            let _slots = (slot, ip_slot);
+                            let _ticket = ticket;
                             if let Err(e) = serve(stream, &handler).await {
                                 tracing::debug!(%peer, error = %e, "raft rpc connection closed");
                             }
@@ -92,33 +93,12 @@ pub fn spawn(listener: TcpListener, handler: Arc<RpcHandler>) -> JoinHandle<()> 
     })
 }
 
-/// One connection's place in the per-address count.
-struct IpSlot {
-    counts: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>,
-    ip: IpAddr,
-}
+/// Aborts a helper task when its owner (the accept task) is dropped.
+struct AbortOnDrop(JoinHandle<()>);
 
-impl IpSlot {
-    fn take(counts: &Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>, ip: IpAddr) -> Option<IpSlot> {
-        let mut map = counts.lock().unwrap_or_else(|e| e.into_inner());
-        let n = map.entry(ip).or_insert(0);
-        if *n >= MAX_CONNECTIONS_PER_IP {
-            return None;
-        }
-        *n += 1;
-        Some(IpSlot { counts: counts.clone(), ip })
-    }
-}
-
-impl Drop for IpSlot {
+impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        let mut map = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = map.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.ip);
-            }
-        }
+        self.0.abort();
     }
 }
 

@@ -129,3 +129,97 @@ async fn connections_past_the_cap_are_refused_and_peers_keep_working() {
     })
     .await;
 }
+
+/// Attack: strangers (no secret) from several addresses keep every raft
+/// connection slot busy with handshakes they never finish, reopening each
+/// one the moment it is closed. Heartbeats open a connection per call, so
+/// if strangers could take every slot the controller would stop hearing
+/// the brokers and fence them all. Connections from the voters' own
+/// addresses have places strangers cannot take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_holding_every_slot_cannot_fence_the_voters() {
+    let cluster = TestCluster::start().await;
+    let controller = cluster.controller().await;
+    let addr = cluster.config(controller).raft_listen;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut attackers = Vec::new();
+    // 6 addresses x 16: more than the whole cap of 64.
+    for host in 10..16u8 {
+        for _ in 0..16 {
+            let stop = stop.clone();
+            attackers.push(tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+                    socket.bind(std::net::SocketAddr::from(([127, 0, 0, host], 0))).expect("bind");
+                    let Ok(mut stream) = socket.connect(addr).await else { continue };
+                    let mut sink = [0u8; 64];
+                    // Hold it until the server gives up on it.
+                    while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }));
+        }
+    }
+    // Longer than the session timeout (3 s) and than a stranger's handshake
+    // deadline (5 s): every broker must stay registered and unfenced.
+    let until = tokio::time::Instant::now() + Duration::from_secs(7);
+    while tokio::time::Instant::now() < until {
+        let image = cluster.node(controller).image();
+        let fenced: Vec<i32> = image.brokers.values().filter(|b| b.fenced).map(|b| b.node_id).collect();
+        assert!(fenced.is_empty(), "strangers on the raft port got brokers {fenced:?} fenced");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let created = cluster
+        .node(controller)
+        .create_topic(CreateTopic { name: "under-siege".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new() })
+        .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for attacker in attackers {
+        attacker.abort();
+    }
+    assert!(created.is_ok(), "the quorum stalled: {created:?}");
+}
+
+/// Attack: hold raft connections without finishing anything — one never
+/// answers the handshake, one (authenticated) sends a frame's length prefix
+/// and a few bytes of its body and stops. Both are closed within their
+/// deadlines (handshake 5 s, frame body 10 s) while another voter's
+/// connection is answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_handshakes_and_frames_are_cut_off() {
+    let cluster = TestCluster::start().await;
+    let controller = cluster.controller().await;
+    let addr = cluster.config(controller).raft_listen;
+    let secret = cluster.config(controller).secret;
+    let other = [1, 2, 3].into_iter().find(|&id| id != controller).expect("another node");
+    let started = tokio::time::Instant::now();
+
+    let silent = TcpStream::connect(addr).await.expect("connect");
+    let mut half_frame = TcpStream::connect(addr).await.expect("connect");
+    chronik_cluster::auth::client_handshake(&mut half_frame, &secret, other).await.expect("handshake");
+    half_frame.write_all(&1000u32.to_be_bytes()).await.expect("prefix");
+    half_frame.write_all(b"{\"Controll").await.expect("some body");
+
+    // Meanwhile an honest heartbeat is answered.
+    let mut honest = TcpStream::connect(addr).await.expect("connect");
+    chronik_cluster::auth::client_handshake(&mut honest, &secret, other).await.expect("handshake");
+    honest.write_all(&heartbeat(other, &format!("127.0.0.{other}"))).await.expect("write");
+    let mut len = [0u8; 4];
+    tokio::time::timeout(Duration::from_secs(5), honest.read_exact(&mut len))
+        .await
+        .expect("an honest heartbeat answered while others stall")
+        .expect("reply");
+
+    // Read until the server closes, for longer than either deadline.
+    let closed_at = |mut stream: TcpStream| async move {
+        let mut sink = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut sink)).await;
+        started.elapsed()
+    };
+    let silent_closed = tokio::spawn(closed_at(silent));
+    let half_closed = tokio::spawn(closed_at(half_frame));
+    let silent_after = silent_closed.await.expect("task");
+    let half_after = half_closed.await.expect("task");
+    assert!(silent_after < Duration::from_secs(8), "a connection that never authenticated was held {silent_after:?}");
+    assert!(half_after < Duration::from_secs(13), "a frame body that never came held the connection {half_after:?}");
+}
