@@ -89,7 +89,21 @@ wait_http_ok() {
 
 # free_port - a TCP port on 127.0.0.1 that nobody listens on right now.
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  # Free on 127.0.0.1-3 and below the ephemeral range (32768-60999): cluster
+  # nodes connect from their own address, so an ephemeral port could be taken
+  # by an outgoing connection before the node given it binds its listener.
+  python3 -c '
+import random, socket
+for _ in range(1000):
+    port = random.randrange(20000, 32000)
+    try:
+        for i in (1, 2, 3):
+            s = socket.socket(); s.bind(("127.0.0.%d" % i, port)); s.close()
+    except OSError:
+        continue
+    print(port); break
+else:
+    raise SystemExit("no free port in 20000-31999 on 127.0.0.1-3")'
 }
 
 # start_chronik DIR [ARGS...] - start chronik-server with its data in DIR/data
@@ -139,6 +153,9 @@ start_chronik_cluster() {
     || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
   local kport rport mport peers="" i
   kport=$(free_port); rport=$(free_port); mport=$(free_port)
+  while [[ "$rport" == "$kport" || "$mport" == "$kport" || "$mport" == "$rport" ]]; do
+    rport=$(free_port); mport=$(free_port)
+  done
   for ((i = 1; i <= n; i++)); do peers+="${peers:+,}$i@127.0.0.$i"; done
   # One raft secret for every node (they share this host).
   mkdir -p "$dir"

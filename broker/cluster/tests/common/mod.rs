@@ -33,10 +33,15 @@ pub struct TestCluster {
     nodes: Vec<Option<Arc<Cluster>>>,
 }
 
-/// A port free on 127.0.0.1 (and so, almost surely, on .2 and .3).
+/// A port free on 127.0.0.1–3, below Linux's ephemeral range (32768–60999):
+/// nodes connect from their own address, so a port from that range could be
+/// taken by an outgoing connection before a restarted node binds it.
 fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").subsec_nanos() ^ std::process::id();
+    (0..1000u32)
+        .map(|attempt| 20_000 + (seed.wrapping_add(attempt.wrapping_mul(7919)) % 12_000) as u16)
+        .find(|&port| (1..=3).all(|i| std::net::TcpListener::bind((format!("127.0.0.{i}"), port)).is_ok()))
+        .expect("a free port on 127.0.0.1-3 in 20000-31999")
 }
 
 impl TestCluster {

@@ -349,11 +349,19 @@ impl Broker {
     }
 
     /// Last `lines` lines the broker wrote to stderr, for failure messages.
+    /// The process's own error line (`Error: …`, printed before a long
+    /// backtrace) always comes first, so it is never cut off.
     pub fn log_tail(&self, lines: usize) -> String {
         match fs::read_to_string(&self.log_path) {
             Ok(text) => {
                 let all: Vec<&str> = text.lines().collect();
-                all[all.len().saturating_sub(lines)..].join("\n")
+                let errors: Vec<&str> = all.iter().copied().filter(|l| l.starts_with("Error:")).collect();
+                let tail = all[all.len().saturating_sub(lines)..].join("\n");
+                if errors.is_empty() {
+                    tail
+                } else {
+                    format!("{}\n...\n{tail}", errors.join("\n"))
+                }
             }
             Err(e) => format!("<no log: {e}>"),
         }

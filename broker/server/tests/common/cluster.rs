@@ -22,9 +22,19 @@ pub struct Cluster {
     _secret_dir: tempfile::TempDir,
 }
 
-/// A port free on 127.0.0.1 right now (every 127/8 address shares the port space check well enough for tests).
+/// A port free on 127.0.0.1–3 right now, below Linux's ephemeral range
+/// (32768–60999): nodes bind their outgoing connections to their own
+/// address, so a port from that range could be taken by one of those
+/// before the node that was given it binds its listener.
 fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.subsec_nanos() ^ std::process::id();
+    for attempt in 0..1000u32 {
+        let port = 20_000 + u16::try_from(seed.wrapping_add(attempt.wrapping_mul(7919)) % 12_000)?;
+        if (1..=3).all(|i| TcpListener::bind(("127.0.0.".to_string() + &i.to_string(), port)).is_ok()) {
+            return Ok(port);
+        }
+    }
+    bail!("no port free on 127.0.0.1-3 in 20000-31999")
 }
 
 /// (leader, isr) of one partition as a node's Metadata answers it.
@@ -39,7 +49,12 @@ pub struct PartitionView {
 impl Cluster {
     /// Starts nodes 1..=n with `extra` flags on each.
     pub fn start(n: usize, extra: &[&str]) -> Result<Cluster> {
-        let (kafka, raft, metrics) = (free_port()?, free_port()?, free_port()?);
+        let (kafka, raft, metrics) = loop {
+            let ports = (free_port()?, free_port()?, free_port()?);
+            if ports.0 != ports.1 && ports.1 != ports.2 && ports.0 != ports.2 {
+                break ports;
+            }
+        };
         let peers: Vec<String> = (1..=n).map(|i| format!("{i}@127.0.0.{i}")).collect();
         let peers = peers.join(",");
         // One secret file for all nodes, as on one host; it outlives them.
