@@ -87,10 +87,16 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_INGESTOR_HTTP_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(100..))]
     pub http_header_read_timeout_ms: u64,
-    /// A request's body must arrive within this many ms.
+    /// A request's whole body must arrive within this many ms of its
+    /// headers (a body dripped a byte at a time is cut off).
     #[arg(long, env = "CHRONIK_INGESTOR_HTTP_BODY_READ_TIMEOUT_MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(100..))]
     pub http_body_read_timeout_ms: u64,
+    /// A response write to a client that stopped reading is given up (and
+    /// the connection closed) after making no progress for this many ms.
+    #[arg(long, env = "CHRONIK_INGESTOR_HTTP_WRITE_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub http_write_timeout_ms: u64,
     /// Kafka bootstrap servers (host:port[,host:port...]).
     #[arg(
         long,
@@ -214,6 +220,7 @@ impl TryFrom<Args> for Config {
                 max_connections: usize::try_from(args.http_max_connections).unwrap_or(usize::MAX),
                 header_read_timeout: Duration::from_millis(args.http_header_read_timeout_ms),
                 body_read_timeout: Duration::from_millis(args.http_body_read_timeout_ms),
+                write_timeout: Duration::from_millis(args.http_write_timeout_ms),
             },
             bootstrap_servers: args.bootstrap_servers,
             topic: args.topic,

@@ -29,6 +29,8 @@ pub enum AppError {
     PayloadTooLarge { limit: usize },
     #[error("could not read the request body: {0}")]
     BodyRead(String),
+    #[error("the request body did not arrive within {0:?} of its headers")]
+    BodyTimeout(std::time::Duration),
     #[error("the batch is empty")]
     EmptyBatch,
     #[error("message {index}: {source}")]
@@ -70,6 +72,7 @@ impl AppError {
             AppError::InvalidMessage(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AppError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AppError::Topic {
                 source: TopicError::Unknown { .. },
                 ..
@@ -101,6 +104,7 @@ impl AppError {
             AppError::UnsupportedMediaType(_) => "unsupported_media_type",
             AppError::PayloadTooLarge { .. } => "payload_too_large",
             AppError::BodyRead(_) => "body_read_failed",
+            AppError::BodyTimeout(_) => "body_timeout",
             AppError::EmptyBatch => "empty_batch",
             AppError::Topic {
                 source: TopicError::Unknown { .. },
@@ -340,6 +344,7 @@ mod tests {
             AppError::EmptyBatch,
             AppError::UnsupportedMediaType("text/plain".into()),
             AppError::PayloadTooLarge { limit: 10 },
+            AppError::BodyTimeout(std::time::Duration::from_secs(30)),
             AppError::QueueFull {
                 accepted: 3,
                 rejected: 7,

@@ -71,6 +71,8 @@ pub struct LimitArgs {
     #[arg(long, env = "CHRONIK_PRODUCER_ID_EXPIRATION_MS", default_value_t = 86_400_000,
           value_parser = clap::value_parser!(u64).range(1_000..))]
     pub producer_id_expiration_ms: u64,
+    // -- the metrics HTTP port (chronik_http::HttpLimits; its routes take
+    //    no request body, so the body timeout keeps chronik-http's default)
     /// Connections open at once on the metrics HTTP port.
     #[arg(long, env = "CHRONIK_HTTP_MAX_CONNECTIONS", default_value_t = 256,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -80,6 +82,12 @@ pub struct LimitArgs {
     #[arg(long, env = "CHRONIK_HTTP_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(100..))]
     pub http_header_read_timeout_ms: u64,
+    /// A response write to a client that stopped reading is given up (and
+    /// the connection closed) after making no progress for this many ms.
+    #[arg(long, env = "CHRONIK_HTTP_WRITE_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub http_write_timeout_ms: u64,
+    // -- end of the metrics HTTP port
 }
 
 /// The bounds in force, as handlers and connections read them.
@@ -115,6 +123,7 @@ impl From<&LimitArgs> for Limits {
             http: chronik_http::HttpLimits {
                 max_connections: size(u64::from(a.http_max_connections)),
                 header_read_timeout: Duration::from_millis(a.http_header_read_timeout_ms),
+                write_timeout: Duration::from_millis(a.http_write_timeout_ms),
                 ..chronik_http::HttpLimits::default()
             },
         }

@@ -47,7 +47,9 @@ fn require_json(headers: &HeaderMap) -> Result<(), AppError> {
     }
 }
 
-/// Checks the content type and reads the whole body, at most `limit` bytes.
+/// Checks the content type and reads the whole body, at most `limit` bytes
+/// (413 from a larger Content-Length before reading any of it; 408 when it
+/// does not arrive within the server's body read timeout).
 pub async fn read_json_body(request: Request, limit: usize) -> Result<Bytes, AppError> {
     let (parts, body): (_, Body) = request.into_parts();
     require_json(&parts.headers)?;
@@ -64,6 +66,9 @@ pub async fn read_json_body(request: Request, limit: usize) -> Result<Bytes, App
         while let Some(s) = source {
             if s.is::<http_body_util::LengthLimitError>() {
                 return AppError::PayloadTooLarge { limit };
+            }
+            if let Some(elapsed) = s.downcast_ref::<chronik_http::BodyDeadlineElapsed>() {
+                return AppError::BodyTimeout(elapsed.timeout);
             }
             source = s.source();
         }
