@@ -10,10 +10,11 @@
 //! secret gets further), a frame body that must arrive within
 //! `FRAME_READ_TIMEOUT` of its length prefix, and `IDLE_TIMEOUT` without a
 //! frame. Raft RPCs go to openraft, controller requests to
-//! `Controller::handle` — a heartbeat only for the node the connection
-//! authenticated as. Must not: decide anything itself. A bad frame gets an
-//! `RpcResponse::Error` (when decodable as a frame at all) and the
-//! connection is closed; nothing a peer sends can panic the server.
+//! `Controller::handle` — a heartbeat or an ISR change only on the
+//! authenticated node's own behalf (`on_own_behalf`). Must not: decide
+//! anything itself. A bad frame gets an `RpcResponse::Error` (when
+//! decodable as a frame at all) and the connection is closed; nothing a
+//! peer sends can panic the server.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,15 +124,28 @@ async fn serve(mut stream: TcpStream, handler: &RpcHandler) -> std::io::Result<(
                 return Err(e);
             }
         };
-        if let RpcRequest::Controller(ControllerRequest::Heartbeat(heartbeat)) = &request {
-            if heartbeat.node_id != peer_id {
-                let reply = RpcResponse::Error(format!("node {peer_id} may not heartbeat for node {}", heartbeat.node_id));
-                write_frame(&mut stream, &reply).await?;
-                return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, "heartbeat for another node"));
-            }
+        if let Err(refusal) = on_own_behalf(&request, peer_id) {
+            write_frame(&mut stream, &RpcResponse::Error(refusal.clone())).await?;
+            return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal));
         }
         let response = dispatch(request, handler).await;
         write_frame(&mut stream, &response).await?;
+    }
+}
+
+/// A broker speaks only for itself: a heartbeat only for the node the
+/// connection authenticated as, an ISR change only from the leader it
+/// names (each broker forwards its own requests over its own connection).
+fn on_own_behalf(request: &RpcRequest, peer_id: i32) -> Result<(), String> {
+    match request {
+        RpcRequest::Controller(ControllerRequest::Heartbeat(heartbeat)) if heartbeat.node_id != peer_id => {
+            Err(format!("node {peer_id} may not heartbeat for node {}", heartbeat.node_id))
+        }
+        RpcRequest::Controller(ControllerRequest::AlterPartition(alter)) if alter.leader_id != peer_id => Err(format!(
+            "node {peer_id} may not alter {}-{} in the name of its leader {}",
+            alter.topic, alter.partition, alter.leader_id
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -223,3 +223,33 @@ async fn stalled_handshakes_and_frames_are_cut_off() {
     assert!(silent_after < Duration::from_secs(8), "a connection that never authenticated was held {silent_after:?}");
     assert!(half_after < Duration::from_secs(13), "a frame body that never came held the connection {half_after:?}");
 }
+
+/// Attack: a voter (authenticated, but not the partition's leader) sends
+/// AlterPartition in the leader's name, shrinking the ISR to itself — the
+/// leader would then count acks=all against a follower set it never chose.
+/// Only the partition's leader may propose its ISR, over its own connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_may_not_alter_a_partition_in_its_leaders_name() {
+    let cluster = TestCluster::start().await;
+    let controller = cluster.controller().await;
+    cluster
+        .node(controller)
+        .create_topic(CreateTopic { name: "isr".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new() })
+        .await
+        .expect("create");
+    let before = cluster.node(controller).image().partition("isr", 0).cloned().expect("partition");
+    let impostor = [1, 2, 3].into_iter().find(|&id| id != before.leader).expect("a non-leader");
+    let addr = cluster.config(controller).raft_listen;
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    chronik_cluster::auth::client_handshake(&mut stream, &cluster.config(controller).secret, impostor).await.expect("handshake");
+    let alter = format!(
+        r#"{{"Controller":{{"AlterPartition":{{"topic":"isr","partition":0,"leader_id":{},"leader_epoch":{},"partition_epoch":{},"new_isr":[{}]}}}}}}"#,
+        before.leader, before.leader_epoch, before.partition_epoch, before.leader
+    );
+    stream.write_all(&frame(&alter)).await.expect("write");
+    let answer = String::from_utf8_lossy(&drain(&mut stream).await).to_string();
+    assert!(answer.contains("may not alter"), "{answer}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = cluster.node(controller).image().partition("isr", 0).cloned().expect("partition");
+    assert_eq!(after.isr, before.isr, "an impostor's AlterPartition changed the ISR");
+}

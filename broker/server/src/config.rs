@@ -307,4 +307,24 @@ mod tests {
         assert_eq!(args.produce_profile.in_flight_bytes(), 128 * 1024 * 1024);
         assert_eq!(WalProfile::None.max_wait(), None);
     }
+
+    /// The raft and metrics ports bind this node's own host unless told
+    /// otherwise, never every interface by default.
+    #[test]
+    fn raft_and_metrics_bind_the_nodes_own_host_by_default() {
+        let config = |flags: &[&str]| {
+            let mut argv = vec!["chronik-server"];
+            argv.extend_from_slice(flags);
+            Config::try_from(Args::parse_from(argv)).expect("config")
+        };
+        let addr = |s: &str| s.parse::<SocketAddr>().expect("addr");
+        let standalone = config(&[]);
+        assert_eq!(standalone.metrics_listen, addr("127.0.0.1:9644"));
+        assert_eq!(config(&["--advertise", "127.0.0.5:9092"]).metrics_listen, addr("127.0.0.5:9644"));
+        let node = config(&["--node-id", "2", "--peers", "1@127.0.0.1,2@127.0.0.2"]);
+        assert_eq!((node.raft_listen, node.metrics_listen), (addr("127.0.0.2:9093"), addr("127.0.0.2:9644")));
+        assert_eq!(node.cluster_secret_file, node.data_dir.join("cluster.secret"));
+        let explicit = config(&["--node-id", "2", "--peers", "1@127.0.0.1,2@127.0.0.2", "--raft-listen", "0.0.0.0:19093", "--metrics-listen", "0.0.0.0:9644"]);
+        assert_eq!((explicit.raft_listen, explicit.metrics_listen), (addr("0.0.0.0:19093"), addr("0.0.0.0:9644")));
+    }
 }

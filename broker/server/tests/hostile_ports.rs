@@ -176,7 +176,9 @@ fn tiny_window_connect(addr: SocketAddr) -> Result<TcpStream> {
 /// at its own host).
 #[test]
 fn cluster_node_without_a_secret_file_creates_one_and_refuses_strangers() -> Result<()> {
-    // Cluster mode wants fixed ports.
+    // Cluster mode wants fixed ports (below the ephemeral range, as the
+    // cluster harness picks them).
+    let free_port = common::cluster::free_port;
     let raft_listen = format!("127.0.0.1:{}", free_port()?);
     let (listen, metrics_listen) = (format!("127.0.0.1:{}", free_port()?), format!("127.0.0.1:{}", free_port()?));
     let mut broker = Broker::spawn_at(&listen, &metrics_listen, &["--node-id", "1", "--peers", "1@127.0.0.1", "--raft-listen", &raft_listen])?;
@@ -203,9 +205,4 @@ fn cluster_node_without_a_secret_file_creates_one_and_refuses_strangers() -> Res
     let brokers: Vec<(i32, String)> = metadata.brokers.iter().map(|b| (b.node_id.0, b.host.to_string())).collect();
     ensure!(brokers == [(1, "127.0.0.1".to_string())], "Metadata lists {brokers:?} after a stranger's heartbeat");
     Ok(())
-}
-
-/// A port free on 127.0.0.1 right now.
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }

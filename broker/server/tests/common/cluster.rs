@@ -26,7 +26,7 @@ pub struct Cluster {
 /// (32768–60999): nodes bind their outgoing connections to their own
 /// address, so a port from that range could be taken by one of those
 /// before the node that was given it binds its listener.
-fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.subsec_nanos() ^ std::process::id();
     for attempt in 0..1000u32 {
         let port = 20_000 + u16::try_from(seed.wrapping_add(attempt.wrapping_mul(7919)) % 12_000)?;
