@@ -58,6 +58,13 @@ impl ClusterSecret {
             Err(e) => return Err(e),
         };
         let material = fs::read(path)?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(path)?.permissions().mode();
+            if mode & 0o077 != 0 {
+                tracing::warn!(path = %path.display(), mode = format!("{:o}", mode & 0o777), "the cluster secret is readable by other users: chmod 600 it");
+            }
+        }
         if material.len() < 16 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
