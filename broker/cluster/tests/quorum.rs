@@ -341,6 +341,9 @@ async fn alter_partition_checks_epochs_and_versions() {
     let p0 = &created.partitions[0];
     let leader = p0.leader;
     let follower = p0.replicas[1];
+    // ISR changes are accepted only from the leader they name, so they are
+    // sent from the leader's node.
+    let caller = cluster.node(leader);
     let request = |leader_id, leader_epoch, partition_epoch, new_isr: Vec<i32>| AlterPartition {
         topic: "isr".into(),
         partition: 0,
@@ -381,6 +384,13 @@ async fn alter_partition_checks_epochs_and_versions() {
             "wrong partition epoch" => result == Err(ClusterError::InvalidUpdateVersion),
             "ISR without its leader" | "ISR member not a replica" => {
                 matches!(result, Err(ClusterError::InvalidRequest(_)))
+            }
+            // From the leader's node in a follower's name: refused by the
+            // raft port (unless the leader is the controller itself, which
+            // then refuses it as not the leader).
+            "not the leader" => {
+                result == Err(ClusterError::FencedLeaderEpoch)
+                    || matches!(&result, Err(ClusterError::Unavailable(m)) if m.contains("may not alter"))
             }
             _ => result == Err(ClusterError::FencedLeaderEpoch),
         };
