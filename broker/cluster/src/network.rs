@@ -121,8 +121,9 @@ impl Channel {
     }
 }
 
-/// A TCP connection to `addr`, bound to `source` when given.
-async fn connect_from(addr: &str, source: Option<std::net::IpAddr>) -> io::Result<TcpStream> {
+/// A TCP connection to `addr`, bound to `source` when given (the broker's
+/// replica fetchers use it too: a broker's connections come from its own address).
+pub async fn connect_from(addr: &str, source: Option<std::net::IpAddr>) -> io::Result<TcpStream> {
     let Some(source) = source else { return TcpStream::connect(addr).await };
     let mut last = None;
     for target in tokio::net::lookup_host(addr).await? {

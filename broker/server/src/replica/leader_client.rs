@@ -4,7 +4,7 @@
 //! id. Bounded: connect and every round trip have a timeout, and response
 //! frames above `MAX_RESPONSE_BYTES` are refused.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
@@ -26,7 +26,7 @@ impl LeaderClient {
     /// Connects to `addr` from `source` (this broker's own address: the
     /// leader accepts replica fetches only from a broker's registered host).
     pub async fn connect(addr: &str, source: Option<IpAddr>, client_id: String, timeout: Duration) -> Result<LeaderClient> {
-        let stream = tokio::time::timeout(timeout, connect_from(addr, source))
+        let stream = tokio::time::timeout(timeout, chronik_cluster::connect_from(addr, source))
             .await
             .with_context(|| format!("connecting to {addr} timed out"))?
             .with_context(|| format!("connecting to {addr}"))?;
@@ -68,21 +68,4 @@ impl LeaderClient {
         ensure!(header.correlation_id == self.correlation_id, "correlation id mismatch");
         R::Response::decode(&mut buf, version)
     }
-}
-
-/// A TCP connection to `addr`, bound to `source` when given.
-async fn connect_from(addr: &str, source: Option<IpAddr>) -> std::io::Result<TcpStream> {
-    let Some(source) = source else { return TcpStream::connect(addr).await };
-    let mut last = None;
-    for target in tokio::net::lookup_host(addr).await? {
-        let socket = if target.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
-        if source.is_ipv4() == target.is_ipv4() {
-            socket.bind(SocketAddr::new(source, 0))?;
-        }
-        match socket.connect(target).await {
-            Ok(stream) => return Ok(stream),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, format!("{addr} resolves to nothing"))))
 }
