@@ -77,6 +77,7 @@ impl CpuMeter {
 
 /// Samples the summed RSS of the broker pids and keeps the peak.
 pub struct RssSampler {
+    pids: Vec<u32>,
     peak: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
@@ -89,7 +90,7 @@ impl RssSampler {
         let handle = if pids.is_empty() {
             None
         } else {
-            let (peak, stop) = (peak.clone(), stop.clone());
+            let (peak, stop, pids) = (peak.clone(), stop.clone(), pids.clone());
             std::thread::Builder::new()
                 .name("rss-sampler".into())
                 .spawn(move || {
@@ -101,7 +102,7 @@ impl RssSampler {
                 })
                 .ok()
         };
-        RssSampler { peak, stop, handle }
+        RssSampler { pids, peak, stop, handle }
     }
 
     /// Forgets the peak so far (called when the warmup ends).
@@ -109,13 +110,16 @@ impl RssSampler {
         self.peak.store(0, Ordering::Relaxed);
     }
 
-    /// Stops sampling and returns the peak since the last reset.
+    /// Stops sampling and returns the peak since the last reset. One last
+    /// sample is taken here, so a run shorter than the sampling interval
+    /// still reports the RSS it ended with.
     pub fn finish(mut self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-        self.peak.load(Ordering::Relaxed)
+        let last: u64 = self.pids.iter().map(|&p| rss_bytes(p)).sum();
+        self.peak.fetch_max(last, Ordering::Relaxed).max(last)
     }
 }
 
