@@ -57,6 +57,7 @@ pub struct Cluster {
     images: watch::Receiver<Arc<MetadataImage>>,
     /// The controller's applied index at this broker's last accepted heartbeat.
     heartbeat_accepted: watch::Receiver<Option<u64>>,
+    heartbeats_stopped: heartbeat::Stopped,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     stopped: AtomicBool,
 }
@@ -139,6 +140,7 @@ impl Cluster {
             admission: Arc::new(Admission::new(config.peers.iter().map(|p| p.host.clone()).collect())),
         });
         let fencer_tick = (config.heartbeat_interval / 2).min(Duration::from_millis(250));
+        let heartbeats_stopped = heartbeat::Stopped::default();
         let tasks = vec![
             rpc_server::spawn(listener, handler),
             monitor.clone().spawn(raft.clone()),
@@ -148,6 +150,7 @@ impl Cluster {
                 raft.clone(),
                 controller.clone(),
                 accepted_tx,
+                heartbeats_stopped.clone(),
             ),
         ];
         let cluster = Arc::new(Cluster {
@@ -157,6 +160,7 @@ impl Cluster {
             monitor,
             images,
             heartbeat_accepted,
+            heartbeats_stopped,
             tasks: Mutex::new(tasks),
             stopped: AtomicBool::new(false),
         });
@@ -251,6 +255,38 @@ impl Cluster {
     /// election included.
     pub fn leader_changes(&self) -> u64 {
         self.monitor.leader_changes()
+    }
+
+    /// The quorum's cluster id. When none is set yet, proposes `proposed`
+    /// (this node's candidate); whichever proposal commits first is the
+    /// cluster's id for good, and every node reports it.
+    pub async fn cluster_id(&self, proposed: &str) -> Result<String, ClusterError> {
+        if let Some(id) = self.image().cluster_id.clone() {
+            return Ok(id);
+        }
+        self.submit(ControllerRequest::InitClusterId(proposed.to_string())).await?;
+        self.image()
+            .cluster_id
+            .clone()
+            .ok_or_else(|| ClusterError::Unavailable("the cluster id was not applied".to_string()))
+    }
+
+    /// Kafka's controlled shutdown. Stops this broker's heartbeats, asks
+    /// the controller to move its leaderships now (its partitions get new
+    /// leaders from their ISRs, and it leaves the ISRs it shares with live
+    /// brokers) and returns once this node's image shows that. The broker
+    /// stays listed until the controller fences it for silence; the node
+    /// stays in the quorum (raft) until `shutdown`.
+    pub async fn controlled_shutdown(&self) -> Result<(), ClusterError> {
+        *self.heartbeats_stopped.lock().await = true;
+        let node_id = self.config.node_id;
+        self.submit(ControllerRequest::ControlledShutdown { node_id }).await?;
+        if self.image().is_live(node_id) {
+            // A heartbeat sent before the stop reached the controller after
+            // the command and registered this broker again: once more.
+            self.submit(ControllerRequest::ControlledShutdown { node_id }).await?;
+        }
+        Ok(())
     }
 
     pub async fn create_topic(&self, req: CreateTopic) -> Result<TopicImage, ClusterError> {

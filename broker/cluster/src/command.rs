@@ -42,6 +42,11 @@ pub enum Command {
     FenceBroker {
         node_id: i32,
     },
+    /// Kafka's controlled shutdown: moves the broker's leaderships and ISR
+    /// places to others as fencing does, but keeps it listed until fenced.
+    ControlledShutdown {
+        node_id: i32,
+    },
     /// `assignments[p]` is partition p's replica list, leader first.
     CreateTopic {
         name: String,
@@ -53,6 +58,10 @@ pub enum Command {
         name: String,
     },
     AlterPartition(AlterPartition),
+    /// Sets the cluster id unless one is set already (then a no-op).
+    InitClusterId {
+        cluster_id: String,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +112,10 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             fence_broker(image, *node_id);
             Ok(CommandResult::Done)
         }
+        Command::ControlledShutdown { node_id } => {
+            begin_controlled_shutdown(image, *node_id);
+            Ok(CommandResult::Done)
+        }
         Command::CreateTopic {
             name,
             topic_id,
@@ -115,6 +128,10 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             .map(|_| CommandResult::Done)
             .ok_or_else(|| ClusterError::UnknownTopic(name.clone())),
         Command::AlterPartition(req) => alter_partition(image, req).map(CommandResult::Partition),
+        Command::InitClusterId { cluster_id } => {
+            image.cluster_id.get_or_insert_with(|| cluster_id.clone());
+            Ok(CommandResult::Done)
+        }
     };
     outcome.unwrap_or_else(CommandResult::Rejected)
 }
@@ -127,6 +144,7 @@ fn register_broker(image: &mut MetadataImage, node_id: i32, host: &str, port: u1
             host: host.to_string(),
             port,
             fenced: false,
+            in_controlled_shutdown: false,
         },
     );
     for partition in all_partitions(image) {
@@ -140,9 +158,31 @@ fn register_broker(image: &mut MetadataImage, node_id: i32, host: &str, port: u1
 
 fn fence_broker(image: &mut MetadataImage, node_id: i32) {
     match image.brokers.get_mut(&node_id) {
-        Some(broker) if !broker.fenced => broker.fenced = true,
+        Some(broker) if !broker.fenced => {
+            let was_moved_off = broker.in_controlled_shutdown;
+            broker.fenced = true;
+            broker.in_controlled_shutdown = false;
+            if was_moved_off {
+                return;
+            }
+        }
         _ => return,
     }
+    move_off(image, node_id);
+}
+
+fn begin_controlled_shutdown(image: &mut MetadataImage, node_id: i32) {
+    match image.brokers.get_mut(&node_id) {
+        Some(broker) if !broker.fenced && !broker.in_controlled_shutdown => broker.in_controlled_shutdown = true,
+        _ => return,
+    }
+    move_off(image, node_id);
+}
+
+/// A broker that may no longer lead (just fenced or shutting down) leaves
+/// the ISRs it shares with a live broker, and its partitions get new
+/// leaders (the partition rules in the module header).
+fn move_off(image: &mut MetadataImage, node_id: i32) {
     let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
     for partition in all_partitions(image) {
         if !partition.isr.contains(&node_id) {

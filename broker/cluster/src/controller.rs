@@ -29,6 +29,8 @@ use crate::request::{ControllerReply, ControllerRequest, CreateTopic, Heartbeat}
 pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Refuse absurd partition counts before building assignments for them.
 const MAX_PARTITIONS: i32 = 10_000;
+/// A cluster id is a short printable token (Kafka's is 22 characters).
+const MAX_CLUSTER_ID_LEN: usize = 64;
 
 /// Heartbeat bookkeeping, valid for one leader term.
 struct Liveness {
@@ -115,6 +117,23 @@ impl Controller {
             ControllerRequest::AlterPartition(alter) => {
                 self.propose(Command::AlterPartition(alter)).await
             }
+            ControllerRequest::InitClusterId(cluster_id) => {
+                if cluster_id.is_empty() || cluster_id.len() > MAX_CLUSTER_ID_LEN {
+                    return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
+                        "cluster id must be 1..={MAX_CLUSTER_ID_LEN} bytes"
+                    )));
+                }
+                self.propose(Command::InitClusterId { cluster_id }).await
+            }
+            ControllerRequest::ControlledShutdown { node_id } => {
+                if !self.voters.contains_key(&node_id) {
+                    return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
+                        "broker {node_id} is not a configured voter"
+                    )));
+                }
+                tracing::info!(broker = node_id, "controlled shutdown: moving the broker's leaderships and ISR places");
+                self.propose(Command::ControlledShutdown { node_id }).await
+            }
         }
     }
 
@@ -134,7 +153,7 @@ impl Controller {
         let image = self.images.borrow().clone();
         let current = image.brokers.get(&heartbeat.node_id);
         let registered = current
-            .is_some_and(|b| !b.fenced && b.host == heartbeat.host && b.port == heartbeat.port);
+            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown && b.host == heartbeat.host && b.port == heartbeat.port);
         if registered {
             return self.confirm_registration(heartbeat.node_id).await;
         }
@@ -274,7 +293,7 @@ impl Controller {
         let liveness = self.liveness(term);
         let now = Instant::now();
         image
-            .live_brokers()
+            .listed_brokers()
             .map(|b| b.node_id)
             .filter(|id| {
                 let last = liveness

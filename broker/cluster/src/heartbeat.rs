@@ -21,6 +21,12 @@ use crate::raft_types::{kafka_id, Raft};
 use crate::request::{ControllerReply, ControllerRequest, Heartbeat};
 use crate::rpc::{RpcRequest, RpcResponse};
 
+/// Set (under its lock) when the broker begins a controlled shutdown: the
+/// loop sends nothing more, and no heartbeat is in flight once the setter
+/// holds the lock — so none can register the broker again after the
+/// controller has fenced it.
+pub type Stopped = Arc<tokio::sync::Mutex<bool>>;
+
 /// Spawns the loop; `accepted` receives the controller's applied index
 /// after every accepted heartbeat.
 pub fn spawn(
@@ -28,6 +34,7 @@ pub fn spawn(
     raft: Raft,
     controller: Arc<Controller>,
     accepted: watch::Sender<Option<u64>>,
+    stopped: Stopped,
 ) -> JoinHandle<()> {
     let host = config
         .own_peer()
@@ -46,6 +53,10 @@ pub fn spawn(
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             interval.tick().await;
+            let stopped = stopped.lock().await;
+            if *stopped {
+                return;
+            }
             let leader = raft.metrics().borrow().current_leader.and_then(kafka_id);
             let request = ControllerRequest::Heartbeat(heartbeat.clone());
             let reply = match leader {
@@ -72,6 +83,7 @@ pub fn spawn(
                     }
                 }
             };
+            drop(stopped);
             match reply {
                 ControllerReply::Applied { log_index, .. } => {
                     accepted.send_replace(Some(log_index));

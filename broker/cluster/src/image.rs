@@ -16,6 +16,12 @@ pub struct BrokerImage {
     pub host: String,
     pub port: u16,
     pub fenced: bool,
+    /// Kafka's "in controlled shutdown": the broker is stopping; it leads
+    /// nothing and joins no ISR, but stays listed in Metadata (clients
+    /// still talking to it learn the new leaders from it) until it is
+    /// fenced when its heartbeats stop. Registering again clears it.
+    #[serde(default)]
+    pub in_controlled_shutdown: bool,
 }
 
 /// One partition's registration (Kafka's `PartitionRegistration`).
@@ -45,13 +51,24 @@ pub struct TopicImage {
 pub struct MetadataImage {
     /// The raft log index this image reflects.
     pub applied_index: u64,
+    /// The cluster id, chosen once by the quorum (the first
+    /// `InitClusterId` applied wins); every node reports it in Metadata.
+    #[serde(default)]
+    pub cluster_id: Option<String>,
     pub brokers: BTreeMap<i32, BrokerImage>,
     pub topics: BTreeMap<String, TopicImage>,
 }
 
 impl MetadataImage {
-    /// Registered brokers that are not fenced, by node id.
+    /// Brokers that may lead, join ISRs and get new replicas: registered,
+    /// not fenced, not shutting down. By node id.
     pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerImage> {
+        self.brokers.values().filter(|b| !b.fenced && !b.in_controlled_shutdown)
+    }
+
+    /// Brokers Metadata lists: registered and not fenced (brokers in
+    /// controlled shutdown included). By node id.
+    pub fn listed_brokers(&self) -> impl Iterator<Item = &BrokerImage> {
         self.brokers.values().filter(|b| !b.fenced)
     }
 
@@ -65,6 +82,6 @@ impl MetadataImage {
     }
 
     pub(crate) fn is_live(&self, node_id: i32) -> bool {
-        self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
+        self.brokers.get(&node_id).is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
     }
 }

@@ -51,6 +51,12 @@ pub enum ControllerRequest {
     DeleteTopic(String),
     AlterPartition(AlterPartition),
     Heartbeat(Heartbeat),
+    /// Proposes a cluster id; the first one committed stays.
+    InitClusterId(String),
+    /// Kafka's controlled shutdown: the broker is about to stop, so its
+    /// partitions get new leaders from their ISRs and it leaves every ISR
+    /// it shares with a live broker now, not after the session timeout.
+    ControlledShutdown { node_id: i32 },
 }
 
 /// The controller's answer to a `ControllerRequest`.

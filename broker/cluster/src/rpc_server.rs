@@ -133,13 +133,16 @@ async fn serve(mut stream: TcpStream, handler: &RpcHandler) -> std::io::Result<(
     }
 }
 
-/// A broker speaks only for itself: a heartbeat only for the node the
-/// connection authenticated as, an ISR change only from the leader it
+/// A broker speaks only for itself: a heartbeat or controlled shutdown only
+/// for the node the connection authenticated as, an ISR change only from the leader it
 /// names (each broker forwards its own requests over its own connection).
 fn on_own_behalf(request: &RpcRequest, peer_id: i32) -> Result<(), String> {
     match request {
         RpcRequest::Controller(ControllerRequest::Heartbeat(heartbeat)) if heartbeat.node_id != peer_id => {
             Err(format!("node {peer_id} may not heartbeat for node {}", heartbeat.node_id))
+        }
+        RpcRequest::Controller(ControllerRequest::ControlledShutdown { node_id }) if *node_id != peer_id => {
+            Err(format!("node {peer_id} may not shut down node {node_id}"))
         }
         RpcRequest::Controller(ControllerRequest::AlterPartition(alter)) if alter.leader_id != peer_id => Err(format!(
             "node {peer_id} may not alter {}-{} in the name of its leader {}",

@@ -1,7 +1,7 @@
 //! The broker's shared state, handed to every connection and handler.
 //!
 //! Owns: the log manager, the replica manager (cluster mode), metrics, the advertised endpoint, the cluster id
-//! (persisted in `<data-dir>/meta.properties`), the produce-memory budget and
+//! (persisted in `<data-dir>/meta.properties`; in cluster mode the quorum's), the produce-memory budget and
 //! the "log data changed" signal that wakes acks waiting for durability and
 //! fetches waiting for data. Must not: speak the wire protocol.
 
@@ -97,9 +97,15 @@ pub fn load_or_create_cluster_id(data_dir: &Path, node_id: i32) -> anyhow::Resul
         return cluster_id.with_context(|| format!("{} has no cluster.id", path.display()));
     }
     let cluster_id = uuid::Uuid::new_v4().simple().to_string();
+    store_cluster_id(data_dir, node_id, &cluster_id)?;
+    Ok(cluster_id)
+}
+
+/// Writes `<data_dir>/meta.properties` (atomically) with `cluster_id`.
+pub fn store_cluster_id(data_dir: &Path, node_id: i32, cluster_id: &str) -> anyhow::Result<()> {
+    let path = data_dir.join("meta.properties");
     let tmp = data_dir.join("meta.properties.tmp");
     std::fs::write(&tmp, format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"))
         .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(cluster_id)
+    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))
 }

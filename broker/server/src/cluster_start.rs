@@ -22,12 +22,24 @@ use crate::replica::ReplicaManager;
 /// enough brokers to host `__consumer_offsets`) before giving up.
 const START_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// (replica manager, advertised host and port).
+/// What joining the cluster yields.
+pub struct Joined {
+    pub replicas: Arc<ReplicaManager>,
+    /// The host and port put in Metadata responses.
+    pub advertised: (String, u16),
+    /// The quorum's cluster id (the same on every node).
+    pub cluster_id: String,
+}
+
+/// Joins the quorum. `local_cluster_id` (from meta.properties) is this
+/// node's proposal for the cluster id; the quorum's choice replaces it on
+/// disk when they differ.
 pub async fn start(
     config: &Config,
     log: &Arc<LogManager>,
     data_changed: &Arc<watch::Sender<u64>>,
-) -> anyhow::Result<(Arc<ReplicaManager>, (String, u16))> {
+    local_cluster_id: &str,
+) -> anyhow::Result<Joined> {
     let raw = config.peers.as_deref().unwrap_or_default();
     let peers = chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?;
     let me = peers
@@ -60,6 +72,7 @@ pub async fn start(
     .context("starting the metadata quorum")?;
     info!(node_id = config.node_id, peers = raw, "waiting for the metadata quorum");
     cluster.wait_ready(START_TIMEOUT).await.context("joining the metadata quorum")?;
+    let cluster_id = adopt_cluster_id(config, &cluster, local_cluster_id).await?;
     ensure_offsets_topic(&cluster, peers.len()).await?;
 
     let manager = ReplicaManager::new(
@@ -73,8 +86,20 @@ pub async fn start(
     let image = cluster.image();
     let first = manager.clone();
     tokio::task::spawn_blocking(move || first.sync(&image)).await.context("initial metadata sync panicked")?;
-    info!(brokers = cluster.image().live_brokers().count(), "joined the cluster");
-    Ok((manager, advertised))
+    info!(brokers = cluster.image().live_brokers().count(), cluster_id, "joined the cluster");
+    Ok(Joined { replicas: manager, advertised, cluster_id })
+}
+
+/// The quorum's cluster id, proposing this node's own when the quorum has
+/// none yet (a new cluster, or one whose nodes each kept their own id
+/// before the quorum chose one). meta.properties is rewritten to match.
+async fn adopt_cluster_id(config: &Config, cluster: &Cluster, local: &str) -> anyhow::Result<String> {
+    let chosen = cluster.cluster_id(local).await.context("agreeing on the cluster id")?;
+    if chosen != local {
+        info!(previous = local, cluster_id = chosen, "adopting the quorum's cluster id in meta.properties");
+        crate::broker::store_cluster_id(&config.data_dir, config.node_id, &chosen)?;
+    }
+    Ok(chosen)
 }
 
 /// The raft port's shared secret (`--cluster-secret-file`), created when

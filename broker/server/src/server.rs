@@ -59,11 +59,11 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
 
     // Cluster mode: join the quorum and create local logs before any client
     // can connect.
-    let (replicas, cluster_advertised) = if config.cluster_mode() {
-        let (manager, advertised) = crate::cluster_start::start(&config, &log, &data_changed).await?;
-        (Some(manager), Some(advertised))
+    let (replicas, cluster_advertised, cluster_id) = if config.cluster_mode() {
+        let joined = crate::cluster_start::start(&config, &log, &data_changed, &cluster_id).await?;
+        (Some(joined.replicas), Some(joined.advertised), joined.cluster_id)
     } else {
-        (None, None)
+        (None, None, cluster_id)
     };
 
     let listener = TcpListener::bind(config.listen)
@@ -158,6 +158,12 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     // (a client that stops reading, a peer that never answers): the
     // process ends within SHUTDOWN_BOUND of the signal.
     let started = std::time::Instant::now();
+    if let Some(manager) = &broker.replicas {
+        // Kafka's controlled shutdown: leadership moves while this broker
+        // still answers, so clients get NOT_LEADER_OR_FOLLOWER and a fresh
+        // leader at once rather than a dead socket and a session timeout.
+        phase("leaderships moved (controlled shutdown)", CONTROLLED_SHUTDOWN, controlled_shutdown(manager)).await;
+    }
     ready.store(false, Ordering::Release);
     drop(listener);
     info!("shutdown: Kafka listener closed; closing client connections");
@@ -188,14 +194,36 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     Ok(())
 }
 
+/// Asks the controller to move this broker's leaderships to other ISR
+/// members, applies the resulting image at once (parked acks=all produces
+/// answer NOT_LEADER_OR_FOLLOWER and retry elsewhere) and stops fetching.
+async fn controlled_shutdown(manager: &Arc<crate::replica::ReplicaManager>) {
+    if let Err(e) = manager.cluster.controlled_shutdown().await {
+        warn!(error = %e, "controlled shutdown refused or timed out; leaderships move after the session timeout");
+        return;
+    }
+    let image = manager.cluster.image();
+    let synced = manager.clone();
+    let _ = tokio::task::spawn_blocking(move || synced.sync(&image)).await;
+    manager.stop_fetchers();
+    // Keep answering a moment: in-flight and parked requests get
+    // NOT_LEADER_OR_FOLLOWER, and clients refresh metadata from this broker
+    // (which names the new leaders) instead of finding its socket closed.
+    tokio::time::sleep(LEADERSHIP_HANDOVER).await;
+}
+
+/// How long a broker keeps serving after its leaderships moved.
+const LEADERSHIP_HANDOVER: Duration = Duration::from_millis(300);
+
 /// Bounds of the shutdown phases; their sum is `SHUTDOWN_BOUND`.
+const CONTROLLED_SHUTDOWN: Duration = Duration::from_secs(5);
 const CONNECTIONS_DRAIN: Duration = Duration::from_secs(3);
 const HTTP_DRAIN: Duration = Duration::from_secs(2);
 const CLUSTER_LEAVE: Duration = Duration::from_secs(3);
 const LOG_FLUSH: Duration = Duration::from_secs(10);
 /// SIGTERM to exit, at most (main's runtime shutdown adds nothing: blocking
 /// tasks still running are abandoned).
-pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(18);
+pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(23);
 
 /// Runs one shutdown phase for at most `bound`, logging how it ended.
 async fn phase(what: &str, bound: Duration, work: impl std::future::Future<Output = ()>) {

@@ -62,7 +62,7 @@ pub async fn metadata(
         }
     }
     let brokers = image
-        .live_brokers()
+        .listed_brokers()
         .map(|b| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.node_id))

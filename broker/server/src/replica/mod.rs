@@ -21,7 +21,7 @@ mod leader_client;
 mod partition;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -49,6 +49,14 @@ pub struct ReplicationStats {
 
 type LeaderListener = Box<dyn Fn(&Replica) + Send + Sync>;
 
+/// The partitions a follower fetches from one leader.
+type FollowedPartitions = BTreeSet<(String, i32)>;
+
+struct Fetcher {
+    task: JoinHandle<()>,
+    partitions: FollowedPartitions,
+}
+
 pub struct ReplicaManager {
     pub node_id: i32,
     pub cluster: Arc<Cluster>,
@@ -58,7 +66,11 @@ pub struct ReplicaManager {
     replica_lag_time_max_ms: Millis,
     data_changed: Arc<watch::Sender<u64>>,
     start: Instant,
-    fetchers: Mutex<HashMap<i32, JoinHandle<()>>>,
+    /// One fetcher task per leader followed, with the partitions it was
+    /// started for.
+    fetchers: Mutex<HashMap<i32, Fetcher>>,
+    /// Set by `stop_fetchers` (controlled shutdown): no fetcher starts again.
+    fetching_stopped: AtomicBool,
     pub stats: ReplicationStats,
     leader_listeners: Mutex<Vec<LeaderListener>>,
 }
@@ -88,6 +100,7 @@ impl ReplicaManager {
             data_changed,
             start: Instant::now(),
             fetchers: Mutex::new(HashMap::new()),
+            fetching_stopped: AtomicBool::new(false),
             stats: ReplicationStats::default(),
             leader_listeners: Mutex::new(Vec::new()),
         })
@@ -181,7 +194,7 @@ impl ReplicaManager {
     /// fetchers for the leaders followed.
     pub fn sync(self: &Arc<Self>, image: &MetadataImage) {
         let now = self.now();
-        let mut followed: BTreeSet<i32> = BTreeSet::new();
+        let mut followed: BTreeMap<i32, FollowedPartitions> = BTreeMap::new();
         for topic in image.topics.values() {
             let local = match self.ensure_local_topic(topic) {
                 Some(t) => t,
@@ -204,7 +217,7 @@ impl ReplicaManager {
                 }
                 self.perform(&replica, actions);
                 if let Some((leader, _)) = replica.follower_step() {
-                    followed.insert(leader);
+                    followed.entry(leader).or_default().insert((topic.name.clone(), p.partition));
                 }
             }
         }
@@ -256,15 +269,41 @@ impl ReplicaManager {
         }
     }
 
-    fn ensure_fetchers(self: &Arc<Self>, leaders: &BTreeSet<i32>) {
+    /// Stops every replica fetcher for good: a broker in controlled
+    /// shutdown has been fenced and must not fetch (a fenced follower that
+    /// keeps fetching would ask its leaders to put it back in their ISRs).
+    pub fn stop_fetchers(&self) {
+        self.fetching_stopped.store(true, Ordering::Release);
         let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
-        fetchers.retain(|_, task| !task.is_finished());
-        for &leader in leaders {
-            if leader == self.node_id || fetchers.contains_key(&leader) {
+        for (_, fetcher) in fetchers.drain() {
+            fetcher.task.abort();
+        }
+    }
+
+    /// One fetcher per leader followed. A leader that gained partitions
+    /// (this broker just became their follower) gets a fresh fetcher: the
+    /// running one may be parked in a long poll (up to its max wait) that
+    /// does not name them, and acks=all on the new leader waits for them.
+    fn ensure_fetchers(self: &Arc<Self>, leaders: &BTreeMap<i32, FollowedPartitions>) {
+        let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
+        if self.fetching_stopped.load(Ordering::Acquire) {
+            return;
+        }
+        fetchers.retain(|_, f| !f.task.is_finished());
+        for (&leader, partitions) in leaders {
+            if leader == self.node_id {
                 continue;
             }
+            if let Some(running) = fetchers.get_mut(&leader) {
+                if partitions.is_subset(&running.partitions) {
+                    running.partitions.clone_from(partitions);
+                    continue;
+                }
+                running.task.abort();
+            }
             let manager = self.clone();
-            fetchers.insert(leader, tokio::spawn(fetcher::run(manager, leader)));
+            let task = tokio::spawn(fetcher::run(manager, leader));
+            fetchers.insert(leader, Fetcher { task, partitions: partitions.clone() });
         }
     }
 
