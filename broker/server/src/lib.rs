@@ -7,7 +7,8 @@
 //! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
 //! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time.
 //! - `limits`      — every bound a client cannot push the broker past (flags and values).
-//! - `handlers/`   — one file per Kafka API; the only place log errors become Kafka error codes.
+//! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `leader_append`).
+//! - `leader_append` — append as leader (Produce and committed offsets): checks and write under the partition lock, acks=all ISR wait.
 //! - `durability`  — waiting for the group-commit flusher before acknowledging.
 //! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
@@ -33,6 +34,7 @@ pub mod durability;
 pub mod groups;
 pub mod handlers;
 pub mod http;
+pub mod leader_append;
 pub mod limits;
 pub mod metrics;
 pub mod metrics_cluster;

@@ -2,7 +2,8 @@
 //! (one partition), as Kafka keeps them.
 //!
 //! Owns: the key/value encoding of offset records, appending commits and
-//! tombstones (acknowledged only once durable), and the in-memory map rebuilt
+//! tombstones (through `leader_append`, acks=all: acknowledged only once
+//! durable and in every ISR member), and the in-memory map rebuilt
 //! by replaying the topic at start. Must not: check group membership (the
 //! handlers ask the `GroupManager` first).
 
@@ -13,12 +14,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chronik_log::{LogManager, PartitionLog};
-use chronik_protocol::record_batch::{parse_batch, parse_batches, set_partition_leader_epoch};
+use chronik_protocol::record_batch::{parse_batch, parse_batches};
+use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 use chronik_protocol::records::{build_batch, read_records, SimpleRecord};
 
 use crate::broker::Broker;
 use crate::durability::wait_until_durable;
+use crate::leader_append::{append_as_leader, wait_for_isr};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Key schema version of an offset-commit record.
@@ -78,19 +81,23 @@ impl OffsetStore {
         Ok(())
     }
 
-    /// Durably stores commits for `group`; returns once they survive a crash
-    /// (or false if that took longer than `timeout`).
+    /// Stores commits for `group`; returns once they survive a crash of
+    /// this broker and a coordinator failover (durable here and in every
+    /// ISR member), else the error the coordinator answers. Only stored
+    /// commits become visible to OffsetFetch.
     pub async fn commit(
         &self,
         broker: &Broker,
         group: &str,
         commits: Vec<(String, i32, CommittedOffset)>,
         timeout: Duration,
-    ) -> anyhow::Result<bool> {
+    ) -> Result<(), ResponseError> {
         if commits.is_empty() {
-            return Ok(true);
+            return Ok(());
         }
-        anyhow::ensure!(group.len() <= MAX_GROUP_ID_BYTES, "group id of {} bytes is too long to store", group.len());
+        if group.len() > MAX_GROUP_ID_BYTES {
+            return Err(ResponseError::InvalidGroupId);
+        }
         let records: Vec<SimpleRecord> = commits
             .iter()
             .map(|(topic, partition, c)| SimpleRecord {
@@ -99,12 +106,12 @@ impl OffsetStore {
                 timestamp: c.commit_timestamp,
             })
             .collect();
-        let durable = self.append(broker, &records, timeout).await?;
+        self.append(broker, &records, timeout).await?;
         let mut offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
         for (topic, partition, c) in commits {
             offsets.insert((group.to_string(), topic, partition), c);
         }
-        Ok(durable)
+        Ok(())
     }
 
     /// Removes every committed offset of `group` (DeleteGroups).
@@ -119,7 +126,9 @@ impl OffsetStore {
             .map(|(g, t, p)| SimpleRecord { key: Some(encode_key(g, t, *p)), value: None, timestamp: now })
             .collect();
         if !tombstones.is_empty() {
-            self.append(broker, &tombstones, Duration::from_secs(30)).await?;
+            self.append(broker, &tombstones, Duration::from_secs(30))
+                .await
+                .map_err(|e| anyhow::anyhow!("deleting the group's offsets: {e:?}"))?;
         }
         let mut offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
         for key in keys {
@@ -151,28 +160,50 @@ impl OffsetStore {
         groups
     }
 
-    async fn append(&self, broker: &Broker, records: &[SimpleRecord], timeout: Duration) -> anyhow::Result<bool> {
+    /// Writes `records` as Kafka writes `__consumer_offsets`: appended as
+    /// its leader with acks=all, answered once durable here and in every
+    /// ISR member. The error is what the coordinator answers (Kafka's
+    /// mapping of append errors for offset commits).
+    async fn append(&self, broker: &Broker, records: &[SimpleRecord], timeout: Duration) -> Result<(), ResponseError> {
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut batch = build_batch(records);
-        let headers = parse_batches(&batch).context("encoding an offsets batch")?;
-        // Cluster mode: only the partition leader writes, stamping its epoch,
-        // and followers replicate the records like any others.
-        let replica = broker.replica(OFFSETS_TOPIC, 0);
-        if let Some(replica) = &replica {
-            let epoch = replica.check_produce(false, 0).map_err(|(_, m)| anyhow::anyhow!("not the coordinator: {m}"))?;
-            for h in &headers {
-                set_partition_leader_epoch(&mut batch, h.position, epoch);
+        let headers = parse_batches(&batch).map_err(|e| {
+            tracing::error!(error = %e, "encoding an offsets batch");
+            ResponseError::UnknownServerError
+        })?;
+        let mut outcome = append_as_leader(broker, &self.log, &mut batch, &headers, true);
+        if let Ok(appended) = &outcome {
+            if broker.fsync_enabled()
+                && !wait_until_durable(broker, &[(self.log.clone(), appended.info.log_end_offset)], timeout).await
+            {
+                outcome = Err(if self.log.is_offline() {
+                    (ResponseError::KafkaStorageError, "fsync failed: partition offline".into())
+                } else {
+                    (ResponseError::RequestTimedOut, "not durable within the commit timeout".into())
+                });
             }
         }
-        let info = self.log.append(&mut batch, &headers).context("appending to __consumer_offsets")?;
-        if let (Some(replica), Some(manager)) = (&replica, &broker.replicas) {
-            let actions = replica.appended(info.log_end_offset);
-            manager.perform(replica, actions);
-            broker.notify_data_changed();
+        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+        wait_for_isr(broker, vec![&mut outcome], remaining).await;
+        outcome.map(drop).map_err(|(error, message)| {
+            tracing::warn!(error = ?error, message, "offsets not stored");
+            coordinator_error(error)
+        })
+    }
+}
+
+/// Kafka's answer to an offset commit whose append failed.
+fn coordinator_error(append: ResponseError) -> ResponseError {
+    match append {
+        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => ResponseError::NotCoordinator,
+        ResponseError::UnknownTopicOrPartition
+        | ResponseError::NotEnoughReplicas
+        | ResponseError::NotEnoughReplicasAfterAppend
+        | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
+        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge | ResponseError::InvalidFetchSize => {
+            ResponseError::InvalidCommitOffsetSize
         }
-        if !broker.fsync_enabled() {
-            return Ok(true);
-        }
-        Ok(wait_until_durable(broker, &[(self.log.clone(), info.log_end_offset)], timeout).await)
+        _ => ResponseError::UnknownServerError,
     }
 }
 

@@ -1,5 +1,6 @@
 //! OffsetCommit: checks the member and generation with the group manager,
-//! then stores the offsets durably before answering.
+//! then stores the offsets (durable, and in every ISR member of
+//! `__consumer_offsets`) before answering.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,6 @@ use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
-use tracing::warn;
 
 use super::group_errors::response_error;
 use super::Handled;
@@ -19,7 +19,8 @@ use crate::groups::CommittedOffset;
 
 /// Kafka's offset.metadata.max.bytes.
 const MAX_METADATA_BYTES: usize = 4096;
-const COMMIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Kafka's offsets.commit.timeout.ms.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetCommitRequest) -> Option<Handled> {
     let group_id = request.group_id.0.to_string();
@@ -64,14 +65,7 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetCommitRe
         errors.push(partitions);
     }
     let stored = broker.offsets.commit(broker, &group_id, commits, COMMIT_TIMEOUT).await;
-    let storage_error = match stored {
-        Ok(true) => None,
-        Ok(false) => Some(ResponseError::RequestTimedOut),
-        Err(e) => {
-            warn!(group = %group_id, error = %e, "storing committed offsets failed");
-            Some(ResponseError::KafkaStorageError)
-        }
-    };
+    let storage_error = stored.err();
     let mut has_error = false;
     let topics = request
         .topics

@@ -15,36 +15,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chronik_log::{AppendInfo, Error as LogError, PartitionLog};
-use chronik_protocol::record_batch::{parse_batches, set_partition_leader_epoch};
+use chronik_log::PartitionLog;
+use chronik_protocol::record_batch::parse_batches;
 use chronik_protocol::record_walk::validate_produced;
 use chronik_protocol::{BatchError, BatchHeader, InvalidBatch, Response};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use tracing::warn;
 
 use super::topic_lookup::{is_internal_topic, resolve};
 use super::Handled;
 use crate::broker::Broker;
 use crate::durability::wait_until_durable;
-use crate::replica::Replica;
-
-/// A partition's outcome before durability is known.
-struct Appended {
-    log: Arc<PartitionLog>,
-    info: AppendInfo,
-    /// Cluster mode: the leader replica that must see the ISR catch up.
-    replica: Option<Arc<Replica>>,
-}
+use crate::leader_append::{append_as_leader, wait_for_isr, AppendError, Appended};
 
 /// What happened to one partition's records: appended, or an error code and message.
-type Outcome = Result<Appended, (ResponseError, String)>;
-
-/// The only leader epoch a standalone broker has; stamped into every
-/// appended batch so consumers can validate positions against it.
-const STANDALONE_LEADER_EPOCH: i32 = 0;
+type Outcome = Result<Appended, AppendError>;
 
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Option<Handled> {
     let acks = request.acks;
@@ -67,7 +54,7 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                     )),
                     Ok(t) => match t.partition(p.index) {
                         None => Err((ResponseError::UnknownTopicOrPartition, String::new())),
-                        Some(log) => append_as_leader(broker, version, &t.name, log, p.records.as_ref(), acks == -1),
+                        Some(log) => produce_to(broker, version, log, p.records.as_ref(), acks == -1),
                     },
                 }
             };
@@ -101,9 +88,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         }
     }
 
-    if acks == -1 && broker.replicas.is_some() {
+    if acks == -1 {
         let timeout = Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(30_000));
-        wait_for_isr(broker, &mut outcomes, timeout).await;
+        wait_for_isr(broker, outcomes.iter_mut().flatten().map(|(_, o)| o).collect(), timeout).await;
     }
 
     let mut has_error = false;
@@ -141,76 +128,15 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     Handled::new(Response::Produce(ProduceResponse::default().with_responses(responses)), has_error)
 }
 
-/// Appends to one partition as its leader: in cluster mode checks leadership
-/// (and min.insync.replicas for acks=all) first and tells the replica about
-/// the new log end afterwards.
-fn append_as_leader(
+/// Validates one partition's records, then appends them as its leader
+/// (`leader_append`), counting what was new.
+fn produce_to(
     broker: &Broker,
     version: i16,
-    topic: &str,
     log: &Arc<PartitionLog>,
     records: Option<&Bytes>,
     acks_all: bool,
 ) -> Outcome {
-    let Some(manager) = &broker.replicas else {
-        return append(broker, version, log, records, STANDALONE_LEADER_EPOCH)
-            .map(|info| Appended { log: log.clone(), info, replica: None });
-    };
-    let replica = manager
-        .replica(topic, log.partition())
-        .ok_or((ResponseError::NotLeaderOrFollower, "partition not yet assigned here".into()))?;
-    let leader_epoch = replica.check_produce(acks_all, manager.now())?;
-    let info = append(broker, version, log, records, leader_epoch)?;
-    let actions = replica.appended(info.log_end_offset);
-    manager.perform(&replica, actions);
-    // Wake followers parked in Fetch.
-    broker.notify_data_changed();
-    Ok(Appended { log: log.clone(), info, replica: Some(replica) })
-}
-
-/// acks=all in cluster mode: waits until every ISR member has each
-/// partition's records, or fails the partition with the leader's reason
-/// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER) or
-/// REQUEST_TIMED_OUT.
-async fn wait_for_isr(broker: &Broker, outcomes: &mut [Vec<(i32, Outcome)>], timeout: Duration) {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut changed = broker.data_changed.subscribe();
-    loop {
-        let mut waiting = false;
-        for (_, outcome) in outcomes.iter_mut().flatten() {
-            let Ok(a) = outcome else { continue };
-            let Some(replica) = &a.replica else { continue };
-            match replica.acks_all_satisfied(a.info.log_end_offset) {
-                Ok(true) => a.replica = None,
-                Ok(false) => waiting = true,
-                Err(e) => *outcome = Err(e),
-            }
-        }
-        if !waiting {
-            return;
-        }
-        tokio::select! {
-            result = changed.changed() => if result.is_err() { return },
-            _ = tokio::time::sleep_until(deadline) => {
-                for (_, outcome) in outcomes.iter_mut().flatten() {
-                    if matches!(outcome, Ok(a) if a.replica.is_some()) {
-                        *outcome = Err((ResponseError::RequestTimedOut, "the ISR did not replicate within timeout_ms".into()));
-                    }
-                }
-                return;
-            }
-        }
-    }
-}
-
-/// Validates and appends one partition's records, stamped with `leader_epoch`.
-fn append(
-    broker: &Broker,
-    version: i16,
-    log: &PartitionLog,
-    records: Option<&Bytes>,
-    leader_epoch: i32,
-) -> Result<AppendInfo, (ResponseError, String)> {
     let records = match records {
         Some(r) if !r.is_empty() => r,
         _ => return Err((ResponseError::InvalidRecord, "no record batches".into())),
@@ -224,31 +150,15 @@ fn append(
     })?;
     validate(broker, version, records, &batches)?;
     let mut owned = records.to_vec();
-    for batch in &batches {
-        set_partition_leader_epoch(&mut owned, batch.position, leader_epoch);
+    let appended = append_as_leader(broker, log, &mut owned, &batches, acks_all)?;
+    if !appended.info.duplicate {
+        // A retried batch already in the log is acknowledged with its
+        // original offsets and counted once.
+        let records_in: i64 = batches.iter().map(|b| i64::from(b.records_count)).sum();
+        broker.metrics.records_in_total.inc_by(u64::try_from(records_in).unwrap_or(0));
+        broker.metrics.batches_in_total.inc_by(batches.len() as u64);
     }
-    let info = log.append(&mut owned, &batches).map_err(|e| match e {
-        LogError::RecordTooLarge { .. } => (ResponseError::MessageTooLarge, e.to_string()),
-        LogError::OutOfOrderSequence { .. } => (ResponseError::OutOfOrderSequenceNumber, e.to_string()),
-        LogError::InvalidProducerEpoch { .. } => (ResponseError::InvalidProducerEpoch, e.to_string()),
-        LogError::InvalidRecords(_) => (ResponseError::InvalidRecord, e.to_string()),
-        other => {
-            warn!(topic = log.topic(), partition = log.partition(), error = %other, "append failed");
-            (ResponseError::KafkaStorageError, other.to_string())
-        }
-    })?;
-    if info.duplicate {
-        // A retried batch already in the log: acknowledged with its original
-        // offsets, counted once.
-        return Ok(info);
-    }
-    let records_in: i64 = batches.iter().map(|b| i64::from(b.records_count)).sum();
-    broker.metrics.records_in_total.inc_by(u64::try_from(records_in).unwrap_or(0));
-    broker.metrics.batches_in_total.inc_by(batches.len() as u64);
-    if !broker.fsync_enabled() {
-        broker.notify_data_changed();
-    }
-    Ok(info)
+    Ok(appended)
 }
 
 /// Kafka's log validator on client batches: one batch per partition from

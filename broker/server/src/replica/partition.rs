@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use chronik_cluster::PartitionImage;
-use chronik_log::PartitionLog;
+use chronik_log::{AppendInfo, PartitionLog};
 use chronik_protocol::record_batch::parse_batches;
 use chronik_replication::{
     EpochEndOffset, FollowerAction, FollowerPhase, FollowerState, LeaderAction, LeaderEpochCache, Millis,
@@ -210,53 +210,35 @@ impl Replica {
 
     // ---- leader side -------------------------------------------------
 
-    /// The leader epoch to stamp into appended batches; NOT_LEADER_OR_FOLLOWER
-    /// unless this broker leads. With `acks_all`, NOT_ENOUGH_REPLICAS when
-    /// the ISR is below min.insync.replicas.
+    /// Append as leader, one operation under this partition's lock:
+    /// leadership, leader epoch and (for acks=all) min.insync.replicas are
+    /// checked, `append` writes the records stamped with the epoch, and the
+    /// leader state learns the new log end — with no leadership change in
+    /// between. NOT_LEADER_OR_FOLLOWER when this broker does not lead,
+    /// NOT_ENOUGH_REPLICAS when acks=all and the ISR is below
+    /// min.insync.replicas.
     ///
     /// Besides the committed ISR, the leader counts the ISR members that
     /// fetched within replica.lag.time.max.ms: when the quorum cannot commit
     /// an ISR shrink (two of three nodes down), dead followers stay in the
     /// committed ISR, and acks=all must still be refused rather than hang.
-    pub fn check_produce(&self, acks_all: bool, now: Millis) -> Result<i32, (ResponseError, String)> {
-        let inner = self.lock();
-        let Role::Leader(state) = &inner.role else {
+    pub fn append_as_leader(
+        &self,
+        acks_all: bool,
+        now: Millis,
+        append: impl FnOnce(i32) -> Result<AppendInfo, (ResponseError, String)>,
+    ) -> Result<(AppendInfo, Vec<LeaderAction>), (ResponseError, String)> {
+        let mut inner = self.lock();
+        let Role::Leader(state) = &mut inner.role else {
             return Err((ResponseError::NotLeaderOrFollower, "this broker does not lead the partition".into()));
         };
         if acks_all {
-            state.check_min_isr().map_err(|e| (ResponseError::NotEnoughReplicas, e.to_string()))?;
-            let lag = state.config().replica_lag_time_max_ms;
-            let live = state
-                .isr()
-                .committed()
-                .iter()
-                .filter(|&&r| {
-                    r == state.leader_id()
-                        || state.follower(r).is_some_and(|f| {
-                            now.saturating_sub(f.last_fetch_time_ms.max(f.last_caught_up_time_ms)) <= lag
-                        })
-                })
-                .count();
-            let min = state.config().min_insync_replicas;
-            if live < min {
-                return Err((
-                    ResponseError::NotEnoughReplicas,
-                    format!("only {live} in-sync replicas are fetching; min.insync.replicas is {min}"),
-                ));
-            }
+            check_min_isr(state, now)?;
         }
-        Ok(state.leader_epoch())
-    }
-
-    /// The log grew to `log_end_offset` under this leadership.
-    pub fn appended(&self, log_end_offset: i64) -> Vec<LeaderAction> {
-        let mut inner = self.lock();
-        let actions = match &mut inner.role {
-            Role::Leader(state) => state.append(log_end_offset).unwrap_or_default(),
-            _ => Vec::new(),
-        };
+        let info = append(state.leader_epoch())?;
+        let actions = state.append(info.log_end_offset).unwrap_or_default();
         remember_hw(&mut inner, &actions);
-        actions
+        Ok((info, actions))
     }
 
     /// acks=all: `Ok(true)` when every ISR member has `end_offset`.
@@ -466,6 +448,32 @@ impl Replica {
 
 /// An asker's current leader epoch against this leader's: older is fenced,
 /// newer is unknown (this broker has not seen that leadership yet).
+/// acks=all needs min.insync.replicas in the ISR, counting only members
+/// that fetched within replica.lag.time.max.ms (see `append_as_leader`).
+fn check_min_isr(state: &PartitionReplicaState, now: Millis) -> Result<(), (ResponseError, String)> {
+    state.check_min_isr().map_err(|e| (ResponseError::NotEnoughReplicas, e.to_string()))?;
+    let lag = state.config().replica_lag_time_max_ms;
+    let live = state
+        .isr()
+        .committed()
+        .iter()
+        .filter(|&&r| {
+            r == state.leader_id()
+                || state
+                    .follower(r)
+                    .is_some_and(|f| now.saturating_sub(f.last_fetch_time_ms.max(f.last_caught_up_time_ms)) <= lag)
+        })
+        .count();
+    let min = state.config().min_insync_replicas;
+    if live < min {
+        return Err((
+            ResponseError::NotEnoughReplicas,
+            format!("only {live} in-sync replicas are fetching; min.insync.replicas is {min}"),
+        ));
+    }
+    Ok(())
+}
+
 fn check_current_epoch(current_leader_epoch: i32, leader_epoch: i32) -> Result<(), ResponseError> {
     match current_leader_epoch {
         c if c < 0 || c == leader_epoch => Ok(()),

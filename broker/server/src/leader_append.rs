@@ -1,0 +1,126 @@
+//! Append as leader: the one way records enter a partition this broker
+//! leads — client Produce and the offset store's commits alike.
+//!
+//! Owns: the append itself (leadership, leader epoch, min.insync.replicas
+//! and the log write done together under the partition's lock, batches
+//! stamped with the epoch), the log's error codes as Kafka names them, and
+//! the acks=all wait for the ISR. Must not: decode or validate client
+//! batches (Produce does that first) or wait for fsync (`durability`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronik_log::{AppendInfo, Error as LogError, PartitionLog};
+use chronik_protocol::record_batch::set_partition_leader_epoch;
+use chronik_protocol::BatchHeader;
+use kafka_protocol::error::ResponseError;
+use tracing::warn;
+
+use crate::broker::Broker;
+use crate::replica::Replica;
+
+/// A Kafka error code and the message sent with it.
+pub type AppendError = (ResponseError, String);
+
+/// Records appended as leader, not yet known durable or replicated.
+pub struct Appended {
+    pub log: Arc<PartitionLog>,
+    pub info: AppendInfo,
+    /// Cluster mode: the leader replica whose ISR must catch up (acks=all);
+    /// `None` once it has, or in standalone mode.
+    pub replica: Option<Arc<Replica>>,
+}
+
+/// The only leader epoch a standalone broker has; stamped into every
+/// appended batch so consumers can validate positions against it.
+const STANDALONE_LEADER_EPOCH: i32 = 0;
+
+/// Appends `batch` (whose batches `headers` describe) to `log` as its
+/// leader: NOT_LEADER_OR_FOLLOWER unless this broker leads it, and with
+/// `acks_all` NOT_ENOUGH_REPLICAS while its ISR is below
+/// min.insync.replicas. Every batch is stamped with the leader epoch.
+pub fn append_as_leader(
+    broker: &Broker,
+    log: &Arc<PartitionLog>,
+    batch: &mut [u8],
+    headers: &[BatchHeader],
+    acks_all: bool,
+) -> Result<Appended, AppendError> {
+    let mut write = |epoch: i32| -> Result<AppendInfo, AppendError> {
+        for h in headers {
+            set_partition_leader_epoch(batch, h.position, epoch);
+        }
+        log.append(batch, headers).map_err(|e| log_error(log, e))
+    };
+    let Some(manager) = &broker.replicas else {
+        let info = write(STANDALONE_LEADER_EPOCH)?;
+        after_append(broker);
+        return Ok(Appended { log: log.clone(), info, replica: None });
+    };
+    let replica = manager
+        .replica(log.topic(), log.partition())
+        .ok_or((ResponseError::NotLeaderOrFollower, "partition not yet assigned here".into()))?;
+    let (info, actions) = replica.append_as_leader(acks_all, manager.now(), write)?;
+    manager.perform(&replica, actions);
+    // Wake followers parked in Fetch (and, without fsync, waiting acks).
+    broker.notify_data_changed();
+    Ok(Appended { log: log.clone(), info, replica: Some(replica) })
+}
+
+fn after_append(broker: &Broker) {
+    if !broker.fsync_enabled() {
+        broker.notify_data_changed();
+    }
+}
+
+fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
+    match e {
+        LogError::RecordTooLarge { .. } => (ResponseError::MessageTooLarge, e.to_string()),
+        LogError::OutOfOrderSequence { .. } => (ResponseError::OutOfOrderSequenceNumber, e.to_string()),
+        LogError::InvalidProducerEpoch { .. } => (ResponseError::InvalidProducerEpoch, e.to_string()),
+        LogError::InvalidRecords(_) => (ResponseError::InvalidRecord, e.to_string()),
+        other => {
+            warn!(topic = log.topic(), partition = log.partition(), error = %other, "append failed");
+            (ResponseError::KafkaStorageError, other.to_string())
+        }
+    }
+}
+
+/// acks=all: waits until every ISR member has each appended partition's
+/// records, or fails the partition with the leader's reason
+/// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER) or
+/// REQUEST_TIMED_OUT. Standalone appends are done at once.
+pub async fn wait_for_isr<'a>(
+    broker: &Broker,
+    mut outcomes: Vec<&'a mut Result<Appended, AppendError>>,
+    timeout: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut changed = broker.data_changed.subscribe();
+    loop {
+        let mut waiting = false;
+        for outcome in outcomes.iter_mut() {
+            let Ok(a) = &mut **outcome else { continue };
+            let Some(replica) = &a.replica else { continue };
+            match replica.acks_all_satisfied(a.info.log_end_offset) {
+                Ok(true) => a.replica = None,
+                Ok(false) => waiting = true,
+                Err(e) => **outcome = Err(e),
+            }
+        }
+        if !waiting {
+            return;
+        }
+        tokio::select! {
+            result = changed.changed() => if result.is_err() { return },
+            _ = tokio::time::sleep_until(deadline) => {
+                for outcome in outcomes.iter_mut() {
+                    if matches!(&**outcome, Ok(a) if a.replica.is_some()) {
+                        **outcome = Err((ResponseError::RequestTimedOut, "the ISR did not replicate within timeout_ms".into()));
+                    }
+                }
+                return;
+            }
+        }
+    }
+}
