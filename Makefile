@@ -7,6 +7,7 @@
 #   make build       cargo build --release -p chronik-server
 #   make deps        only the install steps (idempotent)
 #   make cargo-test  cargo test --workspace --no-fail-fast (debug)
+#   make lint        rustfmt --check and clippy -D warnings on the whole workspace (and fuzz/ formatting)
 #   make pytest      Python client tests against target/release/chronik-server
 #   make shellcheck  shellcheck (warnings and errors) on every tracked shell script
 #   make k6-test     k6 inspect of every scenario + the k6 lib's offline tests (installs k6)
@@ -42,12 +43,13 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
-.PHONY: fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
+.PHONY: lint fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
 test: deps build
 	@rc=0; \
+	$(MAKE) --no-print-directory lint || rc=1; \
 	$(MAKE) --no-print-directory cargo-test || rc=1; \
 	$(MAKE) --no-print-directory pytest || rc=1; \
 	$(MAKE) --no-print-directory compat || rc=1; \
@@ -73,6 +75,13 @@ build:
 
 cargo-test:
 	$(CARGO) test --workspace --no-fail-fast
+
+# rustup's default profile ships both; add them if a minimal profile did not.
+lint:
+	@command -v rustfmt >/dev/null && $(CARGO) clippy --version >/dev/null 2>&1 || rustup component add rustfmt clippy
+	$(CARGO) fmt --all --check
+	$(CARGO) fmt --all --check --manifest-path fuzz/Cargo.toml
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 pytest: python-deps
 	@test -x "$(CHRONIK_SERVER_BIN)" || { echo "missing $(CHRONIK_SERVER_BIN): run make build" >&2; exit 1; }

@@ -220,7 +220,7 @@ mod tests {
         // plus a record's positive delta.
         let records = [SimpleRecord { key: None, value: Some(Bytes::from("v")), timestamp: i64::MAX }];
         let mut batch = build_batch(&records);
-        batch[27..35].copy_from_slice(&(i64::MAX - 0).to_be_bytes());
+        batch[27..35].copy_from_slice(&i64::MAX.to_be_bytes());
         // The record's timestamp delta is 0; make it 5 (zigzag 10).
         let delta_at = BATCH_HEADER_SIZE + 1 + 1;
         batch[delta_at] = 10;

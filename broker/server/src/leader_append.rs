@@ -90,11 +90,7 @@ fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
 /// records, or fails the partition with the leader's reason
 /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER) or
 /// REQUEST_TIMED_OUT. Standalone appends are done at once.
-pub async fn wait_for_isr<'a>(
-    broker: &Broker,
-    mut outcomes: Vec<&'a mut Result<Appended, AppendError>>,
-    timeout: Duration,
-) {
+pub async fn wait_for_isr(broker: &Broker, mut outcomes: Vec<&mut Result<Appended, AppendError>>, timeout: Duration) {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut changed = broker.data_changed.subscribe();
     loop {

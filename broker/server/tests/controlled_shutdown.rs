@@ -19,6 +19,9 @@ use rdkafka::producer::FutureRecord;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// (sequence number, offset or error, send-to-acknowledgement latency)
+type Delivery = (u64, Result<i64, String>, Duration);
+
 /// The session timeout the shutdown must beat: without controlled shutdown
 /// the leader's partitions move only after it.
 const SESSION_TIMEOUT_MS: u64 = 3000;
@@ -90,7 +93,7 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
     // One message every 5 ms for 6 s; each records send and ack times.
     let count: u64 = 1200;
     const WARM: u64 = 200;
-    let producer_thread = std::thread::spawn(move || -> Result<Vec<(u64, Result<i64, String>, Duration)>> {
+    let producer_thread = std::thread::spawn(move || -> Result<Vec<Delivery>> {
         let producer = producer_at(
             &bootstrap,
             &[("acks", "all"), ("enable.idempotence", "true"), ("message.timeout.ms", "30000"), ("linger.ms", "0")],

@@ -97,8 +97,7 @@ fn create_one(broker: &Broker, version: i16, topic: CreatableTopic, validate_onl
                 result = result.with_topic_id(to_uuid(topic_id));
             }
             if version >= 5 {
-                let configs = config
-                    .describe(&overrides)
+                let configs = super::topic_configs::describe(broker, &config, &overrides)
                     .into_iter()
                     .map(|entry| {
                         CreatableTopicConfigs::default()

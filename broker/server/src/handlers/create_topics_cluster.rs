@@ -70,6 +70,9 @@ pub async fn create(
         let (code, message) = log_error(&e);
         return fail(code, message);
     }
+    if partitions <= 0 {
+        return fail(ResponseError::InvalidPartitions, format!("number of partitions must be positive, got {partitions}"));
+    }
     let live = manager.cluster.image().live_brokers().count();
     if replication_factor < 1 || usize::try_from(replication_factor).unwrap_or(usize::MAX) > live {
         return fail(
@@ -100,8 +103,7 @@ pub async fn create(
         result = result.with_topic_id(to_uuid(topic_id));
     }
     if version >= 5 {
-        let mut described: Vec<CreatableTopicConfigs> = log_config
-            .describe(&log_overrides)
+        let described: Vec<CreatableTopicConfigs> = super::topic_configs::describe(broker, &log_config, &configs)
             .into_iter()
             .map(|entry| {
                 CreatableTopicConfigs::default()
@@ -111,16 +113,6 @@ pub async fn create(
                     .with_config_source(if entry.is_default { SOURCE_DEFAULT } else { SOURCE_TOPIC })
             })
             .collect();
-        let (value, source) = match &min_insync {
-            Some(v) => (v.clone(), SOURCE_TOPIC),
-            None => (broker.config.min_insync_replicas.to_string(), SOURCE_DEFAULT),
-        };
-        described.push(
-            CreatableTopicConfigs::default()
-                .with_name(StrBytes::from_static_str(MIN_INSYNC_REPLICAS))
-                .with_value(Some(StrBytes::from_string(value)))
-                .with_config_source(source),
-        );
         result = result.with_configs(Some(described));
     }
     result

@@ -44,9 +44,7 @@ fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfi
         .with_resource_name(resource.resource_name.clone());
     let entries = match resource.resource_type {
         RESOURCE_TOPIC => match broker.log.topic(&name) {
-            Some(topic) => Ok(topic
-                .config
-                .describe(&topic.overrides)
+            Some(topic) => Ok(super::topic_configs::describe(broker, &topic.config, &super::topic_configs::overrides_of(broker, &topic))
                 .into_iter()
                 .map(|e| Entry {
                     name: e.name,
@@ -100,7 +98,8 @@ fn broker_entries(broker: &Broker) -> Vec<Entry> {
         ("advertised.listeners", format!("PLAINTEXT://{host}:{port}")),
         ("log.dirs", c.data_dir.display().to_string()),
         ("num.partitions", c.default_partitions.to_string()),
-        ("default.replication.factor", "1".into()),
+        ("default.replication.factor", c.default_replication_factor.to_string()),
+        ("min.insync.replicas", c.min_insync_replicas.to_string()),
         ("auto.create.topics.enable", c.auto_create_topics.to_string()),
         ("socket.request.max.bytes", c.max_request_bytes.to_string()),
         ("message.max.bytes", defaults.max_message_bytes.to_string()),

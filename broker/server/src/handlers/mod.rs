@@ -31,6 +31,7 @@ mod produce;
 pub mod request_size;
 mod sync_group;
 mod topic_caps;
+mod topic_configs;
 mod topic_lookup;
 
 use std::sync::Arc;
