@@ -109,7 +109,8 @@ impl ClusterConfig {
         self.peers.iter().map(|p| p.node_id).collect()
     }
 
-    pub(crate) fn metadata_dir(&self) -> PathBuf {
+    /// Where the quorum's log and snapshots live (absent before the first start).
+    pub fn metadata_dir(&self) -> PathBuf {
         self.data_dir.join("__cluster_metadata")
     }
 

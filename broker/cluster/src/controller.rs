@@ -238,7 +238,7 @@ impl Controller {
             .collect();
         Ok(Command::CreateTopic {
             name: create.name.clone(),
-            topic_id: *uuid::Uuid::new_v4().as_bytes(),
+            topic_id: create.topic_id.unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes()),
             configs: create.configs.clone(),
             assignments,
         })

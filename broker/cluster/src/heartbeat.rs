@@ -60,7 +60,15 @@ pub fn spawn(
             let leader = raft.metrics().borrow().current_leader.and_then(kafka_id);
             let request = ControllerRequest::Heartbeat(heartbeat.clone());
             let reply = match leader {
-                None => continue,
+                None => {
+                    // No leader yet (a quorum electing, or just started):
+                    // heartbeat as soon as one is known, not a tick later.
+                    drop(stopped);
+                    let mut metrics = raft.metrics();
+                    let _ = tokio::time::timeout(config.heartbeat_interval, metrics.changed()).await;
+                    interval.reset_immediately();
+                    continue;
+                }
                 Some(id) if id == config.node_id => controller.handle(request).await,
                 Some(id) => {
                     let Some(addr) = config.raft_addr(id) else {

@@ -21,6 +21,10 @@ pub struct CreateTopic {
     pub partitions: i32,
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+    /// The id of a topic that already exists in this broker's log (adopted
+    /// into a new quorum of one); `None`: the controller draws one.
+    #[serde(default)]
+    pub topic_id: Option<[u8; 16]>,
 }
 
 /// KIP-497 AlterPartition from a partition leader: its proposed ISR,

@@ -39,7 +39,7 @@ async fn without_the_secret_nothing_registers_or_deletes() {
     let controller = cluster.controller().await;
     cluster
         .node(controller)
-        .create_topic(CreateTopic { name: "keep".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new() })
+        .create_topic(CreateTopic { name: "keep".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new(), topic_id: None })
         .await
         .expect("create");
     let addr = cluster.config(controller).raft_listen;
@@ -121,7 +121,7 @@ async fn connections_past_the_cap_are_refused_and_peers_keep_working() {
     // Meanwhile the quorum still commits.
     let created = cluster
         .node(controller)
-        .create_topic(CreateTopic { name: "while-attacked".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new() })
+        .create_topic(CreateTopic { name: "while-attacked".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new(), topic_id: None })
         .await;
     assert!(created.is_ok(), "the quorum stalled: {created:?}");
     eventually(Duration::from_secs(5), "the topic everywhere", || {
@@ -171,7 +171,7 @@ async fn strangers_holding_every_slot_cannot_fence_the_voters() {
     }
     let created = cluster
         .node(controller)
-        .create_topic(CreateTopic { name: "under-siege".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new() })
+        .create_topic(CreateTopic { name: "under-siege".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new(), topic_id: None })
         .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for attacker in attackers {
@@ -234,7 +234,7 @@ async fn a_voter_may_not_alter_a_partition_in_its_leaders_name() {
     let controller = cluster.controller().await;
     cluster
         .node(controller)
-        .create_topic(CreateTopic { name: "isr".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new() })
+        .create_topic(CreateTopic { name: "isr".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new(), topic_id: None })
         .await
         .expect("create");
     let before = cluster.node(controller).image().partition("isr", 0).cloned().expect("partition");

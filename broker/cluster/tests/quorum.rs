@@ -22,6 +22,7 @@ fn topic(name: &str, partitions: i32, replication_factor: i16) -> CreateTopic {
         partitions,
         replication_factor,
         configs: BTreeMap::new(),
+        topic_id: None,
     }
 }
 

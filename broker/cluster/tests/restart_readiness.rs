@@ -24,7 +24,7 @@ async fn a_restarted_controller_is_ready_only_with_what_was_committed_while_it_w
         let name = format!("while-away-{round}");
         cluster
             .node(new)
-            .create_topic(CreateTopic { name: name.clone(), partitions: 1, replication_factor: 2, configs: BTreeMap::new() })
+            .create_topic(CreateTopic { name: name.clone(), partitions: 1, replication_factor: 2, configs: BTreeMap::new(), topic_id: None })
             .await
             .expect("create while the old controller is down");
         let fenced_at = eventually(SESSION_TIMEOUT + Duration::from_secs(5), "the old controller fenced", || {

@@ -1,7 +1,7 @@
 //! The broker's shared state, handed to every connection and handler.
 //!
-//! Owns: the log manager, the replica manager (cluster mode), metrics, the advertised endpoint, the cluster id
-//! (persisted in `<data-dir>/meta.properties`; in cluster mode the quorum's), the produce-memory budget and
+//! Owns: the log manager, the replica manager, metrics, the advertised endpoint, the cluster id
+//! (the quorum's, persisted in `<data-dir>/meta.properties`), the produce-memory budget and
 //! the "log data changed" signal that wakes acks waiting for durability and
 //! fetches waiting for data. Must not: speak the wire protocol.
 
@@ -37,8 +37,8 @@ pub struct Broker {
     /// Committed offsets, durable in `__consumer_offsets`.
     pub offsets: Arc<OffsetStore>,
     pub producer_ids: ProducerIdAllocator,
-    /// Cluster mode only: the metadata quorum and this broker's replicas.
-    pub replicas: Option<Arc<ReplicaManager>>,
+    /// The metadata quorum (of one, standalone) and this broker's replicas.
+    pub replicas: Arc<ReplicaManager>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -52,9 +52,9 @@ impl Broker {
         self.config.node_id
     }
 
-    /// This broker's replica of a partition (cluster mode only).
+    /// This broker's replica of a partition.
     pub fn replica(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
-        self.replicas.as_ref().and_then(|r| r.replica(topic, partition))
+        self.replicas.replica(topic, partition)
     }
 
     /// Whether acknowledgements wait for the group-commit flusher.

@@ -1,8 +1,10 @@
-//! Start-up in cluster mode: joins the metadata quorum, waits until this
-//! broker is registered (so the first Metadata answer already lists every
-//! live broker), makes sure `__consumer_offsets` exists cluster-wide, creates
-//! the local logs of the current image and starts the replica manager. The
-//! Kafka listener opens only after this returns.
+//! Start-up: every broker is a node of a metadata quorum — of one when
+//! `--peers` is not given. Joins the quorum, waits until this broker is
+//! registered (so the first Metadata answer already lists every live
+//! broker), agrees on the cluster id, adopts the topics of a data directory
+//! written without a quorum, makes sure `__consumer_offsets` exists
+//! cluster-wide, creates the local logs of the current image and starts the
+//! replica manager. The Kafka listener serves only after this returns.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,24 +33,26 @@ pub struct Joined {
     pub cluster_id: String,
 }
 
-/// Joins the quorum. `local_cluster_id` (from meta.properties) is this
-/// node's proposal for the cluster id; the quorum's choice replaces it on
-/// disk when they differ.
+/// Joins the quorum. `kafka_port` is the port clients are given (the
+/// advertised one, else the bound listener's). `local_cluster_id` (from
+/// meta.properties) is this node's proposal for the cluster id; the
+/// quorum's choice replaces it on disk when they differ.
 pub async fn start(
     config: &Config,
     log: &Arc<LogManager>,
     data_changed: &Arc<watch::Sender<u64>>,
     local_cluster_id: &str,
+    kafka_port: u16,
 ) -> anyhow::Result<Joined> {
-    let raw = config.peers.as_deref().unwrap_or_default();
+    let raw = config.peers.as_str();
     let peers = chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?;
     let me = peers
         .iter()
         .find(|p| p.node_id == config.node_id)
         .with_context(|| format!("--node-id {} is not among --peers {raw:?}", config.node_id))?;
-    let kafka_port = config.advertise.as_ref().map_or(config.listen.port(), |(_, port)| *port);
-    if kafka_port == 0 || config.raft_listen.port() == 0 {
-        bail!("cluster mode needs fixed ports: --listen and --raft-listen must not use port 0");
+    // Other voters dial these ports; a quorum of one is dialled by nobody.
+    if peers.len() > 1 && (kafka_port == 0 || config.raft_listen.port() == 0) {
+        bail!("a cluster of several nodes needs fixed ports: --listen and --raft-listen must not use port 0");
     }
     let advertised = (me.host.clone(), kafka_port);
     if let Some((host, _)) = &config.advertise {
@@ -57,7 +61,7 @@ pub async fn start(
         }
     }
     let secret = load_secret(config)?;
-    let cluster = Cluster::start(ClusterConfig {
+    let cluster_config = ClusterConfig {
         node_id: config.node_id,
         peers: peers.clone(),
         kafka_port,
@@ -67,12 +71,27 @@ pub async fn start(
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
         secret,
-    })
-    .await
-    .context("starting the metadata quorum")?;
+    };
+    let new_quorum = !cluster_config.metadata_dir().exists();
+    let unadopted: Vec<String> = log.topics().iter().map(|t| t.name.clone()).collect();
+    if new_quorum && peers.len() > 1 && !unadopted.is_empty() {
+        bail!(
+            "{} holds {} topics ({}) written without a metadata quorum, and joining a new {}-node quorum would \
+             delete them. Start this broker once without --peers to adopt them into a quorum of one, or give \
+             it an empty --data-dir.",
+            config.data_dir.display(),
+            unadopted.len(),
+            unadopted.join(", "),
+            peers.len()
+        );
+    }
+    let cluster = Cluster::start(cluster_config).await.context("starting the metadata quorum")?;
     info!(node_id = config.node_id, peers = raw, "waiting for the metadata quorum");
     cluster.wait_ready(START_TIMEOUT).await.context("joining the metadata quorum")?;
     let cluster_id = adopt_cluster_id(config, &cluster, local_cluster_id).await?;
+    if new_quorum {
+        adopt_local_topics(&cluster, log).await?;
+    }
     ensure_offsets_topic(&cluster, peers.len()).await?;
 
     let manager = ReplicaManager::new(
@@ -88,6 +107,31 @@ pub async fn start(
     tokio::task::spawn_blocking(move || first.sync(&image)).await.context("initial metadata sync panicked")?;
     info!(brokers = cluster.image().live_brokers().count(), cluster_id, "joined the cluster");
     Ok(Joined { replicas: manager, advertised, cluster_id })
+}
+
+/// A data directory written by a broker without a quorum (before every
+/// broker had one): its topics enter the new quorum of one with their own
+/// ids, partition counts and configs, so nothing is re-created or deleted.
+async fn adopt_local_topics(cluster: &Cluster, log: &LogManager) -> anyhow::Result<()> {
+    for topic in log.topics() {
+        if cluster.image().topics.contains_key(&topic.name) {
+            continue;
+        }
+        let request = CreateTopic {
+            name: topic.name.clone(),
+            partitions: i32::try_from(topic.partition_count()).unwrap_or(i32::MAX),
+            replication_factor: 1,
+            configs: topic.overrides.clone(),
+            topic_id: Some(topic.topic_id),
+        };
+        match cluster.create_topic(request).await {
+            Ok(_) | Err(ClusterError::TopicAlreadyExists(_)) => {
+                info!(topic = topic.name, partitions = topic.partition_count(), "adopted a topic of this data directory into the metadata quorum");
+            }
+            Err(e) => bail!("adopting topic {} into the metadata quorum: {e}", topic.name),
+        }
+    }
+    Ok(())
 }
 
 /// The quorum's cluster id, proposing this node's own when the quorum has
@@ -111,9 +155,11 @@ fn load_secret(config: &Config) -> anyhow::Result<ClusterSecret> {
     }
     let (secret, created) =
         ClusterSecret::load_or_create(path).with_context(|| format!("cluster secret {}", path.display()))?;
-    if created {
+    if created && !config.single_voter() {
         tracing::warn!(path = %path.display(), "created a new cluster secret: every voter must use this same file \
             (--cluster-secret-file), or the raft port refuses it");
+    } else if created {
+        info!(path = %path.display(), "created the cluster secret");
     } else {
         info!(path = %path.display(), "cluster secret loaded");
     }
@@ -133,6 +179,7 @@ async fn ensure_offsets_topic(cluster: &Cluster, voters: usize) -> anyhow::Resul
             partitions: 1,
             replication_factor,
             configs: BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
+            topic_id: None,
         };
         match cluster.create_topic(request).await {
             Ok(_) | Err(ClusterError::TopicAlreadyExists(_)) => break,

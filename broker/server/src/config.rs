@@ -124,12 +124,13 @@ pub struct Args {
     /// Cluster mode: every voter of the metadata quorum, this node included,
     /// as `ID@HOST,...` (e.g. `1@127.0.0.1,2@127.0.0.2,3@127.0.0.3`). Node N
     /// is reached at HOST:<--listen port> (Kafka) and HOST:<--raft-listen
-    /// port> (raft): every node uses the same ports, as pods do. Unset = one
-    /// standalone node.
+    /// port> (raft): every node uses the same ports, as pods do. Unset = a
+    /// quorum of one: this node alone (`ID@<its own host>`).
     #[arg(long, env = "CHRONIK_PEERS")]
     pub peers: Option<String>,
-    /// Address the metadata-quorum (raft) listener binds in cluster mode.
-    /// Default: port 9093 on this node's --peers host.
+    /// Address the metadata-quorum (raft) listener binds. Default: port 9093
+    /// on this node's --peers host; without --peers (a quorum of one, which
+    /// no other node dials) an ephemeral port on its own host.
     #[arg(long, env = "CHRONIK_RAFT_LISTEN")]
     pub raft_listen: Option<SocketAddr>,
     /// Replication factor of auto-created topics and of CreateTopics with
@@ -182,8 +183,9 @@ pub struct Config {
     pub retention_check_interval: Duration,
     pub group_initial_rebalance_delay_ms: u64,
     pub group_min_session_timeout_ms: u64,
-    /// Raw `--peers`; `None` (or empty) = standalone.
-    pub peers: Option<String>,
+    /// The voters of the metadata quorum, `ID@HOST,...`: `--peers`, or this
+    /// node alone when it is not given.
+    pub peers: String,
     pub raft_listen: SocketAddr,
     pub default_replication_factor: i16,
     pub min_insync_replicas: i16,
@@ -194,9 +196,9 @@ pub struct Config {
 }
 
 impl Config {
-    /// Whether this node is one voter of a multi-node cluster.
-    pub fn cluster_mode(&self) -> bool {
-        self.peers.as_deref().is_some_and(|p| !p.trim().is_empty())
+    /// Whether this node is the only voter (no `--peers`, or only itself).
+    pub fn single_voter(&self) -> bool {
+        !self.peers.contains(',')
     }
 }
 
@@ -206,7 +208,8 @@ impl TryFrom<Args> for Config {
     fn try_from(args: Args) -> anyhow::Result<Config> {
         let advertise = args.advertise.as_deref().map(parse_host_port).transpose()?;
         let cluster_secret_file = args.cluster_secret_file.clone().unwrap_or_else(|| args.data_dir.join("cluster.secret"));
-        let own_peer_host = own_peer_host(args.peers.as_deref(), args.node_id);
+        let peers_given = args.peers.as_deref().map(str::trim).filter(|p| !p.is_empty()).map(str::to_string);
+        let own_peer_host = own_peer_host(peers_given.as_deref(), args.node_id);
         let own_host = advertise
             .as_ref()
             .map(|(host, _)| host.clone())
@@ -217,11 +220,16 @@ impl TryFrom<Args> for Config {
             Some(addr) => addr,
             None => resolve(&own_host, DEFAULT_METRICS_PORT)?,
         };
-        let raft_listen = match (args.raft_listen, own_peer_host) {
-            (Some(addr), _) => addr,
-            (None, Some(host)) => resolve(&host, DEFAULT_RAFT_PORT)?,
-            (None, None) => SocketAddr::from(([127, 0, 0, 1], DEFAULT_RAFT_PORT)),
+        let raft_listen = match (args.raft_listen, &own_peer_host, &peers_given) {
+            (Some(addr), _, _) => addr,
+            (None, Some(host), _) => resolve(host, DEFAULT_RAFT_PORT)?,
+            (None, None, Some(_)) => SocketAddr::from(([127, 0, 0, 1], DEFAULT_RAFT_PORT)),
+            (None, None, None) => resolve(&own_host, 0)?,
         };
+        let peers = peers_given.unwrap_or_else(|| match own_host.contains(':') {
+            true => format!("{}@[{own_host}]", args.node_id),
+            false => format!("{}@{own_host}", args.node_id),
+        });
         Ok(Config {
             listen: args.listen,
             advertise,
@@ -239,7 +247,7 @@ impl TryFrom<Args> for Config {
             retention_check_interval: Duration::from_secs(args.retention_check_secs.max(1)),
             group_initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms: args.group_min_session_timeout_ms,
-            peers: args.peers,
+            peers,
             raft_listen,
             default_replication_factor: args.default_replication_factor,
             min_insync_replicas: args.min_insync_replicas,
@@ -318,8 +326,10 @@ mod tests {
             Config::try_from(Args::parse_from(argv)).expect("config")
         };
         let addr = |s: &str| s.parse::<SocketAddr>().expect("addr");
-        let standalone = config(&[]);
-        assert_eq!(standalone.metrics_listen, addr("127.0.0.1:9644"));
+        let alone = config(&[]);
+        assert_eq!(alone.metrics_listen, addr("127.0.0.1:9644"));
+        assert_eq!((alone.peers.as_str(), alone.raft_listen), ("1@127.0.0.1", addr("127.0.0.1:0")), "a quorum of one");
+        assert!(alone.single_voter());
         assert_eq!(config(&["--advertise", "127.0.0.5:9092"]).metrics_listen, addr("127.0.0.5:9644"));
         let node = config(&["--node-id", "2", "--peers", "1@127.0.0.1,2@127.0.0.2"]);
         assert_eq!((node.raft_listen, node.metrics_listen), (addr("127.0.0.2:9093"), addr("127.0.0.2:9644")));

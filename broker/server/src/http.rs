@@ -33,7 +33,7 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
         .metrics
         .produce_memory_in_use_bytes
         .set(i64::try_from(broker.produce_memory_in_use()).unwrap_or(i64::MAX));
-    let body = tokio::task::spawn_blocking(move || broker.metrics.render(&broker.log, broker.replicas.as_deref()))
+    let body = tokio::task::spawn_blocking(move || broker.metrics.render(&broker.log, &broker.replicas))
         .await
         .unwrap_or_default();
     (

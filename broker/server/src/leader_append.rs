@@ -26,14 +26,10 @@ pub type AppendError = (ResponseError, String);
 pub struct Appended {
     pub log: Arc<PartitionLog>,
     pub info: AppendInfo,
-    /// Cluster mode: the leader replica whose ISR must catch up (acks=all);
-    /// `None` once it has, or in standalone mode.
+    /// The leader replica whose ISR must catch up (acks=all); `None` once
+    /// it has.
     pub replica: Option<Arc<Replica>>,
 }
-
-/// The only leader epoch a standalone broker has; stamped into every
-/// appended batch so consumers can validate positions against it.
-const STANDALONE_LEADER_EPOCH: i32 = 0;
 
 /// Appends `batch` (whose batches `headers` describe) to `log` as its
 /// leader: NOT_LEADER_OR_FOLLOWER unless this broker leads it, and with
@@ -46,17 +42,13 @@ pub fn append_as_leader(
     headers: &[BatchHeader],
     acks_all: bool,
 ) -> Result<Appended, AppendError> {
-    let mut write = |epoch: i32| -> Result<AppendInfo, AppendError> {
+    let write = |epoch: i32| -> Result<AppendInfo, AppendError> {
         for h in headers {
             set_partition_leader_epoch(batch, h.position, epoch);
         }
         log.append(batch, headers).map_err(|e| log_error(log, e))
     };
-    let Some(manager) = &broker.replicas else {
-        let info = write(STANDALONE_LEADER_EPOCH)?;
-        after_append(broker);
-        return Ok(Appended { log: log.clone(), info, replica: None });
-    };
+    let manager = &broker.replicas;
     let replica = manager
         .replica(log.topic(), log.partition())
         .ok_or((ResponseError::NotLeaderOrFollower, "partition not yet assigned here".into()))?;
@@ -65,12 +57,6 @@ pub fn append_as_leader(
     // Wake followers parked in Fetch (and, without fsync, waiting acks).
     broker.notify_data_changed();
     Ok(Appended { log: log.clone(), info, replica: Some(replica) })
-}
-
-fn after_append(broker: &Broker) {
-    if !broker.fsync_enabled() {
-        broker.notify_data_changed();
-    }
 }
 
 fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
@@ -89,7 +75,7 @@ fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
 /// acks=all: waits until every ISR member has each appended partition's
 /// records, or fails the partition with the leader's reason
 /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER) or
-/// REQUEST_TIMED_OUT. Standalone appends are done at once.
+/// REQUEST_TIMED_OUT.
 pub async fn wait_for_isr(broker: &Broker, mut outcomes: Vec<&mut Result<Appended, AppendError>>, timeout: Duration) {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut changed = broker.data_changed.subscribe();

@@ -189,8 +189,8 @@ impl Metrics {
 
     /// Copies per-partition offsets from the log (and replication state) into gauges, then renders
     /// the Prometheus text exposition.
-    pub fn render(&self, log: &LogManager, replicas: Option<&ReplicaManager>) -> String {
-        self.cluster.refresh(log, replicas);
+    pub fn render(&self, log: &LogManager, replicas: &ReplicaManager) -> String {
+        self.cluster.refresh(replicas);
         self.log_end_offset.clear();
         self.high_watermark.clear();
         self.log_start_offset.clear();

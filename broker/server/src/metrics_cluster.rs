@@ -1,13 +1,12 @@
 //! Replication and metadata-quorum metrics (`chronik_cluster_*`), refreshed
-//! at scrape time from the replica manager. Standalone brokers export them
-//! too, with the values of a one-node cluster (controller, ISR of 1), so
-//! dashboards and alerts work the same in every mode.
+//! at scrape time from the replica manager. A broker started without
+//! `--peers` is a quorum of one and exports the same metrics, so dashboards
+//! and alerts work the same for one node and for many.
 //!
 //! Owns: these metrics' names and help texts. Must not: change state.
 
 use std::sync::atomic::Ordering;
 
-use chronik_log::LogManager;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -55,20 +54,9 @@ impl ClusterMetrics {
         r.register("live_brokers", "Registered, unfenced brokers", self.live_brokers.clone());
     }
 
-    pub fn refresh(&self, log: &LogManager, replicas: Option<&ReplicaManager>) {
+    pub fn refresh(&self, manager: &ReplicaManager) {
         self.isr_size.clear();
         self.replica_lag_messages.clear();
-        let Some(manager) = replicas else {
-            self.controller_active.set(1);
-            self.live_brokers.set(1);
-            for topic in log.topics() {
-                for p in topic.partitions() {
-                    let labels = PartitionLabels { topic: topic.name.clone(), partition: p.partition().to_string() };
-                    self.isr_size.get_or_create(&labels).set(1);
-                }
-            }
-            return;
-        };
         let (under, offline) = manager.under_replicated_and_offline();
         self.under_replicated_partitions.set(under);
         self.offline_partitions.set(offline);

@@ -2,7 +2,6 @@
 //! cluster in cluster mode (`cluster_start`), binds the Kafka and HTTP listeners, accepts connections until SIGINT/SIGTERM, then
 //! shuts down in order — stop accepting, close connections, flush the log.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,15 +56,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         .context("log recovery task panicked")?
         .with_context(|| format!("opening the log in {}", data_dir.display()))?;
 
-    // Cluster mode: join the quorum and create local logs before any client
-    // can connect.
-    let (replicas, cluster_advertised, cluster_id) = if config.cluster_mode() {
-        let joined = crate::cluster_start::start(&config, &log, &data_changed, &cluster_id).await?;
-        (Some(joined.replicas), Some(joined.advertised), joined.cluster_id)
-    } else {
-        (None, None, cluster_id)
-    };
-
+    // Bound first (the quorum registers the port clients are given), but
+    // nothing is accepted until the quorum is joined and the local logs of
+    // its image exist.
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding the Kafka listener on {}", config.listen))?;
@@ -74,9 +67,9 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         .await
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
     let http_addr = http_listener.local_addr()?;
-    let advertised = cluster_advertised
-        .or_else(|| config.advertise.clone())
-        .unwrap_or_else(|| default_advertised(kafka_addr));
+    let kafka_port = config.advertise.as_ref().map_or(kafka_addr.port(), |(_, port)| *port);
+    let joined = crate::cluster_start::start(&config, &log, &data_changed, &cluster_id, kafka_port).await?;
+    let (replicas, advertised, cluster_id) = (joined.replicas, joined.advertised, joined.cluster_id);
 
     metrics
         .produce_memory_limit_bytes
@@ -88,14 +81,11 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
             .await
             .context("offset replay task panicked")??
     };
-    let producer_ids = match &replicas {
-        Some(_) => ProducerIdAllocator::open(&config.data_dir)?.for_node(config.node_id)?,
-        None => ProducerIdAllocator::open(&config.data_dir)?,
-    };
+    let producer_ids = ProducerIdAllocator::open(&config.data_dir)?.for_node(config.node_id)?;
     let offsets = Arc::new(offsets);
-    if let Some(manager) = &replicas {
+    {
         let store = offsets.clone();
-        manager.on_leadership(Box::new(move |replica| {
+        replicas.on_leadership(Box::new(move |replica| {
             if replica.topic == crate::groups::OFFSETS_TOPIC && replica.partition == 0 {
                 if let Err(e) = store.reload() {
                     error!(error = %e, "reloading committed offsets failed");
@@ -105,7 +95,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         // Offsets may have been replicated between the replay above and the
         // listener's registration.
         offsets.reload()?;
-        manager.spawn();
+        replicas.spawn();
     }
     let groups = GroupManager::new(GroupConfig {
         initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
@@ -158,11 +148,12 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
     // (a client that stops reading, a peer that never answers): the
     // process ends within SHUTDOWN_BOUND of the signal.
     let started = std::time::Instant::now();
-    if let Some(manager) = &broker.replicas {
+    if !broker.config.single_voter() {
         // Kafka's controlled shutdown: leadership moves while this broker
         // still answers, so clients get NOT_LEADER_OR_FOLLOWER and a fresh
         // leader at once rather than a dead socket and a session timeout.
-        phase("leaderships moved (controlled shutdown)", CONTROLLED_SHUTDOWN, controlled_shutdown(manager)).await;
+        // (A quorum of one has nobody to hand leadership to.)
+        phase("leaderships moved (controlled shutdown)", CONTROLLED_SHUTDOWN, controlled_shutdown(&broker.replicas)).await;
     }
     ready.store(false, Ordering::Release);
     drop(listener);
@@ -177,9 +168,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         let _ = http_task.await;
     })
     .await;
-    if let Some(manager) = &broker.replicas {
-        phase("left the metadata quorum", CLUSTER_LEAVE, manager.cluster.shutdown()).await;
-    }
+    phase("left the metadata quorum", CLUSTER_LEAVE, broker.replicas.cluster.shutdown()).await;
     let flushed = tokio::task::spawn_blocking(move || log.shutdown());
     match tokio::time::timeout(LOG_FLUSH, flushed).await {
         Ok(done) => {
@@ -269,13 +258,4 @@ async fn accept_loop(
             }
         }
     }
-}
-
-fn default_advertised(bound: SocketAddr) -> (String, u16) {
-    let host = if bound.ip().is_unspecified() {
-        "127.0.0.1".to_string()
-    } else {
-        bound.ip().to_string()
-    };
-    (host, bound.port())
 }

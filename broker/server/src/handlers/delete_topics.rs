@@ -1,6 +1,6 @@
-//! DeleteTopics: by name (all versions) or by topic id (v6+). In cluster
-//! mode the deletion goes through the controller; every broker then removes
-//! its local log when it applies the new metadata image.
+//! DeleteTopics: by name (all versions) or by topic id (v6+). The deletion
+//! goes through the controller; every broker then removes its local log
+//! when it applies the new metadata image (this one before answering).
 
 use std::sync::Arc;
 
@@ -45,27 +45,15 @@ async fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> Delet
             StrBytes::from_string(format!("{} is an internal topic and cannot be deleted", topic.name)),
         ));
     }
-    if let Some(manager) = &broker.replicas {
-        return match manager.cluster.delete_topic(&topic.name).await {
-            Ok(()) => {
-                info!(topic = %topic.name, "deleted topic");
-                result.with_name(Some(topic_name(&topic.name))).with_topic_id(to_uuid(topic.topic_id))
-            }
-            Err(e) => result
-                .with_error_code(super::cluster_errors::cluster_error_code(&e).code())
-                .with_error_message(Some(StrBytes::from_string(e.to_string()))),
-        };
-    }
-    match broker.log.delete_topic(&topic.name) {
+    match broker.replicas.cluster.delete_topic(&topic.name).await {
         Ok(()) => {
             info!(topic = %topic.name, "deleted topic");
+            broker.replicas.apply_latest().await;
             broker.notify_data_changed();
-            result
-                .with_name(Some(topic_name(&topic.name)))
-                .with_topic_id(to_uuid(topic.topic_id))
+            result.with_name(Some(topic_name(&topic.name))).with_topic_id(to_uuid(topic.topic_id))
         }
         Err(e) => result
-            .with_error_code(ResponseError::UnknownServerError.code())
+            .with_error_code(super::cluster_errors::cluster_error_code(&e).code())
             .with_error_message(Some(StrBytes::from_string(e.to_string()))),
     }
 }

@@ -47,7 +47,7 @@ enum Fetcher {
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest, peer: SocketAddr) -> Option<Handled> {
     let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
     let fetcher = match &broker.replicas {
-        Some(manager) if replica_id >= 0 => match verify_replica(manager, replica_id, peer).await {
+        manager if replica_id >= 0 => match verify_replica(manager, replica_id, peer).await {
             Ok(()) => Fetcher::Follower(replica_id),
             Err(reason) => {
                 warn!(%peer, replica_id, %reason, "replica fetch refused");
@@ -265,10 +265,7 @@ fn bounds(
     p: &kafka_protocol::messages::fetch_request::FetchPartition,
     fetcher: Fetcher,
 ) -> Result<(i64, i64), ResponseError> {
-    let Some(manager) = &broker.replicas else {
-        let hw = log.durable_offset();
-        return Ok((hw, hw));
-    };
+    let manager = &broker.replicas;
     let replica = manager.replica(log.topic(), log.partition()).ok_or(ResponseError::NotLeaderOrFollower)?;
     match fetcher {
         Fetcher::Follower(replica_id) => {

@@ -50,11 +50,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
 
 /// (node id, host, port, error code) of the group coordinator.
 fn coordinator(broker: &Broker) -> (i32, String, u16, i16) {
-    let Some(manager) = &broker.replicas else {
-        let (host, port) = broker.advertised.clone();
-        return (broker.node_id(), host, port, 0);
-    };
-    let image = manager.cluster.image();
+    let image = broker.replicas.cluster.image();
     let leader = image.partition(crate::groups::OFFSETS_TOPIC, 0).map_or(-1, |p| p.leader);
     match image.brokers.get(&leader).filter(|b| !b.fenced) {
         Some(b) => (b.node_id, b.host.clone(), b.port, 0),

@@ -1,7 +1,6 @@
-//! The offset consumers may read below for one partition: standalone, what
-//! the group-commit flusher made durable; in cluster mode, the replication
-//! high watermark of the leader capped at what is durable here (a follower
-//! answers NOT_LEADER_OR_FOLLOWER).
+//! The offset consumers may read below for one partition: the replication
+//! high watermark of the leader capped at what the group-commit flusher
+//! made durable here (a follower answers NOT_LEADER_OR_FOLLOWER).
 
 use chronik_log::PartitionLog;
 use kafka_protocol::error::ResponseError;
@@ -10,8 +9,7 @@ use crate::broker::Broker;
 
 pub fn consumer_high_watermark(broker: &Broker, log: &PartitionLog) -> Result<i64, ResponseError> {
     match broker.replica(log.topic(), log.partition()) {
-        None if broker.replicas.is_some() => Err(ResponseError::NotLeaderOrFollower),
-        None => Ok(log.durable_offset()),
+        None => Err(ResponseError::NotLeaderOrFollower),
         Some(replica) => Ok(replica.consumer_high_watermark()?.min(log.durable_offset())),
     }
 }

@@ -1,10 +1,13 @@
-//! Metadata: standalone, this broker as the only node and the leader of
-//! every partition; creates requested unknown topics when auto-creation is
-//! on and allowed. Cluster mode is answered by `metadata_cluster`.
+//! Metadata: the listed brokers, the controller and every partition's
+//! leader, leader epoch, replicas and ISR exactly as the metadata quorum's
+//! latest applied image has them (a quorum of one alike). Unknown topics
+//! are created through the controller when auto-creation is on and
+//! allowed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chronik_log::{Error as LogError, TopicLog};
+use chronik_cluster::{CreateTopic, MetadataImage, TopicImage};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -13,40 +16,54 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
 use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
+use super::cluster_errors::cluster_error_code;
 use super::topic_lookup::{to_uuid, topic_name};
 use super::Handled;
 use crate::broker::Broker;
 use crate::groups::OFFSETS_TOPIC;
+use crate::replica::ReplicaManager;
 use chronik_protocol::Response;
 
 /// Kafka's "authorized operations not requested" sentinel.
 pub(super) const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub async fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> Option<Handled> {
-    if let Some(manager) = &broker.replicas {
-        let response = super::metadata_cluster::metadata(broker, manager, version, request).await;
-        let has_error = response.topics.iter().any(|t| t.error_code != 0);
-        return Handled::new(Response::Metadata(response), has_error);
-    }
-    // v0: an empty list means all topics; v1+: null means all topics.
+    let response = metadata(broker, &broker.replicas, version, request).await;
+    let has_error = response.topics.iter().any(|t| t.error_code != 0);
+    Handled::new(Response::Metadata(response), has_error)
+}
+
+async fn metadata(
+    broker: &Broker,
+    manager: &Arc<ReplicaManager>,
+    version: i16,
+    request: MetadataRequest,
+) -> MetadataResponse {
     let wants_all = match &request.topics {
         None => true,
         Some(t) => t.is_empty() && version == 0,
     };
     let allow_auto_create = broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
     let mut topics = Vec::new();
+    let mut image = manager.cluster.image();
     if wants_all {
-        topics.extend(broker.log.topics().iter().map(|t| describe_topic(broker, t)));
+        topics.extend(image.topics.values().map(|t| describe_topic(&image, t)));
     } else {
         for requested in request.topics.unwrap_or_default() {
             let name = requested.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
             let found = if !requested.topic_id.is_nil() {
-                broker.log.topic_by_id(*requested.topic_id.as_bytes()).ok_or(ResponseError::UnknownTopicId)
+                image.topic_by_id(*requested.topic_id.as_bytes()).cloned().ok_or(ResponseError::UnknownTopicId)
+            } else if let Some(t) = image.topics.get(&name) {
+                Ok(t.clone())
+            } else if allow_auto_create {
+                let created = auto_create(broker, manager, &name).await;
+                image = manager.cluster.image();
+                created
             } else {
-                lookup_or_create(broker, &name, allow_auto_create)
+                Err(ResponseError::UnknownTopicOrPartition)
             };
             topics.push(match found {
-                Ok(topic) => describe_topic(broker, &topic),
+                Ok(topic) => describe_topic(&image, &topic),
                 Err(error) => MetadataResponseTopic::default()
                     .with_error_code(error.code())
                     .with_name(requested.name.clone())
@@ -55,59 +72,70 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest
             });
         }
     }
-    let has_error = topics.iter().any(|t| t.error_code != 0);
-    let (host, port) = &broker.advertised;
-    let response = MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(broker.node_id()))
-            .with_host(StrBytes::from_string(host.clone()))
-            .with_port(i32::from(*port))])
+    let brokers = image
+        .listed_brokers()
+        .map(|b| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(b.node_id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(i32::from(b.port))
+        })
+        .collect();
+    let controller = manager.cluster.status().controller_id.unwrap_or(-1);
+    MetadataResponse::default()
+        .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
-        .with_controller_id(BrokerId(broker.node_id()))
+        .with_controller_id(BrokerId(controller))
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
-        .with_topics(topics);
-    Handled::new(Response::Metadata(response), has_error)
+        .with_topics(topics)
 }
 
-fn lookup_or_create(broker: &Broker, name: &str, allow_auto_create: bool) -> Result<Arc<TopicLog>, ResponseError> {
-    if let Some(topic) = broker.log.topic(name) {
-        return Ok(topic);
-    }
-    if !allow_auto_create {
-        return Err(ResponseError::UnknownTopicOrPartition);
-    }
+async fn auto_create(broker: &Broker, manager: &Arc<ReplicaManager>, name: &str) -> Result<TopicImage, ResponseError> {
     let partitions = i32::try_from(broker.config.default_partitions).unwrap_or(i32::MAX);
-    super::topic_caps::check_capacity(broker, partitions, 1).map_err(|(code, message)| {
+    super::topic_caps::check_capacity(broker, partitions, broker.config.default_replication_factor).map_err(|(code, message)| {
         tracing::warn!(topic = name, %message, "auto-creation refused");
         code
     })?;
-    match broker
-        .log
-        .create_topic(name, broker.config.default_partitions, Default::default())
-    {
+    let request = CreateTopic {
+        name: name.to_string(),
+        partitions: i32::try_from(broker.config.default_partitions).unwrap_or(1),
+        replication_factor: broker.config.default_replication_factor,
+        configs: BTreeMap::new(),
+        topic_id: None,
+    };
+    match manager.cluster.create_topic(request).await {
         Ok(topic) => {
-            info!(topic = name, partitions = broker.config.default_partitions, "auto-created topic");
+            info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
+            manager.apply_latest().await;
             Ok(topic)
         }
-        // Another request created it first.
-        Err(LogError::TopicAlreadyExists(_)) => broker.log.topic(name).ok_or(ResponseError::UnknownTopicOrPartition),
-        Err(LogError::InvalidTopicName { .. }) => Err(ResponseError::InvalidTopicException),
-        Err(_) => Err(ResponseError::UnknownServerError),
+        Err(chronik_cluster::ClusterError::TopicAlreadyExists(_)) => {
+            manager.cluster.image().topics.get(name).cloned().ok_or(ResponseError::LeaderNotAvailable)
+        }
+        Err(e) => Err(cluster_error_code(&e)),
     }
 }
 
-fn describe_topic(broker: &Broker, topic: &TopicLog) -> MetadataResponseTopic {
-    let node = BrokerId(broker.node_id());
+fn describe_topic(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic {
     let partitions = topic
-        .partitions()
+        .partitions
         .iter()
         .map(|p| {
+            let offline: Vec<BrokerId> = p
+                .replicas
+                .iter()
+                .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
+                .map(|&r| BrokerId(r))
+                .collect();
+            let error = if p.leader < 0 { ResponseError::LeaderNotAvailable.code() } else { 0 };
             MetadataResponsePartition::default()
-                .with_partition_index(p.partition())
-                .with_leader_id(node)
-                .with_leader_epoch(0)
-                .with_replica_nodes(vec![node])
-                .with_isr_nodes(vec![node])
+                .with_error_code(error)
+                .with_partition_index(p.partition)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().map(|&r| BrokerId(r)).collect())
+                .with_isr_nodes(p.isr.iter().map(|&r| BrokerId(r)).collect())
+                .with_offline_replicas(offline)
         })
         .collect();
     MetadataResponseTopic::default()

@@ -7,7 +7,6 @@
 mod api_versions;
 mod cluster_errors;
 mod create_topics;
-mod create_topics_cluster;
 mod delete_groups;
 mod delete_topics;
 mod describe_configs;
@@ -23,7 +22,6 @@ mod leave_group;
 mod list_groups;
 mod list_offsets;
 mod metadata;
-mod metadata_cluster;
 mod offset_commit;
 mod offset_fetch;
 mod offset_for_leader_epoch;

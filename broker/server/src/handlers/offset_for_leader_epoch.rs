@@ -31,25 +31,16 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetForLeaderEpoch
                         Ok(t) => t.partition(p.partition).ok_or(ResponseError::UnknownTopicOrPartition),
                         Err(e) => Err(*e),
                     };
-                    if let (Ok(log), Some(manager)) = (&log, &broker.replicas) {
-                        let answer = answer_from_cache(manager, log, p.current_leader_epoch, p.leader_epoch);
-                        has_error |= answer.error_code != 0;
-                        return answer.with_partition(p.partition);
-                    }
                     match log {
+                        Ok(log) => {
+                            let answer = answer_from_cache(&broker.replicas, log, p.current_leader_epoch, p.leader_epoch);
+                            has_error |= answer.error_code != 0;
+                            answer.with_partition(p.partition)
+                        }
                         Err(e) => {
                             has_error = true;
                             result.with_error_code(e.code()).with_leader_epoch(-1).with_end_offset(-1)
                         }
-                        Ok(_) if p.current_leader_epoch > 0 => {
-                            has_error = true;
-                            result
-                                .with_error_code(ResponseError::UnknownLeaderEpoch.code())
-                                .with_leader_epoch(-1)
-                                .with_end_offset(-1)
-                        }
-                        Ok(log) if p.leader_epoch <= 0 => result.with_leader_epoch(0).with_end_offset(log.log_end_offset()),
-                        Ok(_) => result.with_leader_epoch(-1).with_end_offset(-1),
                     }
                 })
                 .collect();
@@ -62,7 +53,7 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetForLeaderEpoch
     )
 }
 
-/// The cluster-mode answer of the partition leader.
+/// The partition leader's answer, from its leader-epoch cache.
 fn answer_from_cache(
     manager: &crate::replica::ReplicaManager,
     log: &chronik_log::PartitionLog,

@@ -1,11 +1,11 @@
 //! How many topics and partitions this broker (or cluster) may hold: the
 //! check every topic creation path makes before it creates anything —
-//! CreateTopics and Metadata auto-creation, standalone and cluster.
+//! CreateTopics and Metadata auto-creation.
 //!
 //! Owns: counting what exists and comparing with `--max-topics` and
-//! `--max-broker-partitions` (KIP-578's `max.broker.partitions`); in
-//! cluster mode the partition replicas of the whole cluster against that
-//! cap times the live brokers. Must not: create topics.
+//! `--max-broker-partitions` (KIP-578's `max.broker.partitions`): the
+//! partition replicas of the whole cluster against that cap times the live
+//! brokers. Must not: create topics.
 
 use kafka_protocol::error::ResponseError;
 
@@ -17,18 +17,9 @@ use crate::broker::Broker;
 pub fn check_capacity(broker: &Broker, partitions: i32, replication_factor: i16) -> Result<(), (ResponseError, String)> {
     let limits = &broker.config.limits;
     let new_replicas = i64::from(partitions.max(0)) * i64::from(replication_factor.max(1));
-    let (topics, replicas, brokers) = match &broker.replicas {
-        Some(manager) => {
-            let image = manager.cluster.image();
-            let replicas: usize = image.topics.values().flat_map(|t| t.partitions.iter()).map(|p| p.replicas.len()).sum();
-            (image.topics.len(), replicas, image.live_brokers().count().max(1))
-        }
-        None => {
-            let topics = broker.log.topics();
-            let partitions: usize = topics.iter().map(|t| t.partition_count()).sum();
-            (topics.len(), partitions, 1)
-        }
-    };
+    let image = broker.replicas.cluster.image();
+    let replicas: usize = image.topics.values().flat_map(|t| t.partitions.iter()).map(|p| p.replicas.len()).sum();
+    let (topics, brokers) = (image.topics.len(), image.live_brokers().count().max(1));
     if topics >= limits.max_topics {
         return Err((ResponseError::PolicyViolation, format!("this cluster already holds {topics} topics (--max-topics {})", limits.max_topics)));
     }

@@ -23,12 +23,15 @@ pub fn describe(broker: &Broker, config: &LogConfig, overrides: &BTreeMap<String
     entries
 }
 
-/// The overrides a topic was created with: in cluster mode the quorum's
-/// record of them, standalone the log's.
+/// The overrides a topic was created with: the quorum's record of them
+/// (the log's own lacks `min.insync.replicas`).
 pub fn overrides_of(broker: &Broker, topic: &chronik_log::TopicLog) -> BTreeMap<String, String> {
     broker
         .replicas
-        .as_ref()
-        .and_then(|manager| manager.cluster.image().topics.get(&topic.name).map(|t| t.configs.clone()))
+        .cluster
+        .image()
+        .topics
+        .get(&topic.name)
+        .map(|t| t.configs.clone())
         .unwrap_or_else(|| topic.overrides.clone())
 }

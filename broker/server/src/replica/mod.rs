@@ -71,6 +71,9 @@ pub struct ReplicaManager {
     fetchers: Mutex<HashMap<i32, Fetcher>>,
     /// Set by `stop_fetchers` (controlled shutdown): no fetcher starts again.
     fetching_stopped: AtomicBool,
+    /// One `sync` at a time (the follow loop and handlers that apply the
+    /// image they just changed).
+    sync_lock: Mutex<()>,
     pub stats: ReplicationStats,
     leader_listeners: Mutex<Vec<LeaderListener>>,
 }
@@ -101,6 +104,7 @@ impl ReplicaManager {
             start: Instant::now(),
             fetchers: Mutex::new(HashMap::new()),
             fetching_stopped: AtomicBool::new(false),
+            sync_lock: Mutex::new(()),
             stats: ReplicationStats::default(),
             leader_listeners: Mutex::new(Vec::new()),
         })
@@ -193,6 +197,7 @@ impl ReplicaManager {
     /// Applies `image`: local logs for its topics, roles for its partitions,
     /// fetchers for the leaders followed.
     pub fn sync(self: &Arc<Self>, image: &MetadataImage) {
+        let _one_at_a_time = self.sync_lock.lock().unwrap_or_else(|e| e.into_inner());
         let now = self.now();
         let mut followed: BTreeMap<i32, FollowedPartitions> = BTreeMap::new();
         for topic in image.topics.values() {
@@ -305,6 +310,15 @@ impl ReplicaManager {
             let task = tokio::spawn(fetcher::run(manager, leader));
             fetchers.insert(leader, Fetcher { task, partitions: partitions.clone() });
         }
+    }
+
+    /// Applies the latest image now, before answering a request that just
+    /// changed it (CreateTopics, DeleteTopics, auto-creation): the client's
+    /// next request finds the local logs and roles in place.
+    pub async fn apply_latest(self: &Arc<Self>) {
+        let image = self.cluster.image();
+        let manager = self.clone();
+        let _ = tokio::task::spawn_blocking(move || manager.sync(&image)).await;
     }
 
     /// Follows the metadata quorum until the process ends; also runs the

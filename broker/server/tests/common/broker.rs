@@ -25,7 +25,7 @@ const BINARY: &str = env!("CARGO_BIN_EXE_chronik-server");
 /// The broker binary: the one cargo built with these tests, unless
 /// `CHRONIK_TEST_SERVER_BIN` names a copy (scripts/repeat-cluster-tests.sh
 /// pins one so a long soak keeps testing the same build).
-fn binary() -> String {
+pub fn binary() -> String {
     std::env::var("CHRONIK_TEST_SERVER_BIN").unwrap_or_else(|_| BINARY.to_string())
 }
 
