@@ -37,7 +37,7 @@ pub struct Broker {
     /// Committed offsets, durable in `__consumer_offsets`.
     pub offsets: Arc<OffsetStore>,
     pub producer_ids: ProducerIdAllocator,
-    /// The metadata quorum (of one, standalone) and this broker's replicas.
+    /// The metadata quorum (of one without `--peers`) and this broker's replicas.
     pub replicas: Arc<ReplicaManager>,
 }
 

@@ -121,7 +121,7 @@ pub struct Args {
     /// Seconds between retention checks.
     #[arg(long, env = "CHRONIK_RETENTION_CHECK_SECS", default_value_t = 30)]
     pub retention_check_secs: u64,
-    /// Cluster mode: every voter of the metadata quorum, this node included,
+    /// Every voter of the metadata quorum, this node included,
     /// as `ID@HOST,...` (e.g. `1@127.0.0.1,2@127.0.0.2,3@127.0.0.3`). Node N
     /// is reached at HOST:<--listen port> (Kafka) and HOST:<--raft-listen
     /// port> (raft): every node uses the same ports, as pods do. Unset = a
@@ -153,7 +153,7 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_BROKER_SESSION_TIMEOUT_MS", default_value_t = 4_000,
           value_parser = clap::value_parser!(u64).range(500..=600_000))]
     pub broker_session_timeout_ms: u64,
-    /// Cluster mode: the file holding the secret every voter must prove on
+    /// The file holding the secret every voter must prove on
     /// the raft port (created, random and mode 0600, when missing — nodes
     /// on one host pointing at one path share it; elsewhere copy it or
     /// mount one Secret). Default: `<data-dir>/cluster.secret`.

@@ -1,9 +1,11 @@
-//! `chronik-server`: a durable Kafka-compatible broker, standalone or one node of a replicated cluster.
+//! `chronik-server`: a durable Kafka-compatible broker; every broker is a node of a metadata quorum (of one
+//! without `--peers`), so one node and a replicated cluster run the same code.
 //!
 //! Layout:
 //! - `config`      — clap args (every flag also `CHRONIK_*`), WAL and produce profiles.
 //! - `server`      — start-up (log recovery, listeners) and ordered shutdown.
-//! - `cluster_start` — cluster mode start-up: join the metadata quorum, create `__consumer_offsets`, first sync.
+//! - `cluster_start` — start-up: join the metadata quorum, agree on the cluster id, adopt a quorum-less data dir,
+//!   create `__consumer_offsets`, first sync.
 //! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
 //! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time.
 //! - `limits`      — every bound a client cannot push the broker past (flags and values).
@@ -12,7 +14,7 @@
 //! - `durability`  — waiting for the group-commit flusher before acknowledging.
 //! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
-//! - `replica/`    — cluster mode: replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
+//! - `replica/`    — replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
 //! - `broker`      — shared state handed to handlers.
 //! - `blocking`    — bounded CPU work (decompression) kept in request order, off the async workers.
 //! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.

@@ -1,8 +1,8 @@
 //! Producer id allocation for InitProducerId: ids are handed out from blocks
 //! reserved durably in `<data-dir>/producer-id-block`, so an id is never
 //! reused after a restart (a reused id would collide with the sequence state
-//! the log keeps for it). In cluster mode each broker allocates its own ids
-//! and they are interleaved by node id (`local * NODE_STRIDE + node_id`),
+//! the log keeps for it). Each broker allocates its own ids and they are
+//! interleaved by node id (`local * NODE_STRIDE + node_id`),
 //! so two brokers never hand out the same id.
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ pub struct ProducerIdAllocator {
     path: PathBuf,
     /// (next id to hand out, first id not yet reserved on disk)
     state: Mutex<(i64, i64)>,
-    /// Cluster mode: this broker's node id, interleaved into every id.
+    /// This broker's node id, interleaved into every id (`for_node`).
     node: Option<i64>,
 }
 
@@ -37,16 +37,17 @@ impl ProducerIdAllocator {
         Ok(ProducerIdAllocator { path, state: Mutex::new((reserved_until, reserved_until)), node: None })
     }
 
-    /// Interleaves `node_id` into every id (cluster mode).
+    /// Interleaves `node_id` into every id. Ids handed out before (by a
+    /// broker without it) stay below every interleaved one.
     pub fn for_node(mut self, node_id: i32) -> anyhow::Result<ProducerIdAllocator> {
         let node = i64::from(node_id);
-        anyhow::ensure!((0..NODE_STRIDE).contains(&node), "node id {node_id} must be in 0..{NODE_STRIDE} in cluster mode");
+        anyhow::ensure!((0..NODE_STRIDE).contains(&node), "node id {node_id} must be in 0..{NODE_STRIDE}");
         self.node = Some(node);
         Ok(self)
     }
 
     /// A producer id never handed out before, on this data directory (and,
-    /// in cluster mode, by any other node).
+    /// by any other node).
     pub fn allocate(&self) -> anyhow::Result<i64> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.0 >= state.1 {

@@ -1,6 +1,8 @@
-//! Starting and stopping the broker: opens (and recovers) the log, joins the
-//! cluster in cluster mode (`cluster_start`), binds the Kafka and HTTP listeners, accepts connections until SIGINT/SIGTERM, then
-//! shuts down in order — stop accepting, close connections, flush the log.
+//! Starting and stopping the broker: opens (and recovers) the log, binds the
+//! Kafka and HTTP listeners, joins the metadata quorum (`cluster_start`; of
+//! one without `--peers`), accepts connections until SIGINT/SIGTERM, then
+//! shuts down in order — controlled shutdown (several voters), stop
+//! accepting, close connections, leave the quorum, flush the log.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

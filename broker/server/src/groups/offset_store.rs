@@ -71,7 +71,7 @@ impl OffsetStore {
         Ok(OffsetStore { log: partition, offsets: Mutex::new(offsets), skipped })
     }
 
-    /// Re-reads the committed offsets from the log (cluster mode: this
+    /// Re-reads the committed offsets from the log (this
     /// broker just became the leader of the offsets partition, whose
     /// records it replicated as a follower).
     pub fn reload(&self) -> anyhow::Result<()> {

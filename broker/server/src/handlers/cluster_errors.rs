@@ -1,4 +1,4 @@
-//! The Kafka error code for each metadata-quorum error (cluster mode).
+//! The Kafka error code for each metadata-quorum error.
 
 use chronik_cluster::ClusterError;
 use kafka_protocol::error::ResponseError;

@@ -5,7 +5,7 @@
 //! no data while parked. No fetch sessions: every
 //! response has session id 0, which tells clients to send full requests.
 //!
-//! Cluster mode: a Fetch carrying a replica id is honoured only from that
+//! A Fetch carrying a replica id is honoured only from that
 //! registered broker's host (`replica::identity`; else
 //! TOPIC_AUTHORIZATION_FAILED). It is a follower's — it reads up
 //! to the log end, records the follower's progress (which may grow the ISR

@@ -1,6 +1,5 @@
-//! FindCoordinator: standalone, this broker coordinates every consumer
-//! group; in cluster mode the leader of `__consumer_offsets` partition 0
-//! does (it holds the committed offsets). Transaction coordinators are
+//! FindCoordinator: the leader of `__consumer_offsets` partition 0
+//! coordinates every consumer group (it holds the committed offsets). Transaction coordinators are
 //! refused (transactions are not supported).
 
 use std::sync::Arc;

@@ -1,7 +1,6 @@
-//! OffsetForLeaderEpoch: where a leader epoch ends in this log. Standalone
-//! there is only leader epoch 0, ending at the log end offset. In cluster
-//! mode the leader answers from its leader-epoch cache (KIP-101/279), after
-//! checking the asker's current leader epoch.
+//! OffsetForLeaderEpoch: where a leader epoch ends in this log. The leader
+//! answers from its leader-epoch cache (KIP-101/279), after checking the
+//! asker's current leader epoch.
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! acks=all — answers only once the group-commit flusher has made them
 //! durable. acks=0 gets no response at all, as in Kafka.
 //!
-//! In cluster mode only the partition leader appends (else
+//! Only the partition leader appends (else
 //! NOT_LEADER_OR_FOLLOWER), batches carry its leader epoch, acks=all is
 //! refused with NOT_ENOUGH_REPLICAS while the ISR is below
 //! min.insync.replicas, and is answered once every ISR member has the

@@ -1,5 +1,5 @@
 //! How a topic's configs are described — one path for CreateTopics (v5+)
-//! and DescribeConfigs, standalone and cluster.
+//! and DescribeConfigs.
 //!
 //! Owns: the effective value of every topic config Kafka names, from the
 //! topic's overrides, its log config and this broker's defaults (the log

@@ -1,4 +1,4 @@
-//! Cluster mode: this broker's replicas of every partition, kept in step with
+//! This broker's replicas of every partition, kept in step with
 //! the metadata quorum.
 //!
 //! Owns: the map of `Replica`s, applying each new `MetadataImage` (creating

@@ -1,4 +1,4 @@
-//! One partition's replica on this broker in cluster mode: its role (leader,
+//! One partition's replica on this broker: its role (leader,
 //! follower or none) for the current leader epoch, its leader-epoch cache
 //! (checkpointed in the partition directory) and its high watermark.
 //!
