@@ -222,11 +222,15 @@ impl FlushQueue {
 }
 
 /// Everything the flusher thread needs.
+/// Called on the flusher thread after a round, with the partitions whose
+/// durable offset advanced (or that went offline) in it.
+pub type OnFlush = Arc<dyn Fn(&[Arc<PartitionLog>]) + Send + Sync>;
+
 pub(crate) struct Flusher {
     pub queue: Arc<FlushQueue>,
     pub counters: Arc<Counters>,
     pub observer: Option<Arc<dyn FlushObserver>>,
-    pub on_flush: Arc<dyn Fn() + Send + Sync>,
+    pub on_flush: OnFlush,
 }
 
 impl Flusher {
@@ -235,7 +239,8 @@ impl Flusher {
         let include_active = matches!(self.queue.policy, FlushPolicy::GroupCommit { .. });
         while let Some(round) = self.queue.next_round() {
             let started = Instant::now();
-            let (mut advanced, mut failed) = (false, false);
+            let mut progressed: Vec<Arc<PartitionLog>> = Vec::new();
+            let mut failed = false;
             for partition in &round.partitions {
                 match sync_partition(
                     partition,
@@ -243,7 +248,8 @@ impl Flusher {
                     &self.counters,
                     self.observer.as_deref(),
                 ) {
-                    Ok(moved) => advanced |= moved,
+                    Ok(true) => progressed.push(Arc::clone(partition)),
+                    Ok(false) => {}
                     Err(e) if e.is_resource_exhaustion() => {
                         // No fsync was attempted (no file descriptor to
                         // open the directory with): nothing is known to be
@@ -258,6 +264,7 @@ impl Flusher {
                         error!(topic = partition.topic(), partition = partition.partition(), error = %e,
                             "fsync failed: partition taken offline until restart (its durable offset will not advance)");
                         partition.mark_offline();
+                        progressed.push(Arc::clone(partition));
                         failed = true;
                     }
                 }
@@ -274,8 +281,8 @@ impl Flusher {
             }
             // Waiters also need waking when a partition went offline, so they
             // can answer with an error instead of waiting out their timeout.
-            if advanced || failed {
-                (self.on_flush)();
+            if !progressed.is_empty() {
+                (self.on_flush)(&progressed);
             }
             if failed {
                 std::thread::sleep(RETRY_PAUSE);
@@ -340,7 +347,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = LogManagerConfig::new(dir.path());
         config.flush_policy = FlushPolicy::GroupCommit { max_wait: Duration::from_secs(60) };
-        let manager = LogManager::open(config, Arc::new(|| {})).expect("open");
+        let manager = LogManager::open(config, Arc::new(|_| {})).expect("open");
         let topic = manager.create_topic("t", 1, Default::default()).expect("create");
         let log = topic.partition(0).expect("partition 0");
         let mut batch = build_test_batch(2, 0, b"x");

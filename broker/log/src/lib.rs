@@ -69,7 +69,7 @@ mod topic_meta;
 
 pub use config::{ConfigEntry, LogConfig};
 pub use error::{Error, Result};
-pub use flusher::{FlushPolicy, GROUP_COMMIT_BYTES};
+pub use flusher::{FlushPolicy, OnFlush, GROUP_COMMIT_BYTES};
 pub use manager::{LogManager, LogManagerConfig};
 pub use partition::{AppendInfo, PartitionLog};
 pub use retention::CHECKPOINT_INTERVAL;

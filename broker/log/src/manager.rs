@@ -28,7 +28,7 @@ use crate::checkpoint::{
 use crate::config::LogConfig;
 use crate::durable_file::sync_dir;
 use crate::error::{Error, Result};
-use crate::flusher::{sync_partition, FlushPolicy, FlushQueue, Flusher};
+use crate::flusher::{OnFlush, sync_partition, FlushPolicy, FlushQueue, Flusher};
 use crate::partition::{PartitionContext, PartitionLog};
 use crate::recovery::RecoveryHint;
 use crate::registry::Registry;
@@ -90,7 +90,7 @@ pub struct LogManager {
     registry: Arc<Registry>,
     ctx: PartitionContext,
     observer: Option<Arc<dyn FlushObserver>>,
-    on_flush: Arc<dyn Fn() + Send + Sync>,
+    on_flush: OnFlush,
     stop: Arc<StopSignal>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Serialises create_topic, delete_topic and shutdown.
@@ -106,10 +106,11 @@ fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
 impl LogManager {
     /// Opens `config.data_dir` (creating it if missing), recovers every
     /// topic's partitions and starts the background threads. `on_flush` runs
-    /// on the flusher thread after each round that advanced a durable offset.
+    /// on the flusher thread after each round that advanced a durable offset,
+    /// with the partitions whose offset advanced.
     pub fn open(
         config: LogManagerConfig,
-        on_flush: Arc<dyn Fn() + Send + Sync>,
+        on_flush: OnFlush,
     ) -> Result<Arc<LogManager>> {
         let started = Instant::now();
         let data_dir = config.data_dir.clone();
@@ -377,7 +378,7 @@ impl LogManager {
                 clean = false;
             }
         }
-        (self.on_flush)();
+        (self.on_flush)(&self.registry.partitions());
         if let Err(e) = self.registry.write_checkpoint() {
             error!(error = %e, "cannot write the recovery-point checkpoint");
             clean = false;

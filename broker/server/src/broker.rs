@@ -2,19 +2,19 @@
 //!
 //! Owns: the log manager, the replica manager, metrics, the advertised endpoint, the cluster id
 //! (the quorum's, persisted in `<data-dir>/meta.properties`), the produce-memory budget and
-//! the "log data changed" signal that wakes acks waiting for durability and
-//! fetches waiting for data. Must not: speak the wire protocol.
+//! the purgatory where requests wait on partitions. Must not: speak the wire protocol.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
 use chronik_log::LogManager;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::config::Config;
 use crate::groups::{GroupManager, OffsetStore};
 use crate::producer_ids::ProducerIdAllocator;
+use crate::purgatory::Purgatory;
 use crate::metrics::Metrics;
 use crate::replica::{Replica, ReplicaManager};
 
@@ -26,9 +26,9 @@ pub struct Broker {
     /// The host and port put in Metadata responses.
     pub advertised: (String, u16),
     pub cluster_id: String,
-    /// Bumped whenever offsets may have become durable (after a group-commit
-    /// round, or after an append when fsync is off).
-    pub data_changed: Arc<watch::Sender<u64>>,
+    /// Requests waiting on partitions (durability, the ISR, data to fetch),
+    /// woken per partition as it progresses.
+    pub purgatory: Arc<Purgatory>,
     /// Bytes of requests that may be held in memory at once; a connection
     /// stops reading when it cannot get permits for its next frame.
     pub produce_memory: Arc<Semaphore>,
@@ -60,11 +60,6 @@ impl Broker {
     /// Whether acknowledgements wait for the group-commit flusher.
     pub fn fsync_enabled(&self) -> bool {
         self.config.wal_profile.max_wait().is_some()
-    }
-
-    /// Wakes everything waiting on `data_changed`.
-    pub fn notify_data_changed(&self) {
-        self.data_changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 
     /// In-flight request memory currently taken, in bytes.

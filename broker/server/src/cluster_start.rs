@@ -13,11 +13,11 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use chronik_cluster::{Cluster, ClusterConfig, ClusterError, ClusterSecret, CreateTopic, DEFAULT_HEARTBEAT_INTERVAL};
 use chronik_log::LogManager;
-use tokio::sync::watch;
 use tracing::info;
 
 use crate::config::Config;
 use crate::groups::OFFSETS_TOPIC;
+use crate::purgatory::Purgatory;
 use crate::replica::ReplicaManager;
 
 /// How long a node waits for the quorum (and, on the very first start, for
@@ -40,7 +40,7 @@ pub struct Joined {
 pub async fn start(
     config: &Config,
     log: &Arc<LogManager>,
-    data_changed: &Arc<watch::Sender<u64>>,
+    purgatory: &Arc<Purgatory>,
     local_cluster_id: &str,
     kafka_port: u16,
 ) -> anyhow::Result<Joined> {
@@ -100,7 +100,7 @@ pub async fn start(
         log.clone(),
         usize::try_from(config.min_insync_replicas).unwrap_or(1),
         config.replica_lag_time_max_ms,
-        data_changed.clone(),
+        purgatory.clone(),
     );
     let image = cluster.image();
     let first = manager.clone();

@@ -15,9 +15,9 @@ use crate::broker::Broker;
 /// caller tells the two apart with `PartitionLog::is_offline`.
 pub async fn wait_until_durable(broker: &Broker, pending: &[(Arc<PartitionLog>, i64)], timeout: Duration) -> bool {
     let deadline = Instant::now() + timeout;
-    // Subscribe before checking, so a flush between the check and the wait
+    // Watch before checking, so a flush between the check and the wait
     // still wakes us.
-    let mut changed = broker.data_changed.subscribe();
+    let watch = broker.purgatory.watch(pending.iter().map(|(log, _)| &**log));
     loop {
         if pending.iter().all(|(log, end)| log.durable_offset() >= *end) {
             return true;
@@ -26,11 +26,7 @@ pub async fn wait_until_durable(broker: &Broker, pending: &[(Arc<PartitionLog>, 
             return false;
         }
         tokio::select! {
-            result = changed.changed() => {
-                if result.is_err() {
-                    return false;
-                }
-            }
+            () = watch.progressed() => {}
             _ = tokio::time::sleep_until(deadline) => return false,
         }
     }

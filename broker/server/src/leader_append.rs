@@ -54,8 +54,8 @@ pub fn append_as_leader(
         .ok_or((ResponseError::NotLeaderOrFollower, "partition not yet assigned here".into()))?;
     let (info, actions) = replica.append_as_leader(acks_all, manager.now(), write)?;
     manager.perform(&replica, actions);
-    // Wake followers parked in Fetch (and, without fsync, waiting acks).
-    broker.notify_data_changed();
+    // Wake followers parked in Fetch on it (and, without fsync, waiting acks).
+    broker.purgatory.wake(log);
     Ok(Appended { log: log.clone(), info, replica: Some(replica) })
 }
 
@@ -78,7 +78,9 @@ fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
 /// REQUEST_TIMED_OUT.
 pub async fn wait_for_isr(broker: &Broker, mut outcomes: Vec<&mut Result<Appended, AppendError>>, timeout: Duration) {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut changed = broker.data_changed.subscribe();
+    let logs: Vec<Arc<PartitionLog>> =
+        outcomes.iter().filter_map(|o| o.as_ref().ok().filter(|a| a.replica.is_some()).map(|a| a.log.clone())).collect();
+    let watch = broker.purgatory.watch(logs.iter().map(|l| &**l));
     loop {
         let mut waiting = false;
         for outcome in outcomes.iter_mut() {
@@ -94,7 +96,7 @@ pub async fn wait_for_isr(broker: &Broker, mut outcomes: Vec<&mut Result<Appende
             return;
         }
         tokio::select! {
-            result = changed.changed() => if result.is_err() { return },
+            () = watch.progressed() => {}
             _ = tokio::time::sleep_until(deadline) => {
                 for outcome in outcomes.iter_mut() {
                     if matches!(&**outcome, Ok(a) if a.replica.is_some()) {

@@ -12,6 +12,7 @@
 //! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `leader_append`).
 //! - `leader_append` — append as leader (Produce and committed offsets): checks and write under the partition lock, acks=all ISR wait.
 //! - `durability`  — waiting for the group-commit flusher before acknowledging.
+//! - `purgatory`   — delayed operations keyed by partition (Kafka's purgatory): waiters woken per partition.
 //! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
 //! - `replica/`    — replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
@@ -41,5 +42,6 @@ pub mod limits;
 pub mod metrics;
 pub mod metrics_cluster;
 pub mod producer_ids;
+pub mod purgatory;
 pub mod replica;
 pub mod server;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use chronik_log::{FlushPolicy, LogConfig, LogManager, LogManagerConfig};
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, mpsc, watch, Semaphore};
+use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn};
 
 use crate::broker::{load_or_create_cluster_id, Broker};
@@ -24,17 +24,21 @@ use crate::producer_ids::ProducerIdAllocator;
 use chronik_coordinator::GroupConfig;
 use crate::http::{app, HttpState};
 use crate::metrics::{FlushMetrics, Metrics};
+use crate::purgatory::Purgatory;
 
 /// Runs the broker until `shutdown` resolves.
 pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
 
-    let (data_changed, _) = watch::channel(0u64);
-    let data_changed = Arc::new(data_changed);
-    let on_flush = {
-        let data_changed = data_changed.clone();
-        Arc::new(move || data_changed.send_modify(|v| *v = v.wrapping_add(1))) as Arc<dyn Fn() + Send + Sync>
+    let purgatory = Arc::new(Purgatory::new());
+    let on_flush: chronik_log::OnFlush = {
+        let purgatory = purgatory.clone();
+        Arc::new(move |progressed: &[Arc<chronik_log::PartitionLog>]| {
+            for log in progressed {
+                purgatory.wake(log);
+            }
+        })
     };
     let log_config = LogManagerConfig {
         data_dir: config.data_dir.clone(),
@@ -70,7 +74,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
     let http_addr = http_listener.local_addr()?;
     let kafka_port = config.advertise.as_ref().map_or(kafka_addr.port(), |(_, port)| *port);
-    let joined = crate::cluster_start::start(&config, &log, &data_changed, &cluster_id, kafka_port).await?;
+    let joined = crate::cluster_start::start(&config, &log, &purgatory, &cluster_id, kafka_port).await?;
     let (replicas, advertised, cluster_id) = (joined.replicas, joined.advertised, joined.cluster_id);
 
     metrics
@@ -112,7 +116,7 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         metrics,
         advertised,
         cluster_id,
-        data_changed,
+        purgatory,
         groups,
         offsets,
         producer_ids,

@@ -257,7 +257,7 @@ mod tests {
     fn flush_work_taken_before_a_truncation_does_not_advance_offsets_after_it() {
         let dir = tempfile::tempdir().expect("temp dir");
         let manager =
-            LogManager::open(LogManagerConfig::new(dir.path()), Arc::new(|| {})).expect("open");
+            LogManager::open(LogManagerConfig::new(dir.path()), Arc::new(|_| {})).expect("open");
         let topic = manager
             .create_topic("t", 1, Default::default())
             .expect("create");

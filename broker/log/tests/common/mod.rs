@@ -41,7 +41,7 @@ pub fn open_counting(config: LogManagerConfig) -> (Arc<LogManager>, Arc<AtomicUs
     let counter = Arc::clone(&flushes);
     let manager = LogManager::open(
         config,
-        Arc::new(move || {
+        Arc::new(move |_: &[Arc<chronik_log::PartitionLog>]| {
             counter.fetch_add(1, Ordering::SeqCst);
         }),
     )

@@ -48,8 +48,8 @@ async fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> Delet
     match broker.replicas.cluster.delete_topic(&topic.name).await {
         Ok(()) => {
             info!(topic = %topic.name, "deleted topic");
+            // Applying the image wakes every parked request.
             broker.replicas.apply_latest().await;
-            broker.notify_data_changed();
             result.with_name(Some(topic_name(&topic.name))).with_topic_id(to_uuid(topic.topic_id))
         }
         Err(e) => result

@@ -32,6 +32,7 @@ use tracing::warn;
 use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
+use crate::purgatory::Watch;
 use crate::replica::identity::verify_replica;
 
 /// Upper bound on a client-supplied max_wait_ms, so a fetch can never park forever.
@@ -59,8 +60,10 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest, p
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0)).min(MAX_WAIT_CAP);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
-    let mut changed = broker.data_changed.subscribe();
     let duplicates = duplicate_partitions(&request);
+    // Registered when the fetch first has to wait, then checked once more
+    // before waiting: no progress is missed in between.
+    let mut watch: Option<Watch> = None;
     loop {
         let (topics, bytes, has_error) = read_all(broker, version, &request, fetcher, &duplicates);
         let done = bytes >= min_bytes || has_error || Instant::now() >= deadline;
@@ -79,15 +82,27 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest, p
             let response = FetchResponse::default().with_session_id(0).with_responses(topics);
             return Handled::new(Response::Fetch(response), has_error);
         }
+        let Some(watching) = &watch else {
+            watch = Some(broker.purgatory.watch(requested_logs(broker, &request).iter().map(|l| &**l)));
+            continue;
+        };
         tokio::select! {
-            result = changed.changed() => {
-                if result.is_err() {
-                    return None;
-                }
-            }
+            () = watching.progressed() => {}
             _ = tokio::time::sleep_until(deadline) => {}
         }
     }
+}
+
+/// The logs of every requested partition that exists here (a parked fetch
+/// is woken when one of them progresses).
+fn requested_logs(broker: &Broker, request: &FetchRequest) -> Vec<Arc<chronik_log::PartitionLog>> {
+    let mut logs = Vec::new();
+    for topic in &request.topics {
+        if let Ok(t) = resolve(broker, &topic.topic.0, topic.topic_id) {
+            logs.extend(topic.partitions.iter().filter_map(|p| t.partition(p.partition).cloned()));
+        }
+    }
+    logs
 }
 
 /// One pass over every requested partition. Returns the topics, the record

@@ -28,12 +28,13 @@ use std::time::Duration;
 use chronik_cluster::{AlterPartition, Cluster, MetadataImage, TopicImage};
 use chronik_log::LogManager;
 use chronik_replication::{LeaderAction, Millis, ReplicationConfig};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
 pub use partition::{checkpoint_path, FollowerStep, Replica, Transition};
+
+use crate::purgatory::Purgatory;
 
 /// Topic config naming the smallest ISR that accepts acks=all.
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
@@ -64,7 +65,7 @@ pub struct ReplicaManager {
     replicas: RwLock<HashMap<(String, i32), Arc<Replica>>>,
     default_min_insync: usize,
     replica_lag_time_max_ms: Millis,
-    data_changed: Arc<watch::Sender<u64>>,
+    purgatory: Arc<Purgatory>,
     start: Instant,
     /// One fetcher task per leader followed, with the partitions it was
     /// started for.
@@ -91,7 +92,7 @@ impl ReplicaManager {
         log: Arc<LogManager>,
         default_min_insync: usize,
         replica_lag_time_max_ms: u64,
-        data_changed: Arc<watch::Sender<u64>>,
+        purgatory: Arc<Purgatory>,
     ) -> Arc<ReplicaManager> {
         Arc::new(ReplicaManager {
             node_id,
@@ -100,7 +101,7 @@ impl ReplicaManager {
             replicas: RwLock::new(HashMap::new()),
             default_min_insync: default_min_insync.max(1),
             replica_lag_time_max_ms,
-            data_changed,
+            purgatory,
             start: Instant::now(),
             fetchers: Mutex::new(HashMap::new()),
             fetching_stopped: AtomicBool::new(false),
@@ -131,9 +132,7 @@ impl ReplicaManager {
         self.leader_listeners.lock().unwrap_or_else(|e| e.into_inner()).push(listener);
     }
 
-    fn notify_data_changed(&self) {
-        self.data_changed.send_modify(|v| *v = v.wrapping_add(1));
-    }
+
 
     /// The replication settings of `topic`.
     fn config_for(&self, topic: &TopicImage) -> ReplicationConfig {
@@ -150,7 +149,7 @@ impl ReplicaManager {
     pub fn perform(self: &Arc<Self>, replica: &Arc<Replica>, actions: Vec<LeaderAction>) {
         for action in actions {
             match action {
-                LeaderAction::HighWatermarkAdvanced(_) => self.notify_data_changed(),
+                LeaderAction::HighWatermarkAdvanced(_) => self.purgatory.wake(&replica.log),
                 LeaderAction::IsrChanged { leader_epoch, isr, version } => {
                     self.propose_isr(replica.clone(), leader_epoch, isr, version);
                 }
@@ -228,7 +227,8 @@ impl ReplicaManager {
         }
         self.remove_deleted_topics(image);
         self.ensure_fetchers(&followed);
-        self.notify_data_changed();
+        // Roles may have changed anywhere: parked requests re-check.
+        self.purgatory.wake_all();
     }
 
     fn ensure_local_topic(&self, topic: &TopicImage) -> Option<Arc<chronik_log::TopicLog>> {
