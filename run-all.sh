@@ -5,7 +5,7 @@
 #
 # By default the broker is a local 3-node Chronik cluster (nodes on 127.0.0.1-3,
 # same ports on each, as pods) with replication factor 3, min.insync.replicas 2
-# and acks=all: seed 000's Test 7. --nodes 1 runs one standalone broker.
+# and acks=all: seed 000's Test 7. --nodes 1 runs one broker (a quorum of one).
 #
 # Builds the release binaries, starts the broker (Chronik, or Apache Kafka with
 # --broker kafka), the ingestors, the verifying consumers and (if installed)
@@ -21,7 +21,10 @@
 #     --scale X          k6 VU_SCALE (default 1 for smoke; 0.01 = laptop size for the seed scenarios)
 #     --duration-scale X k6 DURATION_SCALE (default 1 for smoke; 0.05 for the seed scenarios)
 #     --acks 1|all       ingestor acks (default all, as seed 000 Test 7)
-#     --nodes N          chronik nodes (default 3; 1 = standalone)
+#     --nodes N          broker nodes (default 3; 1 = one node). --broker kafka
+#                        starts Apache Kafka with the same topology (1 or 3 KRaft
+#                        nodes, the same RF and min.insync.replicas) after an
+#                        unreported JVM warm-up of KAFKA_WARMUP (200000) records
 #     --replication-factor R   topic replication factor (default min(3, nodes))
 #     --min-insync-replicas M  topic min.insync.replicas (default 2 with 3+ nodes, else 1)
 #     --broker chronik|kafka   broker under test (default chronik)
@@ -58,6 +61,7 @@ SCALE="${SCALE:-}"
 DURATION_SCALE="${DURATION_SCALE:-}"
 ACKS="${ACKS:-all}"
 NODES="${NODES:-3}"
+KAFKA_WARMUP="${KAFKA_WARMUP:-200000}"
 REPLICATION_FACTOR="${REPLICATION_FACTOR:-}"
 MIN_INSYNC="${MIN_INSYNC:-}"
 BROKER="${BROKER:-chronik}"
@@ -114,7 +118,7 @@ fi
 [[ "$BROKER" == chronik || "$BROKER" == kafka ]] || die "--broker must be chronik or kafka"
 [[ "$ACKS" == 1 || "$ACKS" == all || "$ACKS" == -1 || "$ACKS" == 0 ]] || die "--acks must be 0, 1 or all"
 [[ "$NODES" =~ ^[1-9]$ ]] || die "--nodes must be 1..9"
-[[ "$BROKER" == kafka ]] && NODES=1
+[[ "$BROKER" == chronik || "$NODES" == 1 || "$NODES" == 3 ]] || die "--broker kafka runs 1 or 3 nodes (the anchor's topologies)"
 if [[ -z "$REPLICATION_FACTOR" ]]; then REPLICATION_FACTOR=$((NODES < 3 ? NODES : 3)); fi
 if [[ -z "$MIN_INSYNC" ]]; then MIN_INSYNC=$((NODES >= 3 ? 2 : 1)); fi
 ((REPLICATION_FACTOR >= 1 && REPLICATION_FACTOR <= NODES)) || die "--replication-factor must be 1..$NODES"
@@ -138,7 +142,7 @@ cleanup() {
     stop_pid "${spec#*=}" 20 > /dev/null 2>&1 || true
     pid_forget "${spec#*=}" 2>/dev/null || true
   done
-  [[ -n "${KAFKA_PID:-}" ]] && { ANCHOR_RUN_DIR="$WORK/kafka" "$REPO_ROOT/.tools/kafka-anchor/stop.sh" > /dev/null 2>&1 || true; }
+  [[ -n "${KAFKA_PID:-}" ]] && stop_kafka "$WORK/kafka"
   # Broker data is scratch (GBs on long runs); the results stay in $OUT.
   if [[ "$KEEP" == 1 ]]; then log "kept scratch data in $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
@@ -185,9 +189,16 @@ if [[ "$BROKER" == chronik ]]; then
   BROKER_METRICS=${BROKER_METRICS_LIST[0]}
   BROKER_VERSION=$("$CHRONIK_SERVER_BIN" --version | awk '{print $2}')
 else
-  start_kafka "$WORK/kafka"
-  STARTED+=("broker=$KAFKA_PID")
+  # The same topology as Chronik with the same flags (nodes, RF, min ISR),
+  # and an unreported warm-up so the JVMs are not measured cold.
+  start_kafka "$WORK/kafka" "$NODES"
+  if ((NODES == 1)); then
+    STARTED+=("broker=$KAFKA_PID")
+  else
+    for ((i = 0; i < NODES; i++)); do STARTED+=("broker-$((i + 1))=${KAFKA_PIDS[$i]}"); done
+  fi
   BOOTSTRAP=$KAFKA_BOOTSTRAP
+  warm_up_kafka "$BOOTSTRAP" "$REPLICATION_FACTOR" "$MIN_INSYNC" "$KAFKA_WARMUP" "$WORK/kafka-warmup.log"
   BROKER_METRICS=""
   BROKER_METRICS_LIST=()
   BROKER_VERSION="4.3.1"

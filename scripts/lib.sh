@@ -87,6 +87,14 @@ wait_http_ok() {
   return 1
 }
 
+# port_free PORT - true when 127.0.0.1:PORT can be bound.
+port_free() {
+  python3 -c 'import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try: s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError: sys.exit(1)' "$1"
+}
+
 # free_port - a TCP port on 127.0.0.1 that nobody listens on right now.
 free_port() {
   # Free on 127.0.0.1-3 and below the ephemeral range (32768-60999): cluster

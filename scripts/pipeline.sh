@@ -71,23 +71,80 @@ print(f"created {topic} with {partitions} partitions, replication factor {rf}, "
 PY
 }
 
-# start_kafka DIR - Apache Kafka 4.3.1 single node from the kafka-anchor
-# (jars from Maven Central on first use) on free ports. Sets KAFKA_PID, KAFKA_BOOTSTRAP.
-start_kafka() {
-  local dir=$1 anchor="$REPO_ROOT/.tools/kafka-anchor" src="$REPO_ROOT/../shared/tools/kafka-anchor"
-  if [[ ! -x "$anchor/start-single.sh" ]]; then
-    [[ -d "$src" ]] || die "--broker kafka needs the kafka-anchor at $src"
-    mkdir -p "$REPO_ROOT/.tools" && cp -r "$src" "$anchor" && chmod -R u+w "$anchor"
+# kafka_anchor - the kafka-anchor's working copy in .tools/ (copied from the
+# read-only one beside the repo on first use, Kafka jars fetched from Maven
+# Central once). Prints its directory. ANCHOR_SRC / ANCHOR_HOME override.
+kafka_anchor() {
+  local home="${ANCHOR_HOME:-$REPO_ROOT/.tools/kafka-anchor}"
+  local src="${ANCHOR_SRC:-$REPO_ROOT/../shared/tools/kafka-anchor}"
+  [[ -d "$src" ]] || src=/work/shared/tools/kafka-anchor
+  if [[ ! -x "$home/start-single.sh" ]]; then
+    [[ -d "$src" ]] || die "Apache Kafka runs from the kafka-anchor; none at $src"
+    mkdir -p "$home"
+    tar -C "$src" --exclude=./lib --exclude=./run --exclude=./results --exclude=./.venv -cf - . | tar -C "$home" -xf -
+    chmod -R u+w "$home"
   fi
-  [[ -d "$anchor/lib/broker" ]] || (cd "$anchor" && ./setup.sh) >&2 || die "kafka-anchor setup failed"
-  local port cport
-  port=$(free_port); cport=$(free_port)
-  ANCHOR_RUN_DIR="$dir" BROKER_PORT=$port CONTROLLER_PORT=$cport "$anchor/start-single.sh" >&2 \
-    || die "Apache Kafka did not start (logs: $dir/single/logs)"
-  KAFKA_PID=$(cat "$dir/single/pid")
-  pid_record "$KAFKA_PID" kafka
-  KAFKA_BOOTSTRAP="127.0.0.1:$port"
-  log "Apache Kafka pid $KAFKA_PID at $KAFKA_BOOTSTRAP"
+  [[ -d "$home/lib/broker" ]] || (cd "$home" && ./setup.sh) >&2 || die "kafka-anchor setup failed"
+  echo "$home"
+}
+
+# start_kafka DIR NODES - Apache Kafka 4.3.1 with the topology Chronik gets
+# from the same flags: NODES=1 one KRaft node (broker+controller) on free
+# ports; NODES=3 three, each broker+controller, one 3-voter quorum, internal
+# topics RF 3 / min ISR 2 (the anchor's start-cluster.sh, client ports
+# 9092-9094). Sets KAFKA_PIDS, KAFKA_PID (the first) and KAFKA_BOOTSTRAP.
+# Stop with stop_kafka DIR.
+start_kafka() {
+  local dir=$1 nodes=$2 anchor
+  anchor=$(kafka_anchor)
+  KAFKA_PIDS=()
+  case $nodes in
+    1)
+      local port cport
+      port=$(free_port); cport=$(free_port)
+      ANCHOR_RUN_DIR="$dir" BROKER_PORT=$port CONTROLLER_PORT=$cport "$anchor/start-single.sh" >&2 \
+        || die "Apache Kafka did not start (logs: $dir/single/logs)"
+      KAFKA_PIDS=("$(cat "$dir/single/pid")")
+      KAFKA_BOOTSTRAP="127.0.0.1:$port"
+      ;;
+    3)
+      local p
+      for p in 9092 9093 9094 19092 19093 19094; do
+        port_free "$p" || die "a 3-node Apache Kafka needs 127.0.0.1:$p (client 9092-9094, controller 19092-19094) free"
+      done
+      ANCHOR_RUN_DIR="$dir" "$anchor/start-cluster.sh" >&2 || die "the Apache Kafka cluster did not start (logs: $dir/node*/logs)"
+      mapfile -t KAFKA_PIDS < <(cat "$dir"/node{1,2,3}/pid)
+      KAFKA_BOOTSTRAP="127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094"
+      ;;
+    *) die "Apache Kafka runs with 1 or 3 nodes here (asked for $nodes)" ;;
+  esac
+  for p in "${KAFKA_PIDS[@]}"; do pid_record "$p" kafka; done
+  # shellcheck disable=SC2034  # read by the scripts that source this one
+  KAFKA_PID=${KAFKA_PIDS[0]}
+  log "Apache Kafka ($nodes node(s)) pids ${KAFKA_PIDS[*]} at $KAFKA_BOOTSTRAP"
+}
+
+# stop_kafka DIR - stops every Kafka node started under DIR (SIGTERM, then
+# SIGKILL after 30 s).
+stop_kafka() {
+  local anchor="${ANCHOR_HOME:-$REPO_ROOT/.tools/kafka-anchor}"
+  [[ -x "$anchor/stop.sh" ]] && ANCHOR_RUN_DIR="$1" "$anchor/stop.sh" > /dev/null 2>&1 || true
+  local p
+  for p in "${KAFKA_PIDS[@]:-}"; do [[ -n "$p" ]] && pid_forget "$p" 2>/dev/null; done
+  return 0
+}
+
+# warm_up_kafka BOOTSTRAP RF MIN_ISR RECORDS LOG - an unreported JVM warm-up:
+# RECORDS 1 KiB records, acks=all, through Kafka's ProducerPerformance on a
+# topic of its own, bounded by 300 s. Its figures are not part of any result.
+warm_up_kafka() {
+  local bootstrap=$1 rf=$2 min_isr=$3 records=$4 logf=$5 anchor
+  ((records > 0)) || return 0
+  anchor=$(kafka_anchor)
+  log "warming up the Kafka JVMs: $records records (not reported)"
+  timeout --kill-after=15 300 "$anchor/perf.sh" run --bootstrap "$bootstrap" --rf "$rf" --min-isr "$min_isr" \
+    --size 1024 --acks all --profile tuned --records "$records" --tag warmup --out "$logf.tsv" > "$logf" 2>&1 \
+    || log "Kafka warm-up failed (continuing): $(tail -3 "$logf")"
 }
 
 # start_prometheus DIR TARGET... - Prometheus scraping every TARGET

@@ -40,12 +40,10 @@ while (($#)); do
 done
 BENCH_BIN="$REPO_ROOT/target/release/chronik-bench"
 [[ -x "$CHRONIK_SERVER_BIN" && -x "$BENCH_BIN" ]] || die "release binaries missing: cargo build --release -p chronik-server -p chronik-bench"
-ANCHOR_SRC="${ANCHOR_SRC:-$REPO_ROOT/../shared/tools/kafka-anchor}"
-ANCHOR_HOME="${ANCHOR_HOME:-$REPO_ROOT/.tools/kafka-anchor}"
 ID="$(date -u +%Y%m%dT%H%M%SZ)"
 WORK="$RUN_DIR/cluster-bench-$ID"; OUT="$REPO_ROOT/results/cluster-bench-$ID"
 mkdir -p "$WORK" "$OUT"
-export ANCHOR_RUN_DIR="$WORK/anchor-run"
+KAFKA_DIR="$WORK/kafka"
 TSV="$OUT/runs.tsv"
 printf 'broker\ttool\tsize\tmsg_per_s\tbroker_cpu_us_per_msg\n' > "$TSV"
 
@@ -53,7 +51,7 @@ on_exit() {
   local rc=$? pid
   trap - EXIT
   for pid in "${CHRONIK_PIDS[@]:-}"; do [[ -n "$pid" ]] && { stop_pid "$pid" 10 || true; pid_forget "$pid"; }; done
-  [[ -x "$ANCHOR_HOME/stop.sh" ]] && "$ANCHOR_HOME/stop.sh" > /dev/null 2>&1 || true
+  stop_kafka "$KAFKA_DIR"
   rm -rf "$WORK"
   exit "$rc"
 }
@@ -64,10 +62,7 @@ HZ=$(getconf CLK_TCK)
 
 # warm_up - one unreported ProducerPerformance run against $BOOTSTRAP.
 warm_up() {
-  ((WARMUP > 0)) || return 0
-  timeout --kill-after=15 "$RUN_TIMEOUT" "$ANCHOR_HOME/perf.sh" run --bootstrap "$BOOTSTRAP" --rf 3 --min-isr 2 \
-    --size 1024 --acks all --profile tuned --records "$WARMUP" --tag warmup --out "$WORK/warmup.tsv" > "$WORK/warmup.log" 2>&1 \
-    || log "warm-up run failed: $(tail -3 "$WORK/warmup.log")"
+  warm_up_kafka "$BOOTSTRAP" 3 2 "$WARMUP" "$WORK/warmup.log"
 }
 
 # perf_pp BROKER SIZE RECORDS PIDS...
@@ -106,10 +101,7 @@ PY
 }
 
 # --- the anchor (jars fetched once) ---
-mkdir -p "$ANCHOR_HOME"
-tar -C "$ANCHOR_SRC" --exclude=./lib --exclude=./run --exclude=./results --exclude=./.venv -cf - . | tar -C "$ANCHOR_HOME" -xf -
-chmod -R u+w "$ANCHOR_HOME"
-"$ANCHOR_HOME/setup.sh" > "$WORK/anchor-setup.log" 2>&1 || die "kafka-anchor setup failed ($WORK/anchor-setup.log)"
+ANCHOR_HOME=$(kafka_anchor)
 
 # --- chronik, 3 nodes ---
 start_chronik_cluster "$WORK/chronik" 3 --wal-profile medium --auto-create-topics false
@@ -125,16 +117,16 @@ CHRONIK_PIDS=()
 
 # --- Apache Kafka, 3 nodes ---
 if ((WITH_KAFKA)); then
-  "$ANCHOR_HOME/start-cluster.sh" > "$WORK/kafka-start.log" 2>&1 || die "Kafka cluster did not start ($WORK/kafka-start.log)"
-  BOOTSTRAP=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
-  mapfile -t KPIDS < <(cat "$ANCHOR_RUN_DIR"/node{1,2,3}/pid)
+  start_kafka "$KAFKA_DIR" 3
+  BOOTSTRAP=$KAFKA_BOOTSTRAP
+  KPIDS=("${KAFKA_PIDS[@]}")
   export BROKER_PIDS="${KPIDS[*]}"
   warm_up
   perf_pp kafka 256 "$RECORDS_256" "${KPIDS[@]}"
   perf_pp kafka 1024 "$RECORDS_1K" "${KPIDS[@]}"
   perf_bench kafka 256 "${KPIDS[@]}"
   perf_bench kafka 1024 "${KPIDS[@]}"
-  "$ANCHOR_HOME/stop.sh" --clean > /dev/null 2>&1 || true
+  stop_kafka "$KAFKA_DIR"
 fi
 column -t -s $'\t' "$TSV"
 log "results: $TSV"
