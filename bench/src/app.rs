@@ -31,7 +31,12 @@ pub fn run(c: Config, interrupted: Arc<AtomicBool>) -> Result<i32> {
     let md = client::metadata_client(&c)?;
     let partitions = run::prepare_topic(&c, &md).context("preparing the topic")?;
     let broker = client::broker_info(&c, &md);
-    let meta = RunMeta::new(TOOL, env!("CARGO_PKG_VERSION"), broker, serde_json::to_value(&c)?);
+    let meta = RunMeta::new(
+        TOOL,
+        env!("CARGO_PKG_VERSION"),
+        broker,
+        serde_json::to_value(&c)?,
+    );
     tracing::info!(cluster_id = ?meta.broker.cluster_id, apis = meta.broker.api_versions.len(), partitions = partitions.len(), "broker");
     let run_dir = match &c.results_dir {
         Some(dir) => {
@@ -54,7 +59,13 @@ pub fn run(c: Config, interrupted: Arc<AtomicBool>) -> Result<i32> {
         meta.broker.cluster_id.as_deref().unwrap_or("unknown"),
         meta.git_commit
     );
-    let ctx = RunContext { interrupted: interrupted.clone(), print_lines: true, partitions, hlog_dir: None, hlog_comment: comment };
+    let ctx = RunContext {
+        interrupted: interrupted.clone(),
+        print_lines: true,
+        partitions,
+        hlog_dir: None,
+        hlog_comment: comment,
+    };
     let code = match c.sweep {
         Some(_) => sweep_runs(&c, ctx, run_dir.as_deref(), &meta),
         None => single_run(&c, ctx, run_dir.as_deref(), &meta),
@@ -76,7 +87,12 @@ fn mode_slug(mode: Mode) -> &'static str {
     }
 }
 
-fn write_outputs(c: &Config, run_dir: Option<&Path>, doc: &serde_json::Value, rows: &[String]) -> Result<()> {
+fn write_outputs(
+    c: &Config,
+    run_dir: Option<&Path>,
+    doc: &serde_json::Value,
+    rows: &[String],
+) -> Result<()> {
     if let Some(path) = &c.json_output {
         write_json_file(path, doc)?;
         tracing::info!(path = %path.display(), "wrote JSON result");
@@ -92,11 +108,21 @@ fn write_outputs(c: &Config, run_dir: Option<&Path>, doc: &serde_json::Value, ro
     Ok(())
 }
 
-fn single_run(c: &Config, mut ctx: RunContext, run_dir: Option<&Path>, meta: &RunMeta) -> Result<i32> {
+fn single_run(
+    c: &Config,
+    mut ctx: RunContext,
+    run_dir: Option<&Path>,
+    meta: &RunMeta,
+) -> Result<i32> {
     ctx.hlog_dir = run_dir.map(Path::to_path_buf);
     let r = run::run_once(c, c.rate, &ctx)?;
     print!("{}", table::box_table(c, &r));
-    write_outputs(c, run_dir, &omb::run_document(c, &r, meta), &[csv::row(c, &r)])?;
+    write_outputs(
+        c,
+        run_dir,
+        &omb::run_document(c, &r, meta),
+        &[csv::row(c, &r)],
+    )?;
     Ok(exit_code(c, &r))
 }
 
@@ -116,7 +142,12 @@ fn exit_code(c: &Config, r: &RunResult) -> i32 {
     }
 }
 
-fn sweep_runs(c: &Config, mut ctx: RunContext, run_dir: Option<&Path>, meta: &RunMeta) -> Result<i32> {
+fn sweep_runs(
+    c: &Config,
+    mut ctx: RunContext,
+    run_dir: Option<&Path>,
+    meta: &RunMeta,
+) -> Result<i32> {
     let Some(s) = c.sweep else { return Ok(0) };
     let mut results: Vec<(f64, sweep::StepJudgement, RunResult)> = Vec::new();
     for (i, rate) in sweep::rates(&s).into_iter().enumerate() {
@@ -132,7 +163,13 @@ fn sweep_runs(c: &Config, mut ctx: RunContext, run_dir: Option<&Path>, meta: &Ru
             i + 1,
             r.publish_rate(),
             j.p99_ms,
-            if j.passed() { "pass" } else if !j.valid { "INVALID (< 95% of target)" } else { "over the SLO" }
+            if j.passed() {
+                "pass"
+            } else if !j.valid {
+                "INVALID (< 95% of target)"
+            } else {
+                "over the SLO"
+            }
         );
         let stop = !j.passed() || ctx.interrupted.load(Ordering::Relaxed);
         results.push((rate, j, r));
@@ -140,26 +177,58 @@ fn sweep_runs(c: &Config, mut ctx: RunContext, run_dir: Option<&Path>, meta: &Ru
             break;
         }
     }
-    let judged: Vec<(f64, sweep::StepJudgement)> = results.iter().map(|(r, j, _)| (*r, *j)).collect();
+    let judged: Vec<(f64, sweep::StepJudgement)> =
+        results.iter().map(|(r, j, _)| (*r, *j)).collect();
     let knee = sweep::knee(&judged);
-    println!("\n| step | target msg/s | achieved msg/s | p99 ms | valid | within SLO ({} ms) |", s.slo_p99_ms);
+    println!(
+        "\n| step | target msg/s | achieved msg/s | p99 ms | valid | within SLO ({} ms) |",
+        s.slo_p99_ms
+    );
     println!("|---|---|---|---|---|---|");
     for (i, (rate, j, r)) in results.iter().enumerate() {
-        println!("| {} | {rate:.0} | {:.0} | {:.2} | {} | {} |", i + 1, r.publish_rate(), j.p99_ms, j.valid, j.within_slo);
+        println!(
+            "| {} | {rate:.0} | {:.0} | {:.2} | {} | {} |",
+            i + 1,
+            r.publish_rate(),
+            j.p99_ms,
+            j.valid,
+            j.within_slo
+        );
     }
     match knee {
         Some(k) => println!("\nHighest sustainable rate (knee): {k:.0} msg/s"),
-        None => println!("\nNo step met the objective: no sustainable rate found at or above {:.0} msg/s", s.start),
+        None => println!(
+            "\nNo step met the objective: no sustainable rate found at or above {:.0} msg/s",
+            s.start
+        ),
     }
-    if let Some((_, _, r)) = results.iter().rev().find(|(rate, _, _)| Some(*rate) == knee) {
+    if let Some((_, _, r)) = results
+        .iter()
+        .rev()
+        .find(|(rate, _, _)| Some(*rate) == knee)
+    {
         print!("{}", table::box_table(c, r));
     }
     let reports: Vec<SweepStepReport<'_>> = results
         .iter()
-        .map(|(rate, j, r)| SweepStepReport { rate: *rate, p99_ms: j.p99_ms, valid: j.valid, within_slo: j.within_slo, result: r })
+        .map(|(rate, j, r)| SweepStepReport {
+            rate: *rate,
+            p99_ms: j.p99_ms,
+            valid: j.valid,
+            within_slo: j.within_slo,
+            result: r,
+        })
         .collect();
     let rows: Vec<String> = results.iter().map(|(_, _, r)| csv::row(c, r)).collect();
-    write_outputs(c, run_dir, &omb::sweep_document(c, &reports, knee, meta), &rows)?;
-    Ok(if c.strict && knee.is_none() { EXIT_STRICT_FAILURE } else { 0 })
+    write_outputs(
+        c,
+        run_dir,
+        &omb::sweep_document(c, &reports, knee, meta),
+        &rows,
+    )?;
+    Ok(if c.strict && knee.is_none() {
+        EXIT_STRICT_FAILURE
+    } else {
+        0
+    })
 }
-

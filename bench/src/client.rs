@@ -44,7 +44,8 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn base(c: &Config) -> ClientConfig {
     let mut cc = ClientConfig::new();
-    cc.set("bootstrap.servers", &c.bootstrap_servers).set("client.id", "chronik-bench");
+    cc.set("bootstrap.servers", &c.bootstrap_servers)
+        .set("client.id", "chronik-bench");
     cc
 }
 
@@ -87,19 +88,30 @@ pub fn metadata_client(c: &Config) -> Result<BenchConsumer> {
     let mut cc = consumer_config(c, "chronik-bench-metadata");
     // Brokers that auto-create topics (chronik does) create the topic here.
     cc.set("allow.auto.create.topics", "true");
-    cc.create_with_context(QuietEofContext).context("creating a metadata client")
+    cc.create_with_context(QuietEofContext)
+        .context("creating a metadata client")
 }
 
 /// Creates the topic; an existing topic is kept (and said so).
 pub fn create_topic(c: &Config) -> Result<()> {
-    let admin: AdminClient<DefaultClientContext> =
-        with_user_properties(base(c), c).create().context("creating an admin client")?;
-    let topic = NewTopic::new(&c.topic, c.partitions, TopicReplication::Fixed(c.replication_factor));
-    let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT)).request_timeout(Some(ADMIN_TIMEOUT));
-    let results = futures::executor::block_on(admin.create_topics([&topic], &opts)).context("CreateTopics")?;
+    let admin: AdminClient<DefaultClientContext> = with_user_properties(base(c), c)
+        .create()
+        .context("creating an admin client")?;
+    let topic = NewTopic::new(
+        &c.topic,
+        c.partitions,
+        TopicReplication::Fixed(c.replication_factor),
+    );
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(ADMIN_TIMEOUT))
+        .request_timeout(Some(ADMIN_TIMEOUT));
+    let results = futures::executor::block_on(admin.create_topics([&topic], &opts))
+        .context("CreateTopics")?;
     for r in results {
         match r {
-            Ok(name) => tracing::info!(topic = %name, partitions = c.partitions, rf = c.replication_factor, "created topic"),
+            Ok(name) => {
+                tracing::info!(topic = %name, partitions = c.partitions, rf = c.replication_factor, "created topic")
+            }
             Err((name, RDKafkaErrorCode::TopicAlreadyExists)) => {
                 tracing::info!(topic = %name, "topic exists; using it as it is")
             }
@@ -110,10 +122,14 @@ pub fn create_topic(c: &Config) -> Result<()> {
 }
 
 pub fn delete_topic(c: &Config) -> Result<()> {
-    let admin: AdminClient<DefaultClientContext> =
-        with_user_properties(base(c), c).create().context("creating an admin client")?;
-    let opts = AdminOptions::new().operation_timeout(Some(ADMIN_TIMEOUT)).request_timeout(Some(ADMIN_TIMEOUT));
-    let results = futures::executor::block_on(admin.delete_topics(&[c.topic.as_str()], &opts)).context("DeleteTopics")?;
+    let admin: AdminClient<DefaultClientContext> = with_user_properties(base(c), c)
+        .create()
+        .context("creating an admin client")?;
+    let opts = AdminOptions::new()
+        .operation_timeout(Some(ADMIN_TIMEOUT))
+        .request_timeout(Some(ADMIN_TIMEOUT));
+    let results = futures::executor::block_on(admin.delete_topics(&[c.topic.as_str()], &opts))
+        .context("DeleteTopics")?;
     for r in results {
         match r {
             Ok(name) => tracing::info!(topic = %name, "deleted topic"),
@@ -124,14 +140,21 @@ pub fn delete_topic(c: &Config) -> Result<()> {
 }
 
 /// Partition ids of `topic` once every partition has a leader.
-pub fn wait_for_partitions(client: &BenchConsumer, topic: &str, timeout: Duration) -> Result<Vec<i32>> {
+pub fn wait_for_partitions(
+    client: &BenchConsumer,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Vec<i32>> {
     let deadline = Instant::now() + timeout;
     loop {
         let last_problem: String;
         match client.fetch_metadata(Some(topic), METADATA_TIMEOUT) {
             Ok(md) => match md.topics().iter().find(|t| t.name() == topic) {
                 Some(t) if t.error().is_none() && !t.partitions().is_empty() => {
-                    if t.partitions().iter().all(|p| p.leader() >= 0 && p.error().is_none()) {
+                    if t.partitions()
+                        .iter()
+                        .all(|p| p.leader() >= 0 && p.error().is_none())
+                    {
                         let mut ids: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
                         ids.sort_unstable();
                         return Ok(ids);
@@ -151,7 +174,11 @@ pub fn wait_for_partitions(client: &BenchConsumer, topic: &str, timeout: Duratio
 }
 
 /// High watermark of each partition, in the order given.
-pub fn high_watermarks(client: &BenchConsumer, topic: &str, partitions: &[i32]) -> Result<Vec<i64>> {
+pub fn high_watermarks(
+    client: &BenchConsumer,
+    topic: &str,
+    partitions: &[i32],
+) -> Result<Vec<i64>> {
     partitions
         .iter()
         .map(|&p| {
@@ -174,13 +201,22 @@ pub fn broker_info(c: &Config, client: &BenchConsumer) -> BrokerInfo {
             Vec::new()
         }
     };
-    BrokerInfo { bootstrap_servers: c.bootstrap_servers.clone(), cluster_id, api_versions, pids: c.broker_pids.clone() }
+    BrokerInfo {
+        bootstrap_servers: c.bootstrap_servers.clone(),
+        cluster_id,
+        api_versions,
+        pids: c.broker_pids.clone(),
+    }
 }
 
 /// ApiVersions v0 against the first bootstrap server that answers.
 pub fn fetch_api_versions(bootstrap: &str) -> Result<Vec<ApiVersionRange>> {
     let mut last = anyhow!("no bootstrap server given");
-    for server in bootstrap.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for server in bootstrap
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         let server = server.rsplit_once("://").map_or(server, |(_, s)| s);
         match api_versions_from(server) {
             Ok(v) => return Ok(v),
@@ -191,7 +227,10 @@ pub fn fetch_api_versions(bootstrap: &str) -> Result<Vec<ApiVersionRange>> {
 }
 
 fn api_versions_from(server: &str) -> Result<Vec<ApiVersionRange>> {
-    let addr = server.to_socket_addrs()?.next().ok_or_else(|| anyhow!("{server} resolves to nothing"))?;
+    let addr = server
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| anyhow!("{server} resolves to nothing"))?;
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
     stream.write_all(&encode_api_versions_request(1))?;
@@ -222,10 +261,15 @@ pub fn encode_api_versions_request(correlation_id: i32) -> Vec<u8> {
 
 /// Decodes an ApiVersions v0 response body (after the size prefix). A
 /// broker that rejects v0 still lists its versions, with error 35.
-pub fn decode_api_versions_response(body: &[u8], correlation_id: i32) -> Result<Vec<ApiVersionRange>> {
+pub fn decode_api_versions_response(
+    body: &[u8],
+    correlation_id: i32,
+) -> Result<Vec<ApiVersionRange>> {
     let mut at = 0usize;
     let mut take = |n: usize| -> Result<&[u8]> {
-        let s = body.get(at..at + n).ok_or_else(|| anyhow!("ApiVersions response truncated at byte {at}"))?;
+        let s = body
+            .get(at..at + n)
+            .ok_or_else(|| anyhow!("ApiVersions response truncated at byte {at}"))?;
         at += n;
         Ok(s)
     };
@@ -245,8 +289,14 @@ pub fn decode_api_versions_response(body: &[u8], correlation_id: i32) -> Result<
     let mut out = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let b = take(6)?;
-        let (api_key, min_version, max_version) = (i16_at(&b[0..2]), i16_at(&b[2..4]), i16_at(&b[4..6]));
-        out.push(ApiVersionRange { api_key, name: api_name(api_key).to_string(), min_version, max_version });
+        let (api_key, min_version, max_version) =
+            (i16_at(&b[0..2]), i16_at(&b[2..4]), i16_at(&b[4..6]));
+        out.push(ApiVersionRange {
+            api_key,
+            name: api_name(api_key).to_string(),
+            min_version,
+            max_version,
+        });
     }
     Ok(out)
 }
@@ -254,38 +304,102 @@ pub fn decode_api_versions_response(body: &[u8], correlation_id: i32) -> Result<
 /// Kafka's name for an API key.
 pub fn api_name(key: i16) -> &'static str {
     const NAMES: [&str; 75] = [
-        "Produce", "Fetch", "ListOffsets", "Metadata", "LeaderAndIsr", "StopReplica", "UpdateMetadata",
-        "ControlledShutdown", "OffsetCommit", "OffsetFetch", "FindCoordinator", "JoinGroup", "Heartbeat",
-        "LeaveGroup", "SyncGroup", "DescribeGroups", "ListGroups", "SaslHandshake", "ApiVersions", "CreateTopics",
-        "DeleteTopics", "DeleteRecords", "InitProducerId", "OffsetForLeaderEpoch", "AddPartitionsToTxn",
-        "AddOffsetsToTxn", "EndTxn", "WriteTxnMarkers", "TxnOffsetCommit", "DescribeAcls", "CreateAcls",
-        "DeleteAcls", "DescribeConfigs", "AlterConfigs", "AlterReplicaLogDirs", "DescribeLogDirs",
-        "SaslAuthenticate", "CreatePartitions", "CreateDelegationToken", "RenewDelegationToken",
-        "ExpireDelegationToken", "DescribeDelegationToken", "DeleteGroups", "ElectLeaders",
-        "IncrementalAlterConfigs", "AlterPartitionReassignments", "ListPartitionReassignments", "OffsetDelete",
-        "DescribeClientQuotas", "AlterClientQuotas", "DescribeUserScramCredentials", "AlterUserScramCredentials",
-        "Vote", "BeginQuorumEpoch", "EndQuorumEpoch", "DescribeQuorum", "AlterPartition", "UpdateFeatures",
-        "Envelope", "FetchSnapshot", "DescribeCluster", "DescribeProducers", "BrokerRegistration",
-        "BrokerHeartbeat", "UnregisterBroker", "DescribeTransactions", "ListTransactions", "AllocateProducerIds",
-        "ConsumerGroupHeartbeat", "ConsumerGroupDescribe", "ControllerRegistration", "GetTelemetrySubscriptions",
-        "PushTelemetry", "AssignReplicasToDirs", "ListClientMetricsResources",
+        "Produce",
+        "Fetch",
+        "ListOffsets",
+        "Metadata",
+        "LeaderAndIsr",
+        "StopReplica",
+        "UpdateMetadata",
+        "ControlledShutdown",
+        "OffsetCommit",
+        "OffsetFetch",
+        "FindCoordinator",
+        "JoinGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "SyncGroup",
+        "DescribeGroups",
+        "ListGroups",
+        "SaslHandshake",
+        "ApiVersions",
+        "CreateTopics",
+        "DeleteTopics",
+        "DeleteRecords",
+        "InitProducerId",
+        "OffsetForLeaderEpoch",
+        "AddPartitionsToTxn",
+        "AddOffsetsToTxn",
+        "EndTxn",
+        "WriteTxnMarkers",
+        "TxnOffsetCommit",
+        "DescribeAcls",
+        "CreateAcls",
+        "DeleteAcls",
+        "DescribeConfigs",
+        "AlterConfigs",
+        "AlterReplicaLogDirs",
+        "DescribeLogDirs",
+        "SaslAuthenticate",
+        "CreatePartitions",
+        "CreateDelegationToken",
+        "RenewDelegationToken",
+        "ExpireDelegationToken",
+        "DescribeDelegationToken",
+        "DeleteGroups",
+        "ElectLeaders",
+        "IncrementalAlterConfigs",
+        "AlterPartitionReassignments",
+        "ListPartitionReassignments",
+        "OffsetDelete",
+        "DescribeClientQuotas",
+        "AlterClientQuotas",
+        "DescribeUserScramCredentials",
+        "AlterUserScramCredentials",
+        "Vote",
+        "BeginQuorumEpoch",
+        "EndQuorumEpoch",
+        "DescribeQuorum",
+        "AlterPartition",
+        "UpdateFeatures",
+        "Envelope",
+        "FetchSnapshot",
+        "DescribeCluster",
+        "DescribeProducers",
+        "BrokerRegistration",
+        "BrokerHeartbeat",
+        "UnregisterBroker",
+        "DescribeTransactions",
+        "ListTransactions",
+        "AllocateProducerIds",
+        "ConsumerGroupHeartbeat",
+        "ConsumerGroupDescribe",
+        "ControllerRegistration",
+        "GetTelemetrySubscriptions",
+        "PushTelemetry",
+        "AssignReplicasToDirs",
+        "ListClientMetricsResources",
     ];
-    usize::try_from(key).ok().and_then(|k| NAMES.get(k)).copied().unwrap_or(match key {
-        75 => "DescribeTopicPartitions",
-        76 => "ShareGroupHeartbeat",
-        77 => "ShareGroupDescribe",
-        78 => "ShareFetch",
-        79 => "ShareAcknowledge",
-        80 => "AddRaftVoter",
-        81 => "RemoveRaftVoter",
-        82 => "UpdateRaftVoter",
-        83 => "InitializeShareGroupState",
-        84 => "ReadShareGroupState",
-        85 => "WriteShareGroupState",
-        86 => "DeleteShareGroupState",
-        87 => "ReadShareGroupStateSummary",
-        _ => "Unknown",
-    })
+    usize::try_from(key)
+        .ok()
+        .and_then(|k| NAMES.get(k))
+        .copied()
+        .unwrap_or(match key {
+            75 => "DescribeTopicPartitions",
+            76 => "ShareGroupHeartbeat",
+            77 => "ShareGroupDescribe",
+            78 => "ShareFetch",
+            79 => "ShareAcknowledge",
+            80 => "AddRaftVoter",
+            81 => "RemoveRaftVoter",
+            82 => "UpdateRaftVoter",
+            83 => "InitializeShareGroupState",
+            84 => "ReadShareGroupState",
+            85 => "WriteShareGroupState",
+            86 => "DeleteShareGroupState",
+            87 => "ReadShareGroupStateSummary",
+            _ => "Unknown",
+        })
 }
 
 #[cfg(test)]
@@ -312,10 +426,24 @@ mod tests {
         body.extend_from_slice(&[0, 18, 0, 0, 0, 4]); // ApiVersions 0..4
         let v = decode_api_versions_response(&body, 7).expect("decodes");
         assert_eq!(v.len(), 2);
-        assert_eq!(v[0], ApiVersionRange { api_key: 0, name: "Produce".into(), min_version: 3, max_version: 11 });
+        assert_eq!(
+            v[0],
+            ApiVersionRange {
+                api_key: 0,
+                name: "Produce".into(),
+                min_version: 3,
+                max_version: 11
+            }
+        );
         assert_eq!(v[1].name, "ApiVersions");
-        assert!(decode_api_versions_response(&body, 8).is_err(), "wrong correlation id");
-        assert!(decode_api_versions_response(&body[..body.len() - 1], 7).is_err(), "truncated");
+        assert!(
+            decode_api_versions_response(&body, 8).is_err(),
+            "wrong correlation id"
+        );
+        assert!(
+            decode_api_versions_response(&body[..body.len() - 1], 7).is_err(),
+            "truncated"
+        );
     }
 
     #[test]

@@ -155,12 +155,21 @@ fn parse_positive_f64(s: &str) -> Result<f64, String> {
 #[command(name = "chronik-bench", version, about, long_about = None)]
 pub struct Args {
     /// Kafka bootstrap servers, host:port[,host:port…].
-    #[arg(long, env = "KAFKA_BOOTSTRAP_SERVERS", default_value = "localhost:9092")]
+    #[arg(
+        long,
+        env = "KAFKA_BOOTSTRAP_SERVERS",
+        default_value = "localhost:9092"
+    )]
     pub bootstrap_servers: String,
     /// Topic to produce to / consume from.
     #[arg(long, env = "CHRONIK_BENCH_TOPIC", default_value = "chronik-bench")]
     pub topic: String,
-    #[arg(long, env = "CHRONIK_BENCH_MODE", value_enum, default_value = "produce")]
+    #[arg(
+        long,
+        env = "CHRONIK_BENCH_MODE",
+        value_enum,
+        default_value = "produce"
+    )]
     pub mode: Mode,
     /// Producer tasks (each its own client, producer id and sequence); consume
     /// mode: consumer threads sharing the partitions; metadata mode: requesters.
@@ -181,9 +190,20 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_BENCH_MESSAGE_COUNT")]
     pub message_count: Option<u64>,
     /// Producer acks: 0, 1, all (= -1).
-    #[arg(long, env = "CHRONIK_BENCH_ACKS", value_enum, default_value = "all", allow_hyphen_values = true)]
+    #[arg(
+        long,
+        env = "CHRONIK_BENCH_ACKS",
+        value_enum,
+        default_value = "all",
+        allow_hyphen_values = true
+    )]
     pub acks: Acks,
-    #[arg(long, env = "CHRONIK_BENCH_COMPRESSION", value_enum, default_value = "none")]
+    #[arg(
+        long,
+        env = "CHRONIK_BENCH_COMPRESSION",
+        value_enum,
+        default_value = "none"
+    )]
     pub compression: Compression,
     /// Producer batch.size in bytes.
     #[arg(long, env = "CHRONIK_BENCH_BATCH_SIZE", default_value_t = 16384)]
@@ -203,9 +223,19 @@ pub struct Args {
     /// Delete the topic when the run ends.
     #[arg(long, env = "CHRONIK_BENCH_DELETE_TOPIC_AFTER")]
     pub delete_topic_after: bool,
-    #[arg(long, env = "CHRONIK_BENCH_KEY_PATTERN", value_enum, default_value = "none")]
+    #[arg(
+        long,
+        env = "CHRONIK_BENCH_KEY_PATTERN",
+        value_enum,
+        default_value = "none"
+    )]
     pub key_pattern: KeyPattern,
-    #[arg(long, env = "CHRONIK_BENCH_PAYLOAD_PATTERN", value_enum, default_value = "random")]
+    #[arg(
+        long,
+        env = "CHRONIK_BENCH_PAYLOAD_PATTERN",
+        value_enum,
+        default_value = "random"
+    )]
     pub payload_pattern: PayloadPattern,
     /// Seconds between periodic lines (interval rate and interval p99).
     #[arg(long, env = "CHRONIK_BENCH_REPORT_INTERVAL_SECS", default_value_t = 5,
@@ -246,7 +276,11 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_BENCH_SLO_P99_MS", default_value_t = 100.0, value_parser = parse_positive_f64)]
     pub slo_p99_ms: f64,
     /// Broker process to sample CPU and RSS of (repeatable, or comma-separated in the env var).
-    #[arg(long = "broker-pid", env = "CHRONIK_BENCH_BROKER_PID", value_delimiter = ',')]
+    #[arg(
+        long = "broker-pid",
+        env = "CHRONIK_BENCH_BROKER_PID",
+        value_delimiter = ','
+    )]
     pub broker_pids: Vec<u32>,
     /// Unacknowledged messages one producer task may hold (queue.buffering.max.messages).
     #[arg(long, env = "CHRONIK_BENCH_MAX_IN_FLIGHT", default_value_t = 100_000,
@@ -257,7 +291,12 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_BENCH_DRAIN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub drain_timeout: Duration,
     /// Consume mode: where to start reading.
-    #[arg(long, env = "CHRONIK_BENCH_CONSUME_FROM", value_enum, default_value = "earliest")]
+    #[arg(
+        long,
+        env = "CHRONIK_BENCH_CONSUME_FROM",
+        value_enum,
+        default_value = "earliest"
+    )]
     pub consume_from: ConsumeFrom,
     /// Consume mode: end the run once every partition is read to its end.
     #[arg(long, env = "CHRONIK_BENCH_UNTIL_CAUGHT_UP")]
@@ -272,7 +311,11 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_BENCH_ENABLE_IDEMPOTENCE")]
     pub enable_idempotence: bool,
     /// Extra librdkafka property KEY=VALUE for every client (repeatable).
-    #[arg(long = "client-property", env = "CHRONIK_BENCH_CLIENT_PROPERTY", value_delimiter = ';')]
+    #[arg(
+        long = "client-property",
+        env = "CHRONIK_BENCH_CLIENT_PROPERTY",
+        value_delimiter = ';'
+    )]
     pub client_properties: Vec<String>,
     /// Test hook: producer task 0 never sends this sequence number (a gap).
     #[arg(long, env = "CHRONIK_BENCH_INJECT_SKIP_SEQUENCE", hide = true)]
@@ -385,13 +428,19 @@ impl TryFrom<Args> for Config {
 
     fn try_from(a: Args) -> Result<Config> {
         if a.message_size == 0 || a.message_size > 64 * 1024 * 1024 {
-            bail!("--message-size must be 1 ..= 64 MiB, got {}", a.message_size);
+            bail!(
+                "--message-size must be 1 ..= 64 MiB, got {}",
+                a.message_size
+            );
         }
         if a.partitions < 1 {
             bail!("--partitions must be at least 1, got {}", a.partitions);
         }
         if a.replication_factor < 1 {
-            bail!("--replication-factor must be at least 1, got {}", a.replication_factor);
+            bail!(
+                "--replication-factor must be at least 1, got {}",
+                a.replication_factor
+            );
         }
         let duration = match (a.duration, a.message_count) {
             (Some(d), _) if d.is_zero() => bail!("--duration must be above 0"),
@@ -416,9 +465,18 @@ impl TryFrom<Args> for Config {
                 bail!("--sweep needs --mode produce or round-trip");
             }
             if a.sweep_start > a.sweep_max {
-                bail!("--sweep-start {} is above --sweep-max {}", a.sweep_start, a.sweep_max);
+                bail!(
+                    "--sweep-start {} is above --sweep-max {}",
+                    a.sweep_start,
+                    a.sweep_max
+                );
             }
-            Some(SweepConfig { start: a.sweep_start, step, max: a.sweep_max, slo_p99_ms: a.slo_p99_ms })
+            Some(SweepConfig {
+                start: a.sweep_start,
+                step,
+                max: a.sweep_max,
+                slo_p99_ms: a.slo_p99_ms,
+            })
         } else {
             None
         };
@@ -500,9 +558,30 @@ mod tests {
     #[test]
     fn seed_flags_parse() {
         let c = parse(&[
-            "--bootstrap-servers", "h:1", "--topic", "t", "--concurrency", "16", "--message-size", "2048",
-            "--duration", "20s", "--warmup-duration", "3s", "--compression", "snappy", "--report-interval-secs", "5",
-            "--csv-output", "/tmp/x.csv", "--acks", "-1", "--batch-size", "65536", "--linger-ms", "5",
+            "--bootstrap-servers",
+            "h:1",
+            "--topic",
+            "t",
+            "--concurrency",
+            "16",
+            "--message-size",
+            "2048",
+            "--duration",
+            "20s",
+            "--warmup-duration",
+            "3s",
+            "--compression",
+            "snappy",
+            "--report-interval-secs",
+            "5",
+            "--csv-output",
+            "/tmp/x.csv",
+            "--acks",
+            "-1",
+            "--batch-size",
+            "65536",
+            "--linger-ms",
+            "5",
         ])
         .expect("parses");
         assert_eq!(c.bootstrap_servers, "h:1");
@@ -518,7 +597,12 @@ mod tests {
 
     #[test]
     fn acks_accept_every_spelling() {
-        for (s, want) in [("0", Acks::None), ("1", Acks::Leader), ("all", Acks::All), ("-1", Acks::All)] {
+        for (s, want) in [
+            ("0", Acks::None),
+            ("1", Acks::Leader),
+            ("all", Acks::All),
+            ("-1", Acks::All),
+        ] {
             assert_eq!(parse(&["--acks", s]).expect("parses").acks, want, "{s}");
         }
         assert!(parse(&["--acks", "2"]).is_err());
@@ -526,8 +610,14 @@ mod tests {
 
     #[test]
     fn durations_accept_plain_seconds_and_units() {
-        assert_eq!(parse(&["--duration", "1.5"]).expect("p").duration, Some(Duration::from_millis(1500)));
-        assert_eq!(parse(&["--duration", "2m"]).expect("p").duration, Some(Duration::from_secs(120)));
+        assert_eq!(
+            parse(&["--duration", "1.5"]).expect("p").duration,
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(
+            parse(&["--duration", "2m"]).expect("p").duration,
+            Some(Duration::from_secs(120))
+        );
         assert_eq!(parse(&[]).expect("p").duration, Some(DEFAULT_DURATION));
         assert_eq!(parse(&["--message-count", "10"]).expect("p").duration, None);
         assert!(parse(&["--duration", "soon"]).is_err());
@@ -550,13 +640,21 @@ mod tests {
         assert!(parse(&["--message-size", "0"]).is_err());
         assert!(parse(&["--concurrency", "0"]).is_err());
         assert!(parse(&["--client-property", "novalue"]).is_err());
-        let c = parse(&["--client-property", "socket.nagle.disable=true;debug=broker"]).expect("p");
+        let c = parse(&[
+            "--client-property",
+            "socket.nagle.disable=true;debug=broker",
+        ])
+        .expect("p");
         assert_eq!(c.client_properties.len(), 2);
     }
 
     #[test]
     fn round_trip_always_carries_the_envelope() {
         assert!(!parse(&["--no-envelope"]).expect("p").envelope);
-        assert!(parse(&["--no-envelope", "--mode", "round-trip"]).expect("p").envelope);
+        assert!(
+            parse(&["--no-envelope", "--mode", "round-trip"])
+                .expect("p")
+                .envelope
+        );
     }
 }

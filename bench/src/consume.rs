@@ -80,7 +80,11 @@ pub fn spawn(
         .context("spawning a consumer thread")
 }
 
-fn run_task(spec: ConsumerSpec, ready: Sender<Result<(), String>>, go: Receiver<Arc<Timeline>>) -> Result<ConsumerOutcome> {
+fn run_task(
+    spec: ConsumerSpec,
+    ready: Sender<Result<(), String>>,
+    go: Receiver<Arc<Timeline>>,
+) -> Result<ConsumerOutcome> {
     let consumer: BenchConsumer = match setup(&spec) {
         Ok(c) => c,
         Err(e) => {
@@ -95,7 +99,13 @@ fn run_task(spec: ConsumerSpec, ready: Sender<Result<(), String>>, go: Receiver<
     let mut recorder = IntervalRecorder::new(spec.source, spec.report_tx.clone(), timeline.clone());
     let mut verifier = Verifier::new(spec.accept_prefix);
 
-    let max_partition = spec.assignment.iter().map(|(p, _)| *p).max().unwrap_or(0).max(0) as usize;
+    let max_partition = spec
+        .assignment
+        .iter()
+        .map(|(p, _)| *p)
+        .max()
+        .unwrap_or(0)
+        .max(0) as usize;
     // Next offset to read per partition id; at-end flags for until-caught-up.
     let mut next_offset: Vec<i64> = vec![-1; max_partition + 1];
     let mut at_end: Vec<bool> = vec![true; max_partition + 1];
@@ -126,7 +136,10 @@ fn run_task(spec: ConsumerSpec, ready: Sender<Result<(), String>>, go: Receiver<
                     target = spec.drain.try_recv().ok();
                 }
                 if let Some(t) = &target {
-                    if t.high_watermarks.iter().all(|&(p, hw)| next_offset.get(p as usize).is_some_and(|&n| n >= hw)) {
+                    if t.high_watermarks
+                        .iter()
+                        .all(|&(p, hw)| next_offset.get(p as usize).is_some_and(|&n| n >= hw))
+                    {
                         drained = true;
                         break;
                     }
@@ -170,7 +183,11 @@ fn run_task(spec: ConsumerSpec, ready: Sender<Result<(), String>>, go: Receiver<
         }
         let envelope = msg
             .headers()
-            .and_then(|h| h.iter().find(|hd| hd.key == ENVELOPE_HEADER).and_then(|hd| hd.value))
+            .and_then(|h| {
+                h.iter()
+                    .find(|hd| hd.key == ENVELOPE_HEADER)
+                    .and_then(|hd| hd.value)
+            })
             .and_then(|v| Envelope::decode(v).ok());
         let Some(env) = envelope else {
             verifier.no_envelope();
@@ -189,14 +206,23 @@ fn run_task(spec: ConsumerSpec, ready: Sender<Result<(), String>>, go: Receiver<
     }
     spec.progress.store(consumed_total, Ordering::Relaxed);
     recorder.finish(clock.now_ns());
-    Ok(ConsumerOutcome { verifier, consumed_total, last_consume_ns, drained })
+    Ok(ConsumerOutcome {
+        verifier,
+        consumed_total,
+        last_consume_ns,
+        drained,
+    })
 }
 
 fn setup(spec: &ConsumerSpec) -> Result<BenchConsumer> {
-    let consumer: BenchConsumer = spec.client.create_with_context(QuietEofContext).context("creating consumer")?;
+    let consumer: BenchConsumer = spec
+        .client
+        .create_with_context(QuietEofContext)
+        .context("creating consumer")?;
     let mut tpl = TopicPartitionList::new();
     for &(p, offset) in &spec.assignment {
-        tpl.add_partition_offset(&spec.topic, p, offset).context("building the assignment")?;
+        tpl.add_partition_offset(&spec.topic, p, offset)
+            .context("building the assignment")?;
     }
     consumer.assign(&tpl).context("assigning partitions")?;
     Ok(consumer)

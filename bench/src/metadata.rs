@@ -44,7 +44,11 @@ pub fn spawn(
         .context("spawning a metadata thread")
 }
 
-fn run_task(spec: RequesterSpec, ready: Sender<Result<(), String>>, go: Receiver<Arc<Timeline>>) -> Result<ProducerOutcome> {
+fn run_task(
+    spec: RequesterSpec,
+    ready: Sender<Result<(), String>>,
+    go: Receiver<Arc<Timeline>>,
+) -> Result<ProducerOutcome> {
     let client: BenchConsumer = match spec.client.create_with_context(QuietEofContext) {
         Ok(c) => c,
         Err(e) => {
@@ -53,7 +57,10 @@ fn run_task(spec: RequesterSpec, ready: Sender<Result<(), String>>, go: Receiver
         }
     };
     if let Err(e) = client.fetch_metadata(Some(&spec.topic), REQUEST_TIMEOUT) {
-        let _ = ready.send(Err(format!("metadata client {} cannot reach the broker: {e}", spec.index)));
+        let _ = ready.send(Err(format!(
+            "metadata client {} cannot reach the broker: {e}",
+            spec.index
+        )));
         return Err(anyhow!("metadata: {e}"));
     }
     let _ = ready.send(Ok(()));
@@ -89,7 +96,10 @@ fn run_task(spec: RequesterSpec, ready: Sender<Result<(), String>>, go: Receiver
                 if measured {
                     record_us(&mut data.service, (done - sent) / 1000);
                     record_us(&mut data.response, done.saturating_sub(intended) / 1000);
-                    record_us(&mut data.schedule_delay, sent.saturating_sub(intended) / 1000);
+                    record_us(
+                        &mut data.schedule_delay,
+                        sent.saturating_sub(intended) / 1000,
+                    );
                 }
             }
             Err(e) => {
@@ -105,7 +115,9 @@ fn run_task(spec: RequesterSpec, ready: Sender<Result<(), String>>, go: Receiver
         }
     }
     if let Some(s) = &spec.schedule {
-        out.behind_schedule = s.due_by(spec.index, timeline.window_end_ns().min(clock.now_ns())).saturating_sub(seq);
+        out.behind_schedule = s
+            .due_by(spec.index, timeline.window_end_ns().min(clock.now_ns()))
+            .saturating_sub(seq);
     }
     recorder.finish(clock.now_ns());
     Ok(out)

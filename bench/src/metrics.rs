@@ -18,7 +18,9 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use chronik_harness::histogram::{merge_into, new_latency_histogram, HlogWriter, LatencyHistogram, Percentiles};
+use chronik_harness::histogram::{
+    merge_into, new_latency_histogram, HlogWriter, LatencyHistogram, Percentiles,
+};
 use serde::Serialize;
 
 use crate::report::table::periodic_line;
@@ -38,7 +40,12 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 4] = [Kind::Service, Kind::Response, Kind::ScheduleDelay, Kind::EndToEnd];
+    pub const ALL: [Kind; 4] = [
+        Kind::Service,
+        Kind::Response,
+        Kind::ScheduleDelay,
+        Kind::EndToEnd,
+    ];
 
     pub fn file_stem(self) -> &'static str {
         match self {
@@ -152,8 +159,14 @@ impl Timeline {
 }
 
 pub enum ReportMsg {
-    Interval { source: usize, index: u64, data: Box<IntervalData> },
-    Done { source: usize },
+    Interval {
+        source: usize,
+        index: u64,
+        data: Box<IntervalData>,
+    },
+    Done {
+        source: usize,
+    },
 }
 
 /// One source's current interval.
@@ -170,7 +183,14 @@ pub struct IntervalRecorder {
 impl IntervalRecorder {
     pub fn new(source: usize, tx: Sender<ReportMsg>, timeline: Arc<Timeline>) -> IntervalRecorder {
         let next_boundary_ns = timeline.warmup_end_ns;
-        IntervalRecorder { source, tx, timeline, index: None, next_boundary_ns, data: IntervalData::default() }
+        IntervalRecorder {
+            source,
+            tx,
+            timeline,
+            index: None,
+            next_boundary_ns,
+            data: IntervalData::default(),
+        }
     }
 
     /// Rotates if `now_ns` passed the current interval's end. Call before
@@ -194,11 +214,17 @@ impl IntervalRecorder {
                     let full = std::mem::take(&mut self.data);
                     // The reporter outlives every source; a send can only fail
                     // once it has given up, and then nobody wants the data.
-                    let _ = self.tx.send(ReportMsg::Interval { source: self.source, index: k, data: Box::new(full) });
+                    let _ = self.tx.send(ReportMsg::Interval {
+                        source: self.source,
+                        index: k,
+                        data: Box::new(full),
+                    });
                     self.index = Some(k + 1);
                 }
             }
-            self.next_boundary_ns = self.next_boundary_ns.saturating_add(self.timeline.interval_ns);
+            self.next_boundary_ns = self
+                .next_boundary_ns
+                .saturating_add(self.timeline.interval_ns);
         }
     }
 
@@ -207,9 +233,15 @@ impl IntervalRecorder {
         self.tick(now_ns);
         if let Some(k) = self.index {
             let data = std::mem::take(&mut self.data);
-            let _ = self.tx.send(ReportMsg::Interval { source: self.source, index: k, data: Box::new(data) });
+            let _ = self.tx.send(ReportMsg::Interval {
+                source: self.source,
+                index: k,
+                data: Box::new(data),
+            });
         }
-        let _ = self.tx.send(ReportMsg::Done { source: self.source });
+        let _ = self.tx.send(ReportMsg::Done {
+            source: self.source,
+        });
     }
 }
 
@@ -279,7 +311,11 @@ pub struct Reporter;
 
 impl Reporter {
     /// Runs until every source has sent `Done` (or all senders are gone).
-    pub fn run(rx: Receiver<ReportMsg>, timeline: Arc<Timeline>, settings: ReporterSettings) -> ReporterOutcome {
+    pub fn run(
+        rx: Receiver<ReportMsg>,
+        timeline: Arc<Timeline>,
+        settings: ReporterSettings,
+    ) -> ReporterOutcome {
         let mut logs = open_logs(&settings, &timeline);
         let mut reported_through: Vec<Option<u64>> = vec![None; settings.sources];
         let mut done = vec![false; settings.sources];
@@ -291,7 +327,11 @@ impl Reporter {
         let mut cumulative_consumed = 0u64;
         while let Ok(msg) = rx.recv() {
             match msg {
-                ReportMsg::Interval { source, index, data } => {
+                ReportMsg::Interval {
+                    source,
+                    index,
+                    data,
+                } => {
                     reported_through[source] = Some(index);
                     pending.entry(index).or_default().merge(&data);
                 }
@@ -301,7 +341,8 @@ impl Reporter {
             // Emit every interval that all live sources have delivered.
             while let Some((&first, _)) = pending.first_key_value() {
                 let complete = all_done
-                    || (0..settings.sources).all(|s| done[s] || reported_through[s].is_some_and(|r| r >= first));
+                    || (0..settings.sources)
+                        .all(|s| done[s] || reported_through[s].is_some_and(|r| r >= first));
                 if !complete {
                     break;
                 }
@@ -309,12 +350,28 @@ impl Reporter {
                 // Intervals nobody recorded anything in still get a line.
                 while next_index < first {
                     let empty = IntervalData::default();
-                    emit(next_index, &empty, &timeline, &settings, &mut logs, &mut intervals, (cumulative_acked, cumulative_consumed));
+                    emit(
+                        next_index,
+                        &empty,
+                        &timeline,
+                        &settings,
+                        &mut logs,
+                        &mut intervals,
+                        (cumulative_acked, cumulative_consumed),
+                    );
                     next_index += 1;
                 }
                 cumulative_acked += data.acked;
                 cumulative_consumed += data.consumed;
-                emit(first, &data, &timeline, &settings, &mut logs, &mut intervals, (cumulative_acked, cumulative_consumed));
+                emit(
+                    first,
+                    &data,
+                    &timeline,
+                    &settings,
+                    &mut logs,
+                    &mut intervals,
+                    (cumulative_acked, cumulative_consumed),
+                );
                 next_index = first + 1;
                 totals.merge(&data);
             }
@@ -329,7 +386,11 @@ impl Reporter {
                 Err(e) => tracing::warn!(error = %e, "closing interval log"),
             }
         }
-        ReporterOutcome { totals, intervals, hlog_files }
+        ReporterOutcome {
+            totals,
+            intervals,
+            hlog_files,
+        }
     }
 }
 
@@ -352,7 +413,16 @@ fn emit(
     };
     if settings.print_lines {
         let live = summarise(&record, timeline);
-        println!("{}", periodic_line(&live, cumulative.0, cumulative.1, settings.headline, settings.show_consumed));
+        println!(
+            "{}",
+            periodic_line(
+                &live,
+                cumulative.0,
+                cumulative.1,
+                settings.headline,
+                settings.show_consumed
+            )
+        );
     }
     let start = Duration::from_nanos(index * timeline.interval_ns);
     let length = Duration::from_nanos(timeline.interval_ns);
@@ -368,10 +438,18 @@ fn emit(
 /// window is known); an interval wholly after the window has length 0.
 fn summarise(r: &IntervalRecord, timeline: &Timeline) -> IntervalSummary {
     let start_ns = r.index * timeline.interval_ns;
-    let window_len_ns = timeline.window_end_ns().saturating_sub(timeline.warmup_end_ns);
+    let window_len_ns = timeline
+        .window_end_ns()
+        .saturating_sub(timeline.warmup_end_ns);
     let end_ns = ((r.index + 1) * timeline.interval_ns).min(window_len_ns);
     let length_secs = end_ns.saturating_sub(start_ns) as f64 / 1e9;
-    let per_sec = |n: u64| if length_secs > 0.0 { n as f64 / length_secs } else { 0.0 };
+    let per_sec = |n: u64| {
+        if length_secs > 0.0 {
+            n as f64 / length_secs
+        } else {
+            0.0
+        }
+    };
     let [service, response, schedule_delay, end_to_end] = r.percentiles;
     IntervalSummary {
         index: r.index,
@@ -389,13 +467,19 @@ fn summarise(r: &IntervalRecord, timeline: &Timeline) -> IntervalSummary {
 }
 
 fn open_logs(settings: &ReporterSettings, timeline: &Timeline) -> Vec<(Kind, HlogWriter)> {
-    let Some((dir, kinds, comment)) = &settings.hlog else { return Vec::new() };
-    let start =
-        SystemTime::UNIX_EPOCH + Duration::from_micros(timeline.clock.wall_us(timeline.warmup_end_ns).max(0) as u64);
+    let Some((dir, kinds, comment)) = &settings.hlog else {
+        return Vec::new();
+    };
+    let start = SystemTime::UNIX_EPOCH
+        + Duration::from_micros(timeline.clock.wall_us(timeline.warmup_end_ns).max(0) as u64);
     let mut logs = Vec::new();
     for &kind in kinds {
         let path = dir.join(format!("{}.hlog", kind.file_stem()));
-        match HlogWriter::create(&path, start, &format!("{comment}\nhistogram: {}", kind.file_stem())) {
+        match HlogWriter::create(
+            &path,
+            start,
+            &format!("{comment}\nhistogram: {}", kind.file_stem()),
+        ) {
             Ok(w) => logs.push((kind, w)),
             Err(e) => tracing::warn!(error = %e, "cannot create interval log"),
         }
@@ -410,7 +494,11 @@ mod tests {
     use std::sync::mpsc;
 
     fn timeline(warmup_ms: u64, interval_ms: u64) -> Arc<Timeline> {
-        Arc::new(Timeline::new(RunClock::start(), Duration::from_millis(warmup_ms), Duration::from_millis(interval_ms)))
+        Arc::new(Timeline::new(
+            RunClock::start(),
+            Duration::from_millis(warmup_ms),
+            Duration::from_millis(interval_ms),
+        ))
     }
 
     #[test]
@@ -441,8 +529,13 @@ mod tests {
     fn reporter_merges_sources_per_interval_and_keeps_drain_out_of_the_series() {
         let tl = timeline(0, 1000);
         let (tx, rx) = mpsc::channel();
-        let settings =
-            ReporterSettings { sources: 2, headline: Kind::Service, show_consumed: false, print_lines: false, hlog: None };
+        let settings = ReporterSettings {
+            sources: 2,
+            headline: Kind::Service,
+            show_consumed: false,
+            print_lines: false,
+            hlog: None,
+        };
         let tl2 = tl.clone();
         let handle = std::thread::spawn(move || Reporter::run(rx, tl2, settings));
         for source in 0..2 {
@@ -450,7 +543,10 @@ mod tests {
             r.tick(0);
             for v in 0..100 {
                 r.data.acked += 1;
-                record_us(&mut r.data.service, if source == 0 { 100 } else { 10_000 + v });
+                record_us(
+                    &mut r.data.service,
+                    if source == 0 { 100 } else { 10_000 + v },
+                );
             }
             r.tick(1_000_000_000);
             r.data.acked += 3;

@@ -11,7 +11,8 @@ const MAX_VARIANTS: usize = 1024;
 /// …and at most this many bytes for all of them.
 const MAX_POOL_BYTES: usize = 64 * 1024 * 1024;
 const RANDOM_KEYS: usize = 1024;
-const TEXT: &[u8] = b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor \
+const TEXT: &[u8] =
+    b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor \
 incididunt ut labore et dolore magna aliqua. chronik-bench level=INFO request_id=7f3a status=200 \
 path=/produce/batch latency_ms=3 bytes=1024\n";
 
@@ -52,7 +53,9 @@ impl Payloads {
     pub fn generate(size: usize, pattern: PayloadPattern, seed: u64) -> Payloads {
         let variants = match pattern {
             PayloadPattern::Zeros => 1,
-            PayloadPattern::Random | PayloadPattern::Text => (MAX_POOL_BYTES / size.max(1)).clamp(1, MAX_VARIANTS),
+            PayloadPattern::Random | PayloadPattern::Text => {
+                (MAX_POOL_BYTES / size.max(1)).clamp(1, MAX_VARIANTS)
+            }
         };
         let mut pool = vec![0u8; size * variants];
         let mut rng = SplitMix64::new(seed);
@@ -110,7 +113,12 @@ impl Keys {
     /// The key of message `seq` of `producer_id`, written into `scratch` when
     /// it has to be computed.
     #[inline]
-    pub fn key<'a>(&'a self, producer_id: u64, seq: u64, scratch: &'a mut [u8; 16]) -> Option<&'a [u8]> {
+    pub fn key<'a>(
+        &'a self,
+        producer_id: u64,
+        seq: u64,
+        scratch: &'a mut [u8; 16],
+    ) -> Option<&'a [u8]> {
         match self.pattern {
             KeyPattern::None => None,
             KeyPattern::Fixed => Some(b"chronik-bench"),
@@ -119,7 +127,9 @@ impl Keys {
                 scratch[8..].copy_from_slice(&seq.to_be_bytes());
                 Some(&scratch[..])
             }
-            KeyPattern::Random => Some(&self.random[(seq.wrapping_mul(0x9E37_79B9) % RANDOM_KEYS as u64) as usize]),
+            KeyPattern::Random => {
+                Some(&self.random[(seq.wrapping_mul(0x9E37_79B9) % RANDOM_KEYS as u64) as usize])
+            }
         }
     }
 }
@@ -130,7 +140,11 @@ mod tests {
 
     #[test]
     fn values_have_the_size_and_checksum_promised() {
-        for pattern in [PayloadPattern::Random, PayloadPattern::Zeros, PayloadPattern::Text] {
+        for pattern in [
+            PayloadPattern::Random,
+            PayloadPattern::Zeros,
+            PayloadPattern::Text,
+        ] {
             let p = Payloads::generate(100, pattern, 7);
             for seq in [0, 1, 2, 1023, 1024, 99_999] {
                 let (v, crc) = p.for_sequence(seq);
@@ -147,13 +161,18 @@ mod tests {
         assert_ne!(p.for_sequence(0).0, p.for_sequence(1).0);
         let big = Payloads::generate(8 * 1024 * 1024, PayloadPattern::Random, 1);
         assert_eq!(big.variants(), 8);
-        assert_eq!(Payloads::generate(1, PayloadPattern::Zeros, 1).variants(), 1);
+        assert_eq!(
+            Payloads::generate(1, PayloadPattern::Zeros, 1).variants(),
+            1
+        );
     }
 
     #[test]
     fn keys_follow_their_pattern() {
         let mut scratch = [0u8; 16];
-        assert!(Keys::generate(KeyPattern::None, 1).key(1, 2, &mut scratch).is_none());
+        assert!(Keys::generate(KeyPattern::None, 1)
+            .key(1, 2, &mut scratch)
+            .is_none());
         let seq_keys = Keys::generate(KeyPattern::Sequential, 1);
         let a = seq_keys.key(1, 2, &mut scratch).expect("key").to_vec();
         let b = seq_keys.key(1, 3, &mut scratch).expect("key").to_vec();
@@ -165,6 +184,9 @@ mod tests {
         }
         assert!(distinct.len() > 90);
         let fixed = Keys::generate(KeyPattern::Fixed, 1);
-        assert_eq!(fixed.key(1, 1, &mut scratch), fixed.key(2, 9, &mut [0u8; 16]));
+        assert_eq!(
+            fixed.key(1, 1, &mut scratch),
+            fixed.key(2, 9, &mut [0u8; 16])
+        );
     }
 }

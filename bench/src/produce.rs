@@ -172,7 +172,10 @@ impl PollerState {
         let measured = intended_ns >= self.timeline.warmup_end_ns;
         let data = &mut self.recorder.data;
         if measured {
-            record_us(&mut data.schedule_delay, sent_ns.saturating_sub(intended_ns) / 1000);
+            record_us(
+                &mut data.schedule_delay,
+                sent_ns.saturating_sub(intended_ns) / 1000,
+            );
         }
         match error {
             None => {
@@ -243,18 +246,29 @@ pub fn spawn(
         .context("spawning a producer thread")
 }
 
-fn run_task(spec: ProducerSpec, ready: Sender<Result<(), String>>, go: Receiver<Arc<Timeline>>) -> Result<ProducerOutcome> {
-    let producer: Arc<BaseProducer<BenchContext>> = match spec.client.create_with_context(BenchContext) {
-        Ok(p) => Arc::new(p),
-        Err(e) => {
-            let _ = ready.send(Err(format!("creating producer {}: {e}", spec.task)));
-            return Err(anyhow!("creating producer: {e}"));
-        }
-    };
+fn run_task(
+    spec: ProducerSpec,
+    ready: Sender<Result<(), String>>,
+    go: Receiver<Arc<Timeline>>,
+) -> Result<ProducerOutcome> {
+    let producer: Arc<BaseProducer<BenchContext>> =
+        match spec.client.create_with_context(BenchContext) {
+            Ok(p) => Arc::new(p),
+            Err(e) => {
+                let _ = ready.send(Err(format!("creating producer {}: {e}", spec.task)));
+                return Err(anyhow!("creating producer: {e}"));
+            }
+        };
     // Connect before the clock starts: metadata for the topic opens the
     // connection to its leader.
-    if let Err(e) = producer.client().fetch_metadata(Some(&spec.topic), Duration::from_secs(10)) {
-        let _ = ready.send(Err(format!("producer {} cannot reach the broker: {e}", spec.task)));
+    if let Err(e) = producer
+        .client()
+        .fetch_metadata(Some(&spec.topic), Duration::from_secs(10))
+    {
+        let _ = ready.send(Err(format!(
+            "producer {} cannot reach the broker: {e}",
+            spec.task
+        )));
         return Err(anyhow!("producer metadata: {e}"));
     }
     let _ = ready.send(Ok(()));
@@ -267,14 +281,18 @@ fn run_task(spec: ProducerSpec, ready: Sender<Result<(), String>>, go: Receiver<
         timeline: timeline.clone(),
         schedule: spec.schedule,
         recorder: IntervalRecorder::new(spec.source, spec.report_tx.clone(), timeline.clone()),
-        ledger: spec.keep_ledger.then(|| ProducerLedger { producer_id: spec.producer_id, ..Default::default() }),
+        ledger: spec.keep_ledger.then(|| ProducerLedger {
+            producer_id: spec.producer_id,
+            ..Default::default()
+        }),
         message_bytes: spec.payloads.for_sequence(0).0.len() as u64,
         acked_total: 0,
         failed_total: 0,
         last_ack_ns: 0,
         first_error: None,
     };
-    let drain_deadline = |t: &Timeline| t.clock.now_ns() + crate::schedule::duration_ns(spec.drain_timeout);
+    let drain_deadline =
+        |t: &Timeline| t.clock.now_ns() + crate::schedule::duration_ns(spec.drain_timeout);
     let (sent, state) = if spec.schedule.is_none() {
         // Closed loop: the sender serves its own delivery reports between
         // sends (it never sleeps, so reports wait at most a few sends), and
@@ -286,7 +304,9 @@ fn run_task(spec: ProducerSpec, ready: Sender<Result<(), String>>, go: Receiver<
             producer.poll(Duration::from_millis(10));
             tick_installed(timeline.clock.now_ns());
         }
-        let state = POLLER.with(|cell| cell.borrow_mut().take()).ok_or_else(|| anyhow!("poller state missing"))?;
+        let state = POLLER
+            .with(|cell| cell.borrow_mut().take())
+            .ok_or_else(|| anyhow!("poller state missing"))?;
         (sent, state)
     } else {
         // Open loop: the sender sleeps until each intended time; a poller
@@ -306,7 +326,12 @@ fn run_task(spec: ProducerSpec, ready: Sender<Result<(), String>>, go: Receiver<
             std::thread::sleep(Duration::from_millis(1));
         }
         poller_stop.store(true, Ordering::Release);
-        (sent, poller.join().map_err(|_| anyhow!("poller thread panicked"))?)
+        (
+            sent,
+            poller
+                .join()
+                .map_err(|_| anyhow!("poller thread panicked"))?,
+        )
     };
     state.recorder.finish(timeline.clock.now_ns());
 
@@ -356,7 +381,11 @@ fn tick_installed(now: u64) {
     });
 }
 
-fn poll_deliveries(producer: &BaseProducer<BenchContext>, state: PollerState, stop: &AtomicBool) -> PollerState {
+fn poll_deliveries(
+    producer: &BaseProducer<BenchContext>,
+    state: PollerState,
+    stop: &AtomicBool,
+) -> PollerState {
     let timeline = state.timeline.clone();
     POLLER.with(|cell| *cell.borrow_mut() = Some(state));
     let tick = || tick_installed(timeline.clock.now_ns());
@@ -373,7 +402,9 @@ fn poll_deliveries(producer: &BaseProducer<BenchContext>, state: PollerState, st
     }
     tick();
     // The state was put there at the top of this function.
-    POLLER.with(|cell| cell.borrow_mut().take()).expect("poller state is installed")
+    POLLER
+        .with(|cell| cell.borrow_mut().take())
+        .expect("poller state is installed")
 }
 
 /// What the sender did.
@@ -393,8 +424,13 @@ fn send_loop(
     polling: Polling,
 ) -> Sent {
     let clock = timeline.clock;
-    let mut out =
-        Sent { next_sequence: 0, sent_total: 0, behind_schedule: 0, phantom_acked: Vec::new(), send_failures: Vec::new() };
+    let mut out = Sent {
+        next_sequence: 0,
+        sent_total: 0,
+        behind_schedule: 0,
+        phantom_acked: Vec::new(),
+        send_failures: Vec::new(),
+    };
     let mut seq: u64 = 0;
     let mut key_scratch = [0u8; 16];
     let inj = spec.injections;
@@ -446,17 +482,23 @@ fn send_loop(
         .encode();
         let copies = if inj.duplicate == Some(seq) { 2 } else { 1 };
         for copy in 0..copies {
-            let opaque = if copy == 0 { seq as usize } else { seq as usize | DUPLICATE_BIT };
+            let opaque = if copy == 0 {
+                seq as usize
+            } else {
+                seq as usize | DUPLICATE_BIT
+            };
             loop {
-                let mut record = BaseRecord::<[u8], [u8], usize>::with_opaque_to(&spec.topic, opaque).payload(value);
+                let mut record =
+                    BaseRecord::<[u8], [u8], usize>::with_opaque_to(&spec.topic, opaque)
+                        .payload(value);
                 if let Some(k) = key {
                     record = record.key(k);
                 }
                 if spec.envelope {
-                    record = record.headers(
-                        OwnedHeaders::new_with_capacity(1)
-                            .insert(Header { key: ENVELOPE_HEADER, value: Some(&envelope[..]) }),
-                    );
+                    record = record.headers(OwnedHeaders::new_with_capacity(1).insert(Header {
+                        key: ENVELOPE_HEADER,
+                        value: Some(&envelope[..]),
+                    }));
                 }
                 match producer.send(record) {
                     Ok(()) => {

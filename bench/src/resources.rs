@@ -37,7 +37,13 @@ pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
 
 /// VmRSS in bytes, from the text of /proc/PID/status.
 pub fn parse_status_rss_bytes(status: &str) -> Option<u64> {
-    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.split_whitespace().next()?.parse().ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
     Some(kib * 1024)
 }
 
@@ -50,11 +56,17 @@ fn proc_path(pid: Option<u32>, file: &str) -> String {
 
 /// CPU ticks of `pid` (`None` = this process); 0 if it cannot be read.
 pub fn cpu_ticks(pid: Option<u32>) -> u64 {
-    std::fs::read_to_string(proc_path(pid, "stat")).ok().and_then(|s| parse_stat_cpu_ticks(&s)).unwrap_or(0)
+    std::fs::read_to_string(proc_path(pid, "stat"))
+        .ok()
+        .and_then(|s| parse_stat_cpu_ticks(&s))
+        .unwrap_or(0)
 }
 
 pub fn rss_bytes(pid: u32) -> u64 {
-    std::fs::read_to_string(proc_path(Some(pid), "status")).ok().and_then(|s| parse_status_rss_bytes(&s)).unwrap_or(0)
+    std::fs::read_to_string(proc_path(Some(pid), "status"))
+        .ok()
+        .and_then(|s| parse_status_rss_bytes(&s))
+        .unwrap_or(0)
 }
 
 /// CPU seconds of a set of processes.
@@ -66,7 +78,10 @@ pub struct CpuMeter {
 
 impl CpuMeter {
     pub fn new(pids: Vec<Option<u32>>, ticks_per_sec: u64) -> CpuMeter {
-        CpuMeter { pids, ticks_per_sec }
+        CpuMeter {
+            pids,
+            ticks_per_sec,
+        }
     }
 
     pub fn seconds(&self) -> f64 {
@@ -102,7 +117,12 @@ impl RssSampler {
                 })
                 .ok()
         };
-        RssSampler { pids, peak, stop, handle }
+        RssSampler {
+            pids,
+            peak,
+            stop,
+            handle,
+        }
     }
 
     /// Forgets the peak so far (called when the warmup ends).
@@ -129,20 +149,27 @@ mod tests {
 
     #[test]
     fn stat_fields_are_counted_after_the_command_name() {
-        let stat = "1234 (my (odd) cmd) S 1 1234 1234 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 8 0 100 0 0";
+        let stat =
+            "1234 (my (odd) cmd) S 1 1234 1234 0 -1 4194560 1000 0 0 0 250 75 0 0 20 0 8 0 100 0 0";
         assert_eq!(parse_stat_cpu_ticks(stat), Some(325));
         assert_eq!(parse_stat_cpu_ticks("garbage"), None);
     }
 
     #[test]
     fn rss_is_read_in_bytes() {
-        assert_eq!(parse_status_rss_bytes("Name:\tx\nVmRSS:\t   2048 kB\n"), Some(2048 * 1024));
+        assert_eq!(
+            parse_status_rss_bytes("Name:\tx\nVmRSS:\t   2048 kB\n"),
+            Some(2048 * 1024)
+        );
         assert_eq!(parse_status_rss_bytes("Name:\tx\n"), None);
     }
 
     #[test]
     fn this_process_is_measurable() {
-        assert!(parse_stat_cpu_ticks(&std::fs::read_to_string("/proc/self/stat").expect("stat")).is_some());
+        assert!(
+            parse_stat_cpu_ticks(&std::fs::read_to_string("/proc/self/stat").expect("stat"))
+                .is_some()
+        );
         assert!(rss_bytes(std::process::id()) > 0);
         assert!(clock_ticks_per_sec() >= 1);
     }

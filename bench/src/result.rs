@@ -73,7 +73,10 @@ impl Verification {
 
     /// No lost, duplicated, out-of-order or corrupt message.
     pub fn clean(&self) -> bool {
-        self.lost() == 0 && self.counts.duplicates == 0 && self.counts.out_of_order == 0 && self.counts.corrupt == 0
+        self.lost() == 0
+            && self.counts.duplicates == 0
+            && self.counts.out_of_order == 0
+            && self.counts.corrupt == 0
     }
 }
 
@@ -215,9 +218,15 @@ mod tests {
     fn verification_is_clean_only_without_faults() {
         let mut v = Verification::default();
         assert!(v.clean());
-        v.reconciliation = Some(Reconciliation { gaps: 3, ..Default::default() });
+        v.reconciliation = Some(Reconciliation {
+            gaps: 3,
+            ..Default::default()
+        });
         assert!(v.clean(), "gaps are not broker faults");
-        v.reconciliation = Some(Reconciliation { lost: 1, ..Default::default() });
+        v.reconciliation = Some(Reconciliation {
+            lost: 1,
+            ..Default::default()
+        });
         assert!(!v.clean());
         let mut v = Verification::default();
         v.counts.duplicates = 1;

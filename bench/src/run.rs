@@ -57,7 +57,10 @@ enum Stop {
 
 /// A fresh random value (per run: producer-id prefix, payload seed).
 pub fn random_u64() -> u64 {
-    let nanos = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     SplitMix64::new(nanos ^ (u64::from(std::process::id()) << 32)).next_u64()
 }
 
@@ -67,7 +70,11 @@ type Handle<T> = JoinHandle<Result<T>>;
 pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunResult> {
     let started_at = rfc3339_utc(SystemTime::now());
     let run_prefix = (random_u64() >> 32) as u32;
-    let payloads = Arc::new(Payloads::generate(c.message_size, c.payload_pattern, random_u64()));
+    let payloads = Arc::new(Payloads::generate(
+        c.message_size,
+        c.payload_pattern,
+        random_u64(),
+    ));
     let keys = Arc::new(Keys::generate(c.key_pattern, random_u64()));
     let (report_tx, report_rx) = mpsc::channel::<ReportMsg>();
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
@@ -85,19 +92,26 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
     };
     let schedule = rate.map(|r| Schedule::new(r, senders.max(1)));
     let quota = |task: u32| {
-        c.message_count.map(|n| n / u64::from(senders) + u64::from(u64::from(task) < n % u64::from(senders)))
+        c.message_count
+            .map(|n| n / u64::from(senders) + u64::from(u64::from(task) < n % u64::from(senders)))
     };
 
     let md = client::metadata_client(c)?;
     let mut producers: Vec<Handle<ProducerOutcome>> = Vec::new();
-    let mut consumers: Vec<(Handle<ConsumerOutcome>, Sender<DrainTarget>, Arc<AtomicU64>)> = Vec::new();
+    let mut consumers: Vec<(Handle<ConsumerOutcome>, Sender<DrainTarget>, Arc<AtomicU64>)> =
+        Vec::new();
 
     // Round-trip: the consumer starts at the current end of every partition,
     // fixed before anything is produced.
     let assignments: Vec<Vec<(i32, Offset)>> = match c.mode {
         Mode::RoundTrip => {
             let hws = client::high_watermarks(&md, &c.topic, &ctx.partitions)?;
-            vec![ctx.partitions.iter().zip(hws).map(|(&p, hw)| (p, Offset::Offset(hw))).collect()]
+            vec![ctx
+                .partitions
+                .iter()
+                .zip(hws)
+                .map(|(&p, hw)| (p, Offset::Offset(hw)))
+                .collect()]
         }
         Mode::Consume => {
             let n = (c.concurrency as usize).min(ctx.partitions.len()).max(1);
@@ -105,7 +119,16 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
                 ConsumeFrom::Earliest => Offset::Beginning,
                 ConsumeFrom::Latest => Offset::End,
             };
-            (0..n).map(|i| ctx.partitions.iter().skip(i).step_by(n).map(|&p| (p, start)).collect()).collect()
+            (0..n)
+                .map(|i| {
+                    ctx.partitions
+                        .iter()
+                        .skip(i)
+                        .step_by(n)
+                        .map(|&p| (p, start))
+                        .collect()
+                })
+                .collect()
         }
         Mode::Produce | Mode::Metadata => Vec::new(),
     };
@@ -120,7 +143,9 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
             accept_prefix: (c.mode == Mode::RoundTrip).then_some(run_prefix),
             role: match c.mode {
                 Mode::RoundTrip => Role::RoundTrip,
-                _ => Role::Consume { until_caught_up: c.until_caught_up },
+                _ => Role::Consume {
+                    until_caught_up: c.until_caught_up,
+                },
             },
             stop: stop.clone(),
             drain: drain_rx,
@@ -129,7 +154,11 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
             report_tx: report_tx.clone(),
         };
         source += 1;
-        consumers.push((consume::spawn(spec, ready_tx.clone(), new_go())?, drain_tx, progress));
+        consumers.push((
+            consume::spawn(spec, ready_tx.clone(), new_go())?,
+            drain_tx,
+            progress,
+        ));
     }
     for task in 0..senders {
         let handle = if c.mode == Mode::Metadata {
@@ -156,7 +185,11 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
                 envelope: c.envelope,
                 quota: quota(task),
                 keep_ledger: c.mode == Mode::RoundTrip,
-                injections: if task == 0 { c.injections } else { Default::default() },
+                injections: if task == 0 {
+                    c.injections
+                } else {
+                    Default::default()
+                },
                 max_in_flight: c.max_in_flight,
                 drain_timeout: c.drain_timeout,
                 stop: stop.clone(),
@@ -196,7 +229,13 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
         headline: headline_kind(c.mode),
         show_consumed: c.mode == Mode::RoundTrip,
         print_lines: ctx.print_lines,
-        hlog: ctx.hlog_dir.clone().map(|d| (d, hlog_kinds(c.mode, rate.is_some()), ctx.hlog_comment.clone())),
+        hlog: ctx.hlog_dir.clone().map(|d| {
+            (
+                d,
+                hlog_kinds(c.mode, rate.is_some()),
+                ctx.hlog_comment.clone(),
+            )
+        }),
     };
     let reporter = {
         let timeline = timeline.clone();
@@ -247,7 +286,10 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
         }
         let finished = match c.mode {
             Mode::Consume => {
-                let consumed: u64 = consumers.iter().map(|(_, _, p)| p.load(Ordering::Relaxed)).sum();
+                let consumed: u64 = consumers
+                    .iter()
+                    .map(|(_, _, p)| p.load(Ordering::Relaxed))
+                    .sum();
                 if c.message_count.is_some_and(|n| consumed >= n) {
                     break Stop::Planned(now);
                 }
@@ -262,30 +304,43 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
     };
     let interrupted = matches!(stop_reason, Stop::Interrupted(_));
     match stop_reason {
-        Stop::Interrupted(at) | Stop::Planned(at) => timeline.window_end_ns.store(at, Ordering::Relaxed),
+        Stop::Interrupted(at) | Stop::Planned(at) => {
+            timeline.window_end_ns.store(at, Ordering::Relaxed)
+        }
         Stop::Finished => {}
     }
     stop.store(true, Ordering::Relaxed);
     let (tool1, broker1) = (tool_cpu.seconds(), broker_cpu.seconds());
     if interrupted {
-        tracing::warn!("interrupted: stopping, draining and writing results (Ctrl-C again to quit at once)");
+        tracing::warn!(
+            "interrupted: stopping, draining and writing results (Ctrl-C again to quit at once)"
+        );
     }
 
     // Drain the producers, then let the round-trip consumer catch up.
     let mut outcomes = Vec::new();
     for h in producers {
-        outcomes.push(h.join().map_err(|_| anyhow!("a producer thread panicked"))??);
+        outcomes.push(
+            h.join()
+                .map_err(|_| anyhow!("a producer thread panicked"))??,
+        );
     }
     if c.mode == Mode::RoundTrip {
         let hws = client::high_watermarks(&md, &c.topic, &ctx.partitions)?;
         let deadline_ns = clock.now_ns() + duration_ns(c.drain_timeout);
         for (_, tx, _) in &consumers {
-            let _ = tx.send(DrainTarget { high_watermarks: ctx.partitions.iter().copied().zip(hws.clone()).collect(), deadline_ns });
+            let _ = tx.send(DrainTarget {
+                high_watermarks: ctx.partitions.iter().copied().zip(hws.clone()).collect(),
+                deadline_ns,
+            });
         }
     }
     let mut consumer_outcomes = Vec::new();
     for (h, _, _) in consumers {
-        consumer_outcomes.push(h.join().map_err(|_| anyhow!("a consumer thread panicked"))??);
+        consumer_outcomes.push(
+            h.join()
+                .map_err(|_| anyhow!("a consumer thread panicked"))??,
+        );
     }
     if matches!(stop_reason, Stop::Finished) {
         let last = outcomes
@@ -294,9 +349,13 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
             .chain(consumer_outcomes.iter().map(|o| o.last_consume_ns))
             .max()
             .unwrap_or(0);
-        timeline.window_end_ns.store(last.max(timeline.warmup_end_ns) + 1, Ordering::Relaxed);
+        timeline
+            .window_end_ns
+            .store(last.max(timeline.warmup_end_ns) + 1, Ordering::Relaxed);
     }
-    let reported = reporter.join().map_err(|_| anyhow!("the reporter thread panicked"))?;
+    let reported = reporter
+        .join()
+        .map_err(|_| anyhow!("the reporter thread panicked"))?;
     let peak_rss = rss.finish();
     let window_end = timeline.window_end_ns();
     let window_secs = window_end.saturating_sub(timeline.warmup_end_ns) as f64 / 1e9;
@@ -311,8 +370,13 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
     };
     let verification = match c.mode {
         Mode::RoundTrip => {
-            let ledgers: Vec<ProducerLedger> = outcomes.iter_mut().filter_map(|o| o.ledger.take()).collect();
-            let outcome = consumer_outcomes.first().ok_or_else(|| anyhow!("round-trip ran no consumer"))?;
+            let ledgers: Vec<ProducerLedger> = outcomes
+                .iter_mut()
+                .filter_map(|o| o.ledger.take())
+                .collect();
+            let outcome = consumer_outcomes
+                .first()
+                .ok_or_else(|| anyhow!("round-trip ran no consumer"))?;
             if !outcome.drained {
                 tracing::warn!(timeout = ?c.drain_timeout, "the consumer did not reach the high watermarks before the drain timeout");
             }
@@ -337,8 +401,18 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
     };
 
     let (consumed, consumed_bytes) = (reported.totals.consumed, reported.totals.consumed_bytes);
-    let messages = if c.mode == Mode::Consume { consumed } else { publish.acked };
-    let per_msg = |secs: f64| if messages > 0 { secs * 1e6 / messages as f64 } else { 0.0 };
+    let messages = if c.mode == Mode::Consume {
+        consumed
+    } else {
+        publish.acked
+    };
+    let per_msg = |secs: f64| {
+        if messages > 0 {
+            secs * 1e6 / messages as f64
+        } else {
+            0.0
+        }
+    };
     // In count mode the CPU window ends when the stop was noticed (after the
     // drain): a slight overestimate, never an underestimate.
     let resources = Resources {
@@ -379,7 +453,9 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
 
 fn sleep_towards(now: u64, target: u64) {
     let slice = duration_ns(WAIT_SLICE);
-    std::thread::sleep(Duration::from_nanos(target.saturating_sub(now).clamp(1, slice)));
+    std::thread::sleep(Duration::from_nanos(
+        target.saturating_sub(now).clamp(1, slice),
+    ));
 }
 
 /// The histograms worth an interval log in each mode.
@@ -413,8 +489,14 @@ mod tests {
     #[test]
     fn hlog_kinds_follow_the_mode() {
         assert_eq!(hlog_kinds(Mode::Produce, false), vec![Kind::Service]);
-        assert_eq!(hlog_kinds(Mode::Produce, true), vec![Kind::Service, Kind::Response, Kind::ScheduleDelay]);
-        assert_eq!(hlog_kinds(Mode::RoundTrip, false), vec![Kind::Service, Kind::EndToEnd]);
+        assert_eq!(
+            hlog_kinds(Mode::Produce, true),
+            vec![Kind::Service, Kind::Response, Kind::ScheduleDelay]
+        );
+        assert_eq!(
+            hlog_kinds(Mode::RoundTrip, false),
+            vec![Kind::Service, Kind::EndToEnd]
+        );
         assert_eq!(hlog_kinds(Mode::Consume, true), vec![Kind::EndToEnd]);
     }
 
@@ -422,5 +504,4 @@ mod tests {
     fn random_values_differ() {
         assert_ne!(random_u64(), random_u64());
     }
-
 }

@@ -23,7 +23,10 @@ pub struct RunClock {
 
 impl RunClock {
     pub fn start() -> RunClock {
-        RunClock { t0: Instant::now(), wall_t0_us: now_us() }
+        RunClock {
+            t0: Instant::now(),
+            wall_t0_us: now_us(),
+        }
     }
 
     /// Nanoseconds since `t0` (monotonic).
@@ -65,7 +68,10 @@ impl Schedule {
     /// `rate` must be positive and finite, `tasks` at least 1 (the config
     /// validates both).
     pub fn new(rate: f64, tasks: u32) -> Schedule {
-        Schedule { rate, tasks: tasks.max(1) }
+        Schedule {
+            rate,
+            tasks: tasks.max(1),
+        }
     }
 
     pub fn rate(&self) -> f64 {
@@ -131,7 +137,9 @@ mod tests {
         assert_eq!(s.intended_ns(1, 0), 1_000_000);
         assert_eq!(s.intended_ns(3, 0), 3_000_000);
         assert_eq!(s.intended_ns(0, 1), 4_000_000);
-        let mut all: Vec<u64> = (0..4).flat_map(|t| (0..250).map(move |q| s.intended_ns(t, q))).collect();
+        let mut all: Vec<u64> = (0..4)
+            .flat_map(|t| (0..250).map(move |q| s.intended_ns(t, q)))
+            .collect();
         all.sort_unstable();
         // 1000 messages spread over exactly one second, 1 ms apart.
         assert_eq!(all.len(), 1000);
@@ -158,7 +166,9 @@ mod tests {
         for task in 0..4 {
             for ns in [0, 999_999, 1_000_000, 4_000_000, 7_500_000, 1_000_000_000] {
                 let n = s.due_by(task, ns);
-                let by_definition = (0..10_000).take_while(|&q| s.intended_ns(task, q) < ns).count() as u64;
+                let by_definition = (0..10_000)
+                    .take_while(|&q| s.intended_ns(task, q) < ns)
+                    .count() as u64;
                 assert_eq!(n, by_definition, "task {task} at {ns}");
             }
         }

@@ -55,7 +55,9 @@ impl SeqSet {
 
     #[inline]
     pub fn contains(&self, seq: u64) -> bool {
-        self.words.get((seq / 64) as usize).is_some_and(|w| w & (1u64 << (seq % 64)) != 0)
+        self.words
+            .get((seq / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (seq % 64)) != 0)
     }
 
     pub fn len(&self) -> u64 {
@@ -152,7 +154,13 @@ pub struct Verifier {
 
 impl Verifier {
     pub fn new(accept_prefix: Option<u32>) -> Verifier {
-        Verifier { accept_prefix, index: HashMap::new(), tracks: Vec::new(), cached: None, counts: VerifyCounts::default() }
+        Verifier {
+            accept_prefix,
+            index: HashMap::new(),
+            tracks: Vec::new(),
+            cached: None,
+            counts: VerifyCounts::default(),
+        }
     }
 
     pub fn no_envelope(&mut self) {
@@ -252,7 +260,11 @@ impl Verifier {
     /// Without a ledger (consume mode): sequences missing between the lowest
     /// and highest seen per producer.
     pub fn missing_in_observed_range(&self) -> u64 {
-        self.tracks.iter().filter(|t| !t.seen.is_empty()).map(|t| t.max - t.min + 1 - t.seen.len()).sum()
+        self.tracks
+            .iter()
+            .filter(|t| !t.seen.is_empty())
+            .map(|t| t.max - t.min + 1 - t.seen.len())
+            .sum()
     }
 
     pub fn producers(&self) -> impl Iterator<Item = u64> + '_ {
@@ -279,9 +291,12 @@ pub fn reconcile(ledgers: &[ProducerLedger], verifier: &Verifier) -> Reconciliat
         let seen = verifier.seen(ledger.producer_id).unwrap_or(&empty);
         r.acknowledged += ledger.acked.len();
         r.lost += ledger.acked.iter().filter(|&s| !seen.contains(s)).count() as u64;
-        r.delivered_despite_error += ledger.failed.iter().filter(|&s| seen.contains(s)).count() as u64;
+        r.delivered_despite_error +=
+            ledger.failed.iter().filter(|&s| seen.contains(s)).count() as u64;
         r.gaps += (0..ledger.next_sequence)
-            .filter(|&s| !ledger.acked.contains(s) && !ledger.failed.contains(s) && !seen.contains(s))
+            .filter(|&s| {
+                !ledger.acked.contains(s) && !ledger.failed.contains(s) && !seen.contains(s)
+            })
             .count() as u64;
     }
     r.unknown_producer = verifier
@@ -303,11 +318,25 @@ mod tests {
     }
 
     fn env(task: u64, seq: u64) -> Envelope {
-        Envelope { producer_id: pid(task), sequence: seq, send_time_us: 0, value_crc32c: 0 }
+        Envelope {
+            producer_id: pid(task),
+            sequence: seq,
+            send_time_us: 0,
+            value_crc32c: 0,
+        }
     }
 
-    fn ledger(task: u64, next: u64, acked: impl IntoIterator<Item = u64>, failed: &[u64]) -> ProducerLedger {
-        let mut l = ProducerLedger { producer_id: pid(task), next_sequence: next, ..Default::default() };
+    fn ledger(
+        task: u64,
+        next: u64,
+        acked: impl IntoIterator<Item = u64>,
+        failed: &[u64],
+    ) -> ProducerLedger {
+        let mut l = ProducerLedger {
+            producer_id: pid(task),
+            next_sequence: next,
+            ..Default::default()
+        };
         for s in acked {
             l.acked.insert(s);
         }
@@ -335,24 +364,36 @@ mod tests {
         let steps: &[(u64, i32, u64, bool, Verdict)] = &[
             (0, 0, 0, true, Verdict::Fresh),
             (0, 0, 1, true, Verdict::Fresh),
-            (0, 0, 1, true, Verdict::Duplicate),  // same record again
-            (0, 0, 3, true, Verdict::Fresh),      // 2 missing: not an order error
+            (0, 0, 1, true, Verdict::Duplicate), // same record again
+            (0, 0, 3, true, Verdict::Fresh),     // 2 missing: not an order error
             (0, 0, 2, true, Verdict::OutOfOrder), // late in the same partition
-            (0, 1, 4, true, Verdict::Fresh),      // other partition: own order
-            (0, 1, 0, true, Verdict::Duplicate),  // seq 0 already seen in p0
-            (1, 0, 0, false, Verdict::Fresh),     // corrupt but first sighting
+            (0, 1, 4, true, Verdict::Fresh),     // other partition: own order
+            (0, 1, 0, true, Verdict::Duplicate), // seq 0 already seen in p0
+            (1, 0, 0, false, Verdict::Fresh),    // corrupt but first sighting
             (1, 0, 1, true, Verdict::Fresh),
         ];
         let mut v = Verifier::new(Some(RUN));
         for (i, &(task, p, seq, ok, want)) in steps.iter().enumerate() {
             assert_eq!(v.observe(p, &env(task, seq), ok), want, "step {i}");
         }
-        let foreign = Envelope { producer_id: 7, sequence: 0, send_time_us: 0, value_crc32c: 0 };
+        let foreign = Envelope {
+            producer_id: 7,
+            sequence: 0,
+            send_time_us: 0,
+            value_crc32c: 0,
+        };
         assert_eq!(v.observe(0, &foreign, true), Verdict::Foreign);
         v.no_envelope();
         assert_eq!(
             v.counts,
-            VerifyCounts { verified: 9, duplicates: 2, out_of_order: 1, corrupt: 1, no_envelope: 1, foreign: 1 }
+            VerifyCounts {
+                verified: 9,
+                duplicates: 2,
+                out_of_order: 1,
+                corrupt: 1,
+                no_envelope: 1,
+                foreign: 1
+            }
         );
         assert_eq!(v.distinct(), 7);
     }
@@ -361,7 +402,16 @@ mod tests {
     fn consume_mode_accepts_every_producer_and_reports_holes() {
         let mut v = Verifier::new(None);
         for seq in [10, 11, 14] {
-            v.observe(0, &Envelope { producer_id: 7, sequence: seq, send_time_us: 0, value_crc32c: 0 }, true);
+            v.observe(
+                0,
+                &Envelope {
+                    producer_id: 7,
+                    sequence: seq,
+                    send_time_us: 0,
+                    value_crc32c: 0,
+                },
+                true,
+            );
         }
         assert_eq!(v.counts.foreign, 0);
         assert_eq!(v.missing_in_observed_range(), 2);
@@ -371,7 +421,12 @@ mod tests {
     fn absorbing_unions_what_consumers_saw() {
         let mut a = Verifier::new(None);
         let mut b = Verifier::new(None);
-        let e = |seq| Envelope { producer_id: 7, sequence: seq, send_time_us: 0, value_crc32c: 0 };
+        let e = |seq| Envelope {
+            producer_id: 7,
+            sequence: seq,
+            send_time_us: 0,
+            value_crc32c: 0,
+        };
         for seq in [0, 2, 4] {
             a.observe(0, &e(seq), true);
         }
@@ -404,7 +459,13 @@ mod tests {
         let r = reconcile(&[l0, l1], &v);
         assert_eq!(
             r,
-            Reconciliation { acknowledged: 9, lost: 1, gaps: 1, delivered_despite_error: 1, unknown_producer: 0 }
+            Reconciliation {
+                acknowledged: 9,
+                lost: 1,
+                gaps: 1,
+                delivered_despite_error: 1,
+                unknown_producer: 0
+            }
         );
     }
 

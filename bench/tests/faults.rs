@@ -15,13 +15,39 @@ fn injected_loss_duplicate_and_gap_are_counted_exactly() -> anyhow::Result<()> {
     let run = run_bench(
         &broker,
         &[
-            "--topic", "faults", "--create-topic", "--mode", "round-trip", "--rate", "1000", "--duration", "2s",
-            "--warmup-duration", "0.5s", "--message-size", "64", "--drain-timeout", "5s",
-            "--inject-duplicate", "5", "--inject-phantom-ack", "10", "--inject-skip-sequence", "15", "--strict",
-            "--json-output", json.to_str().unwrap_or_default(),
+            "--topic",
+            "faults",
+            "--create-topic",
+            "--mode",
+            "round-trip",
+            "--rate",
+            "1000",
+            "--duration",
+            "2s",
+            "--warmup-duration",
+            "0.5s",
+            "--message-size",
+            "64",
+            "--drain-timeout",
+            "5s",
+            "--inject-duplicate",
+            "5",
+            "--inject-phantom-ack",
+            "10",
+            "--inject-skip-sequence",
+            "15",
+            "--strict",
+            "--json-output",
+            json.to_str().unwrap_or_default(),
         ],
     )?;
-    assert_eq!(run.status.code(), Some(2), "--strict fails on faults: {}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "--strict fails on faults: {}\n{}",
+        run.stdout,
+        run.stderr
+    );
     let doc = read_json(&json)?;
     let v = &doc["verification"];
     assert_eq!(v["reconciliation"]["lost"], 1, "{v}");
@@ -39,8 +65,18 @@ fn a_clean_run_under_strict_exits_zero() -> anyhow::Result<()> {
     let run = run_bench(
         &broker,
         &[
-            "--topic", "clean", "--create-topic", "--mode", "round-trip", "--rate", "500", "--duration", "1s",
-            "--warmup-duration", "0s", "--strict",
+            "--topic",
+            "clean",
+            "--create-topic",
+            "--mode",
+            "round-trip",
+            "--rate",
+            "500",
+            "--duration",
+            "1s",
+            "--warmup-duration",
+            "0s",
+            "--strict",
         ],
     )?;
     assert!(run.status.success(), "{}\n{}", run.stdout, run.stderr);

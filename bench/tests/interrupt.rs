@@ -20,9 +20,21 @@ fn sigint_ends_the_run_and_results_are_still_written() -> anyhow::Result<()> {
         child: bench_command(
             &broker,
             &[
-                "--topic", "int", "--create-topic", "--rate", "1000", "--duration", "120s", "--warmup-duration", "0s",
-                "--report-interval-secs", "1", "--json-output", json.to_str().unwrap_or_default(),
-                "--csv-output", csv.to_str().unwrap_or_default(),
+                "--topic",
+                "int",
+                "--create-topic",
+                "--rate",
+                "1000",
+                "--duration",
+                "120s",
+                "--warmup-duration",
+                "0s",
+                "--report-interval-secs",
+                "1",
+                "--json-output",
+                json.to_str().unwrap_or_default(),
+                "--csv-output",
+                csv.to_str().unwrap_or_default(),
             ],
         )
         .stdout(Stdio::piped())
@@ -49,14 +61,19 @@ fn sigint_ends_the_run_and_results_are_still_written() -> anyhow::Result<()> {
             break;
         }
     }
-    let status = Command::new("kill").args(["-INT", &child.child.id().to_string()]).status()?;
+    let status = Command::new("kill")
+        .args(["-INT", &child.child.id().to_string()])
+        .status()?;
     assert!(status.success());
     let deadline = Instant::now() + Duration::from_secs(60);
     let exit = loop {
         if let Some(s) = child.child.try_wait()? {
             break s;
         }
-        assert!(Instant::now() < deadline, "chronik-bench did not stop after SIGINT");
+        assert!(
+            Instant::now() < deadline,
+            "chronik-bench did not stop after SIGINT"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     seen.extend(rx.try_iter());
@@ -67,7 +84,10 @@ fn sigint_ends_the_run_and_results_are_still_written() -> anyhow::Result<()> {
     let doc = read_json(&json)?;
     assert_eq!(doc["interrupted"], true);
     let window = num(&doc, "durationSecs");
-    assert!(window > 0.5 && window < 60.0, "window up to the interrupt: {window}");
+    assert!(
+        window > 0.5 && window < 60.0,
+        "window up to the interrupt: {window}"
+    );
     assert!(num(&doc, "messages") > 0.0);
     let text = std::fs::read_to_string(&csv)?;
     assert_eq!(text.lines().count(), 2, "{text}");

@@ -67,45 +67,106 @@ fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
     let run = run_bench(
         &broker,
         &[
-            "--topic", "modes", "--create-topic", "--partitions", "2", "--message-count", "20000",
-            "--warmup-duration", "0s", "--message-size", "200", "--acks", "all", "--linger-ms", "2",
-            "--batch-size", "32768", "--report-interval-secs", "1", "--json-output", json.to_str().unwrap_or_default(),
-            "--csv-output", csv.to_str().unwrap_or_default(), "--results-dir", results.to_str().unwrap_or_default(),
-            "--broker-pid", &pid,
+            "--topic",
+            "modes",
+            "--create-topic",
+            "--partitions",
+            "2",
+            "--message-count",
+            "20000",
+            "--warmup-duration",
+            "0s",
+            "--message-size",
+            "200",
+            "--acks",
+            "all",
+            "--linger-ms",
+            "2",
+            "--batch-size",
+            "32768",
+            "--report-interval-secs",
+            "1",
+            "--json-output",
+            json.to_str().unwrap_or_default(),
+            "--csv-output",
+            csv.to_str().unwrap_or_default(),
+            "--results-dir",
+            results.to_str().unwrap_or_default(),
+            "--broker-pid",
+            &pid,
         ],
     )?;
-    assert!(run.status.success(), "produce failed: {}\n{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("Chronik Benchmark Results"), "{}", run.stdout);
-    assert!(run.stdout.contains("║ Mode:             Produce"), "{}", run.stdout);
+    assert!(
+        run.status.success(),
+        "produce failed: {}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains("Chronik Benchmark Results"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("║ Mode:             Produce"),
+        "{}",
+        run.stdout
+    );
 
     // JSON: OMB's fields, our figures, the meta block.
     let doc = read_json(&json)?;
     for field in OMB_FIELDS {
         assert!(doc.get(*field).is_some(), "JSON lacks OMB field {field}");
     }
-    assert_eq!(doc["messages"], 20000, "count mode counts every acknowledged message");
+    assert_eq!(
+        doc["messages"], 20000,
+        "count mode counts every acknowledged message"
+    );
     assert_eq!(doc["publish"]["failed"], 0);
     assert_eq!(doc["messageSize"], 200);
     assert_eq!(doc["partitions"], 2);
-    assert!(doc["publishRate"].as_array().is_some_and(|a| !a.is_empty()), "{}", doc["publishRate"]);
+    assert!(
+        doc["publishRate"].as_array().is_some_and(|a| !a.is_empty()),
+        "{}",
+        doc["publishRate"]
+    );
     assert!(num(&doc, "achievedRate") > 0.0);
     assert!(num(&doc, "durationSecs") > 0.0);
     let p50 = num(&doc, "aggregatedPublishLatency50pct");
     let max = num(&doc, "aggregatedPublishLatencyMax");
     assert!(p50 > 0.0 && p50 <= max, "p50 {p50} max {max}");
-    assert!(!doc["aggregatedPublishLatencyQuantiles"].as_object().map(|m| m.is_empty()).unwrap_or(true));
+    assert!(!doc["aggregatedPublishLatencyQuantiles"]
+        .as_object()
+        .map(|m| m.is_empty())
+        .unwrap_or(true));
     let meta = &doc["meta"];
     assert_eq!(meta["tool"], "chronik-bench");
     assert!(meta["gitCommit"].as_str().is_some_and(|s| !s.is_empty()));
-    assert!(meta["broker"]["clusterId"].as_str().is_some_and(|s| !s.is_empty()), "cluster id: {}", meta["broker"]);
-    let apis = meta["broker"]["apiVersions"].as_array().cloned().unwrap_or_default();
-    assert!(apis.iter().any(|a| a["name"] == "Produce"), "ApiVersions: {apis:?}");
+    assert!(
+        meta["broker"]["clusterId"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()),
+        "cluster id: {}",
+        meta["broker"]
+    );
+    let apis = meta["broker"]["apiVersions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        apis.iter().any(|a| a["name"] == "Produce"),
+        "ApiVersions: {apis:?}"
+    );
     assert_eq!(meta["settings"]["acks"], "all");
     assert_eq!(meta["settings"]["lingerMs"], 2);
     assert_eq!(meta["settings"]["batchSize"], 32768);
     assert!(meta["host"]["cores"].as_u64().unwrap_or(0) >= 1);
     let broker_cpu = &doc["resources"]["broker"];
-    assert!(broker_cpu["cpuSecs"].as_f64().is_some(), "broker resources: {}", doc["resources"]);
+    assert!(
+        broker_cpu["cpuSecs"].as_f64().is_some(),
+        "broker resources: {}",
+        doc["resources"]
+    );
     assert!(broker_cpu["peakRssBytes"].as_u64().unwrap_or(0) > 0);
 
     // CSV: the seed's columns then ours, one row.
@@ -116,7 +177,12 @@ fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
     let row: Vec<&str> = lines[1].split(',').collect();
     assert_eq!(header.len(), row.len());
     assert_eq!(&header[..3], &["timestamp", "mode", "duration_secs"]);
-    let col = |name: &str| row[header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no column {name}"))];
+    let col = |name: &str| {
+        row[header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no column {name}"))]
+    };
     assert_eq!(col("mode"), "Produce");
     assert_eq!(col("total_messages"), "20000");
     assert_eq!(col("acks"), "all");
@@ -127,13 +193,24 @@ fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
     assert_eq!(col("compression"), "None");
 
     // .hlog: parses, and holds every measured sample.
-    let hlogs: Vec<String> =
-        doc["hlogFiles"].as_array().cloned().unwrap_or_default().iter().filter_map(|v| v.as_str().map(String::from)).collect();
+    let hlogs: Vec<String> = doc["hlogFiles"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
     assert!(!hlogs.is_empty());
-    let service = hlogs.iter().find(|p| p.ends_with("publish-service.hlog")).expect("service log");
+    let service = hlogs
+        .iter()
+        .find(|p| p.ends_with("publish-service.hlog"))
+        .expect("service log");
     let intervals = read_hlog(std::path::Path::new(service))?;
     let samples: u64 = intervals.iter().map(|i| i.histogram.len()).sum();
-    assert_eq!(samples, 20000, "every acknowledged message is in the interval log");
+    assert_eq!(
+        samples, 20000,
+        "every acknowledged message is in the interval log"
+    );
     let run_dir = std::path::Path::new(service).parent().expect("dir");
     assert!(read_json(&run_dir.join("result.json"))?["meta"].is_object());
 
@@ -142,11 +219,27 @@ fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
     let run = run_bench(
         &broker,
         &[
-            "--topic", "modes", "--mode", "consume", "--until-caught-up", "--concurrency", "2",
-            "--warmup-duration", "0s", "--duration", "60s", "--json-output", consumed_json.to_str().unwrap_or_default(),
+            "--topic",
+            "modes",
+            "--mode",
+            "consume",
+            "--until-caught-up",
+            "--concurrency",
+            "2",
+            "--warmup-duration",
+            "0s",
+            "--duration",
+            "60s",
+            "--json-output",
+            consumed_json.to_str().unwrap_or_default(),
         ],
     )?;
-    assert!(run.status.success(), "consume failed: {}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.status.success(),
+        "consume failed: {}\n{}",
+        run.stdout,
+        run.stderr
+    );
     let doc = read_json(&consumed_json)?;
     assert_eq!(doc["consumed"], 20000, "{}", run.stdout);
     assert_eq!(doc["consumedBytes"], 20000 * 200);
@@ -169,13 +262,38 @@ fn round_trip_verifies_every_message_while_producing() -> anyhow::Result<()> {
     let run = run_bench(
         &broker,
         &[
-            "--topic", "rt", "--create-topic", "--partitions", "3", "--mode", "round-trip", "--concurrency", "2",
-            "--rate", "3000", "--duration", "3s", "--warmup-duration", "1s", "--message-size", "128",
-            "--key-pattern", "sequential", "--report-interval-secs", "1", "--json-output", json.to_str().unwrap_or_default(),
+            "--topic",
+            "rt",
+            "--create-topic",
+            "--partitions",
+            "3",
+            "--mode",
+            "round-trip",
+            "--concurrency",
+            "2",
+            "--rate",
+            "3000",
+            "--duration",
+            "3s",
+            "--warmup-duration",
+            "1s",
+            "--message-size",
+            "128",
+            "--key-pattern",
+            "sequential",
+            "--report-interval-secs",
+            "1",
+            "--json-output",
+            json.to_str().unwrap_or_default(),
             "--strict",
         ],
     )?;
-    assert!(run.status.success(), "round-trip failed: {}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.status.success(),
+        "round-trip failed: {}\n{}",
+        run.stdout,
+        run.stderr
+    );
     let doc = read_json(&json)?;
     let v = &doc["verification"];
     assert_eq!(v["reconciliation"]["lost"], 0, "{v}");
@@ -184,17 +302,35 @@ fn round_trip_verifies_every_message_while_producing() -> anyhow::Result<()> {
     assert_eq!(v["outOfOrder"], 0);
     assert_eq!(v["corrupt"], 0);
     let acknowledged = v["reconciliation"]["acknowledged"].as_u64().unwrap_or(0);
-    assert!(acknowledged >= 3000 * 3, "warmup and window are both verified: {acknowledged}");
-    assert_eq!(v["verified"].as_u64(), Some(acknowledged), "every acknowledged message was consumed once");
+    assert!(
+        acknowledged >= 3000 * 3,
+        "warmup and window are both verified: {acknowledged}"
+    );
+    assert_eq!(
+        v["verified"].as_u64(),
+        Some(acknowledged),
+        "every acknowledged message was consumed once"
+    );
     // Consumed while producing: the window has consumption, not just the drain.
     assert!(num(&doc, "consumed") > 0.0);
     let consume_rates = doc["consumeRate"].as_array().cloned().unwrap_or_default();
-    assert!(consume_rates.iter().any(|r| r.as_f64().unwrap_or(0.0) > 0.0), "{consume_rates:?}");
+    assert!(
+        consume_rates
+            .iter()
+            .any(|r| r.as_f64().unwrap_or(0.0) > 0.0),
+        "{consume_rates:?}"
+    );
     let e2e_p50 = num(&doc, "aggregatedEndToEndLatency50pct");
     assert!(e2e_p50 > 0.0 && e2e_p50 < 5_000.0, "e2e p50 {e2e_p50} ms");
     assert_eq!(doc["valid"], true);
     // Periodic lines show producing and consuming side by side.
-    assert!(run.stdout.lines().any(|l| l.starts_with('[') && l.contains("Consumed:")), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with('[') && l.contains("Consumed:")),
+        "{}",
+        run.stdout
+    );
     Ok(())
 }
 
@@ -206,13 +342,31 @@ fn metadata_mode_times_metadata_requests() -> anyhow::Result<()> {
     let run = run_bench(
         &broker,
         &[
-            "--topic", "md", "--create-topic", "--mode", "metadata", "--duration", "2s", "--warmup-duration", "0.5s",
-            "--json-output", json.to_str().unwrap_or_default(),
+            "--topic",
+            "md",
+            "--create-topic",
+            "--mode",
+            "metadata",
+            "--duration",
+            "2s",
+            "--warmup-duration",
+            "0.5s",
+            "--json-output",
+            json.to_str().unwrap_or_default(),
         ],
     )?;
-    assert!(run.status.success(), "metadata failed: {}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.status.success(),
+        "metadata failed: {}\n{}",
+        run.stdout,
+        run.stderr
+    );
     let doc = read_json(&json)?;
-    assert!(num(&doc, "messages") > 10.0, "requests answered: {}", doc["messages"]);
+    assert!(
+        num(&doc, "messages") > 10.0,
+        "requests answered: {}",
+        doc["messages"]
+    );
     assert_eq!(doc["publish"]["failed"], 0);
     let p50 = num(&doc, "aggregatedPublishLatency50pct");
     assert!(p50 > 0.0 && p50 < 1000.0, "metadata p50 {p50} ms");

@@ -15,28 +15,76 @@ fn a_modest_rate_is_held_and_judged_valid() -> anyhow::Result<()> {
     let run = run_bench(
         &broker,
         &[
-            "--topic", "rate", "--create-topic", "--rate", "2000", "--concurrency", "2", "--duration", "3s",
-            "--warmup-duration", "1s", "--message-size", "256", "--report-interval-secs", "1", "--strict",
-            "--json-output", json.to_str().unwrap_or_default(), "--results-dir", results.to_str().unwrap_or_default(),
+            "--topic",
+            "rate",
+            "--create-topic",
+            "--rate",
+            "2000",
+            "--concurrency",
+            "2",
+            "--duration",
+            "3s",
+            "--warmup-duration",
+            "1s",
+            "--message-size",
+            "256",
+            "--report-interval-secs",
+            "1",
+            "--strict",
+            "--json-output",
+            json.to_str().unwrap_or_default(),
+            "--results-dir",
+            results.to_str().unwrap_or_default(),
         ],
     )?;
-    assert!(run.status.success(), "rate run failed: {}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.status.success(),
+        "rate run failed: {}\n{}",
+        run.stdout,
+        run.stderr
+    );
     let doc = read_json(&json)?;
     assert_eq!(doc["targetRate"], 2000.0);
     let achieved = num(&doc, "achievedRate");
-    assert!(achieved >= 0.9 * 2000.0, "achieved {achieved} msg/s of 2000");
-    assert!(achieved <= 1.1 * 2000.0, "an open loop does not run ahead of its schedule: {achieved}");
+    assert!(
+        achieved >= 0.9 * 2000.0,
+        "achieved {achieved} msg/s of 2000"
+    );
+    assert!(
+        achieved <= 1.1 * 2000.0,
+        "an open loop does not run ahead of its schedule: {achieved}"
+    );
     assert_eq!(doc["valid"], true);
-    assert!((num(&doc, "durationSecs") - 3.0).abs() < 0.05, "the window is the measured 3 s: {}", doc["durationSecs"]);
+    assert!(
+        (num(&doc, "durationSecs") - 3.0).abs() < 0.05,
+        "the window is the measured 3 s: {}",
+        doc["durationSecs"]
+    );
     // Response time includes the schedule delay: never below service time.
-    assert!(num(&doc, "aggregatedResponseLatency99pct") >= num(&doc, "aggregatedPublishLatency50pct"));
-    assert!(doc["aggregatedPublishDelayLatency50pct"].is_u64(), "publish delay is integer µs as in OMB");
+    assert!(
+        num(&doc, "aggregatedResponseLatency99pct") >= num(&doc, "aggregatedPublishLatency50pct")
+    );
+    assert!(
+        doc["aggregatedPublishDelayLatency50pct"].is_u64(),
+        "publish delay is integer µs as in OMB"
+    );
     assert!(run.stdout.contains("VALID"), "{}", run.stdout);
-    let files: Vec<String> =
-        doc["hlogFiles"].as_array().cloned().unwrap_or_default().iter().filter_map(|v| v.as_str().map(String::from)).collect();
+    let files: Vec<String> = doc["hlogFiles"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|v| v.as_str().map(String::from))
+        .collect();
     for stem in ["publish-service", "publish-response", "publish-delay"] {
-        let f = files.iter().find(|p| p.ends_with(&format!("{stem}.hlog"))).unwrap_or_else(|| panic!("{stem}.hlog"));
-        let n: u64 = read_hlog(std::path::Path::new(f))?.iter().map(|i| i.histogram.len()).sum();
+        let f = files
+            .iter()
+            .find(|p| p.ends_with(&format!("{stem}.hlog")))
+            .unwrap_or_else(|| panic!("{stem}.hlog"));
+        let n: u64 = read_hlog(std::path::Path::new(f))?
+            .iter()
+            .map(|i| i.histogram.len())
+            .sum();
         assert!(n as f64 >= 0.9 * 2000.0 * 3.0, "{stem}: {n} samples");
     }
     Ok(())
@@ -52,13 +100,36 @@ fn a_sweep_steps_the_rate_and_reports_the_knee() -> anyhow::Result<()> {
     let run = run_bench(
         &broker,
         &[
-            "--topic", "sweep", "--create-topic", "--sweep", "--sweep-start", "500", "--sweep-step", "500",
-            "--sweep-max", "1000", "--slo-p99-ms", "60000", "--duration", "1s", "--warmup-duration", "0.5s",
-            "--message-size", "64", "--json-output", json.to_str().unwrap_or_default(),
-            "--csv-output", csv.to_str().unwrap_or_default(),
+            "--topic",
+            "sweep",
+            "--create-topic",
+            "--sweep",
+            "--sweep-start",
+            "500",
+            "--sweep-step",
+            "500",
+            "--sweep-max",
+            "1000",
+            "--slo-p99-ms",
+            "60000",
+            "--duration",
+            "1s",
+            "--warmup-duration",
+            "0.5s",
+            "--message-size",
+            "64",
+            "--json-output",
+            json.to_str().unwrap_or_default(),
+            "--csv-output",
+            csv.to_str().unwrap_or_default(),
         ],
     )?;
-    assert!(run.status.success(), "sweep failed: {}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.status.success(),
+        "sweep failed: {}\n{}",
+        run.stdout,
+        run.stderr
+    );
     let doc = read_json(&json)?;
     let steps = doc["steps"].as_array().cloned().unwrap_or_default();
     assert_eq!(steps.len(), 2, "{doc}");
@@ -70,7 +141,16 @@ fn a_sweep_steps_the_rate_and_reports_the_knee() -> anyhow::Result<()> {
     }
     assert_eq!(doc["kneeRate"], 1000.0);
     assert!(doc["meta"]["settings"]["sweep"].is_object());
-    assert!(run.stdout.contains("Highest sustainable rate (knee): 1000 msg/s"), "{}", run.stdout);
-    assert_eq!(std::fs::read_to_string(&csv)?.lines().count(), 3, "header + one row per step");
+    assert!(
+        run.stdout
+            .contains("Highest sustainable rate (knee): 1000 msg/s"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(&csv)?.lines().count(),
+        3,
+        "header + one row per step"
+    );
     Ok(())
 }

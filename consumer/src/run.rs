@@ -53,9 +53,14 @@ pub async fn run(
             tracing::info!(%bound, "serving /metrics and /summary");
             println!("LISTENING http={bound}");
             let _ = std::io::stdout().flush();
-            let serve = chronik_http::serve(listener, http::app(live.clone()), chronik_http::HttpLimits::default(), async {
-                let _ = http_stopped.await;
-            });
+            let serve = chronik_http::serve(
+                listener,
+                http::app(live.clone()),
+                chronik_http::HttpLimits::default(),
+                async {
+                    let _ = http_stopped.await;
+                },
+            );
             Some(tokio::spawn(serve))
         }
         None => None,

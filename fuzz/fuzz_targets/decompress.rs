@@ -9,7 +9,9 @@ use libfuzzer_sys::fuzz_target;
 const LIMIT: usize = 1 << 20;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&codec, rest)) = data.split_first() else { return };
+    let Some((&codec, rest)) = data.split_first() else {
+        return;
+    };
     if let Ok(out) = decompress_bounded(i16::from(codec % 5), rest, LIMIT) {
         assert!(out.len() <= LIMIT, "inflated past the limit");
     }

@@ -51,7 +51,12 @@ pub enum EnvelopeError {
 impl Envelope {
     /// An envelope for `value`, computing its checksum.
     pub fn new(producer_id: u64, sequence: u64, send_time_us: i64, value: &[u8]) -> Envelope {
-        Envelope { producer_id, sequence, send_time_us, value_crc32c: crc32c::crc32c(value) }
+        Envelope {
+            producer_id,
+            sequence,
+            send_time_us,
+            value_crc32c: crc32c::crc32c(value),
+        }
     }
 
     pub fn encode(&self) -> [u8; ENVELOPE_LEN] {
@@ -66,7 +71,9 @@ impl Envelope {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Envelope, EnvelopeError> {
-        let bytes: &[u8; ENVELOPE_LEN] = bytes.try_into().map_err(|_| EnvelopeError::Length(bytes.len()))?;
+        let bytes: &[u8; ENVELOPE_LEN] = bytes
+            .try_into()
+            .map_err(|_| EnvelopeError::Length(bytes.len()))?;
         if bytes[0..2] != MAGIC {
             return Err(EnvelopeError::Magic([bytes[0], bytes[1]]));
         }
@@ -121,7 +128,10 @@ mod tests {
         assert_eq!(Envelope::decode(b"short"), Err(EnvelopeError::Length(5)));
         let mut bytes = Envelope::new(1, 2, 3, b"").encode();
         bytes[0] = b'X';
-        assert!(matches!(Envelope::decode(&bytes), Err(EnvelopeError::Magic(_))));
+        assert!(matches!(
+            Envelope::decode(&bytes),
+            Err(EnvelopeError::Magic(_))
+        ));
         let mut bytes = Envelope::new(1, 2, 3, b"").encode();
         bytes[2] = 9;
         assert_eq!(Envelope::decode(&bytes), Err(EnvelopeError::Version(9)));
@@ -130,9 +140,15 @@ mod tests {
     #[test]
     fn the_layout_is_stable() {
         // Pinned bytes: other languages (k6 scripts, Python reports) decode this.
-        let e = Envelope { producer_id: 1, sequence: 2, send_time_us: 3, value_crc32c: 4 };
+        let e = Envelope {
+            producer_id: 1,
+            sequence: 2,
+            send_time_us: 3,
+            value_crc32c: 4,
+        };
         let expected: [u8; 32] = [
-            b'C', b'E', 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 4,
+            b'C', b'E', 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0,
+            3, 0, 0, 0, 4,
         ];
         assert_eq!(e.encode(), expected);
     }

@@ -9,7 +9,10 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum HarnessError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: interval log: {reason}")]
     Hlog { path: PathBuf, reason: String },
     #[error("{path}: JSON: {reason}")]

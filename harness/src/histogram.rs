@@ -40,7 +40,8 @@ pub const SIGNIFICANT_DIGITS: u8 = 3;
 pub fn new_latency_histogram() -> LatencyHistogram {
     // The bounds are constants satisfying hdrhistogram's preconditions
     // (low >= 1, high >= 2 * low, sigfig <= 5), so creation cannot fail.
-    Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_US, SIGNIFICANT_DIGITS).expect("constant bounds are valid")
+    Histogram::new_with_bounds(1, HIGHEST_TRACKABLE_US, SIGNIFICANT_DIGITS)
+        .expect("constant bounds are valid")
 }
 
 /// Records `value_us`, clamping values above the range instead of dropping them.
@@ -61,7 +62,9 @@ pub fn merge_into(into: &mut LatencyHistogram, source: &LatencyHistogram) {
 }
 
 /// The merge of `histograms` (an empty histogram when there are none).
-pub fn merge_all<'a>(histograms: impl IntoIterator<Item = &'a LatencyHistogram>) -> LatencyHistogram {
+pub fn merge_all<'a>(
+    histograms: impl IntoIterator<Item = &'a LatencyHistogram>,
+) -> LatencyHistogram {
     let mut merged = new_latency_histogram();
     for h in histograms {
         merge_into(&mut merged, h);
@@ -120,13 +123,21 @@ impl Percentiles {
 /// `(percentile, value µs)` pairs walking the histogram as HdrHistogram's
 /// percentile distribution does (`ticks_per_half_distance` steps per halving
 /// of the remaining distance to 100 %), ending with 100 % = max.
-pub fn percentile_distribution(h: &LatencyHistogram, ticks_per_half_distance: u32) -> Vec<(f64, u64)> {
+pub fn percentile_distribution(
+    h: &LatencyHistogram,
+    ticks_per_half_distance: u32,
+) -> Vec<(f64, u64)> {
     if h.is_empty() {
         return Vec::new();
     }
     let mut out: Vec<(f64, u64)> = h
         .iter_quantiles(ticks_per_half_distance)
-        .map(|v| (v.quantile_iterated_to() * 100.0, h.highest_equivalent(v.value_iterated_to())))
+        .map(|v| {
+            (
+                v.quantile_iterated_to() * 100.0,
+                h.highest_equivalent(v.value_iterated_to()),
+            )
+        })
         .collect();
     out.dedup_by(|later, earlier| later.0 == earlier.0);
     out
@@ -141,7 +152,9 @@ pub struct HlogWriter {
 
 impl std::fmt::Debug for HlogWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HlogWriter").field("path", &self.path).finish()
+        f.debug_struct("HlogWriter")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -149,18 +162,30 @@ impl HlogWriter {
     /// Creates `path` and writes the header: `comment` lines, `StartTime` and
     /// `BaseTime` both set to `start` (interval timestamps are seconds since
     /// `start`), and the legend line.
-    pub fn create(path: &Path, start: SystemTime, comment: &str) -> Result<HlogWriter, HarnessError> {
-        let io_err = |source| HarnessError::Io { path: path.to_path_buf(), source };
+    pub fn create(
+        path: &Path,
+        start: SystemTime,
+        comment: &str,
+    ) -> Result<HlogWriter, HarnessError> {
+        let io_err = |source| HarnessError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let file = File::create(path).map_err(io_err)?;
-        let mut writer =
-            HlogWriter { path: path.to_path_buf(), out: BufWriter::new(file), serializer: V2DeflateSerializer::new() };
+        let mut writer = HlogWriter {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+            serializer: V2DeflateSerializer::new(),
+        };
         let mut builder = IntervalLogWriterBuilder::new();
         for line in comment.lines() {
             builder.add_comment(line);
         }
         builder.add_comment("values in microseconds");
         builder.with_start_time(start).with_base_time(start);
-        builder.begin_log_with(&mut writer.out, &mut writer.serializer).map_err(io_err)?;
+        builder
+            .begin_log_with(&mut writer.out, &mut writer.serializer)
+            .map_err(io_err)?;
         writeln!(writer.out, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")
             .map_err(io_err)?;
         Ok(writer)
@@ -178,14 +203,23 @@ impl HlogWriter {
         // line writer for this one histogram.
         let mut line = IntervalLogWriterBuilder::new()
             .begin_log_with(&mut self.out, &mut self.serializer)
-            .map_err(|source| HarnessError::Io { path: self.path.clone(), source })?;
+            .map_err(|source| HarnessError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
         line.write_histogram(h, start, length, tag.and_then(Tag::new))
-            .map_err(|e| HarnessError::Hlog { path: self.path.clone(), reason: e.to_string() })
+            .map_err(|e| HarnessError::Hlog {
+                path: self.path.clone(),
+                reason: e.to_string(),
+            })
     }
 
     /// Flushes and closes the file, returning its path.
     pub fn finish(mut self) -> Result<PathBuf, HarnessError> {
-        self.out.flush().map_err(|source| HarnessError::Io { path: self.path.clone(), source })?;
+        self.out.flush().map_err(|source| HarnessError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
         Ok(self.path)
     }
 }
@@ -201,25 +235,38 @@ pub struct HlogInterval {
 
 /// Reads every interval histogram of a `.hlog` file (its own or HdrHistogram's Java output).
 pub fn read_hlog(path: &Path) -> Result<Vec<HlogInterval>, HarnessError> {
-    let bytes = std::fs::read(path).map_err(|source| HarnessError::Io { path: path.to_path_buf(), source })?;
-    let bad = |reason: String| HarnessError::Hlog { path: path.to_path_buf(), reason };
+    let bytes = std::fs::read(path).map_err(|source| HarnessError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |reason: String| HarnessError::Hlog {
+        path: path.to_path_buf(),
+        reason,
+    };
     let mut deserializer = Deserializer::new();
     let mut intervals = Vec::new();
     for entry in IntervalLogIterator::new(&bytes) {
         match entry.map_err(|e| bad(format!("{e:?}")))? {
-            LogEntry::Interval(ilh) => intervals.push(decode_interval(&ilh, &mut deserializer).map_err(bad)?),
+            LogEntry::Interval(ilh) => {
+                intervals.push(decode_interval(&ilh, &mut deserializer).map_err(bad)?)
+            }
             LogEntry::StartTime(_) | LogEntry::BaseTime(_) => {}
         }
     }
     Ok(intervals)
 }
 
-fn decode_interval(ilh: &IntervalLogHistogram<'_>, deserializer: &mut Deserializer) -> Result<HlogInterval, String> {
+fn decode_interval(
+    ilh: &IntervalLogHistogram<'_>,
+    deserializer: &mut Deserializer,
+) -> Result<HlogInterval, String> {
     use base64::Engine as _;
-    let compressed =
-        base64::engine::general_purpose::STANDARD.decode(ilh.encoded_histogram()).map_err(|e| e.to_string())?;
-    let histogram: LatencyHistogram =
-        deserializer.deserialize(&mut compressed.as_slice()).map_err(|e| format!("{e:?}"))?;
+    let compressed = base64::engine::general_purpose::STANDARD
+        .decode(ilh.encoded_histogram())
+        .map_err(|e| e.to_string())?;
+    let histogram: LatencyHistogram = deserializer
+        .deserialize(&mut compressed.as_slice())
+        .map_err(|e| format!("{e:?}"))?;
     Ok(HlogInterval {
         tag: ilh.tag().map(|t| t.as_str().to_string()),
         start: ilh.start_timestamp(),
@@ -230,7 +277,9 @@ fn decode_interval(ilh: &IntervalLogHistogram<'_>, deserializer: &mut Deserializ
 
 /// Seconds since the Unix epoch of `t`, for logs that want a number.
 pub fn epoch_secs(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 #[cfg(test)]
@@ -292,8 +341,10 @@ mod tests {
         let mut w = HlogWriter::create(&path, start, "chronik test\nsecond line").expect("create");
         let a = filled(&[10, 20, 30]);
         let b = filled(&[1_000]);
-        w.write_interval(&a, Duration::ZERO, Duration::from_secs(1), Some("service")).expect("write a");
-        w.write_interval(&b, Duration::from_secs(1), Duration::from_millis(500), None).expect("write b");
+        w.write_interval(&a, Duration::ZERO, Duration::from_secs(1), Some("service"))
+            .expect("write a");
+        w.write_interval(&b, Duration::from_secs(1), Duration::from_millis(500), None)
+            .expect("write b");
         w.finish().expect("finish");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(text.contains("#[StartTime: 1700000000.000"), "{text}");

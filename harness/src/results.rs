@@ -36,7 +36,12 @@ pub struct RunMeta {
 }
 
 impl RunMeta {
-    pub fn new(tool: &str, tool_version: &str, broker: BrokerInfo, settings: serde_json::Value) -> RunMeta {
+    pub fn new(
+        tool: &str,
+        tool_version: &str,
+        broker: BrokerInfo,
+        settings: serde_json::Value,
+    ) -> RunMeta {
         RunMeta {
             schema_version: META_SCHEMA_VERSION,
             tool: tool.to_string(),
@@ -63,10 +68,16 @@ pub struct HostInfo {
 
 impl HostInfo {
     pub fn detect() -> HostInfo {
-        let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).ok();
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .ok()
+        };
         HostInfo {
             hostname: read("/proc/sys/kernel/hostname").unwrap_or_else(|| "unknown".into()),
-            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             os: std::env::consts::OS.to_string(),
             kernel: read("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into()),
             memory_total_kib: read("/proc/meminfo").and_then(|m| {
@@ -107,14 +118,24 @@ pub fn git_commit() -> String {
     if let Ok(cwd) = std::env::current_dir() {
         dirs.push(cwd);
     }
-    if let Some(exe_dir) = std::env::current_exe().ok().and_then(|p| p.parent().map(Path::to_path_buf)) {
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+    {
         dirs.push(exe_dir);
     }
     for dir in dirs {
-        let out = Command::new("git").arg("-C").arg(&dir).args(["rev-parse", "HEAD"]).output();
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&dir)
+            .args(["rev-parse", "HEAD"])
+            .output();
         if let Ok(out) = out {
             let commit = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            if out.status.success() && commit.len() >= 40 && commit.chars().all(|c| c.is_ascii_hexdigit()) {
+            if out.status.success()
+                && commit.len() >= 40
+                && commit.chars().all(|c| c.is_ascii_hexdigit())
+            {
                 return commit;
             }
         }
@@ -134,15 +155,23 @@ pub fn rfc3339_utc(t: SystemTime) -> String {
 /// Writes `value` as pretty JSON to `path` atomically (temp file + rename),
 /// creating parent directories.
 pub fn write_json_file(path: &Path, value: &impl Serialize) -> Result<(), HarnessError> {
-    let io_err = |source| HarnessError::Io { path: path.to_path_buf(), source };
+    let io_err = |source| HarnessError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(io_err)?;
     }
-    let mut text = serde_json::to_string_pretty(value)
-        .map_err(|e| HarnessError::Json { path: path.to_path_buf(), reason: e.to_string() })?;
+    let mut text = serde_json::to_string_pretty(value).map_err(|e| HarnessError::Json {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
     text.push('\n');
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text).map_err(|source| HarnessError::Io { path: tmp.clone(), source })?;
+    std::fs::write(&tmp, text).map_err(|source| HarnessError::Io {
+        path: tmp.clone(),
+        source,
+    })?;
     std::fs::rename(&tmp, path).map_err(io_err)
 }
 
@@ -162,7 +191,12 @@ mod tests {
         let broker = BrokerInfo {
             bootstrap_servers: "127.0.0.1:9092".into(),
             cluster_id: Some("abc".into()),
-            api_versions: vec![ApiVersionRange { api_key: 18, name: "ApiVersions".into(), min_version: 0, max_version: 4 }],
+            api_versions: vec![ApiVersionRange {
+                api_key: 18,
+                name: "ApiVersions".into(),
+                min_version: 0,
+                max_version: 4,
+            }],
             pids: vec![],
         };
         let meta = RunMeta::new("t", "0.1.0", broker, serde_json::json!({"acks": "all"}));
@@ -180,7 +214,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("sub/result.json");
         write_json_file(&path, &serde_json::json!({"a": 1})).expect("write");
-        let back: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+        let back: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
         assert_eq!(back["a"], 1);
         assert!(!path.with_extension("json.tmp").exists());
     }

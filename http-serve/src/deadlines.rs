@@ -32,7 +32,11 @@ pub(crate) struct DeadlineBody {
 
 impl DeadlineBody {
     pub(crate) fn new(inner: Incoming, timeout: Duration) -> DeadlineBody {
-        DeadlineBody { inner, timeout, deadline: Box::pin(sleep(timeout)) }
+        DeadlineBody {
+            inner,
+            timeout,
+            deadline: Box::pin(sleep(timeout)),
+        }
     }
 }
 
@@ -45,7 +49,11 @@ pub struct BodyDeadlineElapsed {
 
 impl std::fmt::Display for BodyDeadlineElapsed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "request body not received within {:?} of its headers", self.timeout)
+        write!(
+            f,
+            "request body not received within {:?} of its headers",
+            self.timeout
+        )
     }
 }
 
@@ -55,7 +63,10 @@ impl Body for DeadlineBody {
     type Data = Bytes;
     type Error = Box<dyn std::error::Error + Send + Sync>;
 
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         // Whatever already arrived is passed on first: the deadline cuts
         // off waiting, not data in hand.
@@ -63,7 +74,9 @@ impl Body for DeadlineBody {
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         if this.deadline.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Some(Err(Box::new(BodyDeadlineElapsed { timeout: this.timeout }))));
+            return Poll::Ready(Some(Err(Box::new(BodyDeadlineElapsed {
+                timeout: this.timeout,
+            }))));
         }
         Poll::Pending
     }
@@ -88,7 +101,11 @@ pub(crate) struct WriteStall<S> {
 
 impl<S> WriteStall<S> {
     pub(crate) fn new(inner: S, timeout: Duration) -> WriteStall<S> {
-        WriteStall { inner, timeout, stalled: None }
+        WriteStall {
+            inner,
+            timeout,
+            stalled: None,
+        }
     }
 
     /// `Pending` from the inner stream: starts or checks the stall timer.
@@ -96,7 +113,10 @@ impl<S> WriteStall<S> {
         let timeout = self.timeout;
         let timer = self.stalled.get_or_insert_with(|| Box::pin(sleep(timeout)));
         if timer.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client stopped reading")));
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading",
+            )));
         }
         Poll::Pending
     }
@@ -108,20 +128,32 @@ impl<S> WriteStall<S> {
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for WriteStall<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
 impl<S: AsyncWrite + Unpin> AsyncWrite for WriteStall<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         match Pin::new(&mut self.inner).poll_write(cx, buf) {
             Poll::Ready(result) => self.progress(result),
             Poll::Pending => self.pending(cx),
         }
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
         match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
             Poll::Ready(result) => self.progress(result),
             Poll::Pending => self.pending(cx),

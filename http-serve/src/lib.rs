@@ -65,7 +65,12 @@ impl Default for HttpLimits {
 /// Serves `router` on `listener` until `shutdown` resolves, then stops
 /// accepting and returns once every connection has finished (callers bound
 /// that wait: a request in progress is let finish).
-pub async fn serve(listener: TcpListener, router: Router, limits: HttpLimits, shutdown: impl Future<Output = ()>) {
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    shutdown: impl Future<Output = ()>,
+) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -133,7 +138,13 @@ mod tests {
 
     use super::*;
 
-    async fn start(limits: HttpLimits) -> (std::net::SocketAddr, watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    async fn start(
+        limits: HttpLimits,
+    ) -> (
+        std::net::SocketAddr,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (tx, mut rx) = watch::channel(false);
@@ -149,7 +160,9 @@ mod tests {
 
     async fn get_health(addr: std::net::SocketAddr) -> String {
         let mut s = TcpStream::connect(addr).await.expect("connect");
-        s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.expect("write");
+        s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("write");
         let mut out = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
         String::from_utf8_lossy(&out).to_string()
@@ -157,24 +170,41 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn slowloris_is_cut_off_while_others_are_served() {
-        let limits = HttpLimits { header_read_timeout: Duration::from_millis(500), ..HttpLimits::default() };
+        let limits = HttpLimits {
+            header_read_timeout: Duration::from_millis(500),
+            ..HttpLimits::default()
+        };
         let (addr, stop, task) = start(limits).await;
         let mut slow = TcpStream::connect(addr).await.expect("connect");
-        slow.write_all(b"GET /health HTTP/1.1\r\n").await.expect("write");
+        slow.write_all(b"GET /health HTTP/1.1\r\n")
+            .await
+            .expect("write");
         let started = Instant::now();
-        assert!(get_health(addr).await.contains("200 OK"), "another client was not served");
+        assert!(
+            get_health(addr).await.contains("200 OK"),
+            "another client was not served"
+        );
         let mut rest = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(5), slow.read_to_end(&mut rest)).await;
-        assert!(started.elapsed() < Duration::from_secs(3), "the slow client held on for {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "the slow client held on for {:?}",
+            started.elapsed()
+        );
         let _ = stop.send(true);
         task.await.expect("server");
     }
 
     /// One keep-alive request on an open connection; the response's text.
     async fn get_on(stream: &mut TcpStream) -> String {
-        stream.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
         let mut buf = vec![0u8; 4096];
-        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await.map_or(0, |r| r.unwrap_or(0));
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+            .await
+            .map_or(0, |r| r.unwrap_or(0));
         String::from_utf8_lossy(&buf[..n]).to_string()
     }
 
@@ -183,18 +213,30 @@ mod tests {
     /// freed place is taken by the next client.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn connections_over_the_cap_are_closed_while_open_ones_keep_working() {
-        let limits = HttpLimits { max_connections: 2, ..HttpLimits::default() };
+        let limits = HttpLimits {
+            max_connections: 2,
+            ..HttpLimits::default()
+        };
         let (addr, stop, task) = start(limits).await;
         let mut first = TcpStream::connect(addr).await.expect("connect");
         let mut second = TcpStream::connect(addr).await.expect("connect");
         assert!(get_on(&mut first).await.contains("200 OK"));
         let third = get_health(addr).await;
         assert!(third.is_empty(), "a third connection was served: {third}");
-        assert!(get_on(&mut second).await.contains("200 OK"), "an open connection stopped being served");
-        assert!(get_on(&mut first).await.contains("200 OK"), "an open connection stopped being served");
+        assert!(
+            get_on(&mut second).await.contains("200 OK"),
+            "an open connection stopped being served"
+        );
+        assert!(
+            get_on(&mut first).await.contains("200 OK"),
+            "an open connection stopped being served"
+        );
         drop(first);
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(get_health(addr).await.contains("200 OK"), "the freed place was not reused");
+        assert!(
+            get_health(addr).await.contains("200 OK"),
+            "the freed place was not reused"
+        );
         let _ = stop.send(true);
         task.await.expect("server");
     }
@@ -203,14 +245,21 @@ mod tests {
     /// hoarding). Closed once idle for the header read timeout.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_idle_keep_alive_connection_is_closed() {
-        let limits = HttpLimits { header_read_timeout: Duration::from_millis(500), ..HttpLimits::default() };
+        let limits = HttpLimits {
+            header_read_timeout: Duration::from_millis(500),
+            ..HttpLimits::default()
+        };
         let (addr, stop, task) = start(limits).await;
         let mut idle = TcpStream::connect(addr).await.expect("connect");
         assert!(get_on(&mut idle).await.contains("200 OK"));
         let started = Instant::now();
         let mut rest = Vec::new();
         let _ = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut rest)).await;
-        assert!(started.elapsed() < Duration::from_secs(3), "an idle keep-alive connection was held {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "an idle keep-alive connection was held {:?}",
+            started.elapsed()
+        );
         let _ = stop.send(true);
         task.await.expect("server");
     }
@@ -220,11 +269,17 @@ mod tests {
     /// deadline while another client is served.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dripped_body_is_cut_off_at_the_body_deadline() {
-        let limits = HttpLimits { body_read_timeout: Duration::from_millis(700), ..HttpLimits::default() };
+        let limits = HttpLimits {
+            body_read_timeout: Duration::from_millis(700),
+            ..HttpLimits::default()
+        };
         let (addr, stop, task) = start(limits).await;
         let stream = TcpStream::connect(addr).await.expect("connect");
         let (mut reader, mut writer) = stream.into_split();
-        writer.write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n").await.expect("write");
+        writer
+            .write_all(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+            .await
+            .expect("write");
         let started = Instant::now();
         let drip = tokio::spawn(async move {
             for _ in 0..100 {
@@ -234,13 +289,23 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         });
-        assert!(get_health(addr).await.contains("200 OK"), "another client was not served");
+        assert!(
+            get_health(addr).await.contains("200 OK"),
+            "another client was not served"
+        );
         let mut answer = Vec::new();
-        let _ = tokio::time::timeout(Duration::from_secs(15), reader.read_to_end(&mut answer)).await;
+        let _ =
+            tokio::time::timeout(Duration::from_secs(15), reader.read_to_end(&mut answer)).await;
         let held = started.elapsed();
         drip.abort();
-        assert!(held < Duration::from_secs(3), "a dripped body held its request {held:?}");
-        assert!(!String::from_utf8_lossy(&answer).contains("200 OK"), "a body past its deadline was accepted");
+        assert!(
+            held < Duration::from_secs(3),
+            "a dripped body held its request {held:?}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&answer).contains("200 OK"),
+            "a body past its deadline was accepted"
+        );
         let _ = stop.send(true);
         task.await.expect("server");
     }
@@ -250,20 +315,34 @@ mod tests {
     /// its place goes to the next client.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_never_reads_its_response_is_cut_off() {
-        let limits = HttpLimits { max_connections: 1, write_timeout: Duration::from_millis(700), ..HttpLimits::default() };
+        let limits = HttpLimits {
+            max_connections: 1,
+            write_timeout: Duration::from_millis(700),
+            ..HttpLimits::default()
+        };
         let (addr, stop, task) = start(limits).await;
         let socket = tokio::net::TcpSocket::new_v4().expect("socket");
         socket.set_recv_buffer_size(4096).expect("rcvbuf");
         let mut stalled = socket.connect(addr).await.expect("connect");
-        stalled.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+        stalled
+            .write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .expect("write");
         tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(get_health(addr).await.is_empty(), "the cap of one let a second client in");
+        assert!(
+            get_health(addr).await.is_empty(),
+            "the cap of one let a second client in"
+        );
         let started = Instant::now();
         let mut served = false;
         while !served && started.elapsed() < Duration::from_secs(5) {
             served = get_health(addr).await.contains("200 OK");
         }
-        assert!(served, "a client that never reads held the only place for {:?}", started.elapsed());
+        assert!(
+            served,
+            "a client that never reads held the only place for {:?}",
+            started.elapsed()
+        );
         drop(stalled);
         let _ = stop.send(true);
         task.await.expect("server");

@@ -24,7 +24,10 @@ fn until_closed(stream: &TcpStream, limit: Duration) -> Result<(String, Duration
     reader.set_read_timeout(Some(limit))?;
     let mut seen = Vec::new();
     let _ = reader.read_to_end(&mut seen);
-    Ok((String::from_utf8_lossy(&seen).into_owned(), started.elapsed()))
+    Ok((
+        String::from_utf8_lossy(&seen).into_owned(),
+        started.elapsed(),
+    ))
 }
 
 /// Writes `bytes` one at a time, `every` apart, on its own thread, until
@@ -47,12 +50,26 @@ fn drip(stream: &TcpStream, bytes: Vec<u8>, every: Duration) -> Result<thread::J
 fn slowloris_one_byte_a_second_is_cut_off_while_health_answers() -> Result<()> {
     let ingestor = Ingestor::start(NO_BROKER, &["--http-header-read-timeout-ms", "2000"])?;
     let slow = TcpStream::connect(ingestor.http)?;
-    let dripping = drip(&slow, b"GET /health HTTP/1.1\r\nHost: ingestor\r\nUser-Agent: slowloris\r\n\r\n".to_vec(), Duration::from_secs(1))?;
+    let dripping = drip(
+        &slow,
+        b"GET /health HTTP/1.1\r\nHost: ingestor\r\nUser-Agent: slowloris\r\n\r\n".to_vec(),
+        Duration::from_secs(1),
+    )?;
     let started = Instant::now();
-    ensure!(http::get(ingestor.http, "/health")?.status == 200, "/health not answered during the attack");
-    ensure!(started.elapsed() < Duration::from_secs(2), "/health took {:?}", started.elapsed());
+    ensure!(
+        http::get(ingestor.http, "/health")?.status == 200,
+        "/health not answered during the attack"
+    );
+    ensure!(
+        started.elapsed() < Duration::from_secs(2),
+        "/health took {:?}",
+        started.elapsed()
+    );
     let (_, held) = until_closed(&slow, Duration::from_secs(20))?;
-    ensure!(held < Duration::from_secs(4), "a slowloris client held its connection {held:?}");
+    ensure!(
+        held < Duration::from_secs(4),
+        "a slowloris client held its connection {held:?}"
+    );
     drop(slow);
     let _ = dripping.join();
     Ok(())
@@ -70,8 +87,14 @@ fn a_dripped_produce_body_is_cut_off_at_the_body_read_timeout() -> Result<()> {
     request.resize(200, b' ');
     let dripping = drip(&slow, request, Duration::from_millis(100))?;
     let (answer, held) = until_closed(&slow, Duration::from_secs(30))?;
-    ensure!(held < Duration::from_secs(4), "a dripped body held its request {held:?}");
-    ensure!(answer.starts_with("HTTP/1.1 408") && answer.contains("body_timeout"), "a body past its deadline answered {answer:?}");
+    ensure!(
+        held < Duration::from_secs(4),
+        "a dripped body held its request {held:?}"
+    );
+    ensure!(
+        answer.starts_with("HTTP/1.1 408") && answer.contains("body_timeout"),
+        "a body past its deadline answered {answer:?}"
+    );
     drop(slow);
     let _ = dripping.join();
     Ok(())
@@ -95,18 +118,27 @@ fn a_declared_oversized_body_is_refused_before_it_is_read() -> Result<()> {
 #[test]
 fn connections_past_the_cap_are_closed_while_open_ones_work() -> Result<()> {
     let ingestor = Ingestor::start(NO_BROKER, &["--http-max-connections", "2"])?;
-    let open = [TcpStream::connect(ingestor.http)?, TcpStream::connect(ingestor.http)?];
+    let open = [
+        TcpStream::connect(ingestor.http)?,
+        TcpStream::connect(ingestor.http)?,
+    ];
     for mut stream in &open {
         stream.write_all(b"GET /health HTTP/1.1\r\nHost: ingestor\r\n\r\n")?;
     }
     thread::sleep(Duration::from_millis(200));
     let extra = http::get(ingestor.http, "/health");
-    ensure!(extra.is_err(), "a third connection was served past the cap of 2: {extra:?}");
+    ensure!(
+        extra.is_err(),
+        "a third connection was served past the cap of 2: {extra:?}"
+    );
     for mut stream in &open {
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
         let mut buf = [0u8; 4096];
         let n = stream.read(&mut buf)?;
-        ensure!(buf[..n].starts_with(b"HTTP/1.1 200"), "an open connection was not served at the cap");
+        ensure!(
+            buf[..n].starts_with(b"HTTP/1.1 200"),
+            "an open connection was not served at the cap"
+        );
     }
     Ok(())
 }
@@ -116,8 +148,18 @@ fn connections_past_the_cap_are_closed_while_open_ones_work() -> Result<()> {
 /// `--http-write-timeout-ms` and its only place goes to the next client.
 #[test]
 fn a_client_that_never_reads_is_cut_off() -> Result<()> {
-    let ingestor = Ingestor::start(NO_BROKER, &["--http-max-connections", "1", "--http-write-timeout-ms", "1000"])?;
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    let ingestor = Ingestor::start(
+        NO_BROKER,
+        &[
+            "--http-max-connections",
+            "1",
+            "--http-write-timeout-ms",
+            "1000",
+        ],
+    )?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
     let stalled = runtime.block_on(async {
         let socket = tokio::net::TcpSocket::new_v4()?;
         socket.set_recv_buffer_size(4096)?;
@@ -126,13 +168,20 @@ fn a_client_that_never_reads_is_cut_off() -> Result<()> {
     stalled.set_nonblocking(false)?;
     stalled.set_write_timeout(Some(Duration::from_secs(2)))?;
     for _ in 0..20_000 {
-        if (&stalled).write_all(b"GET /metrics HTTP/1.1\r\nHost: ingestor\r\n\r\n").is_err() {
+        if (&stalled)
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: ingestor\r\n\r\n")
+            .is_err()
+        {
             break;
         }
     }
     let started = Instant::now();
     while http::get(ingestor.http, "/health").is_err() {
-        ensure!(started.elapsed() < Duration::from_secs(6), "a client that never reads held the only place for {:?}", started.elapsed());
+        ensure!(
+            started.elapsed() < Duration::from_secs(6),
+            "a client that never reads held the only place for {:?}",
+            started.elapsed()
+        );
         thread::sleep(Duration::from_millis(50));
     }
     drop(stalled);

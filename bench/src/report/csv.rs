@@ -38,11 +38,23 @@ pub const SEED_COLUMNS: [&str; 24] = [
     "compression",
 ];
 
-pub const EXTRA_COLUMNS: [&str; 7] =
-    ["acks", "linger_ms", "batch_size", "partitions", "replication_factor", "rate_target_msg_per_sec", "valid"];
+pub const EXTRA_COLUMNS: [&str; 7] = [
+    "acks",
+    "linger_ms",
+    "batch_size",
+    "partitions",
+    "replication_factor",
+    "rate_target_msg_per_sec",
+    "valid",
+];
 
 pub fn header() -> String {
-    SEED_COLUMNS.iter().chain(EXTRA_COLUMNS.iter()).copied().collect::<Vec<_>>().join(",")
+    SEED_COLUMNS
+        .iter()
+        .chain(EXTRA_COLUMNS.iter())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// One row (without newline).
@@ -50,7 +62,11 @@ pub fn row(c: &Config, r: &RunResult) -> String {
     let p = Percentiles::of(r.histograms.get(r.headline()));
     let messages = r.messages();
     let failed = r.publish.failed;
-    let success = if messages + failed > 0 { 100.0 * messages as f64 / (messages + failed) as f64 } else { 100.0 };
+    let success = if messages + failed > 0 {
+        100.0 * messages as f64 / (messages + failed) as f64
+    } else {
+        100.0
+    };
     let us = [p.p50_us, p.p90_us, p.p95_us, p.p99_us, p.p999_us, p.max_us];
     let mut fields: Vec<String> = vec![
         r.ended_at.clone(),
@@ -60,7 +76,10 @@ pub fn row(c: &Config, r: &RunResult) -> String {
         failed.to_string(),
         r.bytes().to_string(),
         format!("{:.2}", r.message_rate()),
-        format!("{:.2}", crate::report::mib(r.bytes() as f64) / r.window_secs.max(1e-9)),
+        format!(
+            "{:.2}",
+            crate::report::mib(r.bytes() as f64) / r.window_secs.max(1e-9)
+        ),
         trim_float(success),
     ];
     fields.extend(us.iter().map(|v| v.to_string()));
@@ -75,7 +94,9 @@ pub fn row(c: &Config, r: &RunResult) -> String {
         r.partitions.to_string(),
         c.replication_factor.to_string(),
         r.rate_target.map(trim_float).unwrap_or_default(),
-        r.validity().map(|v| v.valid.to_string()).unwrap_or_default(),
+        r.validity()
+            .map(|v| v.valid.to_string())
+            .unwrap_or_default(),
     ]);
     fields.join(",")
 }
@@ -91,10 +112,17 @@ fn trim_float(v: f64) -> String {
 /// Appends rows to `path`, writing the header first when the file is new or empty.
 pub fn append(path: &Path, rows: &[String]) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
     }
-    let fresh = std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(true);
-    let mut f = OpenOptions::new().create(true).append(true).open(path).with_context(|| format!("opening {}", path.display()))?;
+    let fresh = std::fs::metadata(path)
+        .map(|m| m.len() == 0)
+        .unwrap_or(true);
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
     let mut text = String::new();
     if fresh {
         text.push_str(&header());
@@ -104,7 +132,8 @@ pub fn append(path: &Path, rows: &[String]) -> Result<()> {
         text.push_str(r);
         text.push('\n');
     }
-    f.write_all(text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]

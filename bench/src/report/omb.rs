@@ -40,10 +40,24 @@ fn percentile_key(pct: f64) -> String {
 }
 
 /// The eight OMB list fields for one histogram kind.
-fn series_fields(out: &mut Map<String, Value>, prefix: &str, series: &[IntervalSummary], pick: fn(&IntervalSummary) -> Percentiles, micros: bool) {
+fn series_fields(
+    out: &mut Map<String, Value>,
+    prefix: &str,
+    series: &[IntervalSummary],
+    pick: fn(&IntervalSummary) -> Percentiles,
+    micros: bool,
+) {
     let conv = |us: u64| if micros { json!(us) } else { json!(ms(us)) };
-    let avg = |p: &Percentiles| if micros { json!(p.mean_us) } else { json!(p.mean_us / 1000.0) };
-    let list = |f: &dyn Fn(&Percentiles) -> Value| Value::Array(series.iter().map(|s| f(&pick(s))).collect());
+    let avg = |p: &Percentiles| {
+        if micros {
+            json!(p.mean_us)
+        } else {
+            json!(p.mean_us / 1000.0)
+        }
+    };
+    let list = |f: &dyn Fn(&Percentiles) -> Value| {
+        Value::Array(series.iter().map(|s| f(&pick(s))).collect())
+    };
     out.insert(format!("{prefix}Avg"), list(&avg));
     out.insert(format!("{prefix}50pct"), list(&|p| conv(p.p50_us)));
     out.insert(format!("{prefix}75pct"), list(&|p| conv(p.p75_us)));
@@ -55,10 +69,23 @@ fn series_fields(out: &mut Map<String, Value>, prefix: &str, series: &[IntervalS
 }
 
 /// `aggregated<Name>Avg`, `…50pct` … `…Max` and `aggregated<Name>Quantiles`.
-fn aggregated_fields(out: &mut Map<String, Value>, name: &str, h: &LatencyHistogram, micros: bool, quantiles: bool) {
+fn aggregated_fields(
+    out: &mut Map<String, Value>,
+    name: &str,
+    h: &LatencyHistogram,
+    micros: bool,
+    quantiles: bool,
+) {
     let p = Percentiles::of(h);
     let conv = |us: u64| if micros { json!(us) } else { json!(ms(us)) };
-    out.insert(format!("aggregated{name}Avg"), if micros { json!(p.mean_us) } else { json!(p.mean_us / 1000.0) });
+    out.insert(
+        format!("aggregated{name}Avg"),
+        if micros {
+            json!(p.mean_us)
+        } else {
+            json!(p.mean_us / 1000.0)
+        },
+    );
     out.insert(format!("aggregated{name}50pct"), conv(p.p50_us));
     out.insert(format!("aggregated{name}75pct"), conv(p.p75_us));
     out.insert(format!("aggregated{name}95pct"), conv(p.p95_us));
@@ -92,7 +119,10 @@ pub fn result_object(c: &Config, r: &RunResult) -> Map<String, Value> {
             }
         )),
     );
-    o.insert("driver".into(), json!(format!("chronik-bench (librdkafka {librdkafka})")));
+    o.insert(
+        "driver".into(),
+        json!(format!("chronik-bench (librdkafka {librdkafka})")),
+    );
     o.insert("beginTime".into(), json!(r.started_at));
     o.insert("endTime".into(), json!(r.ended_at));
     o.insert("messageSize".into(), json!(c.message_size));
@@ -108,12 +138,25 @@ pub fn result_object(c: &Config, r: &RunResult) -> Map<String, Value> {
     o.insert("consumersPerTopic".into(), json!(consumers));
 
     let s = &r.series;
-    o.insert("publishRate".into(), json!(s.iter().map(|i| i.publish_rate).collect::<Vec<_>>()));
+    o.insert(
+        "publishRate".into(),
+        json!(s.iter().map(|i| i.publish_rate).collect::<Vec<_>>()),
+    );
     o.insert(
         "publishErrorRate".into(),
-        json!(s.iter().map(|i| if i.length_secs > 0.0 { i.failed as f64 / i.length_secs } else { 0.0 }).collect::<Vec<_>>()),
+        json!(s
+            .iter()
+            .map(|i| if i.length_secs > 0.0 {
+                i.failed as f64 / i.length_secs
+            } else {
+                0.0
+            })
+            .collect::<Vec<_>>()),
     );
-    o.insert("consumeRate".into(), json!(s.iter().map(|i| i.consume_rate).collect::<Vec<_>>()));
+    o.insert(
+        "consumeRate".into(),
+        json!(s.iter().map(|i| i.consume_rate).collect::<Vec<_>>()),
+    );
     let backlog: Vec<i64> = if c.mode == Mode::RoundTrip {
         let (mut published, mut consumed) = (0f64, 0f64);
         s.iter()
@@ -131,11 +174,29 @@ pub fn result_object(c: &Config, r: &RunResult) -> Map<String, Value> {
     series_fields(&mut o, "publishLatency", s, |i| i.service, false);
     series_fields(&mut o, "publishDelayLatency", s, |i| i.schedule_delay, true);
     aggregated_fields(&mut o, "PublishLatency", &r.histograms.service, false, true);
-    aggregated_fields(&mut o, "PublishDelayLatency", &r.histograms.schedule_delay, true, true);
+    aggregated_fields(
+        &mut o,
+        "PublishDelayLatency",
+        &r.histograms.schedule_delay,
+        true,
+        true,
+    );
     series_fields(&mut o, "endToEndLatency", s, |i| i.end_to_end, false);
-    aggregated_fields(&mut o, "EndToEndLatency", &r.histograms.end_to_end, false, true);
+    aggregated_fields(
+        &mut o,
+        "EndToEndLatency",
+        &r.histograms.end_to_end,
+        false,
+        true,
+    );
     series_fields(&mut o, "responseLatency", s, |i| i.response, false);
-    aggregated_fields(&mut o, "ResponseLatency", &r.histograms.response, false, false);
+    aggregated_fields(
+        &mut o,
+        "ResponseLatency",
+        &r.histograms.response,
+        false,
+        false,
+    );
 
     // chronik-bench's own fields.
     o.insert("mode".into(), json!(c.mode));
@@ -174,7 +235,12 @@ pub struct SweepStepReport<'a> {
 }
 
 /// The document of a sweep: the knee, then every step's full result.
-pub fn sweep_document(c: &Config, steps: &[SweepStepReport<'_>], knee: Option<f64>, meta: &RunMeta) -> Value {
+pub fn sweep_document(
+    c: &Config,
+    steps: &[SweepStepReport<'_>],
+    knee: Option<f64>,
+    meta: &RunMeta,
+) -> Value {
     let sweep = c.sweep.map(|s| json!(s));
     let step_values: Vec<Value> = steps
         .iter()

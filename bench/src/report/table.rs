@@ -19,7 +19,13 @@ use crate::result::RunResult;
 const RULE: &str = "══════════════════════════════════════════════════════════════";
 
 /// `[12:51:16] Rate:  409 msg/s | 0.4 MB/s | Total:  2,045 msgs | p99:  101.7 ms`
-pub fn periodic_line(s: &IntervalSummary, total: u64, total_consumed: u64, headline: Kind, show_consumed: bool) -> String {
+pub fn periodic_line(
+    s: &IntervalSummary,
+    total: u64,
+    total_consumed: u64,
+    headline: Kind,
+    show_consumed: bool,
+) -> String {
     let clock = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let hms = clock.get(11..19).unwrap_or("--:--:--");
     let p = match headline {
@@ -70,7 +76,13 @@ fn percentile_rows(out: &mut String, p: &Percentiles) {
         ("max", p.max_us),
     ];
     for (name, us) in rows {
-        let _ = writeln!(out, "║ {:<8}{:>22} μs  ({:>8.2} ms)", format!("{name}:"), thousands(us), us as f64 / 1000.0);
+        let _ = writeln!(
+            out,
+            "║ {:<8}{:>22} μs  ({:>8.2} ms)",
+            format!("{name}:"),
+            thousands(us),
+            us as f64 / 1000.0
+        );
     }
 }
 
@@ -89,27 +101,46 @@ fn short_percentiles(out: &mut String, label: &str, p: &Percentiles) {
 pub fn box_table(c: &Config, r: &RunResult) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "╔{RULE}╗");
-    let _ = writeln!(out, "║            Chronik Benchmark Results                        ║");
+    let _ = writeln!(
+        out,
+        "║            Chronik Benchmark Results                        ║"
+    );
     let _ = writeln!(out, "╠{RULE}╣");
     let _ = writeln!(out, "║ Mode:             {}", c.mode.label());
     let _ = writeln!(
         out,
         "║ Duration:         {:.2}s{}",
         r.window_secs,
-        if r.interrupted { "  (interrupted by Ctrl-C)" } else { "" }
+        if r.interrupted {
+            "  (interrupted by Ctrl-C)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(out, "║ Concurrency:      {}", c.concurrency);
     let _ = writeln!(out, "║ Compression:      {}", c.compression.label());
-    let producing = matches!(c.mode, crate::config::Mode::Produce | crate::config::Mode::RoundTrip);
+    let producing = matches!(
+        c.mode,
+        crate::config::Mode::Produce | crate::config::Mode::RoundTrip
+    );
     if producing {
         let _ = writeln!(out, "║ Acks:             {}", c.acks.as_kafka());
-        let _ = writeln!(out, "║ Batch / linger:   {} B / {} ms", c.batch_size, c.linger_ms);
+        let _ = writeln!(
+            out,
+            "║ Batch / linger:   {} B / {} ms",
+            c.batch_size, c.linger_ms
+        );
         let _ = writeln!(out, "║ Message size:     {} B", c.message_size);
     }
-    let _ = writeln!(out, "║ Topic:            {} ({} partitions)", c.topic, r.partitions);
+    let _ = writeln!(
+        out,
+        "║ Topic:            {} ({} partitions)",
+        c.topic, r.partitions
+    );
     match r.validity() {
         Some(v) => {
-            let _ = writeln!(
+            let _ =
+                writeln!(
                 out,
                 "║ Load:             open loop, target {:.0} msg/s, achieved {:.0} ({:.1}%) → {}",
                 v.target_rate,
@@ -119,27 +150,59 @@ pub fn box_table(c: &Config, r: &RunResult) -> String {
             );
         }
         None if producing => {
-            let _ = writeln!(out, "║ Load:             closed loop (as fast as the client accepts)");
+            let _ = writeln!(
+                out,
+                "║ Load:             closed loop (as fast as the client accepts)"
+            );
         }
         None => {}
     }
     header(&mut out, "THROUGHPUT");
     let messages = r.messages();
     let failed = r.publish.failed;
-    let failed_pct = if messages + failed > 0 { 100.0 * failed as f64 / (messages + failed) as f64 } else { 0.0 };
+    let failed_pct = if messages + failed > 0 {
+        100.0 * failed as f64 / (messages + failed) as f64
+    } else {
+        0.0
+    };
     let _ = writeln!(out, "║ Messages:         {:>12} total", thousands(messages));
-    let _ = writeln!(out, "║ Failed:           {:>12} ({failed_pct:.2}%)", thousands(failed));
+    let _ = writeln!(
+        out,
+        "║ Failed:           {:>12} ({failed_pct:.2}%)",
+        thousands(failed)
+    );
     if r.publish.unacknowledged > 0 {
-        let _ = writeln!(out, "║ Unacknowledged:   {:>12} (drain timed out)", thousands(r.publish.unacknowledged));
+        let _ = writeln!(
+            out,
+            "║ Unacknowledged:   {:>12} (drain timed out)",
+            thousands(r.publish.unacknowledged)
+        );
     }
     if r.publish.behind_schedule > 0 {
-        let _ = writeln!(out, "║ Behind schedule:  {:>12} (due but unsent at stop)", thousands(r.publish.behind_schedule));
+        let _ = writeln!(
+            out,
+            "║ Behind schedule:  {:>12} (due but unsent at stop)",
+            thousands(r.publish.behind_schedule)
+        );
     }
-    let _ = writeln!(out, "║ Data transferred: {:>10.2} MB", mib(r.bytes() as f64));
+    let _ = writeln!(
+        out,
+        "║ Data transferred: {:>10.2} MB",
+        mib(r.bytes() as f64)
+    );
     let _ = writeln!(out, "║ Message rate:     {:>12.0} msg/s", r.message_rate());
-    let _ = writeln!(out, "║ Bandwidth:        {:>12.2} MB/s", mib(r.bytes() as f64) / r.window_secs.max(1e-9));
+    let _ = writeln!(
+        out,
+        "║ Bandwidth:        {:>12.2} MB/s",
+        mib(r.bytes() as f64) / r.window_secs.max(1e-9)
+    );
     if c.mode == crate::config::Mode::RoundTrip {
-        let _ = writeln!(out, "║ Consumed:         {:>12} ({:.0} msg/s)", thousands(r.consumed), r.consume_rate());
+        let _ = writeln!(
+            out,
+            "║ Consumed:         {:>12} ({:.0} msg/s)",
+            thousands(r.consumed),
+            r.consume_rate()
+        );
     }
     let what = match r.headline() {
         Kind::Response if r.rate_target.is_some() => "ack − intended send (response time)",
@@ -152,8 +215,16 @@ pub fn box_table(c: &Config, r: &RunResult) -> String {
     percentile_rows(&mut out, &Percentiles::of(r.histograms.get(r.headline())));
     if r.rate_target.is_some() {
         header(&mut out, "OPEN LOOP BREAKDOWN");
-        short_percentiles(&mut out, "Service time:", &Percentiles::of(&r.histograms.service));
-        short_percentiles(&mut out, "Schedule delay:", &Percentiles::of(&r.histograms.schedule_delay));
+        short_percentiles(
+            &mut out,
+            "Service time:",
+            &Percentiles::of(&r.histograms.service),
+        );
+        short_percentiles(
+            &mut out,
+            "Schedule delay:",
+            &Percentiles::of(&r.histograms.schedule_delay),
+        );
     }
     if c.mode == crate::config::Mode::RoundTrip {
         header(&mut out, "END-TO-END (consumed − intended send)");
@@ -162,20 +233,52 @@ pub fn box_table(c: &Config, r: &RunResult) -> String {
     if let Some(v) = &r.verification {
         header(&mut out, "VERIFICATION");
         if let Some(rec) = &v.reconciliation {
-            let _ = writeln!(out, "║ Acknowledged:     {:>12}", thousands(rec.acknowledged));
-            let _ = writeln!(out, "║ Lost:             {:>12} (acked, never consumed)", thousands(rec.lost));
-            let _ = writeln!(out, "║ Gaps:             {:>12} (never acked, never consumed)", thousands(rec.gaps));
+            let _ = writeln!(
+                out,
+                "║ Acknowledged:     {:>12}",
+                thousands(rec.acknowledged)
+            );
+            let _ = writeln!(
+                out,
+                "║ Lost:             {:>12} (acked, never consumed)",
+                thousands(rec.lost)
+            );
+            let _ = writeln!(
+                out,
+                "║ Gaps:             {:>12} (never acked, never consumed)",
+                thousands(rec.gaps)
+            );
             if rec.delivered_despite_error > 0 {
-                let _ = writeln!(out, "║ Failed but read:  {:>12}", thousands(rec.delivered_despite_error));
+                let _ = writeln!(
+                    out,
+                    "║ Failed but read:  {:>12}",
+                    thousands(rec.delivered_despite_error)
+                );
             }
         }
         if let Some(m) = v.missing_in_observed_range {
             let _ = writeln!(out, "║ Missing in range: {:>12}", thousands(m));
         }
-        let _ = writeln!(out, "║ Verified:         {:>12}", thousands(v.counts.verified));
-        let _ = writeln!(out, "║ Duplicated:       {:>12}", thousands(v.counts.duplicates));
-        let _ = writeln!(out, "║ Out of order:     {:>12}", thousands(v.counts.out_of_order));
-        let _ = writeln!(out, "║ Corrupt:          {:>12}", thousands(v.counts.corrupt));
+        let _ = writeln!(
+            out,
+            "║ Verified:         {:>12}",
+            thousands(v.counts.verified)
+        );
+        let _ = writeln!(
+            out,
+            "║ Duplicated:       {:>12}",
+            thousands(v.counts.duplicates)
+        );
+        let _ = writeln!(
+            out,
+            "║ Out of order:     {:>12}",
+            thousands(v.counts.out_of_order)
+        );
+        let _ = writeln!(
+            out,
+            "║ Corrupt:          {:>12}",
+            thousands(v.counts.corrupt)
+        );
         if v.counts.no_envelope + v.counts.foreign > 0 {
             let _ = writeln!(
                 out,
@@ -184,7 +287,11 @@ pub fn box_table(c: &Config, r: &RunResult) -> String {
                 thousands(v.counts.no_envelope)
             );
         }
-        let _ = writeln!(out, "║ Result:           {}", if v.clean() { "CLEAN" } else { "FAULTS FOUND" });
+        let _ = writeln!(
+            out,
+            "║ Result:           {}",
+            if v.clean() { "CLEAN" } else { "FAULTS FOUND" }
+        );
     }
     header(&mut out, "RESOURCES");
     let _ = writeln!(
@@ -193,8 +300,16 @@ pub fn box_table(c: &Config, r: &RunResult) -> String {
         r.resources.tool_cpu_secs, r.resources.tool_cpu_us_per_msg
     );
     if let Some(b) = &r.resources.broker {
-        let _ = writeln!(out, "║ Broker CPU:       {:.2} s ({:.2} µs/msg), pids {:?}", b.cpu_secs, b.cpu_us_per_msg, b.pids);
-        let _ = writeln!(out, "║ Broker peak RSS:  {:.1} MB", mib(b.peak_rss_bytes as f64));
+        let _ = writeln!(
+            out,
+            "║ Broker CPU:       {:.2} s ({:.2} µs/msg), pids {:?}",
+            b.cpu_secs, b.cpu_us_per_msg, b.pids
+        );
+        let _ = writeln!(
+            out,
+            "║ Broker peak RSS:  {:.1} MB",
+            mib(b.peak_rss_bytes as f64)
+        );
     }
     let _ = writeln!(out, "╚{RULE}╝");
     out
@@ -236,7 +351,10 @@ mod tests {
     fn periodic_line_keeps_the_seed_shape() {
         let line = periodic_line(&summary(5.0), 2045, 0, Kind::Response, false);
         assert!(line.starts_with('['), "{line}");
-        assert!(line.contains("] Rate:    409 msg/s | 0.4 MB/s | Total:  2,045 msgs | p99:  101.7 ms"), "{line}");
+        assert!(
+            line.contains("] Rate:    409 msg/s | 0.4 MB/s | Total:  2,045 msgs | p99:  101.7 ms"),
+            "{line}"
+        );
         assert!(!line.contains("drain"));
         assert!(periodic_line(&summary(0.0), 1, 0, Kind::Response, true).ends_with("(drain)"));
     }

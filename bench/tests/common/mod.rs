@@ -46,7 +46,10 @@ fn server_binary() -> Result<PathBuf> {
     if !status.success() {
         bail!("cargo build -p chronik-server failed: {status}");
     }
-    candidates.into_iter().find(|p| p.is_file()).context("chronik-server still missing after building it")
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .context("chronik-server still missing after building it")
 }
 
 /// A running broker; killed on drop.
@@ -67,7 +70,15 @@ impl Broker {
             }
         }
         let mut child = command
-            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--wal-profile", "low", "--data-dir"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--wal-profile",
+                "low",
+                "--data-dir",
+            ])
             .arg(dir.path().join("data"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -87,8 +98,14 @@ impl Broker {
                 }
             }
         });
-        let mut broker = Broker { child, kafka: String::new(), _dir: dir };
-        let line = rx.recv_timeout(STARTUP_TIMEOUT).context("chronik-server printed no LISTENING line")?;
+        let mut broker = Broker {
+            child,
+            kafka: String::new(),
+            _dir: dir,
+        };
+        let line = rx
+            .recv_timeout(STARTUP_TIMEOUT)
+            .context("chronik-server printed no LISTENING line")?;
         broker.kafka = line
             .split_whitespace()
             .find_map(|f| f.strip_prefix("kafka="))
@@ -140,7 +157,11 @@ pub fn bench_command(broker: &Broker, args: &[&str]) -> Command {
             command.env_remove(key);
         }
     }
-    command.arg("--bootstrap-servers").arg(&broker.kafka).args(args).stdin(Stdio::null());
+    command
+        .arg("--bootstrap-servers")
+        .arg(&broker.kafka)
+        .args(args)
+        .stdin(Stdio::null());
     command
 }
 
@@ -153,7 +174,10 @@ pub struct Finished {
 /// Runs the bench to completion (bounded by `RUN_TIMEOUT`).
 pub fn run_bench(broker: &Broker, args: &[&str]) -> Result<Finished> {
     let mut child = BenchChild {
-        child: bench_command(broker, args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?,
+        child: bench_command(broker, args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?,
     };
     let stdout = child.child.stdout.take().context("stdout")?;
     let stderr = child.child.stderr.take().context("stderr")?;
@@ -169,14 +193,21 @@ pub fn run_bench(broker: &Broker, args: &[&str]) -> Result<Finished> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Ok(Finished { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() })
+    Ok(Finished {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
 }
 
 pub fn read_json(path: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 pub fn num(v: &Value, key: &str) -> f64 {
-    v[key].as_f64().unwrap_or_else(|| panic!("{key} is not a number: {}", v[key]))
+    v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number: {}", v[key]))
 }

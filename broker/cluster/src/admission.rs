@@ -48,9 +48,18 @@ pub enum Refusal {
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::VoterPool => write!(f, "{MAX_CONNECTIONS} connections from voter addresses already open"),
-            Refusal::StrangerPool => write!(f, "{MAX_STRANGER_CONNECTIONS} connections from non-voter addresses already open"),
-            Refusal::OneAddress => write!(f, "{MAX_CONNECTIONS_PER_IP} connections from this address already open"),
+            Refusal::VoterPool => write!(
+                f,
+                "{MAX_CONNECTIONS} connections from voter addresses already open"
+            ),
+            Refusal::StrangerPool => write!(
+                f,
+                "{MAX_STRANGER_CONNECTIONS} connections from non-voter addresses already open"
+            ),
+            Refusal::OneAddress => write!(
+                f,
+                "{MAX_CONNECTIONS_PER_IP} connections from this address already open"
+            ),
         }
     }
 }
@@ -101,7 +110,10 @@ impl Admission {
                     }
                     // Published host by host: a slow lookup delays no other voter.
                     let addresses = known.values().flatten().copied().collect();
-                    *admission.voter_addresses.write().unwrap_or_else(|e| e.into_inner()) = addresses;
+                    *admission
+                        .voter_addresses
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner()) = addresses;
                 }
                 tokio::time::sleep(RESOLVE_INTERVAL).await;
             }
@@ -110,13 +122,28 @@ impl Admission {
 
     /// Places for a connection from `ip`, or why there are none.
     pub fn admit(&self, ip: IpAddr) -> Result<Ticket, Refusal> {
-        let from_voter = self.voter_addresses.read().unwrap_or_else(|e| e.into_inner()).contains(&ip);
-        let pool = if from_voter { &self.voters } else { &self.strangers };
+        let from_voter = self
+            .voter_addresses
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&ip);
+        let pool = if from_voter {
+            &self.voters
+        } else {
+            &self.strangers
+        };
         let Ok(pool) = pool.clone().try_acquire_owned() else {
-            return Err(if from_voter { Refusal::VoterPool } else { Refusal::StrangerPool });
+            return Err(if from_voter {
+                Refusal::VoterPool
+            } else {
+                Refusal::StrangerPool
+            });
         };
         let address = AddressSlot::take(&self.per_ip, ip).ok_or(Refusal::OneAddress)?;
-        Ok(Ticket { _pool: pool, _address: address })
+        Ok(Ticket {
+            _pool: pool,
+            _address: address,
+        })
     }
 }
 
@@ -134,7 +161,10 @@ impl AddressSlot {
             return None;
         }
         *n += 1;
-        Some(AddressSlot { counts: counts.clone(), ip })
+        Some(AddressSlot {
+            counts: counts.clone(),
+            ip,
+        })
     }
 }
 
@@ -175,31 +205,51 @@ mod tests {
         }
         assert_eq!(held.len(), MAX_STRANGER_CONNECTIONS);
         assert_eq!(admission.admit(ip(99)).err(), Some(Refusal::StrangerPool));
-        let voter = admission.admit(ip(2)).expect("a voter's address still gets in");
+        let voter = admission
+            .admit(ip(2))
+            .expect("a voter's address still gets in");
         drop(voter);
     }
 
     #[test]
     fn one_address_takes_at_most_its_share_and_gets_it_back() {
         let admission = with_voters(&[1]);
-        let held: Vec<Ticket> = (0..MAX_CONNECTIONS_PER_IP).map(|_| admission.admit(ip(1)).expect("admit")).collect();
+        let held: Vec<Ticket> = (0..MAX_CONNECTIONS_PER_IP)
+            .map(|_| admission.admit(ip(1)).expect("admit"))
+            .collect();
         assert_eq!(admission.admit(ip(1)).err(), Some(Refusal::OneAddress));
         drop(held);
-        assert!(admission.admit(ip(1)).is_ok(), "closed connections' places were not returned");
+        assert!(
+            admission.admit(ip(1)).is_ok(),
+            "closed connections' places were not returned"
+        );
     }
 
     #[tokio::test]
     async fn the_resolver_learns_the_voters_addresses() {
-        let admission = Arc::new(Admission::new(vec!["127.0.0.7".into(), "::1".into(), "no-such-host.invalid".into()]));
+        let admission = Arc::new(Admission::new(vec![
+            "127.0.0.7".into(),
+            "::1".into(),
+            "no-such-host.invalid".into(),
+        ]));
         let resolver = admission.spawn_resolver();
         for _ in 0..100 {
-            if admission.voter_addresses.read().expect("lock").contains(&ip(7)) {
+            if admission
+                .voter_addresses
+                .read()
+                .expect("lock")
+                .contains(&ip(7))
+            {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         resolver.abort();
         let addresses = admission.voter_addresses.read().expect("lock").clone();
-        assert!(addresses.contains(&ip(7)) && addresses.contains(&IpAddr::from(std::net::Ipv6Addr::LOCALHOST)), "{addresses:?}");
+        assert!(
+            addresses.contains(&ip(7))
+                && addresses.contains(&IpAddr::from(std::net::Ipv6Addr::LOCALHOST)),
+            "{addresses:?}"
+        );
     }
 }

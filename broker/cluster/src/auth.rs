@@ -68,7 +68,11 @@ impl ClusterSecret {
         if material.len() < 16 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
-                format!("{} holds {} bytes; a cluster secret needs at least 16", path.display(), material.len()),
+                format!(
+                    "{} holds {} bytes; a cluster secret needs at least 16",
+                    path.display(),
+                    material.len()
+                ),
             ));
         }
         Ok((ClusterSecret::from_bytes(&material), created))
@@ -76,7 +80,8 @@ impl ClusterSecret {
 
     fn mac(&self, label: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
         // An HMAC key of any length is accepted.
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0[..]).unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0[..])
+            .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
         mac.update(label);
         for part in parts {
             mac.update(part);
@@ -98,7 +103,11 @@ fn create_new(path: &Path) -> io::Result<()> {
     tmp_name.push(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     let tmp = path.with_file_name(tmp_name);
     let written = (|| {
-        let mut file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
         let mut secret = String::new();
         for _ in 0..2 {
             secret.push_str(&uuid::Uuid::new_v4().simple().to_string());
@@ -119,12 +128,19 @@ fn nonce() -> [u8; NONCE_LEN] {
 }
 
 fn refused(reason: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::PermissionDenied, format!("raft handshake refused: {reason}"))
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!("raft handshake refused: {reason}"),
+    )
 }
 
 /// The client side: proves this node (`node_id`) knows the secret and
 /// checks the server does too.
-pub async fn client_handshake<S>(stream: &mut S, secret: &ClusterSecret, node_id: i32) -> io::Result<()>
+pub async fn client_handshake<S>(
+    stream: &mut S,
+    secret: &ClusterSecret,
+    node_id: i32,
+) -> io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -133,7 +149,10 @@ where
         stream.read_exact(&mut nonce_s).await?;
         let nonce_c = nonce();
         let id = node_id.to_be_bytes();
-        let tag = secret.mac(CLIENT_LABEL, &[&nonce_s, &nonce_c, &id]).finalize().into_bytes();
+        let tag = secret
+            .mac(CLIENT_LABEL, &[&nonce_s, &nonce_c, &id])
+            .finalize()
+            .into_bytes();
         let mut hello = Vec::with_capacity(4 + NONCE_LEN + MAC_LEN);
         hello.extend_from_slice(&id);
         hello.extend_from_slice(&nonce_c);
@@ -147,12 +166,18 @@ where
             .verify_slice(&answer)
             .map_err(|_| refused("the server does not know the cluster secret"))
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await.map_err(|_| refused("timed out"))?
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange)
+        .await
+        .map_err(|_| refused("timed out"))?
 }
 
 /// The server side: returns the authenticated node id, which must be one
 /// of `voters`.
-pub async fn server_handshake<S>(stream: &mut S, secret: &ClusterSecret, voters: &[i32]) -> io::Result<i32>
+pub async fn server_handshake<S>(
+    stream: &mut S,
+    secret: &ClusterSecret,
+    voters: &[i32],
+) -> io::Result<i32>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -171,24 +196,36 @@ where
             .map_err(|_| refused("the client does not know the cluster secret"))?;
         let node_id = i32::from_be_bytes(id);
         if !voters.contains(&node_id) {
-            return Err(refused(&format!("node {node_id} is not a configured voter")));
+            return Err(refused(&format!(
+                "node {node_id} is not a configured voter"
+            )));
         }
-        let answer = secret.mac(SERVER_LABEL, &[nonce_c, &nonce_s, &id]).finalize().into_bytes();
+        let answer = secret
+            .mac(SERVER_LABEL, &[nonce_c, &nonce_s, &id])
+            .finalize()
+            .into_bytes();
         stream.write_all(&answer).await?;
         stream.flush().await?;
         Ok(node_id)
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await.map_err(|_| refused("timed out"))?
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange)
+        .await
+        .map_err(|_| refused("timed out"))?
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    async fn run(client_secret: &ClusterSecret, server_secret: &ClusterSecret, node_id: i32) -> (io::Result<()>, io::Result<i32>) {
+    async fn run(
+        client_secret: &ClusterSecret,
+        server_secret: &ClusterSecret,
+        node_id: i32,
+    ) -> (io::Result<()>, io::Result<i32>) {
         let (mut a, mut b) = tokio::io::duplex(1024);
         let server_secret = server_secret.clone();
-        let server = tokio::spawn(async move { server_handshake(&mut b, &server_secret, &[1, 2, 3]).await });
+        let server =
+            tokio::spawn(async move { server_handshake(&mut b, &server_secret, &[1, 2, 3]).await });
         let client = client_handshake(&mut a, client_secret, node_id).await;
         drop(a);
         (client, server.await.expect("server task"))
@@ -220,7 +257,10 @@ mod tests {
         let secret = ClusterSecret::from_bytes(b"0123456789abcdef");
         let (mut client, mut server) = tokio::io::duplex(1024);
         let server_secret = secret.clone();
-        let honest = tokio::spawn(async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await });
+        let honest =
+            tokio::spawn(
+                async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await },
+            );
         // A client that records what it sends.
         let mut nonce_s = [0u8; NONCE_LEN];
         client.read_exact(&mut nonce_s).await.expect("nonce");
@@ -228,18 +268,32 @@ mod tests {
         let id = 2i32.to_be_bytes();
         let mut hello = id.to_vec();
         hello.extend_from_slice(&nonce_c);
-        hello.extend_from_slice(&secret.mac(CLIENT_LABEL, &[&nonce_s, &nonce_c, &id]).finalize().into_bytes());
+        hello.extend_from_slice(
+            &secret
+                .mac(CLIENT_LABEL, &[&nonce_s, &nonce_c, &id])
+                .finalize()
+                .into_bytes(),
+        );
         client.write_all(&hello).await.expect("hello");
-        assert_eq!(honest.await.expect("task").expect("the honest handshake"), 2);
+        assert_eq!(
+            honest.await.expect("task").expect("the honest handshake"),
+            2
+        );
 
         let (mut attacker, mut server) = tokio::io::duplex(1024);
         let server_secret = secret.clone();
-        let replayed = tokio::spawn(async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await });
+        let replayed =
+            tokio::spawn(
+                async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await },
+            );
         let mut fresh_nonce = [0u8; NONCE_LEN];
         attacker.read_exact(&mut fresh_nonce).await.expect("nonce");
         assert_ne!(fresh_nonce, nonce_s, "the server reused a nonce");
         attacker.write_all(&hello).await.expect("replay");
-        assert!(replayed.await.expect("task").is_err(), "a replayed handshake was accepted");
+        assert!(
+            replayed.await.expect("task").is_err(),
+            "a replayed handshake was accepted"
+        );
     }
 
     #[test]
@@ -252,6 +306,9 @@ mod tests {
         assert!(!created);
         assert_eq!(a.0, b.0);
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(fs::metadata(&path).expect("meta").permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            fs::metadata(&path).expect("meta").permissions().mode() & 0o777,
+            0o600
+        );
     }
 }

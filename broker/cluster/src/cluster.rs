@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::admission::Admission;
 use crate::command::CommandResult;
 use crate::config::ClusterConfig;
 use crate::controller::Controller;
@@ -33,7 +34,6 @@ use crate::network::{call_once, CallError, NetworkFactory};
 use crate::raft_types::{raft_id, Raft};
 use crate::request::{AlterPartition, ControllerReply, ControllerRequest, CreateTopic};
 use crate::rpc::{RpcRequest, RpcResponse};
-use crate::admission::Admission;
 use crate::rpc_server::{self, RpcHandler};
 use crate::store_log::LogStore;
 use crate::store_sm::StateMachineStore;
@@ -128,7 +128,11 @@ impl Cluster {
             raft.clone(),
             images.clone(),
             config.broker_session_timeout,
-            config.peers.iter().map(|p| (p.node_id, p.host.clone())).collect(),
+            config
+                .peers
+                .iter()
+                .map(|p| (p.node_id, p.host.clone()))
+                .collect(),
         ));
         let (accepted_tx, heartbeat_accepted) = watch::channel(None);
         let handler = Arc::new(RpcHandler {
@@ -137,7 +141,9 @@ impl Cluster {
             monitor: monitor.clone(),
             secret: config.secret.clone(),
             voters: config.voter_ids(),
-            admission: Arc::new(Admission::new(config.peers.iter().map(|p| p.host.clone()).collect())),
+            admission: Arc::new(Admission::new(
+                config.peers.iter().map(|p| p.host.clone()).collect(),
+            )),
         });
         let fencer_tick = (config.heartbeat_interval / 2).min(Duration::from_millis(250));
         let heartbeats_stopped = heartbeat::Stopped::default();
@@ -264,7 +270,8 @@ impl Cluster {
         if let Some(id) = self.image().cluster_id.clone() {
             return Ok(id);
         }
-        self.submit(ControllerRequest::InitClusterId(proposed.to_string())).await?;
+        self.submit(ControllerRequest::InitClusterId(proposed.to_string()))
+            .await?;
         self.image()
             .cluster_id
             .clone()
@@ -280,11 +287,13 @@ impl Cluster {
     pub async fn controlled_shutdown(&self) -> Result<(), ClusterError> {
         *self.heartbeats_stopped.lock().await = true;
         let node_id = self.config.node_id;
-        self.submit(ControllerRequest::ControlledShutdown { node_id }).await?;
+        self.submit(ControllerRequest::ControlledShutdown { node_id })
+            .await?;
         if self.image().is_live(node_id) {
             // A heartbeat sent before the stop reached the controller after
             // the command and registered this broker again: once more.
-            self.submit(ControllerRequest::ControlledShutdown { node_id }).await?;
+            self.submit(ControllerRequest::ControlledShutdown { node_id })
+                .await?;
         }
         Ok(())
     }

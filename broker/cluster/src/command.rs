@@ -173,7 +173,9 @@ fn fence_broker(image: &mut MetadataImage, node_id: i32) {
 
 fn begin_controlled_shutdown(image: &mut MetadataImage, node_id: i32) {
     match image.brokers.get_mut(&node_id) {
-        Some(broker) if !broker.fenced && !broker.in_controlled_shutdown => broker.in_controlled_shutdown = true,
+        Some(broker) if !broker.fenced && !broker.in_controlled_shutdown => {
+            broker.in_controlled_shutdown = true
+        }
         _ => return,
     }
     move_off(image, node_id);

@@ -314,14 +314,35 @@ fn a_fenced_broker_cannot_be_added_to_an_isr() {
 fn controlled_shutdown_moves_leadership_but_keeps_the_broker_listed() {
     let mut image = image_with(&[&[1, 2, 3], &[2, 3, 1], &[1]]);
     let index = image.applied_index;
-    assert_eq!(apply(&mut image, &Command::ControlledShutdown { node_id: 1 }), CommandResult::Done);
+    assert_eq!(
+        apply(&mut image, &Command::ControlledShutdown { node_id: 1 }),
+        CommandResult::Done
+    );
     let broker = &image.brokers[&1];
     assert!(broker.in_controlled_shutdown && !broker.fenced);
-    assert!(image.listed_brokers().any(|b| b.node_id == 1), "still listed in Metadata");
-    assert!(!image.live_brokers().any(|b| b.node_id == 1), "not eligible to lead");
-    assert_eq!(state(&image, 0), (2, vec![2, 3], 1, 1), "leadership moved within the ISR");
-    assert_eq!(state(&image, 1), (2, vec![2, 3], 0, 1), "left a follower's ISR");
-    assert_eq!(state(&image, 2), (NO_LEADER, vec![1], 1, 1), "sole replica: offline, as Kafka");
+    assert!(
+        image.listed_brokers().any(|b| b.node_id == 1),
+        "still listed in Metadata"
+    );
+    assert!(
+        !image.live_brokers().any(|b| b.node_id == 1),
+        "not eligible to lead"
+    );
+    assert_eq!(
+        state(&image, 0),
+        (2, vec![2, 3], 1, 1),
+        "leadership moved within the ISR"
+    );
+    assert_eq!(
+        state(&image, 1),
+        (2, vec![2, 3], 0, 1),
+        "left a follower's ISR"
+    );
+    assert_eq!(
+        state(&image, 2),
+        (NO_LEADER, vec![1], 1, 1),
+        "sole replica: offline, as Kafka"
+    );
     assert_eq!(image.applied_index, index);
 
     // Repeating it changes nothing; fencing afterwards only marks it fenced.
@@ -330,7 +351,11 @@ fn controlled_shutdown_moves_leadership_but_keeps_the_broker_listed() {
     assert_eq!(image, before);
     fence(&mut image, 1);
     assert!(image.brokers[&1].fenced && !image.brokers[&1].in_controlled_shutdown);
-    assert_eq!(state(&image, 0), (2, vec![2, 3], 1, 1), "fencing after the shutdown moves nothing again");
+    assert_eq!(
+        state(&image, 0),
+        (2, vec![2, 3], 1, 1),
+        "fencing after the shutdown moves nothing again"
+    );
 
     // Registering again (a restart) makes it eligible and lets it lead what it can.
     register(&mut image, 1);
@@ -341,7 +366,9 @@ fn controlled_shutdown_moves_leadership_but_keeps_the_broker_listed() {
 #[test]
 fn the_first_cluster_id_committed_stays() {
     let mut image = MetadataImage::default();
-    let init = |id: &str| Command::InitClusterId { cluster_id: id.to_string() };
+    let init = |id: &str| Command::InitClusterId {
+        cluster_id: id.to_string(),
+    };
     assert_eq!(apply(&mut image, &init("first")), CommandResult::Done);
     assert_eq!(apply(&mut image, &init("second")), CommandResult::Done);
     assert_eq!(image.cluster_id.as_deref(), Some("first"));

@@ -131,7 +131,10 @@ impl Controller {
                         "broker {node_id} is not a configured voter"
                     )));
                 }
-                tracing::info!(broker = node_id, "controlled shutdown: moving the broker's leaderships and ISR places");
+                tracing::info!(
+                    broker = node_id,
+                    "controlled shutdown: moving the broker's leaderships and ISR places"
+                );
                 self.propose(Command::ControlledShutdown { node_id }).await
             }
         }
@@ -152,8 +155,12 @@ impl Controller {
             .insert(heartbeat.node_id, Instant::now());
         let image = self.images.borrow().clone();
         let current = image.brokers.get(&heartbeat.node_id);
-        let registered = current
-            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown && b.host == heartbeat.host && b.port == heartbeat.port);
+        let registered = current.is_some_and(|b| {
+            !b.fenced
+                && !b.in_controlled_shutdown
+                && b.host == heartbeat.host
+                && b.port == heartbeat.port
+        });
         if registered {
             return self.confirm_registration(heartbeat.node_id).await;
         }
@@ -238,7 +245,9 @@ impl Controller {
             .collect();
         Ok(Command::CreateTopic {
             name: create.name.clone(),
-            topic_id: create.topic_id.unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes()),
+            topic_id: create
+                .topic_id
+                .unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes()),
             configs: create.configs.clone(),
             assignments,
         })

@@ -65,7 +65,8 @@ pub fn spawn(
                     // heartbeat as soon as one is known, not a tick later.
                     drop(stopped);
                     let mut metrics = raft.metrics();
-                    let _ = tokio::time::timeout(config.heartbeat_interval, metrics.changed()).await;
+                    let _ =
+                        tokio::time::timeout(config.heartbeat_interval, metrics.changed()).await;
                     interval.reset_immediately();
                     continue;
                 }
@@ -74,7 +75,14 @@ pub fn spawn(
                     let Some(addr) = config.raft_addr(id) else {
                         continue;
                     };
-                    match call_once(&addr, &credentials, &RpcRequest::Controller(request), call_timeout).await {
+                    match call_once(
+                        &addr,
+                        &credentials,
+                        &RpcRequest::Controller(request),
+                        call_timeout,
+                    )
+                    .await
+                    {
                         Ok(RpcResponse::Controller(reply)) => reply,
                         Ok(other) => {
                             tracing::debug!(

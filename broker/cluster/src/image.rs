@@ -63,7 +63,9 @@ impl MetadataImage {
     /// Brokers that may lead, join ISRs and get new replicas: registered,
     /// not fenced, not shutting down. By node id.
     pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerImage> {
-        self.brokers.values().filter(|b| !b.fenced && !b.in_controlled_shutdown)
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced && !b.in_controlled_shutdown)
     }
 
     /// Brokers Metadata lists: registered and not fenced (brokers in
@@ -82,6 +84,8 @@ impl MetadataImage {
     }
 
     pub(crate) fn is_live(&self, node_id: i32) -> bool {
-        self.brokers.get(&node_id).is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+        self.brokers
+            .get(&node_id)
+            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
     }
 }

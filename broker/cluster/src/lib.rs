@@ -60,8 +60,8 @@ pub use config::{
     parse_peers, ClusterConfig, Peer, DEFAULT_BROKER_SESSION_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL,
 };
 pub use error::ClusterError;
-pub use network::connect_from;
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+pub use network::connect_from;
 pub use request::{AlterPartition, CreateTopic};
 
 /// A snapshot of this node's view of the controller.

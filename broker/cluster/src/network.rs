@@ -74,7 +74,11 @@ struct Channel {
 
 impl Channel {
     fn new(addr: String, credentials: Credentials) -> Self {
-        Channel { addr, credentials, stream: None }
+        Channel {
+            addr,
+            credentials,
+            stream: None,
+        }
     }
 
     async fn call(
@@ -86,13 +90,20 @@ impl Channel {
         let mut stream = match self.stream.take() {
             Some(stream) => stream,
             None => {
-                let mut stream = timeout_at(deadline, connect_from(self.addr.as_str(), self.credentials.source))
-                    .await
-                    .map_err(|_| CallError::Timeout { sent: false })?
-                    .map_err(CallError::Connect)?;
+                let mut stream = timeout_at(
+                    deadline,
+                    connect_from(self.addr.as_str(), self.credentials.source),
+                )
+                .await
+                .map_err(|_| CallError::Timeout { sent: false })?
+                .map_err(CallError::Connect)?;
                 // Small request/response frames: don't wait for Nagle.
                 let _ = stream.set_nodelay(true);
-                let handshake = client_handshake(&mut stream, &self.credentials.secret, self.credentials.node_id);
+                let handshake = client_handshake(
+                    &mut stream,
+                    &self.credentials.secret,
+                    self.credentials.node_id,
+                );
                 timeout_at(deadline, handshake)
                     .await
                     .map_err(|_| CallError::Timeout { sent: false })?
@@ -124,10 +135,16 @@ impl Channel {
 /// A TCP connection to `addr`, bound to `source` when given (the broker's
 /// replica fetchers use it too: a broker's connections come from its own address).
 pub async fn connect_from(addr: &str, source: Option<std::net::IpAddr>) -> io::Result<TcpStream> {
-    let Some(source) = source else { return TcpStream::connect(addr).await };
+    let Some(source) = source else {
+        return TcpStream::connect(addr).await;
+    };
     let mut last = None;
     for target in tokio::net::lookup_host(addr).await? {
-        let socket = if target.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        let socket = if target.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
         if source.is_ipv4() == target.is_ipv4() {
             socket.bind(std::net::SocketAddr::new(source, 0))?;
         }
@@ -136,7 +153,12 @@ pub async fn connect_from(addr: &str, source: Option<std::net::IpAddr>) -> io::R
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{addr} resolves to nothing"))))
+    Err(last.unwrap_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{addr} resolves to nothing"),
+        )
+    }))
 }
 
 /// One call to `addr` on a fresh connection.
@@ -146,7 +168,9 @@ pub async fn call_once(
     request: &RpcRequest,
     timeout: Duration,
 ) -> Result<RpcResponse, CallError> {
-    Channel::new(addr.to_string(), credentials.clone()).call(request, timeout).await
+    Channel::new(addr.to_string(), credentials.clone())
+        .call(request, timeout)
+        .await
 }
 
 /// openraft's connection factory: one `PeerConnection` per target.
@@ -167,7 +191,10 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
         PeerConnection {
             own_id: self.own_id,
             target,
-            channel: Channel::new(self.peers.get(&target).unwrap_or(&node.addr).clone(), self.credentials.clone()),
+            channel: Channel::new(
+                self.peers.get(&target).unwrap_or(&node.addr).clone(),
+                self.credentials.clone(),
+            ),
         }
     }
 }

@@ -60,7 +60,9 @@ pub enum ControllerRequest {
     /// Kafka's controlled shutdown: the broker is about to stop, so its
     /// partitions get new leaders from their ISRs and it leaves every ISR
     /// it shares with a live broker now, not after the session timeout.
-    ControlledShutdown { node_id: i32 },
+    ControlledShutdown {
+        node_id: i32,
+    },
 }
 
 /// The controller's answer to a `ControllerRequest`.

@@ -98,7 +98,10 @@ where
     let mut body = Vec::with_capacity(len.min(64 * 1024));
     reader.take(len as u64).read_to_end(&mut body).await?;
     if body.len() != len {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "frame truncated"));
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "frame truncated",
+        ));
     }
     Ok(body)
 }

@@ -115,7 +115,12 @@ async fn serve(mut stream: TcpStream, handler: &RpcHandler) -> std::io::Result<(
         }
         let body = tokio::time::timeout(FRAME_READ_TIMEOUT, read_frame_body(&mut stream, len))
             .await
-            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "frame body not received in time"))??;
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "frame body not received in time",
+                )
+            })??;
         let request: RpcRequest = match decode(&body) {
             Ok(request) => request,
             Err(e) => {
@@ -126,7 +131,10 @@ async fn serve(mut stream: TcpStream, handler: &RpcHandler) -> std::io::Result<(
         };
         if let Err(refusal) = on_own_behalf(&request, peer_id) {
             write_frame(&mut stream, &RpcResponse::Error(refusal.clone())).await?;
-            return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, refusal));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                refusal,
+            ));
         }
         let response = dispatch(request, handler).await;
         write_frame(&mut stream, &response).await?;
@@ -138,16 +146,27 @@ async fn serve(mut stream: TcpStream, handler: &RpcHandler) -> std::io::Result<(
 /// names (each broker forwards its own requests over its own connection).
 fn on_own_behalf(request: &RpcRequest, peer_id: i32) -> Result<(), String> {
     match request {
-        RpcRequest::Controller(ControllerRequest::Heartbeat(heartbeat)) if heartbeat.node_id != peer_id => {
-            Err(format!("node {peer_id} may not heartbeat for node {}", heartbeat.node_id))
+        RpcRequest::Controller(ControllerRequest::Heartbeat(heartbeat))
+            if heartbeat.node_id != peer_id =>
+        {
+            Err(format!(
+                "node {peer_id} may not heartbeat for node {}",
+                heartbeat.node_id
+            ))
         }
-        RpcRequest::Controller(ControllerRequest::ControlledShutdown { node_id }) if *node_id != peer_id => {
+        RpcRequest::Controller(ControllerRequest::ControlledShutdown { node_id })
+            if *node_id != peer_id =>
+        {
             Err(format!("node {peer_id} may not shut down node {node_id}"))
         }
-        RpcRequest::Controller(ControllerRequest::AlterPartition(alter)) if alter.leader_id != peer_id => Err(format!(
-            "node {peer_id} may not alter {}-{} in the name of its leader {}",
-            alter.topic, alter.partition, alter.leader_id
-        )),
+        RpcRequest::Controller(ControllerRequest::AlterPartition(alter))
+            if alter.leader_id != peer_id =>
+        {
+            Err(format!(
+                "node {peer_id} may not alter {}-{} in the name of its leader {}",
+                alter.topic, alter.partition, alter.leader_id
+            ))
+        }
         _ => Ok(()),
     }
 }

@@ -23,7 +23,9 @@ fn frame(json: &str) -> Vec<u8> {
 }
 
 fn heartbeat(node_id: i32, host: &str) -> Vec<u8> {
-    frame(&format!(r#"{{"Controller":{{"Heartbeat":{{"node_id":{node_id},"host":"{host}","port":9092}}}}}}"#))
+    frame(&format!(
+        r#"{{"Controller":{{"Heartbeat":{{"node_id":{node_id},"host":"{host}","port":9092}}}}}}"#
+    ))
 }
 
 /// Everything the server sends until it closes (bounded wait).
@@ -39,7 +41,13 @@ async fn without_the_secret_nothing_registers_or_deletes() {
     let controller = cluster.controller().await;
     cluster
         .node(controller)
-        .create_topic(CreateTopic { name: "keep".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new(), topic_id: None })
+        .create_topic(CreateTopic {
+            name: "keep".into(),
+            partitions: 1,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+            topic_id: None,
+        })
         .await
         .expect("create");
     let addr = cluster.config(controller).raft_listen;
@@ -50,17 +58,32 @@ async fn without_the_secret_nothing_registers_or_deletes() {
     attack.extend(frame(r#"{"Controller":{"DeleteTopic":"keep"}}"#));
     let _ = raw.write_all(&attack).await;
     let answer = drain(&mut raw).await;
-    assert!(answer.len() <= 32, "an unauthenticated client got {} bytes back", answer.len());
+    assert!(
+        answer.len() <= 32,
+        "an unauthenticated client got {} bytes back",
+        answer.len()
+    );
 
     // A wrong secret.
     let mut wrong = TcpStream::connect(addr).await.expect("connect");
-    let refused = chronik_cluster::auth::client_handshake(&mut wrong, &ClusterSecret::from_bytes(b"not the cluster's secret"), 2).await;
+    let refused = chronik_cluster::auth::client_handshake(
+        &mut wrong,
+        &ClusterSecret::from_bytes(b"not the cluster's secret"),
+        2,
+    )
+    .await;
     assert!(refused.is_err(), "a wrong secret was accepted");
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     let image = cluster.node(controller).image();
-    assert!(!image.brokers.contains_key(&9), "an unauthenticated heartbeat registered broker 9");
-    assert!(image.topics.contains_key("keep"), "an unauthenticated DeleteTopic deleted a topic");
+    assert!(
+        !image.brokers.contains_key(&9),
+        "an unauthenticated heartbeat registered broker 9"
+    );
+    assert!(
+        image.topics.contains_key("keep"),
+        "an unauthenticated DeleteTopic deleted a topic"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,20 +92,36 @@ async fn a_voter_may_heartbeat_only_for_itself_at_its_own_host() {
     let controller = cluster.controller().await;
     let addr = cluster.config(controller).raft_listen;
     let secret = cluster.config(controller).secret;
-    let other = [1, 2, 3].into_iter().find(|&id| id != controller).expect("another node");
+    let other = [1, 2, 3]
+        .into_iter()
+        .find(|&id| id != controller)
+        .expect("another node");
 
     // Authenticated as `other`, heartbeating for someone else.
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, &secret, other).await.expect("handshake");
-    let victim = [1, 2, 3].into_iter().find(|&id| id != other).expect("a victim");
-    stream.write_all(&heartbeat(victim, "10.6.6.6")).await.expect("write");
+    chronik_cluster::auth::client_handshake(&mut stream, &secret, other)
+        .await
+        .expect("handshake");
+    let victim = [1, 2, 3]
+        .into_iter()
+        .find(|&id| id != other)
+        .expect("a victim");
+    stream
+        .write_all(&heartbeat(victim, "10.6.6.6"))
+        .await
+        .expect("write");
     let answer = String::from_utf8_lossy(&drain(&mut stream).await).to_string();
     assert!(answer.contains("may not heartbeat for node"), "{answer}");
 
     // Authenticated as itself, but moving its endpoint to another host.
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, &secret, other).await.expect("handshake");
-    stream.write_all(&heartbeat(other, "10.6.6.6")).await.expect("write");
+    chronik_cluster::auth::client_handshake(&mut stream, &secret, other)
+        .await
+        .expect("handshake");
+    stream
+        .write_all(&heartbeat(other, "10.6.6.6"))
+        .await
+        .expect("write");
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).await.expect("a reply");
     let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
@@ -92,7 +131,12 @@ async fn a_voter_may_heartbeat_only_for_itself_at_its_own_host() {
 
     let image = cluster.node(controller).image();
     for (id, broker) in &image.brokers {
-        assert_eq!(broker.host, format!("127.0.0.{id}"), "broker {id} moved to {}", broker.host);
+        assert_eq!(
+            broker.host,
+            format!("127.0.0.{id}"),
+            "broker {id} moved to {}",
+            broker.host
+        );
     }
 }
 
@@ -106,14 +150,19 @@ async fn connections_past_the_cap_are_refused_and_peers_keep_working() {
     let mut held = Vec::new();
     for _ in 0..40 {
         let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-        socket.bind("127.0.0.9:0".parse().expect("addr")).expect("bind");
+        socket
+            .bind("127.0.0.9:0".parse().expect("addr"))
+            .expect("bind");
         held.push(socket.connect(addr).await.expect("connect"));
     }
     // The 17th and later from that address are closed at once, unanswered.
     let mut closed = 0;
     for stream in held.iter_mut().skip(16) {
         let mut byte = [0u8; 1];
-        if matches!(tokio::time::timeout(Duration::from_secs(2), stream.read(&mut byte)).await, Ok(Ok(0)) | Ok(Err(_))) {
+        if matches!(
+            tokio::time::timeout(Duration::from_secs(2), stream.read(&mut byte)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        ) {
             closed += 1;
         }
     }
@@ -121,11 +170,20 @@ async fn connections_past_the_cap_are_refused_and_peers_keep_working() {
     // Meanwhile the quorum still commits.
     let created = cluster
         .node(controller)
-        .create_topic(CreateTopic { name: "while-attacked".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new(), topic_id: None })
+        .create_topic(CreateTopic {
+            name: "while-attacked".into(),
+            partitions: 1,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+            topic_id: None,
+        })
         .await;
     assert!(created.is_ok(), "the quorum stalled: {created:?}");
     eventually(Duration::from_secs(5), "the topic everywhere", || {
-        cluster.running().all(|(_, n)| n.image().topics.contains_key("while-attacked")).then_some(())
+        cluster
+            .running()
+            .all(|(_, n)| n.image().topics.contains_key("while-attacked"))
+            .then_some(())
     })
     .await;
 }
@@ -150,8 +208,12 @@ async fn strangers_holding_every_slot_cannot_fence_the_voters() {
             attackers.push(tokio::spawn(async move {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-                    socket.bind(std::net::SocketAddr::from(([127, 0, 0, host], 0))).expect("bind");
-                    let Ok(mut stream) = socket.connect(addr).await else { continue };
+                    socket
+                        .bind(std::net::SocketAddr::from(([127, 0, 0, host], 0)))
+                        .expect("bind");
+                    let Ok(mut stream) = socket.connect(addr).await else {
+                        continue;
+                    };
                     let mut sink = [0u8; 64];
                     // Hold it until the server gives up on it.
                     while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
@@ -165,13 +227,27 @@ async fn strangers_holding_every_slot_cannot_fence_the_voters() {
     let until = tokio::time::Instant::now() + Duration::from_secs(7);
     while tokio::time::Instant::now() < until {
         let image = cluster.node(controller).image();
-        let fenced: Vec<i32> = image.brokers.values().filter(|b| b.fenced).map(|b| b.node_id).collect();
-        assert!(fenced.is_empty(), "strangers on the raft port got brokers {fenced:?} fenced");
+        let fenced: Vec<i32> = image
+            .brokers
+            .values()
+            .filter(|b| b.fenced)
+            .map(|b| b.node_id)
+            .collect();
+        assert!(
+            fenced.is_empty(),
+            "strangers on the raft port got brokers {fenced:?} fenced"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let created = cluster
         .node(controller)
-        .create_topic(CreateTopic { name: "under-siege".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new(), topic_id: None })
+        .create_topic(CreateTopic {
+            name: "under-siege".into(),
+            partitions: 1,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+            topic_id: None,
+        })
         .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for attacker in attackers {
@@ -191,19 +267,35 @@ async fn stalled_handshakes_and_frames_are_cut_off() {
     let controller = cluster.controller().await;
     let addr = cluster.config(controller).raft_listen;
     let secret = cluster.config(controller).secret;
-    let other = [1, 2, 3].into_iter().find(|&id| id != controller).expect("another node");
+    let other = [1, 2, 3]
+        .into_iter()
+        .find(|&id| id != controller)
+        .expect("another node");
     let started = tokio::time::Instant::now();
 
     let silent = TcpStream::connect(addr).await.expect("connect");
     let mut half_frame = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut half_frame, &secret, other).await.expect("handshake");
-    half_frame.write_all(&1000u32.to_be_bytes()).await.expect("prefix");
-    half_frame.write_all(b"{\"Controll").await.expect("some body");
+    chronik_cluster::auth::client_handshake(&mut half_frame, &secret, other)
+        .await
+        .expect("handshake");
+    half_frame
+        .write_all(&1000u32.to_be_bytes())
+        .await
+        .expect("prefix");
+    half_frame
+        .write_all(b"{\"Controll")
+        .await
+        .expect("some body");
 
     // Meanwhile an honest heartbeat is answered.
     let mut honest = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut honest, &secret, other).await.expect("handshake");
-    honest.write_all(&heartbeat(other, &format!("127.0.0.{other}"))).await.expect("write");
+    chronik_cluster::auth::client_handshake(&mut honest, &secret, other)
+        .await
+        .expect("handshake");
+    honest
+        .write_all(&heartbeat(other, &format!("127.0.0.{other}")))
+        .await
+        .expect("write");
     let mut len = [0u8; 4];
     tokio::time::timeout(Duration::from_secs(5), honest.read_exact(&mut len))
         .await
@@ -220,8 +312,14 @@ async fn stalled_handshakes_and_frames_are_cut_off() {
     let half_closed = tokio::spawn(closed_at(half_frame));
     let silent_after = silent_closed.await.expect("task");
     let half_after = half_closed.await.expect("task");
-    assert!(silent_after < Duration::from_secs(8), "a connection that never authenticated was held {silent_after:?}");
-    assert!(half_after < Duration::from_secs(13), "a frame body that never came held the connection {half_after:?}");
+    assert!(
+        silent_after < Duration::from_secs(8),
+        "a connection that never authenticated was held {silent_after:?}"
+    );
+    assert!(
+        half_after < Duration::from_secs(13),
+        "a frame body that never came held the connection {half_after:?}"
+    );
 }
 
 /// Attack: a voter (authenticated, but not the partition's leader) sends
@@ -234,14 +332,34 @@ async fn a_voter_may_not_alter_a_partition_in_its_leaders_name() {
     let controller = cluster.controller().await;
     cluster
         .node(controller)
-        .create_topic(CreateTopic { name: "isr".into(), partitions: 1, replication_factor: 3, configs: BTreeMap::new(), topic_id: None })
+        .create_topic(CreateTopic {
+            name: "isr".into(),
+            partitions: 1,
+            replication_factor: 3,
+            configs: BTreeMap::new(),
+            topic_id: None,
+        })
         .await
         .expect("create");
-    let before = cluster.node(controller).image().partition("isr", 0).cloned().expect("partition");
-    let impostor = [1, 2, 3].into_iter().find(|&id| id != before.leader).expect("a non-leader");
+    let before = cluster
+        .node(controller)
+        .image()
+        .partition("isr", 0)
+        .cloned()
+        .expect("partition");
+    let impostor = [1, 2, 3]
+        .into_iter()
+        .find(|&id| id != before.leader)
+        .expect("a non-leader");
     let addr = cluster.config(controller).raft_listen;
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, &cluster.config(controller).secret, impostor).await.expect("handshake");
+    chronik_cluster::auth::client_handshake(
+        &mut stream,
+        &cluster.config(controller).secret,
+        impostor,
+    )
+    .await
+    .expect("handshake");
     let alter = format!(
         r#"{{"Controller":{{"AlterPartition":{{"topic":"isr","partition":0,"leader_id":{},"leader_epoch":{},"partition_epoch":{},"new_isr":[{}]}}}}}}"#,
         before.leader, before.leader_epoch, before.partition_epoch, before.leader
@@ -250,6 +368,14 @@ async fn a_voter_may_not_alter_a_partition_in_its_leaders_name() {
     let answer = String::from_utf8_lossy(&drain(&mut stream).await).to_string();
     assert!(answer.contains("may not alter"), "{answer}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let after = cluster.node(controller).image().partition("isr", 0).cloned().expect("partition");
-    assert_eq!(after.isr, before.isr, "an impostor's AlterPartition changed the ISR");
+    let after = cluster
+        .node(controller)
+        .image()
+        .partition("isr", 0)
+        .cloned()
+        .expect("partition");
+    assert_eq!(
+        after.isr, before.isr,
+        "an impostor's AlterPartition changed the ISR"
+    );
 }

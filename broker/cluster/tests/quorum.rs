@@ -33,17 +33,25 @@ fn topic(name: &str, partitions: i32, replication_factor: i16) -> CreateTopic {
 async fn reject_garbage(id: i32, cluster: &TestCluster) {
     let addr = cluster.config(id).raft_listen;
     let mut http = TcpStream::connect(addr).await.expect("connect");
-    http.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n0123456789012345678901234567890123456789012345678901")
-        .await
-        .expect("write");
+    http.write_all(
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n0123456789012345678901234567890123456789012345678901",
+    )
+    .await
+    .expect("write");
     let mut rest = Vec::new();
     // Closed after the 32-byte challenge: EOF or a reset, never an answer.
     let _ = http.read_to_end(&mut rest).await;
-    assert!(rest.len() <= 32, "an unauthenticated client got {} bytes", rest.len());
+    assert!(
+        rest.len() <= 32,
+        "an unauthenticated client got {} bytes",
+        rest.len()
+    );
 
     let mut junk = TcpStream::connect(addr).await.expect("connect");
     let config = cluster.config(id);
-    chronik_cluster::auth::client_handshake(&mut junk, &config.secret, id).await.expect("handshake");
+    chronik_cluster::auth::client_handshake(&mut junk, &config.secret, id)
+        .await
+        .expect("handshake");
     junk.write_all(&[0, 0, 0, 5, b'n', b'o', b'p', b'e', b'!'])
         .await
         .expect("write");

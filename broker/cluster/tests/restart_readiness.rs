@@ -24,17 +24,31 @@ async fn a_restarted_controller_is_ready_only_with_what_was_committed_while_it_w
         let name = format!("while-away-{round}");
         cluster
             .node(new)
-            .create_topic(CreateTopic { name: name.clone(), partitions: 1, replication_factor: 2, configs: BTreeMap::new(), topic_id: None })
+            .create_topic(CreateTopic {
+                name: name.clone(),
+                partitions: 1,
+                replication_factor: 2,
+                configs: BTreeMap::new(),
+                topic_id: None,
+            })
             .await
             .expect("create while the old controller is down");
-        let fenced_at = eventually(SESSION_TIMEOUT + Duration::from_secs(5), "the old controller fenced", || {
-            let image = cluster.node(new).image();
-            image.brokers[&old].fenced.then_some(image.applied_index)
-        })
+        let fenced_at = eventually(
+            SESSION_TIMEOUT + Duration::from_secs(5),
+            "the old controller fenced",
+            || {
+                let image = cluster.node(new).image();
+                image.brokers[&old].fenced.then_some(image.applied_index)
+            },
+        )
         .await;
 
         cluster.start_node(old).await;
-        cluster.node(old).wait_ready(Duration::from_secs(20)).await.expect("ready after restart");
+        cluster
+            .node(old)
+            .wait_ready(Duration::from_secs(20))
+            .await
+            .expect("ready after restart");
         let image = cluster.node(old).image();
         assert!(
             image.applied_index >= fenced_at && image.topics.contains_key(&name),
@@ -43,6 +57,9 @@ async fn a_restarted_controller_is_ready_only_with_what_was_committed_while_it_w
             image.applied_index,
             image.topics.keys().collect::<Vec<_>>()
         );
-        assert!(!image.brokers[&old].fenced, "round {round}: ready while its own image says it is fenced");
+        assert!(
+            !image.brokers[&old].fenced,
+            "round {round}: ready while its own image says it is fenced"
+        );
     }
 }

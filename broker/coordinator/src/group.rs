@@ -123,8 +123,15 @@ impl Group {
     }
 
     /// JoinGroup. `fresh_member_id` is used when the request has no member id.
-    pub fn join(&mut self, ticket: Ticket, request: JoinRequest, fresh_member_id: String, now: Millis) -> Vec<Reply> {
-        let reject = |error, member_id: &str| vec![Reply::Join(ticket, JoinReply::error(error, member_id))];
+    pub fn join(
+        &mut self,
+        ticket: Ticket,
+        request: JoinRequest,
+        fresh_member_id: String,
+        now: Millis,
+    ) -> Vec<Reply> {
+        let reject =
+            |error, member_id: &str| vec![Reply::Join(ticket, JoinReply::error(error, member_id))];
         if self.state == GroupState::Dead {
             return reject(GroupError::CoordinatorNotAvailable, &request.member_id);
         }
@@ -133,7 +140,10 @@ impl Group {
         {
             return reject(GroupError::InvalidSessionTimeout, &request.member_id);
         }
-        if request.protocol_type.is_empty() || request.protocols.is_empty() || !self.protocols_compatible(&request) {
+        if request.protocol_type.is_empty()
+            || request.protocols.is_empty()
+            || !self.protocols_compatible(&request)
+        {
             return reject(GroupError::InconsistentGroupProtocol, &request.member_id);
         }
         let member_id = if request.member_id.is_empty() {
@@ -143,14 +153,18 @@ impl Group {
                 return reject(GroupError::MemberIdRequired, &fresh_member_id);
             }
             fresh_member_id
-        } else if self.pending_members.remove(&request.member_id).is_some() || self.members.contains_key(&request.member_id) {
+        } else if self.pending_members.remove(&request.member_id).is_some()
+            || self.members.contains_key(&request.member_id)
+        {
             request.member_id.clone()
         } else {
             return reject(GroupError::UnknownMemberId, &request.member_id);
         };
 
         let previous = self.members.get(&member_id);
-        let changed = previous.is_none_or(|m| m.protocols != request.protocols || m.protocol_type != request.protocol_type);
+        let changed = previous.is_none_or(|m| {
+            m.protocols != request.protocols || m.protocol_type != request.protocol_type
+        });
         let member = Member {
             member_id: member_id.clone(),
             group_instance_id: request.group_instance_id,
@@ -165,13 +179,19 @@ impl Group {
         };
         self.members.insert(member_id.clone(), member);
 
-        if self.state == GroupState::Stable && !changed && self.leader.as_deref() != Some(member_id.as_str()) {
+        if self.state == GroupState::Stable
+            && !changed
+            && self.leader.as_deref() != Some(member_id.as_str())
+        {
             // A follower rejoining with the same subscription: nothing to rebalance.
             return vec![Reply::Join(ticket, self.join_reply(&member_id, false))];
         }
         let mut replies = Vec::new();
         if let Some(old) = self.awaiting_join.insert(member_id.clone(), ticket) {
-            replies.push(Reply::Join(old, JoinReply::error(GroupError::RebalanceInProgress, &member_id)));
+            replies.push(Reply::Join(
+                old,
+                JoinReply::error(GroupError::RebalanceInProgress, &member_id),
+            ));
         }
         match self.state {
             GroupState::PreparingRebalance => replies.extend(self.maybe_complete_join(now)),
@@ -182,15 +202,26 @@ impl Group {
 
     /// SyncGroup.
     pub fn sync(&mut self, ticket: Ticket, request: SyncRequest, now: Millis) -> Vec<Reply> {
-        let reject = |group: &Group, error| vec![Reply::Sync(ticket, group.sync_reply(Some(error), Bytes::new()))];
+        let reject = |group: &Group, error| {
+            vec![Reply::Sync(
+                ticket,
+                group.sync_reply(Some(error), Bytes::new()),
+            )]
+        };
         if !self.members.contains_key(&request.member_id) {
             return reject(self, GroupError::UnknownMemberId);
         }
         if request.generation_id != self.generation_id {
             return reject(self, GroupError::IllegalGeneration);
         }
-        let type_mismatch = request.protocol_type.as_ref().is_some_and(|t| Some(t) != self.protocol_type.as_ref());
-        let name_mismatch = request.protocol_name.as_ref().is_some_and(|n| Some(n) != self.protocol_name.as_ref());
+        let type_mismatch = request
+            .protocol_type
+            .as_ref()
+            .is_some_and(|t| Some(t) != self.protocol_type.as_ref());
+        let name_mismatch = request
+            .protocol_name
+            .as_ref()
+            .is_some_and(|n| Some(n) != self.protocol_name.as_ref());
         if type_mismatch || name_mismatch {
             return reject(self, GroupError::InconsistentGroupProtocol);
         }
@@ -205,7 +236,10 @@ impl Group {
                 self.touch(&request.member_id, now);
                 let mut replies = Vec::new();
                 if let Some(old) = self.awaiting_sync.insert(request.member_id.clone(), ticket) {
-                    replies.push(Reply::Sync(old, self.sync_reply(Some(GroupError::RebalanceInProgress), Bytes::new())));
+                    replies.push(Reply::Sync(
+                        old,
+                        self.sync_reply(Some(GroupError::RebalanceInProgress), Bytes::new()),
+                    ));
                 }
                 if self.leader.as_deref() == Some(request.member_id.as_str()) {
                     for (member_id, assignment) in request.assignments {
@@ -216,7 +250,11 @@ impl Group {
                     self.state = GroupState::Stable;
                     let waiting = std::mem::take(&mut self.awaiting_sync);
                     for (member_id, ticket) in waiting {
-                        let assignment = self.members.get(&member_id).map(|m| m.assignment.clone()).unwrap_or_default();
+                        let assignment = self
+                            .members
+                            .get(&member_id)
+                            .map(|m| m.assignment.clone())
+                            .unwrap_or_default();
                         replies.push(Reply::Sync(ticket, self.sync_reply(None, assignment)));
                     }
                 }
@@ -226,7 +264,12 @@ impl Group {
     }
 
     /// Heartbeat.
-    pub fn heartbeat(&mut self, member_id: &str, generation_id: i32, now: Millis) -> Result<(), GroupError> {
+    pub fn heartbeat(
+        &mut self,
+        member_id: &str,
+        generation_id: i32,
+        now: Millis,
+    ) -> Result<(), GroupError> {
         if !self.members.contains_key(member_id) {
             return Err(GroupError::UnknownMemberId);
         }
@@ -312,13 +355,21 @@ impl Group {
         self.members.remove(member_id);
         let mut replies = Vec::new();
         if let Some(ticket) = self.awaiting_join.remove(member_id) {
-            replies.push(Reply::Join(ticket, JoinReply::error(GroupError::UnknownMemberId, member_id)));
+            replies.push(Reply::Join(
+                ticket,
+                JoinReply::error(GroupError::UnknownMemberId, member_id),
+            ));
         }
         if let Some(ticket) = self.awaiting_sync.remove(member_id) {
-            replies.push(Reply::Sync(ticket, self.sync_reply(Some(GroupError::UnknownMemberId), Bytes::new())));
+            replies.push(Reply::Sync(
+                ticket,
+                self.sync_reply(Some(GroupError::UnknownMemberId), Bytes::new()),
+            ));
         }
         match self.state {
-            GroupState::Stable | GroupState::CompletingRebalance => replies.extend(self.prepare_rebalance(now)),
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                replies.extend(self.prepare_rebalance(now))
+            }
             GroupState::PreparingRebalance => replies.extend(self.maybe_complete_join(now)),
             GroupState::Empty | GroupState::Dead => {}
         }
@@ -326,11 +377,18 @@ impl Group {
     }
 
     fn protocols_compatible(&self, request: &JoinRequest) -> bool {
-        let others: Vec<&Member> = self.members.values().filter(|m| m.member_id != request.member_id).collect();
+        let others: Vec<&Member> = self
+            .members
+            .values()
+            .filter(|m| m.member_id != request.member_id)
+            .collect();
         if others.is_empty() {
             return true;
         }
-        if others.iter().any(|m| m.protocol_type != request.protocol_type) {
+        if others
+            .iter()
+            .any(|m| m.protocol_type != request.protocol_type)
+        {
             return false;
         }
         request
@@ -343,14 +401,26 @@ impl Group {
         let mut replies = Vec::new();
         if self.state == GroupState::CompletingRebalance {
             for (_, ticket) in std::mem::take(&mut self.awaiting_sync) {
-                replies.push(Reply::Sync(ticket, self.sync_reply(Some(GroupError::RebalanceInProgress), Bytes::new())));
+                replies.push(Reply::Sync(
+                    ticket,
+                    self.sync_reply(Some(GroupError::RebalanceInProgress), Bytes::new()),
+                ));
             }
         }
         let was_empty = self.state == GroupState::Empty;
         self.state = GroupState::PreparingRebalance;
-        let rebalance_timeout = self.members.values().map(|m| m.rebalance_timeout_ms).max().unwrap_or(0);
+        let rebalance_timeout = self
+            .members
+            .values()
+            .map(|m| m.rebalance_timeout_ms)
+            .max()
+            .unwrap_or(0);
         self.rebalance_deadline = now + rebalance_timeout;
-        self.join_not_before = if was_empty { now + self.config.initial_rebalance_delay_ms } else { now };
+        self.join_not_before = if was_empty {
+            now + self.config.initial_rebalance_delay_ms
+        } else {
+            now
+        };
         replies.extend(self.maybe_complete_join(now));
         replies
     }
@@ -359,7 +429,10 @@ impl Group {
         if self.state != GroupState::PreparingRebalance {
             return Vec::new();
         }
-        let all_joined = self.members.keys().all(|m| self.awaiting_join.contains_key(m));
+        let all_joined = self
+            .members
+            .keys()
+            .all(|m| self.awaiting_join.contains_key(m));
         if (all_joined && now >= self.join_not_before) || now >= self.rebalance_deadline {
             self.complete_join(now)
         } else {
@@ -383,10 +456,18 @@ impl Group {
             .iter()
             .min_by_key(|(_, ticket)| **ticket)
             .map(|(id, _)| id.clone());
-        if !self.leader.as_ref().is_some_and(|l| self.members.contains_key(l)) {
+        if !self
+            .leader
+            .as_ref()
+            .is_some_and(|l| self.members.contains_key(l))
+        {
             self.leader = first_joined;
         }
-        self.protocol_type = self.members.values().next().map(|m| m.protocol_type.clone());
+        self.protocol_type = self
+            .members
+            .values()
+            .next()
+            .map(|m| m.protocol_type.clone());
         self.protocol_name = self.select_protocol();
         self.state = GroupState::CompletingRebalance;
         for m in self.members.values_mut() {
@@ -417,7 +498,13 @@ impl Group {
         let votes = |name: &String| {
             self.members
                 .values()
-                .filter(|m| m.protocols.iter().map(|(n, _)| n).find(|n| candidates.contains(n)) == Some(name))
+                .filter(|m| {
+                    m.protocols
+                        .iter()
+                        .map(|(n, _)| n)
+                        .find(|n| candidates.contains(n))
+                        == Some(name)
+                })
                 .count()
         };
         let mut best: Option<(&String, usize)> = None;

@@ -23,7 +23,10 @@ fn join_request(member_id: &str, protocols: &[&str]) -> JoinRequest {
         session_timeout_ms: SESSION,
         rebalance_timeout_ms: 30_000,
         protocol_type: "consumer".into(),
-        protocols: protocols.iter().map(|p| (p.to_string(), Bytes::from(format!("meta-{p}")))).collect(),
+        protocols: protocols
+            .iter()
+            .map(|p| (p.to_string(), Bytes::from(format!("meta-{p}"))))
+            .collect(),
         require_known_member_id: true,
     }
 }
@@ -54,7 +57,12 @@ fn admit(group: &mut Group, ticket: Ticket, id: &str, now: Millis) -> Vec<Reply>
     let reply = join_reply(&first, ticket);
     assert_eq!(reply.error, Some(GroupError::MemberIdRequired));
     assert_eq!(reply.member_id, id);
-    group.join(ticket + 1000, join_request(id, &["range"]), "unused".into(), now)
+    group.join(
+        ticket + 1000,
+        join_request(id, &["range"]),
+        "unused".into(),
+        now,
+    )
 }
 
 fn stable_group_of_three() -> Group {
@@ -63,14 +71,27 @@ fn stable_group_of_three() -> Group {
     let a = join_reply(&r, 1001);
     assert_eq!(a.generation_id, 1);
     assert_eq!(a.leader, "a");
-    let r = g.sync(2, SyncRequest { member_id: "a".into(), generation_id: 1, protocol_type: None, protocol_name: None, assignments: vec![("a".into(), Bytes::from("p0-5"))] }, 0);
+    let r = g.sync(
+        2,
+        SyncRequest {
+            member_id: "a".into(),
+            generation_id: 1,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![("a".into(), Bytes::from("p0-5"))],
+        },
+        0,
+    );
     assert_eq!(sync_reply(&r, 2).assignment, Bytes::from("p0-5"));
     assert_eq!(g.state(), GroupState::Stable);
     // b joins: a rebalance starts and waits for a to rejoin.
     let r = admit(&mut g, 3, "b", 10);
     assert!(r.is_empty(), "b must wait for a to rejoin: {r:?}");
     assert_eq!(g.state(), GroupState::PreparingRebalance);
-    assert_eq!(g.heartbeat("a", 1, 20), Err(GroupError::RebalanceInProgress));
+    assert_eq!(
+        g.heartbeat("a", 1, 20),
+        Err(GroupError::RebalanceInProgress)
+    );
     let r = admit(&mut g, 5, "c", 30);
     assert!(r.is_empty());
     let r = g.join(7, join_request("a", &["range"]), "unused".into(), 40);
@@ -79,16 +100,57 @@ fn stable_group_of_three() -> Group {
     assert_eq!(leader.generation_id, 2);
     assert_eq!(leader.leader, "a", "the old leader stays leader");
     assert_eq!(leader.members.len(), 3);
-    assert!(join_reply(&r, 1003).members.is_empty(), "followers get no member list");
+    assert!(
+        join_reply(&r, 1003).members.is_empty(),
+        "followers get no member list"
+    );
     assert_eq!(leader.protocol_name.as_deref(), Some("range"));
-    let r = g.sync(8, SyncRequest { member_id: "b".into(), generation_id: 2, protocol_type: Some("consumer".into()), protocol_name: Some("range".into()), assignments: vec![] }, 50);
+    let r = g.sync(
+        8,
+        SyncRequest {
+            member_id: "b".into(),
+            generation_id: 2,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignments: vec![],
+        },
+        50,
+    );
     assert!(r.is_empty(), "a follower's sync waits for the leader");
-    let assignments = vec![("a".into(), Bytes::from("p0,p1")), ("b".into(), Bytes::from("p2,p3")), ("c".into(), Bytes::from("p4,p5"))];
-    let r = g.sync(9, SyncRequest { member_id: "a".into(), generation_id: 2, protocol_type: None, protocol_name: None, assignments }, 60);
+    let assignments = vec![
+        ("a".into(), Bytes::from("p0,p1")),
+        ("b".into(), Bytes::from("p2,p3")),
+        ("c".into(), Bytes::from("p4,p5")),
+    ];
+    let r = g.sync(
+        9,
+        SyncRequest {
+            member_id: "a".into(),
+            generation_id: 2,
+            protocol_type: None,
+            protocol_name: None,
+            assignments,
+        },
+        60,
+    );
     assert_eq!(sync_reply(&r, 8).assignment, Bytes::from("p2,p3"));
     assert_eq!(sync_reply(&r, 9).assignment, Bytes::from("p0,p1"));
-    let r = g.sync(10, SyncRequest { member_id: "c".into(), generation_id: 2, protocol_type: None, protocol_name: None, assignments: vec![] }, 70);
-    assert_eq!(sync_reply(&r, 10).assignment, Bytes::from("p4,p5"), "a late follower gets its assignment at once");
+    let r = g.sync(
+        10,
+        SyncRequest {
+            member_id: "c".into(),
+            generation_id: 2,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+        70,
+    );
+    assert_eq!(
+        sync_reply(&r, 10).assignment,
+        Bytes::from("p4,p5"),
+        "a late follower gets its assignment at once"
+    );
     assert_eq!(g.state(), GroupState::Stable);
     g
 }
@@ -141,42 +203,99 @@ fn stale_generations_and_unknown_members_are_rejected() {
     assert_eq!(g.heartbeat("zz", 2, 80), Err(GroupError::UnknownMemberId));
     let r = g.join(40, join_request("zz", &["range"]), "unused".into(), 80);
     assert_eq!(join_reply(&r, 40).error, Some(GroupError::UnknownMemberId));
-    let r = g.sync(41, SyncRequest { member_id: "b".into(), generation_id: 1, protocol_type: None, protocol_name: None, assignments: vec![] }, 80);
+    let r = g.sync(
+        41,
+        SyncRequest {
+            member_id: "b".into(),
+            generation_id: 1,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+        80,
+    );
     let reply = sync_reply(&r, 41);
     assert_eq!(reply.error, Some(GroupError::IllegalGeneration));
-    assert_eq!(reply.protocol_type.as_deref(), Some("consumer"), "SyncGroup errors still carry the protocol type");
+    assert_eq!(
+        reply.protocol_type.as_deref(),
+        Some("consumer"),
+        "SyncGroup errors still carry the protocol type"
+    );
     assert_eq!(reply.protocol_name.as_deref(), Some("range"));
-    assert_eq!(g.check_commit("a", 1), CommitCheck::Rejected(GroupError::IllegalGeneration));
+    assert_eq!(
+        g.check_commit("a", 1),
+        CommitCheck::Rejected(GroupError::IllegalGeneration)
+    );
     assert_eq!(g.check_commit("a", 2), CommitCheck::Ok);
-    assert_eq!(g.check_commit("", -1), CommitCheck::Rejected(GroupError::UnknownMemberId));
+    assert_eq!(
+        g.check_commit("", -1),
+        CommitCheck::Rejected(GroupError::UnknownMemberId)
+    );
 }
 
 #[test]
 fn incompatible_protocols_are_refused() {
     let mut g = stable_group_of_three();
     let first = g.join(50, join_request("", &["roundrobin"]), "d".into(), 90);
-    assert_eq!(join_reply(&first, 50).error, Some(GroupError::InconsistentGroupProtocol));
+    assert_eq!(
+        join_reply(&first, 50).error,
+        Some(GroupError::InconsistentGroupProtocol)
+    );
     assert_eq!(g.members().count(), 3);
-    assert_eq!(g.state(), GroupState::Stable, "a refused join does not disturb the group");
+    assert_eq!(
+        g.state(),
+        GroupState::Stable,
+        "a refused join does not disturb the group"
+    );
 }
 
 #[test]
 fn protocol_selection_follows_the_members_votes() {
     let mut g = Group::new("g", config());
-    let _ = g.join(1, join_request("", &["cooperative-sticky", "range"]), "a".into(), 0);
-    let r = g.join(2, join_request("a", &["cooperative-sticky", "range"]), "x".into(), 0);
-    assert_eq!(join_reply(&r, 2).protocol_name.as_deref(), Some("cooperative-sticky"));
+    let _ = g.join(
+        1,
+        join_request("", &["cooperative-sticky", "range"]),
+        "a".into(),
+        0,
+    );
+    let r = g.join(
+        2,
+        join_request("a", &["cooperative-sticky", "range"]),
+        "x".into(),
+        0,
+    );
+    assert_eq!(
+        join_reply(&r, 2).protocol_name.as_deref(),
+        Some("cooperative-sticky")
+    );
     let _ = g.join(3, join_request("", &["range"]), "b".into(), 1);
     let _ = g.join(4, join_request("b", &["range"]), "x".into(), 1);
-    let r = g.join(5, join_request("a", &["cooperative-sticky", "range"]), "x".into(), 2);
-    assert_eq!(join_reply(&r, 5).protocol_name.as_deref(), Some("range"), "only range is common");
+    let r = g.join(
+        5,
+        join_request("a", &["cooperative-sticky", "range"]),
+        "x".into(),
+        2,
+    );
+    assert_eq!(
+        join_reply(&r, 5).protocol_name.as_deref(),
+        Some("range"),
+        "only range is common"
+    );
 }
 
 #[test]
 fn the_first_rebalance_waits_for_the_initial_delay() {
-    let mut g = Group::new("g", GroupConfig { initial_rebalance_delay_ms: 3_000, ..GroupConfig::default() });
+    let mut g = Group::new(
+        "g",
+        GroupConfig {
+            initial_rebalance_delay_ms: 3_000,
+            ..GroupConfig::default()
+        },
+    );
     let _ = g.join(1, join_request("", &["range"]), "a".into(), 0);
-    assert!(g.join(2, join_request("a", &["range"]), "x".into(), 0).is_empty());
+    assert!(g
+        .join(2, join_request("a", &["range"]), "x".into(), 0)
+        .is_empty());
     assert!(g.tick(2_999).is_empty());
     let r = g.tick(3_000);
     assert_eq!(join_reply(&r, 2).generation_id, 1);

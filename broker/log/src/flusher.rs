@@ -346,13 +346,18 @@ mod tests {
 
         let dir = tempfile::tempdir().expect("temp dir");
         let mut config = LogManagerConfig::new(dir.path());
-        config.flush_policy = FlushPolicy::GroupCommit { max_wait: Duration::from_secs(60) };
+        config.flush_policy = FlushPolicy::GroupCommit {
+            max_wait: Duration::from_secs(60),
+        };
         let manager = LogManager::open(config, Arc::new(|_| {})).expect("open");
-        let topic = manager.create_topic("t", 1, Default::default()).expect("create");
+        let topic = manager
+            .create_topic("t", 1, Default::default())
+            .expect("create");
         let log = topic.partition(0).expect("partition 0");
         let mut batch = build_test_batch(2, 0, b"x");
         let headers = parse_batches(&batch).expect("valid");
-        log.append(&mut batch, &headers).expect("append while online");
+        log.append(&mut batch, &headers)
+            .expect("append while online");
         let deadline = Instant::now() + Duration::from_secs(10);
         while log.durable_offset() < 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
@@ -364,15 +369,31 @@ mod tests {
         assert!(log.is_offline());
         let mut batch = build_test_batch(1, 0, b"y");
         let headers = parse_batches(&batch).expect("valid");
-        assert!(matches!(log.append(&mut batch, &headers), Err(Error::StorageOffline { partition: 0, .. })));
-        assert_eq!(log.durable_offset(), durable, "nothing becomes durable after the failure");
+        assert!(matches!(
+            log.append(&mut batch, &headers),
+            Err(Error::StorageOffline { partition: 0, .. })
+        ));
+        assert_eq!(
+            log.durable_offset(),
+            durable,
+            "nothing becomes durable after the failure"
+        );
         manager.shutdown();
     }
 
     #[test]
     fn quiet_period_is_a_tenth_of_max_wait_capped_at_one_millisecond() {
-        assert_eq!(quiet_period(Duration::from_millis(2)), Duration::from_micros(200));
-        assert_eq!(quiet_period(Duration::from_millis(10)), Duration::from_millis(1));
-        assert_eq!(quiet_period(Duration::from_millis(100)), Duration::from_millis(1));
+        assert_eq!(
+            quiet_period(Duration::from_millis(2)),
+            Duration::from_micros(200)
+        );
+        assert_eq!(
+            quiet_period(Duration::from_millis(10)),
+            Duration::from_millis(1)
+        );
+        assert_eq!(
+            quiet_period(Duration::from_millis(100)),
+            Duration::from_millis(1)
+        );
     }
 }

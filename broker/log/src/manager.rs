@@ -28,7 +28,7 @@ use crate::checkpoint::{
 use crate::config::LogConfig;
 use crate::durable_file::sync_dir;
 use crate::error::{Error, Result};
-use crate::flusher::{OnFlush, sync_partition, FlushPolicy, FlushQueue, Flusher};
+use crate::flusher::{sync_partition, FlushPolicy, FlushQueue, Flusher, OnFlush};
 use crate::partition::{PartitionContext, PartitionLog};
 use crate::recovery::RecoveryHint;
 use crate::registry::Registry;
@@ -108,10 +108,7 @@ impl LogManager {
     /// topic's partitions and starts the background threads. `on_flush` runs
     /// on the flusher thread after each round that advanced a durable offset,
     /// with the partitions whose offset advanced.
-    pub fn open(
-        config: LogManagerConfig,
-        on_flush: OnFlush,
-    ) -> Result<Arc<LogManager>> {
+    pub fn open(config: LogManagerConfig, on_flush: OnFlush) -> Result<Arc<LogManager>> {
         let started = Instant::now();
         let data_dir = config.data_dir.clone();
         let topics = topics_dir(&data_dir);
@@ -158,7 +155,10 @@ impl LogManager {
             admin: Mutex::new(()),
             shut_down: AtomicBool::new(false),
         });
-        manager.start_threads(config.retention_check_interval, config.producer_id_expiration)?;
+        manager.start_threads(
+            config.retention_check_interval,
+            config.producer_id_expiration,
+        )?;
         Ok(manager)
     }
 

@@ -421,7 +421,10 @@ impl ProducerStateManager {
         if r.at != bytes.len() {
             return Err(format!("{} trailing bytes", bytes.len() - r.at));
         }
-        Ok(Self { producers, last_used: HashMap::new() })
+        Ok(Self {
+            producers,
+            last_used: HashMap::new(),
+        })
     }
 }
 

@@ -20,8 +20,16 @@ use common::{open_with, small_segments};
 #[test]
 fn emfile_while_syncing_a_directory_keeps_the_partition_online() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let manager = open_with(dir.path(), small_segments(512), FlushPolicy::GroupCommit { max_wait: Duration::from_millis(300) });
-    let topic = manager.create_topic("t", 1, Default::default()).expect("create");
+    let manager = open_with(
+        dir.path(),
+        small_segments(512),
+        FlushPolicy::GroupCommit {
+            max_wait: Duration::from_millis(300),
+        },
+    );
+    let topic = manager
+        .create_topic("t", 1, Default::default())
+        .expect("create");
     let log = topic.partition(0).expect("partition 0");
     let wait_durable = |end: i64, within: Duration| {
         let deadline = Instant::now() + within;
@@ -36,7 +44,11 @@ fn emfile_while_syncing_a_directory_keeps_the_partition_online() {
     assert_eq!(wait_durable(2, Duration::from_secs(10)), 2);
 
     // How many descriptors a rolling append keeps open.
-    let open_fds = || std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd").count();
+    let open_fds = || {
+        std::fs::read_dir("/proc/self/fd")
+            .expect("/proc/self/fd")
+            .count()
+    };
     let before = open_fds();
     let mut batch = build_test_batch(2, 0, &[0u8; 600]);
     let headers = parse_batches(&batch).expect("valid");
@@ -68,7 +80,8 @@ fn emfile_while_syncing_a_directory_keeps_the_partition_online() {
     hog.truncate(hog.len() - (kept + slack));
     let mut batch = build_test_batch(2, 0, &[0u8; 600]);
     let headers = parse_batches(&batch).expect("valid");
-    log.append(&mut batch, &headers).expect("append that rolls, with descriptors to spare");
+    log.append(&mut batch, &headers)
+        .expect("append that rolls, with descriptors to spare");
     while let Ok(f) = File::open("/dev/null") {
         hog.push(f);
     }
@@ -77,9 +90,14 @@ fn emfile_while_syncing_a_directory_keeps_the_partition_online() {
     assert!(log.durable_offset() < 6, "durable without a directory sync");
 
     drop(hog);
-    assert_eq!(wait_durable(6, Duration::from_secs(10)), 6, "the sync was not retried once descriptors were free");
+    assert_eq!(
+        wait_durable(6, Duration::from_secs(10)),
+        6,
+        "the sync was not retried once descriptors were free"
+    );
     assert!(!log.is_offline());
     let mut batch = build_test_batch(1, 0, b"after");
     let headers = parse_batches(&batch).expect("valid");
-    log.append(&mut batch, &headers).expect("appends still accepted");
+    log.append(&mut batch, &headers)
+        .expect("appends still accepted");
 }

@@ -13,7 +13,9 @@ use chronik_protocol::{Request, SUPPORTED_APIS};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) {
     fs::create_dir_all(dir).expect("create corpus dir");
@@ -35,11 +37,21 @@ fn records(compression: Compression) -> Bytes {
             timestamp: 1_700_000_000_000 + i,
             key: Some(Bytes::from("key")),
             value: Some(Bytes::from(format!("value-{i}"))),
-            headers: [(StrBytes::from_static_str("h"), Some(Bytes::from("v")))].into_iter().collect(),
+            headers: [(StrBytes::from_static_str("h"), Some(Bytes::from("v")))]
+                .into_iter()
+                .collect(),
         })
         .collect();
     let mut out = BytesMut::new();
-    RecordBatchEncoder::encode(&mut out, &records, &RecordEncodeOptions { version: 2, compression }).expect("encode batch");
+    RecordBatchEncoder::encode(
+        &mut out,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("encode batch");
     out.freeze()
 }
 
@@ -49,7 +61,9 @@ fn main() {
     for &(key, min, max) in SUPPORTED_APIS {
         let request = Request::default_for(key).expect("every supported API has a default");
         for version in min..=max {
-            let frame = request.encode_frame(version, 1).expect("encode default request");
+            let frame = request
+                .encode_frame(version, 1)
+                .expect("encode default request");
             write(&requests, &format!("{key:?}-v{version}"), &frame);
         }
     }
@@ -62,11 +76,18 @@ fn main() {
     ];
     for (name, codec) in codecs {
         let batch = records(codec);
-        let produce = ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("t")))
-            .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch.clone()))])]);
+        let produce = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(1000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch.clone()))])]);
         for version in [3, 9, 12] {
-            let frame = Request::Produce(produce.clone()).encode_frame(version, 2).expect("encode produce");
+            let frame = Request::Produce(produce.clone())
+                .encode_frame(version, 2)
+                .expect("encode produce");
             write(&requests, &format!("Produce-{name}-v{version}"), &frame);
         }
         write(&root.join("record_batch"), name, &batch);
@@ -76,7 +97,15 @@ fn main() {
         write(&root.join("decompress"), name, &payload);
     }
     let simple: Vec<SimpleRecord> = (0..4)
-        .map(|i| SimpleRecord { key: Some(Bytes::from(format!("k{i}"))), value: Some(Bytes::from("v")), timestamp: i })
+        .map(|i| SimpleRecord {
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from("v")),
+            timestamp: i,
+        })
         .collect();
-    write(&root.join("record_batch"), "broker-written", &build_batch(&simple));
+    write(
+        &root.join("record_batch"),
+        "broker-written",
+        &build_batch(&simple),
+    );
 }

@@ -146,14 +146,22 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
 
 /// Encodes a whole response frame: size prefix, response header (whose
 /// version depends on the API and version), then the body.
-pub fn encode_response(correlation_id: i32, version: i16, response: &Response) -> Result<Bytes, EncodeError> {
+pub fn encode_response(
+    correlation_id: i32,
+    version: i16,
+    response: &Response,
+) -> Result<Bytes, EncodeError> {
     let api_key = response.api_key();
     let mut buf = BytesMut::with_capacity(128);
     buf.extend_from_slice(&[0u8; 4]);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     header
         .encode(&mut buf, api_key.response_header_version(version))
-        .map_err(|e| EncodeError { api: api_name(api_key), version, reason: e.to_string() })?;
+        .map_err(|e| EncodeError {
+            api: api_name(api_key),
+            version,
+            reason: e.to_string(),
+        })?;
     response.encode_body(&mut buf, version)?;
     let size = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&size.to_be_bytes());

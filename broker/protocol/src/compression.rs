@@ -28,21 +28,34 @@ const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 const XERIAL_HEADER_LEN: usize = 16;
 
 /// Inflates `input` compressed with `codec` into at most `limit` bytes.
-pub fn decompress_bounded(codec: i16, input: &[u8], limit: usize) -> Result<Vec<u8>, CompressionError> {
+pub fn decompress_bounded(
+    codec: i16,
+    input: &[u8],
+    limit: usize,
+) -> Result<Vec<u8>, CompressionError> {
     match codec {
         CODEC_NONE => bounded_copy(input, limit),
         CODEC_GZIP => read_bounded(flate2::read::MultiGzDecoder::new(input), limit, "gzip"),
         CODEC_SNAPPY => snappy(input, limit),
         CODEC_LZ4 => {
-            let decoder = lz4::Decoder::new(input).map_err(|e| CompressionError::Invalid { codec: "lz4", reason: e.to_string() })?;
+            let decoder = lz4::Decoder::new(input).map_err(|e| CompressionError::Invalid {
+                codec: "lz4",
+                reason: e.to_string(),
+            })?;
             read_bounded(decoder, limit, "lz4")
         }
         CODEC_ZSTD => {
             let mut decoder =
-                zstd::stream::read::Decoder::new(input).map_err(|e| CompressionError::Invalid { codec: "zstd", reason: e.to_string() })?;
+                zstd::stream::read::Decoder::new(input).map_err(|e| CompressionError::Invalid {
+                    codec: "zstd",
+                    reason: e.to_string(),
+                })?;
             decoder
                 .window_log_max(ZSTD_WINDOW_LOG_MAX)
-                .map_err(|e| CompressionError::Invalid { codec: "zstd", reason: e.to_string() })?;
+                .map_err(|e| CompressionError::Invalid {
+                    codec: "zstd",
+                    reason: e.to_string(),
+                })?;
             read_bounded(decoder, limit, "zstd")
         }
         other => Err(CompressionError::UnknownCodec(other)),
@@ -58,13 +71,20 @@ fn bounded_copy(input: &[u8], limit: usize) -> Result<Vec<u8>, CompressionError>
 
 /// Reads `reader` to its end, failing as soon as more than `limit` bytes
 /// come out.
-fn read_bounded(reader: impl Read, limit: usize, codec: &'static str) -> Result<Vec<u8>, CompressionError> {
+fn read_bounded(
+    reader: impl Read,
+    limit: usize,
+    codec: &'static str,
+) -> Result<Vec<u8>, CompressionError> {
     let mut out = Vec::new();
     let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
     reader
         .take(cap)
         .read_to_end(&mut out)
-        .map_err(|e| CompressionError::Invalid { codec, reason: e.to_string() })?;
+        .map_err(|e| CompressionError::Invalid {
+            codec,
+            reason: e.to_string(),
+        })?;
     if out.len() > limit {
         return Err(CompressionError::TooLarge { limit });
     }
@@ -75,7 +95,10 @@ fn read_bounded(reader: impl Read, limit: usize, codec: &'static str) -> Result<
 /// librdkafka) or one raw snappy block. Each block's declared length is
 /// checked against what is left of the limit before it is inflated.
 fn snappy(input: &[u8], limit: usize) -> Result<Vec<u8>, CompressionError> {
-    let invalid = |reason: String| CompressionError::Invalid { codec: "snappy", reason };
+    let invalid = |reason: String| CompressionError::Invalid {
+        codec: "snappy",
+        reason,
+    };
     let mut out = Vec::new();
     let append_block = |block: &[u8], out: &mut Vec<u8>| -> Result<(), CompressionError> {
         let len = snap::raw::decompress_len(block).map_err(|e| invalid(e.to_string()))?;
@@ -95,8 +118,11 @@ fn snappy(input: &[u8], limit: usize) -> Result<Vec<u8>, CompressionError> {
             if rest.len() < 4 {
                 return Err(invalid("truncated xerial block length".into()));
             }
-            let len = usize::try_from(u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]])).unwrap_or(usize::MAX);
-            let block = rest.get(4..4usize.saturating_add(len)).ok_or_else(|| invalid("truncated xerial block".into()))?;
+            let len = usize::try_from(u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]))
+                .unwrap_or(usize::MAX);
+            let block = rest
+                .get(4..4usize.saturating_add(len))
+                .ok_or_else(|| invalid("truncated xerial block".into()))?;
             append_block(block, &mut out)?;
             rest = &rest[4 + len..];
         }
@@ -123,11 +149,15 @@ mod tests {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(&data).expect("gzip");
         let gz = gz.finish().expect("gzip");
-        let raw_snappy = snap::raw::Encoder::new().compress_vec(&data).expect("snappy");
+        let raw_snappy = snap::raw::Encoder::new()
+            .compress_vec(&data)
+            .expect("snappy");
         let mut xerial = XERIAL_MAGIC.to_vec();
         xerial.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
         for chunk in data.chunks(32 * 1024) {
-            let block = snap::raw::Encoder::new().compress_vec(chunk).expect("snappy");
+            let block = snap::raw::Encoder::new()
+                .compress_vec(chunk)
+                .expect("snappy");
             xerial.extend_from_slice(&(block.len() as u32).to_be_bytes());
             xerial.extend_from_slice(&block);
         }
@@ -135,10 +165,23 @@ mod tests {
         lz.write_all(&data).expect("lz4");
         let (lz, result) = lz.finish();
         result.expect("lz4");
-        for (codec, input) in [(CODEC_GZIP, gz), (CODEC_SNAPPY, raw_snappy), (CODEC_SNAPPY, xerial), (CODEC_LZ4, lz), (CODEC_ZSTD, zstd_of(&data))] {
-            assert_eq!(decompress_bounded(codec, &input, data.len()).expect("within the limit"), data, "codec {codec}");
+        for (codec, input) in [
+            (CODEC_GZIP, gz),
+            (CODEC_SNAPPY, raw_snappy),
+            (CODEC_SNAPPY, xerial),
+            (CODEC_LZ4, lz),
+            (CODEC_ZSTD, zstd_of(&data)),
+        ] {
+            assert_eq!(
+                decompress_bounded(codec, &input, data.len()).expect("within the limit"),
+                data,
+                "codec {codec}"
+            );
             assert!(
-                matches!(decompress_bounded(codec, &input, data.len() - 1), Err(CompressionError::TooLarge { .. })),
+                matches!(
+                    decompress_bounded(codec, &input, data.len() - 1),
+                    Err(CompressionError::TooLarge { .. })
+                ),
                 "codec {codec} one byte over the limit"
             );
         }
@@ -161,7 +204,13 @@ mod tests {
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         for codec in 0..6 {
-            for input in [&b""[..], b"\x00", b"\xff\xff\xff\xff\xff", &XERIAL_MAGIC, b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\xff\xff\xff\xff"] {
+            for input in [
+                &b""[..],
+                b"\x00",
+                b"\xff\xff\xff\xff\xff",
+                &XERIAL_MAGIC,
+                b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\xff\xff\xff\xff",
+            ] {
                 let _ = decompress_bounded(codec, input, 1024);
             }
         }

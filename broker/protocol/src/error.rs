@@ -80,7 +80,10 @@ pub enum CompressionError {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum InvalidBatch {
     #[error("inconsistent batch offset range: last offset delta {last_offset_delta} with {records_count} records")]
-    InconsistentOffsetRange { last_offset_delta: i32, records_count: i32 },
+    InconsistentOffsetRange {
+        last_offset_delta: i32,
+        records_count: i32,
+    },
     #[error("clients may not write control batches")]
     ControlBatchFromClient,
     #[error("batch records are truncated")]

@@ -45,7 +45,10 @@ pub fn peek_frame_len(buf: &[u8], max_frame_bytes: usize) -> Result<Option<usize
 
 /// Splits one whole frame's body off the front of `buf` when it is fully
 /// buffered; leaves `buf` untouched otherwise.
-pub fn split_frame(buf: &mut BytesMut, max_frame_bytes: usize) -> Result<Option<Bytes>, FrameError> {
+pub fn split_frame(
+    buf: &mut BytesMut,
+    max_frame_bytes: usize,
+) -> Result<Option<Bytes>, FrameError> {
     let Some(size) = peek_frame_len(buf, max_frame_bytes)? else {
         return Ok(None);
     };

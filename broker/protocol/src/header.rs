@@ -62,14 +62,19 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, RequestError> 
     let api_key = check_supported(&raw)?;
     let version = raw.api_version;
     let header_version = api_key.request_header_version(version);
-    let header = RequestHeader::decode(&mut frame, header_version).map_err(|e| RequestError::Malformed {
-        api: api_name(api_key),
-        version,
-        reason: format!("header: {e}"),
-    })?;
+    let header =
+        RequestHeader::decode(&mut frame, header_version).map_err(|e| RequestError::Malformed {
+            api: api_name(api_key),
+            version,
+            reason: format!("header: {e}"),
+        })?;
     // Trailing bytes after the body are ignored, as Kafka does.
     let body = Request::decode_body(api_key, version, &mut frame)?;
-    Ok(DecodedRequest { header, api_key, body })
+    Ok(DecodedRequest {
+        header,
+        api_key,
+        body,
+    })
 }
 
 #[cfg(test)]
@@ -99,9 +104,12 @@ mod tests {
         let body = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("librdkafka"))
             .with_client_software_version(StrBytes::from_static_str("2.12.1"));
-        let decoded = decode_request(request_frame(ApiKey::ApiVersions, 3, &body)).expect("decodes");
+        let decoded =
+            decode_request(request_frame(ApiKey::ApiVersions, 3, &body)).expect("decodes");
         assert_eq!(decoded.correlation_id(), 77);
-        assert!(matches!(decoded.body, Request::ApiVersions(r) if r.client_software_name.as_str() == "librdkafka"));
+        assert!(
+            matches!(decoded.body, Request::ApiVersions(r) if r.client_software_name.as_str() == "librdkafka")
+        );
     }
 
     #[test]
@@ -113,14 +121,22 @@ mod tests {
         frame.extend_from_slice(&(-1i16).to_be_bytes());
         assert!(matches!(
             decode_request(frame.freeze()),
-            Err(RequestError::UnknownApiKey { api_key: 999, correlation_id: 5 })
+            Err(RequestError::UnknownApiKey {
+                api_key: 999,
+                correlation_id: 5
+            })
         ));
         let body = ApiVersionsRequest::default();
         let mut frame = BytesMut::from(&request_frame(ApiKey::ApiVersions, 0, &body)[..]);
         frame[2..4].copy_from_slice(&127i16.to_be_bytes());
         assert!(matches!(
             decode_request(frame.freeze()),
-            Err(RequestError::UnsupportedVersion { api: "ApiVersions", version: 127, correlation_id: 77, .. })
+            Err(RequestError::UnsupportedVersion {
+                api: "ApiVersions",
+                version: 127,
+                correlation_id: 77,
+                ..
+            })
         ));
     }
 
@@ -129,14 +145,24 @@ mod tests {
         let body = kafka_protocol::messages::MetadataRequest::default().with_topics(None);
         let frame = request_frame(ApiKey::Metadata, 12, &body);
         let cut = frame.slice(..frame.len() - 1);
-        assert!(matches!(decode_request(cut), Err(RequestError::Malformed { api: "Metadata", .. })));
+        assert!(matches!(
+            decode_request(cut),
+            Err(RequestError::Malformed {
+                api: "Metadata",
+                ..
+            })
+        ));
     }
 
     #[test]
     fn response_frames_carry_their_size_and_correlation_id() {
-        let bytes = encode_response(42, 12, &Response::Metadata(MetadataResponse::default())).expect("encodes");
+        let bytes = encode_response(42, 12, &Response::Metadata(MetadataResponse::default()))
+            .expect("encodes");
         let size = i32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
         assert_eq!(size, bytes.len() - 4);
-        assert_eq!(i32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]), 42);
+        assert_eq!(
+            i32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+            42
+        );
     }
 }

@@ -22,7 +22,9 @@ pub mod record_walk;
 pub mod records;
 
 pub use api::{encode_response, Request, Response, SUPPORTED_APIS};
-pub use error::{BatchError, CompressionError, EncodeError, FrameError, InvalidBatch, RequestError};
+pub use error::{
+    BatchError, CompressionError, EncodeError, FrameError, InvalidBatch, RequestError,
+};
 pub use header::{decode_request, DecodedRequest, RawHeader};
-pub use record_batch::{BatchHeader, BatchScanner};
 pub use kafka_protocol;
+pub use record_batch::{BatchHeader, BatchScanner};

@@ -330,7 +330,11 @@ mod tests {
         let mut buf = build_test_batch(3, 0, b"a");
         buf.extend(build_test_batch(4, 0, b"b"));
         assert_eq!(count_records(&buf), 7);
-        assert_eq!(count_records(&buf[..buf.len() - 1]), 7, "the second header is whole; its count is read");
+        assert_eq!(
+            count_records(&buf[..buf.len() - 1]),
+            7,
+            "the second header is whole; its count is read"
+        );
         assert_eq!(count_records(&buf[..10]), 0);
     }
 

@@ -26,7 +26,11 @@ pub struct RecordPosition {
 /// Checks one batch of a Produce request (`batch` holds exactly the batch):
 /// Kafka's "inconsistent batch offset range", record framing, and for
 /// compressed batches that the records inflate within `max_decompressed`.
-pub fn validate_produced(batch: &[u8], header: &BatchHeader, max_decompressed: usize) -> Result<(), InvalidBatch> {
+pub fn validate_produced(
+    batch: &[u8],
+    header: &BatchHeader,
+    max_decompressed: usize,
+) -> Result<(), InvalidBatch> {
     if i64::from(header.last_offset_delta) + 1 != i64::from(header.records_count) {
         return Err(InvalidBatch::InconsistentOffsetRange {
             last_offset_delta: header.last_offset_delta,
@@ -46,7 +50,9 @@ pub fn walk(
     max_decompressed: usize,
     mut each: impl FnMut(RecordPosition),
 ) -> Result<(), InvalidBatch> {
-    let section = batch.get(BATCH_HEADER_SIZE..header.size).ok_or(InvalidBatch::Truncated)?;
+    let section = batch
+        .get(BATCH_HEADER_SIZE..header.size)
+        .ok_or(InvalidBatch::Truncated)?;
     let inflated;
     let records = if header.compression_codec() == 0 {
         section
@@ -57,34 +63,58 @@ pub fn walk(
     let mut pos = 0usize;
     for index in 0..header.records_count {
         let length = read_varint(records, &mut pos)?;
-        let length = usize::try_from(length).map_err(|_| InvalidBatch::BadRecord { index, reason: "negative length" })?;
-        let end = pos.checked_add(length).filter(|&e| e <= records.len()).ok_or(InvalidBatch::BadRecord { index, reason: "length past the batch" })?;
+        let length = usize::try_from(length).map_err(|_| InvalidBatch::BadRecord {
+            index,
+            reason: "negative length",
+        })?;
+        let end = pos
+            .checked_add(length)
+            .filter(|&e| e <= records.len())
+            .ok_or(InvalidBatch::BadRecord {
+                index,
+                reason: "length past the batch",
+            })?;
         let body = &records[pos..end];
         let mut p = 1usize; // attributes
         if body.is_empty() {
-            return Err(InvalidBatch::BadRecord { index, reason: "empty record" });
+            return Err(InvalidBatch::BadRecord {
+                index,
+                reason: "empty record",
+            });
         }
         let timestamp_delta = read_varint(body, &mut p)?;
         let offset_delta = read_varint(body, &mut p)?;
         if offset_delta != i64::from(index) {
-            return Err(InvalidBatch::BadRecord { index, reason: "offset delta out of sequence" });
+            return Err(InvalidBatch::BadRecord {
+                index,
+                reason: "offset delta out of sequence",
+            });
         }
         skip_bytes(body, &mut p, index)?; // key
         skip_bytes(body, &mut p, index)?; // value
         let headers = read_varint(body, &mut p)?;
         if headers < 0 {
-            return Err(InvalidBatch::BadRecord { index, reason: "negative header count" });
+            return Err(InvalidBatch::BadRecord {
+                index,
+                reason: "negative header count",
+            });
         }
         for _ in 0..headers {
             let key_len = read_varint(body, &mut p)?;
             if key_len < 0 {
-                return Err(InvalidBatch::BadRecord { index, reason: "null header key" });
+                return Err(InvalidBatch::BadRecord {
+                    index,
+                    reason: "null header key",
+                });
             }
             advance(body, &mut p, key_len, index)?;
             skip_bytes(body, &mut p, index)?;
         }
         if p != body.len() {
-            return Err(InvalidBatch::BadRecord { index, reason: "record length does not match its fields" });
+            return Err(InvalidBatch::BadRecord {
+                index,
+                reason: "record length does not match its fields",
+            });
         }
         each(RecordPosition {
             offset: header.base_offset.saturating_add(offset_delta),
@@ -93,7 +123,9 @@ pub fn walk(
         pos = end;
     }
     if pos != records.len() {
-        return Err(InvalidBatch::TrailingBytes { count: header.records_count });
+        return Err(InvalidBatch::TrailingBytes {
+            count: header.records_count,
+        });
     }
     Ok(())
 }
@@ -121,8 +153,17 @@ fn skip_bytes(buf: &[u8], pos: &mut usize, index: i32) -> Result<(), InvalidBatc
 }
 
 fn advance(buf: &[u8], pos: &mut usize, len: i64, index: i32) -> Result<(), InvalidBatch> {
-    let len = usize::try_from(len).map_err(|_| InvalidBatch::BadRecord { index, reason: "negative field length" })?;
-    let end = pos.checked_add(len).filter(|&e| e <= buf.len()).ok_or(InvalidBatch::BadRecord { index, reason: "field past the record" })?;
+    let len = usize::try_from(len).map_err(|_| InvalidBatch::BadRecord {
+        index,
+        reason: "negative field length",
+    })?;
+    let end = pos
+        .checked_add(len)
+        .filter(|&e| e <= buf.len())
+        .ok_or(InvalidBatch::BadRecord {
+            index,
+            reason: "field past the record",
+        })?;
     *pos = end;
     Ok(())
 }
@@ -135,7 +176,11 @@ mod tests {
 
     fn batch_of(n: usize) -> Vec<u8> {
         let records: Vec<SimpleRecord> = (0..n)
-            .map(|i| SimpleRecord { key: None, value: Some(bytes::Bytes::from(format!("v{i}"))), timestamp: 1000 + i as i64 })
+            .map(|i| SimpleRecord {
+                key: None,
+                value: Some(bytes::Bytes::from(format!("v{i}"))),
+                timestamp: 1000 + i as i64,
+            })
             .collect();
         build_batch(&records)
     }
@@ -153,7 +198,13 @@ mod tests {
         let mut seen = Vec::new();
         walk(&batch, &header, 1 << 20, |r| seen.push(r)).expect("walk");
         assert_eq!(seen.len(), 5);
-        assert_eq!(seen[3], RecordPosition { offset: 3, timestamp: 1003 });
+        assert_eq!(
+            seen[3],
+            RecordPosition {
+                offset: 3,
+                timestamp: 1003
+            }
+        );
     }
 
     #[test]
@@ -163,7 +214,10 @@ mod tests {
         batch[23..27].copy_from_slice(&i32::MAX.to_be_bytes());
         refresh_crc(&mut batch);
         let header = parse_batch(&batch, 0).expect("CRC-valid");
-        assert!(matches!(validate_produced(&batch, &header, 1 << 20), Err(InvalidBatch::InconsistentOffsetRange { .. })));
+        assert!(matches!(
+            validate_produced(&batch, &header, 1 << 20),
+            Err(InvalidBatch::InconsistentOffsetRange { .. })
+        ));
     }
 
     #[test]
@@ -180,14 +234,22 @@ mod tests {
 #[cfg(test)]
 mod kafka_protocol_batches {
     use bytes::{Bytes, BytesMut};
-    use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
 
     use super::*;
     use crate::record_batch::parse_batch;
 
     #[test]
     fn batches_a_real_encoder_writes_validate_with_every_codec() {
-        for compression in [Compression::None, Compression::Gzip, Compression::Snappy, Compression::Lz4, Compression::Zstd] {
+        for compression in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
             let records: Vec<Record> = (0..3)
                 .map(|i| Record {
                     transactional: false,
@@ -202,14 +264,32 @@ mod kafka_protocol_batches {
                     timestamp: 1_700_000_000_000 + i,
                     key: Some(Bytes::from("k")),
                     value: Some(Bytes::from(format!("value-{i}"))),
-                    headers: [(kafka_protocol::protocol::StrBytes::from_static_str("h"), Some(Bytes::from("x")))].into_iter().collect(),
+                    headers: [(
+                        kafka_protocol::protocol::StrBytes::from_static_str("h"),
+                        Some(Bytes::from("x")),
+                    )]
+                    .into_iter()
+                    .collect(),
                 })
                 .collect();
             let mut out = BytesMut::new();
-            RecordBatchEncoder::encode(&mut out, &records, &RecordEncodeOptions { version: 2, compression }).expect("encode");
+            RecordBatchEncoder::encode(
+                &mut out,
+                &records,
+                &RecordEncodeOptions {
+                    version: 2,
+                    compression,
+                },
+            )
+            .expect("encode");
             let header = parse_batch(&out, 0).expect("parse");
-            assert_eq!((header.size, header.records_count), (out.len(), 3), "{compression:?}: one batch of 3");
-            validate_produced(&out, &header, 1 << 20).unwrap_or_else(|e| panic!("{compression:?}: {e}"));
+            assert_eq!(
+                (header.size, header.records_count),
+                (out.len(), 3),
+                "{compression:?}: one batch of 3"
+            );
+            validate_produced(&out, &header, 1 << 20)
+                .unwrap_or_else(|e| panic!("{compression:?}: {e}"));
         }
     }
 }

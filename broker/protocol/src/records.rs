@@ -67,7 +67,11 @@ fn get_bytes(buf: &[u8], pos: &mut usize) -> Option<Option<Bytes>> {
 /// log assigns the real one), no producer id, CreateTime timestamps.
 pub fn build_batch(records: &[SimpleRecord]) -> Vec<u8> {
     let base_timestamp = records.first().map(|r| r.timestamp).unwrap_or(0);
-    let max_timestamp = records.iter().map(|r| r.timestamp).max().unwrap_or(base_timestamp);
+    let max_timestamp = records
+        .iter()
+        .map(|r| r.timestamp)
+        .max()
+        .unwrap_or(base_timestamp);
     let mut body = Vec::new();
     for (delta, record) in records.iter().enumerate() {
         let mut r = Vec::new();
@@ -82,7 +86,8 @@ pub fn build_batch(records: &[SimpleRecord]) -> Vec<u8> {
     }
     let mut batch = Vec::with_capacity(BATCH_HEADER_SIZE + body.len());
     batch.extend_from_slice(&0i64.to_be_bytes());
-    batch.extend_from_slice(&((BATCH_HEADER_SIZE - LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
+    batch
+        .extend_from_slice(&((BATCH_HEADER_SIZE - LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
     batch.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
     batch.push(2); // magic
     batch.extend_from_slice(&[0u8; 4]); // crc, filled below
@@ -113,7 +118,11 @@ pub fn read_records(buf: &[u8]) -> Result<Vec<(i64, SimpleRecord)>, BatchError> 
     Ok(out)
 }
 
-fn read_batch_records(batch: &[u8], header: &BatchHeader, out: &mut Vec<(i64, SimpleRecord)>) -> Result<(), BatchError> {
+fn read_batch_records(
+    batch: &[u8],
+    header: &BatchHeader,
+    out: &mut Vec<(i64, SimpleRecord)>,
+) -> Result<(), BatchError> {
     let malformed = || BatchError::InvalidLength {
         position: header.position,
         batch_length: header.size as i32,
@@ -137,11 +146,17 @@ fn read_batch_records(batch: &[u8], header: &BatchHeader, out: &mut Vec<(i64, Si
         let key = get_bytes(record, &mut p).ok_or_else(malformed)?;
         let value = get_bytes(record, &mut p).ok_or_else(malformed)?;
         out.push((
-            header.base_offset.checked_add(offset_delta).ok_or_else(malformed)?,
+            header
+                .base_offset
+                .checked_add(offset_delta)
+                .ok_or_else(malformed)?,
             SimpleRecord {
                 key,
                 value,
-                timestamp: header.base_timestamp.checked_add(ts_delta).ok_or_else(malformed)?,
+                timestamp: header
+                    .base_timestamp
+                    .checked_add(ts_delta)
+                    .ok_or_else(malformed)?,
             },
         ));
         pos = end;
@@ -155,7 +170,11 @@ fn read_batch_records(batch: &[u8], header: &BatchHeader, out: &mut Vec<(i64, Si
 /// batch that inflates further, or does not decode, has no answer).
 /// `timestamp = None` finds the record with the batch's largest timestamp
 /// instead. Returns (offset, timestamp).
-pub fn find_record_by_timestamp(batch: &[u8], timestamp: Option<i64>, max_decompressed: usize) -> Option<(i64, i64)> {
+pub fn find_record_by_timestamp(
+    batch: &[u8],
+    timestamp: Option<i64>,
+    max_decompressed: usize,
+) -> Option<(i64, i64)> {
     let header = parse_batch(batch, 0).ok()?;
     if header.is_control() {
         return None;
@@ -185,9 +204,21 @@ mod tests {
     #[test]
     fn round_trips_records_including_nulls() {
         let records = vec![
-            SimpleRecord { key: Some(Bytes::from("k1")), value: Some(Bytes::from("v1")), timestamp: 1000 },
-            SimpleRecord { key: Some(Bytes::from("k2")), value: None, timestamp: 1005 },
-            SimpleRecord { key: None, value: Some(Bytes::from(vec![7u8; 300])), timestamp: 999 },
+            SimpleRecord {
+                key: Some(Bytes::from("k1")),
+                value: Some(Bytes::from("v1")),
+                timestamp: 1000,
+            },
+            SimpleRecord {
+                key: Some(Bytes::from("k2")),
+                value: None,
+                timestamp: 1005,
+            },
+            SimpleRecord {
+                key: None,
+                value: Some(Bytes::from(vec![7u8; 300])),
+                timestamp: 999,
+            },
         ];
         let mut batch = build_batch(&records);
         let headers = parse_batches(&batch).expect("a valid batch with a correct CRC");
@@ -197,28 +228,48 @@ mod tests {
         let read = read_records(&batch).expect("readable");
         assert_eq!(read.len(), 3);
         assert_eq!(read[1].0, 41);
-        assert_eq!(read.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>(), records);
+        assert_eq!(
+            read.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>(),
+            records
+        );
     }
 
     #[test]
     fn finds_the_exact_record_for_a_timestamp() {
         let records: Vec<SimpleRecord> = [100, 105, 103, 110]
             .iter()
-            .map(|ts| SimpleRecord { key: None, value: Some(Bytes::from("v")), timestamp: *ts })
+            .map(|ts| SimpleRecord {
+                key: None,
+                value: Some(Bytes::from("v")),
+                timestamp: *ts,
+            })
             .collect();
         let mut batch = build_batch(&records);
         set_base_offset(&mut batch, 0, 10);
-        assert_eq!(find_record_by_timestamp(&batch, Some(104), 1 << 20), Some((11, 105)));
-        assert_eq!(find_record_by_timestamp(&batch, Some(100), 1 << 20), Some((10, 100)));
+        assert_eq!(
+            find_record_by_timestamp(&batch, Some(104), 1 << 20),
+            Some((11, 105))
+        );
+        assert_eq!(
+            find_record_by_timestamp(&batch, Some(100), 1 << 20),
+            Some((10, 100))
+        );
         assert_eq!(find_record_by_timestamp(&batch, Some(111), 1 << 20), None);
-        assert_eq!(find_record_by_timestamp(&batch, None, 1 << 20), Some((13, 110)));
+        assert_eq!(
+            find_record_by_timestamp(&batch, None, 1 << 20),
+            Some((13, 110))
+        );
     }
 
     #[test]
     fn offsets_and_timestamps_that_overflow_are_malformed_not_a_panic() {
         // Found by the record_batch fuzz target: base timestamp near i64::MAX
         // plus a record's positive delta.
-        let records = [SimpleRecord { key: None, value: Some(Bytes::from("v")), timestamp: i64::MAX }];
+        let records = [SimpleRecord {
+            key: None,
+            value: Some(Bytes::from("v")),
+            timestamp: i64::MAX,
+        }];
         let mut batch = build_batch(&records);
         batch[27..35].copy_from_slice(&i64::MAX.to_be_bytes());
         // The record's timestamp delta is 0; make it 5 (zigzag 10).
@@ -238,6 +289,10 @@ mod tests {
         let mut pos = 0;
         assert_eq!(get_varint(&buf, &mut pos), Some(-1));
         assert_eq!(get_varint(&buf, &mut pos), Some(300));
-        assert_eq!(get_varint(&[0xff, 0xff], &mut 0), None, "an unterminated varint is an error");
+        assert_eq!(
+            get_varint(&[0xff, 0xff], &mut 0),
+            None,
+            "an unterminated varint is an error"
+        );
     }
 }

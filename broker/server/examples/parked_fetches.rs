@@ -27,7 +27,9 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, FetchRequest, ProduceRequest, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 const PRODUCE_BOUND: Duration = Duration::from_secs(120);
 
@@ -41,7 +43,14 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args> {
-    let mut args = Args { bootstrap: String::new(), broker_pid: 0, parked: 1000, messages: 200_000, batch: 100, value_bytes: 100 };
+    let mut args = Args {
+        bootstrap: String::new(),
+        broker_pid: 0,
+        parked: 1000,
+        messages: 200_000,
+        batch: 100,
+        value_bytes: 100,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -55,8 +64,14 @@ fn parse_args() -> Result<Args> {
             other => bail!("unknown flag {other}"),
         }
     }
-    ensure!(!args.bootstrap.is_empty() && args.broker_pid > 0, "--bootstrap and --broker-pid are required");
-    ensure!(args.batch >= 1 && args.messages >= args.batch, "--messages must be at least --batch (>= 1)");
+    ensure!(
+        !args.bootstrap.is_empty() && args.broker_pid > 0,
+        "--bootstrap and --broker-pid are required"
+    );
+    ensure!(
+        args.batch >= 1 && args.messages >= args.batch,
+        "--messages must be at least --batch (>= 1)"
+    );
     Ok(args)
 }
 
@@ -81,7 +96,10 @@ fn call<R: Request>(stream: &mut TcpStream, request: &R, version: i16) -> Result
     let mut body = vec![0u8; usize::try_from(u32::from_be_bytes(size))?];
     stream.read_exact(&mut body)?;
     let mut body = Bytes::from(body);
-    ResponseHeader::decode(&mut body, <R::Response as HeaderVersion>::header_version(version))?;
+    ResponseHeader::decode(
+        &mut body,
+        <R::Response as HeaderVersion>::header_version(version),
+    )?;
     R::Response::decode(&mut body, version)
 }
 
@@ -117,7 +135,14 @@ fn batch(records: u64, value: &Bytes) -> Result<Bytes> {
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })?;
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )?;
     Ok(buf.freeze())
 }
 
@@ -126,18 +151,33 @@ fn main() -> Result<()> {
     let mut admin = TcpStream::connect(&args.bootstrap)?;
     let topics = ["parked", "load"]
         .iter()
-        .map(|t| CreatableTopic::default().with_name(name(t)).with_num_partitions(1).with_replication_factor(-1))
+        .map(|t| {
+            CreatableTopic::default()
+                .with_name(name(t))
+                .with_num_partitions(1)
+                .with_replication_factor(-1)
+        })
         .collect();
-    call(&mut admin, &CreateTopicsRequest::default().with_topics(topics).with_timeout_ms(10_000), 5)?;
+    call(
+        &mut admin,
+        &CreateTopicsRequest::default()
+            .with_topics(topics)
+            .with_timeout_ms(10_000),
+        5,
+    )?;
 
     // The parked fetches: one thread reads every connection's answers and
     // re-sends; with max_wait 30 s and no data they answer rarely.
-    let fetch = FetchRequest::default().with_max_wait_ms(30_000).with_min_bytes(1).with_max_bytes(1 << 20).with_topics(vec![
-        FetchTopic::default().with_topic(name("parked")).with_partitions(vec![FetchPartition::default()
-            .with_partition(0)
-            .with_fetch_offset(0)
-            .with_partition_max_bytes(1 << 20)]),
-    ]);
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(30_000)
+        .with_min_bytes(1)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name("parked"))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
     let fetch_frame = frame(&fetch, 12, 7)?;
     let mut parked = Vec::with_capacity(args.parked);
     for _ in 0..args.parked {
@@ -149,9 +189,14 @@ fn main() -> Result<()> {
 
     let value = Bytes::from(vec![b'x'; args.value_bytes]);
     let records = batch(args.batch, &value)?;
-    let produce = ProduceRequest::default().with_acks(1).with_timeout_ms(30_000).with_topic_data(vec![TopicProduceData::default()
-        .with_name(name("load"))
-        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))])]);
+    let produce = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name("load"))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(records))])]);
     let mut producer = TcpStream::connect(&args.bootstrap)?;
     let before = cpu_ticks(args.broker_pid)?;
     let started = Instant::now();

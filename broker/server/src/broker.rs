@@ -13,9 +13,9 @@ use tokio::sync::Semaphore;
 
 use crate::config::Config;
 use crate::groups::{GroupManager, OffsetStore};
+use crate::metrics::Metrics;
 use crate::producer_ids::ProducerIdAllocator;
 use crate::purgatory::Purgatory;
-use crate::metrics::Metrics;
 use crate::replica::{Replica, ReplicaManager};
 
 /// Everything a request handler may need. Shared as `Arc<Broker>`.
@@ -43,7 +43,10 @@ pub struct Broker {
 
 impl std::fmt::Debug for Broker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Broker").field("node_id", &self.config.node_id).field("advertised", &self.advertised).finish()
+        f.debug_struct("Broker")
+            .field("node_id", &self.config.node_id)
+            .field("advertised", &self.advertised)
+            .finish()
     }
 }
 
@@ -74,7 +77,8 @@ impl Broker {
 /// Reads `cluster.id` from `<data_dir>/meta.properties`, creating the file
 /// with a fresh id on first start, and checks the stored node id matches.
 pub fn load_or_create_cluster_id(data_dir: &Path, node_id: i32) -> anyhow::Result<String> {
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating data dir {}", data_dir.display()))?;
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating data dir {}", data_dir.display()))?;
     let path = data_dir.join("meta.properties");
     if let Ok(text) = std::fs::read_to_string(&path) {
         let mut cluster_id = None;
@@ -100,7 +104,10 @@ pub fn load_or_create_cluster_id(data_dir: &Path, node_id: i32) -> anyhow::Resul
 pub fn store_cluster_id(data_dir: &Path, node_id: i32, cluster_id: &str) -> anyhow::Result<()> {
     let path = data_dir.join("meta.properties");
     let tmp = data_dir.join("meta.properties.tmp");
-    std::fs::write(&tmp, format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"))
-        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::write(
+        &tmp,
+        format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"),
+    )
+    .with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use chronik_cluster::{Cluster, ClusterConfig, ClusterError, ClusterSecret, CreateTopic, DEFAULT_HEARTBEAT_INTERVAL};
+use chronik_cluster::{
+    Cluster, ClusterConfig, ClusterError, ClusterSecret, CreateTopic, DEFAULT_HEARTBEAT_INTERVAL,
+};
 use chronik_log::LogManager;
 use tracing::info;
 
@@ -85,9 +87,18 @@ pub async fn start(
             peers.len()
         );
     }
-    let cluster = Cluster::start(cluster_config).await.context("starting the metadata quorum")?;
-    info!(node_id = config.node_id, peers = raw, "waiting for the metadata quorum");
-    cluster.wait_ready(START_TIMEOUT).await.context("joining the metadata quorum")?;
+    let cluster = Cluster::start(cluster_config)
+        .await
+        .context("starting the metadata quorum")?;
+    info!(
+        node_id = config.node_id,
+        peers = raw,
+        "waiting for the metadata quorum"
+    );
+    cluster
+        .wait_ready(START_TIMEOUT)
+        .await
+        .context("joining the metadata quorum")?;
     let cluster_id = adopt_cluster_id(config, &cluster, local_cluster_id).await?;
     if new_quorum {
         adopt_local_topics(&cluster, log).await?;
@@ -104,9 +115,18 @@ pub async fn start(
     );
     let image = cluster.image();
     let first = manager.clone();
-    tokio::task::spawn_blocking(move || first.sync(&image)).await.context("initial metadata sync panicked")?;
-    info!(brokers = cluster.image().live_brokers().count(), cluster_id, "joined the cluster");
-    Ok(Joined { replicas: manager, advertised, cluster_id })
+    tokio::task::spawn_blocking(move || first.sync(&image))
+        .await
+        .context("initial metadata sync panicked")?;
+    info!(
+        brokers = cluster.image().live_brokers().count(),
+        cluster_id, "joined the cluster"
+    );
+    Ok(Joined {
+        replicas: manager,
+        advertised,
+        cluster_id,
+    })
 }
 
 /// A data directory written by a broker without a quorum (before every
@@ -126,9 +146,16 @@ async fn adopt_local_topics(cluster: &Cluster, log: &LogManager) -> anyhow::Resu
         };
         match cluster.create_topic(request).await {
             Ok(_) | Err(ClusterError::TopicAlreadyExists(_)) => {
-                info!(topic = topic.name, partitions = topic.partition_count(), "adopted a topic of this data directory into the metadata quorum");
+                info!(
+                    topic = topic.name,
+                    partitions = topic.partition_count(),
+                    "adopted a topic of this data directory into the metadata quorum"
+                );
             }
-            Err(e) => bail!("adopting topic {} into the metadata quorum: {e}", topic.name),
+            Err(e) => bail!(
+                "adopting topic {} into the metadata quorum: {e}",
+                topic.name
+            ),
         }
     }
     Ok(())
@@ -137,10 +164,21 @@ async fn adopt_local_topics(cluster: &Cluster, log: &LogManager) -> anyhow::Resu
 /// The quorum's cluster id, proposing this node's own when the quorum has
 /// none yet (a new cluster, or one whose nodes each kept their own id
 /// before the quorum chose one). meta.properties is rewritten to match.
-async fn adopt_cluster_id(config: &Config, cluster: &Cluster, local: &str) -> anyhow::Result<String> {
-    let chosen = cluster.cluster_id(local).await.context("agreeing on the cluster id")?;
+async fn adopt_cluster_id(
+    config: &Config,
+    cluster: &Cluster,
+    local: &str,
+) -> anyhow::Result<String> {
+    let chosen = cluster
+        .cluster_id(local)
+        .await
+        .context("agreeing on the cluster id")?;
     if chosen != local {
-        info!(previous = local, cluster_id = chosen, "adopting the quorum's cluster id in meta.properties");
+        info!(
+            previous = local,
+            cluster_id = chosen,
+            "adopting the quorum's cluster id in meta.properties"
+        );
         crate::broker::store_cluster_id(&config.data_dir, config.node_id, &chosen)?;
     }
     Ok(chosen)
@@ -151,10 +189,11 @@ async fn adopt_cluster_id(config: &Config, cluster: &Cluster, local: &str) -> an
 fn load_secret(config: &Config) -> anyhow::Result<ClusterSecret> {
     let path = &config.cluster_secret_file;
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
     }
-    let (secret, created) =
-        ClusterSecret::load_or_create(path).with_context(|| format!("cluster secret {}", path.display()))?;
+    let (secret, created) = ClusterSecret::load_or_create(path)
+        .with_context(|| format!("cluster secret {}", path.display()))?;
     if created && !config.single_voter() {
         tracing::warn!(path = %path.display(), "created a new cluster secret: every voter must use this same file \
             (--cluster-secret-file), or the raft port refuses it");

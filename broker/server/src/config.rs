@@ -78,10 +78,20 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
     /// Group-commit fsync profile: none | low (2 ms) | medium (10 ms) | high (50 ms) | ultra (100 ms).
-    #[arg(long, env = "CHRONIK_WAL_PROFILE", value_enum, default_value = "medium")]
+    #[arg(
+        long,
+        env = "CHRONIK_WAL_PROFILE",
+        value_enum,
+        default_value = "medium"
+    )]
     pub wal_profile: WalProfile,
     /// In-flight produce memory: low-latency (16 MiB) | balanced (32 MiB) | high-throughput (128 MiB) | extreme (512 MiB).
-    #[arg(long, env = "CHRONIK_PRODUCE_PROFILE", value_enum, default_value = "balanced")]
+    #[arg(
+        long,
+        env = "CHRONIK_PRODUCE_PROFILE",
+        value_enum,
+        default_value = "balanced"
+    )]
     pub produce_profile: ProduceProfile,
     /// Address of the HTTP endpoint serving /metrics, /health and /ready.
     /// Default: port 9644 on this broker's own host (the --advertise host,
@@ -113,10 +123,18 @@ pub struct Args {
     pub retention_bytes: i64,
     /// How long the first rebalance of an empty group waits for more members
     /// (Kafka's group.initial.rebalance.delay.ms).
-    #[arg(long, env = "CHRONIK_GROUP_INITIAL_REBALANCE_DELAY_MS", default_value_t = 3000)]
+    #[arg(
+        long,
+        env = "CHRONIK_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        default_value_t = 3000
+    )]
     pub group_initial_rebalance_delay_ms: u64,
     /// Smallest session timeout a group member may ask for (group.min.session.timeout.ms).
-    #[arg(long, env = "CHRONIK_GROUP_MIN_SESSION_TIMEOUT_MS", default_value_t = 6000)]
+    #[arg(
+        long,
+        env = "CHRONIK_GROUP_MIN_SESSION_TIMEOUT_MS",
+        default_value_t = 6000
+    )]
     pub group_min_session_timeout_ms: u64,
     /// Seconds between retention checks.
     #[arg(long, env = "CHRONIK_RETENTION_CHECK_SECS", default_value_t = 30)]
@@ -145,7 +163,11 @@ pub struct Args {
     pub min_insync_replicas: i16,
     /// A follower that has not caught up for this long leaves the ISR
     /// (Kafka's replica.lag.time.max.ms).
-    #[arg(long, env = "CHRONIK_REPLICA_LAG_TIME_MAX_MS", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "CHRONIK_REPLICA_LAG_TIME_MAX_MS",
+        default_value_t = 10_000
+    )]
     pub replica_lag_time_max_ms: u64,
     /// The controller fences a broker that has not heartbeated for this long
     /// and moves its leaderships to other in-sync replicas
@@ -207,8 +229,16 @@ impl TryFrom<Args> for Config {
 
     fn try_from(args: Args) -> anyhow::Result<Config> {
         let advertise = args.advertise.as_deref().map(parse_host_port).transpose()?;
-        let cluster_secret_file = args.cluster_secret_file.clone().unwrap_or_else(|| args.data_dir.join("cluster.secret"));
-        let peers_given = args.peers.as_deref().map(str::trim).filter(|p| !p.is_empty()).map(str::to_string);
+        let cluster_secret_file = args
+            .cluster_secret_file
+            .clone()
+            .unwrap_or_else(|| args.data_dir.join("cluster.secret"));
+        let peers_given = args
+            .peers
+            .as_deref()
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string);
         let own_peer_host = own_peer_host(peers_given.as_deref(), args.node_id);
         let own_host = advertise
             .as_ref()
@@ -267,7 +297,12 @@ const DEFAULT_RAFT_PORT: u16 = 9093;
 fn own_peer_host(peers: Option<&str>, node_id: i32) -> Option<String> {
     peers?.split(',').map(str::trim).find_map(|item| {
         let (id, host) = item.split_once('@')?;
-        (id.trim().parse::<i32>().ok()? == node_id).then(|| host.trim().trim_start_matches('[').trim_end_matches(']').to_string())
+        (id.trim().parse::<i32>().ok()? == node_id).then(|| {
+            host.trim()
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string()
+        })
     })
 }
 
@@ -302,16 +337,31 @@ mod tests {
 
     #[test]
     fn parses_advertised_addresses() {
-        assert_eq!(parse_host_port("broker-0.chronik:9092").expect("ok"), ("broker-0.chronik".into(), 9092));
-        assert_eq!(parse_host_port("[::1]:19092").expect("ok"), ("::1".into(), 19092));
+        assert_eq!(
+            parse_host_port("broker-0.chronik:9092").expect("ok"),
+            ("broker-0.chronik".into(), 9092)
+        );
+        assert_eq!(
+            parse_host_port("[::1]:19092").expect("ok"),
+            ("::1".into(), 19092)
+        );
         assert!(parse_host_port("no-port").is_err());
         assert!(parse_host_port("host:0").is_err());
     }
 
     #[test]
     fn profiles_match_the_seed_names_and_sizes() {
-        let args = Args::parse_from(["chronik-server", "--wal-profile", "ultra", "--produce-profile", "high-throughput"]);
-        assert_eq!(args.wal_profile.max_wait(), Some(Duration::from_millis(100)));
+        let args = Args::parse_from([
+            "chronik-server",
+            "--wal-profile",
+            "ultra",
+            "--produce-profile",
+            "high-throughput",
+        ]);
+        assert_eq!(
+            args.wal_profile.max_wait(),
+            Some(Duration::from_millis(100))
+        );
         assert_eq!(args.produce_profile.in_flight_bytes(), 128 * 1024 * 1024);
         assert_eq!(WalProfile::None.max_wait(), None);
     }
@@ -328,13 +378,38 @@ mod tests {
         let addr = |s: &str| s.parse::<SocketAddr>().expect("addr");
         let alone = config(&[]);
         assert_eq!(alone.metrics_listen, addr("127.0.0.1:9644"));
-        assert_eq!((alone.peers.as_str(), alone.raft_listen), ("1@127.0.0.1", addr("127.0.0.1:0")), "a quorum of one");
+        assert_eq!(
+            (alone.peers.as_str(), alone.raft_listen),
+            ("1@127.0.0.1", addr("127.0.0.1:0")),
+            "a quorum of one"
+        );
         assert!(alone.single_voter());
-        assert_eq!(config(&["--advertise", "127.0.0.5:9092"]).metrics_listen, addr("127.0.0.5:9644"));
+        assert_eq!(
+            config(&["--advertise", "127.0.0.5:9092"]).metrics_listen,
+            addr("127.0.0.5:9644")
+        );
         let node = config(&["--node-id", "2", "--peers", "1@127.0.0.1,2@127.0.0.2"]);
-        assert_eq!((node.raft_listen, node.metrics_listen), (addr("127.0.0.2:9093"), addr("127.0.0.2:9644")));
-        assert_eq!(node.cluster_secret_file, node.data_dir.join("cluster.secret"));
-        let explicit = config(&["--node-id", "2", "--peers", "1@127.0.0.1,2@127.0.0.2", "--raft-listen", "0.0.0.0:19093", "--metrics-listen", "0.0.0.0:9644"]);
-        assert_eq!((explicit.raft_listen, explicit.metrics_listen), (addr("0.0.0.0:19093"), addr("0.0.0.0:9644")));
+        assert_eq!(
+            (node.raft_listen, node.metrics_listen),
+            (addr("127.0.0.2:9093"), addr("127.0.0.2:9644"))
+        );
+        assert_eq!(
+            node.cluster_secret_file,
+            node.data_dir.join("cluster.secret")
+        );
+        let explicit = config(&[
+            "--node-id",
+            "2",
+            "--peers",
+            "1@127.0.0.1,2@127.0.0.2",
+            "--raft-listen",
+            "0.0.0.0:19093",
+            "--metrics-listen",
+            "0.0.0.0:9644",
+        ]);
+        assert_eq!(
+            (explicit.raft_listen, explicit.metrics_listen),
+            (addr("0.0.0.0:19093"), addr("0.0.0.0:9644"))
+        );
     }
 }

@@ -62,7 +62,8 @@ enum Outcome {
 }
 
 type RequestFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
-type PermitFuture = Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
+type PermitFuture =
+    Pin<Box<dyn Future<Output = Result<OwnedSemaphorePermit, AcquireError>> + Send>>;
 
 /// Keeps the open-connections gauge right however the task ends.
 struct OpenConnection(Arc<Broker>);
@@ -160,7 +161,9 @@ pub async fn serve(
                     Ok(p) => memory = Some(RequestMemory::Paid(p)),
                     Err(_) => {
                         broker.metrics.produce_backpressure_total.inc();
-                        permit_wait = Some(Box::pin(broker.produce_memory.clone().acquire_many_owned(wanted)));
+                        permit_wait = Some(Box::pin(
+                            broker.produce_memory.clone().acquire_many_owned(wanted),
+                        ));
                         break;
                     }
                 }
@@ -174,7 +177,12 @@ pub async fn serve(
             }
             match split_frame(&mut read_buf, max_frame) {
                 Ok(Some(frame)) => {
-                    in_flight.push_back(start_request(run_request(broker.clone(), frame, memory, peer)));
+                    in_flight.push_back(start_request(run_request(
+                        broker.clone(),
+                        frame,
+                        memory,
+                        peer,
+                    )));
                     // The deadline is per request: the next one starts now.
                     frame_deadline = None;
                 }
@@ -211,7 +219,8 @@ pub async fn serve(
             read_buf.reserve(READ_CHUNK);
         }
         let read_deadline = frame_deadline.filter(|_| can_read);
-        let idle_deadline = (in_flight.is_empty() && read_buf.is_empty()).then(|| last_activity + limits.connections_max_idle);
+        let idle_deadline = (in_flight.is_empty() && read_buf.is_empty())
+            .then(|| last_activity + limits.connections_max_idle);
 
         tokio::select! {
             biased;
@@ -282,7 +291,10 @@ pub async fn serve(
 }
 
 /// Reads at most `READ_CHUNK` bytes (what one read may hold unpaid for).
-async fn read_chunk(reader: &mut tokio::net::tcp::OwnedReadHalf, buf: &mut BytesMut) -> std::io::Result<usize> {
+async fn read_chunk(
+    reader: &mut tokio::net::tcp::OwnedReadHalf,
+    buf: &mut BytesMut,
+) -> std::io::Result<usize> {
     (&mut *reader).take(READ_CHUNK as u64).read_buf(buf).await
 }
 
@@ -324,7 +336,10 @@ async fn flush(
         written = writer.write_all(write_buf) => written?,
         _ = shutdown.recv() => return Err(std::io::Error::other("shutting down")),
     }
-    broker.metrics.bytes_out_total.inc_by(write_buf.len() as u64);
+    broker
+        .metrics
+        .bytes_out_total
+        .inc_by(write_buf.len() as u64);
     write_buf.clear();
     Ok(())
 }
@@ -347,12 +362,21 @@ fn close_reason(e: &RequestError) -> &'static str {
 
 /// Decodes one frame, runs its handler and encodes the response. The memory
 /// permit is held until the response bytes exist (then the request is gone).
-async fn run_request(broker: Arc<Broker>, frame: Bytes, memory: Option<RequestMemory>, peer: SocketAddr) -> Outcome {
+async fn run_request(
+    broker: Arc<Broker>,
+    frame: Bytes,
+    memory: Option<RequestMemory>,
+    peer: SocketAddr,
+) -> Outcome {
     let _memory = memory;
     let raw = RawHeader::peek(&frame);
     let request = match decode_request(frame) {
         Ok(request) => request,
-        Err(RequestError::UnsupportedVersion { api: "ApiVersions", correlation_id, .. }) => {
+        Err(RequestError::UnsupportedVersion {
+            api: "ApiVersions",
+            correlation_id,
+            ..
+        }) => {
             // Kafka answers an unknown ApiVersions version with a v0 response
             // carrying UNSUPPORTED_VERSION and the supported ranges, so the
             // client can retry with a version both sides know.
@@ -368,7 +392,13 @@ async fn run_request(broker: Arc<Broker>, frame: Bytes, memory: Option<RequestMe
     let named = handlers::request_size::entries_named(&request.body);
     let max = broker.config.limits.max_partitions_per_request;
     if named > max {
-        broker.metrics.requests_refused_total.get_or_create(&ReasonLabels { reason: "too_many_partitions" }).inc();
+        broker
+            .metrics
+            .requests_refused_total
+            .get_or_create(&ReasonLabels {
+                reason: "too_many_partitions",
+            })
+            .inc();
         return Outcome::Close(RequestError::Malformed {
             api,
             version: request.version(),
@@ -380,7 +410,9 @@ async fn run_request(broker: Arc<Broker>, frame: Bytes, memory: Option<RequestMe
     let correlation_id = request.correlation_id();
     let version = request.version();
     let span = tracing::debug_span!("request", api, version, correlation_id);
-    let response = handlers::handle(&broker, request, peer).instrument(span).await;
+    let response = handlers::handle(&broker, request, peer)
+        .instrument(span)
+        .await;
     broker.metrics.requests_total.get_or_create(&labels).inc();
     broker
         .metrics
@@ -390,7 +422,11 @@ async fn run_request(broker: Arc<Broker>, frame: Bytes, memory: Option<RequestMe
     match response {
         Some(handled) => {
             if handled.has_error {
-                broker.metrics.request_errors_total.get_or_create(&labels).inc();
+                broker
+                    .metrics
+                    .request_errors_total
+                    .get_or_create(&labels)
+                    .inc();
             }
             encode(correlation_id, version, &handled.response)
         }

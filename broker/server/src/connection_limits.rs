@@ -49,7 +49,11 @@ pub struct ConnectionSlot {
 
 impl ConnectionLimiter {
     pub fn new(max_total: usize, max_per_ip: usize) -> Arc<ConnectionLimiter> {
-        Arc::new(ConnectionLimiter { max_total, max_per_ip, counts: Mutex::new(Counts::default()) })
+        Arc::new(ConnectionLimiter {
+            max_total,
+            max_per_ip,
+            counts: Mutex::new(Counts::default()),
+        })
     }
 
     /// Takes a place for a connection from `ip`, or says which cap is full.
@@ -64,7 +68,10 @@ impl ConnectionLimiter {
         }
         *per_ip += 1;
         counts.total += 1;
-        Ok(ConnectionSlot { limiter: self.clone(), ip })
+        Ok(ConnectionSlot {
+            limiter: self.clone(),
+            ip,
+        })
     }
 
     /// Open connections right now.
@@ -75,7 +82,11 @@ impl ConnectionLimiter {
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        let mut counts = self.limiter.counts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut counts = self
+            .limiter
+            .counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         counts.total = counts.total.saturating_sub(1);
         if let Some(n) = counts.per_ip.get_mut(&self.ip) {
             *n -= 1;

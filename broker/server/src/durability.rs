@@ -13,16 +13,28 @@ use crate::broker::Broker;
 /// end_offset`. Returns false if `timeout` passed first, or as soon as one
 /// of the partitions went offline (its data can never become durable); the
 /// caller tells the two apart with `PartitionLog::is_offline`.
-pub async fn wait_until_durable(broker: &Broker, pending: &[(Arc<PartitionLog>, i64)], timeout: Duration) -> bool {
+pub async fn wait_until_durable(
+    broker: &Broker,
+    pending: &[(Arc<PartitionLog>, i64)],
+    timeout: Duration,
+) -> bool {
     let deadline = Instant::now() + timeout;
     // Watch before checking, so a flush between the check and the wait
     // still wakes us.
-    let watch = broker.purgatory.watch(pending.iter().map(|(log, _)| &**log));
+    let watch = broker
+        .purgatory
+        .watch(pending.iter().map(|(log, _)| &**log));
     loop {
-        if pending.iter().all(|(log, end)| log.durable_offset() >= *end) {
+        if pending
+            .iter()
+            .all(|(log, end)| log.durable_offset() >= *end)
+        {
             return true;
         }
-        if pending.iter().any(|(log, end)| log.is_offline() && log.durable_offset() < *end) {
+        if pending
+            .iter()
+            .any(|(log, end)| log.is_offline() && log.durable_offset() < *end)
+        {
             return false;
         }
         tokio::select! {

@@ -49,21 +49,30 @@ pub fn append_as_leader(
         log.append(batch, headers).map_err(|e| log_error(log, e))
     };
     let manager = &broker.replicas;
-    let replica = manager
-        .replica(log.topic(), log.partition())
-        .ok_or((ResponseError::NotLeaderOrFollower, "partition not yet assigned here".into()))?;
+    let replica = manager.replica(log.topic(), log.partition()).ok_or((
+        ResponseError::NotLeaderOrFollower,
+        "partition not yet assigned here".into(),
+    ))?;
     let (info, actions) = replica.append_as_leader(acks_all, manager.now(), write)?;
     manager.perform(&replica, actions);
     // Wake followers parked in Fetch on it (and, without fsync, waiting acks).
     broker.purgatory.wake(log);
-    Ok(Appended { log: log.clone(), info, replica: Some(replica) })
+    Ok(Appended {
+        log: log.clone(),
+        info,
+        replica: Some(replica),
+    })
 }
 
 fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
     match e {
         LogError::RecordTooLarge { .. } => (ResponseError::MessageTooLarge, e.to_string()),
-        LogError::OutOfOrderSequence { .. } => (ResponseError::OutOfOrderSequenceNumber, e.to_string()),
-        LogError::InvalidProducerEpoch { .. } => (ResponseError::InvalidProducerEpoch, e.to_string()),
+        LogError::OutOfOrderSequence { .. } => {
+            (ResponseError::OutOfOrderSequenceNumber, e.to_string())
+        }
+        LogError::InvalidProducerEpoch { .. } => {
+            (ResponseError::InvalidProducerEpoch, e.to_string())
+        }
         LogError::InvalidRecords(_) => (ResponseError::InvalidRecord, e.to_string()),
         other => {
             warn!(topic = log.topic(), partition = log.partition(), error = %other, "append failed");
@@ -76,10 +85,21 @@ fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
 /// records, or fails the partition with the leader's reason
 /// (NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER) or
 /// REQUEST_TIMED_OUT.
-pub async fn wait_for_isr(broker: &Broker, mut outcomes: Vec<&mut Result<Appended, AppendError>>, timeout: Duration) {
+pub async fn wait_for_isr(
+    broker: &Broker,
+    mut outcomes: Vec<&mut Result<Appended, AppendError>>,
+    timeout: Duration,
+) {
     let deadline = tokio::time::Instant::now() + timeout;
-    let logs: Vec<Arc<PartitionLog>> =
-        outcomes.iter().filter_map(|o| o.as_ref().ok().filter(|a| a.replica.is_some()).map(|a| a.log.clone())).collect();
+    let logs: Vec<Arc<PartitionLog>> = outcomes
+        .iter()
+        .filter_map(|o| {
+            o.as_ref()
+                .ok()
+                .filter(|a| a.replica.is_some())
+                .map(|a| a.log.clone())
+        })
+        .collect();
     let watch = broker.purgatory.watch(logs.iter().map(|l| &**l));
     loop {
         let mut waiting = false;

@@ -12,13 +12,17 @@ static GLOBAL: ReservingAllocator = ReservingAllocator;
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("CHRONIK_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_env("CHRONIK_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = Config::try_from(args)?;
     tracing::info!(?config, "effective configuration");
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     let result = runtime.block_on(chronik_server::server::run(config, shutdown_signal()));
     // Never wait on a blocking task a shutdown phase gave up on.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));

@@ -105,7 +105,11 @@ impl Metrics {
             cluster: ClusterMetrics::default(),
             registry: Registry::default(),
         };
-        registry.register("requests", "Kafka requests handled, by API", m.requests_total.clone());
+        registry.register(
+            "requests",
+            "Kafka requests handled, by API",
+            m.requests_total.clone(),
+        );
         registry.register(
             "request_duration_seconds",
             "Time from a request being decoded to its response being ready, by API",
@@ -116,13 +120,41 @@ impl Metrics {
             "Responses carrying at least one non-zero error code, by API",
             m.request_errors_total.clone(),
         );
-        registry.register("network_bytes_in", "Request bytes read from clients", m.bytes_in_total.clone());
-        registry.register("network_bytes_out", "Response bytes written to clients", m.bytes_out_total.clone());
-        registry.register("records_in", "Records appended by Produce", m.records_in_total.clone());
-        registry.register("batches_in", "Record batches appended by Produce", m.batches_in_total.clone());
-        registry.register("records_out", "Records returned by Fetch", m.records_out_total.clone());
-        registry.register("fsync", "fdatasync calls made by the group-commit flusher", m.fsync_total.clone());
-        registry.register("fsync_duration_seconds", "Duration of one fdatasync", m.fsync_duration_seconds.clone());
+        registry.register(
+            "network_bytes_in",
+            "Request bytes read from clients",
+            m.bytes_in_total.clone(),
+        );
+        registry.register(
+            "network_bytes_out",
+            "Response bytes written to clients",
+            m.bytes_out_total.clone(),
+        );
+        registry.register(
+            "records_in",
+            "Records appended by Produce",
+            m.records_in_total.clone(),
+        );
+        registry.register(
+            "batches_in",
+            "Record batches appended by Produce",
+            m.batches_in_total.clone(),
+        );
+        registry.register(
+            "records_out",
+            "Records returned by Fetch",
+            m.records_out_total.clone(),
+        );
+        registry.register(
+            "fsync",
+            "fdatasync calls made by the group-commit flusher",
+            m.fsync_total.clone(),
+        );
+        registry.register(
+            "fsync_duration_seconds",
+            "Duration of one fdatasync",
+            m.fsync_duration_seconds.clone(),
+        );
         registry.register(
             "group_commit_bytes",
             "Bytes made durable by one group-commit round",
@@ -138,8 +170,16 @@ impl Metrics {
             "Duration of one group-commit round (all its fsyncs)",
             m.group_commit_duration_seconds.clone(),
         );
-        registry.register("connections_open", "Client connections currently open", m.connections_open.clone());
-        registry.register("connections", "Client connections accepted", m.connections_total.clone());
+        registry.register(
+            "connections_open",
+            "Client connections currently open",
+            m.connections_open.clone(),
+        );
+        registry.register(
+            "connections",
+            "Client connections accepted",
+            m.connections_total.clone(),
+        );
         registry.register(
             "connections_closed_on_error",
             "Connections closed because of a protocol or I/O error, by reason",
@@ -175,14 +215,26 @@ impl Metrics {
             "Times a connection stopped reading because in-flight memory was exhausted",
             m.produce_backpressure_total.clone(),
         );
-        registry.register("log_end_offset", "Next offset to be assigned, per partition", m.log_end_offset.clone());
+        registry.register(
+            "log_end_offset",
+            "Next offset to be assigned, per partition",
+            m.log_end_offset.clone(),
+        );
         registry.register(
             "high_watermark",
             "Offset up to which data is durable and visible to consumers, per partition",
             m.high_watermark.clone(),
         );
-        registry.register("log_start_offset", "First retained offset, per partition", m.log_start_offset.clone());
-        registry.register("log_size_bytes", "Bytes on disk in segments, per partition", m.log_size_bytes.clone());
+        registry.register(
+            "log_start_offset",
+            "First retained offset, per partition",
+            m.log_start_offset.clone(),
+        );
+        registry.register(
+            "log_size_bytes",
+            "Bytes on disk in segments, per partition",
+            m.log_size_bytes.clone(),
+        );
         m.cluster.register(&mut registry);
         Arc::new(Metrics { registry, ..m })
     }
@@ -201,9 +253,15 @@ impl Metrics {
                     topic: topic.name.clone(),
                     partition: partition.partition().to_string(),
                 };
-                self.log_end_offset.get_or_create(&labels).set(partition.log_end_offset());
-                self.high_watermark.get_or_create(&labels).set(partition.durable_offset());
-                self.log_start_offset.get_or_create(&labels).set(partition.log_start_offset());
+                self.log_end_offset
+                    .get_or_create(&labels)
+                    .set(partition.log_end_offset());
+                self.high_watermark
+                    .get_or_create(&labels)
+                    .set(partition.durable_offset());
+                self.log_start_offset
+                    .get_or_create(&labels)
+                    .set(partition.log_start_offset());
                 self.log_size_bytes
                     .get_or_create(&labels)
                     .set(i64::try_from(partition.size_bytes()).unwrap_or(i64::MAX));

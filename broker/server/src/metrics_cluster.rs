@@ -38,20 +38,56 @@ impl ClusterMetrics {
             "Partitions led here whose ISR is smaller than their replica set",
             self.under_replicated_partitions.clone(),
         );
-        r.register("offline_partitions", "Partitions without a leader (cluster-wide view)", self.offline_partitions.clone());
-        r.register("isr_size", "In-sync replicas of each partition led here", self.isr_size.clone());
+        r.register(
+            "offline_partitions",
+            "Partitions without a leader (cluster-wide view)",
+            self.offline_partitions.clone(),
+        );
+        r.register(
+            "isr_size",
+            "In-sync replicas of each partition led here",
+            self.isr_size.clone(),
+        );
         r.register(
             "replica_lag_messages",
             "Messages a follower replica here is behind the leader's high watermark",
             self.replica_lag_messages.clone(),
         );
-        r.register("leader_changes", "Times this broker became a partition leader", self.leader_changes.clone());
-        r.register("isr_shrinks", "ISR shrinks committed for partitions led here", self.isr_shrinks.clone());
-        r.register("isr_expands", "ISR expansions committed for partitions led here", self.isr_expands.clone());
-        r.register("records_replicated", "Records appended here as a follower", self.records_replicated.clone());
-        r.register("controller_active", "1 if this broker is the active controller (metadata quorum leader)", self.controller_active.clone());
-        r.register("raft_term", "Current term of the metadata quorum", self.raft_term.clone());
-        r.register("live_brokers", "Registered, unfenced brokers", self.live_brokers.clone());
+        r.register(
+            "leader_changes",
+            "Times this broker became a partition leader",
+            self.leader_changes.clone(),
+        );
+        r.register(
+            "isr_shrinks",
+            "ISR shrinks committed for partitions led here",
+            self.isr_shrinks.clone(),
+        );
+        r.register(
+            "isr_expands",
+            "ISR expansions committed for partitions led here",
+            self.isr_expands.clone(),
+        );
+        r.register(
+            "records_replicated",
+            "Records appended here as a follower",
+            self.records_replicated.clone(),
+        );
+        r.register(
+            "controller_active",
+            "1 if this broker is the active controller (metadata quorum leader)",
+            self.controller_active.clone(),
+        );
+        r.register(
+            "raft_term",
+            "Current term of the metadata quorum",
+            self.raft_term.clone(),
+        );
+        r.register(
+            "live_brokers",
+            "Registered, unfenced brokers",
+            self.live_brokers.clone(),
+        );
     }
 
     pub fn refresh(&self, manager: &ReplicaManager) {
@@ -61,23 +97,36 @@ impl ClusterMetrics {
         self.under_replicated_partitions.set(under);
         self.offline_partitions.set(offline);
         for replica in manager.all_replicas() {
-            let labels = PartitionLabels { topic: replica.topic.clone(), partition: replica.partition.to_string() };
+            let labels = PartitionLabels {
+                topic: replica.topic.clone(),
+                partition: replica.partition.to_string(),
+            };
             if let Some((isr, _)) = replica.leader_isr() {
-                self.isr_size.get_or_create(&labels).set(i64::try_from(isr).unwrap_or(0));
+                self.isr_size
+                    .get_or_create(&labels)
+                    .set(i64::try_from(isr).unwrap_or(0));
             }
             if let Some(lag) = replica.follower_lag() {
                 self.replica_lag_messages.get_or_create(&labels).set(lag);
             }
         }
         let stats = &manager.stats;
-        catch_up(&self.leader_changes, stats.leader_changes.load(Ordering::Relaxed));
+        catch_up(
+            &self.leader_changes,
+            stats.leader_changes.load(Ordering::Relaxed),
+        );
         catch_up(&self.isr_shrinks, stats.isr_shrinks.load(Ordering::Relaxed));
         catch_up(&self.isr_expands, stats.isr_expands.load(Ordering::Relaxed));
-        catch_up(&self.records_replicated, stats.records_replicated.load(Ordering::Relaxed));
+        catch_up(
+            &self.records_replicated,
+            stats.records_replicated.load(Ordering::Relaxed),
+        );
         let status = manager.cluster.status();
         self.controller_active.set(i64::from(status.is_controller));
-        self.raft_term.set(i64::try_from(status.raft_term).unwrap_or(i64::MAX));
-        self.live_brokers.set(i64::try_from(status.live_brokers).unwrap_or(0));
+        self.raft_term
+            .set(i64::try_from(status.raft_term).unwrap_or(i64::MAX));
+        self.live_brokers
+            .set(i64::try_from(status.live_brokers).unwrap_or(0));
     }
 }
 

@@ -34,14 +34,21 @@ impl ProducerIdAllocator {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
-        Ok(ProducerIdAllocator { path, state: Mutex::new((reserved_until, reserved_until)), node: None })
+        Ok(ProducerIdAllocator {
+            path,
+            state: Mutex::new((reserved_until, reserved_until)),
+            node: None,
+        })
     }
 
     /// Interleaves `node_id` into every id. Ids handed out before (by a
     /// broker without it) stay below every interleaved one.
     pub fn for_node(mut self, node_id: i32) -> anyhow::Result<ProducerIdAllocator> {
         let node = i64::from(node_id);
-        anyhow::ensure!((0..NODE_STRIDE).contains(&node), "node id {node_id} must be in 0..{NODE_STRIDE}");
+        anyhow::ensure!(
+            (0..NODE_STRIDE).contains(&node),
+            "node id {node_id} must be in 0..{NODE_STRIDE}"
+        );
         self.node = Some(node);
         Ok(self)
     }
@@ -66,9 +73,11 @@ impl ProducerIdAllocator {
 
 fn persist(path: &Path, reserved_until: i64) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp");
-    let file = std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let file =
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     std::io::Write::write_all(&mut &file, reserved_until.to_string().as_bytes())?;
-    file.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
+    file.sync_all()
+        .with_context(|| format!("syncing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     if let Some(dir) = path.parent() {
         std::fs::File::open(dir)?.sync_all()?;
@@ -89,6 +98,9 @@ mod tests {
         drop(a);
         let b = ProducerIdAllocator::open(dir.path()).expect("reopen");
         let next = b.allocate().expect("allocate");
-        assert!(next > 2, "after a restart ids continue past the reserved block, got {next}");
+        assert!(
+            next > 2,
+            "after a restart ids continue past the reserved block, got {next}"
+        );
     }
 }

@@ -69,7 +69,9 @@ impl Purgatory {
     /// `log` progressed: wakes every waiter watching it.
     pub fn wake(&self, log: &PartitionLog) {
         let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(list) = watchers.get_mut(&key(log)) else { return };
+        let Some(list) = watchers.get_mut(&key(log)) else {
+            return;
+        };
         list.retain(|w| match w.upgrade() {
             Some(notify) => {
                 notify.notify_one();

@@ -18,16 +18,19 @@ use crate::broker::{load_or_create_cluster_id, Broker};
 use crate::config::Config;
 use crate::connection;
 use crate::connection_limits::ConnectionLimiter;
-use crate::metrics::ReasonLabels;
 use crate::groups::{GroupManager, OffsetStore};
-use crate::producer_ids::ProducerIdAllocator;
-use chronik_coordinator::GroupConfig;
 use crate::http::{app, HttpState};
+use crate::metrics::ReasonLabels;
 use crate::metrics::{FlushMetrics, Metrics};
+use crate::producer_ids::ProducerIdAllocator;
 use crate::purgatory::Purgatory;
+use chronik_coordinator::GroupConfig;
 
 /// Runs the broker until `shutdown` resolves.
-pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let metrics = Metrics::new();
     let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
 
@@ -73,9 +76,14 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         .await
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
     let http_addr = http_listener.local_addr()?;
-    let kafka_port = config.advertise.as_ref().map_or(kafka_addr.port(), |(_, port)| *port);
-    let joined = crate::cluster_start::start(&config, &log, &purgatory, &cluster_id, kafka_port).await?;
-    let (replicas, advertised, cluster_id) = (joined.replicas, joined.advertised, joined.cluster_id);
+    let kafka_port = config
+        .advertise
+        .as_ref()
+        .map_or(kafka_addr.port(), |(_, port)| *port);
+    let joined =
+        crate::cluster_start::start(&config, &log, &purgatory, &cluster_id, kafka_port).await?;
+    let (replicas, advertised, cluster_id) =
+        (joined.replicas, joined.advertised, joined.cluster_id);
 
     metrics
         .produce_memory_limit_bytes
@@ -133,12 +141,20 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
 
     let (shutdown_tx, _) = broadcast::channel::<()>(1);
     let ready = Arc::new(AtomicBool::new(false));
-    let http_state = HttpState { broker: broker.clone(), ready: ready.clone() };
+    let http_state = HttpState {
+        broker: broker.clone(),
+        ready: ready.clone(),
+    };
     let mut http_shutdown = shutdown_tx.subscribe();
     let http_limits = broker.config.limits.http;
-    let http_task = tokio::spawn(chronik_http::serve(http_listener, app(http_state), http_limits, async move {
-        let _ = http_shutdown.recv().await;
-    }));
+    let http_task = tokio::spawn(chronik_http::serve(
+        http_listener,
+        app(http_state),
+        http_limits,
+        async move {
+            let _ = http_shutdown.recv().await;
+        },
+    ));
 
     // Machine-read by tests and scripts: the ports actually bound.
     println!("LISTENING kafka={kafka_addr} metrics={http_addr}");
@@ -159,7 +175,12 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         // still answers, so clients get NOT_LEADER_OR_FOLLOWER and a fresh
         // leader at once rather than a dead socket and a session timeout.
         // (A quorum of one has nobody to hand leadership to.)
-        phase("leaderships moved (controlled shutdown)", CONTROLLED_SHUTDOWN, controlled_shutdown(&broker.replicas)).await;
+        phase(
+            "leaderships moved (controlled shutdown)",
+            CONTROLLED_SHUTDOWN,
+            controlled_shutdown(&broker.replicas),
+        )
+        .await;
     }
     ready.store(false, Ordering::Release);
     drop(listener);
@@ -174,7 +195,12 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         let _ = http_task.await;
     })
     .await;
-    phase("left the metadata quorum", CLUSTER_LEAVE, broker.replicas.cluster.shutdown()).await;
+    phase(
+        "left the metadata quorum",
+        CLUSTER_LEAVE,
+        broker.replicas.cluster.shutdown(),
+    )
+    .await;
     let flushed = tokio::task::spawn_blocking(move || log.shutdown());
     match tokio::time::timeout(LOG_FLUSH, flushed).await {
         Ok(done) => {
@@ -183,9 +209,15 @@ pub async fn run(config: Config, shutdown: impl std::future::Future<Output = ()>
         }
         // Acknowledged data was fsync'd before it was acknowledged; what is
         // left is recovered at the next start like after a crash.
-        Err(_) => warn!(bound_s = LOG_FLUSH.as_secs(), "shutdown: log flush did not finish in time; the next start recovers"),
+        Err(_) => warn!(
+            bound_s = LOG_FLUSH.as_secs(),
+            "shutdown: log flush did not finish in time; the next start recovers"
+        ),
     }
-    info!(elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "chronik-server stopped");
+    info!(
+        elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "chronik-server stopped"
+    );
     Ok(())
 }
 
@@ -224,8 +256,14 @@ pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(23);
 async fn phase(what: &str, bound: Duration, work: impl std::future::Future<Output = ()>) {
     let started = std::time::Instant::now();
     match tokio::time::timeout(bound, work).await {
-        Ok(()) => info!(elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX), "shutdown: {what}"),
-        Err(_) => warn!(bound_ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX), "shutdown: gave up waiting: {what}"),
+        Ok(()) => info!(
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "shutdown: {what}"
+        ),
+        Err(_) => warn!(
+            bound_ms = u64::try_from(bound.as_millis()).unwrap_or(u64::MAX),
+            "shutdown: gave up waiting: {what}"
+        ),
     }
 }
 
@@ -235,7 +273,10 @@ async fn accept_loop(
     shutdown_tx: &broadcast::Sender<()>,
     conn_done_tx: &mpsc::Sender<()>,
 ) {
-    let limiter = ConnectionLimiter::new(broker.config.limits.max_connections, broker.config.limits.max_connections_per_ip);
+    let limiter = ConnectionLimiter::new(
+        broker.config.limits.max_connections,
+        broker.config.limits.max_connections_per_ip,
+    );
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -243,7 +284,13 @@ async fn accept_loop(
                     Ok(slot) => slot,
                     Err(refused) => {
                         // Kafka closes such a connection at once, unanswered.
-                        broker.metrics.connections_refused_total.get_or_create(&ReasonLabels { reason: refused.reason() }).inc();
+                        broker
+                            .metrics
+                            .connections_refused_total
+                            .get_or_create(&ReasonLabels {
+                                reason: refused.reason(),
+                            })
+                            .inc();
                         debug!(%peer, reason = refused.reason(), "connection refused: cap reached");
                         drop(stream);
                         continue;

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
+use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
 use common::cluster::Cluster;
 use common::kafka_client::Client;
-use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
 use rdkafka::producer::FutureRecord;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -47,22 +47,34 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 fn create(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<()> {
     let mut client = Client::connect(cluster.node(1))?;
     client.create_topic_replicated(topic, partitions, 3, &[("min.insync.replicas", "2")])?;
-    cluster.wait_for(topic, Duration::from_secs(20), "leaders with a full ISR", |ps| {
-        ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3)
-    })?;
+    cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "leaders with a full ISR",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
+    )?;
     Ok(())
 }
 
 /// Produces until the partition accepts (retriable errors right after
 /// creation or a leader change), failing after `timeout`.
-fn produce_until_ok(client: &mut Client, topic: &str, values: &[Bytes], acks: i16, timeout: Duration) -> Result<()> {
+fn produce_until_ok(
+    client: &mut Client,
+    topic: &str,
+    values: &[Bytes],
+    acks: i16,
+    timeout: Duration,
+) -> Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let (code, _) = client.produce_values_acks(topic, values, acks)?;
         if code == 0 {
             return Ok(());
         }
-        ensure!(Instant::now() < deadline, "produce (acks={acks}) kept failing with error {code}");
+        ensure!(
+            Instant::now() < deadline,
+            "produce (acks={acks}) kept failing with error {code}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -82,9 +94,16 @@ fn leader_failover_loses_no_acknowledged_message() -> Result<()> {
     let producer_thread = std::thread::spawn(move || -> Result<Vec<(i32, u64, i64)>> {
         let producer = producer_at(
             &bootstrap,
-            &[("acks", "all"), ("enable.idempotence", "true"), ("message.timeout.ms", "90000"), ("linger.ms", "2")],
+            &[
+                ("acks", "all"),
+                ("enable.idempotence", "true"),
+                ("message.timeout.ms", "90000"),
+                ("linger.ms", "2"),
+            ],
         )?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         runtime.block_on(async move {
             let mut pending = Vec::new();
             let start = Instant::now();
@@ -92,7 +111,11 @@ fn leader_failover_loses_no_acknowledged_message() -> Result<()> {
                 for p in 0..partitions {
                     let value = format!("{p}:{seq}");
                     let future = producer
-                        .send_result(FutureRecord::<(), _>::to("failover").partition(p).payload(&value))
+                        .send_result(
+                            FutureRecord::<(), _>::to("failover")
+                                .partition(p)
+                                .payload(&value),
+                        )
                         .map_err(|(e, _)| anyhow::anyhow!("enqueue failed: {e}"))?;
                     pending.push((p, seq, future));
                 }
@@ -122,20 +145,35 @@ fn leader_failover_loses_no_acknowledged_message() -> Result<()> {
         cluster.node(victim).kill_hard()?;
         kills += 1;
         cluster
-            .wait_for(topic, Duration::from_secs(20), "a new leader after SIGKILL", |ps| {
-                ps.iter().all(|p| p.leader > 0 && p.leader != victim)
-            })
+            .wait_for(
+                topic,
+                Duration::from_secs(20),
+                "a new leader after SIGKILL",
+                |ps| ps.iter().all(|p| p.leader > 0 && p.leader != victim),
+            )
             .with_context(|| cluster.logs())?;
         cluster.node(victim).respawn()?;
-        cluster.node(victim).finish_start().with_context(|| cluster.logs())?;
         cluster
-            .wait_for(topic, Duration::from_secs(40), "the ISR back to 3", |ps| ps.iter().all(|p| p.isr.len() == 3))
+            .node(victim)
+            .finish_start()
+            .with_context(|| cluster.logs())?;
+        cluster
+            .wait_for(topic, Duration::from_secs(40), "the ISR back to 3", |ps| {
+                ps.iter().all(|p| p.isr.len() == 3)
+            })
             .with_context(|| cluster.logs())?;
     }
 
-    let acked = producer_thread.join().map_err(|_| anyhow::anyhow!("producer thread panicked"))??;
+    let acked = producer_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("producer thread panicked"))??;
     ensure!(kills == 3);
-    ensure!(acked.len() > (per_partition * 3) / 2, "too few acknowledged: {} (logs:\n{})", acked.len(), cluster.logs());
+    ensure!(
+        acked.len() > (per_partition * 3) / 2,
+        "too few acknowledged: {} (logs:\n{})",
+        acked.len(),
+        cluster.logs()
+    );
 
     // Read everything back from whoever leads now.
     let consumer = consumer_at(&cluster.bootstrap(), &[])?;
@@ -148,9 +186,16 @@ fn leader_failover_loses_no_acknowledged_message() -> Result<()> {
         let value = r.value_str();
         let (p, seq) = value.split_once(':').context("value without ':'")?;
         let (p, seq): (i32, u64) = (p.parse()?, seq.parse()?);
-        ensure!(p == r.partition, "record {value} in partition {}", r.partition);
+        ensure!(
+            p == r.partition,
+            "record {value} in partition {}",
+            r.partition
+        );
         if let Some(prev) = last.insert(p, seq) {
-            ensure!(seq > prev, "partition {p}: {seq} after {prev} (reordered or duplicated)");
+            ensure!(
+                seq > prev,
+                "partition {p}: {seq} after {prev} (reordered or duplicated)"
+            );
         }
         *seen.entry((p, seq)).or_default() += 1;
     }
@@ -162,7 +207,12 @@ fn leader_failover_loses_no_acknowledged_message() -> Result<()> {
             None => missing.push(format!("{p}:{seq}")),
         }
     }
-    ensure!(missing.is_empty(), "{} acknowledged messages lost, e.g. {:?}", missing.len(), &missing[..missing.len().min(10)]);
+    ensure!(
+        missing.is_empty(),
+        "{} acknowledged messages lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(10)]
+    );
     Ok(())
 }
 
@@ -174,7 +224,12 @@ fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
     create(&mut cluster, topic, 1)?;
     let view = cluster.partitions(topic)?.remove(0);
     let leader = view.leader;
-    let followers: Vec<i32> = view.replicas.iter().copied().filter(|&r| r != leader).collect();
+    let followers: Vec<i32> = view
+        .replicas
+        .iter()
+        .copied()
+        .filter(|&r| r != leader)
+        .collect();
     let value = [Bytes::from_static(b"x")];
 
     let mut client = Client::connect(cluster.node(leader))?;
@@ -184,7 +239,12 @@ fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
 
     // First follower down: the controller fences it and the ISR shrinks to 2.
     cluster.node(followers[0]).kill_hard()?;
-    cluster.wait_for(topic, Duration::from_secs(20), "the ISR to drop the dead follower", |ps| ps[0].isr.len() == 2)?;
+    cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "the ISR to drop the dead follower",
+        |ps| ps[0].isr.len() == 2,
+    )?;
     let (code, _) = client.produce_values_acks(topic, &value, -1)?;
     ensure!(code == 0, "acks=all with 2 in-sync nodes: error {code}");
 
@@ -196,7 +256,10 @@ fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
         if code == NOT_ENOUGH_REPLICAS {
             break;
         }
-        ensure!(Instant::now() < deadline, "acks=all with one live replica never failed NOT_ENOUGH_REPLICAS (last {code})");
+        ensure!(
+            Instant::now() < deadline,
+            "acks=all with one live replica never failed NOT_ENOUGH_REPLICAS (last {code})"
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
     let (code, _) = client.produce_values_acks(topic, &value, 1)?;
@@ -204,14 +267,21 @@ fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
 
     // A node returns: acks=all recovers.
     cluster.node(followers[1]).respawn()?;
-    cluster.node(followers[1]).finish_start().with_context(|| cluster.logs())?;
+    cluster
+        .node(followers[1])
+        .finish_start()
+        .with_context(|| cluster.logs())?;
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let (code, _) = client.produce_values_acks(topic, &value, -1)?;
         if code == 0 {
             break;
         }
-        ensure!(Instant::now() < deadline, "acks=all did not recover after a node returned (last {code})\n{}", cluster.logs());
+        ensure!(
+            Instant::now() < deadline,
+            "acks=all did not recover after a node returned (last {code})\n{}",
+            cluster.logs()
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
     Ok(())
@@ -225,21 +295,44 @@ fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
     create(&mut cluster, topic, 1)?;
     let view = cluster.partitions(topic)?.remove(0);
     let leader = view.leader;
-    let follower = *view.replicas.iter().find(|&&r| r != leader).context("no follower")?;
+    let follower = *view
+        .replicas
+        .iter()
+        .find(|&&r| r != leader)
+        .context("no follower")?;
     cluster.node(follower).kill_hard()?;
-    cluster.wait_for(topic, Duration::from_secs(20), "the ISR to drop the follower", |ps| !ps[0].isr.contains(&follower))?;
+    cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "the ISR to drop the follower",
+        |ps| !ps[0].isr.contains(&follower),
+    )?;
 
     let mut client = Client::connect(cluster.node(leader))?;
-    produce_until_ok(&mut client, topic, &[Bytes::from_static(b"first")], -1, Duration::from_secs(10))?;
+    produce_until_ok(
+        &mut client,
+        topic,
+        &[Bytes::from_static(b"first")],
+        -1,
+        Duration::from_secs(10),
+    )?;
     let values: Vec<Bytes> = (0..100).map(|i| Bytes::from(format!("v{i:04}"))).collect();
     for _ in 0..20 {
         let (code, _) = client.produce_values_acks(topic, &values, -1)?;
         ensure!(code == 0, "acks=all with 2 of 3: error {code}");
     }
     cluster.node(follower).respawn()?;
-    cluster.node(follower).finish_start().with_context(|| cluster.logs())?;
     cluster
-        .wait_for(topic, Duration::from_secs(40), "the follower back in the ISR", |ps| ps[0].isr.contains(&follower))
+        .node(follower)
+        .finish_start()
+        .with_context(|| cluster.logs())?;
+    cluster
+        .wait_for(
+            topic,
+            Duration::from_secs(40),
+            "the follower back in the ISR",
+            |ps| ps[0].isr.contains(&follower),
+        )
         .with_context(|| cluster.logs())?;
     let leo = |node: &common::Broker| -> Result<i64> {
         let text = node.metrics_text()?;
@@ -252,7 +345,11 @@ fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
     let leader_leo = leo(cluster.node(leader))?;
     ensure!(leader_leo == 2001, "leader log end {leader_leo}");
     let follower_leo = leo(cluster.node(follower))?;
-    ensure!(follower_leo == leader_leo, "follower at {follower_leo}, leader at {leader_leo}\n{}", cluster.logs());
+    ensure!(
+        follower_leo == leader_leo,
+        "follower at {follower_leo}, leader at {leader_leo}\n{}",
+        cluster.logs()
+    );
     Ok(())
 }
 
@@ -264,33 +361,66 @@ fn isolated_old_leader_acknowledges_no_acks_all_write() -> Result<()> {
     create(&mut cluster, topic, 1)?;
     let old = cluster.partitions(topic)?.remove(0).leader;
     let mut stale_client = Client::connect(cluster.node(old))?;
-    produce_until_ok(&mut stale_client, topic, &[Bytes::from_static(b"before")], -1, Duration::from_secs(10))?;
+    produce_until_ok(
+        &mut stale_client,
+        topic,
+        &[Bytes::from_static(b"before")],
+        -1,
+        Duration::from_secs(10),
+    )?;
 
     // Cut the leader off; the others fence it and elect a new leader.
     cluster.node(old).pause()?;
     let result = (|| -> Result<()> {
-        let view = cluster.wait_for(topic, Duration::from_secs(20), "a new leader while the old one is cut off", |ps| {
-            ps[0].leader > 0 && ps[0].leader != old
-        })?;
+        let view = cluster.wait_for(
+            topic,
+            Duration::from_secs(20),
+            "a new leader while the old one is cut off",
+            |ps| ps[0].leader > 0 && ps[0].leader != old,
+        )?;
         let mut new_client = Client::connect(cluster.node(view[0].leader))?;
-        produce_until_ok(&mut new_client, topic, &[Bytes::from_static(b"after")], -1, Duration::from_secs(10))?;
+        produce_until_ok(
+            &mut new_client,
+            topic,
+            &[Bytes::from_static(b"after")],
+            -1,
+            Duration::from_secs(10),
+        )?;
         Ok(())
     })();
     // A write sent to the old leader while it is still cut off: it reads it
     // first thing when it resumes, before it can learn that it was deposed.
-    let stale = std::thread::spawn(move || stale_client.produce_values_acks(topic, &[Bytes::from_static(b"stale")], -1));
+    let stale = std::thread::spawn(move || {
+        stale_client.produce_values_acks(topic, &[Bytes::from_static(b"stale")], -1)
+    });
     std::thread::sleep(Duration::from_millis(300));
     cluster.node(old).resume()?;
     result?;
-    let (code, _) = stale.join().map_err(|_| anyhow::anyhow!("stale producer panicked"))??;
-    ensure!(code != 0, "the deposed leader acknowledged an acks=all write");
+    let (code, _) = stale
+        .join()
+        .map_err(|_| anyhow::anyhow!("stale producer panicked"))??;
+    ensure!(
+        code != 0,
+        "the deposed leader acknowledged an acks=all write"
+    );
 
     // The cluster's log holds the acknowledged writes and not the stale one.
-    cluster.wait_for(topic, Duration::from_secs(40), "the old leader back in the ISR", |ps| ps[0].isr.len() == 3)?;
+    cluster.wait_for(
+        topic,
+        Duration::from_secs(40),
+        "the old leader back in the ISR",
+        |ps| ps[0].isr.len() == 3,
+    )?;
     let consumer = consumer_at(&cluster.bootstrap(), &[])?;
     assign_from_beginning(&consumer, topic, &[0])?;
-    let values: Vec<String> = drain(&consumer, &[0], 2, Duration::from_secs(30))?.iter().map(|r| r.value_str()).collect();
-    ensure!(values == ["before", "after"], "log after healing: {values:?}");
+    let values: Vec<String> = drain(&consumer, &[0], 2, Duration::from_secs(30))?
+        .iter()
+        .map(|r| r.value_str())
+        .collect();
+    ensure!(
+        values == ["before", "after"],
+        "log after healing: {values:?}"
+    );
     Ok(())
 }
 
@@ -313,32 +443,67 @@ fn a_spoofed_replica_fetch_cannot_acknowledge_acks_all() -> Result<()> {
     let view = cluster.partitions(topic)?.remove(0);
     let leader = view.leader;
     // Test clients connect from 127.0.0.1, node 1's host: impersonate another.
-    let victim = *view.replicas.iter().find(|&&r| r != leader && r != 1).context("no follower other than node 1")?;
-    let other = *view.replicas.iter().find(|&&r| r != leader && r != victim).context("no third replica")?;
+    let victim = *view
+        .replicas
+        .iter()
+        .find(|&&r| r != leader && r != 1)
+        .context("no follower other than node 1")?;
+    let other = *view
+        .replicas
+        .iter()
+        .find(|&&r| r != leader && r != victim)
+        .context("no third replica")?;
     let mut client = Client::connect(cluster.node(leader))?;
-    produce_until_ok(&mut client, topic, &[Bytes::from_static(b"replicated")], -1, Duration::from_secs(10))?;
+    produce_until_ok(
+        &mut client,
+        topic,
+        &[Bytes::from_static(b"replicated")],
+        -1,
+        Duration::from_secs(10),
+    )?;
 
     cluster.node(other).kill_hard()?;
-    cluster.wait_for(topic, Duration::from_secs(20), "the ISR to drop the killed follower", |ps| ps[0].isr.len() == 2)?;
+    cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "the ISR to drop the killed follower",
+        |ps| ps[0].isr.len() == 2,
+    )?;
     cluster.node(victim).pause()?;
     let leader_node = cluster.node(leader).kafka_addr();
     let writer = {
         let mut client = Client::connect(cluster.node(leader))?;
-        std::thread::spawn(move || client.produce_values_acks(topic, &[Bytes::from_static(b"never replicated")], -1))
+        std::thread::spawn(move || {
+            client.produce_values_acks(topic, &[Bytes::from_static(b"never replicated")], -1)
+        })
     };
     let mut spoofer = Client::connect(cluster.node(leader))?;
     let mut answers = Vec::new();
     for _ in 0..20 {
-        let request = FetchRequest::default().with_replica_id(BrokerId(victim)).with_max_wait_ms(0).with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_static_str("spoof")))
-            .with_partitions(vec![FetchPartition::default().with_partition(0).with_fetch_offset(2).with_partition_max_bytes(1 << 20)])]);
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(victim))
+            .with_max_wait_ms(0)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_static_str("spoof")))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(2)
+                    .with_partition_max_bytes(1 << 20)])]);
         let response = spoofer.send(&request, 12)?;
         answers.push(response.responses[0].partitions[0].error_code);
         std::thread::sleep(Duration::from_millis(100));
     }
-    let (code, _) = writer.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
+    let (code, _) = writer
+        .join()
+        .map_err(|_| anyhow::anyhow!("writer panicked"))??;
     cluster.node(victim).resume()?;
-    ensure!(answers.iter().all(|&c| c == TOPIC_AUTHORIZATION_FAILED), "spoofed replica fetches answered {answers:?} (leader {leader_node})");
-    ensure!(code != 0, "acks=all acknowledged while the only other ISR member was frozen");
+    ensure!(
+        answers.iter().all(|&c| c == TOPIC_AUTHORIZATION_FAILED),
+        "spoofed replica fetches answered {answers:?} (leader {leader_node})"
+    );
+    ensure!(
+        code != 0,
+        "acks=all acknowledged while the only other ISR member was frozen"
+    );
     Ok(())
 }

@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use common::cluster::Cluster;
 use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
+use common::cluster::Cluster;
 use common::kafka_client::Client;
 use kafka_protocol::messages::MetadataRequest;
 use rdkafka::producer::FutureRecord;
@@ -59,12 +59,21 @@ fn every_node_reports_the_quorums_one_cluster_id() -> Result<()> {
         let broker = cluster.node(node);
         let mut client = Client::connect(broker)?;
         let response = client.send(&MetadataRequest::default().with_topics(Some(vec![])), 12)?;
-        let reported = response.cluster_id.map(|s| s.to_string()).context("Metadata without a cluster id")?;
+        let reported = response
+            .cluster_id
+            .map(|s| s.to_string())
+            .context("Metadata without a cluster id")?;
         let stored = cluster_id_of(broker.data_dir())?;
-        ensure!(reported == stored, "node {node} reports {reported} but stores {stored}");
+        ensure!(
+            reported == stored,
+            "node {node} reports {reported} but stores {stored}"
+        );
         ids.push(reported);
     }
-    ensure!(ids.iter().all(|id| *id == ids[0]), "nodes report different cluster ids: {ids:?}");
+    ensure!(
+        ids.iter().all(|id| *id == ids[0]),
+        "nodes report different cluster ids: {ids:?}"
+    );
 
     // A restart keeps it.
     cluster.node(2).stop()?;
@@ -72,7 +81,10 @@ fn every_node_reports_the_quorums_one_cluster_id() -> Result<()> {
     cluster.node(2).finish_start()?;
     let mut client = Client::connect(cluster.node(2))?;
     let response = client.send(&MetadataRequest::default().with_topics(Some(vec![])), 12)?;
-    ensure!(response.cluster_id.map(|s| s.to_string()).as_deref() == Some(ids[0].as_str()), "cluster id changed across a restart");
+    ensure!(
+        response.cluster_id.map(|s| s.to_string()).as_deref() == Some(ids[0].as_str()),
+        "cluster id changed across a restart"
+    );
     Ok(())
 }
 
@@ -85,9 +97,12 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
         let mut client = Client::connect(cluster.node(1))?;
         client.create_topic_replicated(topic, 1, 3, &[("min.insync.replicas", "2")])?;
     }
-    cluster.wait_for(topic, Duration::from_secs(20), "a leader with a full ISR", |ps| {
-        ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3)
-    })?;
+    cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "a leader with a full ISR",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
+    )?;
     let bootstrap = cluster.bootstrap();
 
     // One message every 5 ms for 6 s; each records send and ack times.
@@ -96,16 +111,27 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
     let producer_thread = std::thread::spawn(move || -> Result<Vec<Delivery>> {
         let producer = producer_at(
             &bootstrap,
-            &[("acks", "all"), ("enable.idempotence", "true"), ("message.timeout.ms", "30000"), ("linger.ms", "0")],
+            &[
+                ("acks", "all"),
+                ("enable.idempotence", "true"),
+                ("message.timeout.ms", "30000"),
+                ("linger.ms", "0"),
+            ],
         )?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         runtime.block_on(async move {
             let start = Instant::now();
             let mut tasks = Vec::new();
             for seq in 0..count {
                 let value = seq.to_string();
                 let future = producer
-                    .send_result(FutureRecord::<(), _>::to(topic).partition(0).payload(&value))
+                    .send_result(
+                        FutureRecord::<(), _>::to(topic)
+                            .partition(0)
+                            .payload(&value),
+                    )
                     .map_err(|(e, _)| anyhow::anyhow!("enqueue failed: {e}"))?;
                 let sent = Instant::now();
                 tasks.push(tokio::spawn(async move {
@@ -137,14 +163,28 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
     let exit_took = stopping.elapsed();
     ensure!(status.success(), "node {leader} exited with {status:?}");
     let log = cluster.node(leader).log_tail(80);
-    ensure!(log.contains("shutdown: leaderships moved (controlled shutdown)"), "no controlled shutdown in the log:\n{log}");
+    ensure!(
+        log.contains("shutdown: leaderships moved (controlled shutdown)"),
+        "no controlled shutdown in the log:\n{log}"
+    );
 
-    let results = producer_thread.join().map_err(|_| anyhow::anyhow!("producer thread panicked"))??;
-    let failed: Vec<_> = results.iter().filter(|(_, r, _)| r.is_err()).take(5).collect();
+    let results = producer_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("producer thread panicked"))??;
+    let failed: Vec<_> = results
+        .iter()
+        .filter(|(_, r, _)| r.is_err())
+        .take(5)
+        .collect();
     ensure!(failed.is_empty(), "the producer saw errors: {failed:?}");
     // The first messages wait for the producer id and connections; the
     // stall that matters is around the shutdown, 2 s in.
-    let stall = results.iter().filter(|(seq, _, _)| *seq >= WARM).map(|(_, _, latency)| *latency).max().unwrap_or_default();
+    let stall = results
+        .iter()
+        .filter(|(seq, _, _)| *seq >= WARM)
+        .map(|(_, _, latency)| *latency)
+        .max()
+        .unwrap_or_default();
     println!("controlled shutdown of node {leader}: exit after {exit_took:?}; longest acks=all latency {stall:?} over {count} messages");
     ensure!(
         stall < Duration::from_millis(SESSION_TIMEOUT_MS),
@@ -157,7 +197,14 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
     let consumer = consumer_at(&survivor_bootstrap, &[])?;
     assign_from_beginning(&consumer, topic, &[0])?;
     let records = drain(&consumer, &[0], count as usize, Duration::from_secs(30))?;
-    let values: Vec<u64> = records.iter().filter_map(|r| r.value_str().parse().ok()).collect();
-    ensure!(values == (0..count).collect::<Vec<_>>(), "read back {} records, not 0..{count} in order", values.len());
+    let values: Vec<u64> = records
+        .iter()
+        .filter_map(|r| r.value_str().parse().ok())
+        .collect();
+    ensure!(
+        values == (0..count).collect::<Vec<_>>(),
+        "read back {} records, not 0..{count} in order",
+        values.len()
+    );
     Ok(())
 }

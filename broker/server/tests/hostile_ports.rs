@@ -22,8 +22,16 @@ const PROMPT: Duration = Duration::from_secs(2);
 fn answered_promptly(addr: SocketAddr, path: &str) -> Result<()> {
     let started = Instant::now();
     let response = http::get(addr, path)?;
-    ensure!(response.status == 200, "GET {path} answered {}", response.status);
-    ensure!(started.elapsed() < PROMPT, "GET {path} took {:?} while under attack", started.elapsed());
+    ensure!(
+        response.status == 200,
+        "GET {path} answered {}",
+        response.status
+    );
+    ensure!(
+        started.elapsed() < PROMPT,
+        "GET {path} took {:?} while under attack",
+        started.elapsed()
+    );
     Ok(())
 }
 
@@ -42,7 +50,11 @@ fn get_keep_alive(stream: &mut TcpStream, path: &str) -> Result<String> {
         if let Some(end) = text.find("\r\n\r\n") {
             let length = text[..end]
                 .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_string()))
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_string())
+                })
                 .context("no content-length")?
                 .parse::<usize>()?;
             if seen.len() >= end + 4 + length {
@@ -84,7 +96,10 @@ fn metrics_port_slowloris_one_byte_a_second_is_cut_off() -> Result<()> {
     answered_promptly(broker.metrics_addr(), "/health")?;
     answered_promptly(broker.metrics_addr(), "/metrics")?;
     let held = closed_within(&slow, Duration::from_secs(20))?;
-    ensure!(held < Duration::from_secs(4), "a slowloris client held its connection {held:?} past a 2 s header timeout");
+    ensure!(
+        held < Duration::from_secs(4),
+        "a slowloris client held its connection {held:?} past a 2 s header timeout"
+    );
     drop(slow);
     let _ = drip.join();
     Ok(())
@@ -96,19 +111,33 @@ fn metrics_port_slowloris_one_byte_a_second_is_cut_off() -> Result<()> {
 #[test]
 fn metrics_port_connections_past_the_cap_are_closed_while_open_ones_work() -> Result<()> {
     let broker = Broker::start(&["--http-max-connections", "4"])?;
-    let mut open: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(broker.metrics_addr())).collect::<std::io::Result<_>>()?;
+    let mut open: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(broker.metrics_addr()))
+        .collect::<std::io::Result<_>>()?;
     for stream in &mut open {
-        ensure!(get_keep_alive(stream, "/health")?.contains("200"), "an open connection was not served");
+        ensure!(
+            get_keep_alive(stream, "/health")?.contains("200"),
+            "an open connection was not served"
+        );
     }
     let extra = http::get(broker.metrics_addr(), "/metrics");
-    ensure!(extra.is_err(), "a fifth connection was served past --http-max-connections 4: {extra:?}");
+    ensure!(
+        extra.is_err(),
+        "a fifth connection was served past --http-max-connections 4: {extra:?}"
+    );
     for stream in &mut open {
-        ensure!(get_keep_alive(stream, "/metrics")?.contains("200"), "an open connection stopped being served at the cap");
+        ensure!(
+            get_keep_alive(stream, "/metrics")?.contains("200"),
+            "an open connection stopped being served at the cap"
+        );
     }
     drop(open.pop());
     let started = Instant::now();
     while http::get(broker.metrics_addr(), "/health").is_err() {
-        ensure!(started.elapsed() < PROMPT, "a freed place was not given to the next client");
+        ensure!(
+            started.elapsed() < PROMPT,
+            "a freed place was not given to the next client"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(())
@@ -122,7 +151,10 @@ fn metrics_port_idle_keep_alive_connections_are_closed() -> Result<()> {
     let mut idle = TcpStream::connect(broker.metrics_addr())?;
     ensure!(get_keep_alive(&mut idle, "/health")?.contains("200"));
     let held = closed_within(&idle, Duration::from_secs(20))?;
-    ensure!(held < Duration::from_secs(3), "an idle keep-alive connection was held {held:?}");
+    ensure!(
+        held < Duration::from_secs(3),
+        "an idle keep-alive connection was held {held:?}"
+    );
     Ok(())
 }
 
@@ -132,13 +164,21 @@ fn metrics_port_idle_keep_alive_connections_are_closed() -> Result<()> {
 /// goes to the next client.
 #[test]
 fn metrics_port_client_that_never_reads_is_cut_off() -> Result<()> {
-    let broker = Broker::start(&["--http-max-connections", "1", "--http-write-timeout-ms", "1000"])?;
+    let broker = Broker::start(&[
+        "--http-max-connections",
+        "1",
+        "--http-write-timeout-ms",
+        "1000",
+    ])?;
     let stalled = tiny_window_connect(broker.metrics_addr())?;
     let mut writer = stalled.try_clone()?;
     writer.set_write_timeout(Some(Duration::from_secs(2)))?;
     // Write until the broker stops reading or the requests would be plenty.
     for _ in 0..5_000 {
-        if writer.write_all(b"GET /metrics HTTP/1.1\r\nHost: chronik\r\n\r\n").is_err() {
+        if writer
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: chronik\r\n\r\n")
+            .is_err()
+        {
             break;
         }
     }
@@ -158,7 +198,9 @@ fn metrics_port_client_that_never_reads_is_cut_off() -> Result<()> {
 /// A connection whose receive buffer is as small as the kernel allows, so
 /// that responses back up into the broker quickly.
 fn tiny_window_connect(addr: SocketAddr) -> Result<TcpStream> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
     let stream = runtime.block_on(async {
         let socket = tokio::net::TcpSocket::new_v4()?;
         socket.set_recv_buffer_size(4096)?;
@@ -180,17 +222,43 @@ fn cluster_node_without_a_secret_file_creates_one_and_refuses_strangers() -> Res
     // cluster harness picks them).
     let free_port = common::cluster::free_port;
     let raft_listen = format!("127.0.0.1:{}", free_port()?);
-    let (listen, metrics_listen) = (format!("127.0.0.1:{}", free_port()?), format!("127.0.0.1:{}", free_port()?));
-    let mut broker = Broker::spawn_at(&listen, &metrics_listen, &["--node-id", "1", "--peers", "1@127.0.0.1", "--raft-listen", &raft_listen])?;
+    let (listen, metrics_listen) = (
+        format!("127.0.0.1:{}", free_port()?),
+        format!("127.0.0.1:{}", free_port()?),
+    );
+    let mut broker = Broker::spawn_at(
+        &listen,
+        &metrics_listen,
+        &[
+            "--node-id",
+            "1",
+            "--peers",
+            "1@127.0.0.1",
+            "--raft-listen",
+            &raft_listen,
+        ],
+    )?;
     broker.finish_start()?;
     let secret = broker.data_dir().join("cluster.secret");
-    let meta = std::fs::metadata(&secret).with_context(|| format!("{} was not created", secret.display()))?;
+    let meta = std::fs::metadata(&secret)
+        .with_context(|| format!("{} was not created", secret.display()))?;
     use std::os::unix::fs::PermissionsExt;
-    ensure!(meta.permissions().mode() & 0o777 == 0o600, "cluster.secret has mode {:o}", meta.permissions().mode() & 0o777);
-    ensure!(meta.len() >= 16, "cluster.secret holds only {} bytes", meta.len());
+    ensure!(
+        meta.permissions().mode() & 0o777 == 0o600,
+        "cluster.secret has mode {:o}",
+        meta.permissions().mode() & 0o777
+    );
+    ensure!(
+        meta.len() >= 16,
+        "cluster.secret holds only {} bytes",
+        meta.len()
+    );
     let log = broker.log_tail(400);
     // A quorum of one has no peers to share it with: logged, not warned.
-    ensure!(log.contains("created the cluster secret"), "the new secret is not logged:\n{log}");
+    ensure!(
+        log.contains("created the cluster secret"),
+        "the new secret is not logged:\n{log}"
+    );
 
     let mut stranger = TcpStream::connect(raft_listen.as_str())?;
     let heartbeat = br#"{"Controller":{"Heartbeat":{"node_id":9,"host":"10.6.6.6","port":9092}}}"#;
@@ -201,9 +269,21 @@ fn cluster_node_without_a_secret_file_creates_one_and_refuses_strangers() -> Res
     let mut answer = Vec::new();
     let _ = stranger.read_to_end(&mut answer);
     // All a stranger ever gets is the server's 32-byte nonce.
-    ensure!(answer.len() <= 32, "a stranger got {} bytes from the raft port", answer.len());
-    let metadata = common::kafka_client::Client::connect(&broker)?.send(&kafka_protocol::messages::MetadataRequest::default(), 12)?;
-    let brokers: Vec<(i32, String)> = metadata.brokers.iter().map(|b| (b.node_id.0, b.host.to_string())).collect();
-    ensure!(brokers == [(1, "127.0.0.1".to_string())], "Metadata lists {brokers:?} after a stranger's heartbeat");
+    ensure!(
+        answer.len() <= 32,
+        "a stranger got {} bytes from the raft port",
+        answer.len()
+    );
+    let metadata = common::kafka_client::Client::connect(&broker)?
+        .send(&kafka_protocol::messages::MetadataRequest::default(), 12)?;
+    let brokers: Vec<(i32, String)> = metadata
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, b.host.to_string()))
+        .collect();
+    ensure!(
+        brokers == [(1, "127.0.0.1".to_string())],
+        "Metadata lists {brokers:?} after a stranger's heartbeat"
+    );
     Ok(())
 }

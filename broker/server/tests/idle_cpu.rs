@@ -43,7 +43,10 @@ fn cpu_fraction(broker: &Broker, window: Duration) -> Result<f64> {
     let ticks = broker.cpu_ticks()? - start_ticks;
     let seconds = ticks as f64 / clock_ticks_per_second() as f64;
     let fraction = seconds / start.elapsed().as_secs_f64();
-    println!("broker used {ticks} ticks = {:.2}% of a core over {window:?}", fraction * 100.0);
+    println!(
+        "broker used {ticks} ticks = {:.2}% of a core over {window:?}",
+        fraction * 100.0
+    );
     Ok(fraction)
 }
 

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use common::cluster::Cluster;
 use common::kafka_client::Client;
-use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -53,9 +55,21 @@ fn fetch(client: &mut Client, topic: &str) -> Result<i64> {
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_indexes(vec![0])]));
     let response = client.send(&request, 7)?;
-    ensure!(response.error_code == 0, "OffsetFetch error {}", response.error_code);
-    let p = &response.topics.first().context("OffsetFetch without topics")?.partitions[0];
-    ensure!(p.error_code == 0, "OffsetFetch partition error {}", p.error_code);
+    ensure!(
+        response.error_code == 0,
+        "OffsetFetch error {}",
+        response.error_code
+    );
+    let p = &response
+        .topics
+        .first()
+        .context("OffsetFetch without topics")?
+        .partitions[0];
+    ensure!(
+        p.error_code == 0,
+        "OffsetFetch partition error {}",
+        p.error_code
+    );
     Ok(p.committed_offset)
 }
 
@@ -64,10 +78,18 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     let mut cluster = Cluster::start(3, FLAGS)?;
     let topic = "t";
     Client::connect(cluster.node(1))?.create_topic_replicated(topic, 1, 3, &[])?;
-    cluster.wait_for(topic, Duration::from_secs(20), "the topic on every node", |ps| ps.iter().all(|p| p.isr.len() == 3))?;
-    let views = cluster.wait_for(OFFSETS, Duration::from_secs(20), "a coordinator with a full ISR", |ps| {
-        ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3)
-    })?;
+    cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "the topic on every node",
+        |ps| ps.iter().all(|p| p.isr.len() == 3),
+    )?;
+    let views = cluster.wait_for(
+        OFFSETS,
+        Duration::from_secs(20),
+        "a coordinator with a full ISR",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
+    )?;
     let coordinator = views[0].leader;
     let followers: Vec<i32> = (1..=3).filter(|&n| n != coordinator).collect();
     let mut client = Client::connect(cluster.node(coordinator))?;
@@ -79,7 +101,10 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
         if first == 0 {
             break;
         }
-        ensure!(Instant::now() < deadline, "the first commit kept failing with error {first}");
+        ensure!(
+            Instant::now() < deadline,
+            "the first commit kept failing with error {first}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 
@@ -92,8 +117,14 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
         cluster.node(f).resume()?;
     }
     let refused = refused?;
-    ensure!(refused == COORDINATOR_NOT_AVAILABLE, "a commit without the ISR answered error {refused}, not COORDINATOR_NOT_AVAILABLE");
-    ensure!(fetch(&mut client, topic)? == 5, "OffsetFetch shows a commit that was not acknowledged");
+    ensure!(
+        refused == COORDINATOR_NOT_AVAILABLE,
+        "a commit without the ISR answered error {refused}, not COORDINATOR_NOT_AVAILABLE"
+    );
+    ensure!(
+        fetch(&mut client, topic)? == 5,
+        "OffsetFetch shows a commit that was not acknowledged"
+    );
 
     // Once the followers are back, commits are acknowledged again...
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -102,14 +133,21 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
         if commit(&mut client, topic, 20)? == 0 {
             break;
         }
-        ensure!(Instant::now() < deadline, "commits kept failing after the followers resumed\n{}", cluster.logs());
+        ensure!(
+            Instant::now() < deadline,
+            "commits kept failing after the followers resumed\n{}",
+            cluster.logs()
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     // ...and an acknowledged one survives the coordinator's SIGKILL.
     cluster.node(coordinator).kill_hard()?;
-    let views = cluster.wait_for(OFFSETS, Duration::from_secs(20), "a new coordinator", |ps| {
-        ps.iter().all(|p| p.leader > 0 && p.leader != coordinator)
-    })?;
+    let views = cluster.wait_for(
+        OFFSETS,
+        Duration::from_secs(20),
+        "a new coordinator",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.leader != coordinator),
+    )?;
     let mut client = Client::connect(cluster.node(views[0].leader))?;
     let deadline = Instant::now() + Duration::from_secs(10);
     let committed = loop {
@@ -122,6 +160,9 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
             Err(e) => return Err(e),
         }
     };
-    ensure!(committed == 20, "the new coordinator has offset {committed}, not the acknowledged 20");
+    ensure!(
+        committed == 20,
+        "the new coordinator has offset {committed}, not the acknowledged 20"
+    );
     Ok(())
 }

@@ -32,7 +32,11 @@ async fn pipelined_produce_requests_are_appended_in_request_order() -> Result<()
     for i in 0..MESSAGES {
         let value = format!("{i:08}");
         let record = FutureRecord::to("ordered").payload(&value).key("k");
-        deliveries.push(producer.send_result(record).map_err(|(e, _)| anyhow::anyhow!("enqueue {i}: {e}"))?);
+        deliveries.push(
+            producer
+                .send_result(record)
+                .map_err(|(e, _)| anyhow::anyhow!("enqueue {i}: {e}"))?,
+        );
     }
     let mut acked_offsets = Vec::with_capacity(MESSAGES);
     for (i, delivery) in deliveries.into_iter().enumerate() {
@@ -43,16 +47,31 @@ async fn pipelined_produce_requests_are_appended_in_request_order() -> Result<()
         }
     }
     ensure!(
-        acked_offsets.iter().enumerate().all(|(i, o)| *o == i as i64),
+        acked_offsets
+            .iter()
+            .enumerate()
+            .all(|(i, o)| *o == i as i64),
         "acknowledged offsets are not 0..N in send order; first mismatch at {:?}",
-        acked_offsets.iter().enumerate().find(|(i, o)| **o != *i as i64)
+        acked_offsets
+            .iter()
+            .enumerate()
+            .find(|(i, o)| **o != *i as i64)
     );
     let consumer = consumer(&broker, &[])?;
     assign_from_beginning(&consumer, "ordered", &[0])?;
     let records = drain(&consumer, &[0], MESSAGES, Duration::from_secs(60))?;
-    ensure!(records.len() == MESSAGES, "read {} of {MESSAGES}", records.len());
+    ensure!(
+        records.len() == MESSAGES,
+        "read {} of {MESSAGES}",
+        records.len()
+    );
     for (i, r) in records.iter().enumerate() {
-        ensure!(r.value_str() == format!("{i:08}") && r.offset == i as i64, "record {i} is {} at offset {}", r.value_str(), r.offset);
+        ensure!(
+            r.value_str() == format!("{i:08}") && r.offset == i as i64,
+            "record {i} is {} at offset {}",
+            r.value_str(),
+            r.offset
+        );
     }
     Ok(())
 }

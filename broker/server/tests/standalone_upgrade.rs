@@ -12,7 +12,9 @@ use bytes::Bytes;
 use common::broker::{binary, Broker};
 use common::cluster::free_port;
 use common::kafka_client::Client;
-use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -23,16 +25,18 @@ fn commit(client: &mut Client, topic: &str, offset: i64) -> Result<i16> {
         .with_generation_id_or_member_epoch(-1)
         .with_topics(vec![OffsetCommitRequestTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(offset)])]);
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])]);
     Ok(client.send(&request, 8)?.topics[0].partitions[0].error_code)
 }
 
 fn committed(client: &mut Client, topic: &str) -> Result<i64> {
-    let request = OffsetFetchRequest::default().with_group_id(GroupId(StrBytes::from_static_str("g"))).with_topics(Some(vec![
-        OffsetFetchRequestTopic::default()
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_indexes(vec![0]),
-    ]));
+            .with_partition_indexes(vec![0])]));
     let response = client.send(&request, 7)?;
     Ok(response.topics.first().context("no topics")?.partitions[0].committed_offset)
 }
@@ -55,30 +59,62 @@ fn a_data_directory_without_a_quorum_is_adopted_or_refused() -> Result<()> {
         (id, meta)
     };
     // What a broker that kept no quorum left behind.
-    std::fs::remove_dir_all(data_dir.join("__cluster_metadata")).context("no __cluster_metadata to remove")?;
+    std::fs::remove_dir_all(data_dir.join("__cluster_metadata"))
+        .context("no __cluster_metadata to remove")?;
 
     // Several voters: refused, saying what to do, before anything changes.
     let port = free_port()?;
     let raft = free_port()?;
     let refused = std::process::Command::new(binary())
-        .args(["--data-dir", data_dir.to_str().context("path")?, "--node-id", "1"])
+        .args([
+            "--data-dir",
+            data_dir.to_str().context("path")?,
+            "--node-id",
+            "1",
+        ])
         .args(["--peers", "1@127.0.0.1,2@127.0.0.2,3@127.0.0.3"])
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--raft-listen", &format!("127.0.0.1:{raft}")])
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--raft-listen",
+            &format!("127.0.0.1:{raft}"),
+        ])
         .args(["--metrics-listen", "127.0.0.1:0"])
         .output()?;
     let stderr = String::from_utf8_lossy(&refused.stderr);
-    ensure!(!refused.status.success(), "a 3-voter start on that directory succeeded");
-    ensure!(stderr.contains("without --peers") && stderr.contains("kept"), "the refusal does not say what to do:\n{stderr}");
-    ensure!(!data_dir.join("__cluster_metadata").exists() || std::fs::read_dir(data_dir.join("__cluster_metadata"))?.next().is_none(), "the refused start created a quorum");
+    ensure!(
+        !refused.status.success(),
+        "a 3-voter start on that directory succeeded"
+    );
+    ensure!(
+        stderr.contains("without --peers") && stderr.contains("kept"),
+        "the refusal does not say what to do:\n{stderr}"
+    );
+    ensure!(
+        !data_dir.join("__cluster_metadata").exists()
+            || std::fs::read_dir(data_dir.join("__cluster_metadata"))?
+                .next()
+                .is_none(),
+        "the refused start created a quorum"
+    );
 
     // A quorum of one adopts everything.
     let broker = Broker::start_with_data_dir(&data_dir, &[])?;
     let mut client = Client::connect(&broker)?;
     ensure!(client.topic_id("kept")? == topic_id, "the topic id changed");
     ensure!(client.log_end_offset("kept")? == 10, "records lost");
-    ensure!(committed(&mut client, "kept")? == 7, "committed offset lost");
+    ensure!(
+        committed(&mut client, "kept")? == 7,
+        "committed offset lost"
+    );
     let values = vec![Bytes::from("after")];
-    ensure!(client.produce_values("kept", &values)?.0 == 0, "produce after adoption failed");
-    ensure!(std::fs::read_to_string(data_dir.join("meta.properties"))? == cluster_id, "the cluster id changed");
+    ensure!(
+        client.produce_values("kept", &values)?.0 == 0,
+        "produce after adoption failed"
+    );
+    ensure!(
+        std::fs::read_to_string(data_dir.join("meta.properties"))? == cluster_id,
+        "the cluster id changed"
+    );
     Ok(())
 }

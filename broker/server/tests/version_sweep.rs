@@ -21,8 +21,16 @@ fn name(s: &str) -> TopicName {
 
 fn advertised(client: &mut Client) -> Result<Vec<(i16, i16, i16)>> {
     let response = client.send(&ApiVersionsRequest::default(), 0)?;
-    anyhow::ensure!(response.error_code == 0, "ApiVersions error {}", response.error_code);
-    Ok(response.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect())
+    anyhow::ensure!(
+        response.error_code == 0,
+        "ApiVersions error {}",
+        response.error_code
+    );
+    Ok(response
+        .api_keys
+        .iter()
+        .map(|k| (k.api_key, k.min_version, k.max_version))
+        .collect())
 }
 
 /// Sends one request of `api_key` at `version`; returns the error codes seen.
@@ -30,8 +38,12 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
     let topic_id = client.topic_id(TOPIC)?;
     Ok(match api_key {
         ApiKey::Metadata => {
-            let topic = metadata_request::MetadataRequestTopic::default().with_name(Some(name(TOPIC)));
-            let r = client.send(&MetadataRequest::default().with_topics(Some(vec![topic])), version)?;
+            let topic =
+                metadata_request::MetadataRequestTopic::default().with_name(Some(name(TOPIC)));
+            let r = client.send(
+                &MetadataRequest::default().with_topics(Some(vec![topic])),
+                version,
+            )?;
             r.topics.iter().map(|t| t.error_code).collect()
         }
         ApiKey::Produce => {
@@ -39,54 +51,127 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             vec![code]
         }
         ApiKey::Fetch => {
-            let partition = fetch_request::FetchPartition::default().with_partition(0).with_fetch_offset(0).with_partition_max_bytes(1 << 20);
-            let topic = fetch_request::FetchTopic::default().with_topic(if version < 13 { name(TOPIC) } else { TopicName::default() }).with_topic_id(if version >= 13 { topic_id } else { Default::default() }).with_partitions(vec![partition]);
-            let r = client.send(&FetchRequest::default().with_replica_id(BrokerId(-1)).with_max_wait_ms(10).with_topics(vec![topic]), version)?;
-            r.responses.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+            let partition = fetch_request::FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20);
+            let topic = fetch_request::FetchTopic::default()
+                .with_topic(if version < 13 {
+                    name(TOPIC)
+                } else {
+                    TopicName::default()
+                })
+                .with_topic_id(if version >= 13 {
+                    topic_id
+                } else {
+                    Default::default()
+                })
+                .with_partitions(vec![partition]);
+            let r = client.send(
+                &FetchRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_max_wait_ms(10)
+                    .with_topics(vec![topic]),
+                version,
+            )?;
+            r.responses
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
         }
         ApiKey::ListOffsets => {
             let mut codes = Vec::new();
             for ts in [-2i64, -1, 0] {
-                let partition = list_offsets_request::ListOffsetsPartition::default().with_partition_index(0).with_timestamp(ts);
-                let topic = list_offsets_request::ListOffsetsTopic::default().with_name(name(TOPIC)).with_partitions(vec![partition]);
-                let r = client.send(&ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![topic]), version)?;
-                codes.extend(r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)));
+                let partition = list_offsets_request::ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(ts);
+                let topic = list_offsets_request::ListOffsetsTopic::default()
+                    .with_name(name(TOPIC))
+                    .with_partitions(vec![partition]);
+                let r = client.send(
+                    &ListOffsetsRequest::default()
+                        .with_replica_id(BrokerId(-1))
+                        .with_topics(vec![topic]),
+                    version,
+                )?;
+                codes.extend(
+                    r.topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+                );
             }
             codes
         }
-        ApiKey::ApiVersions => vec![client.send(&ApiVersionsRequest::default(), version)?.error_code],
+        ApiKey::ApiVersions => vec![
+            client
+                .send(&ApiVersionsRequest::default(), version)?
+                .error_code,
+        ],
         ApiKey::CreateTopics => {
-            let t = create_topics_request::CreatableTopic::default().with_name(name(&format!("created-v{version}"))).with_num_partitions(1).with_replication_factor(1);
-            let r = client.send(&CreateTopicsRequest::default().with_topics(vec![t]).with_timeout_ms(5000), version)?;
+            let t = create_topics_request::CreatableTopic::default()
+                .with_name(name(&format!("created-v{version}")))
+                .with_num_partitions(1)
+                .with_replication_factor(1);
+            let r = client.send(
+                &CreateTopicsRequest::default()
+                    .with_topics(vec![t])
+                    .with_timeout_ms(5000),
+                version,
+            )?;
             r.topics.iter().map(|t| t.error_code).collect()
         }
         ApiKey::DeleteTopics => {
             let topic = format!("created-v{}", version + 1);
             let r = if version >= 6 {
-                let state = delete_topics_request::DeleteTopicState::default().with_name(Some(name(&topic)));
-                client.send(&DeleteTopicsRequest::default().with_topics(vec![state]).with_timeout_ms(5000), version)?
+                let state = delete_topics_request::DeleteTopicState::default()
+                    .with_name(Some(name(&topic)));
+                client.send(
+                    &DeleteTopicsRequest::default()
+                        .with_topics(vec![state])
+                        .with_timeout_ms(5000),
+                    version,
+                )?
             } else {
-                client.send(&DeleteTopicsRequest::default().with_topic_names(vec![name(&topic)]).with_timeout_ms(5000), version)?
+                client.send(
+                    &DeleteTopicsRequest::default()
+                        .with_topic_names(vec![name(&topic)])
+                        .with_timeout_ms(5000),
+                    version,
+                )?
             };
             r.responses.iter().map(|t| t.error_code).collect()
         }
         ApiKey::DescribeConfigs => {
-            let topic = describe_configs_request::DescribeConfigsResource::default().with_resource_type(2).with_resource_name(StrBytes::from_static_str(TOPIC));
-            let broker = describe_configs_request::DescribeConfigsResource::default().with_resource_type(4).with_resource_name(StrBytes::from_static_str("1"));
-            let r = client.send(&DescribeConfigsRequest::default().with_resources(vec![topic, broker]), version)?;
+            let topic = describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str(TOPIC));
+            let broker = describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str("1"));
+            let r = client.send(
+                &DescribeConfigsRequest::default().with_resources(vec![topic, broker]),
+                version,
+            )?;
             r.results.iter().map(|r| r.error_code).collect()
         }
         ApiKey::FindCoordinator => {
             let request = if version >= 4 {
-                FindCoordinatorRequest::default().with_coordinator_keys(vec![StrBytes::from_static_str("g")])
+                FindCoordinatorRequest::default()
+                    .with_coordinator_keys(vec![StrBytes::from_static_str("g")])
             } else {
                 FindCoordinatorRequest::default().with_key(StrBytes::from_static_str("g"))
             };
             let r = client.send(&request, version)?;
-            if version >= 4 { r.coordinators.iter().map(|c| c.error_code).collect() } else { vec![r.error_code] }
+            if version >= 4 {
+                r.coordinators.iter().map(|c| c.error_code).collect()
+            } else {
+                vec![r.error_code]
+            }
         }
         ApiKey::JoinGroup => {
-            let protocol = join_group_request::JoinGroupRequestProtocol::default().with_name(StrBytes::from_static_str("range")).with_metadata(bytes::Bytes::from_static(b"m"));
+            let protocol = join_group_request::JoinGroupRequestProtocol::default()
+                .with_name(StrBytes::from_static_str("range"))
+                .with_metadata(bytes::Bytes::from_static(b"m"));
             let request = JoinGroupRequest::default()
                 .with_group_id(GroupId(StrBytes::from_string(format!("join-v{version}"))))
                 .with_session_timeout_ms(10_000)
@@ -98,60 +183,146 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             vec![if r.error_code == 79 { 0 } else { r.error_code }]
         }
         ApiKey::SyncGroup => {
-            let r = client.send(&SyncGroupRequest::default().with_group_id(GroupId(StrBytes::from_static_str("nobody"))).with_member_id(StrBytes::from_static_str("m")), version)?;
+            let r = client.send(
+                &SyncGroupRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("nobody")))
+                    .with_member_id(StrBytes::from_static_str("m")),
+                version,
+            )?;
             vec![if r.error_code == 25 { 0 } else { r.error_code }] // UNKNOWN_MEMBER_ID expected
         }
         ApiKey::Heartbeat => {
-            let r = client.send(&HeartbeatRequest::default().with_group_id(GroupId(StrBytes::from_static_str("nobody"))).with_member_id(StrBytes::from_static_str("m")), version)?;
+            let r = client.send(
+                &HeartbeatRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("nobody")))
+                    .with_member_id(StrBytes::from_static_str("m")),
+                version,
+            )?;
             vec![if r.error_code == 25 { 0 } else { r.error_code }]
         }
         ApiKey::LeaveGroup => {
             let request = if version >= 3 {
-                LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_static_str("nobody"))).with_members(vec![leave_group_request::MemberIdentity::default().with_member_id(StrBytes::from_static_str("m"))])
+                LeaveGroupRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("nobody")))
+                    .with_members(vec![leave_group_request::MemberIdentity::default()
+                        .with_member_id(StrBytes::from_static_str("m"))])
             } else {
-                LeaveGroupRequest::default().with_group_id(GroupId(StrBytes::from_static_str("nobody"))).with_member_id(StrBytes::from_static_str("m"))
+                LeaveGroupRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("nobody")))
+                    .with_member_id(StrBytes::from_static_str("m"))
             };
             let r = client.send(&request, version)?;
-            let codes: Vec<i16> = if version >= 3 { r.members.iter().map(|m| m.error_code).collect() } else { vec![r.error_code] };
-            codes.into_iter().map(|c| if c == 25 { 0 } else { c }).collect()
+            let codes: Vec<i16> = if version >= 3 {
+                r.members.iter().map(|m| m.error_code).collect()
+            } else {
+                vec![r.error_code]
+            };
+            codes
+                .into_iter()
+                .map(|c| if c == 25 { 0 } else { c })
+                .collect()
         }
         ApiKey::OffsetCommit => {
-            let p = offset_commit_request::OffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(1);
-            let t = offset_commit_request::OffsetCommitRequestTopic::default().with_name(name(TOPIC)).with_partitions(vec![p]);
-            let r = client.send(&OffsetCommitRequest::default().with_group_id(GroupId(StrBytes::from_string(format!("commit-v{version}")))).with_generation_id_or_member_epoch(-1).with_topics(vec![t]), version)?;
-            r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+            let p = offset_commit_request::OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(1);
+            let t = offset_commit_request::OffsetCommitRequestTopic::default()
+                .with_name(name(TOPIC))
+                .with_partitions(vec![p]);
+            let r = client.send(
+                &OffsetCommitRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(format!("commit-v{version}"))))
+                    .with_generation_id_or_member_epoch(-1)
+                    .with_topics(vec![t]),
+                version,
+            )?;
+            r.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
         }
         ApiKey::OffsetFetch => {
-            let group = GroupId(StrBytes::from_string(format!("commit-v{}", version.clamp(2, 9))));
+            let group = GroupId(StrBytes::from_string(format!(
+                "commit-v{}",
+                version.clamp(2, 9)
+            )));
             if version >= 8 {
-                let t = offset_fetch_request::OffsetFetchRequestTopics::default().with_name(name(TOPIC)).with_partition_indexes(vec![0]);
-                let g = offset_fetch_request::OffsetFetchRequestGroup::default().with_group_id(group).with_topics(Some(vec![t]));
-                let r = client.send(&OffsetFetchRequest::default().with_groups(vec![g]), version)?;
+                let t = offset_fetch_request::OffsetFetchRequestTopics::default()
+                    .with_name(name(TOPIC))
+                    .with_partition_indexes(vec![0]);
+                let g = offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(group)
+                    .with_topics(Some(vec![t]));
+                let r =
+                    client.send(&OffsetFetchRequest::default().with_groups(vec![g]), version)?;
                 r.groups.iter().map(|g| g.error_code).collect()
             } else {
-                let t = offset_fetch_request::OffsetFetchRequestTopic::default().with_name(name(TOPIC)).with_partition_indexes(vec![0]);
-                let r = client.send(&OffsetFetchRequest::default().with_group_id(group).with_topics(Some(vec![t])), version)?;
-                r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+                let t = offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(name(TOPIC))
+                    .with_partition_indexes(vec![0]);
+                let r = client.send(
+                    &OffsetFetchRequest::default()
+                        .with_group_id(group)
+                        .with_topics(Some(vec![t])),
+                    version,
+                )?;
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                    .collect()
             }
         }
-        ApiKey::ListGroups => vec![client.send(&ListGroupsRequest::default(), version)?.error_code],
+        ApiKey::ListGroups => vec![
+            client
+                .send(&ListGroupsRequest::default(), version)?
+                .error_code,
+        ],
         ApiKey::DescribeGroups => {
-            let r = client.send(&DescribeGroupsRequest::default().with_groups(vec![GroupId(StrBytes::from_static_str("commit-v2"))]), version)?;
+            let r = client.send(
+                &DescribeGroupsRequest::default()
+                    .with_groups(vec![GroupId(StrBytes::from_static_str("commit-v2"))]),
+                version,
+            )?;
             r.groups.iter().map(|g| g.error_code).collect()
         }
         ApiKey::DeleteGroups => {
-            let r = client.send(&DeleteGroupsRequest::default().with_groups_names(vec![GroupId(StrBytes::from_string(format!("commit-v{}", version + 2)))]), version)?;
+            let r = client.send(
+                &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(
+                    StrBytes::from_string(format!("commit-v{}", version + 2)),
+                )]),
+                version,
+            )?;
             r.results.iter().map(|g| g.error_code).collect()
         }
         ApiKey::InitProducerId => {
-            let r = client.send(&InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000).with_producer_id(ProducerId(-1)).with_producer_epoch(-1), version)?;
+            let r = client.send(
+                &InitProducerIdRequest::default()
+                    .with_transactional_id(None)
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1),
+                version,
+            )?;
             vec![r.error_code]
         }
         ApiKey::OffsetForLeaderEpoch => {
-            let p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default().with_partition(0).with_current_leader_epoch(-1).with_leader_epoch(0);
-            let t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default().with_topic(name(TOPIC)).with_partitions(vec![p]);
-            let r = client.send(&OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![t]), version)?;
-            r.topics.iter().flat_map(|t| t.partitions.iter().map(|p| p.error_code)).collect()
+            let p = offset_for_leader_epoch_request::OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(-1)
+                .with_leader_epoch(0);
+            let t = offset_for_leader_epoch_request::OffsetForLeaderTopic::default()
+                .with_topic(name(TOPIC))
+                .with_partitions(vec![p]);
+            let r = client.send(
+                &OffsetForLeaderEpochRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_topics(vec![t]),
+                version,
+            )?;
+            r.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
         }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
@@ -159,17 +330,27 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
 
 #[test]
 fn every_advertised_api_version_answers_with_a_decodable_response() -> Result<()> {
-    let broker = Broker::start(&["--wal-profile", "none", "--group-initial-rebalance-delay-ms", "0"])?;
+    let broker = Broker::start(&[
+        "--wal-profile",
+        "none",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+    ])?;
     let mut client = Client::connect(&broker)?;
     client.create_topic(TOPIC)?;
     let mut swept = 0;
     for (key, min, max) in advertised(&mut client)? {
-        let api_key = ApiKey::try_from(key).map_err(|_| anyhow::anyhow!("unknown key {key} advertised"))?;
+        let api_key =
+            ApiKey::try_from(key).map_err(|_| anyhow::anyhow!("unknown key {key} advertised"))?;
         for version in min..=max {
             // A fresh connection per request: a rejected request closes only its own.
             let mut client = Client::connect(&broker)?;
-            let codes = exercise(&mut client, api_key, version).with_context(|| format!("{api_key:?} v{version}: {}", broker.log_tail(5)))?;
-            anyhow::ensure!(codes.iter().all(|c| *c == 0), "{api_key:?} v{version} answered error codes {codes:?}");
+            let codes = exercise(&mut client, api_key, version)
+                .with_context(|| format!("{api_key:?} v{version}: {}", broker.log_tail(5)))?;
+            anyhow::ensure!(
+                codes.iter().all(|c| *c == 0),
+                "{api_key:?} v{version} answered error codes {codes:?}"
+            );
             swept += 1;
         }
     }

@@ -37,10 +37,16 @@ pub struct TestCluster {
 /// nodes connect from their own address, so a port from that range could be
 /// taken by an outgoing connection before a restarted node binds it.
 fn free_port() -> u16 {
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").subsec_nanos() ^ std::process::id();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .subsec_nanos()
+        ^ std::process::id();
     (0..1000u32)
         .map(|attempt| 20_000 + (seed.wrapping_add(attempt.wrapping_mul(7919)) % 12_000) as u16)
-        .find(|&port| (1..=3).all(|i| std::net::TcpListener::bind((format!("127.0.0.{i}"), port)).is_ok()))
+        .find(|&port| {
+            (1..=3).all(|i| std::net::TcpListener::bind((format!("127.0.0.{i}"), port)).is_ok())
+        })
         .expect("a free port on 127.0.0.1-3 in 20000-31999")
 }
 

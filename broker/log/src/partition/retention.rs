@@ -23,7 +23,12 @@ impl PartitionLog {
     pub(crate) fn expire_producers(&self, ttl: std::time::Duration) -> usize {
         let expired = self.lock().producers.expire(std::time::Instant::now(), ttl);
         if expired > 0 {
-            info!(topic = self.topic(), partition = self.partition(), expired, "expired idle producer ids");
+            info!(
+                topic = self.topic(),
+                partition = self.partition(),
+                expired,
+                "expired idle producer ids"
+            );
         }
         expired
     }

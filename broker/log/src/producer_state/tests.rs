@@ -325,11 +325,18 @@ fn snapshots_round_trip_and_reject_damage() {
 
 #[test]
 fn idle_producer_ids_expire_and_used_ones_stay() {
-    let mut h = run(&[(&[b(P, 0, 0, 1)], Appended(0)), (&[b(Q, 0, 0, 1)], Appended(1))]);
+    let mut h = run(&[
+        (&[b(P, 0, 0, 1)], Appended(0)),
+        (&[b(Q, 0, 0, 1)], Appended(1)),
+    ]);
     let ttl = std::time::Duration::from_secs(60);
     let now = std::time::Instant::now();
     assert_eq!(h.producers.expire(now, ttl), 0, "nothing is idle yet");
-    assert_eq!(h.producers.expire(now + ttl * 2, ttl), 2, "both idle past producer.id.expiration.ms");
+    assert_eq!(
+        h.producers.expire(now + ttl * 2, ttl),
+        2,
+        "both idle past producer.id.expiration.ms"
+    );
     assert_eq!(h.producers.len(), 0);
     // An expired producer is unknown again: any sequence is accepted.
     assert_eq!(h.produce(&[b(P, 0, 9, 1)]), Appended(2));

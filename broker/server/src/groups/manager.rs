@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use chronik_coordinator::{
-    CommitCheck, Group, GroupConfig, GroupError, GroupState, JoinReply, JoinRequest, Member, Millis, Reply,
-    SyncReply, SyncRequest, Ticket,
+    CommitCheck, Group, GroupConfig, GroupError, GroupState, JoinReply, JoinRequest, Member,
+    Millis, Reply, SyncReply, SyncRequest, Ticket,
 };
 use tokio::sync::oneshot;
 
@@ -45,7 +45,11 @@ struct Inner {
 
 impl GroupManager {
     pub fn new(config: GroupConfig) -> Arc<GroupManager> {
-        Arc::new(GroupManager { config, epoch: Instant::now(), inner: Mutex::new(Inner::default()) })
+        Arc::new(GroupManager {
+            config,
+            epoch: Instant::now(),
+            inner: Mutex::new(Inner::default()),
+        })
     }
 
     /// Runs the clock until the runtime stops.
@@ -56,7 +60,9 @@ impl GroupManager {
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 interval.tick().await;
-                let Some(manager) = manager.upgrade() else { return };
+                let Some(manager) = manager.upgrade() else {
+                    return;
+                };
                 manager.tick();
             }
         });
@@ -92,7 +98,10 @@ impl GroupManager {
             let mut inner = self.lock();
             let (ticket, rx) = register(&mut inner);
             let config = self.config;
-            let group = inner.groups.entry(group_id.to_string()).or_insert_with(|| Group::new(group_id, config));
+            let group = inner
+                .groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| Group::new(group_id, config));
             if group.state() == GroupState::Dead {
                 *group = Group::new(group_id, config);
             }
@@ -125,7 +134,12 @@ impl GroupManager {
         }
     }
 
-    pub fn heartbeat(&self, group_id: &str, member_id: &str, generation_id: i32) -> Result<(), GroupError> {
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        generation_id: i32,
+    ) -> Result<(), GroupError> {
         let now = self.now();
         let mut inner = self.lock();
         match inner.groups.get_mut(group_id) {
@@ -212,5 +226,10 @@ fn deliver(inner: &mut Inner, replies: Vec<Reply>) {
 }
 
 fn sync_error(error: GroupError) -> SyncReply {
-    SyncReply { error: Some(error), protocol_type: None, protocol_name: None, assignment: Default::default() }
+    SyncReply {
+        error: Some(error),
+        protocol_type: None,
+        protocol_name: None,
+        assignment: Default::default(),
+    }
 }

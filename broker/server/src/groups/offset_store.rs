@@ -15,9 +15,9 @@ use anyhow::Context;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chronik_log::{LogManager, PartitionLog};
 use chronik_protocol::record_batch::{parse_batch, parse_batches};
+use chronik_protocol::records::{build_batch, read_records, SimpleRecord};
 use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
-use chronik_protocol::records::{build_batch, read_records, SimpleRecord};
 
 use crate::broker::Broker;
 use crate::durability::wait_until_durable;
@@ -52,7 +52,9 @@ pub struct OffsetStore {
 
 impl std::fmt::Debug for OffsetStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OffsetStore").field("topic", &OFFSETS_TOPIC).finish()
+        f.debug_struct("OffsetStore")
+            .field("topic", &OFFSETS_TOPIC)
+            .finish()
     }
 }
 
@@ -62,13 +64,24 @@ impl OffsetStore {
         let topic = match log.topic(OFFSETS_TOPIC) {
             Some(t) => t,
             None => log
-                .create_topic(OFFSETS_TOPIC, 1, BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]))
+                .create_topic(
+                    OFFSETS_TOPIC,
+                    1,
+                    BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
+                )
                 .context("creating __consumer_offsets")?,
         };
-        let partition = topic.partition(0).context("__consumer_offsets has no partition 0")?.clone();
+        let partition = topic
+            .partition(0)
+            .context("__consumer_offsets has no partition 0")?
+            .clone();
         let offsets = replay(&partition, &skipped)?;
         tracing::info!(committed = offsets.len(), "loaded committed offsets");
-        Ok(OffsetStore { log: partition, offsets: Mutex::new(offsets), skipped })
+        Ok(OffsetStore {
+            log: partition,
+            offsets: Mutex::new(offsets),
+            skipped,
+        })
     }
 
     /// Re-reads the committed offsets from the log (this
@@ -76,7 +89,10 @@ impl OffsetStore {
     /// records it replicated as a follower).
     pub fn reload(&self) -> anyhow::Result<()> {
         let offsets = replay(&self.log, &self.skipped)?;
-        tracing::info!(committed = offsets.len(), "reloaded committed offsets as the new coordinator");
+        tracing::info!(
+            committed = offsets.len(),
+            "reloaded committed offsets as the new coordinator"
+        );
         *self.offsets.lock().unwrap_or_else(|e| e.into_inner()) = offsets;
         Ok(())
     }
@@ -118,12 +134,20 @@ impl OffsetStore {
     pub async fn delete_group(&self, broker: &Broker, group: &str) -> anyhow::Result<()> {
         let keys: Vec<OffsetKey> = {
             let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
-            offsets.keys().filter(|(g, _, _)| g == group).cloned().collect()
+            offsets
+                .keys()
+                .filter(|(g, _, _)| g == group)
+                .cloned()
+                .collect()
         };
         let now = now_ms();
         let tombstones: Vec<SimpleRecord> = keys
             .iter()
-            .map(|(g, t, p)| SimpleRecord { key: Some(encode_key(g, t, *p)), value: None, timestamp: now })
+            .map(|(g, t, p)| SimpleRecord {
+                key: Some(encode_key(g, t, *p)),
+                value: None,
+                timestamp: now,
+            })
             .collect();
         if !tombstones.is_empty() {
             self.append(broker, &tombstones, Duration::from_secs(30))
@@ -139,7 +163,9 @@ impl OffsetStore {
 
     pub fn fetch(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
         let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
-        offsets.get(&(group.to_string(), topic.to_string(), partition)).cloned()
+        offsets
+            .get(&(group.to_string(), topic.to_string(), partition))
+            .cloned()
     }
 
     /// Every (topic, partition, offset) committed by `group`.
@@ -164,7 +190,12 @@ impl OffsetStore {
     /// its leader with acks=all, answered once durable here and in every
     /// ISR member. The error is what the coordinator answers (Kafka's
     /// mapping of append errors for offset commits).
-    async fn append(&self, broker: &Broker, records: &[SimpleRecord], timeout: Duration) -> Result<(), ResponseError> {
+    async fn append(
+        &self,
+        broker: &Broker,
+        records: &[SimpleRecord],
+        timeout: Duration,
+    ) -> Result<(), ResponseError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut batch = build_batch(records);
         let headers = parse_batches(&batch).map_err(|e| {
@@ -174,12 +205,23 @@ impl OffsetStore {
         let mut outcome = append_as_leader(broker, &self.log, &mut batch, &headers, true);
         if let Ok(appended) = &outcome {
             if broker.fsync_enabled()
-                && !wait_until_durable(broker, &[(self.log.clone(), appended.info.log_end_offset)], timeout).await
+                && !wait_until_durable(
+                    broker,
+                    &[(self.log.clone(), appended.info.log_end_offset)],
+                    timeout,
+                )
+                .await
             {
                 outcome = Err(if self.log.is_offline() {
-                    (ResponseError::KafkaStorageError, "fsync failed: partition offline".into())
+                    (
+                        ResponseError::KafkaStorageError,
+                        "fsync failed: partition offline".into(),
+                    )
                 } else {
-                    (ResponseError::RequestTimedOut, "not durable within the commit timeout".into())
+                    (
+                        ResponseError::RequestTimedOut,
+                        "not durable within the commit timeout".into(),
+                    )
                 });
             }
         }
@@ -195,14 +237,16 @@ impl OffsetStore {
 /// Kafka's answer to an offset commit whose append failed.
 fn coordinator_error(append: ResponseError) -> ResponseError {
     match append {
-        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => ResponseError::NotCoordinator,
+        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
+            ResponseError::NotCoordinator
+        }
         ResponseError::UnknownTopicOrPartition
         | ResponseError::NotEnoughReplicas
         | ResponseError::NotEnoughReplicasAfterAppend
         | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
-        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge | ResponseError::InvalidFetchSize => {
-            ResponseError::InvalidCommitOffsetSize
-        }
+        ResponseError::MessageTooLarge
+        | ResponseError::RecordListTooLarge
+        | ResponseError::InvalidFetchSize => ResponseError::InvalidCommitOffsetSize,
         _ => ResponseError::UnknownServerError,
     }
 }
@@ -217,7 +261,11 @@ pub fn now_ms() -> i64 {
 /// Callers bound every stored string (group ids, topic names, commit
 /// metadata) well below 64 KiB, so the length always fits.
 fn put_str(buf: &mut BytesMut, s: &str) {
-    debug_assert!(s.len() <= usize::from(u16::MAX), "string of {} bytes in an offsets record", s.len());
+    debug_assert!(
+        s.len() <= usize::from(u16::MAX),
+        "string of {} bytes in an offsets record",
+        s.len()
+    );
     let len = s.len().min(usize::from(u16::MAX));
     buf.put_u16(u16::try_from(len).unwrap_or(u16::MAX));
     buf.put_slice(&s.as_bytes()[..len]);
@@ -277,11 +325,20 @@ fn decode_value(mut value: Bytes) -> Option<CommittedOffset> {
     }
     let offset = value.get_i64();
     let leader_epoch = value.get_i32();
-    let metadata = if value.get_u8() == 1 { Some(get_str(&mut value)?) } else { None };
+    let metadata = if value.get_u8() == 1 {
+        Some(get_str(&mut value)?)
+    } else {
+        None
+    };
     if value.remaining() < 8 {
         return None;
     }
-    Some(CommittedOffset { offset, leader_epoch, metadata, commit_timestamp: value.get_i64() })
+    Some(CommittedOffset {
+        offset,
+        leader_epoch,
+        metadata,
+        commit_timestamp: value.get_i64(),
+    })
 }
 
 /// Applies one record; false when it could not be decoded (skipped).
@@ -313,12 +370,17 @@ fn apply(offsets: &mut BTreeMap<OffsetKey, CommittedOffset>, record: &SimpleReco
 /// read (compressed, foreign, damaged) is logged, counted in `skipped` and
 /// passed over, and every batch — a zero-record one included — advances the
 /// replay past its last offset.
-fn replay(partition: &PartitionLog, skipped: &Counter) -> anyhow::Result<BTreeMap<OffsetKey, CommittedOffset>> {
+fn replay(
+    partition: &PartitionLog,
+    skipped: &Counter,
+) -> anyhow::Result<BTreeMap<OffsetKey, CommittedOffset>> {
     let mut offsets = BTreeMap::new();
     let mut next = partition.log_start_offset();
     let end = partition.log_end_offset();
     while next < end {
-        let chunk = partition.read(next, REPLAY_CHUNK, end).context("replaying __consumer_offsets")?;
+        let chunk = partition
+            .read(next, REPLAY_CHUNK, end)
+            .context("replaying __consumer_offsets")?;
         if chunk.is_empty() {
             break;
         }
@@ -354,7 +416,10 @@ fn replay(partition: &PartitionLog, skipped: &Counter) -> anyhow::Result<BTreeMa
         if next == before {
             // Nothing usable at `next` (the log read returned no whole
             // batch): stop rather than loop.
-            tracing::warn!(offset = next, "__consumer_offsets replay stopped at an unreadable position");
+            tracing::warn!(
+                offset = next,
+                "__consumer_offsets replay stopped at an unreadable position"
+            );
             skipped.inc();
             break;
         }
@@ -369,12 +434,28 @@ mod tests {
     #[test]
     fn keys_and_values_round_trip() {
         let key = encode_key("group-1", "orders", 7);
-        assert_eq!(decode_key(key), Some(("group-1".into(), "orders".into(), 7)));
-        let c = CommittedOffset { offset: 42, leader_epoch: 0, metadata: Some("m".into()), commit_timestamp: 123 };
+        assert_eq!(
+            decode_key(key),
+            Some(("group-1".into(), "orders".into(), 7))
+        );
+        let c = CommittedOffset {
+            offset: 42,
+            leader_epoch: 0,
+            metadata: Some("m".into()),
+            commit_timestamp: 123,
+        };
         assert_eq!(decode_value(encode_value(&c)), Some(c));
-        let none = CommittedOffset { offset: 1, leader_epoch: -1, metadata: None, commit_timestamp: 5 };
+        let none = CommittedOffset {
+            offset: 1,
+            leader_epoch: -1,
+            metadata: None,
+            commit_timestamp: 5,
+        };
         assert_eq!(decode_value(encode_value(&none)), Some(none));
-        assert_eq!(decode_key(Bytes::from_static(b"\x00\x01\x00")), None, "truncated keys are rejected");
+        assert_eq!(
+            decode_key(Bytes::from_static(b"\x00\x01\x00")),
+            None,
+            "truncated keys are rejected"
+        );
     }
 }
-

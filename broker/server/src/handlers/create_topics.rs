@@ -12,7 +12,9 @@ use chronik_log::Error as LogError;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use tracing::info;
@@ -24,16 +26,28 @@ use super::Handled;
 use crate::broker::Broker;
 use crate::replica::MIN_INSYNC_REPLICAS;
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: CreateTopicsRequest) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: CreateTopicsRequest,
+) -> Option<Handled> {
     let mut topics: Vec<CreatableTopicResult> = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         topics.push(create(broker, version, topic, request.validate_only).await);
     }
     let has_error = topics.iter().any(|t| t.error_code != 0);
-    Handled::new(Response::CreateTopics(CreateTopicsResponse::default().with_topics(topics)), has_error)
+    Handled::new(
+        Response::CreateTopics(CreateTopicsResponse::default().with_topics(topics)),
+        has_error,
+    )
 }
 
-async fn create(broker: &Broker, version: i16, topic: CreatableTopic, validate_only: bool) -> CreatableTopicResult {
+async fn create(
+    broker: &Broker,
+    version: i16,
+    topic: CreatableTopic,
+    validate_only: bool,
+) -> CreatableTopicResult {
     let manager = &broker.replicas;
     let name = topic.name.0.to_string();
     let result = CreatableTopicResult::default().with_name(topic.name.clone());
@@ -46,15 +60,21 @@ async fn create(broker: &Broker, version: i16, topic: CreatableTopic, validate_o
             .with_replication_factor(-1)
     };
     if !topic.assignments.is_empty() {
-        return fail(ResponseError::InvalidReplicaAssignment, "explicit replica assignments are not supported".into());
+        return fail(
+            ResponseError::InvalidReplicaAssignment,
+            "explicit replica assignments are not supported".into(),
+        );
     }
     let partitions = if topic.num_partitions == -1 {
         i32::try_from(broker.config.default_partitions).unwrap_or(1)
     } else {
         topic.num_partitions
     };
-    let replication_factor =
-        if topic.replication_factor == -1 { broker.config.default_replication_factor } else { topic.replication_factor };
+    let replication_factor = if topic.replication_factor == -1 {
+        broker.config.default_replication_factor
+    } else {
+        topic.replication_factor
+    };
     let mut configs = BTreeMap::new();
     for config in &topic.configs {
         if let Some(value) = &config.value {
@@ -65,10 +85,17 @@ async fn create(broker: &Broker, version: i16, topic: CreatableTopic, validate_o
     let min_insync = log_overrides.remove(MIN_INSYNC_REPLICAS);
     if let Some(v) = &min_insync {
         if !v.parse::<i16>().is_ok_and(|n| n >= 1) {
-            return fail(ResponseError::InvalidConfig, format!("{MIN_INSYNC_REPLICAS} must be an integer >= 1, got {v:?}"));
+            return fail(
+                ResponseError::InvalidConfig,
+                format!("{MIN_INSYNC_REPLICAS} must be an integer >= 1, got {v:?}"),
+            );
         }
     }
-    let log_config = match broker.log.default_log_config().with_overrides(&log_overrides) {
+    let log_config = match broker
+        .log
+        .default_log_config()
+        .with_overrides(&log_overrides)
+    {
         Ok(c) => c,
         Err(e) => {
             let (code, message) = log_error(&e);
@@ -80,7 +107,10 @@ async fn create(broker: &Broker, version: i16, topic: CreatableTopic, validate_o
         return fail(code, message);
     }
     if partitions <= 0 {
-        return fail(ResponseError::InvalidPartitions, format!("number of partitions must be positive, got {partitions}"));
+        return fail(
+            ResponseError::InvalidPartitions,
+            format!("number of partitions must be positive, got {partitions}"),
+        );
     }
     let live = manager.cluster.image().live_brokers().count();
     if replication_factor < 1 || usize::try_from(replication_factor).unwrap_or(usize::MAX) > live {
@@ -89,16 +119,27 @@ async fn create(broker: &Broker, version: i16, topic: CreatableTopic, validate_o
             format!("replication factor {replication_factor} needs that many live brokers; {live} are live"),
         );
     }
-    if let Err((code, message)) = super::topic_caps::check_capacity(broker, partitions, replication_factor) {
+    if let Err((code, message)) =
+        super::topic_caps::check_capacity(broker, partitions, replication_factor)
+    {
         return fail(code, message);
     }
     let topic_id = if validate_only {
         if manager.cluster.image().topics.contains_key(&name) {
-            return fail(ResponseError::TopicAlreadyExists, format!("topic {name:?} already exists"));
+            return fail(
+                ResponseError::TopicAlreadyExists,
+                format!("topic {name:?} already exists"),
+            );
         }
         [0u8; 16]
     } else {
-        let request = CreateTopic { name: name.clone(), partitions, replication_factor, configs: configs.clone(), topic_id: None };
+        let request = CreateTopic {
+            name: name.clone(),
+            partitions,
+            replication_factor,
+            configs: configs.clone(),
+            topic_id: None,
+        };
         match manager.cluster.create_topic(request).await {
             Ok(created) => {
                 info!(topic = %name, partitions, replication_factor, "created topic");
@@ -108,21 +149,28 @@ async fn create(broker: &Broker, version: i16, topic: CreatableTopic, validate_o
             Err(e) => return fail(cluster_error_code(&e), e.to_string()),
         }
     };
-    let mut result = result.with_num_partitions(partitions).with_replication_factor(replication_factor);
+    let mut result = result
+        .with_num_partitions(partitions)
+        .with_replication_factor(replication_factor);
     if version >= 7 {
         result = result.with_topic_id(to_uuid(topic_id));
     }
     if version >= 5 {
-        let described: Vec<CreatableTopicConfigs> = super::topic_configs::describe(broker, &log_config, &configs)
-            .into_iter()
-            .map(|entry| {
-                CreatableTopicConfigs::default()
-                    .with_name(StrBytes::from_string(entry.name))
-                    .with_value(Some(StrBytes::from_string(entry.value)))
-                    .with_read_only(entry.read_only)
-                    .with_config_source(if entry.is_default { SOURCE_DEFAULT } else { SOURCE_TOPIC })
-            })
-            .collect();
+        let described: Vec<CreatableTopicConfigs> =
+            super::topic_configs::describe(broker, &log_config, &configs)
+                .into_iter()
+                .map(|entry| {
+                    CreatableTopicConfigs::default()
+                        .with_name(StrBytes::from_string(entry.name))
+                        .with_value(Some(StrBytes::from_string(entry.value)))
+                        .with_read_only(entry.read_only)
+                        .with_config_source(if entry.is_default {
+                            SOURCE_DEFAULT
+                        } else {
+                            SOURCE_TOPIC
+                        })
+                })
+                .collect();
         result = result.with_configs(Some(described));
     }
     result

@@ -12,10 +12,15 @@ use super::group_errors::response_error;
 use super::Handled;
 use crate::broker::Broker;
 
-pub async fn handle(broker: &Arc<Broker>, _version: i16, request: DeleteGroupsRequest) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: DeleteGroupsRequest,
+) -> Option<Handled> {
     let mut results = Vec::new();
     for group_id in request.groups_names {
-        let known = broker.groups.describe(&group_id.0).is_some() || !broker.offsets.fetch_all(&group_id.0).is_empty();
+        let known = broker.groups.describe(&group_id.0).is_some()
+            || !broker.offsets.fetch_all(&group_id.0).is_empty();
         let error = if !known {
             Some(ResponseError::GroupIdNotFound)
         } else if let Err(e) = broker.groups.delete(&group_id.0) {
@@ -33,5 +38,8 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: DeleteGroupsRe
         );
     }
     let has_error = results.iter().any(|r| r.error_code != 0);
-    Handled::new(Response::DeleteGroups(DeleteGroupsResponse::default().with_results(results)), has_error)
+    Handled::new(
+        Response::DeleteGroups(DeleteGroupsResponse::default().with_results(results)),
+        has_error,
+    )
 }

@@ -16,11 +16,23 @@ use super::topic_lookup::{is_internal_topic, resolve, to_uuid, topic_name};
 use super::Handled;
 use crate::broker::Broker;
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsRequest) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: DeleteTopicsRequest,
+) -> Option<Handled> {
     let targets: Vec<(Option<TopicName>, Uuid)> = if version >= 6 {
-        request.topics.into_iter().map(|t| (t.name, t.topic_id)).collect()
+        request
+            .topics
+            .into_iter()
+            .map(|t| (t.name, t.topic_id))
+            .collect()
     } else {
-        request.topic_names.into_iter().map(|n| (Some(n), Uuid::nil())).collect()
+        request
+            .topic_names
+            .into_iter()
+            .map(|n| (Some(n), Uuid::nil()))
+            .collect()
     };
     let mut responses: Vec<DeletableTopicResult> = Vec::with_capacity(targets.len());
     for (name, id) in targets {
@@ -35,22 +47,29 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: DeleteTopicsReq
 
 async fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> DeletableTopicResult {
     let requested_name = name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
-    let result = DeletableTopicResult::default().with_name(name.clone()).with_topic_id(id);
+    let result = DeletableTopicResult::default()
+        .with_name(name.clone())
+        .with_topic_id(id);
     let topic = match resolve(broker, &requested_name, id) {
         Ok(topic) => topic,
         Err(error) => return result.with_error_code(error.code()),
     };
     if is_internal_topic(&topic.name) {
-        return result.with_error_code(ResponseError::InvalidTopicException.code()).with_error_message(Some(
-            StrBytes::from_string(format!("{} is an internal topic and cannot be deleted", topic.name)),
-        ));
+        return result
+            .with_error_code(ResponseError::InvalidTopicException.code())
+            .with_error_message(Some(StrBytes::from_string(format!(
+                "{} is an internal topic and cannot be deleted",
+                topic.name
+            ))));
     }
     match broker.replicas.cluster.delete_topic(&topic.name).await {
         Ok(()) => {
             info!(topic = %topic.name, "deleted topic");
             // Applying the image wakes every parked request.
             broker.replicas.apply_latest().await;
-            result.with_name(Some(topic_name(&topic.name))).with_topic_id(to_uuid(topic.topic_id))
+            result
+                .with_name(Some(topic_name(&topic.name)))
+                .with_topic_id(to_uuid(topic.topic_id))
         }
         Err(e) => result
             .with_error_code(super::cluster_errors::cluster_error_code(&e).code())

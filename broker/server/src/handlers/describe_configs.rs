@@ -7,7 +7,9 @@ use std::sync::Arc;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
@@ -28,8 +30,16 @@ struct Entry {
     source: i8,
 }
 
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: DescribeConfigsRequest) -> Option<Handled> {
-    let results: Vec<DescribeConfigsResult> = request.resources.into_iter().map(|r| describe(broker, r)).collect();
+pub fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: DescribeConfigsRequest,
+) -> Option<Handled> {
+    let results: Vec<DescribeConfigsResult> = request
+        .resources
+        .into_iter()
+        .map(|r| describe(broker, r))
+        .collect();
     let has_error = results.iter().any(|r| r.error_code != 0);
     Handled::new(
         Response::DescribeConfigs(DescribeConfigsResponse::default().with_results(results)),
@@ -44,21 +54,37 @@ fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfi
         .with_resource_name(resource.resource_name.clone());
     let entries = match resource.resource_type {
         RESOURCE_TOPIC => match broker.log.topic(&name) {
-            Some(topic) => Ok(super::topic_configs::describe(broker, &topic.config, &super::topic_configs::overrides_of(broker, &topic))
-                .into_iter()
-                .map(|e| Entry {
-                    name: e.name,
-                    value: e.value,
-                    read_only: e.read_only,
-                    source: if e.is_default { SOURCE_DEFAULT } else { SOURCE_TOPIC },
-                })
-                .collect::<Vec<_>>()),
-            None => Err((ResponseError::UnknownTopicOrPartition, format!("topic {name} does not exist"))),
+            Some(topic) => Ok(super::topic_configs::describe(
+                broker,
+                &topic.config,
+                &super::topic_configs::overrides_of(broker, &topic),
+            )
+            .into_iter()
+            .map(|e| Entry {
+                name: e.name,
+                value: e.value,
+                read_only: e.read_only,
+                source: if e.is_default {
+                    SOURCE_DEFAULT
+                } else {
+                    SOURCE_TOPIC
+                },
+            })
+            .collect::<Vec<_>>()),
+            None => Err((
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic {name} does not exist"),
+            )),
         },
-        RESOURCE_BROKER if name.is_empty() || name == broker.node_id().to_string() => Ok(broker_entries(broker)),
+        RESOURCE_BROKER if name.is_empty() || name == broker.node_id().to_string() => {
+            Ok(broker_entries(broker))
+        }
         RESOURCE_BROKER => Err((
             ResponseError::InvalidRequest,
-            format!("broker {name} is not this broker (node id {})", broker.node_id()),
+            format!(
+                "broker {name} is not this broker (node id {})",
+                broker.node_id()
+            ),
         )),
         other => Err((
             ResponseError::InvalidRequest,
@@ -67,7 +93,9 @@ fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfi
     };
     match entries {
         Ok(entries) => {
-            let wanted = resource.configuration_keys.map(|keys| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>());
+            let wanted = resource
+                .configuration_keys
+                .map(|keys| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>());
             let configs = entries
                 .into_iter()
                 .filter(|e| wanted.as_ref().is_none_or(|w| w.contains(&e.name)))
@@ -98,17 +126,32 @@ fn broker_entries(broker: &Broker) -> Vec<Entry> {
         ("advertised.listeners", format!("PLAINTEXT://{host}:{port}")),
         ("log.dirs", c.data_dir.display().to_string()),
         ("num.partitions", c.default_partitions.to_string()),
-        ("default.replication.factor", c.default_replication_factor.to_string()),
+        (
+            "default.replication.factor",
+            c.default_replication_factor.to_string(),
+        ),
         ("min.insync.replicas", c.min_insync_replicas.to_string()),
-        ("auto.create.topics.enable", c.auto_create_topics.to_string()),
+        (
+            "auto.create.topics.enable",
+            c.auto_create_topics.to_string(),
+        ),
         ("socket.request.max.bytes", c.max_request_bytes.to_string()),
         ("message.max.bytes", defaults.max_message_bytes.to_string()),
         ("log.segment.bytes", defaults.segment_bytes.to_string()),
         ("log.retention.ms", defaults.retention_ms.to_string()),
         ("log.retention.bytes", defaults.retention_bytes.to_string()),
-        ("chronik.wal.profile", format!("{:?}", c.wal_profile).to_lowercase()),
-        ("chronik.produce.profile", format!("{:?}", c.produce_profile)),
-        ("chronik.produce.memory.bytes", c.produce_profile.in_flight_bytes().to_string()),
+        (
+            "chronik.wal.profile",
+            format!("{:?}", c.wal_profile).to_lowercase(),
+        ),
+        (
+            "chronik.produce.profile",
+            format!("{:?}", c.produce_profile),
+        ),
+        (
+            "chronik.produce.memory.bytes",
+            c.produce_profile.in_flight_bytes().to_string(),
+        ),
     ];
     pairs
         .into_iter()

@@ -12,7 +12,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::Handled;
 use crate::broker::Broker;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeGroupsRequest) -> Option<Handled> {
+pub fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: DescribeGroupsRequest,
+) -> Option<Handled> {
     let mut has_error = false;
     let groups = request
         .groups
@@ -29,7 +33,9 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeGroupsRequest
                         .map(|m| {
                             DescribedGroupMember::default()
                                 .with_member_id(StrBytes::from_string(m.member_id.clone()))
-                                .with_group_instance_id(m.group_instance_id.clone().map(StrBytes::from_string))
+                                .with_group_instance_id(
+                                    m.group_instance_id.clone().map(StrBytes::from_string),
+                                )
                                 .with_client_id(StrBytes::from_string(m.client_id.clone()))
                                 .with_client_host(StrBytes::from_string(m.client_host.clone()))
                                 .with_member_metadata(m.metadata_for(&g.protocol_name))
@@ -57,5 +63,8 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: DescribeGroupsRequest
             }
         })
         .collect();
-    Handled::new(Response::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups)), has_error)
+    Handled::new(
+        Response::DescribeGroups(DescribeGroupsResponse::default().with_groups(groups)),
+        has_error,
+    )
 }

@@ -45,8 +45,17 @@ enum Fetcher {
     Follower(i32),
 }
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest, peer: SocketAddr) -> Option<Handled> {
-    let replica_id = if version >= 15 { request.replica_state.replica_id.0 } else { request.replica_id.0 };
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: FetchRequest,
+    peer: SocketAddr,
+) -> Option<Handled> {
+    let replica_id = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
     let fetcher = match &broker.replicas {
         manager if replica_id >= 0 => match verify_replica(manager, replica_id, peer).await {
             Ok(()) => Fetcher::Follower(replica_id),
@@ -57,7 +66,8 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest, p
         },
         _ => Fetcher::Consumer,
     };
-    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0)).min(MAX_WAIT_CAP);
+    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0))
+        .min(MAX_WAIT_CAP);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
     let duplicates = duplicate_partitions(&request);
@@ -79,11 +89,17 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: FetchRequest, p
                 .map(|r| count_records(r))
                 .sum();
             broker.metrics.records_out_total.inc_by(records);
-            let response = FetchResponse::default().with_session_id(0).with_responses(topics);
+            let response = FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(topics);
             return Handled::new(Response::Fetch(response), has_error);
         }
         let Some(watching) = &watch else {
-            watch = Some(broker.purgatory.watch(requested_logs(broker, &request).iter().map(|l| &**l)));
+            watch = Some(
+                broker
+                    .purgatory
+                    .watch(requested_logs(broker, &request).iter().map(|l| &**l)),
+            );
             continue;
         };
         tokio::select! {
@@ -99,7 +115,12 @@ fn requested_logs(broker: &Broker, request: &FetchRequest) -> Vec<Arc<chronik_lo
     let mut logs = Vec::new();
     for topic in &request.topics {
         if let Ok(t) = resolve(broker, &topic.topic.0, topic.topic_id) {
-            logs.extend(topic.partitions.iter().filter_map(|p| t.partition(p.partition).cloned()));
+            logs.extend(
+                topic
+                    .partitions
+                    .iter()
+                    .filter_map(|p| t.partition(p.partition).cloned()),
+            );
         }
     }
     logs
@@ -116,7 +137,9 @@ fn read_all(
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
     // Kafka: min(request max_bytes, broker fetch.max.bytes); a request
     // asking for nothing (<= 0) still gets the first batch.
-    let mut remaining = usize::try_from(request.max_bytes.max(0)).unwrap_or(0).min(broker.config.limits.fetch_max_bytes);
+    let mut remaining = usize::try_from(request.max_bytes.max(0))
+        .unwrap_or(0)
+        .min(broker.config.limits.fetch_max_bytes);
     let mut total = 0usize;
     let mut has_error = false;
     let topics = request
@@ -124,9 +147,16 @@ fn read_all(
         .iter()
         .enumerate()
         .map(|(topic_index, topic)| {
-            let partitions = read_topic(broker, version, topic, fetcher, &mut remaining, &mut total, &mut has_error, |p| {
-                duplicates.contains(&(topic_index, p))
-            });
+            let partitions = read_topic(
+                broker,
+                version,
+                topic,
+                fetcher,
+                &mut remaining,
+                &mut total,
+                &mut has_error,
+                |p| duplicates.contains(&(topic_index, p)),
+            );
             FetchableTopicResponse::default()
                 .with_topic(topic.topic.clone())
                 .with_topic_id(topic.topic_id)
@@ -147,7 +177,11 @@ fn read_topic(
     has_error: &mut bool,
     is_duplicate: impl Fn(usize) -> bool,
 ) -> Vec<PartitionData> {
-    let id = if version >= 13 { topic.topic_id } else { uuid::Uuid::nil() };
+    let id = if version >= 13 {
+        topic.topic_id
+    } else {
+        uuid::Uuid::nil()
+    };
     let found = resolve(broker, &topic.topic.0, id);
     topic
         .partitions
@@ -238,23 +272,33 @@ fn refuse_all(request: &FetchRequest, error: ResponseError) -> Option<Handled> {
         .topics
         .iter()
         .map(|t| {
-            FetchableTopicResponse::default().with_topic(t.topic.clone()).with_topic_id(t.topic_id).with_partitions(
-                t.partitions
-                    .iter()
-                    .map(|p| {
-                        PartitionData::default()
-                            .with_partition_index(p.partition)
-                            .with_error_code(error.code())
-                            .with_high_watermark(-1)
-                            .with_last_stable_offset(-1)
-                            .with_log_start_offset(-1)
-                            .with_preferred_read_replica(BrokerId(-1))
-                    })
-                    .collect(),
-            )
+            FetchableTopicResponse::default()
+                .with_topic(t.topic.clone())
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            PartitionData::default()
+                                .with_partition_index(p.partition)
+                                .with_error_code(error.code())
+                                .with_high_watermark(-1)
+                                .with_last_stable_offset(-1)
+                                .with_log_start_offset(-1)
+                                .with_preferred_read_replica(BrokerId(-1))
+                        })
+                        .collect(),
+                )
         })
         .collect();
-    Handled::new(Response::Fetch(FetchResponse::default().with_session_id(0).with_responses(topics)), true)
+    Handled::new(
+        Response::Fetch(
+            FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(topics),
+        ),
+        true,
+    )
 }
 
 /// The second and later mentions of the same partition, as (topic index,
@@ -281,10 +325,17 @@ fn bounds(
     fetcher: Fetcher,
 ) -> Result<(i64, i64), ResponseError> {
     let manager = &broker.replicas;
-    let replica = manager.replica(log.topic(), log.partition()).ok_or(ResponseError::NotLeaderOrFollower)?;
+    let replica = manager
+        .replica(log.topic(), log.partition())
+        .ok_or(ResponseError::NotLeaderOrFollower)?;
     match fetcher {
         Fetcher::Follower(replica_id) => {
-            let (hw, actions) = replica.follower_fetch(replica_id, p.fetch_offset, p.current_leader_epoch, manager.now())?;
+            let (hw, actions) = replica.follower_fetch(
+                replica_id,
+                p.fetch_offset,
+                p.current_leader_epoch,
+                manager.now(),
+            )?;
             manager.perform(&replica, actions);
             Ok((hw, log.log_end_offset()))
         }

@@ -15,7 +15,11 @@ use crate::broker::Broker;
 
 const KEY_TYPE_GROUP: i8 = 0;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorRequest) -> Option<Handled> {
+pub fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: FindCoordinatorRequest,
+) -> Option<Handled> {
     let (node, host, port, mut error) = coordinator(broker);
     let (host, port, node) = (&host, &port, BrokerId(node));
     if request.key_type != KEY_TYPE_GROUP {
@@ -29,7 +33,9 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
             .map(|key| {
                 let c = Coordinator::default().with_key(key).with_error_code(error);
                 if error == 0 {
-                    c.with_node_id(node).with_host(StrBytes::from_string(host.clone())).with_port(i32::from(*port))
+                    c.with_node_id(node)
+                        .with_host(StrBytes::from_string(host.clone()))
+                        .with_port(i32::from(*port))
                 } else {
                     c.with_node_id(BrokerId(-1)).with_port(-1)
                 }
@@ -42,7 +48,10 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
             .with_host(StrBytes::from_string(host.clone()))
             .with_port(i32::from(*port));
     } else {
-        response = response.with_error_code(error).with_node_id(BrokerId(-1)).with_port(-1);
+        response = response
+            .with_error_code(error)
+            .with_node_id(BrokerId(-1))
+            .with_port(-1);
     }
     Handled::new(Response::FindCoordinator(response), error != 0)
 }
@@ -50,9 +59,16 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: FindCoordinatorReques
 /// (node id, host, port, error code) of the group coordinator.
 fn coordinator(broker: &Broker) -> (i32, String, u16, i16) {
     let image = broker.replicas.cluster.image();
-    let leader = image.partition(crate::groups::OFFSETS_TOPIC, 0).map_or(-1, |p| p.leader);
+    let leader = image
+        .partition(crate::groups::OFFSETS_TOPIC, 0)
+        .map_or(-1, |p| p.leader);
     match image.brokers.get(&leader).filter(|b| !b.fenced) {
         Some(b) => (b.node_id, b.host.clone(), b.port, 0),
-        None => (-1, String::new(), 0, ResponseError::CoordinatorNotAvailable.code()),
+        None => (
+            -1,
+            String::new(),
+            0,
+            ResponseError::CoordinatorNotAvailable.code(),
+        ),
     }
 }

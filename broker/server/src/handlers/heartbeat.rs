@@ -10,9 +10,11 @@ use super::Handled;
 use crate::broker::Broker;
 
 pub fn handle(broker: &Arc<Broker>, _version: i16, request: HeartbeatRequest) -> Option<Handled> {
-    let result = broker
-        .groups
-        .heartbeat(&request.group_id.0, &request.member_id, request.generation_id);
+    let result = broker.groups.heartbeat(
+        &request.group_id.0,
+        &request.member_id,
+        request.generation_id,
+    );
     let error = result.err();
     Handled::new(
         Response::Heartbeat(HeartbeatResponse::default().with_error_code(code(error))),

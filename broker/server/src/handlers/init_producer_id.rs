@@ -14,7 +14,11 @@ use tracing::{debug, warn};
 use super::Handled;
 use crate::broker::Broker;
 
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: InitProducerIdRequest) -> Option<Handled> {
+pub fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: InitProducerIdRequest,
+) -> Option<Handled> {
     let fail = |error: ResponseError| {
         Handled::new(
             Response::InitProducerId(
@@ -26,7 +30,11 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: InitProducerIdReques
             true,
         )
     };
-    if request.transactional_id.as_ref().is_some_and(|id| !id.0.is_empty()) {
+    if request
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !id.0.is_empty())
+    {
         warn!("InitProducerId with a transactional id refused: transactions are not supported");
         return fail(ResponseError::TransactionalIdAuthorizationFailed);
     }

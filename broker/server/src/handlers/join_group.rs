@@ -13,7 +13,12 @@ use super::group_errors::code;
 use super::Handled;
 use crate::broker::Broker;
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, client_id: &str, request: JoinGroupRequest) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    client_id: &str,
+    request: JoinGroupRequest,
+) -> Option<Handled> {
     let session_timeout_ms = u64::try_from(request.session_timeout_ms.max(0)).unwrap_or(0);
     // v0 has no rebalance timeout; Kafka uses the session timeout.
     let rebalance_timeout_ms = if version >= 1 {
@@ -29,7 +34,11 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, client_id: &str, request
         session_timeout_ms,
         rebalance_timeout_ms,
         protocol_type: request.protocol_type.to_string(),
-        protocols: request.protocols.into_iter().map(|p| (p.name.to_string(), p.metadata)).collect(),
+        protocols: request
+            .protocols
+            .into_iter()
+            .map(|p| (p.name.to_string(), p.metadata))
+            .collect(),
         require_known_member_id: version >= 4,
     };
     let reply = broker.groups.join(&request.group_id.0, join).await;
@@ -47,7 +56,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, client_id: &str, request
         .with_error_code(code(reply.error))
         .with_generation_id(reply.generation_id)
         .with_protocol_type(reply.protocol_type.map(StrBytes::from_string))
-        .with_protocol_name(Some(StrBytes::from_string(reply.protocol_name.unwrap_or_default())))
+        .with_protocol_name(Some(StrBytes::from_string(
+            reply.protocol_name.unwrap_or_default(),
+        )))
         .with_leader(StrBytes::from_string(reply.leader))
         .with_member_id(StrBytes::from_string(reply.member_id))
         .with_members(members);

@@ -32,5 +32,8 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: LeaveGroupRequest) ->
         })
         .collect();
     let has_error = members.iter().any(|m| m.error_code != 0);
-    Handled::new(Response::LeaveGroup(LeaveGroupResponse::default().with_members(members)), has_error)
+    Handled::new(
+        Response::LeaveGroup(LeaveGroupResponse::default().with_members(members)),
+        has_error,
+    )
 }

@@ -23,8 +23,16 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: ListGroupsRequest) -
             listed.push((group, "consumer".to_string(), "Empty"));
         }
     }
-    let states: Vec<String> = request.states_filter.iter().map(|s| s.to_lowercase()).collect();
-    let types: Vec<String> = request.types_filter.iter().map(|s| s.to_lowercase()).collect();
+    let states: Vec<String> = request
+        .states_filter
+        .iter()
+        .map(|s| s.to_lowercase())
+        .collect();
+    let types: Vec<String> = request
+        .types_filter
+        .iter()
+        .map(|s| s.to_lowercase())
+        .collect();
     let groups = listed
         .into_iter()
         .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_lowercase()))
@@ -37,5 +45,8 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: ListGroupsRequest) -
                 .with_group_type(StrBytes::from_static_str("classic"))
         })
         .collect();
-    Handled::new(Response::ListGroups(ListGroupsResponse::default().with_groups(groups)), false)
+    Handled::new(
+        Response::ListGroups(ListGroupsResponse::default().with_groups(groups)),
+        false,
+    )
 }

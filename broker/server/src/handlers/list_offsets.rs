@@ -7,12 +7,14 @@ use chronik_log::PartitionLog;
 use chronik_protocol::records::find_record_by_timestamp;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use uuid::Uuid;
 
-use super::topic_lookup::resolve;
 use super::high_watermark::consumer_high_watermark;
+use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
 
@@ -33,9 +35,12 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                 .partitions
                 .into_iter()
                 .map(|p| {
-                    let response = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+                    let response = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
                     let partition = match &found {
-                        Ok(t) => t.partition(p.partition_index).ok_or(ResponseError::UnknownTopicOrPartition),
+                        Ok(t) => t
+                            .partition(p.partition_index)
+                            .ok_or(ResponseError::UnknownTopicOrPartition),
                         Err(e) => Err(*e),
                     };
                     let leader_epoch = partition
@@ -44,39 +49,71 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                         .and_then(|log| broker.replica(log.topic(), log.partition()))
                         .and_then(|r| r.leader_epoch())
                         .unwrap_or(0);
-                    match partition.and_then(|log| lookup(log, consumer_high_watermark(broker, log)?, p.timestamp, broker.config.limits.max_decompressed_batch_bytes)) {
+                    match partition.and_then(|log| {
+                        lookup(
+                            log,
+                            consumer_high_watermark(broker, log)?,
+                            p.timestamp,
+                            broker.config.limits.max_decompressed_batch_bytes,
+                        )
+                    }) {
                         Ok((offset, timestamp)) => response
                             .with_offset(offset)
                             .with_timestamp(timestamp)
                             // leader_epoch exists from v4 on; earlier versions must leave it unset.
-                            .with_leader_epoch(if offset >= 0 && version >= 4 { leader_epoch } else { -1 }),
+                            .with_leader_epoch(if offset >= 0 && version >= 4 {
+                                leader_epoch
+                            } else {
+                                -1
+                            }),
                         Err(error) => {
                             has_error = true;
-                            response.with_error_code(error.code()).with_offset(-1).with_timestamp(-1)
+                            response
+                                .with_error_code(error.code())
+                                .with_offset(-1)
+                                .with_timestamp(-1)
                         }
                     }
                 })
                 .collect();
-            ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions)
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
         })
         .collect();
-    Handled::new(Response::ListOffsets(ListOffsetsResponse::default().with_topics(topics)), has_error)
+    Handled::new(
+        Response::ListOffsets(ListOffsetsResponse::default().with_topics(topics)),
+        has_error,
+    )
 }
 
 /// (offset, timestamp) for one partition; -1/-1 when nothing matches.
-fn lookup(log: &PartitionLog, high_watermark: i64, timestamp: i64, max_decompressed: usize) -> Result<(i64, i64), ResponseError> {
+fn lookup(
+    log: &PartitionLog,
+    high_watermark: i64,
+    timestamp: i64,
+    max_decompressed: usize,
+) -> Result<(i64, i64), ResponseError> {
     match timestamp {
         LATEST => Ok((high_watermark, -1)),
         EARLIEST | EARLIEST_LOCAL => Ok((log.log_start_offset(), -1)),
         LATEST_TIERED => Ok((-1, -1)),
         MAX_TIMESTAMP => match log.max_timestamp_offset() {
-            Ok(Some((offset, ts))) if offset < high_watermark => Ok(exact_record(log, offset, None, high_watermark, max_decompressed).unwrap_or((offset, ts))),
+            Ok(Some((offset, ts))) if offset < high_watermark => {
+                Ok(
+                    exact_record(log, offset, None, high_watermark, max_decompressed)
+                        .unwrap_or((offset, ts)),
+                )
+            }
             Ok(_) => Ok((-1, -1)),
             Err(_) => Err(ResponseError::KafkaStorageError),
         },
         ts if ts >= 0 => match log.offset_for_timestamp(ts) {
             Ok(Some((offset, found_ts))) if offset < high_watermark => {
-                Ok(exact_record(log, offset, Some(ts), high_watermark, max_decompressed).unwrap_or((offset, found_ts)))
+                Ok(
+                    exact_record(log, offset, Some(ts), high_watermark, max_decompressed)
+                        .unwrap_or((offset, found_ts)),
+                )
             }
             Ok(_) => Ok((-1, -1)),
             Err(_) => Err(ResponseError::KafkaStorageError),
@@ -89,7 +126,13 @@ fn lookup(log: &PartitionLog, high_watermark: i64, timestamp: i64, max_decompres
 /// the batch holding `offset` and finds the exact record inside it; a
 /// compressed batch is inflated at most to `--max-decompressed-batch-bytes`
 /// (a bigger one answers with the batch's own offset and timestamp).
-fn exact_record(log: &PartitionLog, offset: i64, timestamp: Option<i64>, high_watermark: i64, max_decompressed: usize) -> Option<(i64, i64)> {
+fn exact_record(
+    log: &PartitionLog,
+    offset: i64,
+    timestamp: Option<i64>,
+    high_watermark: i64,
+    max_decompressed: usize,
+) -> Option<(i64, i64)> {
     let batch = log.read(offset, 1, high_watermark).ok()?;
     crate::blocking::off_worker(|| find_record_by_timestamp(&batch, timestamp, max_decompressed))
 }

@@ -27,7 +27,11 @@ use chronik_protocol::Response;
 /// Kafka's "authorized operations not requested" sentinel.
 pub(super) const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: MetadataRequest) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: MetadataRequest,
+) -> Option<Handled> {
     let response = metadata(broker, &broker.replicas, version, request).await;
     let has_error = response.topics.iter().any(|t| t.error_code != 0);
     Handled::new(Response::Metadata(response), has_error)
@@ -43,16 +47,24 @@ async fn metadata(
         None => true,
         Some(t) => t.is_empty() && version == 0,
     };
-    let allow_auto_create = broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    let allow_auto_create =
+        broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
     let mut topics = Vec::new();
     let mut image = manager.cluster.image();
     if wants_all {
         topics.extend(image.topics.values().map(|t| describe_topic(&image, t)));
     } else {
         for requested in request.topics.unwrap_or_default() {
-            let name = requested.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+            let name = requested
+                .name
+                .as_ref()
+                .map(|n| n.0.to_string())
+                .unwrap_or_default();
             let found = if !requested.topic_id.is_nil() {
-                image.topic_by_id(*requested.topic_id.as_bytes()).cloned().ok_or(ResponseError::UnknownTopicId)
+                image
+                    .topic_by_id(*requested.topic_id.as_bytes())
+                    .cloned()
+                    .ok_or(ResponseError::UnknownTopicId)
             } else if let Some(t) = image.topics.get(&name) {
                 Ok(t.clone())
             } else if allow_auto_create {
@@ -90,12 +102,17 @@ async fn metadata(
         .with_topics(topics)
 }
 
-async fn auto_create(broker: &Broker, manager: &Arc<ReplicaManager>, name: &str) -> Result<TopicImage, ResponseError> {
+async fn auto_create(
+    broker: &Broker,
+    manager: &Arc<ReplicaManager>,
+    name: &str,
+) -> Result<TopicImage, ResponseError> {
     let partitions = i32::try_from(broker.config.default_partitions).unwrap_or(i32::MAX);
-    super::topic_caps::check_capacity(broker, partitions, broker.config.default_replication_factor).map_err(|(code, message)| {
-        tracing::warn!(topic = name, %message, "auto-creation refused");
-        code
-    })?;
+    super::topic_caps::check_capacity(broker, partitions, broker.config.default_replication_factor)
+        .map_err(|(code, message)| {
+            tracing::warn!(topic = name, %message, "auto-creation refused");
+            code
+        })?;
     let request = CreateTopic {
         name: name.to_string(),
         partitions: i32::try_from(broker.config.default_partitions).unwrap_or(1),
@@ -105,13 +122,21 @@ async fn auto_create(broker: &Broker, manager: &Arc<ReplicaManager>, name: &str)
     };
     match manager.cluster.create_topic(request).await {
         Ok(topic) => {
-            info!(topic = name, partitions = topic.partitions.len(), "auto-created topic");
+            info!(
+                topic = name,
+                partitions = topic.partitions.len(),
+                "auto-created topic"
+            );
             manager.apply_latest().await;
             Ok(topic)
         }
-        Err(chronik_cluster::ClusterError::TopicAlreadyExists(_)) => {
-            manager.cluster.image().topics.get(name).cloned().ok_or(ResponseError::LeaderNotAvailable)
-        }
+        Err(chronik_cluster::ClusterError::TopicAlreadyExists(_)) => manager
+            .cluster
+            .image()
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or(ResponseError::LeaderNotAvailable),
         Err(e) => Err(cluster_error_code(&e)),
     }
 }
@@ -127,7 +152,11 @@ fn describe_topic(image: &MetadataImage, topic: &TopicImage) -> MetadataResponse
                 .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
                 .map(|&r| BrokerId(r))
                 .collect();
-            let error = if p.leader < 0 { ResponseError::LeaderNotAvailable.code() } else { 0 };
+            let error = if p.leader < 0 {
+                ResponseError::LeaderNotAvailable.code()
+            } else {
+                0
+            };
             MetadataResponsePartition::default()
                 .with_error_code(error)
                 .with_partition_index(p.partition)

@@ -47,15 +47,27 @@ pub struct Handled {
 
 impl Handled {
     fn new(response: Response, has_error: bool) -> Option<Handled> {
-        Some(Handled { response, has_error })
+        Some(Handled {
+            response,
+            has_error,
+        })
     }
 }
 
 /// Runs the handler for `request`. `None` means no response is sent (acks=0).
 /// `peer` is the client's address (replica fetches are checked against it).
-pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest, peer: std::net::SocketAddr) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DecodedRequest,
+    peer: std::net::SocketAddr,
+) -> Option<Handled> {
     let version = request.version();
-    let client_id = request.header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
+    let client_id = request
+        .header
+        .client_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default();
     match request.body {
         Request::ApiVersions(r) => api_versions::handle(version, r),
         Request::Metadata(r) => metadata::handle(broker, version, r).await,

@@ -8,7 +8,9 @@ use std::time::Duration;
 use chronik_coordinator::CommitCheck;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::group_errors::response_error;
@@ -22,11 +24,17 @@ const MAX_METADATA_BYTES: usize = 4096;
 /// Kafka's offsets.commit.timeout.ms.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
-pub async fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetCommitRequest) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: OffsetCommitRequest,
+) -> Option<Handled> {
     let group_id = request.group_id.0.to_string();
-    let check = broker
-        .groups
-        .check_commit(&group_id, &request.member_id, request.generation_id_or_member_epoch);
+    let check = broker.groups.check_commit(
+        &group_id,
+        &request.member_id,
+        request.generation_id_or_member_epoch,
+    );
     let group_error = match check {
         // The stored key holds the group id with a 16-bit length.
         _ if group_id.len() > MAX_GROUP_ID_BYTES => Some(ResponseError::InvalidGroupId),
@@ -43,9 +51,17 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetCommitRe
         for p in &topic.partitions {
             let error = if let Some(e) = group_error {
                 Some(e)
-            } else if known.as_ref().and_then(|t| t.partition(p.partition_index)).is_none() {
+            } else if known
+                .as_ref()
+                .and_then(|t| t.partition(p.partition_index))
+                .is_none()
+            {
                 Some(ResponseError::UnknownTopicOrPartition)
-            } else if p.committed_metadata.as_ref().is_some_and(|m| m.len() > MAX_METADATA_BYTES) {
+            } else if p
+                .committed_metadata
+                .as_ref()
+                .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
+            {
                 Some(ResponseError::OffsetMetadataTooLarge)
             } else {
                 commits.push((
@@ -64,7 +80,10 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetCommitRe
         }
         errors.push(partitions);
     }
-    let stored = broker.offsets.commit(broker, &group_id, commits, COMMIT_TIMEOUT).await;
+    let stored = broker
+        .offsets
+        .commit(broker, &group_id, commits, COMMIT_TIMEOUT)
+        .await;
     let storage_error = stored.err();
     let mut has_error = false;
     let topics = request
@@ -88,5 +107,8 @@ pub async fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetCommitRe
                 .with_partitions(partitions)
         })
         .collect();
-    Handled::new(Response::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)), has_error)
+    Handled::new(
+        Response::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)),
+        has_error,
+    )
 }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use chronik_protocol::Response;
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
-    OffsetFetchResponseTopics,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -24,56 +24,80 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
             .groups
             .into_iter()
             .map(|g| {
-                let wanted = g
-                    .topics
-                    .map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+                let wanted = g.topics.map(|ts| {
+                    ts.into_iter()
+                        .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                        .collect()
+                });
                 let topics = lookup(broker, &g.group_id.0, wanted)
                     .into_iter()
                     .map(|(topic, answers)| {
-                        OffsetFetchResponseTopics::default().with_name(topic_name(&topic)).with_partitions(
-                            answers
-                                .into_iter()
-                                .map(|(p, offset, epoch, metadata)| {
-                                    OffsetFetchResponsePartitions::default()
-                                        .with_partition_index(p)
-                                        .with_committed_offset(offset)
-                                        .with_committed_leader_epoch(epoch)
-                                        .with_metadata(Some(StrBytes::from_string(metadata.unwrap_or_default())))
-                                })
-                                .collect(),
-                        )
+                        OffsetFetchResponseTopics::default()
+                            .with_name(topic_name(&topic))
+                            .with_partitions(
+                                answers
+                                    .into_iter()
+                                    .map(|(p, offset, epoch, metadata)| {
+                                        OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(offset)
+                                            .with_committed_leader_epoch(epoch)
+                                            .with_metadata(Some(StrBytes::from_string(
+                                                metadata.unwrap_or_default(),
+                                            )))
+                                    })
+                                    .collect(),
+                            )
                     })
                     .collect();
-                OffsetFetchResponseGroup::default().with_group_id(GroupId(g.group_id.0)).with_topics(topics)
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(GroupId(g.group_id.0))
+                    .with_topics(topics)
             })
             .collect();
-        return Handled::new(Response::OffsetFetch(OffsetFetchResponse::default().with_groups(groups)), false);
+        return Handled::new(
+            Response::OffsetFetch(OffsetFetchResponse::default().with_groups(groups)),
+            false,
+        );
     }
-    let wanted = request
-        .topics
-        .map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+    let wanted = request.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect()
+    });
     let topics = lookup(broker, &request.group_id.0, wanted)
         .into_iter()
         .map(|(topic, answers)| {
-            OffsetFetchResponseTopic::default().with_name(topic_name(&topic)).with_partitions(
-                answers
-                    .into_iter()
-                    .map(|(p, offset, epoch, metadata)| {
-                        OffsetFetchResponsePartition::default()
-                            .with_partition_index(p)
-                            .with_committed_offset(offset)
-                            .with_committed_leader_epoch(epoch)
-                            .with_metadata(Some(StrBytes::from_string(metadata.unwrap_or_default())))
-                    })
-                    .collect(),
-            )
+            OffsetFetchResponseTopic::default()
+                .with_name(topic_name(&topic))
+                .with_partitions(
+                    answers
+                        .into_iter()
+                        .map(|(p, offset, epoch, metadata)| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(offset)
+                                .with_committed_leader_epoch(epoch)
+                                .with_metadata(Some(StrBytes::from_string(
+                                    metadata.unwrap_or_default(),
+                                )))
+                        })
+                        .collect(),
+                )
         })
         .collect();
-    Handled::new(Response::OffsetFetch(OffsetFetchResponse::default().with_topics(topics)), false)
+    Handled::new(
+        Response::OffsetFetch(OffsetFetchResponse::default().with_topics(topics)),
+        false,
+    )
 }
 
 /// Committed offsets by topic; partitions without a commit get offset -1.
-fn lookup(broker: &Broker, group: &str, wanted: Option<Vec<(String, Vec<i32>)>>) -> Vec<(String, Vec<Answer>)> {
+fn lookup(
+    broker: &Broker,
+    group: &str,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> Vec<(String, Vec<Answer>)> {
     match wanted {
         Some(topics) => topics
             .into_iter()

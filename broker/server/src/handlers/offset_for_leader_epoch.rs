@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use uuid::Uuid;
 
@@ -14,7 +16,11 @@ use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
 
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetForLeaderEpochRequest) -> Option<Handled> {
+pub fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: OffsetForLeaderEpochRequest,
+) -> Option<Handled> {
     let mut has_error = false;
     let topics = request
         .topics
@@ -27,23 +33,35 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: OffsetForLeaderEpoch
                 .map(|p| {
                     let result = EpochEndOffset::default().with_partition(p.partition);
                     let log = match &found {
-                        Ok(t) => t.partition(p.partition).ok_or(ResponseError::UnknownTopicOrPartition),
+                        Ok(t) => t
+                            .partition(p.partition)
+                            .ok_or(ResponseError::UnknownTopicOrPartition),
                         Err(e) => Err(*e),
                     };
                     match log {
                         Ok(log) => {
-                            let answer = answer_from_cache(&broker.replicas, log, p.current_leader_epoch, p.leader_epoch);
+                            let answer = answer_from_cache(
+                                &broker.replicas,
+                                log,
+                                p.current_leader_epoch,
+                                p.leader_epoch,
+                            );
                             has_error |= answer.error_code != 0;
                             answer.with_partition(p.partition)
                         }
                         Err(e) => {
                             has_error = true;
-                            result.with_error_code(e.code()).with_leader_epoch(-1).with_end_offset(-1)
+                            result
+                                .with_error_code(e.code())
+                                .with_leader_epoch(-1)
+                                .with_end_offset(-1)
                         }
                     }
                 })
                 .collect();
-            OffsetForLeaderTopicResult::default().with_topic(topic.topic).with_partitions(partitions)
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic)
+                .with_partitions(partitions)
         })
         .collect();
     Handled::new(
@@ -59,7 +77,12 @@ fn answer_from_cache(
     current_leader_epoch: i32,
     leader_epoch: i32,
 ) -> EpochEndOffset {
-    let error = |e: ResponseError| EpochEndOffset::default().with_error_code(e.code()).with_leader_epoch(-1).with_end_offset(-1);
+    let error = |e: ResponseError| {
+        EpochEndOffset::default()
+            .with_error_code(e.code())
+            .with_leader_epoch(-1)
+            .with_end_offset(-1)
+    };
     let Some(replica) = manager.replica(log.topic(), log.partition()) else {
         return error(ResponseError::NotLeaderOrFollower);
     };
@@ -67,7 +90,11 @@ fn answer_from_cache(
         return error(e);
     }
     match replica.end_offset_for(leader_epoch) {
-        Some(answer) => EpochEndOffset::default().with_leader_epoch(answer.leader_epoch).with_end_offset(answer.end_offset),
-        None => EpochEndOffset::default().with_leader_epoch(-1).with_end_offset(-1),
+        Some(answer) => EpochEndOffset::default()
+            .with_leader_epoch(answer.leader_epoch)
+            .with_end_offset(answer.end_offset),
+        None => EpochEndOffset::default()
+            .with_leader_epoch(-1)
+            .with_end_offset(-1),
     }
 }

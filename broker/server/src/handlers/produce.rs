@@ -33,7 +33,11 @@ use crate::leader_append::{append_as_leader, wait_for_isr, AppendError, Appended
 /// What happened to one partition's records: appended, or an error code and message.
 type Outcome = Result<Appended, AppendError>;
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: ProduceRequest,
+) -> Option<Handled> {
     let acks = request.acks;
     let valid_acks = (-1..=1).contains(&acks);
     // Per topic, per partition: (partition index, outcome), in request order.
@@ -43,7 +47,10 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         let mut partitions = Vec::new();
         for p in &topic.partition_data {
             let outcome = if !valid_acks {
-                Err((ResponseError::InvalidRequiredAcks, format!("acks must be 0, 1 or -1, got {acks}")))
+                Err((
+                    ResponseError::InvalidRequiredAcks,
+                    format!("acks must be 0, 1 or -1, got {acks}"),
+                ))
             } else {
                 match &found {
                     Err(e) => Err((*e, String::new())),
@@ -54,7 +61,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                     )),
                     Ok(t) => match t.partition(p.index) {
                         None => Err((ResponseError::UnknownTopicOrPartition, String::new())),
-                        Some(log) => produce_to(broker, version, log, p.records.as_ref(), acks == -1),
+                        Some(log) => {
+                            produce_to(broker, version, log, p.records.as_ref(), acks == -1)
+                        }
                     },
                 }
             };
@@ -70,17 +79,28 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
         let pending: Vec<(Arc<PartitionLog>, i64)> = outcomes
             .iter()
             .flatten()
-            .filter_map(|(_, o)| o.as_ref().ok().map(|a| (a.log.clone(), a.info.log_end_offset)))
+            .filter_map(|(_, o)| {
+                o.as_ref()
+                    .ok()
+                    .map(|a| (a.log.clone(), a.info.log_end_offset))
+            })
             .collect();
-        let timeout = Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(30_000));
+        let timeout =
+            Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(30_000));
         if !wait_until_durable(broker, &pending, timeout).await {
             for (_, outcome) in outcomes.iter_mut().flatten() {
                 if let Ok(a) = outcome {
                     if a.log.durable_offset() < a.info.log_end_offset {
                         *outcome = Err(if a.log.is_offline() {
-                            (ResponseError::KafkaStorageError, "fsync failed: partition offline".into())
+                            (
+                                ResponseError::KafkaStorageError,
+                                "fsync failed: partition offline".into(),
+                            )
                         } else {
-                            (ResponseError::RequestTimedOut, "not durable within timeout_ms".into())
+                            (
+                                ResponseError::RequestTimedOut,
+                                "not durable within timeout_ms".into(),
+                            )
                         });
                     }
                 }
@@ -89,8 +109,14 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
     }
 
     if acks == -1 {
-        let timeout = Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(30_000));
-        wait_for_isr(broker, outcomes.iter_mut().flatten().map(|(_, o)| o).collect(), timeout).await;
+        let timeout =
+            Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(30_000));
+        wait_for_isr(
+            broker,
+            outcomes.iter_mut().flatten().map(|(_, o)| o).collect(),
+            timeout,
+        )
+        .await;
     }
 
     let mut has_error = false;
@@ -114,7 +140,9 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                                 .with_base_offset(-1)
                                 .with_log_append_time_ms(-1)
                                 .with_log_start_offset(-1)
-                                .with_error_message((!message.is_empty()).then(|| StrBytes::from_string(message)))
+                                .with_error_message(
+                                    (!message.is_empty()).then(|| StrBytes::from_string(message)),
+                                )
                         }
                     }
                 })
@@ -125,7 +153,10 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: ProduceRequest)
                 .with_partition_responses(partition_responses)
         })
         .collect();
-    Handled::new(Response::Produce(ProduceResponse::default().with_responses(responses)), has_error)
+    Handled::new(
+        Response::Produce(ProduceResponse::default().with_responses(responses)),
+        has_error,
+    )
 }
 
 /// Validates one partition's records, then appends them as its leader
@@ -155,7 +186,10 @@ fn produce_to(
         // A retried batch already in the log is acknowledged with its
         // original offsets and counted once.
         let records_in: i64 = batches.iter().map(|b| i64::from(b.records_count)).sum();
-        broker.metrics.records_in_total.inc_by(u64::try_from(records_in).unwrap_or(0));
+        broker
+            .metrics
+            .records_in_total
+            .inc_by(u64::try_from(records_in).unwrap_or(0));
         broker.metrics.batches_in_total.inc_by(batches.len() as u64);
     }
     Ok(appended)
@@ -165,7 +199,12 @@ fn produce_to(
 /// Produce v3 on, then each batch's offset range, record framing and (for
 /// compressed batches, inflated off the async worker and never past
 /// `--max-decompressed-batch-bytes`) its records.
-fn validate(broker: &Broker, version: i16, records: &[u8], batches: &[BatchHeader]) -> Result<(), (ResponseError, String)> {
+fn validate(
+    broker: &Broker,
+    version: i16,
+    records: &[u8],
+    batches: &[BatchHeader],
+) -> Result<(), (ResponseError, String)> {
     if version >= 3 && batches.len() != 1 {
         return Err((
             ResponseError::InvalidRecord,
@@ -175,13 +214,15 @@ fn validate(broker: &Broker, version: i16, records: &[u8], batches: &[BatchHeade
     let limit = broker.config.limits.max_decompressed_batch_bytes;
     let check = || -> Result<(), (ResponseError, String)> {
         for b in batches {
-            validate_produced(&records[b.position..b.position + b.size], b, limit).map_err(|e| {
-                let code = match e {
-                    InvalidBatch::Compression(_) => ResponseError::CorruptMessage,
-                    _ => ResponseError::InvalidRecord,
-                };
-                (code, e.to_string())
-            })?;
+            validate_produced(&records[b.position..b.position + b.size], b, limit).map_err(
+                |e| {
+                    let code = match e {
+                        InvalidBatch::Compression(_) => ResponseError::CorruptMessage,
+                        _ => ResponseError::InvalidRecord,
+                    };
+                    (code, e.to_string())
+                },
+            )?;
         }
         Ok(())
     };

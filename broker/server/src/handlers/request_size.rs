@@ -14,12 +14,21 @@ pub fn entries_named(request: &Request) -> usize {
     }
     match request {
         Request::Produce(r) => sum(&r.topic_data, |t| t.partition_data.len().max(1)),
-        Request::Fetch(r) => sum(&r.topics, |t| t.partitions.len().max(1)) + r.forgotten_topics_data.len(),
+        Request::Fetch(r) => {
+            sum(&r.topics, |t| t.partitions.len().max(1)) + r.forgotten_topics_data.len()
+        }
         Request::ListOffsets(r) => sum(&r.topics, |t| t.partitions.len().max(1)),
         Request::OffsetCommit(r) => sum(&r.topics, |t| t.partitions.len().max(1)),
         Request::OffsetFetch(r) => {
-            r.topics.as_deref().map_or(0, |ts| sum(ts, |t| t.partition_indexes.len().max(1)))
-                + sum(&r.groups, |g| 1 + g.topics.as_deref().map_or(0, |ts| sum(ts, |t| t.partition_indexes.len())))
+            r.topics
+                .as_deref()
+                .map_or(0, |ts| sum(ts, |t| t.partition_indexes.len().max(1)))
+                + sum(&r.groups, |g| {
+                    1 + g
+                        .topics
+                        .as_deref()
+                        .map_or(0, |ts| sum(ts, |t| t.partition_indexes.len()))
+                })
         }
         Request::OffsetForLeaderEpoch(r) => sum(&r.topics, |t| t.partitions.len().max(1)),
         Request::Metadata(r) => r.topics.as_ref().map_or(0, Vec::len),

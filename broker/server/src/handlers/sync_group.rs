@@ -12,7 +12,11 @@ use super::group_errors::code;
 use super::Handled;
 use crate::broker::Broker;
 
-pub async fn handle(broker: &Arc<Broker>, _version: i16, request: SyncGroupRequest) -> Option<Handled> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: SyncGroupRequest,
+) -> Option<Handled> {
     let sync = SyncRequest {
         member_id: request.member_id.to_string(),
         generation_id: request.generation_id,

@@ -14,16 +14,32 @@ use crate::broker::Broker;
 /// POLICY_VIOLATION (Kafka's answer when a creation breaks a broker policy)
 /// when `partitions` more partitions with `replication_factor` replicas
 /// would exceed the caps.
-pub fn check_capacity(broker: &Broker, partitions: i32, replication_factor: i16) -> Result<(), (ResponseError, String)> {
+pub fn check_capacity(
+    broker: &Broker,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<(), (ResponseError, String)> {
     let limits = &broker.config.limits;
     let new_replicas = i64::from(partitions.max(0)) * i64::from(replication_factor.max(1));
     let image = broker.replicas.cluster.image();
-    let replicas: usize = image.topics.values().flat_map(|t| t.partitions.iter()).map(|p| p.replicas.len()).sum();
+    let replicas: usize = image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.replicas.len())
+        .sum();
     let (topics, brokers) = (image.topics.len(), image.live_brokers().count().max(1));
     if topics >= limits.max_topics {
-        return Err((ResponseError::PolicyViolation, format!("this cluster already holds {topics} topics (--max-topics {})", limits.max_topics)));
+        return Err((
+            ResponseError::PolicyViolation,
+            format!(
+                "this cluster already holds {topics} topics (--max-topics {})",
+                limits.max_topics
+            ),
+        ));
     }
-    let cap = i64::try_from(limits.max_broker_partitions.saturating_mul(brokers)).unwrap_or(i64::MAX);
+    let cap =
+        i64::try_from(limits.max_broker_partitions.saturating_mul(brokers)).unwrap_or(i64::MAX);
     let existing = i64::try_from(replicas).unwrap_or(i64::MAX);
     if existing.saturating_add(new_replicas) > cap {
         return Err((

@@ -15,9 +15,16 @@ use crate::replica::MIN_INSYNC_REPLICAS;
 
 /// Every topic config with its effective value, sorted by name. `overrides`
 /// is what the topic set explicitly (`min.insync.replicas` included).
-pub fn describe(broker: &Broker, config: &LogConfig, overrides: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
+pub fn describe(
+    broker: &Broker,
+    config: &LogConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<ConfigEntry> {
     let mut entries = config.describe(overrides);
-    for entry in entries.iter_mut().filter(|e| e.name == MIN_INSYNC_REPLICAS && e.is_default) {
+    for entry in entries
+        .iter_mut()
+        .filter(|e| e.name == MIN_INSYNC_REPLICAS && e.is_default)
+    {
         entry.value = broker.config.min_insync_replicas.to_string();
     }
     entries

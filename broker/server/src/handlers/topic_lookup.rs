@@ -37,5 +37,8 @@ pub fn resolve(broker: &Broker, name: &str, id: Uuid) -> Result<Arc<TopicLog>, R
             .topic_by_id(*id.as_bytes())
             .ok_or(ResponseError::UnknownTopicId);
     }
-    broker.log.topic(name).ok_or(ResponseError::UnknownTopicOrPartition)
+    broker
+        .log
+        .topic(name)
+        .ok_or(ResponseError::UnknownTopicOrPartition)
 }

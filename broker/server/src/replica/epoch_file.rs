@@ -13,7 +13,9 @@ use chronik_replication::{LeaderEpochCache, CHECKPOINT_FILE_NAME};
 pub fn load(dir: &Path) -> Result<LeaderEpochCache, String> {
     let path = dir.join(CHECKPOINT_FILE_NAME);
     match std::fs::read_to_string(&path) {
-        Ok(text) => LeaderEpochCache::from_checkpoint(&text).map_err(|e| format!("{}: {e}", path.display())),
+        Ok(text) => {
+            LeaderEpochCache::from_checkpoint(&text).map_err(|e| format!("{}: {e}", path.display()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(LeaderEpochCache::new()),
         Err(e) => Err(format!("{}: {e}", path.display())),
     }

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::{BrokerId, FetchRequest, OffsetForLeaderEpochRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tracing::{debug, warn};
@@ -52,7 +54,9 @@ pub async fn run(manager: Arc<ReplicaManager>, leader: i32) {
             tokio::time::sleep(BACKOFF * 2).await;
             continue;
         };
-        let (ask, fetch): (Work, Work) = work.into_iter().partition(|(_, s)| matches!(s, FollowerStep::AskEpoch { .. }));
+        let (ask, fetch): (Work, Work) = work
+            .into_iter()
+            .partition(|(_, s)| matches!(s, FollowerStep::AskEpoch { .. }));
         let result = if !ask.is_empty() {
             ask_epochs(&manager, conn, &ask).await
         } else {
@@ -79,13 +83,23 @@ async fn connected<'a>(
         let (addr, own_host) = {
             let image = manager.cluster.image();
             let broker = image.brokers.get(&leader).filter(|b| !b.fenced)?;
-            (format!("{}:{}", broker.host, broker.port), image.brokers.get(&manager.node_id).map(|b| b.host.clone()))
+            (
+                format!("{}:{}", broker.host, broker.port),
+                image.brokers.get(&manager.node_id).map(|b| b.host.clone()),
+            )
         };
         let source = match own_host {
             Some(host) => own_address(&host).await,
             None => None,
         };
-        match LeaderClient::connect(&addr, source, format!("chronik-replica-{}", manager.node_id), CONNECT_TIMEOUT).await {
+        match LeaderClient::connect(
+            &addr,
+            source,
+            format!("chronik-replica-{}", manager.node_id),
+            CONNECT_TIMEOUT,
+        )
+        .await
+        {
             Ok(c) => *client = Some(c),
             Err(e) => {
                 debug!(leader, %addr, error = %e, "cannot reach leader");
@@ -102,7 +116,11 @@ async fn own_address(host: &str) -> Option<std::net::IpAddr> {
     if let Ok(ip) = host.parse() {
         return Some(ip);
     }
-    tokio::net::lookup_host((host, 0)).await.ok()?.map(|a| a.ip()).next()
+    tokio::net::lookup_host((host, 0))
+        .await
+        .ok()?
+        .map(|a| a.ip())
+        .next()
 }
 
 fn name(topic: &str) -> TopicName {
@@ -111,10 +129,18 @@ fn name(topic: &str) -> TopicName {
 
 /// OffsetForLeaderEpoch for every partition still truncating. Ok(false)
 /// means some partitions got errors (back off).
-async fn ask_epochs(manager: &ReplicaManager, client: &mut LeaderClient, ask: &Work) -> anyhow::Result<bool> {
+async fn ask_epochs(
+    manager: &ReplicaManager,
+    client: &mut LeaderClient,
+    ask: &Work,
+) -> anyhow::Result<bool> {
     let mut topics: BTreeMap<&str, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
     for (replica, step) in ask {
-        if let FollowerStep::AskEpoch { current_leader_epoch, leader_epoch } = *step {
+        if let FollowerStep::AskEpoch {
+            current_leader_epoch,
+            leader_epoch,
+        } = *step
+        {
             topics.entry(&replica.topic).or_default().push(
                 OffsetForLeaderPartition::default()
                     .with_partition(replica.partition)
@@ -123,40 +149,74 @@ async fn ask_epochs(manager: &ReplicaManager, client: &mut LeaderClient, ask: &W
             );
         }
     }
-    let request = OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(manager.node_id)).with_topics(
-        topics
-            .into_iter()
-            .map(|(t, partitions)| OffsetForLeaderTopic::default().with_topic(name(t)).with_partitions(partitions))
-            .collect(),
-    );
-    let response = client.send(&request, EPOCH_VERSION, REQUEST_TIMEOUT).await?;
+    let request = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(BrokerId(manager.node_id))
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(t, partitions)| {
+                    OffsetForLeaderTopic::default()
+                        .with_topic(name(t))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
+    let response = client
+        .send(&request, EPOCH_VERSION, REQUEST_TIMEOUT)
+        .await?;
     let mut clean = true;
     for topic in &response.topics {
         for p in &topic.partitions {
-            let Some((replica, step)) = ask.iter().find(|(r, _)| r.topic == topic.topic.0.as_str() && r.partition == p.partition)
+            let Some((replica, step)) = ask
+                .iter()
+                .find(|(r, _)| r.topic == topic.topic.0.as_str() && r.partition == p.partition)
             else {
                 continue;
             };
-            let FollowerStep::AskEpoch { current_leader_epoch, .. } = *step else { continue };
+            let FollowerStep::AskEpoch {
+                current_leader_epoch,
+                ..
+            } = *step
+            else {
+                continue;
+            };
             if p.error_code != 0 {
                 clean = false;
-                debug!(topic = replica.topic, partition = replica.partition, error = p.error_code, "epoch query refused");
+                debug!(
+                    topic = replica.topic,
+                    partition = replica.partition,
+                    error = p.error_code,
+                    "epoch query refused"
+                );
                 continue;
             }
-            let answer = (p.leader_epoch >= 0 && p.end_offset >= 0)
-                .then_some(EpochEndOffset { leader_epoch: p.leader_epoch, end_offset: p.end_offset });
+            let answer = (p.leader_epoch >= 0 && p.end_offset >= 0).then_some(EpochEndOffset {
+                leader_epoch: p.leader_epoch,
+                end_offset: p.end_offset,
+            });
             let replica = replica.clone();
-            tokio::task::spawn_blocking(move || replica.on_epoch_answer(current_leader_epoch, answer)).await?;
+            tokio::task::spawn_blocking(move || {
+                replica.on_epoch_answer(current_leader_epoch, answer)
+            })
+            .await?;
         }
     }
     Ok(clean)
 }
 
 /// One Fetch round for every partition in the fetching phase.
-async fn fetch_once(manager: &ReplicaManager, client: &mut LeaderClient, fetch: &Work) -> anyhow::Result<bool> {
+async fn fetch_once(
+    manager: &ReplicaManager,
+    client: &mut LeaderClient,
+    fetch: &Work,
+) -> anyhow::Result<bool> {
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
     for (replica, step) in fetch {
-        if let FollowerStep::Fetch { current_leader_epoch, fetch_offset } = *step {
+        if let FollowerStep::Fetch {
+            current_leader_epoch,
+            fetch_offset,
+        } = *step
+        {
             topics.entry(&replica.topic).or_default().push(
                 FetchPartition::default()
                     .with_partition(replica.partition)
@@ -177,35 +237,56 @@ async fn fetch_once(manager: &ReplicaManager, client: &mut LeaderClient, fetch: 
         .with_topics(
             topics
                 .into_iter()
-                .map(|(t, partitions)| FetchTopic::default().with_topic(name(t)).with_partitions(partitions))
+                .map(|(t, partitions)| {
+                    FetchTopic::default()
+                        .with_topic(name(t))
+                        .with_partitions(partitions)
+                })
                 .collect(),
         );
-    let response = client.send(&request, FETCH_VERSION, REQUEST_TIMEOUT).await?;
+    let response = client
+        .send(&request, FETCH_VERSION, REQUEST_TIMEOUT)
+        .await?;
     let mut clean = true;
     for topic in response.responses {
         for p in topic.partitions {
-            let Some((replica, step)) =
-                fetch.iter().find(|(r, _)| r.topic == topic.topic.0.as_str() && r.partition == p.partition_index)
+            let Some((replica, step)) = fetch.iter().find(|(r, _)| {
+                r.topic == topic.topic.0.as_str() && r.partition == p.partition_index
+            }) else {
+                continue;
+            };
+            let FollowerStep::Fetch {
+                current_leader_epoch,
+                fetch_offset,
+            } = *step
             else {
                 continue;
             };
-            let FollowerStep::Fetch { current_leader_epoch, fetch_offset } = *step else { continue };
             if p.error_code != 0 {
                 clean = false;
                 if p.error_code == ResponseError::OffsetOutOfRange.code() {
-                    warn!(topic = replica.topic, partition = replica.partition, fetch_offset, "leader says offset out of range");
+                    warn!(
+                        topic = replica.topic,
+                        partition = replica.partition,
+                        fetch_offset,
+                        "leader says offset out of range"
+                    );
                 }
                 continue;
             }
             let records = p.records.unwrap_or_default();
             let replica = replica.clone();
             let hw = p.high_watermark;
-            let appended =
-                tokio::task::spawn_blocking(move || replica.on_fetched(current_leader_epoch, fetch_offset, &records, hw))
-                    .await?;
+            let appended = tokio::task::spawn_blocking(move || {
+                replica.on_fetched(current_leader_epoch, fetch_offset, &records, hw)
+            })
+            .await?;
             match appended {
                 Ok(n) => {
-                    manager.stats.records_replicated.fetch_add(n, Ordering::Relaxed);
+                    manager
+                        .stats
+                        .records_replicated
+                        .fetch_add(n, Ordering::Relaxed);
                 }
                 Err(e) => {
                     clean = false;

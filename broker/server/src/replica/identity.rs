@@ -14,7 +14,11 @@ use std::net::{IpAddr, SocketAddr};
 use super::ReplicaManager;
 
 /// Ok when `peer` may fetch as replica `replica_id`; else why not.
-pub async fn verify_replica(manager: &ReplicaManager, replica_id: i32, peer: SocketAddr) -> Result<(), String> {
+pub async fn verify_replica(
+    manager: &ReplicaManager,
+    replica_id: i32,
+    peer: SocketAddr,
+) -> Result<(), String> {
     if replica_id == manager.node_id {
         return Err(format!("replica id {replica_id} is this broker's own"));
     }
@@ -23,13 +27,20 @@ pub async fn verify_replica(manager: &ReplicaManager, replica_id: i32, peer: Soc
         match image.brokers.get(&replica_id) {
             Some(b) if !b.fenced => b.host.clone(),
             Some(_) => return Err(format!("broker {replica_id} is fenced")),
-            None => return Err(format!("broker {replica_id} is not registered in this cluster")),
+            None => {
+                return Err(format!(
+                    "broker {replica_id} is not registered in this cluster"
+                ))
+            }
         }
     };
     if host_addresses(&host).await.contains(&peer.ip()) {
         Ok(())
     } else {
-        Err(format!("connection from {} is not broker {replica_id}'s host {host}", peer.ip()))
+        Err(format!(
+            "connection from {} is not broker {replica_id}'s host {host}",
+            peer.ip()
+        ))
     }
 }
 

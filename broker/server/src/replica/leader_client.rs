@@ -25,17 +25,31 @@ pub struct LeaderClient {
 impl LeaderClient {
     /// Connects to `addr` from `source` (this broker's own address: the
     /// leader accepts replica fetches only from a broker's registered host).
-    pub async fn connect(addr: &str, source: Option<IpAddr>, client_id: String, timeout: Duration) -> Result<LeaderClient> {
+    pub async fn connect(
+        addr: &str,
+        source: Option<IpAddr>,
+        client_id: String,
+        timeout: Duration,
+    ) -> Result<LeaderClient> {
         let stream = tokio::time::timeout(timeout, chronik_cluster::connect_from(addr, source))
             .await
             .with_context(|| format!("connecting to {addr} timed out"))?
             .with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
-        Ok(LeaderClient { stream, correlation_id: 0, client_id: StrBytes::from_string(client_id) })
+        Ok(LeaderClient {
+            stream,
+            correlation_id: 0,
+            client_id: StrBytes::from_string(client_id),
+        })
     }
 
     /// One request/response round trip, within `timeout`.
-    pub async fn send<R: Request>(&mut self, request: &R, version: i16, timeout: Duration) -> Result<R::Response> {
+    pub async fn send<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
         tokio::time::timeout(timeout, self.round_trip(request, version))
             .await
             .context("request to the leader timed out")?
@@ -64,8 +78,14 @@ impl LeaderClient {
         let mut buf = vec![0u8; size];
         self.stream.read_exact(&mut buf).await?;
         let mut buf = Bytes::from(buf);
-        let header = ResponseHeader::decode(&mut buf, <R::Response as HeaderVersion>::header_version(version))?;
-        ensure!(header.correlation_id == self.correlation_id, "correlation id mismatch");
+        let header = ResponseHeader::decode(
+            &mut buf,
+            <R::Response as HeaderVersion>::header_version(version),
+        )?;
+        ensure!(
+            header.correlation_id == self.correlation_id,
+            "correlation id mismatch"
+        );
         R::Response::decode(&mut buf, version)
     }
 }

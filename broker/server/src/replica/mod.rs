@@ -81,7 +81,9 @@ pub struct ReplicaManager {
 
 impl std::fmt::Debug for ReplicaManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReplicaManager").field("node_id", &self.node_id).finish()
+        f.debug_struct("ReplicaManager")
+            .field("node_id", &self.node_id)
+            .finish()
     }
 }
 
@@ -129,10 +131,11 @@ impl ReplicaManager {
     /// Called (on the metadata task) each time this broker becomes leader
     /// of a partition.
     pub fn on_leadership(&self, listener: LeaderListener) {
-        self.leader_listeners.lock().unwrap_or_else(|e| e.into_inner()).push(listener);
+        self.leader_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(listener);
     }
-
-
 
     /// The replication settings of `topic`.
     fn config_for(&self, topic: &TopicImage) -> ReplicationConfig {
@@ -142,7 +145,10 @@ impl ReplicaManager {
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or(self.default_min_insync)
             .max(1);
-        ReplicationConfig { min_insync_replicas: min_insync, replica_lag_time_max_ms: self.replica_lag_time_max_ms }
+        ReplicationConfig {
+            min_insync_replicas: min_insync,
+            replica_lag_time_max_ms: self.replica_lag_time_max_ms,
+        }
     }
 
     /// Performs what a leader's state machine asked for.
@@ -150,14 +156,24 @@ impl ReplicaManager {
         for action in actions {
             match action {
                 LeaderAction::HighWatermarkAdvanced(_) => self.purgatory.wake(&replica.log),
-                LeaderAction::IsrChanged { leader_epoch, isr, version } => {
+                LeaderAction::IsrChanged {
+                    leader_epoch,
+                    isr,
+                    version,
+                } => {
                     self.propose_isr(replica.clone(), leader_epoch, isr, version);
                 }
             }
         }
     }
 
-    fn propose_isr(self: &Arc<Self>, replica: Arc<Replica>, leader_epoch: i32, isr: BTreeSet<i32>, version: i32) {
+    fn propose_isr(
+        self: &Arc<Self>,
+        replica: Arc<Replica>,
+        leader_epoch: i32,
+        isr: BTreeSet<i32>,
+        version: i32,
+    ) {
         let manager = self.clone();
         let before = replica.leader_isr().map_or(0, |(n, _)| n);
         tokio::spawn(async move {
@@ -171,8 +187,11 @@ impl ReplicaManager {
             };
             match manager.cluster.alter_partition(request).await {
                 Ok(image) => {
-                    let counter =
-                        if image.isr.len() > before { &manager.stats.isr_expands } else { &manager.stats.isr_shrinks };
+                    let counter = if image.isr.len() > before {
+                        &manager.stats.isr_expands
+                    } else {
+                        &manager.stats.isr_shrinks
+                    };
                     counter.fetch_add(1, Ordering::Relaxed);
                     info!(topic = replica.topic, partition = replica.partition, isr = ?image.isr, "ISR changed");
                     let config = manager
@@ -182,7 +201,8 @@ impl ReplicaManager {
                         .get(&replica.topic)
                         .map(|t| manager.config_for(t))
                         .unwrap_or_default();
-                    let (_, actions) = replica.apply(&image, manager.node_id, config, manager.now());
+                    let (_, actions) =
+                        replica.apply(&image, manager.node_id, config, manager.now());
                     manager.perform(&replica, actions);
                 }
                 Err(e) => {
@@ -206,22 +226,34 @@ impl ReplicaManager {
             };
             let config = self.config_for(topic);
             for p in &topic.partitions {
-                let Some(log) = local.partition(p.partition) else { continue };
+                let Some(log) = local.partition(p.partition) else {
+                    continue;
+                };
                 let replica = {
                     let key = (topic.name.clone(), p.partition);
                     let mut map = self.replicas.write().unwrap_or_else(|e| e.into_inner());
-                    map.entry(key).or_insert_with(|| Arc::new(Replica::open(&topic.name, log.clone()))).clone()
+                    map.entry(key)
+                        .or_insert_with(|| Arc::new(Replica::open(&topic.name, log.clone())))
+                        .clone()
                 };
                 let (transition, actions) = replica.apply(p, self.node_id, config, now);
                 if transition == Transition::BecameLeader {
                     self.stats.leader_changes.fetch_add(1, Ordering::Relaxed);
-                    for listener in self.leader_listeners.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                    for listener in self
+                        .leader_listeners
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter()
+                    {
                         listener(&replica);
                     }
                 }
                 self.perform(&replica, actions);
                 if let Some((leader, _)) = replica.follower_step() {
-                    followed.entry(leader).or_default().insert((topic.name.clone(), p.partition));
+                    followed
+                        .entry(leader)
+                        .or_default()
+                        .insert((topic.name.clone(), p.partition));
                 }
             }
         }
@@ -238,17 +270,27 @@ impl ReplicaManager {
             }
             // Same name, different id: the topic was deleted and re-created
             // while this broker was away.
-            warn!(topic = topic.name, "local topic has a stale id; replacing it");
+            warn!(
+                topic = topic.name,
+                "local topic has a stale id; replacing it"
+            );
             self.forget_topic(&topic.name);
             if let Err(e) = self.log.delete_topic(&topic.name) {
                 warn!(topic = topic.name, error = %e, "cannot delete stale local topic");
                 return None;
             }
         }
-        let log_configs: BTreeMap<String, String> =
-            topic.configs.iter().filter(|(k, _)| k.as_str() != MIN_INSYNC_REPLICAS).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let log_configs: BTreeMap<String, String> = topic
+            .configs
+            .iter()
+            .filter(|(k, _)| k.as_str() != MIN_INSYNC_REPLICAS)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let partitions = u32::try_from(topic.partitions.len()).unwrap_or(0);
-        match self.log.create_topic_with_id(&topic.name, partitions, log_configs, topic.topic_id) {
+        match self
+            .log
+            .create_topic_with_id(&topic.name, partitions, log_configs, topic.topic_id)
+        {
             Ok(t) => Some(t),
             Err(e) => {
                 warn!(topic = topic.name, error = %e, "cannot create local log for topic");
@@ -265,7 +307,10 @@ impl ReplicaManager {
     fn remove_deleted_topics(&self, image: &MetadataImage) {
         for local in self.log.topics() {
             if !image.topics.contains_key(&local.name) {
-                info!(topic = local.name, "topic deleted in the cluster; removing local log");
+                info!(
+                    topic = local.name,
+                    "topic deleted in the cluster; removing local log"
+                );
                 self.forget_topic(&local.name);
                 if let Err(e) = self.log.delete_topic(&local.name) {
                     warn!(topic = local.name, error = %e, "cannot delete local topic");
@@ -308,7 +353,13 @@ impl ReplicaManager {
             }
             let manager = self.clone();
             let task = tokio::spawn(fetcher::run(manager, leader));
-            fetchers.insert(leader, Fetcher { task, partitions: partitions.clone() });
+            fetchers.insert(
+                leader,
+                Fetcher {
+                    task,
+                    partitions: partitions.clone(),
+                },
+            );
         }
     }
 
@@ -362,7 +413,15 @@ impl ReplicaManager {
             .filter(|(isr, replicas)| isr < replicas)
             .count();
         let image = self.cluster.image();
-        let offline = image.topics.values().flat_map(|t| t.partitions.iter()).filter(|p| p.leader < 0).count();
-        (i64::try_from(under).unwrap_or(0), i64::try_from(offline).unwrap_or(0))
+        let offline = image
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| p.leader < 0)
+            .count();
+        (
+            i64::try_from(under).unwrap_or(0),
+            i64::try_from(offline).unwrap_or(0),
+        )
     }
 }

@@ -19,8 +19,8 @@ use chronik_cluster::PartitionImage;
 use chronik_log::{AppendInfo, PartitionLog};
 use chronik_protocol::record_batch::parse_batches;
 use chronik_replication::{
-    EpochEndOffset, FollowerAction, FollowerPhase, FollowerState, LeaderAction, LeaderEpochCache, Millis,
-    PartitionRegistration, PartitionReplicaState, ReplicationConfig, CHECKPOINT_FILE_NAME,
+    EpochEndOffset, FollowerAction, FollowerPhase, FollowerState, LeaderAction, LeaderEpochCache,
+    Millis, PartitionRegistration, PartitionReplicaState, ReplicationConfig, CHECKPOINT_FILE_NAME,
 };
 use kafka_protocol::error::ResponseError;
 use tracing::{info, warn};
@@ -54,9 +54,15 @@ struct Inner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FollowerStep {
     /// Ask the leader where `leader_epoch` ends.
-    AskEpoch { current_leader_epoch: i32, leader_epoch: i32 },
+    AskEpoch {
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    },
     /// Fetch from `fetch_offset`.
-    Fetch { current_leader_epoch: i32, fetch_offset: i64 },
+    Fetch {
+        current_leader_epoch: i32,
+        fetch_offset: i64,
+    },
 }
 
 /// Role changes the manager reports (metrics, fetchers, logs).
@@ -85,7 +91,13 @@ impl Replica {
             topic: topic.to_string(),
             partition: log.partition(),
             log,
-            inner: Mutex::new(Inner { role: Role::None, epochs, high_watermark: 0, leader_high_watermark: 0, applied: None }),
+            inner: Mutex::new(Inner {
+                role: Role::None,
+                epochs,
+                high_watermark: 0,
+                leader_high_watermark: 0,
+                applied: None,
+            }),
         }
     }
 
@@ -121,7 +133,11 @@ impl Replica {
                     // controller's after fencing a broker).
                     if image.partition_epoch > state.isr().partition_epoch() {
                         let isr: BTreeSet<i32> = registration.isr.clone();
-                        return match state.isr_committed(image.leader_epoch, isr, image.partition_epoch) {
+                        return match state.isr_committed(
+                            image.leader_epoch,
+                            isr,
+                            image.partition_epoch,
+                        ) {
                             Ok(actions) => (Transition::Unchanged, actions),
                             Err(e) => {
                                 warn!(topic = self.topic, partition = self.partition, error = %e, "ISR update refused");
@@ -137,7 +153,14 @@ impl Replica {
             }
             self.save_epochs(&inner.epochs);
             let hw = inner.high_watermark;
-            match PartitionReplicaState::become_leader(config, &registration, local_id, leo, hw, now) {
+            match PartitionReplicaState::become_leader(
+                config,
+                &registration,
+                local_id,
+                leo,
+                hw,
+                now,
+            ) {
                 Ok((state, actions)) => {
                     info!(topic = self.topic, partition = self.partition, leader_epoch = image.leader_epoch,
                           log_end_offset = leo, isr = ?image.isr, "became leader");
@@ -157,30 +180,63 @@ impl Replica {
                 }
             }
             let hw = inner.high_watermark;
-            let (state, actions) =
-                FollowerState::become_follower(local_id, image.leader, image.leader_epoch, &inner.epochs, leo, hw);
+            let (state, actions) = FollowerState::become_follower(
+                local_id,
+                image.leader,
+                image.leader_epoch,
+                &inner.epochs,
+                leo,
+                hw,
+            );
             let next = self.perform_follower_actions(&mut inner, actions);
             inner.role = Role::Follower { state, next };
-            info!(topic = self.topic, partition = self.partition, leader = image.leader,
-                  leader_epoch = image.leader_epoch, log_end_offset = leo, "became follower");
-            (Transition::BecameFollower { leader: image.leader }, Vec::new())
+            info!(
+                topic = self.topic,
+                partition = self.partition,
+                leader = image.leader,
+                leader_epoch = image.leader_epoch,
+                log_end_offset = leo,
+                "became follower"
+            );
+            (
+                Transition::BecameFollower {
+                    leader: image.leader,
+                },
+                Vec::new(),
+            )
         } else {
             let was_active = !matches!(inner.role, Role::None);
             inner.role = Role::None;
-            (if was_active { Transition::Stopped } else { Transition::Unchanged }, Vec::new())
+            (
+                if was_active {
+                    Transition::Stopped
+                } else {
+                    Transition::Unchanged
+                },
+                Vec::new(),
+            )
         }
     }
 
     /// Runs truncations and high-watermark updates in order; returns the
     /// request to send next.
-    fn perform_follower_actions(&self, inner: &mut Inner, actions: Vec<FollowerAction>) -> FollowerAction {
+    fn perform_follower_actions(
+        &self,
+        inner: &mut Inner,
+        actions: Vec<FollowerAction>,
+    ) -> FollowerAction {
         let mut next = None;
         for action in actions {
             match action {
                 FollowerAction::Truncate { offset } => {
                     if offset < self.log.log_end_offset() {
-                        info!(topic = self.topic, partition = self.partition, offset,
-                              log_end_offset = self.log.log_end_offset(), "truncating divergent log");
+                        info!(
+                            topic = self.topic,
+                            partition = self.partition,
+                            offset,
+                            log_end_offset = self.log.log_end_offset(),
+                            "truncating divergent log"
+                        );
                         if let Err(e) = self.log.truncate_to(offset) {
                             warn!(topic = self.topic, partition = self.partition, error = %e, "truncation failed");
                         }
@@ -230,7 +286,10 @@ impl Replica {
     ) -> Result<(AppendInfo, Vec<LeaderAction>), (ResponseError, String)> {
         let mut inner = self.lock();
         let Role::Leader(state) = &mut inner.role else {
-            return Err((ResponseError::NotLeaderOrFollower, "this broker does not lead the partition".into()));
+            return Err((
+                ResponseError::NotLeaderOrFollower,
+                "this broker does not lead the partition".into(),
+            ));
         };
         if acks_all {
             check_min_isr(state, now)?;
@@ -248,7 +307,10 @@ impl Replica {
             Role::Leader(state) => state
                 .acks_all_satisfied(end_offset)
                 .map_err(|e| (ResponseError::NotEnoughReplicasAfterAppend, e.to_string())),
-            _ => Err((ResponseError::NotLeaderOrFollower, "leadership moved before the ISR had the records".into())),
+            _ => Err((
+                ResponseError::NotLeaderOrFollower,
+                "leadership moved before the ISR had the records".into(),
+            )),
         }
     }
 
@@ -267,7 +329,9 @@ impl Replica {
     /// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH
     /// otherwise.
     pub fn leader_epoch_matching(&self, current_leader_epoch: i32) -> Result<i32, ResponseError> {
-        let epoch = self.leader_epoch().ok_or(ResponseError::NotLeaderOrFollower)?;
+        let epoch = self
+            .leader_epoch()
+            .ok_or(ResponseError::NotLeaderOrFollower)?;
         check_current_epoch(current_leader_epoch, epoch)?;
         Ok(epoch)
     }
@@ -325,7 +389,9 @@ impl Replica {
     /// by any replica holding the log).
     pub fn end_offset_for(&self, epoch: i32) -> Option<EpochEndOffset> {
         let inner = self.lock();
-        inner.epochs.end_offset_for(epoch, self.log.log_end_offset())
+        inner
+            .epochs
+            .end_offset_for(epoch, self.log.log_end_offset())
     }
 
     /// (ISR size, replicas assigned) when this broker leads.
@@ -345,9 +411,14 @@ impl Replica {
             return None;
         };
         let step = match *next {
-            FollowerAction::SendOffsetForLeaderEpoch { current_leader_epoch, leader_epoch, .. } => {
-                FollowerStep::AskEpoch { current_leader_epoch, leader_epoch }
-            }
+            FollowerAction::SendOffsetForLeaderEpoch {
+                current_leader_epoch,
+                leader_epoch,
+                ..
+            } => FollowerStep::AskEpoch {
+                current_leader_epoch,
+                leader_epoch,
+            },
             _ => FollowerStep::Fetch {
                 current_leader_epoch: state.leader_epoch(),
                 fetch_offset: self.log.log_end_offset(),
@@ -361,7 +432,9 @@ impl Replica {
     pub fn on_epoch_answer(&self, asked_in_epoch: i32, answer: Option<EpochEndOffset>) {
         let mut inner = self.lock();
         let epochs = inner.epochs.clone();
-        let Role::Follower { state, .. } = &mut inner.role else { return };
+        let Role::Follower { state, .. } = &mut inner.role else {
+            return;
+        };
         if state.leader_epoch() != asked_in_epoch || state.phase() != FollowerPhase::Truncating {
             return;
         }
@@ -391,7 +464,8 @@ impl Replica {
         let mut inner = self.lock();
         match &inner.role {
             Role::Follower { state, .. }
-                if state.leader_epoch() == fetched_in_epoch && state.phase() == FollowerPhase::Fetching => {}
+                if state.leader_epoch() == fetched_in_epoch
+                    && state.phase() == FollowerPhase::Fetching => {}
             _ => return Ok(0),
         }
         if self.log.log_end_offset() != fetch_offset {
@@ -399,10 +473,14 @@ impl Replica {
         }
         let mut appended = 0u64;
         if !records.is_empty() {
-            let batches = parse_batches(records).map_err(|e| format!("leader sent bad batches: {e}"))?;
+            let batches =
+                parse_batches(records).map_err(|e| format!("leader sent bad batches: {e}"))?;
             // Only whole batches from the fetch offset on (a batch may start
             // before it when the leader answered from a compressed batch).
-            let skipped = batches.iter().take_while(|b| b.base_offset < fetch_offset).count();
+            let skipped = batches
+                .iter()
+                .take_while(|b| b.base_offset < fetch_offset)
+                .count();
             if let Some(start) = batches.get(skipped).map(|b| b.position) {
                 let mut slice = records[start..].to_vec();
                 let reparsed = if start == 0 {
@@ -413,11 +491,16 @@ impl Replica {
                 let mut epochs_changed = false;
                 for b in &reparsed {
                     if b.partition_leader_epoch >= 0 {
-                        epochs_changed |= inner.epochs.assign(b.partition_leader_epoch, b.base_offset).unwrap_or(false);
+                        epochs_changed |= inner
+                            .epochs
+                            .assign(b.partition_leader_epoch, b.base_offset)
+                            .unwrap_or(false);
                     }
                     appended += u64::try_from(b.records_count).unwrap_or(0);
                 }
-                self.log.append_replicated(&mut slice, &reparsed).map_err(|e| e.to_string())?;
+                self.log
+                    .append_replicated(&mut slice, &reparsed)
+                    .map_err(|e| e.to_string())?;
                 if epochs_changed {
                     self.save_epochs(&inner.epochs);
                 }
@@ -425,7 +508,9 @@ impl Replica {
         }
         let leo = self.log.log_end_offset();
         inner.leader_high_watermark = leader_high_watermark;
-        let Role::Follower { state, .. } = &mut inner.role else { return Ok(appended) };
+        let Role::Follower { state, .. } = &mut inner.role else {
+            return Ok(appended);
+        };
         if let Ok(actions) = state.on_fetch_response(leo, leader_high_watermark) {
             for a in actions {
                 if let FollowerAction::HighWatermarkAdvanced(hw) = a {
@@ -440,7 +525,9 @@ impl Replica {
     pub fn follower_lag(&self) -> Option<i64> {
         let inner = self.lock();
         match &inner.role {
-            Role::Follower { .. } => Some((inner.leader_high_watermark - self.log.log_end_offset()).max(0)),
+            Role::Follower { .. } => {
+                Some((inner.leader_high_watermark - self.log.log_end_offset()).max(0))
+            }
             _ => None,
         }
     }
@@ -450,8 +537,13 @@ impl Replica {
 /// newer is unknown (this broker has not seen that leadership yet).
 /// acks=all needs min.insync.replicas in the ISR, counting only members
 /// that fetched within replica.lag.time.max.ms (see `append_as_leader`).
-fn check_min_isr(state: &PartitionReplicaState, now: Millis) -> Result<(), (ResponseError, String)> {
-    state.check_min_isr().map_err(|e| (ResponseError::NotEnoughReplicas, e.to_string()))?;
+fn check_min_isr(
+    state: &PartitionReplicaState,
+    now: Millis,
+) -> Result<(), (ResponseError, String)> {
+    state
+        .check_min_isr()
+        .map_err(|e| (ResponseError::NotEnoughReplicas, e.to_string()))?;
     let lag = state.config().replica_lag_time_max_ms;
     let live = state
         .isr()
@@ -459,9 +551,9 @@ fn check_min_isr(state: &PartitionReplicaState, now: Millis) -> Result<(), (Resp
         .iter()
         .filter(|&&r| {
             r == state.leader_id()
-                || state
-                    .follower(r)
-                    .is_some_and(|f| now.saturating_sub(f.last_fetch_time_ms.max(f.last_caught_up_time_ms)) <= lag)
+                || state.follower(r).is_some_and(|f| {
+                    now.saturating_sub(f.last_fetch_time_ms.max(f.last_caught_up_time_ms)) <= lag
+                })
         })
         .count();
     let min = state.config().min_insync_replicas;

@@ -87,16 +87,34 @@ impl Broker {
     /// Starts a broker on an existing (or to-be-created) data dir that the
     /// caller owns.
     pub fn start_with_data_dir(data_dir: &Path, args: &[&str]) -> Result<Broker> {
-        Self::launch(scratch_dir()?, data_dir.to_path_buf(), args, "127.0.0.1:0", "127.0.0.1:0")
+        Self::launch(
+            scratch_dir()?,
+            data_dir.to_path_buf(),
+            args,
+            "127.0.0.1:0",
+            "127.0.0.1:0",
+        )
     }
 
-    fn launch(scratch: TempDir, data_dir: PathBuf, args: &[&str], listen: &str, metrics_listen: &str) -> Result<Broker> {
+    fn launch(
+        scratch: TempDir,
+        data_dir: PathBuf,
+        args: &[&str],
+        listen: &str,
+        metrics_listen: &str,
+    ) -> Result<Broker> {
         let mut broker = Self::unstarted(scratch, data_dir, args, listen, metrics_listen);
         broker.spawn()?;
         Ok(broker)
     }
 
-    fn unstarted(scratch: TempDir, data_dir: PathBuf, args: &[&str], listen: &str, metrics_listen: &str) -> Broker {
+    fn unstarted(
+        scratch: TempDir,
+        data_dir: PathBuf,
+        args: &[&str],
+        listen: &str,
+        metrics_listen: &str,
+    ) -> Broker {
         let log_path = scratch.path().join("broker-stderr.log");
         Broker {
             child: None,
@@ -172,7 +190,10 @@ impl Broker {
 
     /// Waits for the LISTENING line and `/ready`.
     pub fn finish_start(&mut self) -> Result<()> {
-        let rx = self.listening.take().context("finish_start without a spawned child")?;
+        let rx = self
+            .listening
+            .take()
+            .context("finish_start without a spawned child")?;
         let line = match rx.recv_timeout(STARTUP_TIMEOUT) {
             Ok(line) => line,
             Err(e) => {
@@ -355,7 +376,11 @@ impl Broker {
         match fs::read_to_string(&self.log_path) {
             Ok(text) => {
                 let all: Vec<&str> = text.lines().collect();
-                let errors: Vec<&str> = all.iter().copied().filter(|l| l.starts_with("Error:")).collect();
+                let errors: Vec<&str> = all
+                    .iter()
+                    .copied()
+                    .filter(|l| l.starts_with("Error:"))
+                    .collect();
                 let tail = all[all.len().saturating_sub(lines)..].join("\n");
                 if errors.is_empty() {
                     tail

@@ -8,8 +8,8 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::broker::Broker;
@@ -27,10 +27,15 @@ pub struct Cluster {
 /// address, so a port from that range could be taken by one of those
 /// before the node that was given it binds its listener.
 pub fn free_port() -> Result<u16> {
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.subsec_nanos() ^ std::process::id();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .subsec_nanos()
+        ^ std::process::id();
     for attempt in 0..1000u32 {
         let port = 20_000 + u16::try_from(seed.wrapping_add(attempt.wrapping_mul(7919)) % 12_000)?;
-        if (1..=3).all(|i| TcpListener::bind(("127.0.0.".to_string() + &i.to_string(), port)).is_ok()) {
+        if (1..=3)
+            .all(|i| TcpListener::bind(("127.0.0.".to_string() + &i.to_string(), port)).is_ok())
+        {
             return Ok(port);
         }
     }
@@ -60,25 +65,47 @@ impl Cluster {
         // One secret file for all nodes, as on one host; it outlives them.
         let secret_dir = tempfile::tempdir()?;
         let secret = secret_dir.path().join("cluster.secret");
-        let secret = secret.to_str().context("temp path is not UTF-8")?.to_string();
+        let secret = secret
+            .to_str()
+            .context("temp path is not UTF-8")?
+            .to_string();
         let mut nodes = Vec::new();
         for i in 1..=n {
             let id = i.to_string();
             let raft_listen = format!("127.0.0.{i}:{raft}");
-            let mut args: Vec<&str> =
-                vec!["--node-id", &id, "--peers", &peers, "--raft-listen", &raft_listen, "--cluster-secret-file", &secret];
+            let mut args: Vec<&str> = vec![
+                "--node-id",
+                &id,
+                "--peers",
+                &peers,
+                "--raft-listen",
+                &raft_listen,
+                "--cluster-secret-file",
+                &secret,
+            ];
             args.extend_from_slice(extra);
-            nodes.push(Broker::spawn_at(&format!("127.0.0.{i}:{kafka}"), &format!("127.0.0.{i}:{metrics}"), &args)?);
+            nodes.push(Broker::spawn_at(
+                &format!("127.0.0.{i}:{kafka}"),
+                &format!("127.0.0.{i}:{metrics}"),
+                &args,
+            )?);
         }
         for node in &mut nodes {
             node.finish_start()?;
         }
-        Ok(Cluster { nodes, kafka_port: kafka, _secret_dir: secret_dir })
+        Ok(Cluster {
+            nodes,
+            kafka_port: kafka,
+            _secret_dir: secret_dir,
+        })
     }
 
     /// `bootstrap.servers` naming every node.
     pub fn bootstrap(&self) -> String {
-        (1..=self.nodes.len()).map(|i| format!("127.0.0.{i}:{}", self.kafka_port)).collect::<Vec<_>>().join(",")
+        (1..=self.nodes.len())
+            .map(|i| format!("127.0.0.{i}:{}", self.kafka_port))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     /// The node with id `id` (1-based).
@@ -127,14 +154,19 @@ impl Cluster {
 
     /// Stderr tails of every node, for failure messages.
     pub fn logs(&self) -> String {
-        self.nodes.iter().enumerate().map(|(i, n)| format!("--- node {} ---\n{}", i + 1, n.log_tail(400))).collect()
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("--- node {} ---\n{}", i + 1, n.log_tail(400)))
+            .collect()
     }
 }
 
 fn describe(node: &Broker, topic: &str) -> Result<Vec<PartitionView>> {
     let mut client = Client::connect(node)?;
     let request = MetadataRequest::default()
-        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
+        .with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
         .with_allow_auto_topic_creation(false);
     let response = client.send(&request, 12)?;
     let t = response.topics.first().context("no topic in Metadata")?;

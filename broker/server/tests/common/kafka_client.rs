@@ -12,7 +12,9 @@ use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 use super::broker::Broker;
 
@@ -25,7 +27,10 @@ impl Client {
     pub fn connect(broker: &Broker) -> Result<Client> {
         let stream = TcpStream::connect(broker.kafka_addr())?;
         stream.set_read_timeout(Some(Duration::from_secs(20)))?;
-        Ok(Client { stream, correlation_id: 0 })
+        Ok(Client {
+            stream,
+            correlation_id: 0,
+        })
     }
 
     pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
@@ -46,8 +51,14 @@ impl Client {
         let mut response = vec![0u8; i32::from_be_bytes(size) as usize];
         self.stream.read_exact(&mut response)?;
         let mut response = Bytes::from(response);
-        let header = ResponseHeader::decode(&mut response, <R::Response as HeaderVersion>::header_version(version))?;
-        ensure!(header.correlation_id == self.correlation_id, "correlation id mismatch");
+        let header = ResponseHeader::decode(
+            &mut response,
+            <R::Response as HeaderVersion>::header_version(version),
+        )?;
+        ensure!(
+            header.correlation_id == self.correlation_id,
+            "correlation id mismatch"
+        );
         R::Response::decode(&mut response, version)
     }
 
@@ -81,19 +92,46 @@ impl Client {
             .with_name(TopicName(StrBytes::from_string(name.into())))
             .with_num_partitions(partitions)
             .with_replication_factor(replication_factor);
-        let response = self.send(&CreateTopicsRequest::default().with_topics(vec![topic]).with_timeout_ms(5000), 5)?;
-        ensure!(response.topics[0].error_code == 0, "create failed: {:?}", response.topics[0]);
+        let response = self.send(
+            &CreateTopicsRequest::default()
+                .with_topics(vec![topic])
+                .with_timeout_ms(5000),
+            5,
+        )?;
+        ensure!(
+            response.topics[0].error_code == 0,
+            "create failed: {:?}",
+            response.topics[0]
+        );
         Ok(())
     }
 
     pub fn init_producer_id(&mut self) -> Result<(i64, i16)> {
-        let response = self.send(&InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000).with_producer_id(ProducerId(-1)).with_producer_epoch(-1), 4)?;
-        ensure!(response.error_code == 0, "InitProducerId error {}", response.error_code);
+        let response = self.send(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+            4,
+        )?;
+        ensure!(
+            response.error_code == 0,
+            "InitProducerId error {}",
+            response.error_code
+        );
         Ok((response.producer_id.0, response.producer_epoch))
     }
 
     /// Produces one batch of `count` records (Produce v9); returns (error code, base offset).
-    pub fn produce(&mut self, topic: &str, pid: i64, epoch: i16, base_sequence: i32, count: i32) -> Result<(i16, i64)> {
+    pub fn produce(
+        &mut self,
+        topic: &str,
+        pid: i64,
+        epoch: i16,
+        base_sequence: i32,
+        count: i32,
+    ) -> Result<(i16, i64)> {
         self.produce_at(topic, pid, epoch, base_sequence, count, 9)
     }
 
@@ -104,15 +142,34 @@ impl Client {
     }
 
     /// `produce_values` with the given acks (-1 = all, 1 = leader).
-    pub fn produce_values_acks(&mut self, topic: &str, values: &[Bytes], acks: i16) -> Result<(i16, i64)> {
-        let records: Vec<Record> = values.iter().enumerate().map(|(i, v)| plain_record(i as i64, v.clone())).collect();
+    pub fn produce_values_acks(
+        &mut self,
+        topic: &str,
+        values: &[Bytes],
+        acks: i16,
+    ) -> Result<(i16, i64)> {
+        let records: Vec<Record> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| plain_record(i as i64, v.clone()))
+            .collect();
         let mut batch = BytesMut::new();
-        RecordBatchEncoder::encode(&mut batch, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })?;
-        let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(10_000).with_topic_data(vec![
-            TopicProduceData::default()
+        RecordBatchEncoder::encode(
+            &mut batch,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )?;
+        let request = ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
                 .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze()))]),
-        ]);
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch.freeze()))])]);
         let response = self.send(&request, 9)?;
         let p = &response.responses[0].partition_responses[0];
         Ok((p.error_code, p.base_offset))
@@ -120,13 +177,26 @@ impl Client {
 
     /// The topic id Metadata reports for `topic`.
     pub fn topic_id(&mut self, topic: &str) -> Result<uuid::Uuid> {
-        let t = metadata_request::MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(topic.into()))));
+        let t = metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))));
         let response = self.send(&MetadataRequest::default().with_topics(Some(vec![t])), 12)?;
-        Ok(response.topics.first().map(|t| t.topic_id).unwrap_or_default())
+        Ok(response
+            .topics
+            .first()
+            .map(|t| t.topic_id)
+            .unwrap_or_default())
     }
 
     /// Like `produce`, at Produce `version`; `base_sequence < 0` means not idempotent.
-    pub fn produce_at(&mut self, topic: &str, pid: i64, epoch: i16, base_sequence: i32, count: i32, version: i16) -> Result<(i16, i64)> {
+    pub fn produce_at(
+        &mut self,
+        topic: &str,
+        pid: i64,
+        epoch: i16,
+        base_sequence: i32,
+        count: i32,
+        version: i16,
+    ) -> Result<(i16, i64)> {
         let records: Vec<Record> = (0..count)
             .map(|i| Record {
                 transactional: false,
@@ -137,7 +207,11 @@ impl Client {
                 producer_epoch: epoch,
                 timestamp_type: TimestampType::Creation,
                 offset: i64::from(i),
-                sequence: if base_sequence < 0 { i - 1 } else { base_sequence + i },
+                sequence: if base_sequence < 0 {
+                    i - 1
+                } else {
+                    base_sequence + i
+                },
                 timestamp: 1_700_000_000_000,
                 key: None,
                 value: Some(Bytes::from(format!("seq-{}", base_sequence + i))),
@@ -145,28 +219,41 @@ impl Client {
             })
             .collect();
         let mut batch = BytesMut::new();
-        RecordBatchEncoder::encode(&mut batch, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })?;
-        let request = ProduceRequest::default().with_acks(-1).with_timeout_ms(10_000).with_topic_data(vec![
-            TopicProduceData::default()
+        RecordBatchEncoder::encode(
+            &mut batch,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )?;
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
                 .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch.freeze()))]),
-        ]);
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch.freeze()))])]);
         let response = self.send(&request, version)?;
         let p = &response.responses[0].partition_responses[0];
         Ok((p.error_code, p.base_offset))
     }
 
     pub fn log_end_offset(&mut self, topic: &str) -> Result<i64> {
-        let request = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
-            list_offsets_request::ListOffsetsTopic::default()
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
                 .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_partitions(vec![list_offsets_request::ListOffsetsPartition::default().with_partition_index(0).with_timestamp(-1)]),
-        ]);
+                .with_partitions(vec![
+                    list_offsets_request::ListOffsetsPartition::default()
+                        .with_partition_index(0)
+                        .with_timestamp(-1),
+                ])]);
         let response = self.send(&request, 7)?;
         Ok(response.topics[0].partitions[0].offset)
     }
 }
-
 
 /// A record without producer id, key or headers at `offset` in its batch.
 /// Its sequence keeps kafka-protocol's encoder to one batch (base sequence
