@@ -18,27 +18,19 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
 use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
-use common::cluster::Cluster;
+use common::cluster::{Cluster, FAST_FAILOVER};
 use common::kafka_client::Client;
 use rdkafka::producer::FutureRecord;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const NOT_ENOUGH_REPLICAS: i16 = 19;
-const FLAGS: &[&str] = &[
-    "--wal-profile",
-    "low",
-    "--broker-session-timeout-ms",
-    "3000",
-    "--replica-lag-time-max-ms",
-    "3000",
-    "--min-insync-replicas",
-    "2",
-    "--default-replication-factor",
-    "3",
-    "--group-initial-rebalance-delay-ms",
-    "0",
-];
+/// `FAST_FAILOVER`, and groups rebalance at once.
+fn flags() -> Vec<&'static str> {
+    let mut flags = FAST_FAILOVER.to_vec();
+    flags.extend_from_slice(&["--group-initial-rebalance-delay-ms", "0"]);
+    flags
+}
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
@@ -82,7 +74,7 @@ fn produce_until_ok(
 #[test]
 fn leader_failover_loses_no_acknowledged_message() -> Result<()> {
     let _serial = serial();
-    let mut cluster = Cluster::start(3, FLAGS)?;
+    let mut cluster = Cluster::start(3, &flags())?;
     let topic = "failover";
     let partitions = 3;
     create(&mut cluster, topic, partitions)?;
@@ -219,7 +211,7 @@ fn leader_failover_loses_no_acknowledged_message() -> Result<()> {
 #[test]
 fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
     let _serial = serial();
-    let mut cluster = Cluster::start(3, FLAGS)?;
+    let mut cluster = Cluster::start(3, &flags())?;
     let topic = "min-isr";
     create(&mut cluster, topic, 1)?;
     let view = cluster.partitions(topic)?.remove(0);
@@ -290,7 +282,7 @@ fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
 #[test]
 fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
     let _serial = serial();
-    let mut cluster = Cluster::start(3, FLAGS)?;
+    let mut cluster = Cluster::start(3, &flags())?;
     let topic = "catch-up";
     create(&mut cluster, topic, 1)?;
     let view = cluster.partitions(topic)?.remove(0);
@@ -356,7 +348,7 @@ fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
 #[test]
 fn isolated_old_leader_acknowledges_no_acks_all_write() -> Result<()> {
     let _serial = serial();
-    let mut cluster = Cluster::start(3, FLAGS)?;
+    let mut cluster = Cluster::start(3, &flags())?;
     let topic = "split-brain";
     create(&mut cluster, topic, 1)?;
     let old = cluster.partitions(topic)?.remove(0).leader;
@@ -437,7 +429,7 @@ fn a_spoofed_replica_fetch_cannot_acknowledge_acks_all() -> Result<()> {
     use kafka_protocol::protocol::StrBytes;
     const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     let _serial = serial();
-    let mut cluster = Cluster::start(3, FLAGS)?;
+    let mut cluster = Cluster::start(3, &flags())?;
     let topic = "spoof";
     create(&mut cluster, topic, 1)?;
     let view = cluster.partitions(topic)?.remove(0);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
-use common::cluster::Cluster;
+use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
 use common::kafka_client::Client;
 use kafka_protocol::messages::MetadataRequest;
 use rdkafka::producer::FutureRecord;
@@ -25,18 +25,6 @@ type Delivery = (u64, Result<i64, String>, Duration);
 /// The session timeout the shutdown must beat: without controlled shutdown
 /// the leader's partitions move only after it.
 const SESSION_TIMEOUT_MS: u64 = 3000;
-const FLAGS: &[&str] = &[
-    "--wal-profile",
-    "low",
-    "--broker-session-timeout-ms",
-    "3000",
-    "--replica-lag-time-max-ms",
-    "3000",
-    "--min-insync-replicas",
-    "2",
-    "--default-replication-factor",
-    "3",
-];
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())

@@ -8,70 +8,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
-use common::cluster::Cluster;
+use anyhow::{ensure, Result};
+use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
 use common::kafka_client::Client;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
-use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
 
 const OFFSETS: &str = "__consumer_offsets";
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const FLAGS: &[&str] = &[
-    "--wal-profile",
-    "low",
-    "--broker-session-timeout-ms",
-    "3000",
-    "--replica-lag-time-max-ms",
-    "3000",
-    "--min-insync-replicas",
-    "2",
-    "--default-replication-factor",
-    "3",
-];
-
-/// A simple (groupless) commit of `offset` for partition 0 of `topic`;
-/// returns the partition's error code.
-fn commit(client: &mut Client, topic: &str, offset: i64) -> Result<i16> {
-    let request = OffsetCommitRequest::default()
-        .with_group_id(GroupId(StrBytes::from_static_str("g")))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![OffsetCommitRequestTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![OffsetCommitRequestPartition::default()
-                .with_partition_index(0)
-                .with_committed_offset(offset)])]);
-    let response = client.send(&request, 8)?;
-    Ok(response.topics[0].partitions[0].error_code)
-}
-
-fn fetch(client: &mut Client, topic: &str) -> Result<i64> {
-    let request = OffsetFetchRequest::default()
-        .with_group_id(GroupId(StrBytes::from_static_str("g")))
-        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_indexes(vec![0])]));
-    let response = client.send(&request, 7)?;
-    ensure!(
-        response.error_code == 0,
-        "OffsetFetch error {}",
-        response.error_code
-    );
-    let p = &response
-        .topics
-        .first()
-        .context("OffsetFetch without topics")?
-        .partitions[0];
-    ensure!(
-        p.error_code == 0,
-        "OffsetFetch partition error {}",
-        p.error_code
-    );
-    Ok(p.committed_offset)
-}
 
 #[test]
 fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
@@ -97,7 +39,7 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     // shows it (UNKNOWN_TOPIC_OR_PARTITION is retriable).
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let first = commit(&mut client, topic, 5)?;
+        let first = client.commit_offset("g", topic, 5)?;
         if first == 0 {
             break;
         }
@@ -112,7 +54,7 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     for &f in &followers {
         cluster.node(f).pause()?;
     }
-    let refused = commit(&mut client, topic, 10);
+    let refused = client.commit_offset("g", topic, 10);
     for &f in &followers {
         cluster.node(f).resume()?;
     }
@@ -122,7 +64,7 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
         "a commit without the ISR answered error {refused}, not COORDINATOR_NOT_AVAILABLE"
     );
     ensure!(
-        fetch(&mut client, topic)? == 5,
+        client.committed_offset("g", topic)? == 5,
         "OffsetFetch shows a commit that was not acknowledged"
     );
 
@@ -130,7 +72,7 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut client = Client::connect(cluster.node(coordinator))?;
-        if commit(&mut client, topic, 20)? == 0 {
+        if client.commit_offset("g", topic, 20)? == 0 {
             break;
         }
         ensure!(
@@ -151,7 +93,7 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     let mut client = Client::connect(cluster.node(views[0].leader))?;
     let deadline = Instant::now() + Duration::from_secs(10);
     let committed = loop {
-        match fetch(&mut client, topic) {
+        match client.committed_offset("g", topic) {
             Ok(offset) => break offset,
             Err(e) if Instant::now() < deadline => {
                 let _ = e;

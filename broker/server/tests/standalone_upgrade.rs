@@ -12,34 +12,6 @@ use bytes::Bytes;
 use common::broker::{binary, Broker};
 use common::cluster::free_port;
 use common::kafka_client::Client;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
-use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
-use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetFetchRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
-
-fn commit(client: &mut Client, topic: &str, offset: i64) -> Result<i16> {
-    let request = OffsetCommitRequest::default()
-        .with_group_id(GroupId(StrBytes::from_static_str("g")))
-        .with_generation_id_or_member_epoch(-1)
-        .with_topics(vec![OffsetCommitRequestTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![OffsetCommitRequestPartition::default()
-                .with_partition_index(0)
-                .with_committed_offset(offset)])]);
-    Ok(client.send(&request, 8)?.topics[0].partitions[0].error_code)
-}
-
-fn committed(client: &mut Client, topic: &str) -> Result<i64> {
-    let request = OffsetFetchRequest::default()
-        .with_group_id(GroupId(StrBytes::from_static_str("g")))
-        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_indexes(vec![0])]));
-    let response = client.send(&request, 7)?;
-    Ok(response.topics.first().context("no topics")?.partitions[0].committed_offset)
-}
 
 #[test]
 fn a_data_directory_without_a_quorum_is_adopted_or_refused() -> Result<()> {
@@ -52,7 +24,7 @@ fn a_data_directory_without_a_quorum_is_adopted_or_refused() -> Result<()> {
         let values: Vec<Bytes> = (0..10).map(|i| Bytes::from(format!("v{i}"))).collect();
         let (code, _) = client.produce_values("kept", &values)?;
         ensure!(code == 0, "produce failed with {code}");
-        ensure!(commit(&mut client, "kept", 7)? == 0, "commit failed");
+        ensure!(client.commit_offset("g", "kept", 7)? == 0, "commit failed");
         let id = client.topic_id("kept")?;
         let meta = std::fs::read_to_string(data_dir.join("meta.properties"))?;
         broker.stop()?;
@@ -104,7 +76,7 @@ fn a_data_directory_without_a_quorum_is_adopted_or_refused() -> Result<()> {
     ensure!(client.topic_id("kept")? == topic_id, "the topic id changed");
     ensure!(client.log_end_offset("kept")? == 10, "records lost");
     ensure!(
-        committed(&mut client, "kept")? == 7,
+        client.committed_offset("g", "kept")? == 7,
         "committed offset lost"
     );
     let values = vec![Bytes::from("after")];

@@ -15,6 +15,21 @@ use kafka_protocol::protocol::StrBytes;
 use super::broker::Broker;
 use super::kafka_client::Client;
 
+/// Flags of the fault tests' clusters: fast fsync, fencing and ISR shrink
+/// after 3 s, topics RF 3 with min.insync.replicas 2 by default.
+pub const FAST_FAILOVER: &[&str] = &[
+    "--wal-profile",
+    "low",
+    "--broker-session-timeout-ms",
+    "3000",
+    "--replica-lag-time-max-ms",
+    "3000",
+    "--min-insync-replicas",
+    "2",
+    "--default-replication-factor",
+    "3",
+];
+
 pub struct Cluster {
     pub nodes: Vec<Broker>,
     pub kafka_port: u16,

@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -238,6 +238,50 @@ impl Client {
         let response = self.send(&request, version)?;
         let p = &response.responses[0].partition_responses[0];
         Ok((p.error_code, p.base_offset))
+    }
+
+    /// A simple (groupless, generation -1) commit of `offset` for partition
+    /// 0 of `topic` by `group`; returns the partition's error code.
+    pub fn commit_offset(&mut self, group: &str, topic: &str, offset: i64) -> Result<i16> {
+        use offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.into())))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])]);
+        Ok(self.send(&request, 8)?.topics[0].partitions[0].error_code)
+    }
+
+    /// `group`'s committed offset for partition 0 of `topic` (OffsetFetch v7);
+    /// an error code is an error.
+    pub fn committed_offset(&mut self, group: &str, topic: &str) -> Result<i64> {
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.into())))
+            .with_topics(Some(vec![
+                offset_fetch_request::OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.into())))
+                    .with_partition_indexes(vec![0]),
+            ]));
+        let response = self.send(&request, 7)?;
+        ensure!(
+            response.error_code == 0,
+            "OffsetFetch error {}",
+            response.error_code
+        );
+        let p = &response
+            .topics
+            .first()
+            .context("OffsetFetch without topics")?
+            .partitions[0];
+        ensure!(
+            p.error_code == 0,
+            "OffsetFetch partition error {}",
+            p.error_code
+        );
+        Ok(p.committed_offset)
     }
 
     pub fn log_end_offset(&mut self, topic: &str) -> Result<i64> {
