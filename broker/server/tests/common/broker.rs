@@ -51,6 +51,8 @@ pub struct Broker {
     starts: u32,
     /// The LISTENING line's channel between `spawn_child` and `finish_start`.
     listening: Option<mpsc::Receiver<String>>,
+    /// The network namespace the broker runs in (`ip netns exec`), if any.
+    netns: Option<String>,
     /// Declared last so the directory outlives the child killed in `Drop`.
     _scratch: TempDir,
 }
@@ -72,6 +74,22 @@ impl Broker {
         let scratch = scratch_dir()?;
         let data_dir = scratch.path().join("data");
         let mut broker = Self::unstarted(scratch, data_dir, args, listen, metrics_listen);
+        broker.spawn_child()?;
+        Ok(broker)
+    }
+
+    /// `spawn_at` inside network namespace `netns` (`ip netns exec`; the
+    /// process keeps the pid `ip` had, so signals reach the broker).
+    pub fn spawn_in_netns(
+        netns: &str,
+        listen: &str,
+        metrics_listen: &str,
+        args: &[&str],
+    ) -> Result<Broker> {
+        let scratch = scratch_dir()?;
+        let data_dir = scratch.path().join("data");
+        let mut broker = Self::unstarted(scratch, data_dir, args, listen, metrics_listen);
+        broker.netns = Some(netns.to_string());
         broker.spawn_child()?;
         Ok(broker)
     }
@@ -128,6 +146,7 @@ impl Broker {
             metrics_listen: metrics_listen.to_string(),
             starts: 0,
             listening: None,
+            netns: None,
             _scratch: scratch,
         }
     }
@@ -146,7 +165,14 @@ impl Broker {
             .with_context(|| format!("opening {}", self.log_path.display()))?;
         writeln!(log, "===== test harness: start #{} =====", self.starts)?;
 
-        let mut command = Command::new(binary());
+        let mut command = match &self.netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns.as_str(), binary().as_str()]);
+                c
+            }
+            None => Command::new(binary()),
+        };
         // A CHRONIK_* variable in the developer's shell must not change the test.
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("CHRONIK_") {

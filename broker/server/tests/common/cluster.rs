@@ -32,6 +32,8 @@ pub const FAST_FAILOVER: &[&str] = &[
 
 pub struct Cluster {
     pub nodes: Vec<Broker>,
+    /// Node i+1's host (its `--peers` entry).
+    pub hosts: Vec<String>,
     pub kafka_port: u16,
     /// Holds the shared `--cluster-secret-file`.
     _secret_dir: tempfile::TempDir,
@@ -67,7 +69,7 @@ pub struct PartitionView {
 }
 
 impl Cluster {
-    /// Starts nodes 1..=n with `extra` flags on each.
+    /// Starts nodes 1..=n on 127.0.0.1..=n with `extra` flags on each.
     pub fn start(n: usize, extra: &[&str]) -> Result<Cluster> {
         let (kafka, raft, metrics) = loop {
             let ports = (free_port()?, free_port()?, free_port()?);
@@ -75,7 +77,24 @@ impl Cluster {
                 break ports;
             }
         };
-        let peers: Vec<String> = (1..=n).map(|i| format!("{i}@127.0.0.{i}")).collect();
+        let hosts: Vec<String> = (1..=n).map(|i| format!("127.0.0.{i}")).collect();
+        Cluster::start_on(&hosts, None, (kafka, raft, metrics), extra)
+    }
+
+    /// Starts node i+1 at `hosts[i]` (inside network namespace `netns[i]`
+    /// when given) with the same (Kafka, raft, metrics) ports on every node.
+    pub fn start_on(
+        hosts: &[String],
+        netns: Option<&[String]>,
+        ports: (u16, u16, u16),
+        extra: &[&str],
+    ) -> Result<Cluster> {
+        let (kafka, raft, metrics) = ports;
+        let peers: Vec<String> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| format!("{}@{h}", i + 1))
+            .collect();
         let peers = peers.join(",");
         // One secret file for all nodes, as on one host; it outlives them.
         let secret_dir = tempfile::tempdir()?;
@@ -85,9 +104,9 @@ impl Cluster {
             .context("temp path is not UTF-8")?
             .to_string();
         let mut nodes = Vec::new();
-        for i in 1..=n {
-            let id = i.to_string();
-            let raft_listen = format!("127.0.0.{i}:{raft}");
+        for (i, host) in hosts.iter().enumerate() {
+            let id = (i + 1).to_string();
+            let raft_listen = format!("{host}:{raft}");
             let mut args: Vec<&str> = vec![
                 "--node-id",
                 &id,
@@ -99,17 +118,18 @@ impl Cluster {
                 &secret,
             ];
             args.extend_from_slice(extra);
-            nodes.push(Broker::spawn_at(
-                &format!("127.0.0.{i}:{kafka}"),
-                &format!("127.0.0.{i}:{metrics}"),
-                &args,
-            )?);
+            let (listen, metrics_listen) = (format!("{host}:{kafka}"), format!("{host}:{metrics}"));
+            nodes.push(match netns {
+                Some(ns) => Broker::spawn_in_netns(&ns[i], &listen, &metrics_listen, &args)?,
+                None => Broker::spawn_at(&listen, &metrics_listen, &args)?,
+            });
         }
         for node in &mut nodes {
             node.finish_start()?;
         }
         Ok(Cluster {
             nodes,
+            hosts: hosts.to_vec(),
             kafka_port: kafka,
             _secret_dir: secret_dir,
         })
@@ -117,8 +137,9 @@ impl Cluster {
 
     /// `bootstrap.servers` naming every node.
     pub fn bootstrap(&self) -> String {
-        (1..=self.nodes.len())
-            .map(|i| format!("127.0.0.{i}:{}", self.kafka_port))
+        self.hosts
+            .iter()
+            .map(|h| format!("{h}:{}", self.kafka_port))
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -141,6 +162,20 @@ impl Cluster {
             }
         }
         Err(last.unwrap_or_else(|| anyhow::anyhow!("no node is running")))
+    }
+
+    /// Partition views as node `id` answers them.
+    pub fn partitions_at(&mut self, id: i32, topic: &str) -> Result<Vec<PartitionView>> {
+        describe(self.node(id), topic)
+    }
+
+    /// The controller node `id` names in Metadata (-1: none).
+    pub fn controller_at(&mut self, id: i32) -> Result<i32> {
+        let mut client = Client::connect(self.node(id))?;
+        Ok(client
+            .send(&MetadataRequest::default().with_topics(Some(vec![])), 12)?
+            .controller_id
+            .0)
     }
 
     /// Polls until `check` accepts the partition views, or fails after `timeout`.

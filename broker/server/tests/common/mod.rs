@@ -11,6 +11,7 @@
 //! - `cluster` — a real 3-node cluster on 127.0.0.1-3 (same ports per node) and Metadata views.
 //! - `clients` — rdkafka producer / consumer / admin helpers (consumers `assign`).
 //! - `kafka_client` — a blocking client on kafka-protocol types: any request at any version.
+//! - `netns`   — nodes in their own network namespaces, and real partitions between them.
 //! - `wire`    — hand-encoded Kafka requests and RecordBatch v2 for raw-socket tests.
 //!
 //! Nothing here asserts on broker behaviour: helpers return what they saw and
@@ -22,6 +23,7 @@ pub mod clients;
 pub mod cluster;
 pub mod http;
 pub mod kafka_client;
+pub mod netns;
 pub mod prom;
 pub mod wire;
 

@@ -1,0 +1,346 @@
+//! Real network partitions (Linux network namespaces, `common::netns`): a
+//! 3-node cluster whose nodes each live in their own namespace, cut apart
+//! by routes while the test's clients still reach every node.
+//!
+//! - An isolated partition leader acknowledges no acks=all write; the
+//!   majority elects a new leader that does, and after healing the old
+//!   leader rejoins the ISR and nothing acknowledged is lost or doubled.
+//! - An isolated controller is replaced: the majority elects a new one and
+//!   keeps creating topics and serving produces; the old one catches up.
+//! - A cut that is not transitive (1 and 2 cannot talk, 3 reaches both)
+//!   under an idempotent acks=all producer: every acknowledged message is
+//!   read back once, in order.
+//!
+//! Skipped (with a message) where namespaces cannot be made: not root, or
+//! no iproute2.
+
+mod common;
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use bytes::Bytes;
+use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
+use common::cluster::{Cluster, FAST_FAILOVER};
+use common::kafka_client::Client;
+use common::netns::Network;
+use kafka_protocol::messages::MetadataRequest;
+use rdkafka::producer::FutureRecord;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+/// Each node has its own namespace, so the ports can be the same fixed ones.
+const PORTS: (u16, u16, u16) = (9092, 9093, 9644);
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The network and the cluster in it (the cluster is dropped first).
+fn start() -> Result<Option<(Cluster, Network)>> {
+    if !Network::usable() {
+        eprintln!("skipped: network namespaces need root and iproute2");
+        return Ok(None);
+    }
+    let net = Network::new(3)?;
+    let mut flags = FAST_FAILOVER.to_vec();
+    flags.extend_from_slice(&["--group-initial-rebalance-delay-ms", "0"]);
+    let cluster = Cluster::start_on(net.hosts(), Some(net.namespaces()), PORTS, &flags)?;
+    Ok(Some((cluster, net)))
+}
+
+/// One partition, min.insync.replicas 2.
+fn create(cluster: &mut Cluster, via: i32, topic: &str, replication_factor: i16) -> Result<()> {
+    Client::connect(cluster.node(via))?.create_topic_replicated(
+        topic,
+        1,
+        replication_factor,
+        &[("min.insync.replicas", "2")],
+    )?;
+    Ok(())
+}
+
+/// Polls node `at` until `check` accepts its view of `topic`.
+fn wait_at(
+    cluster: &mut Cluster,
+    at: i32,
+    topic: &str,
+    what: &str,
+    check: impl Fn(&[common::cluster::PartitionView]) -> bool,
+) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = None;
+    loop {
+        if let Ok(v) = cluster.partitions_at(at, topic) {
+            if check(&v) {
+                return Ok(());
+            }
+            seen = Some(v);
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "node {at}: timed out waiting for {what}; last view {seen:?}\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn values(range: std::ops::Range<u32>) -> Vec<Bytes> {
+    range.map(|i| Bytes::from(i.to_string())).collect()
+}
+
+/// Reads partition 0 of `topic` from its leader; the values as numbers.
+fn read_back(cluster: &Cluster, topic: &str, at_least: usize) -> Result<Vec<u32>> {
+    let consumer = consumer_at(&cluster.bootstrap(), &[])?;
+    assign_from_beginning(&consumer, topic, &[0])?;
+    let records = drain(&consumer, &[0], at_least, Duration::from_secs(30))?;
+    Ok(records
+        .iter()
+        .filter_map(|r| r.value_str().parse().ok())
+        .collect())
+}
+
+#[test]
+fn an_isolated_leader_acknowledges_no_acks_all_write_and_rejoins() -> Result<()> {
+    let _serial = serial();
+    let Some((mut cluster, mut net)) = start()? else {
+        return Ok(());
+    };
+    create(&mut cluster, 1, "isolated", 3)?;
+    wait_at(&mut cluster, 1, "isolated", "a full ISR", |ps| {
+        ps[0].leader > 0 && ps[0].isr.len() == 3
+    })?;
+    let old = cluster.partitions_at(1, "isolated")?[0].leader;
+    let mut to_old = Client::connect(cluster.node(old))?;
+    ensure!(
+        to_old
+            .produce_values_acks("isolated", &values(0..100), -1)?
+            .0
+            == 0,
+        "produce before the cut failed"
+    );
+
+    net.isolate(usize::try_from(old)?)?;
+    let majority: Vec<i32> = (1..=3).filter(|&n| n != old).collect();
+    wait_at(
+        &mut cluster,
+        majority[0],
+        "isolated",
+        "a new leader in the majority",
+        |ps| ps[0].leader > 0 && ps[0].leader != old,
+    )?;
+    // The old leader still believes it leads; clients still reach it. It
+    // must not acknowledge acks=all alone.
+    let (code, _) = to_old.produce_values_acks("isolated", &values(1000..1010), -1)?;
+    ensure!(
+        code != 0,
+        "the isolated old leader acknowledged an acks=all write\n{}",
+        cluster.logs()
+    );
+    let new = cluster.partitions_at(majority[0], "isolated")?[0].leader;
+    let mut to_new = Client::connect(cluster.node(new))?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while to_new
+        .produce_values_acks("isolated", &values(100..200), -1)?
+        .0
+        != 0
+    {
+        ensure!(
+            Instant::now() < deadline,
+            "the new leader does not accept acks=all\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    net.heal()?;
+    wait_at(
+        &mut cluster,
+        new,
+        "isolated",
+        "the old leader back in the ISR",
+        |ps| ps[0].isr.len() == 3,
+    )?;
+    let read = read_back(&cluster, "isolated", 200)?;
+    ensure!(
+        read == (0..200).collect::<Vec<u32>>(),
+        "read back {} values, not 0..200 once in order: {:?}",
+        read.len(),
+        &read[..read.len().min(20)]
+    );
+    Ok(())
+}
+
+#[test]
+fn an_isolated_controller_is_replaced_and_the_majority_keeps_serving() -> Result<()> {
+    let _serial = serial();
+    let Some((mut cluster, mut net)) = start()? else {
+        return Ok(());
+    };
+    let controller = cluster.controller_at(1)?;
+    ensure!(controller > 0, "no controller");
+    net.isolate(usize::try_from(controller)?)?;
+    let majority: Vec<i32> = (1..=3).filter(|&n| n != controller).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = cluster.controller_at(majority[0])?;
+        if now > 0 && now != controller {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the majority kept controller {now}\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Once the new controller fences the silent node (a session after it
+    // took over), metadata changes go on without it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut client = Client::connect(cluster.node(majority[0]))?;
+        let brokers = client
+            .send(&MetadataRequest::default().with_topics(Some(vec![])), 12)?
+            .brokers;
+        if brokers.iter().all(|b| b.node_id.0 != controller) {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the cut-off node {controller} is never fenced\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Two brokers are live: replication factor 2.
+    create(&mut cluster, majority[1], "after-the-cut", 2)?;
+    wait_at(
+        &mut cluster,
+        majority[0],
+        "after-the-cut",
+        "a leader",
+        |ps| ps[0].leader > 0,
+    )?;
+    let leader = cluster.partitions_at(majority[0], "after-the-cut")?[0].leader;
+    ensure!(
+        leader != controller,
+        "the cut-off node leads a topic created without it"
+    );
+    let mut client = Client::connect(cluster.node(leader))?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client
+        .produce_values_acks("after-the-cut", &values(0..50), -1)?
+        .0
+        != 0
+    {
+        ensure!(
+            Instant::now() < deadline,
+            "acks=all fails on the majority\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    net.heal()?;
+    // The old controller learns what was decided without it.
+    wait_at(
+        &mut cluster,
+        controller,
+        "after-the-cut",
+        "the topic on the healed node",
+        |ps| ps[0].leader == leader && ps[0].isr.len() == 2,
+    )?;
+    ensure!(
+        read_back(&cluster, "after-the-cut", 50)? == (0..50).collect::<Vec<u32>>(),
+        "records lost"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_non_transitive_cut_keeps_every_acknowledged_message() -> Result<()> {
+    let _serial = serial();
+    let Some((mut cluster, mut net)) = start()? else {
+        return Ok(());
+    };
+    create(&mut cluster, 3, "cut", 3)?;
+    wait_at(&mut cluster, 3, "cut", "a full ISR", |ps| {
+        ps[0].leader > 0 && ps[0].isr.len() == 3
+    })?;
+    let bootstrap = cluster.bootstrap();
+    // ~200 msg/s for 12 s, idempotent acks=all; the cut spans the middle.
+    let count: u32 = 2400;
+    let producer = std::thread::spawn(move || -> Result<Vec<(u32, i64)>> {
+        let producer = producer_at(
+            &bootstrap,
+            &[
+                ("acks", "all"),
+                ("enable.idempotence", "true"),
+                ("message.timeout.ms", "60000"),
+                ("linger.ms", "2"),
+            ],
+        )?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let start = Instant::now();
+            let mut pending = Vec::new();
+            for seq in 0..count {
+                let value = seq.to_string();
+                let future = producer
+                    .send_result(
+                        FutureRecord::<(), _>::to("cut")
+                            .partition(0)
+                            .payload(&value),
+                    )
+                    .map_err(|(e, _)| anyhow::anyhow!("enqueue failed: {e}"))?;
+                pending.push((seq, future));
+                if let Some(wait) =
+                    Duration::from_millis(u64::from(seq) * 5).checked_sub(start.elapsed())
+                {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+            let mut acked = Vec::new();
+            for (seq, future) in pending {
+                if let Ok(Ok(delivery)) = future.await {
+                    acked.push((seq, delivery.offset));
+                }
+            }
+            Ok(acked)
+        })
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    net.cut(1, 2)?;
+    std::thread::sleep(Duration::from_secs(6));
+    net.heal()?;
+    let acked = producer
+        .join()
+        .map_err(|_| anyhow::anyhow!("producer panicked"))??;
+    ensure!(
+        acked.len() > usize::try_from(count / 2)?,
+        "only {} of {count} acknowledged\n{}",
+        acked.len(),
+        cluster.logs()
+    );
+    let read = read_back(&cluster, "cut", acked.len())?;
+    let mut seen = std::collections::HashSet::new();
+    ensure!(
+        read.iter().all(|v| seen.insert(*v)),
+        "a value was read twice"
+    );
+    ensure!(read.windows(2).all(|w| w[0] < w[1]), "values out of order");
+    let missing: Vec<u32> = acked
+        .iter()
+        .map(|(s, _)| *s)
+        .filter(|s| !seen.contains(s))
+        .take(10)
+        .collect();
+    ensure!(missing.is_empty(), "acknowledged but lost: {missing:?}");
+    println!(
+        "non-transitive cut: {} of {count} acknowledged, all read back once in order",
+        acked.len()
+    );
+    Ok(())
+}
