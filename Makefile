@@ -24,6 +24,8 @@
 #   make fuzz        every fuzz target for FUZZ_SECONDS (default 200 s each; scripts/fuzz.sh):
 #                    libFuzzer on the stable toolchain, figures in fuzz/README.md
 #   make fuzz-smoke  every fuzz target for 5 s (part of make test)
+#   make fault-schedule the long randomized fault schedule (scripts/fault-schedule.sh; 600 s,
+#                    FAULT_SECS=N to change): kill -9, SIGSTOP, netns partitions under load, then the checker
 #   make cluster-soak the 3-node cluster tests 20 times in a row (scripts/repeat-cluster-tests.sh;
 #                    RUNS=N to change), stopping at the first failure
 #   make clean-run   ./cleanup.sh (stop what run-all/bench left running, remove .run/)
@@ -43,7 +45,7 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
-.PHONY: lint fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
+.PHONY: lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -121,6 +123,10 @@ fuzz:
 
 fuzz-smoke:
 	FUZZ_SECONDS=5 bash scripts/fuzz.sh
+
+FAULT_SECS ?= 600
+fault-schedule:
+	bash scripts/fault-schedule.sh $(FAULT_SECS)
 
 cluster-soak:
 	bash scripts/repeat-cluster-tests.sh $${RUNS:-20}
