@@ -31,7 +31,6 @@ use common::kafka_client::Client;
 use common::netns::Network;
 use rdkafka::consumer::{CommitMode, Consumer};
 use rdkafka::producer::FutureRecord;
-use rdkafka::Message;
 
 const TOPIC: &str = "faults";
 const PARTITIONS: i32 = 3;

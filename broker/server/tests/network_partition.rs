@@ -19,7 +19,7 @@ mod common;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use bytes::Bytes;
 use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
 use common::cluster::{Cluster, FAST_FAILOVER};
