@@ -30,6 +30,7 @@
 #     --broker chronik|kafka   broker under test (default chronik)
 #     --ingestors N      (default 2)   --consumers M (default 2)   --partitions P (default 6)
 #     --batch-size N     messages per POST (default 100)   --message-size B (default 256)
+#     --keys fixed|fresh k6 KEYS: one prebuilt body per VU (default), or new keys every request
 #     --wal-profile P    chronik WAL profile (default medium)
 #     --results DIR      results root (default results/)   --run-id ID
 #     --keep             keep the broker's data and scratch files (.run/<run-id>/)
@@ -78,6 +79,8 @@ BUILD="${BUILD:-1}"
 KEEP="${KEEP:-0}"
 REPORT="${REPORT:-1}"
 DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-120}"
+SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-60}"
+KEYS="${KEYS:-fixed}"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
@@ -97,6 +100,7 @@ while (($#)); do
     --min-insync-replicas) MIN_INSYNC=$2; shift 2 ;;
     --batch-size) BATCH_SIZE=$2; shift 2 ;;
     --message-size) MESSAGE_SIZE=$2; shift 2 ;;
+    --keys) KEYS=$2; shift 2 ;;
     --wal-profile) WAL_PROFILE=$2; shift 2 ;;
     --results) RESULTS_ROOT=$2; shift 2 ;;
     --run-id) RUN_ID=$2; shift 2 ;;
@@ -119,6 +123,8 @@ fi
 [[ "$ACKS" == 1 || "$ACKS" == all || "$ACKS" == -1 || "$ACKS" == 0 ]] || die "--acks must be 0, 1 or all"
 [[ "$NODES" =~ ^[1-9]$ ]] || die "--nodes must be 1..9"
 [[ "$BROKER" == chronik || "$NODES" == 1 || "$NODES" == 3 ]] || die "--broker kafka runs 1 or 3 nodes (the anchor's topologies)"
+[[ "$KEYS" == fixed || "$KEYS" == fresh ]] || die "--keys must be fixed or fresh"
+TOPOLOGY=$([[ "$NODES" == 1 ]] && echo standalone || echo cluster)
 if [[ -z "$REPLICATION_FACTOR" ]]; then REPLICATION_FACTOR=$((NODES < 3 ? NODES : 3)); fi
 if [[ -z "$MIN_INSYNC" ]]; then MIN_INSYNC=$((NODES >= 3 ? 2 : 1)); fi
 ((REPLICATION_FACTOR >= 1 && REPLICATION_FACTOR <= NODES)) || die "--replication-factor must be 1..$NODES"
@@ -153,7 +159,12 @@ trap 'log "interrupted"; exit 130' INT TERM
 log "run $RUN_ID: test=$TEST broker=$BROKER nodes=$NODES rf=$REPLICATION_FACTOR min.insync=$MIN_INSYNC acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
 
 # -- build and install ---------------------------------------------------------
-bash scripts/install-system-deps.sh --run >&2 || log "some system packages could not be installed; continuing (Prometheus is optional)"
+# apt's output goes to a log (a fresh machine's first run would flood the terminal).
+if bash scripts/install-system-deps.sh --run > "$OUT/logs/install-system-deps.log" 2>&1; then
+  log "system packages present ($(tail -n 1 "$OUT/logs/install-system-deps.log"))"
+else
+  log "some system packages could not be installed; continuing (Prometheus is optional; see $OUT/logs/install-system-deps.log)"
+fi
 # k6 (a Go build on first use) and the Python packages install while cargo
 # builds: on a fresh machine that saves minutes of the first run.
 scripts/install-k6.sh > "$WORK/k6-path" 2> "$WORK/install-k6.log" &
@@ -228,33 +239,37 @@ duration_seconds() {
     *[!0-9]*|"") echo null ;; *) echo "$1" ;;
   esac
 }
-write_meta() {
-  "$VENV_PY" - "$OUT/meta.json" <<PY
-import json, os, platform, sys
-meta = {
-  "run_id": "$RUN_ID", "started_at": "$STARTED_AT", "finished_at": "${1:-}",
-  "git_commit": "$(git_describe)",
-  "host": {"cores": os.cpu_count(), "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-           "hostname": platform.node(), "kernel": platform.release()},
-  "broker": {"kind": "$BROKER", "version": "$BROKER_VERSION", "bootstrap": "$BOOTSTRAP",
-             "flags": ["--wal-profile", "$WAL_PROFILE", "--produce-profile", "$PRODUCE_PROFILE"] if "$BROKER" == "chronik" else []},
-  "settings": {"test": "$TEST", "duration": "$DURATION", "duration_s": $(duration_seconds "$DURATION"), "rate": $RATE, "scale": $SCALE,
-               "duration_scale": $DURATION_SCALE, "acks": "$ACKS", "batch_size": $BATCH_SIZE,
-               "message_size": $MESSAGE_SIZE, "ingestors": $INGESTORS, "consumers": $CONSUMERS,
-               "partitions": $PARTITIONS, "wal_profile": "$WAL_PROFILE", "produce_profile": "$PRODUCE_PROFILE",
-               "nodes": $NODES, "replication_factor": $REPLICATION_FACTOR, "min_insync_replicas": $MIN_INSYNC,
-               "topic": "$TOPIC", "group": "$GROUP", "prometheus": "${PROM_URL:-}"},
-  "versions": {"k6": os.popen("'$K6_BIN' version 2>/dev/null").read().strip(),
-               "python": platform.python_version()},
-}
-json.dump(meta, open(sys.argv[1], "w"), indent=2)
-PY
+write_meta() {  # [FINISHED_AT]
+  local flags=()
+  [[ "$BROKER" == chronik ]] && flags=(--broker-flag=--wal-profile --broker-flag="$WAL_PROFILE"
+    --broker-flag=--produce-profile --broker-flag="$PRODUCE_PROFILE")
+  "$VENV_PY" scripts/runctl.py meta "$OUT/meta.json" --run-id "$RUN_ID" --started-at "$STARTED_AT" \
+    --finished-at "${1:-}" --git-commit "$(git_describe)" --broker "$BROKER" --broker-version "$BROKER_VERSION" \
+    --bootstrap "$BOOTSTRAP" "${flags[@]}" \
+    --setting "test=$TEST" --setting "duration=\"$DURATION\"" --setting "duration_s=$(duration_seconds "$DURATION")" \
+    --setting "rate=$RATE" --setting "scale=$SCALE" --setting "duration_scale=$DURATION_SCALE" \
+    --setting "acks=\"$ACKS\"" --setting "batch_size=$BATCH_SIZE" --setting "message_size=$MESSAGE_SIZE" \
+    --setting "ingestors=$INGESTORS" --setting "consumers=$CONSUMERS" --setting "partitions=$PARTITIONS" \
+    --setting "wal_profile=$WAL_PROFILE" --setting "produce_profile=$PRODUCE_PROFILE" \
+    --setting "nodes=$NODES" --setting "replication_factor=$REPLICATION_FACTOR" \
+    --setting "min_insync_replicas=$MIN_INSYNC" --setting "topic=$TOPIC" --setting "group=$GROUP" \
+    --setting "prometheus=${PROM_URL:-}" --setting "keys=$KEYS" \
+    --version "k6=$("$K6_BIN" version 2>/dev/null | head -1)"
 }
 write_meta ""
 
+# -- settle: load starts on a stable group and a full ISR ---------------------------
+# Otherwise the first seconds' records are read by a consumer that then loses
+# the partition in the group's first rebalance and are read again: extra
+# consumer work and a redelivery tail in the latency that is not the broker's.
+"$VENV_PY" scripts/runctl.py settle --partitions "$PARTITIONS" --timeout "$SETTLE_TIMEOUT" \
+  --bootstrap "$BOOTSTRAP" --topic "$TOPIC" --rf "$REPLICATION_FACTOR" "${CONSUMER_URLS[@]}" \
+  2> >(tee "$OUT/logs/settle.log" >&2) \
+  || die "the verifying consumers' group or the topic's ISR did not settle within ${SETTLE_TIMEOUT}s (logs/settle.log)"
+
 # -- load ---------------------------------------------------------------------------
 sample_specs=()
-for spec in "${STARTED[@]}"; do [[ $spec == prometheus=* ]] || sample_specs+=("$spec"); done
+for spec in "${STARTED[@]}"; do sample_specs+=("$spec"); done
 sample_specs+=("k6=~$K6_BIN run")
 sample_resources "$OUT/resources.csv" "$SAMPLER_STOP" "${sample_specs[@]}" &
 SAMPLER_PID=$!
@@ -263,11 +278,8 @@ progress() {
   local start=$SECONDS
   while [[ ! -e "$SAMPLER_STOP" ]]; do
     sleep 5
-    local verified=0 url v
-    for url in "${CONSUMER_URLS[@]}"; do
-      v=$(curl -fsS --max-time 1 "$url/summary" 2>/dev/null | "$VENV_PY" -c 'import json,sys; print(json.load(sys.stdin)["counts"]["verified"])' 2>/dev/null || echo 0)
-      verified=$((verified + v))
-    done
+    local verified
+    verified=$("$VENV_PY" scripts/runctl.py verified "${CONSUMER_URLS[@]}" 2>/dev/null || echo 0)
     log "progress: $((SECONDS - start))s into the load, $verified messages verified by the consumers"
   done
 }
@@ -279,19 +291,17 @@ K6_RC=0
 INGESTOR_URLS=$(IFS=,; echo "${INGESTOR_URL_LIST[*]}") RESULTS_DIR="$OUT/k6" RUN_ID="$RUN_ID" \
   TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
   RATE="$RATE" DURATION="$DURATION" VU_SCALE="$SCALE" DURATION_SCALE="$DURATION_SCALE" \
+  KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" \
   k6/run.sh "$TEST" --quiet --out "csv=$OUT/k6/raw-$TEST.csv.gz" > "$OUT/logs/k6.log" 2>&1 || K6_RC=$?
 log "k6 finished with exit status $K6_RC (99 = a threshold failed)"
 tail -n 25 "$OUT/logs/k6.log" >&2 || true
 
 # -- drain: ingestors flush, consumers catch up, ledgers reconcile ----------------------
-ledger_total() {  # sum of acknowledged messages over the saved ledgers
-  "$VENV_PY" -c 'import json,sys; print(sum(json.load(open(f))["acknowledged_count"] for f in sys.argv[1:]))' "$@"
-}
 LEDGERS=()
 for ((i = 0; i < INGESTORS; i++)); do
   url=${INGESTOR_URL_LIST[$i]}
   for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
-    inflight=$(curl -fsS --max-time 2 "$url/ledger" | "$VENV_PY" -c 'import json,sys; print(json.load(sys.stdin)["in_flight"])' 2>/dev/null || echo 1)
+    inflight=$("$VENV_PY" scripts/runctl.py in-flight "$url")
     [[ "$inflight" == 0 ]] && break
     sleep 1
   done
@@ -299,28 +309,13 @@ for ((i = 0; i < INGESTORS; i++)); do
   curl -fsS --max-time 5 "$url/metrics" > "$OUT/ingestors/ingestor-$i-metrics.prom" || true
   LEDGERS+=("$OUT/ingestors/ingestor-$i-ledger.json")
 done
-ACKED=$(ledger_total "${LEDGERS[@]}")
+ACKED=$("$VENV_PY" scripts/runctl.py ledger-total "${LEDGERS[@]}")
 log "ingestors acknowledged $ACKED messages; waiting for the consumers to drain"
 # Drained: every partition is assigned to some consumer with zero lag, and the
 # consumers together verified at least what was acknowledged (replica counts
 # can overlap after a rebalance; the merge below gives the exact verdict).
 drained() {
-  "$VENV_PY" - "$ACKED" "$PARTITIONS" "${CONSUMER_URLS[@]}" <<'PY'
-import json, sys, urllib.request
-acked, partitions, urls = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-verified, assigned, lag = 0, set(), 0
-for url in urls:
-    try:
-        s = json.load(urllib.request.urlopen(url + "/summary", timeout=2))
-    except Exception:
-        sys.exit(1)
-    verified += s["counts"]["verified"]
-    for a in s.get("assigned", []):
-        assigned.add((a["topic"], a["partition"]))
-        lag += max(0, a.get("lag") or 0)
-print(f"{verified} verified, {len(assigned)}/{partitions} partitions assigned, lag {lag}", file=sys.stderr)
-sys.exit(0 if verified >= acked and len(assigned) >= partitions and lag == 0 else 1)
-PY
+  "$VENV_PY" scripts/runctl.py drained --acked "$ACKED" --partitions "$PARTITIONS" "${CONSUMER_URLS[@]}"
 }
 for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
   drained 2> "$WORK/drain.txt" && break

@@ -94,6 +94,7 @@ refused "bad MODE" "$K6_DIR/scenarios/smoke.js" MODE=fast
 refused "bad BATCH_SIZE" "$K6_DIR/scenarios/blocking-batch.js" BATCH_SIZE=ten
 refused "bad INGESTOR_URLS" "$K6_DIR/scenarios/blocking-batch.js" INGESTOR_URLS=127.0.0.1:8080
 refused "bad THINK_TIME" "$K6_DIR/scenarios/max-load.js" THINK_TIME=5-1
+refused "bad KEYS" "$K6_DIR/scenarios/smoke.js" KEYS=random
 
 for t in "$K6_DIR"/tests/*.test.js; do
   if k6_with run "$t" --quiet > "$WORK/unit.out" 2>&1; then

@@ -297,11 +297,24 @@ def _resources(report: Report, charts: Mapping[str, str]) -> list[str]:
         ("Run", "run_id", fmt_code), ("Component", "component", fmt_text), ("Processes", "processes", fmt_int),
         ("Avg cores", "avg_cores", fmt_float), ("Peak cores", "peak_cores", fmt_float),
         ("Peak RSS", "peak_rss_bytes", fmt_bytes), ("Msg/s per core", "msg_per_s_per_core", fmt_int),
-        ("CPU µs/msg", "cpu_us_per_msg", fmt_float),
+        ("CPU µs/msg", "cpu_us_per_msg", fmt_float), ("Share of machine", "machine_share", _fmt_share),
     ]
     out += [markdown_table(report.components, cols, _numbers(cols, ["Run", "Component"])), "",
             "Avg cores: CPU seconds ÷ the sampled window; peak: the busiest one-second interval (processes of a "
-            "component summed). CPU µs/msg: the component's CPU seconds over the run ÷ messages produced."]
+            "component summed). CPU µs/msg: the component's CPU seconds over the run ÷ messages produced. "
+            "Share of machine: avg cores ÷ the host's cores."]
+    if not report.sides.empty:
+        scols: list[Column] = [
+            ("Run", "run_id", fmt_code), ("Load generator (k6)", "load_generator_share", _fmt_share),
+            ("System under test", "system_share", _fmt_share), ("Everything sampled", "total_share", _fmt_share),
+            ("Pipeline CPU µs/msg", "pipeline_cpu_us_per_msg", fmt_float),
+            ("k6 over half the machine", "load_generator_limit",
+             lambda x: "**yes**: the figures may be k6's limit" if x else "no"),
+        ]
+        out += ["", "### Where the cores go", "", markdown_table(report.sides, scols, _numbers(scols, ["Run", "k6 over half the machine"])),
+                "", "System under test: ingestors + brokers + consumers. Pipeline CPU µs/msg: k6 + system under test. "
+                "When k6 takes more than half of the machine, the run measured the load generator as much as the "
+                "system: the conclusions say so."]
     if "cpu" in charts:
         out += ["", f"![CPU per component]({charts['cpu']})"]
     pcols: list[Column] = [
@@ -311,6 +324,10 @@ def _resources(report: Report, charts: Mapping[str, str]) -> list[str]:
     ]
     return out + ["", "### Per process", "",
                   markdown_table(report.processes, pcols, ["Avg cores", "Peak cores", "Peak RSS"])]
+
+
+def _fmt_share(x) -> str:
+    return fmt_pct(x, 0)
 
 
 def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> str:

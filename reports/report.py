@@ -35,6 +35,7 @@ class Report:
     broker_metrics: pd.DataFrame
     processes: pd.DataFrame
     components: pd.DataFrame
+    sides: pd.DataFrame
     resource_timeline: pd.DataFrame
     notes: list[str] = field(default_factory=list)
     conclusions: list[str] = field(default_factory=list)
@@ -54,7 +55,8 @@ def build_report(runs_or_paths) -> Report:
     e2e_each = [summarise.end_to_end(run) for run in runs]
     e2e = summarise.e2e_table(e2e_each)
     usage = resources.usage(runs)
-    components = resources.components(usage, throughput)
+    settings = summarise.settings(runs)
+    components = resources.components(usage, throughput, settings.set_index("run_id")["host_cores"])
     broker_cpu = (
         components[components["component"] == "broker"][["run_id", "cpu_us_per_msg"]]
         .rename(columns={"cpu_us_per_msg": "broker_cpu_us_per_msg"})
@@ -65,7 +67,7 @@ def build_report(runs_or_paths) -> Report:
     )
     report = Report(
         runs=runs,
-        settings=summarise.settings(runs),
+        settings=settings,
         runners=runners,
         summary=summary,
         throughput=throughput,
@@ -81,6 +83,7 @@ def build_report(runs_or_paths) -> Report:
         broker_metrics=broker.broker_metrics(runs),
         processes=resources.processes(usage),
         components=components,
+        sides=resources.sides(components),
         resource_timeline=resources.timeline(usage),
     )
     report.notes.extend(notes(report))
@@ -185,6 +188,13 @@ def conclusions(report: Report) -> list[str]:
             f"({_n(row.chronik)} vs {_n(row.kafka)} msg/s){cpu_text}."
         )
 
+    for side in report.sides.itertuples():
+        if side.load_generator_limit:
+            out.append(
+                f"**Load generator limit** `{side.run_id}`: k6 used {side.load_generator_share:.0%} of the machine "
+                f"(more than {resources.LOAD_GENERATOR_WARN_SHARE:.0%}): the figures may show what k6 could send, "
+                "not what the system could carry; give k6 its own machine or fewer requests per message."
+            )
     comps = report.components
     if len(comps):
         cores = report.settings.set_index("run_id")["host_cores"]

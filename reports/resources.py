@@ -3,7 +3,9 @@ from the once-a-second ``resources.csv`` samples.
 
 Owns: average cores (CPU seconds over the sampled window), peak cores (the
 busiest sampling interval), peak RSS, their sums per component, and the
-efficiency figures: msg/s per core and CPU µs per message. Must not: decide
+efficiency figures: msg/s per core and CPU µs per message, each component's
+share of the machine (average cores ÷ the host's cores), and which side used
+the cores: the load generator (k6) or the system under test. Must not: decide
 what a run's message count is (the caller passes it).
 """
 
@@ -20,10 +22,15 @@ PROCESS_COLUMNS = [
 ]
 COMPONENT_COLUMNS = [
     "run_id", "component", "processes", "cpu_seconds", "avg_cores", "peak_cores", "peak_rss_bytes",
-    "msg_per_s_per_core", "cpu_us_per_msg",
+    "msg_per_s_per_core", "cpu_us_per_msg", "machine_share",
 ]
-# components in the order a message passes them
-COMPONENT_ORDER = ["k6", "ingestor", "broker", "consumer"]
+# components in the order a message passes them, then the observers
+COMPONENT_ORDER = ["k6", "ingestor", "broker", "consumer", "prometheus"]
+# the load generator; every other pipeline component is the system under test
+LOAD_GENERATOR = "k6"
+SYSTEM_UNDER_TEST = ["ingestor", "broker", "consumer"]
+# above this share of the machine the load generator may be the limit
+LOAD_GENERATOR_WARN_SHARE = 0.5
 
 
 def usage(runs: list[Run]) -> pd.DataFrame:
@@ -67,9 +74,10 @@ def timeline(usage: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def components(usage: pd.DataFrame, throughput: pd.DataFrame) -> pd.DataFrame:
+def components(usage: pd.DataFrame, throughput: pd.DataFrame, host_cores: pd.Series | None = None) -> pd.DataFrame:
     """Per component of each run: summed processes, and its efficiency against
-    ``throughput`` (columns ``run_id``, ``messages``, ``msg_per_s``)."""
+    ``throughput`` (columns ``run_id``, ``messages``, ``msg_per_s``);
+    ``host_cores`` (run_id -> cores) gives the share of the machine."""
     procs = processes(usage)
     if procs.empty:
         return empty(COMPONENT_COLUMNS)
@@ -86,10 +94,37 @@ def components(usage: pd.DataFrame, throughput: pd.DataFrame) -> pd.DataFrame:
         .assign(
             msg_per_s_per_core=lambda d: d["msg_per_s"] / d["avg_cores"],
             cpu_us_per_msg=lambda d: d["cpu_seconds"] * 1e6 / d["messages"],
+            machine_share=lambda d: d["avg_cores"] / pd.to_numeric(
+                d["run_id"].map(host_cores if host_cores is not None else {}), errors="coerce"),
         )
         .pipe(_in_component_order)
         [COMPONENT_COLUMNS]
     )
+
+
+def sides(components: pd.DataFrame) -> pd.DataFrame:
+    """Per run: the machine shares of the load generator, the system under
+    test and everything sampled, the pipeline's CPU µs per message (load
+    generator + system under test), and whether the load generator used more
+    than ``LOAD_GENERATOR_WARN_SHARE`` of the machine."""
+    columns = ["run_id", "load_generator_share", "system_share", "total_share", "pipeline_cpu_us_per_msg",
+               "load_generator_limit"]
+    if components.empty:
+        return empty(columns)
+    rows = []
+    for run_id, g in components.groupby("run_id", sort=False):
+        share = g.set_index("component")["machine_share"]
+        us = g.set_index("component")["cpu_us_per_msg"]
+        gen = share.get(LOAD_GENERATOR, float("nan"))
+        rows.append({
+            "run_id": run_id,
+            "load_generator_share": gen,
+            "system_share": share.reindex(SYSTEM_UNDER_TEST).sum(min_count=1),
+            "total_share": share.sum(min_count=1),
+            "pipeline_cpu_us_per_msg": us.reindex([LOAD_GENERATOR, *SYSTEM_UNDER_TEST]).sum(min_count=1),
+            "load_generator_limit": bool(pd.notna(gen) and gen > LOAD_GENERATOR_WARN_SHARE),
+        })
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _in_component_order(frame: pd.DataFrame) -> pd.DataFrame:

@@ -54,21 +54,9 @@ start_consumer() {
   log "$name pid $STARTED_PID at $STARTED_URL"
 }
 
-# create_topic BOOTSTRAP TOPIC PARTITIONS - with confluent-kafka's admin client.
-create_topic() {  # BOOTSTRAP TOPIC PARTITIONS [RF [MIN_INSYNC]]
-  "$VENV_PY" - "$@" <<'PY'
-import sys
-from confluent_kafka.admin import AdminClient, NewTopic
-bootstrap, topic, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rf = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-min_insync = sys.argv[5] if len(sys.argv) > 5 else "1"
-admin = AdminClient({"bootstrap.servers": bootstrap})
-new = NewTopic(topic, partitions, rf, config={"min.insync.replicas": min_insync})
-for name, f in admin.create_topics([new], operation_timeout=30).items():
-    f.result(timeout=60)
-print(f"created {topic} with {partitions} partitions, replication factor {rf}, "
-      f"min.insync.replicas {min_insync}", file=sys.stderr)
-PY
+# create_topic BOOTSTRAP TOPIC PARTITIONS [RF [MIN_INSYNC]] - with confluent-kafka's admin client.
+create_topic() {
+  "$VENV_PY" "$REPO_ROOT/scripts/runctl.py" create-topic "$1" "$2" "$3" "${4:-1}" "${5:-1}"
 }
 
 # kafka_anchor - the kafka-anchor's working copy in .tools/ (copied from the

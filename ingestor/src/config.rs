@@ -4,7 +4,11 @@
 //! and `KAFKA_BOOTSTRAP_SERVERS`), the plain `Config` the rest of the crate
 //! receives, and its translation into librdkafka producer properties.
 //! Defaults follow the seed's Test 6 ingestor: acks=1, linger.ms=5,
-//! batch.num.messages=10000, snappy.
+//! batch.num.messages=10000, snappy. linger.ms depends on acks when not
+//! given: 5 ms for acks 0/1 (the seed), 20 ms for acks=all, where every
+//! acknowledgement already waits for a follower's fetch round trip; larger
+//! batches there halved the brokers' CPU per message in the 3-node pipeline
+//! (README, "Where the cores go").
 //! Must not: read the environment anywhere else.
 
 use std::fmt;
@@ -115,9 +119,10 @@ pub struct Args {
         allow_hyphen_values = true
     )]
     pub acks: Acks,
-    /// How long librdkafka waits to fill a batch (linger.ms).
-    #[arg(long, env = "CHRONIK_INGESTOR_LINGER_MS", default_value_t = 5)]
-    pub linger_ms: u64,
+    /// How long librdkafka waits to fill a batch (linger.ms); default 5 for
+    /// acks 0/1 and 20 for acks=all.
+    #[arg(long, env = "CHRONIK_INGESTOR_LINGER_MS")]
+    pub linger_ms: Option<u64>,
     /// Most messages in one produce batch (batch.num.messages).
     #[arg(long, env = "CHRONIK_INGESTOR_BATCH_NUM_MESSAGES", default_value_t = 10_000,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -163,6 +168,11 @@ pub struct Args {
     )]
     pub producer_config: Vec<String>,
 }
+
+/// linger.ms for acks 0 and 1 (the seed's).
+pub const LINGER_MS: u64 = 5;
+/// linger.ms for acks=all (see the module header).
+pub const LINGER_MS_ACKS_ALL: u64 = 20;
 
 /// The effective configuration.
 #[derive(Debug, Clone)]
@@ -225,7 +235,10 @@ impl TryFrom<Args> for Config {
             bootstrap_servers: args.bootstrap_servers,
             topic: args.topic,
             acks: args.acks,
-            linger: Duration::from_millis(args.linger_ms),
+            linger: Duration::from_millis(args.linger_ms.unwrap_or(match args.acks {
+                Acks::All => LINGER_MS_ACKS_ALL,
+                _ => LINGER_MS,
+            })),
             batch_num_messages: args.batch_num_messages,
             compression: args.compression,
             enable_idempotence: args.enable_idempotence,
@@ -332,6 +345,10 @@ mod tests {
             (c.acks, c.enable_idempotence, c.ingestor_id.as_str()),
             (Acks::All, true, "i-1")
         );
+        assert_eq!(c.linger, Duration::from_millis(LINGER_MS_ACKS_ALL));
+        let explicit = parse(&["--acks", "all", "--linger-ms", "7"]).expect("valid");
+        assert_eq!(explicit.linger, Duration::from_millis(7));
+        assert_eq!(parse(&["--acks", "0"]).expect("valid").linger, Duration::from_millis(LINGER_MS));
         assert_eq!(
             c.producer_properties().get("socket.nagle.disable"),
             Some("true")

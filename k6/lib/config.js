@@ -11,6 +11,8 @@
 // every scenario the same way. Invalid values throw at init, which k6 reports
 // as a script error (exit 107) before any load is sent.
 
+import { KEY_MODES } from './payload.js';
+
 const MODES = ['blocking', 'fire'];
 
 function env(name) {
@@ -101,6 +103,7 @@ export function loadConfig(defaults) {
     batchSize: envNumber('BATCH_SIZE', defaults.batchSize ?? 100, { min: 1, integer: true }),
     messageSize: envNumber('MESSAGE_SIZE', defaults.messageSize ?? 256, { min: 1, integer: true }),
     topic: envString('TOPIC', undefined),
+    keys: envString('KEYS', defaults.keys ?? 'fixed'),
     vuScale: envNumber('VU_SCALE', 1, { min: 0.000001 }),
     durationScale: envNumber('DURATION_SCALE', 1, { min: 0.000001 }),
     resultsDir: envString('RESULTS_DIR', 'results').replace(/\/+$/, ''),
@@ -113,6 +116,7 @@ export function loadConfig(defaults) {
     droppedRatio: envNumber('DROPPED_RATIO', defaults.droppedRatio ?? 0.01, { min: 0 }),
     httpTimeout: envString('HTTP_TIMEOUT', defaults.httpTimeout ?? '30s'),
   };
+  if (!KEY_MODES.includes(cfg.keys)) throw new Error(`KEYS=${cfg.keys}: expected one of ${KEY_MODES.join(', ')}`);
   parseDuration(cfg.httpTimeout); // validate early
   return Object.freeze(cfg);
 }

@@ -9,7 +9,7 @@
 
 import http from 'k6/http';
 import { sleep } from 'k6';
-import { BatchTemplate } from './payload.js';
+import { BatchTemplate, valuePool } from './payload.js';
 import {
   batchLatency, singleLatency, messagesProduced, messagesAccepted,
   messagesFailed, payloadBytes, produceErrors,
@@ -43,8 +43,10 @@ export class IngestorClient {
     // inspect`, setup, teardown): nothing will be sent there, skip the payload.
     // (exec.vu is not readable in the init context.)
     this.vu = __VU;
+    // The value pool is drawn in the first init pass and shared from then on.
+    const pool = valuePool(cfg.batchSize, cfg.messageSize);
     this.template = this.vu === 0 ? null : new BatchTemplate({
-      vu: this.vu, batchSize: cfg.batchSize, messageSize: cfg.messageSize, topic: cfg.topic,
+      vu: this.vu, batchSize: cfg.batchSize, messageSize: cfg.messageSize, topic: cfg.topic, keys: cfg.keys, pool,
     });
     this.baseUrl = cfg.ingestorUrls[(Math.max(this.vu, 1) - 1) % cfg.ingestorUrls.length];
     this.batchUrl = `${this.baseUrl}${cfg.mode === 'fire' ? '/produce/fire/batch' : '/produce/batch'}`;

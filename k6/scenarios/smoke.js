@@ -34,7 +34,9 @@ const cfg = loadConfig({
 const rate = scaleTarget(envNumber('RATE', 20, { min: 1 }), cfg.vuScale);
 const duration = scaleDuration(cfg, envString('DURATION', '60s'));
 // VUs needed = rate x time a request may take; P99_MS is that budget.
-const preVUs = envNumber('PRE_VUS', Math.max(2, Math.ceil(rate * 0.1)), { min: 1, integer: true });
+// Enough VUs, started before the load, for 200 ms of latency at RATE: a VU
+// k6 has to start mid-run costs CPU and drops iterations while it starts.
+const preVUs = envNumber('PRE_VUS', Math.max(2, Math.ceil(rate * 0.2)), { min: 1, integer: true });
 const maxVUs = envNumber('MAX_VUS', Math.max(preVUs, Math.ceil((rate * cfg.p99Ms) / 1000) + 2), { min: 1, integer: true });
 
 export const options = {

@@ -9,7 +9,7 @@ import { check } from 'k6';
 import {
   expectedIterations, formatDuration, loadConfig, parseDuration, runTags, scaleStages, scaleTarget,
 } from '../lib/config.js';
-import { BatchTemplate, randomAscii } from '../lib/payload.js';
+import { BatchTemplate, bodyText, randomAscii, valuePool } from '../lib/payload.js';
 import { RAMP_TO_8000, MAX_LOAD_5000, STANDARD_500 } from '../lib/stages.js';
 import { textSummary } from '../lib/summary.js';
 import { thresholds } from '../lib/thresholds.js';
@@ -94,8 +94,11 @@ function testThresholds() {
   });
 }
 
+// Drawn in the init context, as the scenarios do.
+const POOL = valuePool(10, 1024);
+
 function testPayload() {
-  const tpl = new BatchTemplate({ vu: 7, batchSize: 10, messageSize: 1024, topic: undefined });
+  const tpl = new BatchTemplate({ vu: 7, batchSize: 10, messageSize: 1024, topic: undefined, keys: 'fresh', pool: POOL });
   const first = tpl.nextBatch();
   const second = tpl.nextBatch();
   const a = JSON.parse(first);
@@ -111,11 +114,25 @@ function testPayload() {
     'batch: values differ between messages': (m) => new Set(m.map((x) => x.value)).size === 10,
   });
   check(null, {
-    'batch: keys change every iteration, values stay': () =>
+    'KEYS=fresh: keys change every iteration, values stay': () =>
       a.every((x, i) => x.key !== b[i].key && x.value === b[i].value),
     'batch: body length = values + fixed JSON overhead': () => first.length > 10 * 1024 && first.length < 10 * 1024 + 10 * 40,
   });
-  const withTopic = JSON.parse(new BatchTemplate({ vu: 1, batchSize: 3, messageSize: 256, topic: 'k6-"t"' }).nextBatch());
+  const fixed = new BatchTemplate({ vu: 7, batchSize: 10, messageSize: 1024, topic: undefined, pool: POOL });
+  const f1 = fixed.nextBatch();
+  const fa = JSON.parse(bodyText(f1));
+  const other = JSON.parse(bodyText(new BatchTemplate({ vu: 8, batchSize: 10, messageSize: 1024, pool: POOL }).nextBatch()));
+  check(null, {
+    'KEYS=fixed (default): one prebuilt ArrayBuffer, the same every iteration': () =>
+      f1 instanceof ArrayBuffer && fixed.nextBatch() === f1,
+    'KEYS=fixed: keys <vu>-<index>, values from the shared pool': () =>
+      fa.length === 10 && fa.every((x, i) => x.key === `7-${i}` && x.value === a[i].value),
+    'KEYS=fixed: another VU sends other values and keys': () =>
+      other.every((x, i) => x.value !== fa[i].value && x.key === `8-${i}`),
+    'KEYS=fixed: single body is one message': () => JSON.parse(bodyText(fixed.nextSingle())).key === '7-s',
+    'KEYS=other: refused': () => throws(() => new BatchTemplate({ vu: 1, batchSize: 1, messageSize: 1, keys: 'random' })),
+  });
+  const withTopic = JSON.parse(new BatchTemplate({ vu: 1, batchSize: 3, messageSize: 256, topic: 'k6-"t"', keys: 'fresh' }).nextBatch());
   check(withTopic, {
     'batch: TOPIC is set on every message, JSON-escaped': (m) => m.length === 3 && m.every((x) => x.topic === 'k6-"t"'),
   });

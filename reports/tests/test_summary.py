@@ -149,6 +149,40 @@ def test_resources_per_component(report):
     assert ingestors["avg_cores"] == pytest.approx((4 * 0.01 + 20 * 0.18 + 4 * 0.01 + 19 * 0.20 + 0.30) / 24)
 
 
+def test_where_the_cores_go(report):
+    k6 = row(report.components, run_id=ACKS1, component="k6")
+    # two runners at 0.30 and 0.32 cores on a 2-core host
+    assert k6["machine_share"] == pytest.approx(k6["avg_cores"] / 2)
+    side = row(report.sides, run_id=ACKS1)
+    comps = report.components[report.components["run_id"] == ACKS1].set_index("component")
+    assert side["load_generator_share"] == pytest.approx(comps.loc["k6", "machine_share"])
+    assert side["system_share"] == pytest.approx(comps.loc[["ingestor", "broker", "consumer"], "machine_share"].sum())
+    assert side["pipeline_cpu_us_per_msg"] == pytest.approx(comps["cpu_us_per_msg"].sum())
+    assert not side["load_generator_limit"]
+    assert not any("Load generator limit" in c for c in report.conclusions)
+
+
+def test_a_busy_load_generator_is_called_out(copy_run):
+    from reports import build_report, render_markdown
+
+    run = copy_run(ACKS1)
+    lines = (run / "resources.csv").read_text().splitlines()
+    out, n = [lines[0]], {}
+    for line in lines[1:]:
+        fields = line.split(",")
+        if fields[1] == "k6":  # 0.8 cores per runner each second: 1.6 of 2 cores
+            n[fields[2]] = n.get(fields[2], -1) + 1
+            fields[4] = f"{0.5 + 0.8 * n[fields[2]]:.4f}"
+        out.append(",".join(fields))
+    (run / "resources.csv").write_text("\n".join(out) + "\n")
+    r = build_report([run])
+    side = row(r.sides, run_id=ACKS1)
+    assert side["load_generator_share"] == pytest.approx(0.8, rel=0.02)
+    assert side["load_generator_limit"]
+    assert any(c.startswith("**Load generator limit**") and "80%" in c for c in r.conclusions)
+    assert "**yes**: the figures may be k6's limit" in render_markdown(r)
+
+
 def test_resources_accept_epoch_timestamps(report):
     kafka = row(report.components, run_id=KAFKA, component="broker")
     assert kafka["avg_cores"] == pytest.approx((4 * 0.01 + 19 * 0.31 + 0.52) / 24)

@@ -1,0 +1,281 @@
+"""scripts/runctl.py - the steps of a pipeline run that are program logic, not
+process plumbing, shared by run-all.sh and k8s-perf/run.sh.
+
+Owns (standard library only, except `create-topic` and the ISR check of
+`settle`, which import confluent-kafka from the project's .venv):
+  create-topic BOOTSTRAP TOPIC PARTITIONS RF MIN_INSYNC
+                         create the run's topic with the admin client
+  settle --partitions P [--bootstrap B --topic T --rf R] [--timeout S] URL...
+                         wait until the verifying consumers' group is stable
+                         (every partition assigned to exactly one consumer,
+                         no rebalance for --stable seconds) and, with
+                         --bootstrap, every partition of the topic has its
+                         full ISR; logs what it waits for; exit 1 on timeout
+  verified URL...        print the messages the consumers verified so far
+  drained --acked N --partitions P URL...
+                         exit 0 when every partition is assigned with zero
+                         lag and the consumers verified at least N messages
+                         (one line of state on stderr either way)
+  ledger-total LEDGER... print the sum of the ledgers' acknowledged counts
+  in-flight URL          print an ingestor's in-flight message count (its
+                         /ledger), or 1 when it does not answer
+  meta OUT [--field value ...] [--setting k=v ...] [--version k=v ...]
+                         write a local run's meta.json: every value arrives
+                         as an argument (never spliced into code); setting
+                         values that parse as JSON numbers, booleans, null or
+                         strings ("\"1\"" is the string 1) are stored as such,
+                         the rest as text
+
+URL: a verifying consumer's base URL (its /summary is read).
+Must not: start or stop processes (the shell scripts do), or decide the
+run's verdict (chronik-consumer merge does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+SUMMARY_TIMEOUT_S = 2.0
+
+
+def summary(url: str) -> dict | None:
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/summary", timeout=SUMMARY_TIMEOUT_S) as r:
+            return json.load(r)
+    except (OSError, ValueError):
+        return None
+
+
+def group_state(urls: list[str]) -> tuple[dict[tuple[str, int], list[str]], int, list[str]]:
+    """(owners of each assigned partition, total rebalances, unreachable URLs)."""
+    owners: dict[tuple[str, int], list[str]] = {}
+    rebalances, down = 0, []
+    for url in urls:
+        s = summary(url)
+        if s is None:
+            down.append(url)
+            continue
+        rebalances += int(s.get("rebalances", 0))
+        for a in s.get("assigned", []):
+            owners.setdefault((a["topic"], int(a["partition"])), []).append(url)
+    return owners, rebalances, down
+
+
+def isr_short(bootstrap: str, topic: str, rf: int) -> list[str]:
+    """Partitions of `topic` whose ISR is smaller than `rf` (or unreadable)."""
+    from confluent_kafka.admin import AdminClient  # the .venv's; only here
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    md = admin.list_topics(topic=topic, timeout=5)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        return [f"{topic}: {getattr(t, 'error', None) or 'no metadata'}"]
+    return [f"{topic}-{p.id} isr {len(p.isrs)}/{rf}" for p in t.partitions.values()
+            if p.error is not None or len(p.isrs) < rf]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] settle: {msg}", file=sys.stderr, flush=True)
+
+
+def settle(args: argparse.Namespace) -> int:
+    """Polls once a second; settled when the assignment is complete and
+    exclusive and the rebalance count has not moved for `stable` seconds."""
+    deadline = time.monotonic() + args.timeout
+    started = time.monotonic()
+    last_rebalances, stable_since, last_why = None, None, None
+    while True:
+        owners, rebalances, down = group_state(args.urls)
+        why = []
+        if down:
+            why.append(f"no /summary from {', '.join(down)}")
+        doubled = sorted(f"{t}-{p}" for (t, p), o in owners.items() if len(o) > 1)
+        if len(owners) < args.partitions:
+            why.append(f"{len(owners)}/{args.partitions} partitions assigned")
+        if doubled:
+            why.append(f"assigned twice: {', '.join(doubled)}")
+        if args.bootstrap:
+            try:
+                short = isr_short(args.bootstrap, args.topic, args.rf)
+            except Exception as e:  # noqa: BLE001 - the admin client raises KafkaException and others
+                short = [f"describe failed: {e}"]
+            if short:
+                why.append("ISR short: " + ", ".join(short))
+        now = time.monotonic()
+        if why:
+            stable_since = None
+        elif rebalances != last_rebalances or stable_since is None:
+            stable_since = now
+        last_rebalances = rebalances
+        if stable_since is not None and now - stable_since >= args.stable:
+            log(f"stable after {now - started:.1f} s: {len(owners)} partitions over "
+                f"{len(args.urls)} consumers, {rebalances} rebalances"
+                + (f", full ISR of {args.rf}" if args.bootstrap else ""))
+            return 0
+        state = "; ".join(why) or f"assigned, waiting {args.stable:g} s without a rebalance"
+        if state != last_why:
+            log(state)
+            last_why = state
+        if now >= deadline:
+            log(f"not settled within {args.timeout:g} s: {state}")
+            return 1
+        time.sleep(args.poll)
+
+
+def verified(args: argparse.Namespace) -> int:
+    total = 0
+    for url in args.urls:
+        s = summary(url)
+        total += int(s["counts"]["verified"]) if s else 0
+    print(total)
+    return 0
+
+
+def drained(args: argparse.Namespace) -> int:
+    owners, total, lag, down = {}, 0, 0, []
+    for url in args.urls:
+        s = summary(url)
+        if s is None:
+            down.append(url)
+            continue
+        total += int(s["counts"]["verified"])
+        for a in s.get("assigned", []):
+            owners[(a["topic"], int(a["partition"]))] = url
+            lag += max(0, a.get("lag") or 0)
+    print(f"{total} verified, {len(owners)}/{args.partitions} partitions assigned, lag {lag}"
+          + (f", no /summary from {', '.join(down)}" if down else ""), file=sys.stderr)
+    return 0 if not down and total >= args.acked and len(owners) >= args.partitions and lag == 0 else 1
+
+
+def ledger_total(args: argparse.Namespace) -> int:
+    print(sum(int(json.load(open(f))["acknowledged_count"]) for f in args.ledgers))
+    return 0
+
+
+def in_flight(args: argparse.Namespace) -> int:
+    try:
+        with urllib.request.urlopen(args.url.rstrip("/") + "/ledger", timeout=SUMMARY_TIMEOUT_S) as r:
+            print(int(json.load(r)["in_flight"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        print(1)
+    return 0
+
+
+def _pairs(items: list[str], typed: bool) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"runctl meta: {item!r} is not key=value")
+        if typed:
+            try:
+                parsed = json.loads(value)
+                # "\"1\"" is the string "1"; objects and lists stay text
+                value = parsed if parsed is None or isinstance(parsed, (int, float, bool, str)) else value
+            except ValueError:
+                pass
+        out[key] = value
+    return out
+
+
+def meta(args: argparse.Namespace) -> int:
+    import os
+    import platform
+
+    doc = {
+        "run_id": args.run_id, "started_at": args.started_at, "finished_at": args.finished_at or "",
+        "git_commit": args.git_commit,
+        "host": {"cores": os.cpu_count(), "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+                 "hostname": platform.node(), "kernel": platform.release()},
+        "broker": {"kind": args.broker, "version": args.broker_version, "bootstrap": args.bootstrap,
+                   "flags": args.broker_flag},
+        "settings": _pairs(args.setting, typed=True),
+        "versions": {**_pairs(args.version, typed=False), "python": platform.python_version()},
+    }
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, args.out)
+    return 0
+
+
+def create_topic(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import AdminClient, NewTopic  # the .venv's; only here
+
+    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    new = NewTopic(args.topic, args.partitions, args.rf, config={"min.insync.replicas": str(args.min_insync)})
+    for f in admin.create_topics([new], operation_timeout=30).values():
+        f.result(timeout=60)
+    print(f"created {args.topic} with {args.partitions} partitions, replication factor {args.rf}, "
+          f"min.insync.replicas {args.min_insync}", file=sys.stderr)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="scripts/runctl.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("create-topic")
+    c.add_argument("bootstrap")
+    c.add_argument("topic")
+    c.add_argument("partitions", type=int)
+    c.add_argument("rf", type=int)
+    c.add_argument("min_insync", type=int)
+    c.set_defaults(run=create_topic)
+    s = sub.add_parser("settle")
+    s.add_argument("--partitions", type=int, required=True)
+    s.add_argument("--bootstrap")
+    s.add_argument("--topic")
+    s.add_argument("--rf", type=int, default=1)
+    s.add_argument("--timeout", type=float, default=60.0)
+    s.add_argument("--stable", type=float, default=2.0, help="seconds without a rebalance (default 2)")
+    s.add_argument("--poll", type=float, default=0.5, help=argparse.SUPPRESS)
+    s.add_argument("urls", nargs="+", metavar="URL")
+    s.set_defaults(run=settle)
+    v = sub.add_parser("verified")
+    v.add_argument("urls", nargs="*", metavar="URL")
+    v.set_defaults(run=verified)
+    d = sub.add_parser("drained")
+    d.add_argument("--acked", type=int, required=True)
+    d.add_argument("--partitions", type=int, required=True)
+    d.add_argument("urls", nargs="+", metavar="URL")
+    d.set_defaults(run=drained)
+    lt = sub.add_parser("ledger-total")
+    lt.add_argument("ledgers", nargs="+", metavar="LEDGER")
+    lt.set_defaults(run=ledger_total)
+    f = sub.add_parser("in-flight")
+    f.add_argument("url", metavar="URL")
+    f.set_defaults(run=in_flight)
+    m = sub.add_parser("meta")
+    m.add_argument("out", type=Path)
+    m.add_argument("--run-id", required=True)
+    m.add_argument("--started-at", required=True)
+    m.add_argument("--finished-at", default="")
+    m.add_argument("--git-commit", default="unknown")
+    m.add_argument("--broker", required=True)
+    m.add_argument("--broker-version", default="")
+    m.add_argument("--bootstrap", default="")
+    m.add_argument("--broker-flag", action="append", default=[])
+    m.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE")
+    m.add_argument("--version", action="append", default=[], metavar="KEY=VALUE")
+    m.set_defaults(run=meta)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "settle" and args.bootstrap and not args.topic:
+        parser().error("settle --bootstrap needs --topic")
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

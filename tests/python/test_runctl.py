@@ -1,0 +1,126 @@
+"""scripts/runctl.py against fake verifying consumers (stdlib HTTP servers
+serving /summary): the settle, drained and verified steps of a run, and the
+meta.json writer's typing (every value arrives as an argument)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+RUNCTL = Path(__file__).resolve().parents[2] / "scripts" / "runctl.py"
+
+
+class FakeConsumer:
+    """Serves `summary` (a dict, replaced at will) at /summary."""
+
+    def __init__(self):
+        self.summary = {"counts": {"verified": 0}, "rebalances": 0, "assigned": []}
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's name
+                body = json.dumps(owner.summary).encode()
+                self.send_response(200 if self.path == "/summary" else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def assign(self, partitions, rebalances, verified=0, lag=0):
+        self.summary = {
+            "counts": {"verified": verified}, "rebalances": rebalances,
+            "assigned": [{"topic": "t", "partition": p, "lag": lag} for p in partitions],
+        }
+
+
+@pytest.fixture
+def consumers():
+    made = [FakeConsumer(), FakeConsumer()]
+    yield made
+    for c in made:
+        c.server.shutdown()
+
+
+def runctl(*args, timeout=30):
+    return subprocess.run([sys.executable, str(RUNCTL), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_settle_waits_for_the_rebalance_then_stability(consumers):
+    a, b = consumers
+    a.assign(range(6), rebalances=1)  # the first member holds everything
+
+    def rebalance():
+        time.sleep(0.8)
+        a.assign(range(3), rebalances=3)
+        b.assign(range(3, 6), rebalances=1)
+
+    threading.Thread(target=rebalance).start()
+    started = time.monotonic()
+    r = runctl("settle", "--partitions", "6", "--stable", "1", "--poll", "0.1", "--timeout", "10", a.url, b.url)
+    took = time.monotonic() - started
+    assert r.returncode == 0, r.stderr
+    # one owner held all 6 for 0.8 s, but without a quiet second it was not stable
+    assert took >= 1.8, (took, r.stderr)
+    assert "stable after" in r.stderr and "6 partitions over 2 consumers, 4 rebalances" in r.stderr
+
+
+def test_settle_fails_clearly_when_a_partition_stays_doubly_assigned(consumers):
+    a, b = consumers
+    a.assign(range(4), rebalances=1)
+    b.assign(range(3, 6), rebalances=1)
+    r = runctl("settle", "--partitions", "6", "--stable", "0.2", "--poll", "0.1", "--timeout", "1", a.url, b.url)
+    assert r.returncode == 1
+    assert "not settled within 1 s: assigned twice: t-3" in r.stderr
+
+
+def test_settle_fails_when_partitions_are_missing_or_a_consumer_is_down(consumers):
+    a, b = consumers
+    a.assign(range(2), rebalances=1)
+    b.server.shutdown()
+    b.server.server_close()
+    r = runctl("settle", "--partitions", "6", "--poll", "0.1", "--timeout", "0.5", a.url, b.url)
+    assert r.returncode == 1
+    assert "2/6 partitions assigned" in r.stderr and "no /summary from" in r.stderr
+
+
+def test_drained_and_verified(consumers):
+    a, b = consumers
+    a.assign(range(3), rebalances=1, verified=60)
+    b.assign(range(3, 6), rebalances=1, verified=40, lag=2)
+    assert runctl("verified", a.url, b.url).stdout.strip() == "100"
+    lagging = runctl("drained", "--acked", "100", "--partitions", "6", a.url, b.url)
+    assert lagging.returncode == 1 and "lag 6" in lagging.stderr
+    b.assign(range(3, 6), rebalances=1, verified=40, lag=0)
+    assert runctl("drained", "--acked", "100", "--partitions", "6", a.url, b.url).returncode == 0
+    assert runctl("drained", "--acked", "101", "--partitions", "6", a.url, b.url).returncode == 1
+
+
+def test_meta_keeps_values_as_data(tmp_path):
+    out = tmp_path / "meta.json"
+    hostile = 'x"; import os; os.system("false") #'
+    r = runctl("meta", str(out), "--run-id", hostile, "--started-at", "2026-11-24T00:00:00Z", "--broker", "chronik",
+               "--broker-flag=--wal-profile", "--broker-flag=medium", "--setting", 'acks="1"',
+               "--setting", "rate=200", "--setting", "duration_s=null", "--setting", f"topic={hostile}",
+               "--version", "k6=k6 v1.8.1")
+    assert r.returncode == 0, r.stderr
+    meta = json.loads(out.read_text())
+    assert meta["run_id"] == hostile and meta["settings"]["topic"] == hostile
+    assert meta["settings"]["acks"] == "1" and meta["settings"]["rate"] == 200
+    assert meta["settings"]["duration_s"] is None
+    assert meta["broker"]["flags"] == ["--wal-profile", "medium"]
+    assert meta["versions"]["k6"] == "k6 v1.8.1" and meta["host"]["cores"] >= 1
+    assert runctl("meta", str(out), "--run-id", "x", "--started-at", "t", "--broker", "b",
+                  "--setting", "novalue").returncode != 0
