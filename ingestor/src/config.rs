@@ -348,7 +348,10 @@ mod tests {
         assert_eq!(c.linger, Duration::from_millis(LINGER_MS_ACKS_ALL));
         let explicit = parse(&["--acks", "all", "--linger-ms", "7"]).expect("valid");
         assert_eq!(explicit.linger, Duration::from_millis(7));
-        assert_eq!(parse(&["--acks", "0"]).expect("valid").linger, Duration::from_millis(LINGER_MS));
+        assert_eq!(
+            parse(&["--acks", "0"]).expect("valid").linger,
+            Duration::from_millis(LINGER_MS)
+        );
         assert_eq!(
             c.producer_properties().get("socket.nagle.disable"),
             Some("true")
