@@ -16,6 +16,12 @@
 #
 #   ./run-all.sh [options]
 #     --test NAME        k6 scenario in k6/scenarios/ (default smoke)
+#     --find-max         the max sustainable rate: k6/scenarios/find-max.js climbs a
+#                        staircase of constant rates (--levels 200,400,...
+#                        batches/s, --step 20s each, --repeat 2 climbs) and the
+#                        run prints the highest level that held batch p99 <
+#                        P99_MS (1000) and the dropped-iteration gate in every
+#                        climb; the report shows it per level and step
 #     --duration D       load duration for smoke/rate scenarios, e.g. 60s (default 60s)
 #     --rate N           smoke: batches per second (default 200 = 20,000 msg/s)
 #     --scale X          k6 VU_SCALE (default 1 for smoke; 0.01 = laptop size for the seed scenarios)
@@ -81,11 +87,18 @@ REPORT="${REPORT:-1}"
 DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-120}"
 SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-60}"
 KEYS="${KEYS:-fixed}"
+LEVELS="${LEVELS:-}"
+STEP="${STEP:-}"
+REPEAT="${REPEAT:-}"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
     --test) TEST=$2; shift 2 ;;
+    --find-max) TEST=find-max; shift ;;
+    --levels) LEVELS=$2; shift 2 ;;
+    --step) STEP=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --scale) SCALE=$2; shift 2 ;;
@@ -114,7 +127,7 @@ done
 [[ -f "k6/scenarios/$TEST.js" ]] || die "no k6 scenario k6/scenarios/$TEST.js"
 # smoke is sized by --rate and --duration; the seed scenarios by their own
 # stages, scaled down to fit one machine unless told otherwise.
-if [[ "$TEST" == smoke ]]; then
+if [[ "$TEST" == smoke || "$TEST" == find-max ]]; then
   SCALE=${SCALE:-1}; DURATION_SCALE=${DURATION_SCALE:-1}
 else
   SCALE=${SCALE:-0.01}; DURATION_SCALE=${DURATION_SCALE:-0.05}
@@ -254,6 +267,7 @@ write_meta() {  # [FINISHED_AT]
     --setting "nodes=$NODES" --setting "replication_factor=$REPLICATION_FACTOR" \
     --setting "min_insync_replicas=$MIN_INSYNC" --setting "topic=$TOPIC" --setting "group=$GROUP" \
     --setting "prometheus=${PROM_URL:-}" --setting "keys=$KEYS" \
+    --setting "levels=$LEVELS" --setting "step=$STEP" --setting "repeat=$REPEAT" \
     --version "k6=$("$K6_BIN" version 2>/dev/null | head -1)"
 }
 write_meta ""
@@ -291,10 +305,15 @@ K6_RC=0
 INGESTOR_URLS=$(IFS=,; echo "${INGESTOR_URL_LIST[*]}") RESULTS_DIR="$OUT/k6" RUN_ID="$RUN_ID" \
   TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
   RATE="$RATE" DURATION="$DURATION" VU_SCALE="$SCALE" DURATION_SCALE="$DURATION_SCALE" \
-  KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" \
+  KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" LEVELS="$LEVELS" STEP="$STEP" REPEAT="$REPEAT" \
   k6/run.sh "$TEST" --quiet --out "csv=$OUT/k6/raw-$TEST.csv.gz" > "$OUT/logs/k6.log" 2>&1 || K6_RC=$?
 log "k6 finished with exit status $K6_RC (99 = a threshold failed)"
 tail -n 25 "$OUT/logs/k6.log" >&2 || true
+if [[ "$TEST" == find-max && "$K6_RC" == 99 ]]; then
+  # The upper steps failing their gates is how the staircase finds the max;
+  # the verdict below (reports capacity) decides the run.
+  K6_RC=0
+fi
 
 # -- drain: ingestors flush, consumers catch up, ledgers reconcile ----------------------
 LEDGERS=()
@@ -353,6 +372,9 @@ if [[ "$REPORT" == 1 ]]; then
   sed -n '1,40p' "$OUT/report.md" >&2 || true
 fi
 
+if [[ "$TEST" == find-max ]]; then
+  "$VENV_PY" -m reports capacity "$OUT" | tee "$OUT/capacity.txt" >&2 || K6_RC=$?
+fi
 if ((K6_RC != 0 || VERIFY_RC != 0)); then
   log "run $RUN_ID FAILED (k6 exit $K6_RC, verification exit $VERIFY_RC)"
   exit 1

@@ -8,6 +8,7 @@
 #    DURATION_SCALE=0.05): each must parse, build valid options and report a
 #    positive VU count and duration.
 # 2. Bad knobs must be refused at init (k6 exits non-zero): a typo in MODE,
+#    decreasing find-max LEVELS,
 #    a non-numeric BATCH_SIZE, a malformed INGESTOR_URLS.
 # 3. The offline unit tests of k6/lib (k6/tests/*.test.js, no network).
 # It never starts or targets a broker or an ingestor, even when INGESTOR_URLS
@@ -95,6 +96,8 @@ refused "bad BATCH_SIZE" "$K6_DIR/scenarios/blocking-batch.js" BATCH_SIZE=ten
 refused "bad INGESTOR_URLS" "$K6_DIR/scenarios/blocking-batch.js" INGESTOR_URLS=127.0.0.1:8080
 refused "bad THINK_TIME" "$K6_DIR/scenarios/max-load.js" THINK_TIME=5-1
 refused "bad KEYS" "$K6_DIR/scenarios/smoke.js" KEYS=random
+refused "bad LEVELS (not increasing)" "$K6_DIR/scenarios/find-max.js" LEVELS=400,200
+refused "bad GAP (under P99_MS)" "$K6_DIR/scenarios/find-max.js" GAP=1s P99_MS=2000
 
 for t in "$K6_DIR"/tests/*.test.js; do
   if k6_with run "$t" --quiet > "$WORK/unit.out" 2>&1; then

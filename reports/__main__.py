@@ -1,6 +1,10 @@
 """``python -m reports render RESULTS_DIR... -o report.md``: writes the report and
 its charts (``charts/*.png`` beside the report). Exit status 2 when a results
-directory does not exist; missing pieces inside one are reported, not fatal."""
+directory does not exist; missing pieces inside one are reported, not fatal.
+
+``python -m reports capacity RESULTS_DIR...``: prints the max sustainable rate
+of each find-max run; exit status 1 when a run has no level that held (or no
+find-max summary)."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from . import capacity
 from .charts import write_charts
 from .load import load_runs
 from .render import render_markdown
@@ -22,7 +27,20 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("results", nargs="+", type=Path, metavar="RESULTS_DIR", help="results/<run-id>/ directories")
     render.add_argument("-o", "--output", type=Path, default=Path("report.md"), help="Markdown file (default report.md)")
     render.add_argument("--no-charts", action="store_true", help="do not draw charts/*.png")
+    cap = commands.add_parser("capacity", help="print the max sustainable rate of find-max runs")
+    cap.add_argument("results", nargs="+", type=Path, metavar="RESULTS_DIR", help="results/<run-id>/ directories")
     return parser
+
+
+def _capacity(runs) -> int:
+    verdicts = capacity.verdicts(capacity.levels(capacity.steps(runs)))
+    for line in capacity.verdict_lines(verdicts) + capacity.comparison_lines(verdicts):
+        print(line.replace("**", ""))
+    found = set(verdicts["run_id"]) if len(verdicts) else set()
+    for run in runs:
+        if run.run_id not in found:
+            print(f"`{run.run_id}`: no find-max summary", file=sys.stderr)
+    return 0 if len(found) == len(runs) and verdicts["max_level"].notna().all() else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"python -m reports: not a results directory: {', '.join(missing)}", file=sys.stderr)
         return 2
+    if args.command == "capacity":
+        return _capacity(load_runs(args.results))
     report = build_report(load_runs(args.results))
     output = args.output
     output.parent.mkdir(parents=True, exist_ok=True)

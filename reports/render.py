@@ -326,6 +326,39 @@ def _resources(report: Report, charts: Mapping[str, str]) -> list[str]:
                   markdown_table(report.processes, pcols, ["Avg cores", "Peak cores", "Peak RSS"])]
 
 
+def _capacity(report: Report) -> list[list[str]]:
+    """The find-max section; absent from reports without a find-max run."""
+    if report.capacity.empty:
+        return []
+    out = ["## Max sustainable rate", ""]
+    vcols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Broker", "broker", fmt_text), ("Max level (batches/s)", "max_level", fmt_int),
+        ("Max msg/s offered", "max_offered_msg_per_s", fmt_int), ("Achieved msg/s min", "msg_per_s_min", fmt_int),
+        ("max", "msg_per_s_max", fmt_int), ("Batch p99 min", "batch_p99_min_ms", fmt_ms),
+        ("max", "batch_p99_max_ms", fmt_ms), ("First failing level", "first_failed_level", fmt_int),
+        ("Climbs", "climbs", fmt_int), ("Every lower level held", "monotone", lambda x: "yes" if x else "**no**"),
+    ]
+    out += [markdown_table(report.capacity, vcols, _numbers(vcols, ["Run", "Broker", "Every lower level held"])), "",
+            "A level holds in a climb when its step's batch p99 is under the scenario's `P99_MS`, its produce errors "
+            "are within `ERROR_RATE` and its dropped + interrupted iterations are under `DROPPED_RATIO` of the "
+            "iterations it should have started. Max: the highest level that held in every climb; min–max: the "
+            "spread of that level's repeated steps."]
+    lcols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Level (batches/s)", "level", fmt_int), ("Offered msg/s", "offered_msg_per_s", fmt_int),
+        ("Held in", "held_in", fmt_int), ("of climbs", "climbs", fmt_int), ("Achieved msg/s min", "msg_per_s_min", fmt_int),
+        ("max", "msg_per_s_max", fmt_int), ("Batch p99 min", "batch_p99_min_ms", fmt_ms), ("max", "batch_p99_max_ms", fmt_ms),
+    ]
+    scols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Step", "step", fmt_code), ("Msg/s", "msg_per_s", fmt_int),
+        ("Batch p50", "batch_p50_ms", fmt_ms), ("p99", "batch_p99_ms", fmt_ms), ("Errors", "error_rate", fmt_pct),
+        ("Dropped", "dropped", fmt_int), ("Interrupted", "interrupted", fmt_int), ("Held", "held", lambda x: "yes" if x else "no"),
+        ("Why not", "why", fmt_text),
+    ]
+    out += ["", "### Per level", "", markdown_table(report.capacity_levels, lcols, _numbers(lcols, ["Run"])),
+            "", "### Per step", "", markdown_table(report.capacity_steps, scols, _numbers(scols, ["Run", "Step", "Held", "Why not"]))]
+    return [out]
+
+
 def _fmt_share(x) -> str:
     return fmt_pct(x, 0)
 
@@ -340,6 +373,7 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         _configuration(report),
         _results(report, charts),
         _progression(report),
+        *_capacity(report),
         _comparison(report.acks, "acks=1 vs acks=all", "broker", "1", "all", "acks=1", "acks=all",
                     ("Change", "change_pct", fmt_change), "no two runs differing only in acks."),
         _comparison(report.brokers, "chronik vs Apache Kafka", "acks", "kafka", "chronik", "Kafka", "chronik",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import broker, resources, summarise, verification
+from . import broker, capacity, resources, summarise, verification
 from .load import Run, load_runs
 
 
@@ -37,6 +37,9 @@ class Report:
     components: pd.DataFrame
     sides: pd.DataFrame
     resource_timeline: pd.DataFrame
+    capacity_steps: pd.DataFrame  # find-max runs: one row per staircase step
+    capacity_levels: pd.DataFrame  # ... per level, across climbs
+    capacity: pd.DataFrame  # ... per run: the max sustainable rate
     notes: list[str] = field(default_factory=list)
     conclusions: list[str] = field(default_factory=list)
 
@@ -65,6 +68,8 @@ def build_report(runs_or_paths) -> Report:
         summary.merge(e2e[["run_id", "e2e_p50_ms", "e2e_p99_ms"]], on="run_id", how="left")
         .merge(broker_cpu, on="run_id", how="left")
     )
+    steps = capacity.steps(runs)
+    levels = capacity.levels(steps)
     report = Report(
         runs=runs,
         settings=settings,
@@ -85,6 +90,9 @@ def build_report(runs_or_paths) -> Report:
         components=components,
         sides=resources.sides(components),
         resource_timeline=resources.timeline(usage),
+        capacity_steps=steps,
+        capacity_levels=levels,
+        capacity=capacity.verdicts(levels),
     )
     report.notes.extend(notes(report))
     report.conclusions.extend(conclusions(report))
@@ -187,6 +195,9 @@ def conclusions(report: Report) -> list[str]:
             f"**chronik vs Kafka** at acks={row.acks}: chronik reached {row.ratio:.2f}× Kafka's throughput "
             f"({_n(row.chronik)} vs {_n(row.kafka)} msg/s){cpu_text}."
         )
+
+    out.extend(capacity.verdict_lines(report.capacity))
+    out.extend(capacity.comparison_lines(report.capacity))
 
     for side in report.sides.itertuples():
         if side.load_generator_limit:

@@ -129,10 +129,11 @@ function runMetadata(cfg, options) {
 }
 
 // handleSummary body: writes the JSON file and prints the text summary.
-// k6 does not create RESULTS_DIR (k6/run.sh does).
-export function writeSummary(data, cfg, options) {
+// `extra` adds scenario-specific fields to the `chronik` block (find-max.js:
+// its staircase). k6 does not create RESULTS_DIR (k6/run.sh does).
+export function writeSummary(data, cfg, options, extra = {}) {
   const path = `${cfg.resultsDir}/k6-${cfg.scenario}-summary.json`;
-  const out = Object.assign({}, data, { chronik: runMetadata(cfg, options) });
+  const out = Object.assign({}, data, { chronik: Object.assign(runMetadata(cfg, options), extra) });
   return {
     stdout: textSummary(data, cfg),
     [path]: JSON.stringify(out, null, 2),

@@ -11,6 +11,7 @@ import {
 } from '../lib/config.js';
 import { BatchTemplate, bodyText, randomAscii, valuePool } from '../lib/payload.js';
 import { RAMP_TO_8000, MAX_LOAD_5000, STANDARD_500 } from '../lib/stages.js';
+import { parseLevels, staircase, stepScenarios, stepThresholds } from '../lib/staircase.js';
 import { textSummary } from '../lib/summary.js';
 import { thresholds } from '../lib/thresholds.js';
 
@@ -170,8 +171,31 @@ function testSummary() {
   });
 }
 
+function testStaircase() {
+  const steps = staircase({ levels: [100, 300], stepS: 10, gapS: 4, repeats: 2 });
+  const scenarios = stepScenarios(steps, { p99Ms: 1000, gapS: 4 });
+  const cfg = loadConfig(SEED_DEFAULTS);
+  const t = stepThresholds(cfg, steps);
+  check(null, {
+    'staircase: LEVELS parse, must be positive and increasing': () =>
+      parseLevels('200, 400,800').join() === '200,400,800' && throws(() => parseLevels('400,200')) &&
+      throws(() => parseLevels('0,100')) && throws(() => parseLevels('a')) && throws(() => parseLevels('')),
+    'staircase: climbs repeat in order, a gap between steps': () =>
+      steps.map((s) => `${s.name}@${s.startS}`).join() === 'r1_l100@0,r1_l300@14,r2_l100@28,r2_l300@42',
+    'staircase: one constant-arrival-rate scenario per step, gracefulStop = gap': () =>
+      Object.keys(scenarios).length === 4 && scenarios.r2_l300.startTime === '42s' &&
+      scenarios.r2_l300.rate === 300 && scenarios.r2_l300.gracefulStop === '4s' &&
+      scenarios.r2_l300.maxVUs === 302 && scenarios.r1_l100.executor === 'constant-arrival-rate',
+    'staircase: every step gated on its own samples': () =>
+      t['batch_latency{scenario:r1_l300}'][0] === 'p(99)<5000' &&
+      t['dropped_iterations{scenario:r1_l300}'][0] === 'count<30' &&
+      t['batches_started{scenario:r2_l100}'][0] === 'count>0' && Object.keys(t).length === 20,
+  });
+}
+
 export default function () {
   testConfig();
+  testStaircase();
   testThresholds();
   testPayload();
   testSummary();
