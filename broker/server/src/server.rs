@@ -101,14 +101,22 @@ pub async fn run(
         let store = offsets.clone();
         replicas.on_leadership(Box::new(move |replica| {
             if replica.topic == crate::groups::OFFSETS_TOPIC && replica.partition == 0 {
-                if let Err(e) = store.reload() {
+                let Some(epoch) = replica.leader_epoch() else {
+                    return;
+                };
+                if let Err(e) = store.reload(epoch) {
                     error!(error = %e, "reloading committed offsets failed");
                 }
             }
         }));
-        // Offsets may have been replicated between the replay above and the
-        // listener's registration.
-        offsets.reload()?;
+        // Leadership (and offsets) may have arrived between the replay above
+        // and the listener's registration.
+        if let Some(epoch) = replicas
+            .replica(crate::groups::OFFSETS_TOPIC, 0)
+            .and_then(|r| r.leader_epoch())
+        {
+            offsets.reload(epoch)?;
+        }
         replicas.spawn();
     }
     let groups = GroupManager::new(GroupConfig {

@@ -3,6 +3,8 @@
 //! ISR cannot have (both followers frozen with SIGSTOP) is not
 //! acknowledged — COORDINATOR_NOT_AVAILABLE, and OffsetFetch does not show
 //! it — and an acknowledged commit survives SIGKILL of the coordinator.
+//! A broker that is not the coordinator answers OffsetFetch with
+//! NOT_COORDINATOR, never with its own stale -1.
 
 mod common;
 
@@ -48,6 +50,15 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
             "the first commit kept failing with error {first}"
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A follower replicates the commit but does not serve it.
+    for &f in &followers {
+        let answer = Client::connect(cluster.node(f))?.committed_offset("g", topic);
+        ensure!(
+            matches!(&answer, Err(e) if e.to_string().contains("OffsetFetch error 16")),
+            "node {f}, not the coordinator, answered OffsetFetch with {answer:?}, not NOT_COORDINATOR (16)"
+        );
     }
 
     // Both followers frozen: the coordinator alone cannot satisfy acks=all.

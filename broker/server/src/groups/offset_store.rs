@@ -3,11 +3,15 @@
 //!
 //! Owns: the key/value encoding of offset records, appending commits and
 //! tombstones (through `leader_append`, acks=all: acknowledged only once
-//! durable and in every ISR member), and the in-memory map rebuilt
-//! by replaying the topic at start. Must not: check group membership (the
-//! handlers ask the `GroupManager` first).
+//! durable and in every ISR member), the in-memory map rebuilt
+//! by replaying the topic at start and on becoming its leader, and which
+//! leader epoch that map was loaded for: only a coordinator whose map
+//! matches its current leadership may answer OffsetFetch (`readable`).
+//! Must not: check group membership (the handlers ask the `GroupManager`
+//! first).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -48,6 +52,10 @@ pub struct OffsetStore {
     offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
     /// Records passed over at replay because they could not be read.
     skipped: Counter,
+    /// The leader epoch of `__consumer_offsets`-0 whose log `offsets` was
+    /// last rebuilt from (-1: not rebuilt as its leader). A follower's map
+    /// is stale: it never applies what it replicates.
+    loaded_epoch: AtomicI32,
 }
 
 impl std::fmt::Debug for OffsetStore {
@@ -81,19 +89,37 @@ impl OffsetStore {
             log: partition,
             offsets: Mutex::new(offsets),
             skipped,
+            loaded_epoch: AtomicI32::new(-1),
         })
     }
 
-    /// Re-reads the committed offsets from the log (this
-    /// broker just became the leader of the offsets partition, whose
-    /// records it replicated as a follower).
-    pub fn reload(&self) -> anyhow::Result<()> {
+    /// Re-reads the committed offsets from the log (this broker just became
+    /// the leader of the offsets partition in `leader_epoch`, whose records
+    /// it replicated as a follower).
+    pub fn reload(&self, leader_epoch: i32) -> anyhow::Result<()> {
         let offsets = replay(&self.log, &self.skipped)?;
         tracing::info!(
             committed = offsets.len(),
+            leader_epoch,
             "reloaded committed offsets as the new coordinator"
         );
         *self.offsets.lock().unwrap_or_else(|e| e.into_inner()) = offsets;
+        self.loaded_epoch.store(leader_epoch, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether this broker may answer OffsetFetch: Kafka's NOT_COORDINATOR
+    /// unless it leads `__consumer_offsets`-0, COORDINATOR_LOAD_IN_PROGRESS
+    /// until its map has been rebuilt for the current leader epoch.
+    pub fn readable(&self, broker: &Broker) -> Result<(), ResponseError> {
+        let epoch = broker
+            .replicas
+            .replica(OFFSETS_TOPIC, 0)
+            .and_then(|r| r.leader_epoch())
+            .ok_or(ResponseError::NotCoordinator)?;
+        if self.loaded_epoch.load(Ordering::Acquire) != epoch {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
         Ok(())
     }
 

@@ -1,9 +1,14 @@
 //! OffsetFetch: committed offsets of one group (v1–7) or several (v8+);
-//! a null topic list means every partition the group committed.
+//! a null topic list means every partition the group committed. Only the
+//! coordinator whose offsets are loaded for its leadership answers; any
+//! other broker says NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+//! (a follower's map is stale: answering from it would hand a consumer -1
+//! for an offset that was committed).
 
 use std::sync::Arc;
 
 use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -19,6 +24,12 @@ use crate::broker::Broker;
 type Answer = (i32, i64, i32, Option<String>);
 
 pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -> Option<Handled> {
+    if let Err(error) = broker.offsets.readable(broker) {
+        return Handled::new(
+            Response::OffsetFetch(refused(version, request, error)),
+            false,
+        );
+    }
     if version >= 8 {
         let groups = request
             .groups
@@ -124,4 +135,45 @@ fn lookup(
             by_topic
         }
     }
+}
+
+/// The whole request refused with `error`: per group (v8+), else at the top
+/// level (v2+) and on every partition named (v0–1 carry it only there).
+fn refused(version: i16, request: OffsetFetchRequest, error: ResponseError) -> OffsetFetchResponse {
+    let code = error.code();
+    if version >= 8 {
+        let groups = request
+            .groups
+            .into_iter()
+            .map(|g| {
+                OffsetFetchResponseGroup::default()
+                    .with_group_id(g.group_id)
+                    .with_error_code(code)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let topics = request
+        .topics
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| {
+            OffsetFetchResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(
+                    t.partition_indexes
+                        .into_iter()
+                        .map(|p| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(-1)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetFetchResponse::default()
+        .with_topics(topics)
+        .with_error_code(code)
 }
