@@ -30,6 +30,10 @@ kc() {
   mapfile -t cmd < <(kubectl_cmd)
   if [[ "${DRY_RUN:-0}" == 1 ]]; then
     printf '+ %s\n' "${cmd[*]} $*"
+    # `... | kc apply -f -`: read what is piped in, as kubectl would; a
+    # reader that exits first kills the writer with SIGPIPE (and, under
+    # pipefail, the dry run).
+    if [[ " $* " == *" -f - "* ]]; then cat > /dev/null; fi
     return 0
   fi
   "${cmd[@]}" "$@"
