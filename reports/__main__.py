@@ -4,7 +4,12 @@ directory does not exist; missing pieces inside one are reported, not fatal.
 
 ``python -m reports capacity RESULTS_DIR...``: prints the max sustainable rate
 of each find-max run; exit status 1 when a run has no level that held (or no
-find-max summary)."""
+find-max summary).
+
+``python -m reports compare --baseline DIR... --candidate DIR...``: whether
+the candidate runs' throughput differs from the baseline runs' beyond
+run-to-run noise (``regression``); exit status 2 when a side has no raw k6
+samples."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import capacity
+from . import capacity, regression
 from .charts import write_charts
 from .load import load_runs
 from .render import render_markdown
@@ -29,7 +34,28 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--no-charts", action="store_true", help="do not draw charts/*.png")
     cap = commands.add_parser("capacity", help="print the max sustainable rate of find-max runs")
     cap.add_argument("results", nargs="+", type=Path, metavar="RESULTS_DIR", help="results/<run-id>/ directories")
+    cmp = commands.add_parser("compare", help="is the candidate's throughput different beyond run-to-run noise?")
+    cmp.add_argument("--baseline", nargs="+", type=Path, required=True, metavar="RESULTS_DIR")
+    cmp.add_argument("--candidate", nargs="+", type=Path, required=True, metavar="RESULTS_DIR")
     return parser
+
+
+def _compare(baseline, candidate) -> int:
+    sides = []
+    for paths in (baseline, candidate):
+        runs = load_runs(paths)
+        rates = regression.interval_rates(runs)
+        for run in runs:
+            if run.run_id not in rates:
+                print(f"`{run.run_id}`: no raw k6 samples (k6/raw-*.csv.gz): left out", file=sys.stderr)
+        sides.append(rates)
+    try:
+        verdict = regression.compare(*sides)
+    except ValueError as e:
+        print(f"python -m reports compare: {e}", file=sys.stderr)
+        return 2
+    print(f"{verdict.baseline_runs} baseline run(s), {verdict.candidate_runs} candidate run(s): {verdict.text}")
+    return 0
 
 
 def _capacity(runs) -> int:
@@ -45,10 +71,13 @@ def _capacity(runs) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    missing = [str(p) for p in args.results if not p.is_dir()]
+    dirs = args.baseline + args.candidate if args.command == "compare" else args.results
+    missing = [str(p) for p in dirs if not p.is_dir()]
     if missing:
         print(f"python -m reports: not a results directory: {', '.join(missing)}", file=sys.stderr)
         return 2
+    if args.command == "compare":
+        return _compare(args.baseline, args.candidate)
     if args.command == "capacity":
         return _capacity(load_runs(args.results))
     report = build_report(load_runs(args.results))
