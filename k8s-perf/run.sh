@@ -239,7 +239,7 @@ for ((t = 0; t <= TIMEOUT; t += 15)); do
     -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' 2> /dev/null | sort | uniq -c | tr -s ' \n' ' ' || true)
   verified=0
   for pod in $(pods app.kubernetes.io/component=consumer 2> /dev/null); do
-    v=$(pod_get "$pod" 9645 /summary 2> /dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["counts"]["verified"])' 2> /dev/null || echo 0)
+    v=$(pod_get "$pod" 9645 /summary 2> /dev/null | python3 "$RUNCTL" verified - 2> /dev/null || echo 0)
     verified=$((verified + v))
   done
   log "progress: ${t}s, TestRun stage ${stage:-pending}, runners:${runners:- none yet}, $verified messages verified"
@@ -274,40 +274,32 @@ log "verification (chronik-consumer merge): exit status $VERIFY_RC (0 = clean an
 
 # -- meta.json and the report ------------------------------------------------------------------------
 env_of() {  # WORKLOAD NAME - a literal env value of a workload in the rendered manifests
-  python3 - "$RENDERED" "$1" "$2" << 'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-for doc in text.split("\n---\n"):
-    if re.search(rf"^  name: {re.escape(sys.argv[2])}$", doc, re.M):
-        m = re.search(rf"- name: {sys.argv[3]}\n\s+value: \"?([^\"\n]*)\"?", doc)
-        if m:
-            print(m.group(1)); break
-PY
+  python3 "$RUNCTL" manifest-env "$RENDERED" "$1" "$2"
 }
-k6_env=$(sed -n 's/^  \(CHRONIK_SCENARIO\|VU_SCALE\|DURATION_SCALE\): \(.*\)$/\1=\2/p' "$RENDERED" | tr -d '"')
-python3 - "$OUT/settings.tmp.json" << PY
-import json, sys
-k6 = dict(l.split("=", 1) for l in """$k6_env""".split() if "=" in l)
-json.dump({
-  "run_id": "$RUN_ID", "started_at": "$STARTED_AT", "finished_at": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
-  "git_commit": "$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)",
-  "context": "${CONTEXT:-current}", "namespace": "$NAMESPACE",
-  "nodes": "$(kc_read get nodes -o name 2> /dev/null | wc -l)",
-  "broker_flags": ["--wal-profile", "$(env_of chronik CHRONIK_WAL_PROFILE)",
-                   "--produce-profile", "$(env_of chronik CHRONIK_PRODUCE_PROFILE)"],
-  "settings": {"test": k6.get("CHRONIK_SCENARIO"), "overlay": "$OVERLAY", "scale": float(k6.get("VU_SCALE", 1)),
-               "duration_scale": float(k6.get("DURATION_SCALE", 1)),
-               "acks": "$(env_of chronik-ingestor CHRONIK_INGESTOR_ACKS)",
-               "ingestors": ${#LEDGERS[@]}, "consumers": $(pods app.kubernetes.io/component=consumer | wc -l),
-               "partitions": int("$(env_of chronik CHRONIK_DEFAULT_PARTITIONS)" or 0),
-               "replication_factor": int("$(env_of chronik CHRONIK_DEFAULT_REPLICATION_FACTOR)" or 1),
-               "wal_profile": "$(env_of chronik CHRONIK_WAL_PROFILE)",
-               "produce_profile": "$(env_of chronik CHRONIK_PRODUCE_PROFILE)",
-               "topic": "$TOPIC", "group": "$GROUP", "prometheus": "$PROM_SERVICE"},
-  "versions": {"kubectl": "$(kubectl version --client 2> /dev/null | head -n1)"},
-}, open(sys.argv[1], "w"))
-PY
-python3 "$RESULTS_PY" meta "$OUT/settings.tmp.json" "$OUT" && rm -f "$OUT/settings.tmp.json"
+k6_of() {  # NAME - a value of the k6 ConfigMap in the rendered manifests
+  sed -n "s/^  $1: \(.*\)\$/\1/p" "$RENDERED" | tr -d '"' | head -n 1
+}
+# Every value is an argument: nothing of a flag or manifest is spliced into code.
+wal_profile=$(env_of chronik CHRONIK_WAL_PROFILE)
+produce_profile=$(env_of chronik CHRONIK_PRODUCE_PROFILE)
+python3 "$RUNCTL" meta "$OUT/meta.json" --run-id "$RUN_ID" --started-at "$STARTED_AT" \
+  --finished-at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+  --git-commit "$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)" \
+  --broker chronik --bootstrap chronik:9092 \
+  --broker-flag=--wal-profile --broker-flag="$wal_profile" \
+  --broker-flag=--produce-profile --broker-flag="$produce_profile" \
+  --host kind=kubernetes --host "context=${CONTEXT:-current}" --host "namespace=$NAMESPACE" \
+  --host "nodes=$(kc_read get nodes -o name 2> /dev/null | wc -l)" \
+  --setting "test=$(k6_of CHRONIK_SCENARIO)" --setting "overlay=$OVERLAY" \
+  --setting "scale=$(k6_of VU_SCALE)" --setting "duration_scale=$(k6_of DURATION_SCALE)" \
+  --setting "acks=\"$(env_of chronik-ingestor CHRONIK_INGESTOR_ACKS)\"" \
+  --setting "ingestors=${#LEDGERS[@]}" --setting "consumers=$(pods app.kubernetes.io/component=consumer | wc -l)" \
+  --setting "partitions=$(env_of chronik CHRONIK_DEFAULT_PARTITIONS)" \
+  --setting "replication_factor=$(env_of chronik CHRONIK_DEFAULT_REPLICATION_FACTOR)" \
+  --setting "wal_profile=$wal_profile" --setting "produce_profile=$produce_profile" \
+  --setting "topic=$TOPIC" --setting "group=$GROUP" --setting "prometheus=$PROM_SERVICE" \
+  --k6-dir "$OUT/k6" \
+  --version "kubectl=$(kubectl version --client 2> /dev/null | head -n1)"
 
 if [[ "$REPORT" == 1 ]]; then
   bash "$REPO_ROOT/scripts/install-python-deps.sh" > /dev/null && bash "$REPO_ROOT/scripts/install-report-deps.sh" > /dev/null

@@ -12,6 +12,7 @@ Owns (standard library only, except `create-topic` and the ISR check of
                          --bootstrap, every partition of the topic has its
                          full ISR; logs what it waits for; exit 1 on timeout
   verified URL...        print the messages the consumers verified so far
+                         (URL "-": one consumer's /summary JSON on stdin)
   drained --acked N --partitions P URL...
                          exit 0 when every partition is assigned with zero
                          lag and the consumers verified at least N messages
@@ -20,11 +21,18 @@ Owns (standard library only, except `create-topic` and the ISR check of
   in-flight URL          print an ingestor's in-flight message count (its
                          /ledger), or 1 when it does not answer
   meta OUT [--field value ...] [--setting k=v ...] [--version k=v ...]
-                         write a local run's meta.json: every value arrives
-                         as an argument (never spliced into code); setting
-                         values that parse as JSON numbers, booleans, null or
+          [--host k=v ...] [--k6-dir DIR]
+                         write a run's meta.json: every value arrives as an
+                         argument (never spliced into code); setting values
+                         that parse as JSON numbers, booleans, null or
                          strings ("\"1\"" is the string 1) are stored as such,
-                         the rest as text
+                         the rest as text. --host replaces this machine's
+                         description (a Kubernetes run's context, namespace,
+                         nodes); --k6-dir fills batch_size, message_size and
+                         duration_s from the k6 summaries under DIR
+  manifest-env RENDERED WORKLOAD NAME
+                         print the literal value of env NAME of WORKLOAD in a
+                         rendered manifest (k8s-perf), or nothing
 
 URL: a verifying consumer's base URL (its /summary is read).
 Must not: start or stop processes (the shell scripts do), or decide the
@@ -130,7 +138,13 @@ def settle(args: argparse.Namespace) -> int:
 def verified(args: argparse.Namespace) -> int:
     total = 0
     for url in args.urls:
-        s = summary(url)
+        if url == "-":
+            try:
+                s = json.load(sys.stdin)
+            except ValueError:
+                s = None
+        else:
+            s = summary(url)
         total += int(s["counts"]["verified"]) if s else 0
     print(total)
     return 0
@@ -187,14 +201,19 @@ def meta(args: argparse.Namespace) -> int:
     import os
     import platform
 
+    host = _pairs(args.host, typed=True) if args.host else {
+        "cores": os.cpu_count(), "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        "hostname": platform.node(), "kernel": platform.release()}
+    settings = _pairs(args.setting, typed=True)
+    if args.k6_dir:
+        settings.update(_from_k6(args.k6_dir))
     doc = {
         "run_id": args.run_id, "started_at": args.started_at, "finished_at": args.finished_at or "",
         "git_commit": args.git_commit,
-        "host": {"cores": os.cpu_count(), "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-                 "hostname": platform.node(), "kernel": platform.release()},
+        "host": host,
         "broker": {"kind": args.broker, "version": args.broker_version, "bootstrap": args.bootstrap,
                    "flags": args.broker_flag},
-        "settings": _pairs(args.setting, typed=True),
+        "settings": settings,
         "versions": {**_pairs(args.version, typed=False), "python": platform.python_version()},
     }
     tmp = args.out.with_name(args.out.name + ".tmp")
@@ -204,6 +223,38 @@ def meta(args: argparse.Namespace) -> int:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, args.out)
+    return 0
+
+
+def _from_k6(k6_dir: Path) -> dict:
+    """batch_size, message_size (the scenarios' config) and duration_s (the
+    longest runner) from the k6 summaries under `k6_dir`."""
+    found: dict = {}
+    for f in sorted(k6_dir.rglob("k6-*-summary.json")):
+        try:
+            d = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        cfg = (d.get("chronik") or {}).get("config") or {}
+        for key in ("batch_size", "message_size"):
+            if found.get(key) is None:
+                found[key] = cfg.get(key)
+        ms = (d.get("state") or {}).get("testRunDurationMs")
+        if isinstance(ms, (int, float)) and ms > 0:
+            found["duration_s"] = max(found.get("duration_s") or 0, round(ms / 1000, 1))
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def manifest_env(args: argparse.Namespace) -> int:
+    import re
+
+    text = args.rendered.read_text()
+    for doc in text.split("\n---\n"):
+        if re.search(rf"^  name: {re.escape(args.workload)}$", doc, re.M):
+            m = re.search(rf"- name: {re.escape(args.name)}\n\s+value: \"?([^\"\n]*)\"?", doc)
+            if m:
+                print(m.group(1))
+                break
     return 0
 
 
@@ -266,7 +317,14 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--broker-flag", action="append", default=[])
     m.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE")
     m.add_argument("--version", action="append", default=[], metavar="KEY=VALUE")
+    m.add_argument("--host", action="append", default=[], metavar="KEY=VALUE")
+    m.add_argument("--k6-dir", type=Path)
     m.set_defaults(run=meta)
+    e = sub.add_parser("manifest-env")
+    e.add_argument("rendered", type=Path)
+    e.add_argument("workload")
+    e.add_argument("name")
+    e.set_defaults(run=manifest_env)
     return p
 
 

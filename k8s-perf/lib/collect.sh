@@ -15,6 +15,7 @@
 # shellcheck disable=SC2034
 
 RESULTS_PY="$K8S_DIR/lib/results.py"
+RUNCTL="$K8S_DIR/../scripts/runctl.py"  # run metadata and consumer summaries, shared with run-all.sh
 REPORTS_DIR=/var/lib/chronik/reports
 
 collect_k6() {

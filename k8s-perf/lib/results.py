@@ -14,10 +14,8 @@ Owns (standard library only; run with any python3):
                          from metrics/prometheus-*.json: percentiles across all
                          pods from merged histograms (k6 native histograms,
                          ingestor and consumer histograms), never averaged
-  meta JSON_IN RUN_DIR   RUN_DIR/meta.json from the settings run.sh passes,
-                         completed from the runners' k6 summaries (batch and
-                         message size, duration)
-Must not: talk to the cluster (run.sh does).
+Must not: talk to the cluster (run.sh does), or write meta.json
+(scripts/runctl.py meta does, for local and Kubernetes runs alike).
 """
 
 from __future__ import annotations
@@ -111,41 +109,6 @@ def merged(metrics: Path, md_out: Path) -> int:
     return 0
 
 
-def _from_k6(run_dir: Path) -> dict:
-    """batch_size, message_size, duration_s from the runners' summaries."""
-    found = {}
-    for f in sorted((run_dir / "k6").rglob("k6-*-summary.json")):
-        try:
-            d = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
-        cfg = (d.get("chronik") or {}).get("config") or {}
-        found.setdefault("batch_size", cfg.get("batch_size"))
-        found.setdefault("message_size", cfg.get("message_size"))
-        ms = (d.get("state") or {}).get("testRunDurationMs")
-        if ms:
-            found["duration_s"] = max(found.get("duration_s") or 0, round(ms / 1000, 1))
-    return {k: v for k, v in found.items() if v is not None}
-
-
-def meta(settings: Path, run_dir: Path) -> int:
-    s = json.loads(settings.read_text())
-    s.setdefault("settings", {}).update(_from_k6(run_dir))
-    out = run_dir / "meta.json"
-    doc = {
-        "run_id": s["run_id"], "started_at": s["started_at"], "finished_at": s.get("finished_at", ""),
-        "git_commit": s.get("git_commit", "unknown"),
-        "host": {"kind": "kubernetes", "context": s.get("context"), "namespace": s.get("namespace"),
-                 "nodes": s.get("nodes")},
-        "broker": {"kind": "chronik", "version": s.get("broker_version", ""), "bootstrap": "chronik:9092",
-                   "flags": s.get("broker_flags", [])},
-        "settings": s.get("settings", {}),
-        "versions": s.get("versions", {}),
-    }
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    return 0
-
-
 def main(argv: list[str]) -> int:
     if len(argv) >= 3 and argv[0] == "k6-files":
         return k6_files(Path(argv[1]), Path(argv[2]))
@@ -153,8 +116,6 @@ def main(argv: list[str]) -> int:
         return resources(Path(argv[1]), Path(argv[2]), Path(argv[3]))
     if len(argv) == 3 and argv[0] == "merged":
         return merged(Path(argv[1]), Path(argv[2]))
-    if len(argv) == 3 and argv[0] == "meta":  # SETTINGS_JSON RUN_DIR
-        return meta(Path(argv[1]), Path(argv[2]))
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -56,13 +56,15 @@ check "resources.csv names the components" \
   '[[ $(cut -d, -f2 "$RUN/resources.csv" | sort -u | tr "\n" " ") == "broker component consumer ingestor k6 " ]]'
 python3 "$RESULTS_PY" merged "$RUN/metrics" "$RUN/merged-percentiles.md"
 check "merged percentiles table" 'grep -q "| k6-batch-latency | 11.0 | - | - | 45.0 |" "$RUN/merged-percentiles.md"'
-cat > "$WORK/settings.json" << 'JSON'
-{"run_id": "20261122T000000Z-k8s-small", "started_at": "2026-11-22T00:00:00Z", "finished_at": "2026-11-22T00:01:00Z",
- "context": "kind-test", "namespace": "chronik-perf", "nodes": "1", "broker_flags": ["--wal-profile", "medium"],
- "settings": {"test": "smoke", "overlay": "small", "scale": 1.0, "acks": "1", "ingestors": 1, "consumers": 1,
-              "partitions": 6, "wal_profile": "medium", "produce_profile": "balanced"}}
-JSON
-python3 "$RESULTS_PY" meta "$WORK/settings.json" "$RUN"
+python3 "$REPO/scripts/runctl.py" meta "$RUN/meta.json" --run-id 20261122T000000Z-k8s-small \
+  --started-at 2026-11-22T00:00:00Z --finished-at 2026-11-22T00:01:00Z --broker chronik \
+  --broker-flag=--wal-profile --broker-flag=medium \
+  --host kind=kubernetes --host context=kind-test --host namespace=chronik-perf --host nodes=1 \
+  --setting test=smoke --setting overlay=small --setting scale=1.0 --setting 'acks="1"' --setting ingestors=1 \
+  --setting consumers=1 --setting partitions=6 --setting wal_profile=medium --setting produce_profile=balanced \
+  --k6-dir "$RUN/k6"
+check "meta.json: the cluster as host, acks as text" \
+  'python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(not (m[\"host\"] == {\"kind\": \"kubernetes\", \"context\": \"kind-test\", \"namespace\": \"chronik-perf\", \"nodes\": 1} and m[\"settings\"][\"acks\"] == \"1\"))" "$RUN/meta.json"'
 check "meta.json completed from the k6 summaries" \
   'python3 -c "import json,sys; s=json.load(open(sys.argv[1]))[\"settings\"]; sys.exit(not (s[\"batch_size\"] == 100 and s[\"message_size\"] == 256 and s[\"duration_s\"] > 0))" "$RUN/meta.json"'
 

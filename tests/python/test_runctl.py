@@ -124,3 +124,36 @@ def test_meta_keeps_values_as_data(tmp_path):
     assert meta["versions"]["k6"] == "k6 v1.8.1" and meta["host"]["cores"] >= 1
     assert runctl("meta", str(out), "--run-id", "x", "--started-at", "t", "--broker", "b",
                   "--setting", "novalue").returncode != 0
+
+
+def test_meta_for_a_cluster_run_takes_the_host_and_the_k6_figures(tmp_path):
+    k6 = tmp_path / "k6" / "chronik-load-1"
+    k6.mkdir(parents=True)
+    (k6 / "k6-smoke-summary.json").write_text(json.dumps(
+        {"chronik": {"config": {"batch_size": 100, "message_size": 256}}, "state": {"testRunDurationMs": 61234}}))
+    out = tmp_path / "meta.json"
+    r = runctl("meta", str(out), "--run-id", "k", "--started-at", "t0", "--broker", "chronik",
+               "--host", "kind=kubernetes", "--host", "context=ctx; rm -rf /", "--host", "nodes=3",
+               "--setting", "acks=\"1\"", "--k6-dir", str(tmp_path / "k6"))
+    assert r.returncode == 0, r.stderr
+    m = json.loads(out.read_text())
+    assert m["host"] == {"kind": "kubernetes", "context": "ctx; rm -rf /", "nodes": 3}
+    assert m["settings"] == {"acks": "1", "batch_size": 100, "message_size": 256, "duration_s": 61.2}
+
+
+def test_verified_reads_a_summary_from_stdin_and_manifest_env(tmp_path):
+    r = subprocess.run([sys.executable, str(RUNCTL), "verified", "-"], input='{"counts": {"verified": 42}}',
+                       capture_output=True, text=True, timeout=30)
+    assert r.stdout.strip() == "42"
+    bad = subprocess.run([sys.executable, str(RUNCTL), "verified", "-"], input="not json",
+                         capture_output=True, text=True, timeout=30)
+    assert bad.stdout.strip() == "0"
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(
+        "kind: Deployment\nmetadata:\n  name: chronik-ingestor\nspec:\n  env:\n"
+        "        - name: CHRONIK_INGESTOR_ACKS\n          value: \"all\"\n---\n"
+        "kind: StatefulSet\nmetadata:\n  name: chronik\nspec:\n  env:\n"
+        "        - name: CHRONIK_WAL_PROFILE\n          value: medium\n")
+    assert runctl("manifest-env", str(rendered), "chronik-ingestor", "CHRONIK_INGESTOR_ACKS").stdout == "all\n"
+    assert runctl("manifest-env", str(rendered), "chronik", "CHRONIK_WAL_PROFILE").stdout == "medium\n"
+    assert runctl("manifest-env", str(rendered), "chronik", "CHRONIK_INGESTOR_ACKS").stdout == ""
