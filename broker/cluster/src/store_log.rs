@@ -161,19 +161,10 @@ fn decode_records(bytes: &[u8]) -> (Vec<Record>, usize) {
     (records, pos)
 }
 
-/// Writes `path` so that a crash leaves either the old or the new content.
+/// Writes `path` so that a crash leaves either the old or the new content
+/// (the workspace's one atomic write, `chronik_log::write_atomically`).
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut file = File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    chronik_log::write_atomically(path, bytes).map_err(io::Error::other)
 }
 
 /// The raft log store. Cloning shares the same log (the clone is the

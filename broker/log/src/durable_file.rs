@@ -18,8 +18,9 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(Error::io(dir))
 }
 
-/// Replaces `path` with `contents` atomically and durably.
-pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
+/// Replaces `path` with `contents` atomically and durably. The one way the
+/// workspace replaces a small file (the broker's and the quorum's too).
+pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<()> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);

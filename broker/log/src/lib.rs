@@ -68,6 +68,7 @@ mod topic;
 mod topic_meta;
 
 pub use config::{ConfigEntry, LogConfig};
+pub use durable_file::write_atomically;
 pub use error::{Error, Result};
 pub use flusher::{FlushPolicy, OnFlush, GROUP_COMMIT_BYTES};
 pub use manager::{LogManager, LogManagerConfig};

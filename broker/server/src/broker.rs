@@ -103,11 +103,9 @@ pub fn load_or_create_cluster_id(data_dir: &Path, node_id: i32) -> anyhow::Resul
 /// Writes `<data_dir>/meta.properties` (atomically) with `cluster_id`.
 pub fn store_cluster_id(data_dir: &Path, node_id: i32, cluster_id: &str) -> anyhow::Result<()> {
     let path = data_dir.join("meta.properties");
-    let tmp = data_dir.join("meta.properties.tmp");
-    std::fs::write(
-        &tmp,
-        format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"),
+    chronik_log::write_atomically(
+        &path,
+        format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n").as_bytes(),
     )
-    .with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))
+    .with_context(|| format!("writing {}", path.display()))
 }

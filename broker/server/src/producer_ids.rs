@@ -72,17 +72,8 @@ impl ProducerIdAllocator {
 }
 
 fn persist(path: &Path, reserved_until: i64) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let file =
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    std::io::Write::write_all(&mut &file, reserved_until.to_string().as_bytes())?;
-    file.sync_all()
-        .with_context(|| format!("syncing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    chronik_log::write_atomically(path, reserved_until.to_string().as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]

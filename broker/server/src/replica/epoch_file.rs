@@ -3,8 +3,6 @@
 //! rewritten atomically (temp file, fsync, rename, fsync of the directory)
 //! whenever the cache changes.
 
-use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 
 use chronik_replication::{LeaderEpochCache, CHECKPOINT_FILE_NAME};
@@ -23,12 +21,9 @@ pub fn load(dir: &Path) -> Result<LeaderEpochCache, String> {
 
 /// Replaces the checkpoint in `dir` with `cache`, durably.
 pub fn save(dir: &Path, cache: &LeaderEpochCache) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{CHECKPOINT_FILE_NAME}.tmp"));
-    {
-        let mut file = File::create(&tmp)?;
-        file.write_all(cache.to_checkpoint().as_bytes())?;
-        file.sync_all()?;
-    }
-    std::fs::rename(&tmp, dir.join(CHECKPOINT_FILE_NAME))?;
-    File::open(dir)?.sync_all()
+    chronik_log::write_atomically(
+        &dir.join(CHECKPOINT_FILE_NAME),
+        cache.to_checkpoint().as_bytes(),
+    )
+    .map_err(std::io::Error::other)
 }
