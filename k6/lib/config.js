@@ -15,6 +15,19 @@ import { KEY_MODES } from './payload.js';
 
 const MODES = ['blocking', 'fire'];
 
+// The local runs' request shape and gates (seed 000 Test 6's 100 x 256 B
+// blocking batches; P99_MS 1000, no errors), shared by smoke.js and
+// find-max.js so that a level find-max holds is a rate smoke passes at.
+export const SMOKE_DEFAULTS = Object.freeze({
+  batchSize: 100,
+  messageSize: 256,
+  mode: 'blocking',
+  acks: '1',
+  p99Ms: 1000,
+  errorRate: 0,
+  httpTimeout: '10s',
+});
+
 function env(name) {
   const v = __ENV[name];
   return v === undefined || v === '' ? undefined : v;

@@ -21,22 +21,12 @@
 //   k6 run -e INGESTOR_URLS=http://127.0.0.1:8080 -e LEVELS=100,200 k6/scenarios/find-max.js
 
 import { Counter } from 'k6/metrics';
-import { envNumber, envString, loadConfig, parseDuration, runTags, scaleTarget } from '../lib/config.js';
+import { SMOKE_DEFAULTS, envNumber, envString, loadConfig, parseDuration, runTags, scaleTarget } from '../lib/config.js';
 import { IngestorClient, waitReady } from '../lib/ingestor.js';
 import { parseLevels, staircase, stepScenarios, stepThresholds } from '../lib/staircase.js';
 import { summaryTrendStats, writeSummary } from '../lib/summary.js';
 
-const cfg = loadConfig({
-  scenario: 'find-max',
-  seed: 'none',
-  batchSize: 100,
-  messageSize: 256,
-  mode: 'blocking',
-  acks: '1',
-  p99Ms: 1000,
-  errorRate: 0,
-  httpTimeout: '10s',
-});
+const cfg = loadConfig({ ...SMOKE_DEFAULTS, scenario: 'find-max', seed: 'none' });
 
 const levels = parseLevels(envString('LEVELS', '200,400,600,800,1000,1200')).map((l) => scaleTarget(l, cfg.vuScale));
 const stepS = Math.max(1, Math.round(parseDuration(envString('STEP', '20s')) * cfg.durationScale));

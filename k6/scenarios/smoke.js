@@ -14,22 +14,14 @@
 //
 //   k6 run -e INGESTOR_URLS=http://127.0.0.1:8080 k6/scenarios/smoke.js
 
-import { envNumber, envString, loadConfig, parseDuration, runTags, scaleDuration, scaleTarget } from '../lib/config.js';
+import {
+  SMOKE_DEFAULTS, envNumber, envString, loadConfig, parseDuration, runTags, scaleDuration, scaleTarget,
+} from '../lib/config.js';
 import { IngestorClient, waitReady } from '../lib/ingestor.js';
 import { summaryTrendStats, writeSummary } from '../lib/summary.js';
 import { thresholds } from '../lib/thresholds.js';
 
-const cfg = loadConfig({
-  scenario: 'smoke',
-  seed: 'none',
-  batchSize: 100,
-  messageSize: 256,
-  mode: 'blocking',
-  acks: '1',
-  p99Ms: 1000,
-  errorRate: 0,
-  httpTimeout: '10s',
-});
+const cfg = loadConfig({ ...SMOKE_DEFAULTS, scenario: 'smoke', seed: 'none' });
 
 const rate = scaleTarget(envNumber('RATE', 20, { min: 1 }), cfg.vuScale);
 const duration = scaleDuration(cfg, envString('DURATION', '60s'));
