@@ -23,6 +23,13 @@
 #                        P99_MS (1000) and the dropped-iteration gate in every
 #                        climb; the report shows it per level and step
 #     --duration D       load duration for smoke/rate scenarios, e.g. 60s (default 60s)
+#     --warmup D         a warm-up before the measured load (default 10s; 0 = none): k6's
+#                        smoke scenario at --rate, its own k6 run (results/<id>/warmup/),
+#                        so JIT, page cache and connections are warm; the report's
+#                        headline throughput and latency cover only the measured load
+#                        and show the warm-up's end-to-end latency apart
+#     --late-consumer D  start one more verifying consumer D into the measured load (a
+#                        rebalance in the window: what the report's Verification names)
 #     --rate N           smoke: batches per second (default 200 = 20,000 msg/s)
 #     --scale X          k6 VU_SCALE (default 1 for smoke; 0.01 = laptop size for the seed scenarios)
 #     --duration-scale X k6 DURATION_SCALE (default 1 for smoke; 0.05 for the seed scenarios)
@@ -63,6 +70,8 @@ source scripts/pipeline.sh
 
 TEST="${TEST:-smoke}"
 DURATION="${DURATION:-60s}"
+WARMUP="${WARMUP:-10s}"
+LATE_CONSUMER="${LATE_CONSUMER:-}"
 RATE="${RATE:-200}"
 SCALE="${SCALE:-}"
 DURATION_SCALE="${DURATION_SCALE:-}"
@@ -100,6 +109,8 @@ while (($#)); do
     --step) STEP=$2; shift 2 ;;
     --repeat) REPEAT=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --late-consumer) LATE_CONSUMER=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --scale) SCALE=$2; shift 2 ;;
     --duration-scale) DURATION_SCALE=$2; shift 2 ;;
@@ -137,6 +148,8 @@ fi
 [[ "$NODES" =~ ^[1-9]$ ]] || die "--nodes must be 1..9"
 [[ "$BROKER" == chronik || "$NODES" == 1 || "$NODES" == 3 ]] || die "--broker kafka runs 1 or 3 nodes (the anchor's topologies)"
 [[ "$KEYS" == fixed || "$KEYS" == fresh ]] || die "--keys must be fixed or fresh"
+[[ "$WARMUP" =~ ^[0-9]+[smh]?$ ]] || die "--warmup takes a duration like 10s, 1m or 0"
+[[ -z "$LATE_CONSUMER" || "$LATE_CONSUMER" =~ ^[0-9]+s?$ ]] || die "--late-consumer takes seconds, e.g. 20s"
 TOPOLOGY=$([[ "$NODES" == 1 ]] && echo standalone || echo cluster)
 if [[ -z "$REPLICATION_FACTOR" ]]; then REPLICATION_FACTOR=$((NODES < 3 ? NODES : 3)); fi
 if [[ -z "$MIN_INSYNC" ]]; then MIN_INSYNC=$((NODES >= 3 ? 2 : 1)); fi
@@ -145,7 +158,7 @@ if [[ -z "$MIN_INSYNC" ]]; then MIN_INSYNC=$((NODES >= 3 ? 2 : 1)); fi
 
 OUT="$RESULTS_ROOT/$RUN_ID"
 WORK="$RUN_DIR/$RUN_ID"
-mkdir -p "$OUT"/{k6,consumers,ingestors,metrics,logs} "$WORK"
+mkdir -p "$OUT"/{k6,consumers,ingestors,metrics,logs,warmup} "$WORK"
 TOPIC="chronik-run-$RUN_ID"
 TOPIC=${TOPIC//[^a-zA-Z0-9._-]/-}
 GROUP="verify-$RUN_ID"
@@ -268,6 +281,9 @@ write_meta() {  # [FINISHED_AT]
     --setting "min_insync_replicas=$MIN_INSYNC" --setting "topic=$TOPIC" --setting "group=$GROUP" \
     --setting "prometheus=${PROM_URL:-}" --setting "keys=$KEYS" \
     --setting "levels=$LEVELS" --setting "step=$STEP" --setting "repeat=$REPEAT" \
+    --setting "warmup_s=$(duration_seconds "$WARMUP")" --setting "late_consumer=\"$LATE_CONSUMER\"" \
+    --setting "load_from=${LOAD_FROM:-null}" --setting "measured_from=${MEASURED_FROM:-null}" \
+    --setting "measured_until=${MEASURED_UNTIL:-null}" \
     --version "k6=$("$K6_BIN" version 2>/dev/null | head -1)"
 }
 write_meta ""
@@ -280,6 +296,18 @@ write_meta ""
   --bootstrap "$BOOTSTRAP" --topic "$TOPIC" --rf "$REPLICATION_FACTOR" "${CONSUMER_URLS[@]}" \
   2> >(tee "$OUT/logs/settle.log" >&2) \
   || die "the verifying consumers' group or the topic's ISR did not settle within ${SETTLE_TIMEOUT}s (logs/settle.log)"
+
+# -- warm-up: its own k6 run, kept out of the headline -----------------------------------
+INGESTOR_URLS=$(IFS=,; echo "${INGESTOR_URL_LIST[*]}")
+LOAD_FROM=$(date +%s.%N)
+if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
+  log "warm-up: k6 smoke at $RATE batches/s for $WARMUP (results in $OUT/warmup, not in the headline)"
+  INGESTOR_URLS="$INGESTOR_URLS" RESULTS_DIR="$OUT/warmup" RUN_ID="$RUN_ID-warmup" \
+    TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
+    RATE="$RATE" DURATION="$WARMUP" KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" \
+    k6/run.sh smoke --quiet > "$OUT/logs/k6-warmup.log" 2>&1 \
+    || log "warm-up k6 exited $? (its thresholds do not decide the run; logs/k6-warmup.log)"
+fi
 
 # -- load ---------------------------------------------------------------------------
 sample_specs=()
@@ -300,14 +328,34 @@ progress() {
 progress &
 PROGRESS_PID=$!
 
+if [[ -n "$LATE_CONSUMER" ]]; then
+  # a member joining mid-load: the group rebalances inside the measured window
+  ( sleep "${LATE_CONSUMER%s}"; [[ -e "$SAMPLER_STOP" ]] && exit 0
+    start_consumer "consumer-late" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-late.json"
+    echo "$STARTED_PID $STARTED_URL" > "$WORK/late-consumer" ) &
+  LATE_PID=$!
+fi
+
 log "running k6 scenario '$TEST' against ${INGESTOR_URL_LIST[*]}"
 K6_RC=0
-INGESTOR_URLS=$(IFS=,; echo "${INGESTOR_URL_LIST[*]}") RESULTS_DIR="$OUT/k6" RUN_ID="$RUN_ID" \
+MEASURED_FROM=$(date +%s.%N)
+INGESTOR_URLS="$INGESTOR_URLS" RESULTS_DIR="$OUT/k6" RUN_ID="$RUN_ID" \
   TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
   RATE="$RATE" DURATION="$DURATION" VU_SCALE="$SCALE" DURATION_SCALE="$DURATION_SCALE" \
   KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" LEVELS="$LEVELS" STEP="$STEP" REPEAT="$REPEAT" \
   k6/run.sh "$TEST" --quiet --out "csv=$OUT/k6/raw-$TEST.csv.gz" > "$OUT/logs/k6.log" 2>&1 || K6_RC=$?
+MEASURED_UNTIL=$(date +%s.%N)
 log "k6 finished with exit status $K6_RC (99 = a threshold failed)"
+if [[ -n "$LATE_CONSUMER" ]]; then
+  wait "$LATE_PID" 2>/dev/null || true
+  if [[ -s "$WORK/late-consumer" ]]; then
+    read -r late_pid late_url < "$WORK/late-consumer"
+    STARTED+=("consumer-late=$late_pid"); CONSUMER_URLS+=("$late_url")
+    log "late consumer joined the group during the load ($late_url)"
+  else
+    log "the late consumer did not start (the load ended first?)"
+  fi
+fi
 tail -n 25 "$OUT/logs/k6.log" >&2 || true
 if [[ "$TEST" == find-max && "$K6_RC" == 99 ]]; then
   # The upper steps failing their gates is how the staircase finds the max;

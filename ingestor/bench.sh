@@ -49,7 +49,6 @@ CHRONIK_BENCH_BIN="${CHRONIK_BENCH_BIN:-$REPO_ROOT/target/release/chronik-bench}
 CHRONIK_BENCH_CONCURRENCY="${CHRONIK_BENCH_CONCURRENCY:-2}"
 INGESTOR_BIN="$REPO_ROOT/target/release/chronik-ingestor"
 LOAD_BIN="$REPO_ROOT/target/release/ingestor-load"
-CLK_TCK="$(getconf CLK_TCK)"
 
 BENCH_DIR="$RUN_DIR/ingestor-bench-$(date -u +%Y%m%dT%H%M%SZ)-$$"
 INGESTOR_PID=""
@@ -95,7 +94,7 @@ log "chronik-ingestor pid $INGESTOR_PID http=$INGESTOR_HTTP"
 
 load() {
   "$LOAD_BIN" --duration-secs "$DURATION" --warmup-secs "$WARMUP" --connections "$CONNECTIONS" \
-    --batch "$BATCH" --value-bytes "$VALUE_BYTES" --clk-tck "$CLK_TCK" "$@"
+    --batch "$BATCH" --value-bytes "$VALUE_BYTES" "$@"
 }
 
 wait_drained() {

@@ -44,12 +44,22 @@ class HlogError(ValueError):
     """A ``.hlog`` file that cannot be read or decoded."""
 
 
+_BASE_TIME = re.compile(r"^#\[(?:BaseTime|StartTime): (?P<epoch>[\d.]+)")
+
+
 @dataclass(frozen=True)
 class HlogInterval:
     tag: str | None
     start_s: float
     length_s: float
     histogram: HdrHistogram
+    # seconds since the Unix epoch of the interval's start, when the log has a
+    # BaseTime (or StartTime) header
+    epoch_start_s: float | None = None
+
+    @property
+    def epoch_mid_s(self) -> float | None:
+        return None if self.epoch_start_s is None else self.epoch_start_s + self.length_s / 2
 
 
 def new_histogram() -> HdrHistogram:
@@ -71,8 +81,15 @@ def read_hlog(path: Path) -> list[HlogInterval]:
     except OSError as e:
         raise HlogError(f"{path}: {e}") from e
     intervals = []
+    base: float | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
+        header = _BASE_TIME.match(line)
+        if header is not None:
+            # BaseTime wins over StartTime (interval timestamps count from it)
+            if base is None or line.startswith("#[BaseTime"):
+                base = float(header["epoch"])
+            continue
         if not line or line.startswith(("#", '"')):
             continue
         m = _INTERVAL.match(line)
@@ -82,7 +99,9 @@ def read_hlog(path: Path) -> list[HlogInterval]:
             histogram = decode_histogram(m["payload"])
         except HlogError as e:
             raise HlogError(f"{path}:{number}: {e}") from e
-        intervals.append(HlogInterval(m["tag"], float(m["start"]), float(m["length"]), histogram))
+        start = float(m["start"])
+        intervals.append(HlogInterval(m["tag"], start, float(m["length"]), histogram,
+                                      None if base is None else base + start))
     return intervals
 
 
@@ -104,6 +123,19 @@ def merge(histograms: Iterable[HdrHistogram]) -> HdrHistogram:
 def merge_hlogs(paths: Sequence[Path]) -> HdrHistogram:
     """All intervals of all ``paths`` merged into one histogram."""
     return merge(interval.histogram for path in paths for interval in read_hlog(path))
+
+
+def split_hlogs(paths: Sequence[Path], measured_from: float) -> tuple[HdrHistogram, HdrHistogram]:
+    """(measured, warm-up): the intervals of all ``paths`` whose midpoint is
+    at or after ``measured_from`` (seconds since the epoch), and those before
+    it. A log without a BaseTime header cannot be split and counts as
+    measured."""
+    measured, warmup = [], []
+    for path in paths:
+        for interval in read_hlog(path):
+            mid = interval.epoch_mid_s
+            (warmup if mid is not None and mid < measured_from else measured).append(interval.histogram)
+    return merge(measured), merge(warmup)
 
 
 def histogram_percentiles(h: HdrHistogram) -> dict[str, float]:

@@ -141,7 +141,34 @@ def _verification(report: Report) -> list[str]:
         ("Redeliveries", "redeliveries", fmt_int), ("Acknowledged (ledgers)", "acknowledged", fmt_int),
         ("Failed (ledgers)", "failed", fmt_int),
     ]
-    return out + ["", markdown_table(v, cols, _numbers(cols, ["Run", "Decided by"]))]
+    out += ["", markdown_table(v, cols, _numbers(cols, ["Run", "Decided by"]))]
+    return out + _rebalances(report)
+
+
+def _rebalances(report: Report) -> list[str]:
+    """Rebalances during the measured window, each with its time, so a reader
+    can tell a consumer-group event from a broker stall; the others counted."""
+    r = report.rebalances
+    if r.empty:
+        return []
+    measured = r[r["window"] == "measured"]
+    elsewhere = r[r["window"] != "measured"].groupby(["run_id", "window"], sort=False).size()
+    out = [""]
+    if measured.empty:
+        out.append("No consumer-group rebalance during the measured window.")
+    else:
+        out += [f"**Rebalances during the measured window**: {len(measured)} (consumer-group events; "
+                "end-to-end latency around them includes the group's pause, not only the broker's)", ""]
+        cols: list[Column] = [
+            ("Run", "run_id", fmt_code), ("Consumer", "consumer", fmt_text),
+            ("At (s into the measured window)", "at_s", fmt_float), ("Callback", "kind", fmt_text),
+            ("Partitions", "partitions", fmt_int),
+        ]
+        out.append(markdown_table(measured, cols, _numbers(cols, ["Run", "Consumer", "Callback"])))
+    if len(elsewhere):
+        out += ["", "Rebalance callbacks outside it: " + "; ".join(
+            f"`{run_id}` {window}: {n}" for (run_id, window), n in elsewhere.items()) + "."]
+    return out
 
 
 def _configuration(report: Report) -> list[str]:
@@ -253,7 +280,12 @@ def _e2e(report: Report, charts: Mapping[str, str]) -> list[str]:
     ]
     out.append(markdown_table(e, cols, _numbers(cols, ["Run", "Source"])))
     out += ["", "Percentiles of the union of every consumer replica's `.hlog` (HdrHistogram interval logs), "
-            "never averages of per-replica percentiles."]
+            "never averages of per-replica percentiles; each message counts once, at its first delivery "
+            "(re-reads are counted as redeliveries in Verification, not timed)."]
+    w = report.e2e_warmup
+    if not w.empty:
+        out += ["", "Warm-up (`--warmup`), excluded from the figures above:", "",
+                markdown_table(w, cols, _numbers(cols, ["Run", "Source"]))]
     if "e2e_latency" in charts:
         out += ["", f"![End-to-end latency]({charts['e2e_latency']})"]
     return out

@@ -29,8 +29,10 @@ class Report:
     acks: pd.DataFrame
     brokers: pd.DataFrame
     e2e: pd.DataFrame
+    e2e_warmup: pd.DataFrame  # the --warmup window, kept out of the headline e2e
     e2e_distribution: pd.DataFrame
     verification: pd.DataFrame
+    rebalances: pd.DataFrame  # the consumers' rebalance callbacks, placed in the run's windows
     ingestors: pd.DataFrame
     broker_metrics: pd.DataFrame
     processes: pd.DataFrame
@@ -82,8 +84,10 @@ def build_report(runs_or_paths) -> Report:
         acks=summarise.acks_comparison(figures),
         brokers=summarise.broker_comparison(figures),
         e2e=e2e,
+        e2e_warmup=summarise.e2e_warmup_table(e2e_each),
         e2e_distribution=summarise.e2e_distribution(e2e_each),
         verification=verification.verification(runs),
+        rebalances=verification.rebalances(runs),
         ingestors=verification.ingestors(runs),
         broker_metrics=broker.broker_metrics(runs),
         processes=resources.processes(usage),

@@ -20,7 +20,7 @@ import pandas as pd
 from . import latency
 from .latency import HlogError
 from .load import ConsumerReport, Run
-from .tidy import empty, k6_samples, k6_values, over_runs, run_settings
+from .tidy import empty, k6_samples, k6_values, measured_window, over_runs, run_settings
 
 MB = 1_000_000  # MB/s in decimal megabytes, as the seeds report them
 
@@ -266,6 +266,8 @@ class EndToEnd:
 
     row: dict
     histogram: object | None  # hdrh HdrHistogram
+    # the warm-up window's figures (``--warmup``), kept out of the headline
+    warmup_row: dict | None = None
 
 
 def hlog_path(report: ConsumerReport) -> Path | None:
@@ -315,10 +317,21 @@ def end_to_end(run: Run) -> EndToEnd:
     problem = ""
     if replicas and all(paths):
         try:
-            h = latency.merge_hlogs(paths)
+            measured_from = measured_window(run)[0]
+            if measured_from is None:
+                h, warm = latency.merge_hlogs(paths), None
+            else:
+                h, warm = latency.split_hlogs(paths, measured_from)
             if h.get_total_count():
                 source = f"{len(paths)} replica .hlog files merged" if len(paths) > 1 else "replica .hlog"
-                return EndToEnd(_e2e_row(run.run_id, source, len(paths), latency.histogram_percentiles(h)), h)
+                warmup_row = None
+                if warm is not None and warm.get_total_count():
+                    warmup_row = _e2e_row(run.run_id, f"warm-up: {source}", len(paths),
+                                          latency.histogram_percentiles(warm))
+                if measured_from is not None:
+                    source += " (measured window)"
+                return EndToEnd(_e2e_row(run.run_id, source, len(paths), latency.histogram_percentiles(h)), h,
+                                warmup_row)
             problem = "the .hlog files hold no samples"
         except HlogError as e:
             problem = f"the .hlog files could not be decoded ({e})"
@@ -338,6 +351,12 @@ def end_to_end(run: Run) -> EndToEnd:
 
 def e2e_table(e2e: list[EndToEnd]) -> pd.DataFrame:
     return pd.DataFrame([e.row for e in e2e], columns=E2E_COLUMNS) if e2e else empty(E2E_COLUMNS)
+
+
+def e2e_warmup_table(e2e: list[EndToEnd]) -> pd.DataFrame:
+    """The warm-up window's end-to-end latency of the runs that had one."""
+    rows = [e.warmup_row for e in e2e if e.warmup_row is not None]
+    return pd.DataFrame(rows, columns=E2E_COLUMNS) if rows else empty(E2E_COLUMNS)
 
 
 def e2e_distribution(e2e: list[EndToEnd]) -> pd.DataFrame:

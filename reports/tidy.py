@@ -62,6 +62,26 @@ def to_utc(values: pd.Series) -> pd.Series:
     return pd.to_datetime(values, utc=True, format="ISO8601", errors="coerce")
 
 
+def load_window(run: Run) -> dict[str, float | None]:
+    """When the load ran, in seconds since the epoch, as run-all.sh records
+    it: ``load_from`` (the warm-up's start), ``measured_from`` (the end of
+    ``--warmup``: what the headline covers), ``measured_until`` (the measured
+    k6 run's end). Missing keys are None (older runs, Kubernetes runs)."""
+    settings = run.meta.get("settings") or {}
+
+    def num(key: str) -> float | None:
+        v = settings.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    return {k: num(k) for k in ("load_from", "measured_from", "measured_until")}
+
+
+def measured_window(run: Run) -> tuple[float | None, float | None]:
+    """(measured_from, measured_until) of ``load_window``."""
+    w = load_window(run)
+    return w["measured_from"], w["measured_until"]
+
+
 def run_settings(run: Run) -> pd.DataFrame:
     """One row: who ran what against which broker with which settings."""
     meta = run.meta

@@ -16,12 +16,13 @@ import numpy as np
 import pandas as pd
 
 from .load import ConsumerReport, Run
-from .tidy import empty, ledger_ranges, over_runs, prom_samples
+from .tidy import empty, ledger_ranges, load_window, over_runs, prom_samples
 
 VERIFICATION_COLUMNS = [
     "run_id", "status", "verdict", "source", "conclusive", "consumed", "verified", "lost", "duplicates",
     "reordered", "corrupt", "gaps", "unexplained_gaps", "redeliveries", "foreign", "acknowledged", "failed",
 ]
+REBALANCE_COLUMNS = ["run_id", "consumer", "at_s", "window", "kind", "partitions"]
 INGESTOR_COLUMNS = [
     "run_id", "ingestor", "acknowledged", "failed", "issued", "in_flight", "accepted", "delivered",
     "failed_metric", "rejected",
@@ -114,6 +115,47 @@ def verification(runs: list[Run]) -> pd.DataFrame:
             "acknowledged": acknowledged, "failed": failed,
         })
     return pd.DataFrame(rows, columns=VERIFICATION_COLUMNS) if rows else empty(VERIFICATION_COLUMNS)
+
+
+def _window_of(at_s: float, w: dict[str, float | None]) -> str:
+    load_from = w["load_from"] if w["load_from"] is not None else w["measured_from"]
+    if load_from is None:
+        return "unknown"
+    if at_s < load_from:
+        return "before the load"
+    if w["measured_from"] is not None and at_s < w["measured_from"]:
+        return "warm-up"
+    if w["measured_until"] is None or at_s <= w["measured_until"]:
+        return "measured"
+    return "after the load"
+
+
+def rebalances(runs: list[Run]) -> pd.DataFrame:
+    """Every rebalance callback of every consumer replica, with its time in
+    seconds from the start of the measured window (from the load's start
+    without one) and the window it fell in: ``before the load`` (the group
+    forming), ``warm-up``, ``measured`` (a consumer-group event a reader must
+    not mistake for a broker stall) or ``after the load`` (consumers
+    stopping)."""
+    rows = []
+    for run in runs:
+        w = load_window(run)
+        origin = w["measured_from"] if w["measured_from"] is not None else w["load_from"]
+        for c in run.consumers:
+            if c.kind != "replica":
+                continue
+            for e in (c.data.get("run") or {}).get("rebalanceEvents") or []:
+                at_us = e.get("atUs")
+                if not isinstance(at_us, (int, float)):
+                    continue
+                at_s = at_us / 1e6
+                rows.append({
+                    "run_id": run.run_id, "consumer": c.name,
+                    "at_s": at_s - origin if origin is not None else np.nan,
+                    "window": _window_of(at_s, w), "kind": e.get("kind"), "partitions": e.get("partitions"),
+                })
+    frame = pd.DataFrame(rows, columns=REBALANCE_COLUMNS) if rows else empty(REBALANCE_COLUMNS)
+    return frame.sort_values(["run_id", "at_s"], kind="stable").reset_index(drop=True) if rows else frame
 
 
 def ingestors(runs: list[Run]) -> pd.DataFrame:

@@ -8,17 +8,18 @@ Owns (standard library only, except `create-topic` and the ISR check of
   settle --partitions P [--bootstrap B --topic T --rf R] [--timeout S] URL...
                          wait until the verifying consumers' group is stable
                          (every partition assigned to exactly one consumer,
-                         no rebalance for --stable seconds) and, with
+                         every consumer holding at least one when there are
+                         enough partitions, no rebalance for --stable
+                         seconds) and, with
                          --bootstrap, every partition of the topic has its
                          full ISR; logs what it waits for; exit 1 on timeout
-  verified URL...        print the messages the consumers verified so far
-                         (URL "-": one consumer's /summary JSON on stdin)
-  drained --acked N --partitions P URL...
+  verified SOURCE...     print the messages the consumers verified so far
+  drained --acked N --partitions P SOURCE...
                          exit 0 when every partition is assigned with zero
                          lag and the consumers verified at least N messages
                          (one line of state on stderr either way)
   ledger-total LEDGER... print the sum of the ledgers' acknowledged counts
-  in-flight URL          print an ingestor's in-flight message count (its
+  in-flight SOURCE       print an ingestor's in-flight message count (its
                          /ledger), or 1 when it does not answer
   meta OUT [--field value ...] [--setting k=v ...] [--version k=v ...]
           [--host k=v ...] [--k6-dir DIR]
@@ -34,7 +35,9 @@ Owns (standard library only, except `create-topic` and the ISR check of
                          print the literal value of env NAME of WORKLOAD in a
                          rendered manifest (k8s-perf), or nothing
 
-URL: a verifying consumer's base URL (its /summary is read).
+SOURCE / URL: a verifying consumer's (or for in-flight, an ingestor's) base
+URL, whose /summary (/ledger) is read; a SOURCE may also be "-" (that JSON
+on stdin) or a file holding it (how k8s-perf passes what kubectl fetched).
 Must not: start or stop processes (the shell scripts do), or decide the
 run's verdict (chronik-consumer merge does).
 """
@@ -51,12 +54,25 @@ from pathlib import Path
 SUMMARY_TIMEOUT_S = 2.0
 
 
-def summary(url: str) -> dict | None:
+def read_source(source: str, path: str) -> dict | None:
+    """The JSON of SOURCE: an http(s) URL (PATH appended), "-" (stdin) or a
+    file that holds a saved answer (a Kubernetes pod's, fetched by kubectl);
+    None when it cannot be read or parsed."""
     try:
-        with urllib.request.urlopen(url.rstrip("/") + "/summary", timeout=SUMMARY_TIMEOUT_S) as r:
-            return json.load(r)
+        if source.startswith(("http://", "https://")):
+            with urllib.request.urlopen(source.rstrip("/") + path, timeout=SUMMARY_TIMEOUT_S) as r:
+                return json.load(r)
+        if source == "-":
+            return json.load(sys.stdin)
+        with open(source, encoding="utf-8") as f:
+            return json.load(f)
     except (OSError, ValueError):
         return None
+
+
+def summary(source: str) -> dict | None:
+    """A verifying consumer's /summary."""
+    return read_source(source, "/summary")
 
 
 def group_state(urls: list[str]) -> tuple[dict[tuple[str, int], list[str]], int, list[str]]:
@@ -105,6 +121,12 @@ def settle(args: argparse.Namespace) -> int:
         doubled = sorted(f"{t}-{p}" for (t, p), o in owners.items() if len(o) > 1)
         if len(owners) < args.partitions:
             why.append(f"{len(owners)}/{args.partitions} partitions assigned")
+        # Every verifying consumer must be in the group: one that has not
+        # joined yet would rebalance the group as soon as the load starts.
+        holding = {u for o in owners.values() for u in o}
+        idle = [u for u in args.urls if u not in holding and u not in down]
+        if idle and len(args.urls) <= args.partitions:
+            why.append(f"no partition yet for {', '.join(idle)} (not in the group)")
         if doubled:
             why.append(f"assigned twice: {', '.join(doubled)}")
         if args.bootstrap:
@@ -137,14 +159,8 @@ def settle(args: argparse.Namespace) -> int:
 
 def verified(args: argparse.Namespace) -> int:
     total = 0
-    for url in args.urls:
-        if url == "-":
-            try:
-                s = json.load(sys.stdin)
-            except ValueError:
-                s = None
-        else:
-            s = summary(url)
+    for source in args.urls:
+        s = summary(source)
         total += int(s["counts"]["verified"]) if s else 0
     print(total)
     return 0
@@ -172,10 +188,10 @@ def ledger_total(args: argparse.Namespace) -> int:
 
 
 def in_flight(args: argparse.Namespace) -> int:
+    ledger = read_source(args.url, "/ledger")
     try:
-        with urllib.request.urlopen(args.url.rstrip("/") + "/ledger", timeout=SUMMARY_TIMEOUT_S) as r:
-            print(int(json.load(r)["in_flight"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        print(int(ledger["in_flight"]))  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
         print(1)
     return 0
 
@@ -292,18 +308,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("urls", nargs="+", metavar="URL")
     s.set_defaults(run=settle)
     v = sub.add_parser("verified")
-    v.add_argument("urls", nargs="*", metavar="URL")
+    v.add_argument("urls", nargs="*", metavar="SOURCE")
     v.set_defaults(run=verified)
     d = sub.add_parser("drained")
     d.add_argument("--acked", type=int, required=True)
     d.add_argument("--partitions", type=int, required=True)
-    d.add_argument("urls", nargs="+", metavar="URL")
+    d.add_argument("urls", nargs="+", metavar="SOURCE")
     d.set_defaults(run=drained)
     lt = sub.add_parser("ledger-total")
     lt.add_argument("ledgers", nargs="+", metavar="LEDGER")
     lt.set_defaults(run=ledger_total)
     f = sub.add_parser("in-flight")
-    f.add_argument("url", metavar="URL")
+    f.add_argument("url", metavar="SOURCE")
     f.set_defaults(run=in_flight)
     m = sub.add_parser("meta")
     m.add_argument("out", type=Path)

@@ -5,11 +5,11 @@
 
 mod common;
 
-use common::{read_json, run_bench, Broker};
+use common::{broker, read_json, run_bench};
 
 #[test]
 fn injected_loss_duplicate_and_gap_are_counted_exactly() -> anyhow::Result<()> {
-    let broker = Broker::start()?;
+    let broker = broker()?;
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("faults.json");
     let run = run_bench(
@@ -61,7 +61,7 @@ fn injected_loss_duplicate_and_gap_are_counted_exactly() -> anyhow::Result<()> {
 
 #[test]
 fn a_clean_run_under_strict_exits_zero() -> anyhow::Result<()> {
-    let broker = Broker::start()?;
+    let broker = broker()?;
     let run = run_bench(
         &broker,
         &[

@@ -8,11 +8,11 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::{bench_command, num, read_json, BenchChild, Broker};
+use common::{bench_command, broker, num, read_json, BenchChild};
 
 #[test]
 fn sigint_ends_the_run_and_results_are_still_written() -> anyhow::Result<()> {
-    let broker = Broker::start()?;
+    let broker = broker()?;
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("int.json");
     let csv = dir.path().join("int.csv");

@@ -5,7 +5,7 @@
 mod common;
 
 use chronik_harness::histogram::read_hlog;
-use common::{num, read_json, run_bench, Broker};
+use common::{broker, num, read_json, run_bench};
 
 const OMB_FIELDS: &[&str] = &[
     "workload",
@@ -58,7 +58,7 @@ const OMB_FIELDS: &[&str] = &[
 
 #[test]
 fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
-    let broker = Broker::start()?;
+    let broker = broker()?;
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("produce.json");
     let csv = dir.path().join("runs.csv");
@@ -256,7 +256,7 @@ fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
 
 #[test]
 fn round_trip_verifies_every_message_while_producing() -> anyhow::Result<()> {
-    let broker = Broker::start()?;
+    let broker = broker()?;
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("rt.json");
     let run = run_bench(
@@ -336,7 +336,7 @@ fn round_trip_verifies_every_message_while_producing() -> anyhow::Result<()> {
 
 #[test]
 fn metadata_mode_times_metadata_requests() -> anyhow::Result<()> {
-    let broker = Broker::start()?;
+    let broker = broker()?;
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("md.json");
     let run = run_bench(

@@ -4,11 +4,11 @@
 mod common;
 
 use chronik_harness::histogram::read_hlog;
-use common::{num, read_json, run_bench, Broker};
+use common::{broker, num, read_json, run_bench};
 
 #[test]
 fn a_modest_rate_is_held_and_judged_valid() -> anyhow::Result<()> {
-    let broker = Broker::start()?;
+    let broker = broker()?;
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("rate.json");
     let results = dir.path().join("results");
@@ -92,7 +92,7 @@ fn a_modest_rate_is_held_and_judged_valid() -> anyhow::Result<()> {
 
 #[test]
 fn a_sweep_steps_the_rate_and_reports_the_knee() -> anyhow::Result<()> {
-    let broker = Broker::start()?;
+    let broker = broker()?;
     let dir = tempfile::tempdir()?;
     let json = dir.path().join("sweep.json");
     let csv = dir.path().join("sweep.csv");

@@ -5,9 +5,12 @@
 //! final sync one), the live publishing cadence, the `.hlog` intervals, the
 //! idle stop, and the final watermark fetch that tells the report how much
 //! of each partition exists. Offsets are stored as records are polled
-//! (`enable.auto.offset.store`) and committed every `commit_interval`; on a
-//! rebalance nothing extra is committed, so a partition's new owner may
-//! re-read up to one interval — counted as redeliveries, never duplicates.
+//! (`enable.auto.offset.store`) and committed every `commit_interval`, and
+//! synchronously before partitions are revoked, so after a rebalance their
+//! new owner starts where this member stopped (a member that dies without a
+//! revoke leaves up to one interval to be re-read: counted as redeliveries,
+//! never duplicates). Every rebalance callback is kept, with its time, for
+//! the report.
 //! Must not: decide verdicts (`verify`, `report`) or serve HTTP.
 
 use std::collections::HashMap;
@@ -16,6 +19,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use chronik_harness::histogram::HlogWriter;
+use chronik_harness::procfs::{self, Task};
 use chronik_harness::{now_us, ENVELOPE_HEADER};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
@@ -24,6 +28,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::statistics::Statistics;
 use rdkafka::Offset;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::live::{Live, PartitionSummary};
@@ -52,26 +57,34 @@ pub struct Consumed {
     pub verifier: Verifier,
     pub stop: StopReason,
     pub rebalances: u64,
+    /// The rebalance callbacks with their times (at most `MAX_REBALANCE_EVENTS`).
+    pub rebalance_events: Vec<RebalanceEvent>,
     /// From the first to the last record consumed (to within 1024 records).
     pub active: Duration,
     /// CPU seconds of the poll thread (user + system, /proc/thread-self/stat).
     pub poll_thread_cpu_secs: Option<f64>,
 }
 
-/// User + system CPU seconds from a /proc `stat` file (USER_HZ = 100 on Linux).
-pub fn cpu_secs(stat_path: &str) -> Option<f64> {
-    let text = std::fs::read_to_string(stat_path).ok()?;
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let rest = &text[text.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
+/// Rebalance events kept per run (a group that keeps rebalancing is reported
+/// by the count; the list stops growing here).
+const MAX_REBALANCE_EVENTS: usize = 1000;
+
+/// One rebalance callback, as the report lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RebalanceEvent {
+    /// Wall-clock time of the callback, µs since the Unix epoch.
+    pub at_us: i64,
+    /// "assign", "revoke" or "error".
+    pub kind: String,
+    /// Partitions in the assignment or revocation.
+    pub partitions: usize,
 }
 
 /// Callbacks librdkafka makes on the poll thread.
 struct Context {
     rebalances: AtomicU64,
+    events: Mutex<Vec<RebalanceEvent>>,
     assignment_changed: AtomicBool,
     /// (topic, partition) -> (low, high) watermark from the latest statistics.
     watermarks: Mutex<HashMap<(String, i32), (i64, i64)>>,
@@ -112,16 +125,40 @@ impl ClientContext for Context {
 }
 
 impl ConsumerContext for Context {
+    /// Before a revocation takes effect: commit what was verified, so the
+    /// partitions' next owner does not read it again.
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if let Rebalance::Revoke(tpl) = rebalance {
+            if tpl.count() > 0 {
+                commit(consumer, CommitMode::Sync);
+            }
+        }
+    }
+
     fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        match rebalance {
+        let (kind, partitions) = match rebalance {
             Rebalance::Assign(tpl) => {
-                tracing::info!(partitions = tpl.count(), "partitions assigned")
+                tracing::info!(partitions = tpl.count(), "partitions assigned");
+                ("assign", tpl.count())
             }
             Rebalance::Revoke(tpl) => {
-                tracing::info!(partitions = tpl.count(), "partitions revoked")
+                tracing::info!(partitions = tpl.count(), "partitions revoked");
+                ("revoke", tpl.count())
             }
-            Rebalance::Error(e) => tracing::warn!(error = %e, "rebalance error"),
+            Rebalance::Error(e) => {
+                tracing::warn!(error = %e, "rebalance error");
+                ("error", 0)
+            }
+        };
+        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if events.len() < MAX_REBALANCE_EVENTS {
+            events.push(RebalanceEvent {
+                at_us: now_us(),
+                kind: kind.to_string(),
+                partitions,
+            });
         }
+        drop(events);
         self.rebalances.fetch_add(1, Ordering::Relaxed);
         self.assignment_changed.store(true, Ordering::Relaxed);
     }
@@ -188,6 +225,7 @@ pub fn run(
 ) -> Result<Consumed, Error> {
     let context = Context {
         rebalances: AtomicU64::new(0),
+        events: Mutex::new(Vec::new()),
         assignment_changed: AtomicBool::new(false),
         watermarks: Mutex::new(HashMap::new()),
     };
@@ -308,10 +346,17 @@ pub fn run(
     final_watermarks(config, &config.topics, &mut verifier);
     publish(&consumer, &mut verifier, &assigned, live, started);
     let rebalances = consumer.context().rebalances.load(Ordering::Relaxed);
+    let rebalance_events = std::mem::take(
+        &mut *consumer
+            .context()
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()),
+    );
     let active = first_record.map_or(Duration::ZERO, |first| {
         last_progress.saturating_duration_since(first)
     });
-    let poll_thread_cpu_secs = cpu_secs("/proc/thread-self/stat");
+    let poll_thread_cpu_secs = procfs::cpu_secs(Task::ThisThread);
     // Dropping the consumer closes it: leaves the group so the remaining
     // members rebalance at once.
     drop(consumer);
@@ -319,6 +364,7 @@ pub fn run(
         verifier,
         stop: reason,
         rebalances,
+        rebalance_events,
         active,
         poll_thread_cpu_secs,
     })

@@ -1,54 +1,24 @@
 //! Producer ledgers: what each producer says happened to its sequences.
 //!
-//! Owns: the ledger JSON schema (README "Ledger JSON"), reading ledgers from
+//! Owns: reading ledgers from
 //! files and from plain `http://` URLs (an ingestor's `GET /ledger`), and
 //! reconciling one producer's ledger with the sequences consumed.
 //! Must not: decide the verdict (that is `report`).
 //!
-//! A ledger is `{"producer_id": u64, "acknowledged": [[first, last], ...],
-//! "failed": [[first, last], ...]}` with optional `next_sequence`,
-//! `ingestor_id` and `producer_id_hex`; camelCase spellings are accepted. A
-//! source holds one ledger, a JSON array of them, or an object with a
-//! `ledgers` array (how a chronik-bench result file can carry them).
+//! The schema is `chronik_harness::ledger::Ledger`. A source holds one
+//! ledger, a JSON array of them, or an object with a `ledgers` array (how a
+//! chronik-bench result file can carry them).
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::intervals::IntervalSet;
 use crate::Error;
+use chronik_harness::intervals::IntervalSet;
 
-/// One producer's ledger.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Ledger {
-    #[serde(default, alias = "producerId")]
-    pub producer_id: Option<u64>,
-    #[serde(default, alias = "producerIdHex")]
-    pub producer_id_hex: Option<String>,
-    /// Sequences with a successful acknowledgement.
-    #[serde(default)]
-    pub acknowledged: IntervalSet,
-    /// Sequences whose production was reported as failed.
-    #[serde(default)]
-    pub failed: IntervalSet,
-    /// Sequences `0..next_sequence` were handed to the client (optional).
-    #[serde(default, alias = "nextSequence")]
-    pub next_sequence: Option<u64>,
-    #[serde(default, alias = "ingestorId")]
-    pub ingestor_id: Option<String>,
-}
-
-impl Ledger {
-    /// The producer id, from `producer_id` or else `producer_id_hex`.
-    pub fn id(&self) -> Option<u64> {
-        self.producer_id.or_else(|| {
-            let hex = self.producer_id_hex.as_deref()?;
-            u64::from_str_radix(hex.trim_start_matches("0x"), 16).ok()
-        })
-    }
-}
+pub use chronik_harness::ledger::Ledger;
 
 /// Parses one ledger source's text (`source` names it in errors).
 pub fn parse_ledgers(source: &str, text: &str) -> Result<Vec<Ledger>, Error> {
@@ -221,12 +191,12 @@ pub fn combine(ledgers: &[&Ledger]) -> Ledger {
         failed = failed.union(&l.failed);
     }
     Ledger {
+        ingestor_id: ledgers.iter().find_map(|l| l.ingestor_id.clone()),
         producer_id: ledgers.iter().find_map(|l| l.id()),
         producer_id_hex: None,
+        next_sequence: ledgers.iter().filter_map(|l| l.next_sequence).max(),
         failed: failed.difference(&acknowledged),
         acknowledged,
-        next_sequence: ledgers.iter().filter_map(|l| l.next_sequence).max(),
-        ingestor_id: ledgers.iter().find_map(|l| l.ingestor_id.clone()),
     }
 }
 
@@ -242,7 +212,7 @@ mod tests {
     #[test]
     fn every_documented_shape_parses() {
         let one = r#"{"producer_id": 18446744073709551615, "acknowledged": [[0, 9]], "failed": [[10, 10]]}"#;
-        let many = r#"[{"producer_id": 1, "acknowledged": [[0, 1]]}, {"producerId": 2, "failed": [[0, 0]]}]"#;
+        let many = r#"[{"producer_id": 1, "acknowledged": [[0, 1]]}, {"producer_id": 2, "failed": [[0, 0]]}]"#;
         let wrapped = r#"{"ledgers": [{"producer_id_hex": "00000000000000ff", "acknowledged": []}], "other": 1}"#;
         let ingestor = r#"{"ingestor_id": "a", "producer_id": 5, "producer_id_hex": "0000000000000005",
             "next_sequence": 3, "acknowledged": [[0, 1]], "failed": [], "acknowledged_count": 2, "failed_count": 0, "in_flight": 1}"#;
@@ -271,6 +241,9 @@ mod tests {
         assert!(parse_ledgers("t", r#"{"acknowledged": [[0, 1]]}"#).is_err());
         assert!(parse_ledgers("t", r#"{"producer_id": 1, "acknowledged": [[5, 1]]}"#).is_err());
         assert!(parse_ledgers("t", "not json").is_err());
+        // One schema, snake_case only: a camelCase id is no id.
+        let camel = parse_ledgers("t", r#"{"producerId": 2, "acknowledged": [[0, 0]]}"#);
+        assert!(camel.is_err_and(|e| e.to_string().contains("neither producer_id")));
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //!
 //! Layout:
 //! - `config`    — clap `Args` (flags + env) and the plain `Config`s.
-//! - `intervals` — `IntervalSet`: sorted disjoint ranges, O(1) in-order insert.
 //! - `verify`    — `Verifier`: per-record verdicts, no I/O, no clocks.
 //! - `ledger`    — producer ledger schema, file/HTTP loading, reconciliation.
 //! - `report`    — `Tally`, the report JSON, merging, the verdict.
@@ -22,7 +21,6 @@ pub mod config;
 pub mod consume;
 pub mod error;
 pub mod http;
-pub mod intervals;
 pub mod ledger;
 pub mod live;
 pub mod report;

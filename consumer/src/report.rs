@@ -23,10 +23,10 @@ use chronik_harness::histogram::{
 use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
-use crate::intervals::IntervalSet;
 use crate::ledger::{combine, reconcile, Ledger, ProducerReconciliation};
 use crate::verify::{Examples, Verifier, MAX_EXAMPLES};
 use crate::Error;
+use chronik_harness::intervals::IntervalSet;
 
 /// Version of the report layout; bump when a field changes meaning.
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
@@ -172,6 +172,9 @@ pub struct RunStats {
     /// "signal" or "idle".
     pub stop_reason: String,
     pub rebalances: u64,
+    /// Each rebalance callback with its wall-clock time, so a report can
+    /// tell a consumer-group event from a broker stall.
+    pub rebalance_events: Vec<crate::consume::RebalanceEvent>,
     /// Process start to report.
     pub wall_secs: f64,
     /// First to last record consumed.

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 use chronik_harness::histogram::HlogWriter;
+use chronik_harness::procfs::{self, Task};
 use chronik_harness::results::{write_json_file, BrokerInfo, RunMeta};
 
 use crate::config::{Config, MergeArgs};
@@ -116,6 +117,7 @@ pub async fn run(
     report.run = Some(RunStats {
         stop_reason: format!("{:?}", consumed.stop).to_lowercase(),
         rebalances: consumed.rebalances,
+        rebalance_events: consumed.rebalance_events.clone(),
         wall_secs: started.elapsed().as_secs_f64(),
         active_secs,
         verified_per_sec: if active_secs > 0.0 {
@@ -123,7 +125,7 @@ pub async fn run(
         } else {
             0.0
         },
-        process_cpu_secs: consume::cpu_secs("/proc/self/stat"),
+        process_cpu_secs: procfs::cpu_secs(Task::ThisProcess),
         poll_thread_cpu_secs: consumed.poll_thread_cpu_secs,
     });
     report.verdict.notes.extend(ledger_errors.iter().cloned());

@@ -30,7 +30,7 @@ use chronik_harness::histogram::{merge_into, new_latency_histogram, record_us, L
 use chronik_harness::Envelope;
 use serde::{Deserialize, Serialize};
 
-use crate::intervals::IntervalSet;
+use chronik_harness::intervals::IntervalSet;
 
 /// Examples of each problem kept for the report (the counts are exact).
 pub const MAX_EXAMPLES: usize = 100;

@@ -41,7 +41,7 @@ fn a_clean_stream_reads_all_zeros() -> anyhow::Result<()> {
             &report_arg,
         ],
     )?;
-    assert_eq!(c.process.wait_exit(WAIT)?, 0, "clean stream exits 0");
+    assert_eq!(c.process.wait_exit_code(WAIT)?, 0, "clean stream exits 0");
     let r = read_json(&report_path)?;
     assert_eq!(
         (
@@ -74,7 +74,7 @@ fn a_clean_stream_reads_all_zeros() -> anyhow::Result<()> {
         hlog.contains("HISTFAA"),
         "the .hlog holds interval histograms"
     );
-    let result = c.process.wait_line("RESULT ")?;
+    let result = c.process.wait_line("RESULT ", WAIT)?;
     assert!(
         result.contains("clean=true") && result.contains("verified=3000"),
         "{result}"
@@ -145,9 +145,9 @@ fn injected_faults_are_each_counted_exactly() -> anyhow::Result<()> {
         );
     }
 
-    c.process.terminate();
+    c.process.sigterm()?;
     assert_eq!(
-        c.process.wait_exit(WAIT)?,
+        c.process.wait_exit_code(WAIT)?,
         1,
         "problems found: exit status 1"
     );
@@ -263,7 +263,11 @@ fn a_ledger_claiming_one_more_acknowledged_message_is_loss() -> anyhow::Result<(
             &b_url,
         ],
     )?;
-    assert_eq!(c.process.wait_exit(WAIT)?, 1, "loss found: exit status 1");
+    assert_eq!(
+        c.process.wait_exit_code(WAIT)?,
+        1,
+        "loss found: exit status 1"
+    );
     let r = read_json(&report_path)?;
     let expected = [
         ("verified", 149),

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use common::http::{get, post_json};
 use common::kafka::{consume, verify_envelopes};
 use common::poll_json;
-use common::procs::{Broker, Ingestor};
+use common::procs::{self, Ingestor};
 
 const MESSAGE_TIMEOUT_MS: u64 = 3000;
 
@@ -26,7 +26,7 @@ fn batch(prefix: &str, n: usize) -> Value {
 
 #[test]
 fn broker_down_gives_503_within_the_message_timeout_and_recovers() -> Result<()> {
-    let mut broker = Broker::start(&[])?;
+    let mut broker = procs::broker(&[])?;
     let mut ingestor = Ingestor::start(
         &broker.bootstrap(),
         &[
@@ -41,7 +41,8 @@ fn broker_down_gives_503_within_the_message_timeout_and_recovers() -> Result<()>
     let before = post_json(ingestor.http, "/produce/batch", &batch("before", 20))?;
     assert_eq!(before.status, 200, "{}", before.text());
 
-    broker.stop()?;
+    let status = broker.stop()?;
+    assert!(status.success(), "broker exited with {status}");
 
     // Blocking batch: 503 with a per-message verdict, within the timeout.
     let started = Instant::now();
@@ -107,7 +108,7 @@ fn broker_down_gives_503_within_the_message_timeout_and_recovers() -> Result<()>
     assert_eq!(ledger["failed"], json!([[20, 35]]));
 
     // The broker comes back on the same data dir and port.
-    broker.restart()?;
+    broker.restart_same_ports()?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let after = loop {
         let resp = post_json(ingestor.http, "/produce/batch", &batch("after", 20))?;

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use common::http::{get, post_json, request};
 use common::kafka::{consume, verify_envelopes};
-use common::procs::{Broker, Ingestor};
+use common::procs::{self, Ingestor};
 use common::{metric, poll_json};
 
 const PARTITIONS: i32 = 3;
@@ -31,7 +31,7 @@ fn producer_id(ingestor: &Ingestor) -> Result<u64> {
 
 #[test]
 fn every_route_delivers_exactly_what_was_sent() -> Result<()> {
-    let broker = Broker::start(&["--default-partitions", &PARTITIONS.to_string()])?;
+    let broker = procs::broker(&["--default-partitions", &PARTITIONS.to_string()])?;
     let ingestor = Ingestor::start(&broker.bootstrap(), &["--topic", "e2e"])?;
     poll_json(ingestor.http, "/ready", Duration::from_secs(30), |v| {
         v["status"] == "ready"
@@ -211,7 +211,7 @@ fn every_route_delivers_exactly_what_was_sent() -> Result<()> {
 
 #[test]
 fn sigterm_flushes_in_flight_messages_and_reports_final_counts() -> Result<()> {
-    let broker = Broker::start(&[])?;
+    let broker = procs::broker(&[])?;
     // A long linger keeps fire-and-forget messages queued when SIGTERM arrives.
     let mut ingestor = Ingestor::start(
         &broker.bootstrap(),
@@ -258,7 +258,7 @@ fn sigterm_flushes_in_flight_messages_and_reports_final_counts() -> Result<()> {
 
 #[test]
 fn fire_with_a_full_queue_answers_503_saying_how_many_were_accepted() -> Result<()> {
-    let broker = Broker::start(&[])?;
+    let broker = procs::broker(&[])?;
     // A long linger keeps the first messages queued, so the 50-message queue fills.
     let mut ingestor = Ingestor::start(
         &broker.bootstrap(),

@@ -9,7 +9,7 @@
 # on SIGTERM), metrics/broker-<pod>.prom, metrics/prometheus-*.json,
 # resources.csv, logs/. Must not: decide pass/fail (run.sh does).
 #
-# Globals read: NAMESPACE, OUT, RUN_ID, TESTRUN, STARTED_EPOCH, DRAIN_TIMEOUT,
+# Globals read: NAMESPACE, OUT, RUN_ID, TESTRUN, STARTED_EPOCH, DRAIN_TIMEOUT, RENDERED,
 # PROM_SERVICE (empty = skip Prometheus queries). Sets (read by run.sh):
 # K6_FAILED (1 when a runner exited non-zero or left no summary), LEDGERS.
 # shellcheck disable=SC2034
@@ -38,7 +38,7 @@ collect_ingestors() {
   LEDGERS=()
   for pod in $(pods app.kubernetes.io/component=ingestor); do
     for ((t = 0; t < DRAIN_TIMEOUT; t += 2)); do
-      inflight=$(pod_get "$pod" 8080 /ledger | python3 -c 'import json,sys; print(json.load(sys.stdin)["in_flight"])' 2> /dev/null || echo 1)
+      inflight=$(pod_get "$pod" 8080 /ledger 2> /dev/null | python3 "$RUNCTL" in-flight - 2> /dev/null || echo 1)
       [[ "$inflight" == 0 ]] && break
       sleep 2
     done
@@ -49,29 +49,35 @@ collect_ingestors() {
   done
 }
 
-# drained: the consumers together verified at least what the ingestors
-# acknowledged and no assigned partition lags (the merge decides exactly)
+# drained: every partition of the topic is assigned with zero lag and the
+# consumers together verified at least what the ingestors acknowledged (the
+# same check as run-all.sh: runctl drained, here on the /summary answers
+# fetched through kubectl; the merge decides exactly)
 consumers_drained() {
-  local acked=$1 pod verified=0 lag=0 s
+  local acked=$1 partitions=$2 pod
+  local -a summaries=()
   for pod in $(pods app.kubernetes.io/component=consumer); do
-    s=$(pod_get "$pod" 9645 /summary 2> /dev/null) || return 1
-    verified=$((verified + $(python3 -c 'import json,sys; print(json.load(sys.stdin)["counts"]["verified"])' <<< "$s")))
-    lag=$((lag + $(python3 -c 'import json,sys; print(sum(max(0, a.get("lag") or 0) for a in json.load(sys.stdin).get("assigned", [])))' <<< "$s")))
+    pod_get "$pod" 9645 /summary > "$OUT/logs/.$pod-summary.json" 2> /dev/null || return 1
+    summaries+=("$OUT/logs/.$pod-summary.json")
   done
-  log "consumers: $verified verified of $acked acknowledged, lag $lag"
-  ((verified >= acked && lag == 0))
+  ((${#summaries[@]} > 0)) || return 1
+  python3 "$RUNCTL" drained --acked "$acked" --partitions "$partitions" "${summaries[@]}" 2>&1 \
+    | while read -r line; do log "consumers: $line"; done
+  return "${PIPESTATUS[0]}"
 }
 
 # consumers: drain, then SIGTERM each consumer process (it writes its report
 # into the pod's reports volume) and copy every report through the `reports`
 # container, which keeps running while the consumer restarts
 collect_consumers() {
-  local acked t pod before f
-  acked=$(python3 -c 'import json,sys; print(sum(json.load(open(f))["acknowledged_count"] for f in sys.argv[1:]))' "${LEDGERS[@]}")
+  local acked partitions t pod before f
+  acked=$(python3 "$RUNCTL" ledger-total "${LEDGERS[@]}")
+  partitions=$(python3 "$RUNCTL" manifest-env "$RENDERED" chronik CHRONIK_DEFAULT_PARTITIONS)
   for ((t = 0; t < DRAIN_TIMEOUT; t += 5)); do
-    consumers_drained "$acked" && break
+    consumers_drained "$acked" "${partitions:-1}" && break
     sleep 5
   done
+  rm -f "$OUT"/logs/.*-summary.json
   for pod in $(pods app.kubernetes.io/component=consumer); do
     before=$(kc_read exec -n "$NAMESPACE" -c reports "$pod" -- ls "$REPORTS_DIR" | grep -c '\.json$' || true)
     kc exec -n "$NAMESPACE" -c consumer "$pod" -- sh -c 'kill -TERM 1' || log "$pod: could not signal the consumer"

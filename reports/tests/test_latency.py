@@ -114,3 +114,46 @@ def test_empty_inputs_give_missing_percentiles():
     assert np.isnan(latency.sample_percentiles([])["p99"])
     assert latency.histogram_percentiles(latency.new_histogram())["count"] == 0
     assert latency.percentile_distribution(latency.new_histogram()).empty
+
+
+def test_the_warmup_window_is_kept_out_of_the_headline(tmp_path):
+    """run-all.sh --warmup records measured_from; intervals before it (the
+    warm-up's slow start: 900 ms samples) are reported apart, never in the
+    headline, and a rebalance in the measured window is named with its time."""
+    run = tmp_path / "run"
+    (run / "consumers").mkdir(parents=True)
+    # intervals start at 1795000000 + 0, 1, 2, 3 s; the load is measured from + 2 s
+    write_hlog(run / "consumers" / "consumer-a.hlog",
+               hist((900_000, 50)), hist((800_000, 50)), hist((2000, 1000)), hist((3000, 1000)))
+    report = consumer_report("a", "consumer-a.hlog", 3000, 2100)
+    base_us = 1_795_000_000_000_000
+    report["run"] = {"rebalances": 3, "rebalanceEvents": [
+        {"atUs": base_us - 5_000_000, "kind": "assign", "partitions": 6},   # the group forming
+        {"atUs": base_us + 2_500_000, "kind": "revoke", "partitions": 6},   # 0.5 s into the measured load
+        {"atUs": base_us + 2_700_000, "kind": "assign", "partitions": 3},
+    ]}
+    (run / "consumers" / "consumer-a.json").write_text(json.dumps(report))
+    (run / "meta.json").write_text(json.dumps({"run_id": "w", "settings": {
+        "load_from": 1_795_000_000.0, "measured_from": 1_795_000_002.0, "measured_until": 1_795_000_010.0}}))
+    built = build_report([run])
+    e2e = built.e2e.iloc[0]
+    assert e2e["count"] == 2000 and e2e["e2e_max_ms"] < 4  # no warm-up sample in the headline
+    assert e2e["source"].endswith("(measured window)")
+    warm = built.e2e_warmup.iloc[0]
+    assert warm["count"] == 100 and warm["e2e_p50_ms"] >= 799
+    r = built.rebalances
+    assert list(r["window"]) == ["before the load", "measured", "measured"]
+    assert r["at_s"].iloc[1] == pytest.approx(0.5)
+    from reports.render import render_markdown
+    text = render_markdown(built)
+    assert "**Rebalances during the measured window**: 2" in text
+    assert "before the load: 1" in text and "Warm-up (`--warmup`)" in text
+
+
+def test_a_run_without_a_window_keeps_every_interval(tmp_path):
+    run = tmp_path / "run"
+    (run / "consumers").mkdir(parents=True)
+    write_hlog(run / "consumers" / "consumer-a.hlog", hist((900_000, 50)), hist((2000, 1000)))
+    (run / "consumers" / "consumer-a.json").write_text(json.dumps(consumer_report("a", "consumer-a.hlog", 3000, 1050)))
+    built = build_report([run])
+    assert built.e2e.iloc[0]["count"] == 1050 and built.e2e_warmup.empty and built.rebalances.empty

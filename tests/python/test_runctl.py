@@ -77,6 +77,26 @@ def test_settle_waits_for_the_rebalance_then_stability(consumers):
     assert "stable after" in r.stderr and "6 partitions over 2 consumers, 4 rebalances" in r.stderr
 
 
+def test_settle_waits_for_a_consumer_that_has_not_joined_yet(consumers):
+    """One member holding every partition, quiet for longer than --stable, is
+    not a settled group while the other verifying consumer has not joined: it
+    would rebalance the group once the load runs (seen in a real run)."""
+    a, b = consumers
+    a.assign(range(6), rebalances=1)
+
+    def join():
+        time.sleep(2.0)
+        a.assign(range(3), rebalances=3)
+        b.assign(range(3, 6), rebalances=1)
+
+    threading.Thread(target=join).start()
+    started = time.monotonic()
+    r = runctl("settle", "--partitions", "6", "--stable", "0.5", "--poll", "0.1", "--timeout", "10", a.url, b.url)
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - started >= 2.4, r.stderr
+    assert "(not in the group)" in r.stderr and "6 partitions over 2 consumers, 4 rebalances" in r.stderr
+
+
 def test_settle_fails_clearly_when_a_partition_stays_doubly_assigned(consumers):
     a, b = consumers
     a.assign(range(4), rebalances=1)
@@ -157,3 +177,25 @@ def test_verified_reads_a_summary_from_stdin_and_manifest_env(tmp_path):
     assert runctl("manifest-env", str(rendered), "chronik-ingestor", "CHRONIK_INGESTOR_ACKS").stdout == "all\n"
     assert runctl("manifest-env", str(rendered), "chronik", "CHRONIK_WAL_PROFILE").stdout == "medium\n"
     assert runctl("manifest-env", str(rendered), "chronik", "CHRONIK_INGESTOR_ACKS").stdout == ""
+
+
+def test_saved_answers_are_sources_as_k8s_passes_them(tmp_path):
+    """k8s-perf fetches /summary and /ledger through kubectl and hands runctl
+    the saved files: the drain check is the one run-all.sh uses."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    part = lambda p, lag: {"topic": "t", "partition": p, "lag": lag}  # noqa: E731
+    a.write_text(json.dumps({"counts": {"verified": 70}, "assigned": [part(0, 0), part(1, 0)]}))
+    b.write_text(json.dumps({"counts": {"verified": 30}, "assigned": [part(2, 0)]}))
+    assert runctl("verified", str(a), str(b)).stdout.strip() == "100"
+    assert runctl("drained", "--acked", "100", "--partitions", "3", str(a), str(b)).returncode == 0
+    # a partition nobody owns keeps the run undrained even with every message verified
+    missing = runctl("drained", "--acked", "100", "--partitions", "4", str(a), str(b))
+    assert missing.returncode == 1 and "3/4 partitions assigned" in missing.stderr
+    unreadable = runctl("drained", "--acked", "0", "--partitions", "3", str(a), str(tmp_path / "gone.json"))
+    assert unreadable.returncode == 1 and "no /summary from" in unreadable.stderr
+    ledger = tmp_path / "ledger.json"
+    ledger.write_text(json.dumps({"producer_id": 1, "acknowledged": [[0, 9]], "acknowledged_count": 10,
+                                  "in_flight": 3}))
+    assert runctl("in-flight", str(ledger)).stdout.strip() == "3"
+    assert runctl("in-flight", str(tmp_path / "gone.json")).stdout.strip() == "1"
+    assert runctl("ledger-total", str(ledger), str(ledger)).stdout.strip() == "20"

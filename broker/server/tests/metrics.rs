@@ -82,7 +82,7 @@ async fn health_ready_and_metrics_endpoints_answer() -> Result<()> {
             || content_type.starts_with("application/openmetrics-text"),
         "/metrics content-type {content_type:?}"
     );
-    let text = resp.body_text();
+    let text = resp.text();
     ensure!(
         text.contains("# TYPE "),
         "/metrics has no # TYPE lines:\n{text}"

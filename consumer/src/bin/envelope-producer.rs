@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use chronik_consumer::intervals::IntervalSet;
+use chronik_harness::intervals::IntervalSet;
+use chronik_harness::ledger::Ledger;
 use chronik_harness::{now_us, Envelope, ENVELOPE_HEADER};
 use clap::Parser;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -174,15 +175,15 @@ fn main() -> anyhow::Result<()> {
         args.messages as f64 / secs
     );
     if let Some(path) = &args.ledger {
-        let ledgers: Vec<serde_json::Value> = (0..producers)
+        let ledgers: Vec<Ledger> = (0..producers)
             .map(|p| {
-                serde_json::json!({
-                    "producer_id": args.producer_id_base + p as u64,
-                    "producer_id_hex": format!("{:016x}", args.producer_id_base + p as u64),
-                    "next_sequence": next_seq[p],
-                    "acknowledged": o.acknowledged[p],
-                    "failed": o.failed[p],
-                })
+                Ledger::new(
+                    None,
+                    args.producer_id_base + p as u64,
+                    next_seq[p],
+                    o.acknowledged[p].clone(),
+                    o.failed[p].clone(),
+                )
             })
             .collect();
         std::fs::write(path, serde_json::to_string_pretty(&ledgers)?)

@@ -1,19 +1,20 @@
-//! Test scaffolding: a real chronik-server on 127.0.0.1 port 0, a producer
-//! writing envelopes (chronik_harness::Envelope) with a ledger of its
-//! acknowledgements, and chronik-consumer processes. Every child process is
-//! killed by a `Drop` guard; waits poll readiness, never sleep blindly.
+//! Test scaffolding: a real chronik-server on 127.0.0.1 port 0
+//! (`chronik_testkit`), a producer writing envelopes
+//! (chronik_harness::Envelope) with a ledger of its acknowledgements, and
+//! chronik-consumer processes (`chronik_testkit::Proc`). Every child process
+//! is killed when dropped; waits poll readiness, never sleep blindly.
 
 #![allow(dead_code)] // each test binary uses a different part
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use chronik_consumer::intervals::IntervalSet;
+use chronik_harness::intervals::IntervalSet;
 use chronik_harness::{now_us, Envelope, ENVELOPE_HEADER};
+use chronik_testkit::Proc;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -23,171 +24,26 @@ use rdkafka::ClientContext;
 
 pub const WAIT: Duration = Duration::from_secs(60);
 
-/// The workspace's target directory (the consumer binary lives in <target>/debug).
-fn target_dir() -> PathBuf {
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_chronik-consumer"));
-    exe.parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("target"))
-}
-
-/// $CHRONIK_SERVER_BIN, else the newer of target/{release,debug}/chronik-server,
-/// else `cargo build -p chronik-server` once.
-pub fn server_binary() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        if let Some(p) = std::env::var_os("CHRONIK_SERVER_BIN")
-            .map(PathBuf::from)
-            .filter(|p| p.is_file())
-        {
-            return p;
-        }
-        let target = target_dir();
-        let newest = ["release", "debug"]
-            .iter()
-            .map(|profile| target.join(profile).join("chronik-server"))
-            .filter_map(|p| {
-                std::fs::metadata(&p)
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .map(|t| (t, p))
-            })
-            .max_by_key(|(t, _): &(SystemTime, PathBuf)| *t);
-        if let Some((_, p)) = newest {
-            return p;
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "chronik-server"])
-            .status()
-            .expect("running cargo build");
-        assert!(status.success(), "cargo build -p chronik-server failed");
-        target.join("debug").join("chronik-server")
-    })
-    .clone()
-}
-
-/// A child process killed when dropped.
-pub struct ChildGuard {
-    pub child: Child,
-    pub name: String,
-    /// Lines printed on stdout so far.
-    pub stdout: Arc<Mutex<Vec<String>>>,
-}
-
-impl ChildGuard {
-    fn spawn(name: &str, mut cmd: Command, stderr_to: &Path) -> anyhow::Result<ChildGuard> {
-        let stderr = std::fs::File::create(stderr_to)?;
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("spawning {name}"))?;
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().context("stdout")?;
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                sink.lock().expect("lock").push(line);
-            }
-        });
-        Ok(ChildGuard {
-            child,
-            name: name.to_string(),
-            stdout: lines,
-        })
-    }
-
-    /// The first stdout line starting with `prefix`, waiting for it.
-    pub fn wait_line(&mut self, prefix: &str) -> anyhow::Result<String> {
-        let deadline = Instant::now() + WAIT;
-        while Instant::now() < deadline {
-            if let Some(l) = self
-                .stdout
-                .lock()
-                .expect("lock")
-                .iter()
-                .find(|l| l.starts_with(prefix))
-            {
-                return Ok(l.clone());
-            }
-            if let Some(status) = self.child.try_wait()? {
-                bail!("{} exited ({status}) before printing {prefix:?}", self.name);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        bail!("{} printed no {prefix:?} line", self.name)
-    }
-
-    pub fn terminate(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-    }
-
-    /// Waits for exit; returns the exit code.
-    pub fn wait_exit(&mut self, limit: Duration) -> anyhow::Result<i32> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait()? {
-                return status
-                    .code()
-                    .with_context(|| format!("{} killed by a signal", self.name));
-            }
-            if Instant::now() > deadline {
-                bail!("{} still running after {limit:?}", self.name);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
+/// A broker for one test (`chronik_testkit::Broker`) and a scratch dir for
+/// the consumers' logs and reports.
 pub struct Broker {
     pub bootstrap: String,
     pub dir: tempfile::TempDir,
-    _process: ChildGuard,
+    _server: chronik_testkit::Broker,
 }
 
 impl Broker {
     pub fn start() -> anyhow::Result<Broker> {
-        let dir = tempfile::tempdir()?;
-        let mut cmd = Command::new(server_binary());
-        cmd.args([
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--data-dir",
-        ])
-        .arg(dir.path().join("data"))
-        .args([
+        let server = chronik_testkit::Broker::start(&[
             "--wal-profile",
             "low",
             "--group-initial-rebalance-delay-ms",
             "0",
-        ]);
-        let mut process =
-            ChildGuard::spawn("chronik-server", cmd, &dir.path().join("broker.stderr"))?;
-        let line = process.wait_line("LISTENING ")?;
-        let bootstrap = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("kafka="))
-            .with_context(|| format!("no kafka= in {line:?}"))?
-            .to_string();
+        ])?;
         Ok(Broker {
-            bootstrap,
-            dir,
-            _process: process,
+            bootstrap: server.bootstrap(),
+            dir: tempfile::tempdir()?,
+            _server: server,
         })
     }
 
@@ -224,8 +80,8 @@ impl Broker {
         .args(["-X", "heartbeat.interval.ms=300"])
         .args(args)
         .env("CHRONIK_LOG", "info,librdkafka=warn");
-        let mut process = ChildGuard::spawn(name, cmd, &self.path(&format!("{name}.stderr")))?;
-        let line = process.wait_line("LISTENING http=")?;
+        let mut process = Proc::spawn(name, cmd, &self.path(&format!("{name}.stderr")))?;
+        let line = process.wait_line("LISTENING http=", WAIT)?;
         let http = line.trim_start_matches("LISTENING http=").to_string();
         Ok(Replica { process, http })
     }
@@ -251,7 +107,7 @@ impl Broker {
 }
 
 pub struct Replica {
-    pub process: ChildGuard,
+    pub process: Proc,
     pub http: String,
 }
 
@@ -286,7 +142,7 @@ impl Replica {
         }
         bail!(
             "{}: {what} not reached; last summary {last}",
-            self.process.name
+            self.process.name()
         )
     }
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use chronik_harness::envelope::{now_us, Envelope, ENVELOPE_HEADER};
+use chronik_harness::procfs::{self, Task};
 use clap::Parser;
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
@@ -61,9 +62,6 @@ struct Args {
     /// Process ids whose CPU time per message to report (repeatable).
     #[arg(long, env = "INGESTOR_LOAD_CPU_PID", value_delimiter = ',')]
     cpu_pid: Vec<u32>,
-    /// Clock ticks per second of /proc/PID/stat (`getconf CLK_TCK`).
-    #[arg(long, env = "INGESTOR_LOAD_CLK_TCK", default_value_t = 100)]
-    clk_tck: u64,
     /// Label printed in the RESULT line.
     #[arg(long, env = "INGESTOR_LOAD_LABEL", default_value = "run")]
     label: String,
@@ -173,10 +171,11 @@ fn main() -> anyhow::Result<()> {
     // This load generator's own CPU: it shares the machine with what it measures.
     line += &format!(
         " load_cpu_cores={:.2}",
-        (self_after - self_before) as f64 / args.clk_tck as f64 / elapsed
+        (self_after - self_before) as f64 / procfs::clock_ticks_per_sec() as f64 / elapsed
     );
     for (i, pid) in args.cpu_pid.iter().enumerate() {
-        let cpu_us = (cpu_after[i] - cpu_before[i]) as f64 * 1e6 / args.clk_tck as f64;
+        let cpu_us =
+            (cpu_after[i] - cpu_before[i]) as f64 * 1e6 / procfs::clock_ticks_per_sec() as f64;
         let per_msg = if messages > 0 {
             cpu_us / messages as f64
         } else {
@@ -254,18 +253,7 @@ fn body_of(values: &[String]) -> Bytes {
 
 /// utime + stime of `pid`, in clock ticks.
 fn cpu_ticks(pid: u32) -> anyhow::Result<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    // Fields after the parenthesised command name (which may contain spaces).
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .context("malformed /proc/PID/stat")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest[0] is field 3 (state); utime is field 14, stime field 15.
-    let utime: u64 = fields.get(11).context("no utime")?.parse()?;
-    let stime: u64 = fields.get(12).context("no stime")?.parse()?;
-    Ok(utime + stime)
+    procfs::cpu_ticks(Task::Pid(pid)).with_context(|| format!("reading /proc/{pid}/stat"))
 }
 
 async fn http_load(

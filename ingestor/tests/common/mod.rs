@@ -2,7 +2,7 @@
 //! and ingestor as child processes, a tiny HTTP client, and Kafka read-back.
 #![allow(dead_code)]
 
-pub mod http;
+pub use chronik_testkit::http;
 pub mod kafka;
 pub mod procs;
 

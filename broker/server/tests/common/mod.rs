@@ -4,9 +4,9 @@
 //! and uses only part of it, hence the `dead_code` allowance.
 //!
 //! Layout:
-//! - `broker`  — the real `chronik-server` child process: start on port 0 with a
-//!   temp data dir, readiness polling, SIGTERM / SIGKILL / restart, /proc probes.
-//! - `http`    — a minimal HTTP/1.0 GET over a plain `TcpStream` (no extra deps).
+//! - `broker`  — the real `chronik-server` child process (`chronik_testkit::server`,
+//!   shared with the harness crates' tests).
+//! - `http`    — a minimal blocking HTTP client (`chronik_testkit::http`).
 //! - `prom`    — parsing of the Prometheus text exposition served at /metrics.
 //! - `cluster` — a real 3-node cluster on 127.0.0.1-3 (same ports per node) and Metadata views.
 //! - `clients` — rdkafka producer / consumer / admin helpers (consumers `assign`).
@@ -18,13 +18,12 @@
 //! the tests decide.
 #![allow(dead_code, unused_imports)]
 
-pub mod broker;
 pub mod clients;
 pub mod cluster;
-pub mod http;
 pub mod kafka_client;
 pub mod netns;
 pub mod prom;
 pub mod wire;
 
-pub use broker::Broker;
+pub use chronik_testkit::server as broker;
+pub use chronik_testkit::{http, Broker};

@@ -1,56 +1,109 @@
 //! The real `chronik-server` binary as a child process of one test.
 //!
-//! Owns the child, its scratch directory (data dir + stderr log) and the two
-//! addresses it printed. Waits only by polling (the `LISTENING` stdout line,
-//! then `/ready`), never by fixed sleeps. `Drop` SIGKILLs a child that is still
-//! running so a failing test never leaks a broker. Must not interpret broker
-//! behaviour: that is the tests' job.
+//! Owns: finding the binary, the broker process, its scratch directory (data
+//! dir + stderr log) and the two addresses it printed. Waits only by polling
+//! (the `LISTENING` stdout line, then `/ready`), never by fixed sleeps.
+//! Dropping a `Broker` SIGKILLs it so a failing test never leaks one. Must
+//! not interpret broker behaviour: that is the tests' job.
 
-use std::fs::{self, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitStatus};
+use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use chronik_harness::procfs::{self, Task};
 use tempfile::TempDir;
 
-use super::http;
-
-const BINARY: &str = env!("CARGO_BIN_EXE_chronik-server");
-
-/// The broker binary: the one cargo built with these tests, unless
-/// `CHRONIK_TEST_SERVER_BIN` names a copy (scripts/repeat-cluster-tests.sh
-/// pins one so a long soak keeps testing the same build).
-pub fn binary() -> String {
-    std::env::var("CHRONIK_TEST_SERVER_BIN").unwrap_or_else(|_| BINARY.to_string())
-}
+use crate::http;
+use crate::process::{log_tail, scratch_dir, send_signal, Proc};
 
 /// How long a start may take: LISTENING line, then /ready answering 200.
-pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a SIGTERM'd broker may take to exit.
-pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(40);
 
-/// One broker process (or, between `stop`/`kill_hard` and `restart`, its data).
+/// The broker binary: `$CHRONIK_TEST_SERVER_BIN` (scripts/repeat-cluster-tests.sh
+/// pins a copy so a long soak keeps testing one build), else
+/// `$CHRONIK_SERVER_BIN` (`make test` exports the release build it made
+/// first), else `chronik-server` in the test executable's own profile directory (cargo
+/// builds it there for the broker's own tests), else target/debug or
+/// target/release, else `cargo build -p chronik-server` once.
+pub fn server_binary() -> Result<PathBuf> {
+    static BIN: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| locate_or_build().map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(|e| anyhow!(e))
+}
+
+fn locate_or_build() -> Result<PathBuf> {
+    for var in ["CHRONIK_TEST_SERVER_BIN", "CHRONIK_SERVER_BIN"] {
+        if let Some(p) = std::env::var_os(var).map(PathBuf::from) {
+            if p.is_file() {
+                return Ok(p);
+            }
+            bail!("{var}={} is not a file", p.display());
+        }
+    }
+    // <target>/<profile>/deps/<test executable>
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("test executable has no target dir")?;
+    let target_dir = profile_dir.parent().context("no target dir")?;
+    let candidates = [
+        profile_dir.join("chronik-server"),
+        target_dir.join("debug/chronik-server"),
+        target_dir.join("release/chronik-server"),
+    ];
+    if let Some(found) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "-p", "chronik-server"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .context("running cargo build -p chronik-server")?;
+    if !status.success() {
+        bail!("cargo build -p chronik-server failed: {status}");
+    }
+    let built = target_dir.join("debug/chronik-server");
+    if built.is_file() {
+        Ok(built)
+    } else {
+        bail!(
+            "cargo build -p chronik-server produced no {}",
+            built.display()
+        )
+    }
+}
+
+/// The binary's path as a string (for `ip netns exec` and messages).
+pub fn binary() -> String {
+    server_binary()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// One broker process (or, between `stop`/`kill_hard` and a restart, its data).
 pub struct Broker {
-    child: Option<Child>,
+    proc: Option<Proc>,
     pid: u32,
     kafka_addr: SocketAddr,
     metrics_addr: SocketAddr,
     data_dir: PathBuf,
     log_path: PathBuf,
-    /// Extra flags given at start, reused by `restart`.
+    /// Extra flags given at start, reused by restarts.
     args: Vec<String>,
     /// `--listen` / `--metrics-listen` (port 0 = a new free port per start).
     listen: String,
     metrics_listen: String,
     starts: u32,
-    /// The LISTENING line's channel between `spawn_child` and `finish_start`.
-    listening: Option<mpsc::Receiver<String>>,
     /// The network namespace the broker runs in (`ip netns exec`), if any.
     netns: Option<String>,
     /// Declared last so the directory outlives the child killed in `Drop`.
@@ -61,7 +114,7 @@ impl Broker {
     /// Starts a broker on 127.0.0.1 port 0 with a fresh temp data dir.
     /// `args` are extra flags, e.g. `["--wal-profile", "medium"]`.
     pub fn start(args: &[&str]) -> Result<Broker> {
-        let scratch = scratch_dir()?;
+        let scratch = scratch_dir("chronik-test-")?;
         let data_dir = scratch.path().join("data");
         Self::launch(scratch, data_dir, args, "127.0.0.1:0", "127.0.0.1:0")
     }
@@ -71,7 +124,7 @@ impl Broker {
     /// call `finish_start` later (cluster nodes wait for their peers before
     /// they listen).
     pub fn spawn_at(listen: &str, metrics_listen: &str, args: &[&str]) -> Result<Broker> {
-        let scratch = scratch_dir()?;
+        let scratch = scratch_dir("chronik-test-")?;
         let data_dir = scratch.path().join("data");
         let mut broker = Self::unstarted(scratch, data_dir, args, listen, metrics_listen);
         broker.spawn_child()?;
@@ -86,7 +139,7 @@ impl Broker {
         metrics_listen: &str,
         args: &[&str],
     ) -> Result<Broker> {
-        let scratch = scratch_dir()?;
+        let scratch = scratch_dir("chronik-test-")?;
         let data_dir = scratch.path().join("data");
         let mut broker = Self::unstarted(scratch, data_dir, args, listen, metrics_listen);
         broker.netns = Some(netns.to_string());
@@ -106,7 +159,7 @@ impl Broker {
     /// caller owns.
     pub fn start_with_data_dir(data_dir: &Path, args: &[&str]) -> Result<Broker> {
         Self::launch(
-            scratch_dir()?,
+            scratch_dir("chronik-test-")?,
             data_dir.to_path_buf(),
             args,
             "127.0.0.1:0",
@@ -122,7 +175,8 @@ impl Broker {
         metrics_listen: &str,
     ) -> Result<Broker> {
         let mut broker = Self::unstarted(scratch, data_dir, args, listen, metrics_listen);
-        broker.spawn()?;
+        broker.spawn_child()?;
+        broker.finish_start()?;
         Ok(broker)
     }
 
@@ -135,7 +189,7 @@ impl Broker {
     ) -> Broker {
         let log_path = scratch.path().join("broker-stderr.log");
         Broker {
-            child: None,
+            proc: None,
             pid: 0,
             kafka_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             metrics_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -145,90 +199,49 @@ impl Broker {
             listen: listen.to_string(),
             metrics_listen: metrics_listen.to_string(),
             starts: 0,
-            listening: None,
             netns: None,
             _scratch: scratch,
         }
     }
 
-    fn spawn(&mut self) -> Result<()> {
-        self.spawn_child()?;
-        self.finish_start()
-    }
-
     fn spawn_child(&mut self) -> Result<()> {
         self.starts += 1;
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log_path)
-            .with_context(|| format!("opening {}", self.log_path.display()))?;
-        writeln!(log, "===== test harness: start #{} =====", self.starts)?;
-
         let mut command = match &self.netns {
             Some(ns) => {
                 let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns.as_str(), binary().as_str()]);
+                c.args(["netns", "exec", ns.as_str()]).arg(server_binary()?);
                 c
             }
-            None => Command::new(binary()),
+            None => Command::new(server_binary()?),
         };
-        // A CHRONIK_* variable in the developer's shell must not change the test.
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("CHRONIK_") {
-                command.env_remove(key);
-            }
-        }
-        let mut child = command
+        command
             .arg("--listen")
             .arg(&self.listen)
             .arg("--metrics-listen")
             .arg(&self.metrics_listen)
             .arg("--data-dir")
             .arg(&self.data_dir)
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .with_context(|| format!("spawning {}", binary()))?;
-        self.pid = child.id();
-
-        let stdout = child.stdout.take().context("child stdout was not piped")?;
-        let (tx, rx) = mpsc::channel::<String>();
-        // Keeps draining stdout after the LISTENING line so the child never
-        // blocks on (or dies from) a full or closed pipe.
-        thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.starts_with("LISTENING ") {
-                    if let Some(tx) = tx.take() {
-                        let _ = tx.send(line);
-                    }
-                }
-            }
-        });
-        self.child = Some(child);
-        self.listening = Some(rx);
+            .args(&self.args);
+        let name = format!("chronik-server start #{}", self.starts);
+        let proc = Proc::spawn(&name, command, &self.log_path)?;
+        self.pid = proc.pid();
+        self.proc = Some(proc);
         Ok(())
+    }
+
+    fn proc_mut(&mut self) -> Result<&mut Proc> {
+        self.proc
+            .as_mut()
+            .context("broker was never started or already reaped")
     }
 
     /// Waits for the LISTENING line and `/ready`.
     pub fn finish_start(&mut self) -> Result<()> {
-        let rx = self
-            .listening
-            .take()
-            .context("finish_start without a spawned child")?;
-        let line = match rx.recv_timeout(STARTUP_TIMEOUT) {
+        let line = match self.proc_mut()?.wait_line("LISTENING ", STARTUP_TIMEOUT) {
             Ok(line) => line,
             Err(e) => {
-                let status = self.kill_now();
-                bail!(
-                    "broker printed no LISTENING line within {STARTUP_TIMEOUT:?} ({e}); \
-                     exit status {status:?}; stderr tail:\n{}",
-                    self.log_tail(40)
-                );
+                let _ = self.proc_mut()?.kill();
+                return Err(e);
             }
         };
         let (kafka, metrics) = parse_listening_line(&line)?;
@@ -285,10 +298,7 @@ impl Broker {
 
     /// `None` while the child runs; its exit status once it has exited.
     pub fn exit_status(&mut self) -> Result<Option<ExitStatus>> {
-        match self.child.as_mut() {
-            None => Err(anyhow!("broker was never started or already reaped")),
-            Some(child) => Ok(child.try_wait()?),
-        }
+        self.proc_mut()?.exit_status()
     }
 
     /// True while the child process runs.
@@ -298,10 +308,7 @@ impl Broker {
 
     /// SIGKILL, then reap. Simulates a crash: nothing is flushed by the broker.
     pub fn kill_hard(&mut self) -> Result<ExitStatus> {
-        let child = self.child.as_mut().context("no broker child to kill")?;
-        // An already-exited child makes kill() fail; wait() still reaps it.
-        let _ = child.kill();
-        Ok(child.wait()?)
+        self.proc_mut()?.kill()
     }
 
     /// SIGSTOP: the process is frozen — to every peer and client it is cut
@@ -318,23 +325,7 @@ impl Broker {
 
     /// SIGTERM, then wait (bounded) for a graceful exit; returns its status.
     pub fn stop(&mut self) -> Result<ExitStatus> {
-        let pid = self.pid;
-        let child = self.child.as_mut().context("no broker child to stop")?;
-        if child.try_wait()?.is_none() {
-            send_signal(pid, libc::SIGTERM)?;
-        }
-        let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
-        loop {
-            if let Some(status) = child.try_wait()? {
-                return Ok(status);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!("broker did not exit within {SHUTDOWN_TIMEOUT:?} of SIGTERM (killed)");
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
+        self.proc_mut()?.terminate(SHUTDOWN_TIMEOUT)
     }
 
     /// Starts the broker again on the same data dir with the same flags.
@@ -343,47 +334,44 @@ impl Broker {
         if self.is_running() {
             self.stop()?;
         }
-        self.spawn()
+        self.spawn_child()?;
+        self.finish_start()
     }
 
-    fn kill_now(&mut self) -> Option<ExitStatus> {
-        let child = self.child.as_mut()?;
-        let _ = child.kill();
-        child.wait().ok()
+    /// `restart` on the addresses it has now, so clients keep their
+    /// bootstrap address (retried while the old sockets linger).
+    pub fn restart_same_ports(&mut self) -> Result<()> {
+        if self.is_running() {
+            self.stop()?;
+        }
+        self.listen = self.kafka_addr.to_string();
+        self.metrics_listen = self.metrics_addr.to_string();
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            self.spawn_child()?;
+            match self.finish_start() {
+                Ok(()) => return Ok(()),
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("broker restart retry: {e:#}");
+                    let _ = self.proc_mut()?.kill();
+                    thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
-    /// CPU time the broker has used so far, in clock ticks (utime + stime from
-    /// /proc/PID/stat). Divide by `clock_ticks_per_second()`.
+    /// CPU time the broker has used so far, in clock ticks. Divide by
+    /// `clock_ticks_per_second()`.
     pub fn cpu_ticks(&self) -> Result<u64> {
-        let stat = fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .with_context(|| format!("reading /proc/{}/stat", self.pid))?;
-        // The command name (field 2) may contain spaces; fields after it are
-        // space separated, starting with field 3 (state).
-        let after_comm = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest)
-            .context("malformed /proc/PID/stat")?;
-        let fields: Vec<&str> = after_comm.split_whitespace().collect();
-        // utime is field 14, stime field 15; fields[0] is field 3.
-        let utime: u64 = fields.get(11).context("no utime")?.parse()?;
-        let stime: u64 = fields.get(12).context("no stime")?.parse()?;
-        Ok(utime + stime)
+        procfs::cpu_ticks(Task::Pid(self.pid))
+            .with_context(|| format!("reading /proc/{}/stat", self.pid))
     }
 
-    /// Resident set size in bytes (VmRSS from /proc/PID/status).
+    /// Resident set size in bytes.
     pub fn rss_bytes(&self) -> Result<u64> {
-        let status = fs::read_to_string(format!("/proc/{}/status", self.pid))
-            .with_context(|| format!("reading /proc/{}/status", self.pid))?;
-        let line = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))
-            .context("no VmRSS line")?;
-        let kib: u64 = line
-            .split_whitespace()
-            .nth(1)
-            .context("malformed VmRSS line")?
-            .parse()?;
-        Ok(kib * 1024)
+        procfs::rss_bytes(Task::Pid(self.pid))
+            .with_context(|| format!("reading /proc/{}/status", self.pid))
     }
 
     /// Body of `GET /metrics`; fails unless the status is 200.
@@ -392,71 +380,18 @@ impl Broker {
         if resp.status != 200 {
             bail!("GET /metrics answered {}", resp.status);
         }
-        Ok(resp.body_text())
+        Ok(resp.text())
     }
 
-    /// Last `lines` lines the broker wrote to stderr, for failure messages.
-    /// The process's own error line (`Error: …`, printed before a long
-    /// backtrace) always comes first, so it is never cut off.
+    /// Last `lines` lines the broker wrote to stderr, its `Error:` lines first.
     pub fn log_tail(&self, lines: usize) -> String {
-        match fs::read_to_string(&self.log_path) {
-            Ok(text) => {
-                let all: Vec<&str> = text.lines().collect();
-                let errors: Vec<&str> = all
-                    .iter()
-                    .copied()
-                    .filter(|l| l.starts_with("Error:"))
-                    .collect();
-                let tail = all[all.len().saturating_sub(lines)..].join("\n");
-                if errors.is_empty() {
-                    tail
-                } else {
-                    format!("{}\n...\n{tail}", errors.join("\n"))
-                }
-            }
-            Err(e) => format!("<no log: {e}>"),
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        self.kill_now();
+        log_tail(&self.log_path, lines)
     }
 }
 
 /// Clock ticks per second, the unit of `Broker::cpu_ticks`.
-#[allow(unsafe_code)]
 pub fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf only reads a configuration value; no pointers involved.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as u64
-    } else {
-        100
-    }
-}
-
-#[allow(unsafe_code)]
-fn send_signal(pid: u32, signal: libc::c_int) -> Result<()> {
-    let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
-    // SAFETY: kill(2) takes plain integers; `pid` is our own unreaped child,
-    // so the id cannot have been reused by another process.
-    let rc = unsafe { libc::kill(pid, signal) };
-    if rc != 0 {
-        bail!(
-            "kill({pid}, {signal}) failed: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-    Ok(())
-}
-
-fn scratch_dir() -> Result<TempDir> {
-    tempfile::Builder::new()
-        .prefix("chronik-test-")
-        .tempdir()
-        .context("creating scratch dir")
+    procfs::clock_ticks_per_sec()
 }
 
 /// Parses `LISTENING kafka=127.0.0.1:PORT metrics=127.0.0.1:PORT`.

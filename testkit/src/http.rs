@@ -1,5 +1,7 @@
-//! A minimal blocking HTTP/1.1 client (one request per connection,
-//! `Connection: close`) over `std::net::TcpStream`.
+//! A minimal blocking HTTP/1.1 client over `std::net::TcpStream`: one
+//! request per connection (`Connection: close`), chunked bodies decoded.
+//! Enough to read /metrics, /ready and /ledger and to post JSON to the
+//! ingestor without an HTTP crate in the tests.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -8,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-const IO_TIMEOUT: Duration = Duration::from_secs(60);
+const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 pub struct HttpResponse {
