@@ -17,6 +17,16 @@
 #                    kubeconform (k8s + CRD + TestRun schemas), nameReference rewrite,
 #                    manifests vs the binaries' --help, dashboards vs a live scrape
 #                    (k8s-perf/tests/test.sh; installs kustomize/kubeconform/schemas)
+#   make k8s-apiserver-test  k8s-perf against a real kube-apiserver (+ etcd, controller-manager,
+#                    scheduler; kwok nodes): every overlay server-side, PodSecurity enforced,
+#                    ./run-all.sh --k8s --overlay small up to the k6-operator boundary
+#                    (k8s-perf/tests/apiserver.sh; builds the control plane once, ~5 min)
+#   make images      the two container images with podman (scripts/build-images.sh: ordinary
+#                    bases when a registry answers, else a local debootstrap Debian base and
+#                    this host's release binaries)
+#   make images-test the images run as the cluster overlay's pods (3 brokers, an ingestor, a
+#                    consumer, each in its own network namespace) under k6, verified zero loss
+#                    (k8s-perf/tests/run_images.py; needs root)
 #   make compat      real-client compatibility matrix (compat/run.sh: rdkafka, confluent-kafka,
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
@@ -45,7 +55,7 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
-.PHONY: lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
+.PHONY: images images-test k8s-apiserver-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -107,6 +117,15 @@ e2e:
 
 k8s-test:
 	bash k8s-perf/tests/test.sh
+
+images:
+	bash scripts/build-images.sh
+
+k8s-apiserver-test: python-deps
+	bash k8s-perf/tests/apiserver.sh
+
+images-test: images python-deps
+	$(VENV)/bin/python k8s-perf/tests/run_images.py
 
 run: deps
 	./run-all.sh

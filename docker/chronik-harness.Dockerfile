@@ -18,8 +18,15 @@
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+# Base images are build arguments: scripts/build-images.sh (make images)
+# passes a local Debian base made offline when no registry answers.
+ARG BUILD_IMAGE=rust:${RUST_VERSION}-${DEBIAN_RELEASE}
+ARG RUNTIME_IMAGE=debian:${DEBIAN_RELEASE}-slim
+# Where the binaries come from: `compile` (built in BUILD_IMAGE) or `host`
+# (target/release/ built on a bookworm host; the glibc must match).
+ARG BINARIES=compile
 
-FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
+FROM ${BUILD_IMAGE} AS compile
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
@@ -29,11 +36,16 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
       install -D -m 0755 "target/release/$b" "/out/$b"; \
     done
 
-FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+FROM ${RUNTIME_IMAGE} AS host
+COPY target/release/chronik-ingestor target/release/chronik-consumer target/release/chronik-bench /out/
+
+FROM ${BINARIES} AS binaries
+
+FROM ${RUNTIME_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 chronik \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/chronik --no-create-home chronik \
  && install -d -o 10001 -g 10001 /var/lib/chronik /var/lib/chronik/reports
-COPY --from=build /out/ /usr/local/bin/
+COPY --from=binaries /out/ /usr/local/bin/
 USER 10001:10001
 WORKDIR /var/lib/chronik
 EXPOSE 8080 9645

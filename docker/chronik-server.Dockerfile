@@ -18,8 +18,16 @@
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
+# Base images are build arguments: scripts/build-images.sh (make images)
+# passes a local Debian base made offline when no registry answers.
+ARG BUILD_IMAGE=rust:${RUST_VERSION}-${DEBIAN_RELEASE}
+ARG RUNTIME_IMAGE=debian:${DEBIAN_RELEASE}-slim
+# Where the binary comes from: `compile` (the workspace built in BUILD_IMAGE)
+# or `host` (target/release/chronik-server built on a bookworm host, for
+# machines without a Rust image; the glibc must match RUNTIME_IMAGE's).
+ARG BINARIES=compile
 
-FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS build
+FROM ${BUILD_IMAGE} AS compile
 WORKDIR /src
 COPY . .
 # The cache mounts keep the registry and target/ between builds (BuildKit).
@@ -28,11 +36,16 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked -p chronik-server \
  && install -D -m 0755 target/release/chronik-server /out/chronik-server
 
-FROM debian:${DEBIAN_RELEASE}-slim AS runtime
+FROM ${RUNTIME_IMAGE} AS host
+COPY target/release/chronik-server /out/chronik-server
+
+FROM ${BINARIES} AS binaries
+
+FROM ${RUNTIME_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 chronik \
  && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/chronik --no-create-home chronik \
  && install -d -o 10001 -g 10001 /var/lib/chronik /var/lib/chronik/data
-COPY --from=build /out/chronik-server /usr/local/bin/chronik-server
+COPY --from=binaries /out/chronik-server /usr/local/bin/chronik-server
 ENV CHRONIK_DATA_DIR=/var/lib/chronik/data
 USER 10001:10001
 WORKDIR /var/lib/chronik

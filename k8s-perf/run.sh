@@ -18,6 +18,9 @@
 #                          (default monitoring/prometheus-operated:9090; "none" = skip)
 #     --timeout S          longest the TestRun may run (default 3600)
 #     --drain-timeout S    wait for ingestors to flush / consumers to catch up (default 300)
+#     --operator-wait S    how long the k6-operator may take to pick up the TestRun
+#                          (default 120); if it never does, the run stops there and
+#                          says so (exit 3): nothing after that point is pretended
 #     --keep               leave the TestRun in place (default: deleted once collected)
 #     --no-report          skip rendering report.md
 #     --dry-run            render the run's kustomization and print every kubectl
@@ -36,7 +39,9 @@
 # Env: K8S_RUN_DIR (default .run/k8s) holds each run's generated kustomization.
 #
 # Exit status: 0 when every k6 runner passed its thresholds and verification
-# found no loss, duplication, reordering or corruption; non-zero otherwise.
+# found no loss, duplication, reordering or corruption; 3 when no k6-operator
+# acted on the TestRun within --operator-wait (everything before the load
+# ran; the load did not); other non-zero otherwise.
 # Needs: kubectl with access to a cluster running k6-operator (TestRun CRD)
 # and kube-prometheus-stack (ServiceMonitor/PodMonitor CRDs; Prometheus with
 # the remote-write receiver and native histograms), the images built and
@@ -60,6 +65,7 @@ K6_IMAGE="${K6_IMAGE:-}"
 PROM_SERVICE="${PROM_SERVICE:-monitoring/prometheus-operated:9090}"
 TIMEOUT="${TIMEOUT:-3600}"
 DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-300}"
+OPERATOR_WAIT="${OPERATOR_WAIT:-120}"
 KEEP="${KEEP:-0}"
 REPORT="${REPORT:-1}"
 DRY_RUN="${DRY_RUN:-0}"
@@ -80,6 +86,7 @@ while (($#)); do
     --prometheus) need "$@"; PROM_SERVICE=$2; shift 2 ;;
     --timeout) need "$@"; TIMEOUT=$2; shift 2 ;;
     --drain-timeout) need "$@"; DRAIN_TIMEOUT=$2; shift 2 ;;
+    --operator-wait) need "$@"; OPERATOR_WAIT=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --no-report) REPORT=0; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
@@ -90,7 +97,8 @@ done
 [[ -f "$K8S_DIR/overlays/$OVERLAY/kustomization.yaml" ]] \
   || die "no overlay k8s-perf/overlays/$OVERLAY (have: $(ls "$K8S_DIR/overlays" | tr '\n' ' '))"
 [[ "$NAMESPACE" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "--namespace $NAMESPACE is not a valid namespace name"
-[[ "$TIMEOUT" =~ ^[0-9]+$ && "$DRAIN_TIMEOUT" =~ ^[0-9]+$ ]] || die "--timeout and --drain-timeout take seconds"
+[[ "$TIMEOUT" =~ ^[0-9]+$ && "$DRAIN_TIMEOUT" =~ ^[0-9]+$ && "$OPERATOR_WAIT" =~ ^[0-9]+$ ]] \
+  || die "--timeout, --drain-timeout and --operator-wait take seconds"
 [[ "$PROM_SERVICE" == none ]] && PROM_SERVICE=""
 [[ -z "$PROM_SERVICE" || "$PROM_SERVICE" =~ ^[a-z0-9-]+/[a-z0-9-]+:[0-9]+$ ]] \
   || die "--prometheus takes NAMESPACE/SERVICE:PORT (or none)"
@@ -194,6 +202,9 @@ YAML
 YAML
 } > "$RUN_KUSTOMIZATION/kustomization.yaml"
 RENDERED="$RUN_KUSTOMIZATION/rendered.yaml"
+# The TestRun runs the kustomization's copy of k6/: it must be today's k6/.
+python3 "$K8S_DIR/sync_k6.py" --check \
+  || die "k8s-perf/base/k6/scripts differs from k6/: run k8s-perf/sync_k6.py (and commit the copy)"
 render "$RUN_KUSTOMIZATION" > "$RENDERED" || die "kustomize could not build $RUN_KUSTOMIZATION"
 log "run $RUN_ID: overlay $OVERLAY, namespace $NAMESPACE, context ${CONTEXT:-(current)}, topic $TOPIC"
 log "rendered $(grep -c '^kind:' "$RENDERED") objects into $RENDERED"
@@ -231,8 +242,25 @@ cp "$RUN_KUSTOMIZATION/kustomization.yaml" "$OUT/logs/run-kustomization.yaml"
 STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 STARTED_EPOCH=$(date +%s)
 
-# -- follow the TestRun ---------------------------------------------------------------------------
+# -- the boundary: a k6-operator must take the TestRun up -----------------------------------------
+# It sets .status.stage within seconds. Without one (a cluster without the
+# operator, or this project's test API server) nothing runs the load: say so
+# and stop, rather than wait out --timeout and collect empty results.
 stage=""
+for ((t = 0; t <= OPERATOR_WAIT; t += 5)); do
+  stage=$(kc_read get -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" -o jsonpath='{.status.stage}' 2> /dev/null || true)
+  [[ -n "$stage" ]] && break
+  sleep 5
+done
+if [[ -z "$stage" ]]; then
+  log "BOUNDARY: the TestRun $NAMESPACE/$TESTRUN exists, but no k6-operator took it up within ${OPERATOR_WAIT}s"
+  log "  (status.stage is still unset). Done against the cluster: rendered and applied $(grep -c '^kind:' "$RENDERED") objects,"
+  log "  the broker StatefulSet and the ingestor and consumer Deployments rolled out, the TestRun was created."
+  log "  NOT done: no k6 runner started, so no load ran, nothing was produced or verified, and no report is written."
+  exit 3
+fi
+
+# -- follow the TestRun ---------------------------------------------------------------------------
 for ((t = 0; t <= TIMEOUT; t += 15)); do
   stage=$(kc_read get -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" -o jsonpath='{.status.stage}' 2> /dev/null || true)
   runners=$(kc_read get pods -n "$NAMESPACE" -l "k6_cr=$TESTRUN,runner=true" \

@@ -11,17 +11,21 @@
 #                                            polls), flock, python3 venv support
 #   scripts/install-system-deps.sh --bench   also java 17+ and maven (kafka-anchor)
 #   scripts/install-system-deps.sh --run     also prometheus (run-all.sh scrapes every component)
+#   scripts/install-system-deps.sh --containers  also podman, runc, debootstrap and iproute2
+#                                            (make images, make images-test)
 #
 # Needs: Debian 12, root or sudo when something is missing.
 set -euo pipefail
 
 want_bench=0
 want_run=0
+want_containers=0
 for a in "$@"; do
   case $a in
     --bench) want_bench=1;;
     --run) want_run=1;;
-    *) echo "usage: $0 [--bench] [--run]" >&2; exit 2;;
+    --containers) want_containers=1;;
+    *) echo "usage: $0 [--bench] [--run] [--containers]" >&2; exit 2;;
   esac
 done
 
@@ -51,6 +55,13 @@ fi
 
 if ((want_run)); then
   need_cmd prometheus prometheus
+fi
+
+if ((want_containers)); then
+  need_cmd podman podman
+  need_cmd runc runc
+  need_cmd debootstrap debootstrap
+  need_cmd ip iproute2
 fi
 
 if ((${#missing[@]} == 0)); then

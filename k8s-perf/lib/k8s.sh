@@ -70,13 +70,13 @@ pods() {
   kc_read get pods -n "$NAMESPACE" -l "$1" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}'
 }
 
-# render DIR - the kustomization in DIR as YAML on stdout. k8s-perf's base
-# reads the repository's k6/ files, outside its root: load restrictor off.
+# render DIR - the kustomization in DIR as YAML on stdout, as stock kubectl
+# or kustomize builds it (no flags).
 render() {
   if command -v kubectl > /dev/null 2>&1; then
-    kubectl kustomize --load-restrictor LoadRestrictionsNone "$1"
+    kubectl kustomize "$1"
   elif [[ -x "$REPO_ROOT/.tools/bin/kustomize" ]]; then
-    "$REPO_ROOT/.tools/bin/kustomize" build --load-restrictor LoadRestrictionsNone "$1"
+    "$REPO_ROOT/.tools/bin/kustomize" build "$1"
   else
     die "neither kubectl nor .tools/bin/kustomize found (scripts/install-k8s-tools.sh installs kustomize)"
   fi

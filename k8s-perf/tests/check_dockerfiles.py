@@ -70,6 +70,11 @@ def main() -> int:
         stages = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M)
         check(len(stages) >= 2, f"{df.name}: multi-stage")
         runtime_base = stages[-1][0]
+        # a base given as a build argument is judged by the argument's default
+        arg = re.fullmatch(r"\$\{(\w+)\}", runtime_base)
+        if arg:
+            default = re.search(rf"^ARG\s+{arg[1]}=(\S+)", text, re.M)
+            runtime_base = default[1] if default else runtime_base
         check(re.fullmatch(r"(debian:\$\{DEBIAN_RELEASE\}-slim|debian:[a-z]+-slim|gcr\.io/distroless/.*)", runtime_base) is not None,
               f"{df.name}: small runtime base ({runtime_base})")
         final = text[text.rindex("\nFROM "):]

@@ -23,6 +23,11 @@ Owns, per built overlay (one YAML file each, named <overlay>.yaml):
             the ingestors' acks; TOPOLOGY tag = broker count
   entrypoint  base/broker/entrypoint.sh run with each overlay's env and a
             stand-in chronik-server: node id, advertised name and peers
+  security  the namespace enforces PodSecurity "restricted" and every pod
+            (workloads and the TestRun's initializer, starter, runner)
+            satisfies that profile's rules; a NetworkPolicy admits raft
+            (9093) only from brokers and Kafka (9092) only from brokers and
+            the harness's pods, and selects every broker pod
 Prints "ok"/"FAIL" lines; exit 1 if anything failed. Must not: build
 overlays (test.sh does) or start servers (scrape.sh does).
 """
@@ -336,6 +341,93 @@ def check_topology(overlay, docs, k6_env):
     check((topo == "cluster") == (replicas > 1), f"{overlay}: k6 TOPOLOGY tag {topo} matches {replicas} broker(s)")
 
 
+# PodSecurity "restricted" volume types (Kubernetes' Pod Security Standards)
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                      "projected", "secret"}
+
+
+def restricted_violations(pod: dict, containers: list[dict]) -> list[str]:
+    """Why a pod (its PodSecurityContext, volumes, host flags, and each
+    container's securityContext) fails the "restricted" profile."""
+    bad = []
+    psc = pod.get("securityContext") or {}
+    for flag in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(flag):
+            bad.append(flag)
+    for v in pod.get("volumes") or []:
+        kinds = set(v) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            bad.append(f"volume {v.get('name')}: {sorted(kinds - RESTRICTED_VOLUMES)}")
+    for c in containers:
+        sc = c.get("securityContext") or {}
+        name = c.get("name", "?")
+        if sc.get("privileged"):
+            bad.append(f"{name}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            bad.append(f"{name}: allowPrivilegeEscalation is not false")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            bad.append(f"{name}: capabilities do not drop ALL")
+        if set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            bad.append(f"{name}: adds capabilities {caps.get('add')}")
+        if not (sc.get("runAsNonRoot", psc.get("runAsNonRoot")) is True):
+            bad.append(f"{name}: runAsNonRoot is not true")
+        if sc.get("runAsUser", psc.get("runAsUser")) == 0:
+            bad.append(f"{name}: runAsUser 0")
+        seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            bad.append(f"{name}: seccompProfile is {seccomp or 'unset'}")
+    return bad
+
+
+def check_security(overlay, docs):
+    ns = by_kind(docs, "Namespace")
+    labels = (ns[0]["metadata"].get("labels") or {}) if ns else {}
+    check(labels.get("pod-security.kubernetes.io/enforce") == "restricted",
+          f"{overlay}: the namespace enforces PodSecurity restricted")
+    for wl, spec, _ in pod_templates(docs):
+        bad = restricted_violations(spec, spec.get("containers", []) + spec.get("initContainers", []))
+        check(not bad, f"{overlay}: {wl['kind']} {wl['metadata']['name']} satisfies PodSecurity restricted", "; ".join(bad))
+    for tr in by_kind(docs, "TestRun"):
+        for part in ("initializer", "starter", "runner"):
+            p = tr["spec"].get(part) or {}
+            pod = {"securityContext": p.get("securityContext"), "volumes": p.get("volumes")}
+            bad = restricted_violations(pod, [{"name": part, "securityContext": p.get("containerSecurityContext")}])
+            check(not bad, f"{overlay}: TestRun {part} pods satisfy PodSecurity restricted", "; ".join(bad))
+    sts = by_kind(docs, "StatefulSet")[0]
+    broker_labels = sts["spec"]["template"]["metadata"]["labels"]
+    policies = [n for n in by_kind(docs, "NetworkPolicy")
+                if (n["spec"]["podSelector"].get("matchLabels") or {}).items() <= broker_labels.items()
+                and "Ingress" in n["spec"].get("policyTypes", [])]
+    check(bool(policies), f"{overlay}: a NetworkPolicy selects every broker pod")
+    rules = [r for n in policies for r in n["spec"].get("ingress", [])]
+
+    def sources(port: int) -> list:
+        return [r.get("from") for r in rules if any(p.get("port") == port for p in r.get("ports", []))]
+
+    def only_brokers(frm) -> bool:
+        return bool(frm) and all((f.get("podSelector") or {}).get("matchLabels", {}).items() <= broker_labels.items()
+                                 and (f.get("podSelector") or {}).get("matchLabels") and set(f) == {"podSelector"}
+                                 for f in frm)
+
+    def harness_only(frm) -> bool:
+        def ok(f):
+            sel = f.get("podSelector") or {}
+            exprs = sel.get("matchExpressions") or []
+            return set(f) == {"podSelector"} and (
+                sel.get("matchLabels", {}).items() <= broker_labels.items() and sel.get("matchLabels")
+                or any(e["key"] == "app.kubernetes.io/component" and e["operator"] == "In"
+                       and set(e["values"]) <= {"ingestor", "consumer", "bench"} for e in exprs))
+        return bool(frm) and all(ok(f) for f in frm)
+
+    raft, kafka = sources(9093), sources(9092)
+    check(bool(raft) and all(only_brokers(f) for f in raft), f"{overlay}: raft (9093) admitted only from broker pods")
+    check(bool(kafka) and all(harness_only(f) for f in kafka),
+          f"{overlay}: Kafka (9092) admitted only from brokers and the harness's pods")
+    covered = {p.get("port") for r in rules for p in r.get("ports", [])}
+    check(covered >= {9092, 9093, 9644}, f"{overlay}: the broker policy names every broker port (9092, 9093, 9644)")
+
+
 def check_entrypoint(overlay, docs):
     s = by_kind(docs, "StatefulSet")[0]
     cm = next(d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("chronik-broker-entrypoint"))
@@ -405,6 +497,7 @@ def main() -> int:
         check_monitors(overlay, docs)
         check_topology(overlay, docs, k6_env)
         check_entrypoint(overlay, docs)
+        check_security(overlay, docs)
     print(f"manifests: {passed} passed, {failed} failed")
     return 1 if failed else 0
 

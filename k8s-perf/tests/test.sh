@@ -75,8 +75,8 @@ if ((${#missing[@]})); then
   (cd "$REPO" && cargo build --release "${missing[@]}") >&2
 fi
 
-build() {  # DIR OUT - kustomize build with the k6/ files outside the root allowed
-  "${KUSTOMIZE[@]}" --load-restrictor LoadRestrictionsNone "$1" > "$2"
+build() {  # DIR OUT - stock kustomize build: no flags (what kubectl apply -k, Argo CD and Flux do)
+  "${KUSTOMIZE[@]}" "$1" > "$2"
 }
 
 # -- 0. Dockerfiles ------------------------------------------------------------------------------
@@ -89,6 +89,19 @@ if python3 "$K8S/base/monitoring/dashboards/generate.py" --check; then
   ok "dashboards: committed JSON = generate.py output"
 else
   fail "dashboards: committed JSON differs from generate.py output"
+fi
+
+# -- 1b. the kustomization's copy of k6/ is k6/ ------------------------------------------------
+if python3 "$K8S/sync_k6.py" --check 2> "$WORK/sync.err"; then
+  ok "k6 scripts: k8s-perf/base/k6/scripts = k6/ (sync_k6.py --check)"
+else
+  fail "k6 scripts: the kustomization's copy differs from k6/: $(tr '\n' ' ' < "$WORK/sync.err")"
+fi
+
+if "$PY" "$K8S/crds/gen_testrun_crd.py" --check; then
+  ok "crds/testruns.k6.io.yaml = gen_testrun_crd.py output (from schemas/testrun-k6.io-v1alpha1.json)"
+else
+  fail "crds/testruns.k6.io.yaml differs from gen_testrun_crd.py output"
 fi
 
 # -- 2. build every overlay ---------------------------------------------------------------------

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# build-images.sh - build the two container images with podman: chronik-server
+# (docker/chronik-server.Dockerfile) and chronik-harness (ingestor, consumer,
+# bench; docker/chronik-harness.Dockerfile). Run by `make images`.
+#
+#   scripts/build-images.sh            -> localhost/chronik-server:dev, localhost/chronik-harness:dev
+#   TAG=v1 scripts/build-images.sh     another tag
+#
+# The Dockerfiles take their base images as build arguments. When a registry
+# answers (docker.io's debian:bookworm-slim can be pulled), the ordinary bases
+# are used and the binaries compile inside rust:<version>-bookworm
+# (BINARIES=compile). When none answers (this project's CI machines), the
+# Debian base is made offline once with debootstrap from the Debian mirror
+# apt uses (localhost/debian:bookworm-slim, about 30 s) and the images take
+# the release binaries built here (BINARIES=host; the host is Debian
+# bookworm, so their glibc is the base's).
+#
+# Needs: root (podman with runc and the cgroupfs manager, as the host's
+# hybrid cgroups require), cargo. Installs podman, runc and debootstrap.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+
+TAG="${TAG:-dev}"
+DEBIAN_RELEASE=bookworm
+LOCAL_BASE="localhost/debian:$DEBIAN_RELEASE-slim"
+PULL_TIMEOUT="${PULL_TIMEOUT:-20}"
+
+bash scripts/install-system-deps.sh --containers >&2
+
+# podman_cmd ARGS... - podman as this host needs it (runc, cgroupfs)
+podman_cmd() { podman --runtime runc --cgroup-manager=cgroupfs "$@"; }
+
+mirror() {  # the Debian mirror apt uses (deb822 or one-line sources)
+  local m
+  m=$(sed -nE 's/^URIs:[[:space:]]*(\S+).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -n 1)
+  [[ -n "$m" ]] || m=$(sed -nE 's/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?(\S+)[[:space:]]+.*/\2/p' /etc/apt/sources.list 2>/dev/null | head -n 1)
+  echo "${m:-http://deb.debian.org/debian}"
+}
+
+if timeout "$PULL_TIMEOUT" podman_cmd pull -q "docker.io/library/debian:$DEBIAN_RELEASE-slim" > /dev/null 2>&1; then
+  log "a registry answers: ordinary bases, binaries compiled in the Rust image"
+  BUILD_ARGS=(--build-arg BINARIES=compile)
+else
+  log "no registry answers: local Debian base ($LOCAL_BASE) and this host's release binaries"
+  if ! podman_cmd image exists "$LOCAL_BASE"; then
+    root=$(mktemp -d)
+    trap 'rm -rf "$root"' EXIT
+    log "debootstrap --variant=minbase $DEBIAN_RELEASE from $(mirror) (once)"
+    debootstrap --variant=minbase "$DEBIAN_RELEASE" "$root" "$(mirror)" > "$root.log" 2>&1 \
+      || { tail -n 20 "$root.log" >&2; die "debootstrap failed (log: $root.log)"; }
+    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+    tar -C "$root" -c . | podman_cmd import -q - "$LOCAL_BASE" > /dev/null
+    rm -rf "$root" "$root.log"
+  fi
+  log "cargo build --release (server, ingestor, consumer, bench)"
+  cargo build --release -p chronik-server -p chronik-ingestor -p chronik-consumer -p chronik-bench >&2
+  BUILD_ARGS=(--build-arg BINARIES=host --build-arg "RUNTIME_IMAGE=$LOCAL_BASE")
+fi
+
+for image in chronik-server chronik-harness; do
+  log "podman build $image:$TAG"
+  podman_cmd build --isolation=chroot -q "${BUILD_ARGS[@]}" \
+    -f "docker/$image.Dockerfile" -t "localhost/$image:$TAG" . > /dev/null
+  echo "localhost/$image:$TAG"
+done
