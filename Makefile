@@ -26,7 +26,7 @@
 #                    this host's release binaries)
 #   make images-test the images run as the cluster overlay's pods (3 brokers, an ingestor, a
 #                    consumer, each in its own network namespace) under k6, verified zero loss
-#                    (k8s-perf/tests/run_images.py; needs root)
+#                    (k8s-perf/tests/run_images.py; needs root; part of make test, ~3 min cold)
 #   make compat      real-client compatibility matrix (compat/run.sh: rdkafka, confluent-kafka,
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
@@ -70,6 +70,7 @@ test: deps build
 	$(MAKE) --no-print-directory report-test || rc=1; \
 	$(MAKE) --no-print-directory e2e || rc=1; \
 	$(MAKE) --no-print-directory k8s-test || rc=1; \
+	$(MAKE) --no-print-directory images-test || rc=1; \
 	$(MAKE) --no-print-directory fuzz-smoke || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest / compat output above)" >&2; fi; \
 	exit $$rc

@@ -8,7 +8,10 @@
 #
 # Two stages: compiled in the official Rust image (Debian bookworm: gcc, make
 # and zlib headers for the vendored librdkafka), run from debian:bookworm-slim
-# as an unprivileged user. The binaries need glibc, libgcc and zlib, all in
+# as an unprivileged user.
+# Both bases are build arguments (BUILD_IMAGE, RUNTIME_IMAGE), and so is the
+# binaries' origin (BINARIES=compile, or host: target/release/ of a bookworm
+# host, what scripts/build-images.sh uses when no registry answers). The binaries need glibc, libgcc and zlib, all in
 # slim; /bin/sh is used by the consumer Deployment's entrypoint (per-process
 # report names) and by `kubectl exec ... kill -TERM 1` to make a consumer
 # write its report. No ENTRYPOINT: every container names its binary.

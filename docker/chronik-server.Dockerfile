@@ -6,6 +6,9 @@
 # Two stages: the workspace is compiled in the official Rust image (Debian
 # bookworm, the same C toolchain the vendored C dependencies need), and only
 # the binary goes into debian:bookworm-slim, run as an unprivileged user.
+# Both bases are build arguments (BUILD_IMAGE, RUNTIME_IMAGE), and so is the
+# binaries' origin (BINARIES=compile, or host: target/release/ of a bookworm
+# host, what scripts/build-images.sh uses when no registry answers).
 # slim rather than distroless: the StatefulSet starts the broker through a
 # small /bin/sh entrypoint (k8s-perf/base/broker/entrypoint.sh) that derives
 # the node id and the peers from the pod's name, and the binary needs only

@@ -65,3 +65,5 @@ for image in chronik-server chronik-harness; do
     -f "docker/$image.Dockerfile" -t "localhost/$image:$TAG" . > /dev/null
   echo "localhost/$image:$TAG"
 done
+# the previous build of each tag is left untagged: drop those, not others' images
+podman_cmd image prune -f > /dev/null 2>&1 || true

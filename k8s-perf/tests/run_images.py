@@ -52,7 +52,8 @@ NAMESPACE = "chronik-perf"
 DOMAIN = "cluster.local"
 BRIDGE, SUBNET = "chkbr0", "10.213.0"
 PODMAN = ["podman", "--runtime", "runc", "--cgroup-manager=cgroupfs"]
-LIMITS = ["--ulimit", "nofile=65536:65536", "--ulimit", "nproc=4096:4096"]
+# runc may not raise limits on this host (setrlimit is refused above them)
+LIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"]
 PREFIX = "chk-"  # container and namespace names this script owns
 
 
