@@ -20,7 +20,8 @@
 #   make k8s-apiserver-test  k8s-perf against a real kube-apiserver (+ etcd, controller-manager,
 #                    scheduler; kwok nodes): every overlay server-side, PodSecurity enforced,
 #                    ./run-all.sh --k8s --overlay small up to the k6-operator boundary
-#                    (k8s-perf/tests/apiserver.sh; builds the control plane once, ~5 min)
+#                    (k8s-perf/tests/apiserver.sh; part of make test; builds the control plane
+#                    once into .tools/kube, ~5-8 min cold, then ~1.5 min)
 #   make images      the two container images with podman (scripts/build-images.sh: ordinary
 #                    bases when a registry answers, else a local debootstrap Debian base and
 #                    this host's release binaries)
@@ -71,6 +72,7 @@ test: deps build
 	$(MAKE) --no-print-directory e2e || rc=1; \
 	$(MAKE) --no-print-directory k8s-test || rc=1; \
 	$(MAKE) --no-print-directory images-test || rc=1; \
+	$(MAKE) --no-print-directory k8s-apiserver-test || rc=1; \
 	$(MAKE) --no-print-directory fuzz-smoke || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest / compat output above)" >&2; fi; \
 	exit $$rc

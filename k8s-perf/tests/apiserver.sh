@@ -57,7 +57,6 @@ if "$BIN/kwokctl" create cluster --name "$CLUSTER" --runtime binary --kubeconfig
     --kube-scheduler-binary "$BIN/kube-scheduler" \
     --etcd-binary "$BIN/etcd" \
     --kwok-controller-binary "$BIN/kwok" \
-    --kubectl-binary "$BIN/kubectl" \
     --kube-admission --kube-authorization --wait 3m > "$WORK/create.log" 2>&1; then
   ok "control plane up: kube-apiserver, controller-manager, scheduler, etcd, kwok"
 else
@@ -65,9 +64,12 @@ else
   echo "k8s-apiserver: $passed passed, $failed failed"
   exit 1
 fi
-"$BIN/kwokctl" scale node --name "$CLUSTER" --replicas 3 > "$WORK/nodes.log" 2>&1 \
-  && ok "3 kwok nodes: $(kc get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')" \
-  || fail "kwokctl scale node: $(tail -n 3 "$WORK/nodes.log")"
+if "$BIN/kwokctl" scale node --name "$CLUSTER" --replicas 3 > "$WORK/nodes.log" 2>&1 \
+   && kc wait --for condition=Ready --timeout=120s node --all > /dev/null 2>&1; then
+  ok "3 kwok nodes Ready: $(kc get nodes --no-headers | awk '{print $1}' | tr '\n' ' ')"
+else
+  fail "kwok nodes: $(tail -n 3 "$WORK/nodes.log") $(kc get nodes --no-headers 2>&1 | tr '\n' ' ')"
+fi
 
 # -- 1. CRDs ----------------------------------------------------------------------------------------
 crd_dir=$(cat "$REPO/.tools/k8s-crd-dir" 2> /dev/null || true)
@@ -88,10 +90,13 @@ for dir in "$K8S"/overlays/*/; do
   kc kustomize "$dir" > "$WORK/$name.yaml"
   ns=$("$PY" -c 'import sys, yaml; print(next(d["metadata"]["name"] for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Namespace"))' "$WORK/$name.yaml")
   # namespaced objects need their namespace to exist for a server-side dry run
-  "$PY" -c 'import sys, yaml; [print(yaml.safe_dump(d), "---") for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Namespace"]' \
+  "$PY" -c 'import sys, yaml; sys.stdout.write("".join(yaml.safe_dump(d) + "---\n" for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Namespace"))' \
     "$WORK/$name.yaml" | kc apply --server-side -f - > /dev/null
-  if kc apply --server-side --dry-run=server -f "$WORK/$name.yaml" > "$WORK/$name.out" 2>&1; then
-    ok "overlays/$name: $(grep -c '^kind:' "$WORK/$name.yaml") objects accepted server-side (dry run) in namespace $ns"
+  # PodSecurity warns (namespace label warn=restricted) about workloads whose
+  # pods it would refuse: a warning is a failure here
+  if kc apply --server-side --dry-run=server -f "$WORK/$name.yaml" > "$WORK/$name.out" 2>&1 \
+     && ! grep -q 'would violate PodSecurity' "$WORK/$name.out"; then
+    ok "overlays/$name: $(grep -c '^kind:' "$WORK/$name.yaml") objects accepted server-side (dry run) in namespace $ns, no PodSecurity warning"
   else
     fail "overlays/$name server-side: $(grep -v '^$' "$WORK/$name.out" | tail -n 3 | tr '\n' ' ')"
   fi
@@ -117,6 +122,36 @@ elif grep -q 'violates PodSecurity "restricted' "$WORK/bad.out"; then
   ok "PodSecurity restricted enforced: a privileged pod is refused ($(grep -o 'violates PodSecurity "restricted[^"]*"' "$WORK/bad.out" | head -n 1))"
 else
   fail "the privileged pod was refused for another reason: $(tail -n 2 "$WORK/bad.out")"
+fi
+
+# ... and a workload whose pods would break it draws the warning the overlay check above looks for
+cat > "$WORK/bad-deploy.yaml" << 'EOF'
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: no-seccomp
+  namespace: chronik-perf
+spec:
+  selector:
+    matchLabels: {app: no-seccomp}
+  template:
+    metadata:
+      labels: {app: no-seccomp}
+    spec:
+      securityContext:
+        runAsNonRoot: true
+      containers:
+        - name: c
+          image: chronik-harness:dev
+          securityContext:
+            allowPrivilegeEscalation: false
+            capabilities:
+              drop: ["ALL"]
+EOF
+if kc apply --server-side --dry-run=server -f "$WORK/bad-deploy.yaml" 2>&1 | grep -q 'would violate PodSecurity "restricted'; then
+  ok "a Deployment without a seccomp profile draws the PodSecurity warning (so the overlay check can fail)"
+else
+  fail "no PodSecurity warning for a Deployment without a seccomp profile"
 fi
 
 # -- 4. ./run-all.sh --k8s --overlay small: up to the k6-operator ---------------------------------------
