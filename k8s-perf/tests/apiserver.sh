@@ -10,8 +10,10 @@
 # executes). Then:
 #   1. CRDs: the project's own TestRun CRD (k8s-perf/crds/) and the
 #      ServiceMonitor/PodMonitor CRDs from the prometheus-operator module.
-#   2. Every overlay applied server-side as a dry run (schema, defaulting,
-#      admission: PodSecurity "restricted" in the namespace each overlay makes).
+#   2. Every overlay applied server-side for real (schema, defaulting,
+#      admission with PodSecurity "restricted" in the namespace it makes, no
+#      PodSecurity warning): every pod is scheduled on the kwok nodes and
+#      turns Ready; then the overlay is removed.
 #   3. PodSecurity really enforced: a pod that breaks "restricted" is refused.
 #   4. overlays/small applied for real through ./run-all.sh --k8s --overlay
 #      small: the StatefulSet's pods bind PersistentVolumes made here,
@@ -84,22 +86,67 @@ else
   fail "CRDs: $(tail -n 3 "$WORK/crd.log")"
 fi
 
-# -- 2. every overlay, server-side dry run --------------------------------------------------------------
+# -- 2. every overlay applied for real: scheduled, Ready, then removed -----------------------------------
+# split RENDERED: the Namespace alone, and everything else
+split() {
+  "$PY" - "$1" "$2" "$3" << 'EOF'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+with open(sys.argv[2], "w") as ns, open(sys.argv[3], "w") as rest:
+    for d in docs:
+        (ns if d["kind"] == "Namespace" else rest).write(yaml.safe_dump(d) + "---\n")
+EOF
+}
+# pvs PREFIX N - N PersistentVolumes the StatefulSet's claims bind (no provisioner here)
+pvs() {
+  local i
+  for ((i = 0; i < $2; i++)); do
+    printf 'apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: %s-%d\nspec:\n  capacity:\n    storage: 100Gi\n' "$1" "$i"
+    printf '  accessModes: ["ReadWriteOnce"]\n  storageClassName: ""\n  hostPath:\n    path: /tmp/%s-%d\n---\n' "$1" "$i"
+  done
+}
 for dir in "$K8S"/overlays/*/; do
   name=$(basename "$dir")
+  started=$SECONDS
   kc kustomize "$dir" > "$WORK/$name.yaml"
-  ns=$("$PY" -c 'import sys, yaml; print(next(d["metadata"]["name"] for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Namespace"))' "$WORK/$name.yaml")
-  # namespaced objects need their namespace to exist for a server-side dry run
-  "$PY" -c 'import sys, yaml; sys.stdout.write("".join(yaml.safe_dump(d) + "---\n" for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Namespace"))' \
-    "$WORK/$name.yaml" | kc apply --server-side -f - > /dev/null
-  # PodSecurity warns (namespace label warn=restricted) about workloads whose
-  # pods it would refuse: a warning is a failure here
-  if kc apply --server-side --dry-run=server -f "$WORK/$name.yaml" > "$WORK/$name.out" 2>&1 \
-     && ! grep -q 'would violate PodSecurity' "$WORK/$name.out"; then
-    ok "overlays/$name: $(grep -c '^kind:' "$WORK/$name.yaml") objects accepted server-side (dry run) in namespace $ns, no PodSecurity warning"
-  else
-    fail "overlays/$name server-side: $(grep -v '^$' "$WORK/$name.out" | tail -n 3 | tr '\n' ' ')"
+  split "$WORK/$name.yaml" "$WORK/$name.ns.yaml" "$WORK/$name.rest.yaml"
+  kc apply --server-side -f "$WORK/$name.ns.yaml" > /dev/null
+  ns=$(kc get -f "$WORK/$name.ns.yaml" -o jsonpath='{.metadata.name}')
+  kc create secret generic chronik-cluster-secret -n "$ns" --from-literal=cluster.secret=test > /dev/null 2>&1 || true
+  want=$("$PY" -c 'import sys, yaml
+print(sum(d["spec"].get("replicas", 1) for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] in ("StatefulSet", "Deployment")))' "$WORK/$name.yaml")
+  brokers=$("$PY" -c 'import sys, yaml
+print(sum(d["spec"].get("replicas", 1) for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "StatefulSet"))' "$WORK/$name.yaml")
+  pvs "pv-$name" "$brokers" | kc apply -f - > /dev/null
+  # PodSecurity warns (the namespace's warn=restricted) about any workload
+  # whose pods it would refuse: a warning is a failure here
+  if ! kc apply --server-side -f "$WORK/$name.rest.yaml" > "$WORK/$name.out" 2>&1 \
+     || grep -q 'would violate PodSecurity' "$WORK/$name.out"; then
+    fail "overlays/$name: applying server-side: $(grep -v '^$' "$WORK/$name.out" | tail -n 3 | tr '\n' ' ')"
+    continue
   fi
+  rolled=1
+  for w in $(kc get statefulset,deployment -n "$ns" -o name); do
+    kc rollout status -n "$ns" "$w" --timeout=180s > /dev/null 2>&1 || rolled=0
+  done
+  ready=$(kc get pods -n "$ns" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$' || true)
+  nodes=$(kc get pods -n "$ns" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | grep -c . || true)
+  if [[ "$rolled" == 1 && "$ready" == "$want" ]]; then
+    ok "overlays/$name: $(grep -c '^kind:' "$WORK/$name.yaml") objects applied server-side, no PodSecurity warning; $want pods scheduled on $nodes kwok nodes and Ready"
+  else
+    fail "overlays/$name: $ready of $want pods Ready (rollouts complete: $rolled): $(kc get pods -n "$ns" --no-headers 2>&1 | head -n 5 | tr '\n' ' ')"
+  fi
+  # remove it at once: nothing runs in a kwok pod, so no grace period is owed
+  t0=$SECONDS
+  kc delete -f "$WORK/$name.rest.yaml" --wait=false > /dev/null 2>&1 || true
+  kc delete pods -n "$ns" --all --grace-period=0 --force > /dev/null 2>&1 || true
+  kc delete pvc -n "$ns" --all --wait=false > /dev/null 2>&1 || true
+  while [[ -n "$(kc get statefulset,deployment,pods,pvc -n "$ns" -o name 2> /dev/null)" ]] && ((SECONDS - t0 < 120)); do
+    kc delete pods -n "$ns" --all --grace-period=0 --force > /dev/null 2>&1 || true
+    sleep 1
+  done
+  for ((i = 0; i < brokers; i++)); do kc delete pv "pv-$name-$i" --wait=false > /dev/null 2>&1 || true; done
+  log "overlays/$name: applied, checked and removed in $((SECONDS - started))s"
 done
 
 # -- 3. PodSecurity "restricted" is enforced in the namespace -----------------------------------------
@@ -155,24 +202,7 @@ else
 fi
 
 # -- 4. ./run-all.sh --k8s --overlay small: up to the k6-operator ---------------------------------------
-# The StatefulSet's claims bind these (no storage provisioner here).
-for i in 0 1 2; do
-  cat << EOF
-apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: chronik-test-pv-$i
-spec:
-  capacity:
-    storage: 100Gi
-  accessModes: ["ReadWriteOnce"]
-  persistentVolumeReclaimPolicy: Delete
-  storageClassName: ""
-  hostPath:
-    path: /tmp/chronik-test-pv-$i
----
-EOF
-done | kc apply -f - > /dev/null
+pvs chronik-test-pv 3 | kc apply -f - > /dev/null
 rc=0
 KUBECONFIG="$KUBECONFIG" "$REPO/run-all.sh" --k8s --overlay small --prometheus none --operator-wait 30 \
   --timeout 60 --results "$WORK/results" > "$WORK/run.log" 2>&1 || rc=$?

@@ -91,6 +91,22 @@ else
   fail "dashboards: committed JSON differs from generate.py output"
 fi
 
+# -- 1a. dashboards in Grafana's own schema (grafana-foundation-sdk round trip) ----------------
+"$PY" "$HERE/check_dashboard_schema.py" "$K8S"/base/monitoring/dashboards/*.json > "$WORK/dschema.out" 2>&1 || true
+grep '^FAIL' "$WORK/dschema.out" || true
+tally "$WORK/dschema.out" "check_dashboard_schema.py"
+"$PY" - "$K8S/base/monitoring/dashboards/chronik-k6.json" "$WORK/mutant-dashboard.json" << 'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["panels"][0]["gridPos"]["hh"] = 8  # a misspelt field
+json.dump(d, open(sys.argv[2], "w"))
+EOF
+if "$PY" "$HERE/check_dashboard_schema.py" "$WORK/mutant-dashboard.json" > /dev/null 2>&1; then
+  fail "dashboard schema: a misspelt panel field (gridPos.hh) was accepted"
+else
+  ok "dashboard schema: a misspelt panel field (gridPos.hh) is refused (check can fail)"
+fi
+
 # -- 1b. the kustomization's copy of k6/ is k6/ ------------------------------------------------
 if python3 "$K8S/sync_k6.py" --check 2> "$WORK/sync.err"; then
   ok "k6 scripts: k8s-perf/base/k6/scripts = k6/ (sync_k6.py --check)"

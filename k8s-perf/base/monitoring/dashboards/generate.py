@@ -59,7 +59,7 @@ def panel(title: str, targets: list[tuple[str, str]], unit: str = "short", kind:
 
 def variable(name: str, query: str, label: str) -> dict:
     return {"name": name, "label": label, "type": "query", "datasource": DS, "refresh": 2,
-            "query": {"query": query, "refId": name}, "definition": query,
+            "query": {"query": query, "refId": name},
             "includeAll": True, "allValue": ".*", "multi": False,
             "current": {"text": "All", "value": "$__all"}}
 
