@@ -4,13 +4,17 @@
 //! Owns: client configuration, subscription, periodic async commits (and the
 //! final sync one), the live publishing cadence, the `.hlog` intervals, the
 //! idle stop, and the final watermark fetch that tells the report how much
-//! of each partition exists. Offsets are stored as records are polled
-//! (`enable.auto.offset.store`) and committed every `commit_interval`, and
-//! synchronously before partitions are revoked, so after a rebalance their
-//! new owner starts where this member stopped (a member that dies without a
-//! revoke leaves up to one interval to be re-read: counted as redeliveries,
-//! never duplicates). Every rebalance callback is kept, with its time, for
-//! the report.
+//! of each partition exists. What is committed is what was verified: after
+//! each record the next offset of its partition is noted (`Processed`), and
+//! commits send exactly those offsets (never librdkafka's stored offsets,
+//! which were seen to run a whole fetched batch ahead of what the
+//! application had been handed at a rebalance, so the partition's next
+//! owner skipped it). Commits go every `commit_interval` (async), before
+//! partitions are revoked (sync: their new owner starts where this member
+//! stopped, so a graceful rebalance re-reads nothing) and at shutdown. A
+//! member that dies without a revoke leaves up to one interval to be
+//! re-read: counted as redeliveries, never duplicates. Every rebalance
+//! callback is kept, with its time, for the report.
 //! Must not: decide verdicts (`verify`, `report`) or serve HTTP.
 
 use std::collections::HashMap;
@@ -27,7 +31,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Reb
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::statistics::Statistics;
-use rdkafka::Offset;
+use rdkafka::{Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
@@ -81,9 +85,42 @@ pub struct RebalanceEvent {
     pub partitions: usize,
 }
 
+/// The next offset after the last record verified, per partition slot
+/// (the verifier's slot numbers): what a commit may claim as consumed.
+#[derive(Default)]
+struct Processed {
+    /// slot -> (topic, partition, next offset); filled as slots appear.
+    by_slot: Vec<Option<(String, i32, i64)>>,
+}
+
+impl Processed {
+    #[inline]
+    fn note(&mut self, slot: usize, topic: &str, partition: i32, next: i64) {
+        if slot >= self.by_slot.len() {
+            self.by_slot.resize(slot + 1, None);
+        }
+        match &mut self.by_slot[slot] {
+            Some((_, _, at)) => *at = (*at).max(next),
+            empty => *empty = Some((topic.to_string(), partition, next)),
+        }
+    }
+
+    /// The offsets to commit for the partitions in `of`.
+    fn offsets_for(&self, of: &TopicPartitionList) -> TopicPartitionList {
+        let mut tpl = TopicPartitionList::new();
+        for (topic, partition, next) in self.by_slot.iter().flatten() {
+            if of.find_partition(topic, *partition).is_some() {
+                let _ = tpl.add_partition_offset(topic, *partition, Offset::Offset(*next));
+            }
+        }
+        tpl
+    }
+}
+
 /// Callbacks librdkafka makes on the poll thread.
 struct Context {
     rebalances: AtomicU64,
+    processed: Mutex<Processed>,
     events: Mutex<Vec<RebalanceEvent>>,
     assignment_changed: AtomicBool,
     /// (topic, partition) -> (low, high) watermark from the latest statistics.
@@ -130,7 +167,7 @@ impl ConsumerContext for Context {
     fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Revoke(tpl) = rebalance {
             if tpl.count() > 0 {
-                commit(consumer, CommitMode::Sync);
+                commit_partitions(consumer, tpl, CommitMode::Sync);
             }
         }
     }
@@ -181,7 +218,8 @@ fn client_config(config: &Config) -> ClientConfig {
         .set("group.id", &config.group)
         .set("client.id", &config.client_id)
         .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "true")
+        // commits name the verified offsets themselves (`Processed`)
+        .set("enable.auto.offset.store", "false")
         .set(
             "auto.offset.reset",
             if config.from_beginning {
@@ -225,6 +263,7 @@ pub fn run(
 ) -> Result<Consumed, Error> {
     let context = Context {
         rebalances: AtomicU64::new(0),
+        processed: Mutex::new(Processed::default()),
         events: Mutex::new(Vec::new()),
         assignment_changed: AtomicBool::new(false),
         watermarks: Mutex::new(HashMap::new()),
@@ -264,6 +303,12 @@ pub fn run(
                     consumed_at_us: now_us(),
                 };
                 verifier.observe(slot, &record);
+                consumer
+                    .context()
+                    .processed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .note(slot, m.topic(), m.partition(), m.offset() + 1);
                 since_check += 1;
                 if since_check < RECORDS_PER_CHECK {
                     continue;
@@ -454,9 +499,27 @@ fn publish(
     );
 }
 
+/// Commits the verified offsets of the current assignment.
 fn commit(consumer: &BaseConsumer<Context>, mode: CommitMode) {
-    match consumer.commit_consumer_state(mode) {
-        // Nothing consumed since the last commit, or nothing assigned.
+    match consumer.assignment() {
+        Ok(assigned) => commit_partitions(consumer, &assigned, mode),
+        Err(e) => tracing::warn!(error = %e, "no assignment to commit"),
+    }
+}
+
+/// Commits the verified offsets of the partitions in `of` (those with a
+/// record verified; nothing else is claimed).
+fn commit_partitions(consumer: &BaseConsumer<Context>, of: &TopicPartitionList, mode: CommitMode) {
+    let offsets = consumer
+        .context()
+        .processed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .offsets_for(of);
+    if offsets.count() == 0 {
+        return;
+    }
+    match consumer.commit(&offsets, mode) {
         Ok(()) | Err(KafkaError::ConsumerCommit(RDKafkaErrorCode::NoOffset)) => {}
         Err(e) => tracing::warn!(error = %e, ?mode, "offset commit failed"),
     }
