@@ -1,6 +1,14 @@
 //! FindCoordinator: the leader of `__consumer_offsets` partition 0
-//! coordinates every consumer group (it holds the committed offsets). Transaction coordinators are
-//! refused (transactions are not supported).
+//! coordinates every consumer group (it holds the committed offsets).
+//!
+//! Transactions are not supported, and the answer for a transaction
+//! coordinator must end a client's attempt at once: a retriable error
+//! (COORDINATOR_NOT_AVAILABLE, what this answered before) makes every client
+//! retry until its own timeout, and Kafka clients' `initTransactions` never
+//! gives up on that. TRANSACTIONAL_ID_AUTHORIZATION_FAILED is fatal in
+//! every client, and is what InitProducerId answers for a transactional id
+//! too. Any other key type (share groups, KIP-932; unknown ones) is
+//! INVALID_REQUEST, as Kafka answers a key type it does not serve.
 
 use std::sync::Arc;
 
@@ -14,6 +22,16 @@ use super::Handled;
 use crate::broker::Broker;
 
 const KEY_TYPE_GROUP: i8 = 0;
+const KEY_TYPE_TRANSACTION: i8 = 1;
+
+/// The error for a key type this broker does not coordinate (0 = served).
+fn unserved(key_type: i8) -> i16 {
+    match key_type {
+        KEY_TYPE_GROUP => 0,
+        KEY_TYPE_TRANSACTION => ResponseError::TransactionalIdAuthorizationFailed.code(),
+        _ => ResponseError::InvalidRequest.code(),
+    }
+}
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -22,8 +40,13 @@ pub fn handle(
 ) -> Option<Handled> {
     let (node, host, port, mut error) = coordinator(broker);
     let (host, port, node) = (&host, &port, BrokerId(node));
-    if request.key_type != KEY_TYPE_GROUP {
-        error = ResponseError::CoordinatorNotAvailable.code();
+    let refused = unserved(request.key_type);
+    if refused != 0 {
+        tracing::debug!(
+            key_type = request.key_type,
+            "FindCoordinator for a coordinator this broker does not run"
+        );
+        error = refused;
     }
     let mut response = FindCoordinatorResponse::default();
     if version >= 4 {
