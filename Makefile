@@ -56,6 +56,12 @@ PYTEST_ARGS ?=
 CHRONIK_SERVER_BIN ?= $(CURDIR)/target/release/chronik-server
 export CHRONIK_SERVER_BIN
 
+# A clean CI checkout gains nothing from incremental compilation, which
+# doubled target/debug; local builds keep it.
+ifdef CI
+export CARGO_INCREMENTAL := 0
+endif
+
 .PHONY: images images-test k8s-apiserver-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI

@@ -35,14 +35,10 @@ if [[ "$K6_FORCE" != 1 && -x "$K6_BIN" && "$(installed_version)" == "$K6_VERSION
   exit 0
 fi
 
-if ! command -v go > /dev/null 2>&1; then
-  if [[ -x /usr/local/go/bin/go ]]; then
-    PATH="/usr/local/go/bin:$PATH"
-  else
-    log "error: go not found (needed to build k6 from source)"
-    exit 1
-  fi
-fi
+# shellcheck source=scripts/go-scratch.sh
+source "$REPO_ROOT/scripts/go-scratch.sh"
+go_find || { log "error: go not found (needed to build k6 from source)"; exit 1; }
+go_scratch "$REPO_ROOT/.tools"
 
 mkdir -p "$TOOLS_BIN"
 log "building k6 $K6_VERSION with $(go version | awk '{print $3}') into $TOOLS_BIN (takes a few minutes cold)"

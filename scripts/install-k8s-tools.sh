@@ -35,11 +35,8 @@ REQ="$REPO_ROOT/k8s-perf/tests/requirements.txt"
 log() { printf '[install-k8s-tools] %s\n' "$*" >&2; }
 mkdir -p "$TOOLS_BIN"
 
-have_go() {
-  command -v go > /dev/null 2>&1 && return 0
-  [[ -x /usr/local/go/bin/go ]] && PATH="/usr/local/go/bin:$PATH" && return 0
-  return 1
-}
+# shellcheck source=scripts/go-scratch.sh
+source "$REPO_ROOT/scripts/go-scratch.sh"
 
 # -- kustomize -------------------------------------------------------------------
 if [[ "$K8S_TOOLS_FORCE_GO_KUSTOMIZE" != 1 ]] && command -v kubectl > /dev/null 2>&1 \
@@ -49,9 +46,9 @@ if [[ "$K8S_TOOLS_FORCE_GO_KUSTOMIZE" != 1 ]] && command -v kubectl > /dev/null 
 else
   # go-installed binaries report no version of their own: a stamp file records it
   if [[ ! -x "$TOOLS_BIN/kustomize" || "$(cat "$TOOLS_BIN/.kustomize-version" 2>/dev/null || true)" != "$KUSTOMIZE_VERSION" ]]; then
-    have_go || { log "error: go not found (needed to install kustomize)"; exit 1; }
+    go_find || { log "error: go not found (needed to install kustomize)"; exit 1; }
     log "installing kustomize $KUSTOMIZE_VERSION (go install)"
-    GOBIN="$TOOLS_BIN" GOFLAGS=-buildvcs=false go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" >&2
+    (go_scratch "$TOOLS_DIR" && GOBIN="$TOOLS_BIN" GOFLAGS=-buildvcs=false go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION" >&2)
     echo "$KUSTOMIZE_VERSION" > "$TOOLS_BIN/.kustomize-version"
   fi
   KUSTOMIZE_CMD="$TOOLS_BIN/kustomize build"
@@ -60,9 +57,9 @@ fi
 
 # -- kubeconform -------------------------------------------------------------------
 if [[ ! -x "$TOOLS_BIN/kubeconform" || "$(cat "$TOOLS_BIN/.kubeconform-version" 2>/dev/null || true)" != "$KUBECONFORM_VERSION" ]]; then
-  have_go || { log "error: go not found (needed to install kubeconform)"; exit 1; }
+  go_find || { log "error: go not found (needed to install kubeconform)"; exit 1; }
   log "installing kubeconform $KUBECONFORM_VERSION (go install)"
-  GOBIN="$TOOLS_BIN" GOFLAGS=-buildvcs=false go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION" >&2
+  (go_scratch "$TOOLS_DIR" && GOBIN="$TOOLS_BIN" GOFLAGS=-buildvcs=false go install "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION" >&2)
   echo "$KUBECONFORM_VERSION" > "$TOOLS_BIN/.kubeconform-version"
 fi
 log "kubeconform: $KUBECONFORM_VERSION"
@@ -87,7 +84,7 @@ log "python: kubernetes-validate $("$VENV/bin/python" -c 'import importlib.metad
 crd_dir_file="$TOOLS_DIR/k8s-crd-dir"
 crd_dir=$(cat "$crd_dir_file" 2>/dev/null || true)
 if [[ -z "$crd_dir" || ! -f "$crd_dir/monitoring.coreos.com_servicemonitors.yaml" || "$crd_dir" != *"@$PROMETHEUS_OPERATOR_VERSION/"* ]]; then
-  have_go || { log "error: go not found (needed to download the prometheus-operator module)"; exit 1; }
+  go_find || { log "error: go not found (needed to download the prometheus-operator module)"; exit 1; }
   log "downloading github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION (go mod download)"
   mod_dir=$(cd "$TOOLS_DIR" && go mod download -json \
     "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \

@@ -12,7 +12,8 @@
 # (.tools/kube/src) requires it and `replace`s each of those with the staging
 # module's own release (v0.<minor>.<patch>), read from its go.mod, and the
 # version ldflags are set so clients see v1.36.3, not v0.0.0. About 5 minutes
-# and 2.2 GB of memory cold; a re-run with the binaries present does nothing.
+# and 2.2 GB of memory cold, 5 GB of scratch disk released at the end (the
+# binaries keep 0.4 GB); a re-run with the binaries present does nothing.
 #
 # Needs: Go, apt (etcd-server). Env: KUBE_VERSION (default v1.36.3),
 # KWOK_VERSION (default v0.8.0), TOOLS_DIR.
@@ -30,8 +31,9 @@ WANT="kubernetes=$KUBE_VERSION kwok=$KWOK_VERSION"
 
 log() { printf '[install-kube] %s\n' "$*" >&2; }
 mkdir -p "$BIN" "$SRC"
-command -v go > /dev/null 2>&1 || { [[ -x /usr/local/go/bin/go ]] && PATH="/usr/local/go/bin:$PATH"; } \
-  || { log "error: go not found"; exit 1; }
+# shellcheck source=scripts/go-scratch.sh
+source "$REPO_ROOT/scripts/go-scratch.sh"
+go_find || { log "error: go not found"; exit 1; }
 
 if [[ "$(cat "$STAMP" 2>/dev/null || true)" == "$WANT" ]] \
    && [[ -x "$BIN/kube-apiserver" && -x "$BIN/kwokctl" && -x "$BIN/etcd" ]]; then
@@ -55,6 +57,7 @@ ln -sf "$(command -v etcd)" "$BIN/etcd"
 minor=${KUBE_VERSION#v1.}
 staging="v0.$minor"
 export GOFLAGS=-mod=mod GOTOOLCHAIN=local
+go_scratch "$HOME_DIR"
 cd "$SRC"
 if [[ ! -f go.mod ]] || ! grep -q "k8s.io/kubernetes $KUBE_VERSION" go.mod; then
   log "wrapper module for k8s.io/kubernetes $KUBE_VERSION"
