@@ -1,4 +1,5 @@
-//! The classic Kafka consumer-group protocol as a pure state machine.
+//! Kafka's coordinators as pure state machines: the classic consumer-group
+//! protocol, and the transaction coordinator's transitions (`txn`).
 //!
 //! The owner (the server's group manager) feeds events — JoinGroup,
 //! SyncGroup, Heartbeat, LeaveGroup and clock ticks, each with the current
@@ -13,10 +14,12 @@
 //! - `member` — one member's registration and liveness.
 //! - `group`  — the group: states Empty → PreparingRebalance →
 //!   CompletingRebalance → Stable (and Dead), generations, leader election.
+//! - `txn`    — a transactional id's metadata and its transitions (KIP-98).
 
 mod group;
 mod member;
 mod types;
+pub mod txn;
 
 pub use group::{Group, GroupConfig, GroupState};
 pub use member::Member;

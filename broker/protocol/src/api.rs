@@ -107,6 +107,13 @@ api_table! {
     DeleteGroups: DeleteGroupsRequest => DeleteGroupsResponse, versions 0 ..= 2;
     InitProducerId: InitProducerIdRequest => InitProducerIdResponse, versions 0 ..= 5;
     OffsetForLeaderEpoch: OffsetForLeaderEpochRequest => OffsetForLeaderEpochResponse, versions 2 ..= 4;
+    AddPartitionsToTxn: AddPartitionsToTxnRequest => AddPartitionsToTxnResponse, versions 0 ..= 5;
+    AddOffsetsToTxn: AddOffsetsToTxnRequest => AddOffsetsToTxnResponse, versions 0 ..= 4;
+    EndTxn: EndTxnRequest => EndTxnResponse, versions 0 ..= 4;
+    WriteTxnMarkers: WriteTxnMarkersRequest => WriteTxnMarkersResponse, versions 1 ..= 1;
+    TxnOffsetCommit: TxnOffsetCommitRequest => TxnOffsetCommitResponse, versions 0 ..= 4;
+    DescribeTransactions: DescribeTransactionsRequest => DescribeTransactionsResponse, versions 0 ..= 0;
+    ListTransactions: ListTransactionsRequest => ListTransactionsResponse, versions 0 ..= 1;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -140,6 +147,13 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DescribeGroups => "DescribeGroups",
         ApiKey::DeleteGroups => "DeleteGroups",
         ApiKey::OffsetForLeaderEpoch => "OffsetForLeaderEpoch",
+        ApiKey::AddPartitionsToTxn => "AddPartitionsToTxn",
+        ApiKey::AddOffsetsToTxn => "AddOffsetsToTxn",
+        ApiKey::EndTxn => "EndTxn",
+        ApiKey::WriteTxnMarkers => "WriteTxnMarkers",
+        ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
+        ApiKey::DescribeTransactions => "DescribeTransactions",
+        ApiKey::ListTransactions => "ListTransactions",
         _ => "Other",
     }
 }

@@ -296,3 +296,30 @@ mod tests {
         );
     }
 }
+
+/// PROVISIONAL (replaced by the log-layer branch): a COMMIT/ABORT control batch.
+pub fn build_control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Vec<u8> {
+    let mut key = Vec::new();
+    key.extend_from_slice(&0i16.to_be_bytes());
+    key.extend_from_slice(&i16::from(commit).to_be_bytes());
+    let mut value = Vec::new();
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&coordinator_epoch.to_be_bytes());
+    let mut batch = build_batch(&[SimpleRecord {
+        key: Some(Bytes::from(key)),
+        value: Some(Bytes::from(value)),
+        timestamp: timestamp_ms,
+    }]);
+    batch[21..23].copy_from_slice(&0x30i16.to_be_bytes());
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}

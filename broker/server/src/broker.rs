@@ -17,6 +17,7 @@ use crate::metrics::Metrics;
 use crate::producer_ids::ProducerIdAllocator;
 use crate::purgatory::Purgatory;
 use crate::replica::{Replica, ReplicaManager};
+use crate::txn::TxnCoordinator;
 
 /// Everything a request handler may need. Shared as `Arc<Broker>`.
 pub struct Broker {
@@ -36,6 +37,9 @@ pub struct Broker {
     pub groups: Arc<GroupManager>,
     /// Committed offsets, durable in `__consumer_offsets`.
     pub offsets: Arc<OffsetStore>,
+    /// The transaction coordinator (answers while this broker leads
+    /// `__transaction_state`-0).
+    pub txn: Arc<TxnCoordinator>,
     pub producer_ids: ProducerIdAllocator,
     /// The metadata quorum (of one without `--peers`) and this broker's replicas.
     pub replicas: Arc<ReplicaManager>,

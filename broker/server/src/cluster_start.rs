@@ -19,6 +19,7 @@ use tracing::info;
 
 use crate::config::Config;
 use crate::groups::OFFSETS_TOPIC;
+use crate::txn::TXN_TOPIC;
 use crate::purgatory::Purgatory;
 use crate::replica::ReplicaManager;
 
@@ -103,7 +104,9 @@ pub async fn start(
     if new_quorum {
         adopt_local_topics(&cluster, log).await?;
     }
-    ensure_offsets_topic(&cluster, peers.len()).await?;
+    for topic in [OFFSETS_TOPIC, TXN_TOPIC] {
+        ensure_internal_topic(&cluster, topic, peers.len()).await?;
+    }
 
     let manager = ReplicaManager::new(
         config.node_id,
@@ -205,16 +208,21 @@ fn load_secret(config: &Config) -> anyhow::Result<ClusterSecret> {
     Ok(secret)
 }
 
-/// Creates `__consumer_offsets` (1 partition, replication factor
-/// min(3, voters)) unless it exists. On a cluster's very first start this
-/// waits until that many brokers are live.
-async fn ensure_offsets_topic(cluster: &Cluster, voters: usize) -> anyhow::Result<()> {
+/// Creates the internal `topic` (`__consumer_offsets`,
+/// `__transaction_state`: 1 partition, replication factor min(3, voters))
+/// unless it exists. On a cluster's very first start this waits until that
+/// many brokers are live.
+async fn ensure_internal_topic(
+    cluster: &Cluster,
+    topic: &str,
+    voters: usize,
+) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + START_TIMEOUT;
     let replication_factor = i16::try_from(voters.min(3)).unwrap_or(3);
     let mut logged = false;
-    while !cluster.image().topics.contains_key(OFFSETS_TOPIC) {
+    while !cluster.image().topics.contains_key(topic) {
         let request = CreateTopic {
-            name: OFFSETS_TOPIC.to_string(),
+            name: topic.to_string(),
             partitions: 1,
             replication_factor,
             configs: BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
@@ -224,11 +232,11 @@ async fn ensure_offsets_topic(cluster: &Cluster, voters: usize) -> anyhow::Resul
             Ok(_) | Err(ClusterError::TopicAlreadyExists(_)) => break,
             Err(e) => {
                 if !logged {
-                    info!(error = %e, "waiting for {replication_factor} live brokers to create {OFFSETS_TOPIC}");
+                    info!(error = %e, "waiting for {replication_factor} live brokers to create {topic}");
                     logged = true;
                 }
                 if tokio::time::Instant::now() > deadline {
-                    bail!("could not create {OFFSETS_TOPIC}: {e}");
+                    bail!("could not create {topic}: {e}");
                 }
                 tokio::time::sleep(Duration::from_millis(300)).await;
             }

@@ -3,9 +3,11 @@
 //!
 //! Owns: the append itself (leadership, leader epoch, min.insync.replicas
 //! and the log write done together under the partition's lock, batches
-//! stamped with the epoch), the log's error codes as Kafka names them, and
-//! the acks=all wait for the ISR. Must not: decode or validate client
-//! batches (Produce does that first) or wait for fsync (`durability`).
+//! stamped with the epoch), the log's error codes as Kafka names them, the
+//! acks=all wait for the ISR, and `append_replicated`: the whole acks=all
+//! write (append, durable here, in every ISR member) that the broker's own
+//! writers use — offset commits, transaction state, transaction markers.
+//! Must not: decode or validate client batches (Produce does that first).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +19,7 @@ use kafka_protocol::error::ResponseError;
 use tracing::warn;
 
 use crate::broker::Broker;
+use crate::durability::wait_until_durable;
 use crate::replica::Replica;
 
 /// A Kafka error code and the message sent with it.
@@ -127,4 +130,42 @@ pub async fn wait_for_isr(
             }
         }
     }
+}
+
+/// Appends `batch` (built by the broker itself, not a client) as the
+/// leader of `log` with acks=all: answered once it is durable here and in
+/// every ISR member, within `timeout`.
+pub async fn append_replicated(
+    broker: &Broker,
+    log: &Arc<PartitionLog>,
+    mut batch: Vec<u8>,
+    timeout: Duration,
+) -> Result<AppendInfo, AppendError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let headers = chronik_protocol::record_batch::parse_batches(&batch).map_err(|e| {
+        tracing::error!(error = %e, "encoding an internal batch");
+        (ResponseError::UnknownServerError, e.to_string())
+    })?;
+    let mut outcome = append_as_leader(broker, log, &mut batch, &headers, true);
+    if let Ok(appended) = &outcome {
+        if broker.fsync_enabled()
+            && !wait_until_durable(broker, &[(log.clone(), appended.info.log_end_offset)], timeout)
+                .await
+        {
+            outcome = Err(if log.is_offline() {
+                (
+                    ResponseError::KafkaStorageError,
+                    "fsync failed: partition offline".into(),
+                )
+            } else {
+                (
+                    ResponseError::RequestTimedOut,
+                    "not durable within the timeout".into(),
+                )
+            });
+        }
+    }
+    let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+    wait_for_isr(broker, vec![&mut outcome], remaining).await;
+    outcome.map(|a| a.info)
 }

@@ -5,7 +5,7 @@
 //! - `config`      — clap args (every flag also `CHRONIK_*`), WAL and produce profiles.
 //! - `server`      — start-up (log recovery, listeners) and ordered shutdown.
 //! - `cluster_start` — start-up: join the metadata quorum, agree on the cluster id, adopt a quorum-less data dir,
-//!   create `__consumer_offsets`, first sync.
+//!   create `__consumer_offsets` and `__transaction_state`, first sync.
 //! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
 //! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time.
 //! - `limits`      — every bound a client cannot push the broker past (flags and values).
@@ -14,6 +14,8 @@
 //! - `durability`  — waiting for the group-commit flusher before acknowledging.
 //! - `purgatory`   — delayed operations keyed by partition (Kafka's purgatory): waiters woken per partition.
 //! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
+//! - `txn/`        — the transaction coordinator: state in `__transaction_state`, markers, timeouts.
+//! - `internal_topic` — what both coordinators' topics share: load by replay, acks=all writes, loaded epoch.
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
 //! - `replica/`    — replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
 //! - `broker`      — shared state handed to handlers.
@@ -37,6 +39,7 @@ pub mod durability;
 pub mod groups;
 pub mod handlers;
 pub mod http;
+pub mod internal_topic;
 pub mod leader_append;
 pub mod limits;
 pub mod metrics;
@@ -45,3 +48,4 @@ pub mod producer_ids;
 pub mod purgatory;
 pub mod replica;
 pub mod server;
+pub mod txn;

@@ -61,6 +61,7 @@ pub struct Metrics {
     pub connections_closed_on_error_total: Family<ReasonLabels, Counter>,
     pub connections_refused_total: Family<ReasonLabels, Counter>,
     pub offsets_records_skipped_total: Counter,
+    pub txn_records_skipped_total: Counter,
     pub requests_refused_total: Family<ReasonLabels, Counter>,
     pub produce_memory_in_use_bytes: Gauge,
     pub produce_memory_limit_bytes: Gauge,
@@ -94,6 +95,7 @@ impl Metrics {
             connections_closed_on_error_total: Family::default(),
             connections_refused_total: Family::default(),
             offsets_records_skipped_total: Counter::default(),
+            txn_records_skipped_total: Counter::default(),
             requests_refused_total: Family::default(),
             produce_memory_in_use_bytes: Gauge::default(),
             produce_memory_limit_bytes: Gauge::default(),
@@ -199,6 +201,11 @@ impl Metrics {
             "offsets_records_skipped",
             "__consumer_offsets records passed over at replay because they could not be read",
             m.offsets_records_skipped_total.clone(),
+        );
+        registry.register(
+            "transaction_state_records_skipped",
+            "__transaction_state records passed over at load because they could not be read",
+            m.txn_records_skipped_total.clone(),
         );
         registry.register(
             "produce_memory_in_use_bytes",

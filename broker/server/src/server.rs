@@ -24,6 +24,8 @@ use crate::metrics::ReasonLabels;
 use crate::metrics::{FlushMetrics, Metrics};
 use crate::producer_ids::ProducerIdAllocator;
 use crate::purgatory::Purgatory;
+use crate::txn::store::TxnStore;
+use crate::txn::{TxnCoordinator, TXN_TOPIC};
 use chronik_coordinator::GroupConfig;
 
 /// Runs the broker until `shutdown` resolves.
@@ -88,34 +90,50 @@ pub async fn run(
     metrics
         .produce_memory_limit_bytes
         .set(config.produce_profile.in_flight_bytes() as i64);
-    let offsets = {
+    let (offsets, txns) = {
         let log = log.clone();
         let skipped = metrics.offsets_records_skipped_total.clone();
-        tokio::task::spawn_blocking(move || OffsetStore::open(&log, skipped))
-            .await
-            .context("offset replay task panicked")??
+        let txn_skipped = metrics.txn_records_skipped_total.clone();
+        tokio::task::spawn_blocking(move || {
+            anyhow::Ok((
+                OffsetStore::open(&log, skipped)?,
+                TxnStore::open(&log, txn_skipped)?,
+            ))
+        })
+        .await
+        .context("internal topic replay task panicked")??
     };
     let producer_ids = ProducerIdAllocator::open(&config.data_dir)?.for_node(config.node_id)?;
     let offsets = Arc::new(offsets);
+    let txn = Arc::new(TxnCoordinator::new(txns));
     {
-        let store = offsets.clone();
+        let (store, coordinator) = (offsets.clone(), txn.clone());
         replicas.on_leadership(Box::new(move |replica| {
-            if replica.topic == crate::groups::OFFSETS_TOPIC && replica.partition == 0 {
-                let Some(epoch) = replica.leader_epoch() else {
-                    return;
-                };
-                if let Err(e) = store.reload(epoch) {
-                    error!(error = %e, "reloading committed offsets failed");
-                }
+            let Some(epoch) = replica.leader_epoch() else {
+                return;
+            };
+            if replica.partition != 0 {
+                return;
+            }
+            let reloaded = match replica.topic.as_str() {
+                crate::groups::OFFSETS_TOPIC => store.reload(epoch),
+                TXN_TOPIC => coordinator.store.reload(epoch),
+                _ => return,
+            };
+            if let Err(e) = reloaded {
+                error!(topic = %replica.topic, error = %e, "reloading coordinator state failed");
             }
         }));
-        // Leadership (and offsets) may have arrived between the replay above
+        // Leadership (and state) may have arrived between the replay above
         // and the listener's registration.
         if let Some(epoch) = replicas
             .replica(crate::groups::OFFSETS_TOPIC, 0)
             .and_then(|r| r.leader_epoch())
         {
             offsets.reload(epoch)?;
+        }
+        if let Some(epoch) = replicas.replica(TXN_TOPIC, 0).and_then(|r| r.leader_epoch()) {
+            txn.store.reload(epoch)?;
         }
         replicas.spawn();
     }
@@ -135,9 +153,11 @@ pub async fn run(
         purgatory,
         groups,
         offsets,
+        txn,
         producer_ids,
         replicas,
     });
+    crate::txn::spawn_ticker(&broker);
     info!(
         kafka = %kafka_addr,
         metrics = %http_addr,

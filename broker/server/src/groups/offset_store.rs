@@ -2,36 +2,39 @@
 //! (one partition), as Kafka keeps them.
 //!
 //! Owns: the key/value encoding of offset records, appending commits and
-//! tombstones (through `leader_append`, acks=all: acknowledged only once
-//! durable and in every ISR member), the in-memory map rebuilt
-//! by replaying the topic at start and on becoming its leader, and which
-//! leader epoch that map was loaded for: only a coordinator whose map
-//! matches its current leadership may answer OffsetFetch (`readable`).
-//! Must not: check group membership (the handlers ask the `GroupManager`
-//! first).
+//! tombstones (acks=all through `internal_topic`: acknowledged only once
+//! durable and in every ISR member), the in-memory map rebuilt by replaying
+//! the topic at start and on becoming its leader (`readable` answers only
+//! for a map loaded for the current leadership), and transactional offset
+//! commits (TxnOffsetCommit): stored pending under their producer id and
+//! applied or dropped by the transaction's end record, which the
+//! coordinator's marker for `__consumer_offsets` writes
+//! (`complete_transaction`). A marker also records the producer's epoch, so
+//! a fenced producer's late commit is refused. Must not: check group
+//! membership (the handlers ask the `GroupManager` first).
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chronik_log::{LogManager, PartitionLog};
-use chronik_protocol::record_batch::{parse_batch, parse_batches};
-use chronik_protocol::records::{build_batch, read_records, SimpleRecord};
+use chronik_protocol::records::{build_batch, SimpleRecord};
 use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
 use crate::broker::Broker;
-use crate::durability::wait_until_durable;
-use crate::leader_append::{append_as_leader, wait_for_isr};
+use crate::internal_topic::{append_records, open_partition, replay_records, Loaded};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Key schema version of an offset-commit record.
 const OFFSET_KEY_VERSION: i16 = 1;
+/// A transactional offset commit, pending until its transaction ends:
+/// (producer id, group, topic, partition) -> an offset value.
+const PENDING_KEY_VERSION: i16 = 2;
+/// A transaction's end for a producer id: value (commit u8, epoch i16).
+const TXN_END_KEY_VERSION: i16 = 3;
 const OFFSET_VALUE_VERSION: i16 = 1;
-const REPLAY_CHUNK: usize = 1024 * 1024;
 /// The longest group id an offset commit may carry: ids are stored with a
 /// 16-bit length, and 32767 is what a classic (non-compact) string holds.
 pub const MAX_GROUP_ID_BYTES: usize = i16::MAX as usize;
@@ -49,13 +52,21 @@ type OffsetKey = (String, String, i32);
 
 pub struct OffsetStore {
     log: Arc<PartitionLog>,
-    offsets: Mutex<BTreeMap<OffsetKey, CommittedOffset>>,
+    state: Mutex<Offsets>,
     /// Records passed over at replay because they could not be read.
     skipped: Counter,
-    /// The leader epoch of `__consumer_offsets`-0 whose log `offsets` was
-    /// last rebuilt from (-1: not rebuilt as its leader). A follower's map
-    /// is stale: it never applies what it replicates.
-    loaded_epoch: AtomicI32,
+    loaded: Loaded,
+}
+
+/// What `__consumer_offsets` holds, as replayed.
+#[derive(Debug, Default)]
+struct Offsets {
+    committed: BTreeMap<OffsetKey, CommittedOffset>,
+    /// Transactional commits not yet ended, by producer id.
+    pending: HashMap<i64, BTreeMap<OffsetKey, CommittedOffset>>,
+    /// The epoch of each producer id's last transaction end: a
+    /// transactional commit from an older epoch is fenced.
+    ended_epochs: HashMap<i64, i16>,
 }
 
 impl std::fmt::Debug for OffsetStore {
@@ -69,42 +80,34 @@ impl std::fmt::Debug for OffsetStore {
 impl OffsetStore {
     /// Opens the offsets topic (creating it on first start) and replays it.
     pub fn open(log: &LogManager, skipped: Counter) -> anyhow::Result<OffsetStore> {
-        let topic = match log.topic(OFFSETS_TOPIC) {
-            Some(t) => t,
-            None => log
-                .create_topic(
-                    OFFSETS_TOPIC,
-                    1,
-                    BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
-                )
-                .context("creating __consumer_offsets")?,
-        };
-        let partition = topic
-            .partition(0)
-            .context("__consumer_offsets has no partition 0")?
-            .clone();
-        let offsets = replay(&partition, &skipped)?;
-        tracing::info!(committed = offsets.len(), "loaded committed offsets");
+        let partition = open_partition(log, OFFSETS_TOPIC)?;
+        let state = replay(&partition, &skipped)?;
+        tracing::info!(committed = state.committed.len(), "loaded committed offsets");
         Ok(OffsetStore {
             log: partition,
-            offsets: Mutex::new(offsets),
+            state: Mutex::new(state),
             skipped,
-            loaded_epoch: AtomicI32::new(-1),
+            loaded: Loaded::new(OFFSETS_TOPIC),
         })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Offsets> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Re-reads the committed offsets from the log (this broker just became
     /// the leader of the offsets partition in `leader_epoch`, whose records
     /// it replicated as a follower).
     pub fn reload(&self, leader_epoch: i32) -> anyhow::Result<()> {
-        let offsets = replay(&self.log, &self.skipped)?;
+        let state = replay(&self.log, &self.skipped)?;
         tracing::info!(
-            committed = offsets.len(),
+            committed = state.committed.len(),
+            pending_transactions = state.pending.len(),
             leader_epoch,
             "reloaded committed offsets as the new coordinator"
         );
-        *self.offsets.lock().unwrap_or_else(|e| e.into_inner()) = offsets;
-        self.loaded_epoch.store(leader_epoch, Ordering::Release);
+        *self.lock() = state;
+        self.loaded.set(leader_epoch);
         Ok(())
     }
 
@@ -112,15 +115,7 @@ impl OffsetStore {
     /// unless it leads `__consumer_offsets`-0, COORDINATOR_LOAD_IN_PROGRESS
     /// until its map has been rebuilt for the current leader epoch.
     pub fn readable(&self, broker: &Broker) -> Result<(), ResponseError> {
-        let epoch = broker
-            .replicas
-            .replica(OFFSETS_TOPIC, 0)
-            .and_then(|r| r.leader_epoch())
-            .ok_or(ResponseError::NotCoordinator)?;
-        if self.loaded_epoch.load(Ordering::Acquire) != epoch {
-            return Err(ResponseError::CoordinatorLoadInProgress);
-        }
-        Ok(())
+        self.loaded.readable(broker).map(drop)
     }
 
     /// Stores commits for `group`; returns once they survive a crash of
@@ -149,18 +144,88 @@ impl OffsetStore {
             })
             .collect();
         self.append(broker, &records, timeout).await?;
-        let mut offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.lock();
         for (topic, partition, c) in commits {
-            offsets.insert((group.to_string(), topic, partition), c);
+            state.committed.insert((group.to_string(), topic, partition), c);
         }
         Ok(())
+    }
+
+    /// Stores transactional commits of `producer_id` for `group`, pending
+    /// until the transaction ends (TxnOffsetCommit). PRODUCER_FENCED when
+    /// a transaction of a newer epoch of that producer id already ended.
+    pub async fn commit_transactional(
+        &self,
+        broker: &Broker,
+        group: &str,
+        (producer_id, producer_epoch): (i64, i16),
+        commits: Vec<(String, i32, CommittedOffset)>,
+        timeout: Duration,
+    ) -> Result<(), ResponseError> {
+        if commits.is_empty() {
+            return Ok(());
+        }
+        if group.len() > MAX_GROUP_ID_BYTES {
+            return Err(ResponseError::InvalidGroupId);
+        }
+        if self
+            .lock()
+            .ended_epochs
+            .get(&producer_id)
+            .is_some_and(|&ended| producer_epoch < ended)
+        {
+            return Err(ResponseError::ProducerFenced);
+        }
+        let records: Vec<SimpleRecord> = commits
+            .iter()
+            .map(|(topic, partition, c)| SimpleRecord {
+                key: Some(encode_pending_key(producer_id, group, topic, *partition)),
+                value: Some(encode_value(c)),
+                timestamp: c.commit_timestamp,
+            })
+            .collect();
+        self.append(broker, &records, timeout).await?;
+        let mut state = self.lock();
+        let pending = state.pending.entry(producer_id).or_default();
+        for (topic, partition, c) in commits {
+            pending.insert((group.to_string(), topic, partition), c);
+        }
+        Ok(())
+    }
+
+    /// The transaction marker for `__consumer_offsets`: `producer_id`'s
+    /// pending commits become committed offsets (`commit`) or are dropped.
+    pub async fn complete_transaction(
+        &self,
+        broker: &Broker,
+        (producer_id, producer_epoch): (i64, i16),
+        commit: bool,
+        timeout: Duration,
+    ) -> Result<(), ResponseError> {
+        let record = SimpleRecord {
+            key: Some(encode_txn_end_key(producer_id)),
+            value: Some(encode_txn_end(commit, producer_epoch)),
+            timestamp: now_ms(),
+        };
+        self.append(broker, &[record], timeout).await?;
+        end_transaction(&mut self.lock(), producer_id, producer_epoch, commit);
+        Ok(())
+    }
+
+    /// Whether a transaction of `group` has an offset for the partition
+    /// pending (OffsetFetch with require_stable answers
+    /// UNSTABLE_OFFSET_COMMIT).
+    pub fn has_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
+        let key = (group.to_string(), topic.to_string(), partition);
+        self.lock().pending.values().any(|p| p.contains_key(&key))
     }
 
     /// Removes every committed offset of `group` (DeleteGroups).
     pub async fn delete_group(&self, broker: &Broker, group: &str) -> anyhow::Result<()> {
         let keys: Vec<OffsetKey> = {
-            let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
-            offsets
+            let state = self.lock();
+            state
+                .committed
                 .keys()
                 .filter(|(g, _, _)| g == group)
                 .cloned()
@@ -180,24 +245,24 @@ impl OffsetStore {
                 .await
                 .map_err(|e| anyhow::anyhow!("deleting the group's offsets: {e:?}"))?;
         }
-        let mut offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.lock();
         for key in keys {
-            offsets.remove(&key);
+            state.committed.remove(&key);
         }
         Ok(())
     }
 
     pub fn fetch(&self, group: &str, topic: &str, partition: i32) -> Option<CommittedOffset> {
-        let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
-        offsets
+        self.lock()
+            .committed
             .get(&(group.to_string(), topic.to_string(), partition))
             .cloned()
     }
 
     /// Every (topic, partition, offset) committed by `group`.
     pub fn fetch_all(&self, group: &str) -> Vec<(String, i32, CommittedOffset)> {
-        let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
-        offsets
+        self.lock()
+            .committed
             .iter()
             .filter(|((g, _, _), _)| g == group)
             .map(|((_, t, p), c)| (t.clone(), *p, c.clone()))
@@ -206,75 +271,37 @@ impl OffsetStore {
 
     /// Groups that have committed offsets (for ListGroups).
     pub fn groups(&self) -> Vec<String> {
-        let offsets = self.offsets.lock().unwrap_or_else(|e| e.into_inner());
-        let mut groups: Vec<String> = offsets.keys().map(|(g, _, _)| g.clone()).collect();
+        let mut groups: Vec<String> = self
+            .lock()
+            .committed
+            .keys()
+            .map(|(g, _, _)| g.clone())
+            .collect();
         groups.dedup();
         groups
     }
 
     /// Writes `records` as Kafka writes `__consumer_offsets`: appended as
     /// its leader with acks=all, answered once durable here and in every
-    /// ISR member. The error is what the coordinator answers (Kafka's
-    /// mapping of append errors for offset commits).
+    /// ISR member.
     async fn append(
         &self,
         broker: &Broker,
         records: &[SimpleRecord],
         timeout: Duration,
     ) -> Result<(), ResponseError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut batch = build_batch(records);
-        let headers = parse_batches(&batch).map_err(|e| {
-            tracing::error!(error = %e, "encoding an offsets batch");
-            ResponseError::UnknownServerError
-        })?;
-        let mut outcome = append_as_leader(broker, &self.log, &mut batch, &headers, true);
-        if let Ok(appended) = &outcome {
-            if broker.fsync_enabled()
-                && !wait_until_durable(
-                    broker,
-                    &[(self.log.clone(), appended.info.log_end_offset)],
-                    timeout,
-                )
-                .await
-            {
-                outcome = Err(if self.log.is_offline() {
-                    (
-                        ResponseError::KafkaStorageError,
-                        "fsync failed: partition offline".into(),
-                    )
-                } else {
-                    (
-                        ResponseError::RequestTimedOut,
-                        "not durable within the commit timeout".into(),
-                    )
-                });
-            }
-        }
-        let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-        wait_for_isr(broker, vec![&mut outcome], remaining).await;
-        outcome.map(drop).map_err(|(error, message)| {
-            tracing::warn!(error = ?error, message, "offsets not stored");
-            coordinator_error(error)
-        })
+        append_records(broker, &self.log, build_batch(records), timeout).await
     }
 }
 
-/// Kafka's answer to an offset commit whose append failed.
-fn coordinator_error(append: ResponseError) -> ResponseError {
-    match append {
-        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
-            ResponseError::NotCoordinator
+fn end_transaction(state: &mut Offsets, producer_id: i64, producer_epoch: i16, commit: bool) {
+    if let Some(pending) = state.pending.remove(&producer_id) {
+        if commit {
+            state.committed.extend(pending);
         }
-        ResponseError::UnknownTopicOrPartition
-        | ResponseError::NotEnoughReplicas
-        | ResponseError::NotEnoughReplicasAfterAppend
-        | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
-        ResponseError::MessageTooLarge
-        | ResponseError::RecordListTooLarge
-        | ResponseError::InvalidFetchSize => ResponseError::InvalidCommitOffsetSize,
-        _ => ResponseError::UnknownServerError,
     }
+    let ended = state.ended_epochs.entry(producer_id).or_insert(producer_epoch);
+    *ended = (*ended).max(producer_epoch);
 }
 
 pub fn now_ms() -> i64 {
@@ -317,16 +344,60 @@ fn encode_key(group: &str, topic: &str, partition: i32) -> Bytes {
     buf.freeze()
 }
 
-fn decode_key(mut key: Bytes) -> Option<OffsetKey> {
-    if key.remaining() < 2 || key.get_i16() != OFFSET_KEY_VERSION {
-        return None;
-    }
-    let group = get_str(&mut key)?;
-    let topic = get_str(&mut key)?;
+/// A record's key, by schema version.
+#[derive(Debug, PartialEq, Eq)]
+enum Key {
+    Committed(OffsetKey),
+    Pending(i64, OffsetKey),
+    TxnEnd(i64),
+}
+
+fn decode_offset_key(key: &mut Bytes) -> Option<OffsetKey> {
+    let group = get_str(key)?;
+    let topic = get_str(key)?;
     if key.remaining() < 4 {
         return None;
     }
     Some((group, topic, key.get_i32()))
+}
+
+fn decode_key(mut key: Bytes) -> Option<Key> {
+    if key.remaining() < 2 {
+        return None;
+    }
+    match key.get_i16() {
+        OFFSET_KEY_VERSION => decode_offset_key(&mut key).map(Key::Committed),
+        PENDING_KEY_VERSION if key.remaining() >= 8 => {
+            let producer_id = key.get_i64();
+            decode_offset_key(&mut key).map(|k| Key::Pending(producer_id, k))
+        }
+        TXN_END_KEY_VERSION if key.remaining() >= 8 => Some(Key::TxnEnd(key.get_i64())),
+        _ => None,
+    }
+}
+
+fn encode_pending_key(producer_id: i64, group: &str, topic: &str, partition: i32) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(PENDING_KEY_VERSION);
+    buf.put_i64(producer_id);
+    put_str(&mut buf, group);
+    put_str(&mut buf, topic);
+    buf.put_i32(partition);
+    buf.freeze()
+}
+
+fn encode_txn_end_key(producer_id: i64) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_i16(TXN_END_KEY_VERSION);
+    buf.put_i64(producer_id);
+    buf.freeze()
+}
+
+fn encode_txn_end(commit: bool, producer_epoch: i16) -> Bytes {
+    let mut buf = BytesMut::new();
+    buf.put_u8(u8::from(commit));
+    buf.put_i16(producer_epoch);
+    buf.freeze()
 }
 
 fn encode_value(c: &CommittedOffset) -> Bytes {
@@ -368,19 +439,20 @@ fn decode_value(mut value: Bytes) -> Option<CommittedOffset> {
 }
 
 /// Applies one record; false when it could not be decoded (skipped).
-fn apply(offsets: &mut BTreeMap<OffsetKey, CommittedOffset>, record: &SimpleRecord) -> bool {
+fn apply(state: &mut Offsets, record: &SimpleRecord) -> bool {
     let Some(key) = record.key.clone().and_then(decode_key) else {
         tracing::warn!("skipping an undecodable __consumer_offsets key");
         return false;
     };
-    match record.value.clone() {
-        None => {
-            offsets.remove(&key);
+    let value = record.value.clone();
+    match (key, value) {
+        (Key::Committed(key), None) => {
+            state.committed.remove(&key);
             true
         }
-        Some(value) => match decode_value(value) {
+        (Key::Committed(key), Some(value)) => match decode_value(value) {
             Some(c) => {
-                offsets.insert(key, c);
+                state.committed.insert(key, c);
                 true
             }
             None => {
@@ -388,69 +460,28 @@ fn apply(offsets: &mut BTreeMap<OffsetKey, CommittedOffset>, record: &SimpleReco
                 false
             }
         },
+        (Key::Pending(producer_id, key), Some(value)) => match decode_value(value) {
+            Some(c) => {
+                state.pending.entry(producer_id).or_default().insert(key, c);
+                true
+            }
+            None => false,
+        },
+        (Key::TxnEnd(producer_id), Some(mut value)) if value.remaining() >= 3 => {
+            let commit = value.get_u8() == 1;
+            end_transaction(state, producer_id, value.get_i16(), commit);
+            true
+        }
+        _ => false,
     }
 }
 
-/// Every committed offset in `partition`, replayed from its start. Start-up
-/// never fails on the topic's content: a batch or record that cannot be
-/// read (compressed, foreign, damaged) is logged, counted in `skipped` and
-/// passed over, and every batch — a zero-record one included — advances the
-/// replay past its last offset.
-fn replay(
-    partition: &PartitionLog,
-    skipped: &Counter,
-) -> anyhow::Result<BTreeMap<OffsetKey, CommittedOffset>> {
-    let mut offsets = BTreeMap::new();
-    let mut next = partition.log_start_offset();
-    let end = partition.log_end_offset();
-    while next < end {
-        let chunk = partition
-            .read(next, REPLAY_CHUNK, end)
-            .context("replaying __consumer_offsets")?;
-        if chunk.is_empty() {
-            break;
-        }
-        let before = next;
-        let mut position = 0;
-        while position < chunk.len() {
-            let header = match parse_batch(&chunk, position) {
-                Ok(h) => h,
-                // The log only returns whole batches; a partial one at the
-                // end of the chunk is read again from `next`.
-                Err(_) => break,
-            };
-            let batch = &chunk[position..position + header.size];
-            position += header.size;
-            if header.last_offset() < next {
-                continue;
-            }
-            match read_records(batch) {
-                Ok(records) => {
-                    for (_, record) in &records {
-                        if !apply(&mut offsets, record) {
-                            skipped.inc();
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(base_offset = header.base_offset, error = %e, "skipping an unreadable __consumer_offsets batch");
-                    skipped.inc_by(u64::try_from(header.records_count.max(1)).unwrap_or(1));
-                }
-            }
-            next = header.last_offset() + 1;
-        }
-        if next == before {
-            // Nothing usable at `next` (the log read returned no whole
-            // batch): stop rather than loop.
-            tracing::warn!(
-                offset = next,
-                "__consumer_offsets replay stopped at an unreadable position"
-            );
-            skipped.inc();
-            break;
-        }
-    }
-    Ok(offsets)
+/// Everything `partition` holds, replayed from its start (see
+/// `internal_topic::replay_records`).
+fn replay(partition: &PartitionLog, skipped: &Counter) -> anyhow::Result<Offsets> {
+    let mut state = Offsets::default();
+    replay_records(partition, skipped, |record| apply(&mut state, record))?;
+    Ok(state)
 }
 
 #[cfg(test)]
@@ -462,8 +493,13 @@ mod tests {
         let key = encode_key("group-1", "orders", 7);
         assert_eq!(
             decode_key(key),
-            Some(("group-1".into(), "orders".into(), 7))
+            Some(Key::Committed(("group-1".into(), "orders".into(), 7)))
         );
+        assert_eq!(
+            decode_key(encode_pending_key(9, "g", "t", 2)),
+            Some(Key::Pending(9, ("g".into(), "t".into(), 2)))
+        );
+        assert_eq!(decode_key(encode_txn_end_key(9)), Some(Key::TxnEnd(9)));
         let c = CommittedOffset {
             offset: 42,
             leader_epoch: 0,
@@ -483,5 +519,30 @@ mod tests {
             None,
             "truncated keys are rejected"
         );
+    }
+
+    #[test]
+    fn a_transaction_end_applies_or_drops_its_pending_commits_and_fences_older_epochs() {
+        let c = |offset| CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+            commit_timestamp: 0,
+        };
+        let rec = |key: Bytes, value: Bytes| SimpleRecord {
+            key: Some(key),
+            value: Some(value),
+            timestamp: 0,
+        };
+        let mut state = Offsets::default();
+        assert!(apply(&mut state, &rec(encode_pending_key(7, "g", "t", 0), encode_value(&c(10)))));
+        assert!(apply(&mut state, &rec(encode_pending_key(8, "g", "t", 1), encode_value(&c(20)))));
+        assert!(state.committed.is_empty(), "pending commits are not visible");
+        assert!(apply(&mut state, &rec(encode_txn_end_key(7), encode_txn_end(true, 3))));
+        assert!(apply(&mut state, &rec(encode_txn_end_key(8), encode_txn_end(false, 1))));
+        assert_eq!(state.committed.len(), 1);
+        assert_eq!(state.committed[&("g".into(), "t".into(), 0)].offset, 10);
+        assert!(state.pending.is_empty());
+        assert_eq!(state.ended_epochs[&7], 3);
     }
 }

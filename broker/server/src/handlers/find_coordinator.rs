@@ -1,14 +1,8 @@
 //! FindCoordinator: the leader of `__consumer_offsets` partition 0
-//! coordinates every consumer group (it holds the committed offsets).
-//!
-//! Transactions are not supported, and the answer for a transaction
-//! coordinator must end a client's attempt at once: a retriable error
-//! (COORDINATOR_NOT_AVAILABLE, what this answered before) makes every client
-//! retry until its own timeout, and Kafka clients' `initTransactions` never
-//! gives up on that. TRANSACTIONAL_ID_AUTHORIZATION_FAILED is fatal in
-//! every client, and is what InitProducerId answers for a transactional id
-//! too. Any other key type (share groups, KIP-932; unknown ones) is
-//! INVALID_REQUEST, as Kafka answers a key type it does not serve.
+//! coordinates every consumer group (it holds the committed offsets), the
+//! leader of `__transaction_state` partition 0 every transactional id. Any
+//! other key type (share groups, KIP-932; unknown ones) is INVALID_REQUEST,
+//! as Kafka answers a key type it does not serve.
 
 use std::sync::Arc;
 
@@ -24,12 +18,12 @@ use crate::broker::Broker;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-/// The error for a key type this broker does not coordinate (0 = served).
-fn unserved(key_type: i8) -> i16 {
+/// The internal topic whose leader coordinates `key_type`.
+fn coordinator_topic(key_type: i8) -> Option<&'static str> {
     match key_type {
-        KEY_TYPE_GROUP => 0,
-        KEY_TYPE_TRANSACTION => ResponseError::TransactionalIdAuthorizationFailed.code(),
-        _ => ResponseError::InvalidRequest.code(),
+        KEY_TYPE_GROUP => Some(crate::groups::OFFSETS_TOPIC),
+        KEY_TYPE_TRANSACTION => Some(crate::txn::TXN_TOPIC),
+        _ => None,
     }
 }
 
@@ -38,16 +32,17 @@ pub fn handle(
     version: i16,
     request: FindCoordinatorRequest,
 ) -> Option<Handled> {
-    let (node, host, port, mut error) = coordinator(broker);
+    let (node, host, port, error) = match coordinator_topic(request.key_type) {
+        Some(topic) => coordinator(broker, topic),
+        None => {
+            tracing::debug!(
+                key_type = request.key_type,
+                "FindCoordinator for a coordinator this broker does not run"
+            );
+            (-1, String::new(), 0, ResponseError::InvalidRequest.code())
+        }
+    };
     let (host, port, node) = (&host, &port, BrokerId(node));
-    let refused = unserved(request.key_type);
-    if refused != 0 {
-        tracing::debug!(
-            key_type = request.key_type,
-            "FindCoordinator for a coordinator this broker does not run"
-        );
-        error = refused;
-    }
     let mut response = FindCoordinatorResponse::default();
     if version >= 4 {
         let coordinators = request
@@ -79,12 +74,10 @@ pub fn handle(
     Handled::new(Response::FindCoordinator(response), error != 0)
 }
 
-/// (node id, host, port, error code) of the group coordinator.
-fn coordinator(broker: &Broker) -> (i32, String, u16, i16) {
+/// (node id, host, port, error code) of the leader of `topic`-0.
+fn coordinator(broker: &Broker, topic: &str) -> (i32, String, u16, i16) {
     let image = broker.replicas.cluster.image();
-    let leader = image
-        .partition(crate::groups::OFFSETS_TOPIC, 0)
-        .map_or(-1, |p| p.leader);
+    let leader = image.partition(topic, 0).map_or(-1, |p| p.leader);
     match image.brokers.get(&leader).filter(|b| !b.fenced) {
         Some(b) => (b.node_id, b.host.clone(), b.port, 0),
         None => (

@@ -20,7 +20,7 @@ use super::cluster_errors::cluster_error_code;
 use super::topic_lookup::{to_uuid, topic_name};
 use super::Handled;
 use crate::broker::Broker;
-use crate::groups::OFFSETS_TOPIC;
+use super::topic_lookup::is_internal_topic;
 use crate::replica::ReplicaManager;
 use chronik_protocol::Response;
 
@@ -170,7 +170,7 @@ fn describe_topic(image: &MetadataImage, topic: &TopicImage) -> MetadataResponse
     MetadataResponseTopic::default()
         .with_name(Some(topic_name(&topic.name)))
         .with_topic_id(to_uuid(topic.topic_id))
-        .with_is_internal(topic.name == OFFSETS_TOPIC)
+        .with_is_internal(is_internal_topic(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
 }

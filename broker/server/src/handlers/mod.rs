@@ -4,6 +4,8 @@
 //! Owns: mapping log/broker errors to Kafka error codes (only here), and the
 //! per-API semantics. Must not: touch sockets or framing.
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod api_versions;
 mod cluster_errors;
 mod create_topics;
@@ -11,6 +13,8 @@ mod delete_groups;
 mod delete_topics;
 mod describe_configs;
 mod describe_groups;
+mod describe_transactions;
+mod end_txn;
 mod fetch;
 mod find_coordinator;
 mod group_errors;
@@ -21,6 +25,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_fetch;
@@ -31,6 +36,9 @@ mod sync_group;
 mod topic_caps;
 mod topic_configs;
 mod topic_lookup;
+mod txn_errors;
+mod txn_offset_commit;
+mod write_txn_markers;
 
 use std::sync::Arc;
 
@@ -87,7 +95,14 @@ pub async fn handle(
         Request::ListGroups(r) => list_groups::handle(broker, version, r),
         Request::DescribeGroups(r) => describe_groups::handle(broker, version, r),
         Request::DeleteGroups(r) => delete_groups::handle(broker, version, r).await,
-        Request::InitProducerId(r) => init_producer_id::handle(broker, version, r),
+        Request::InitProducerId(r) => init_producer_id::handle(broker, version, r).await,
+        Request::AddPartitionsToTxn(r) => add_partitions_to_txn::handle(broker, version, r).await,
+        Request::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(broker, version, r).await,
+        Request::EndTxn(r) => end_txn::handle(broker, version, r).await,
+        Request::TxnOffsetCommit(r) => txn_offset_commit::handle(broker, version, r).await,
+        Request::WriteTxnMarkers(r) => write_txn_markers::handle(broker, version, r, peer).await,
+        Request::DescribeTransactions(r) => describe_transactions::handle(broker, version, r),
+        Request::ListTransactions(r) => list_transactions::handle(broker, version, r),
         Request::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, version, r),
     }
 }

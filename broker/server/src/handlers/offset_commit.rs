@@ -1,6 +1,7 @@
 //! OffsetCommit: checks the member and generation with the group manager,
 //! then stores the offsets (durable, and in every ISR member of
-//! `__consumer_offsets`) before answering.
+//! `__consumer_offsets`) before answering. Owns the per-partition check
+//! TxnOffsetCommit shares (`validate_commit`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::group_errors::response_error;
+use super::txn_errors::partition_exists;
 use super::Handled;
 use crate::broker::Broker;
 use crate::groups::offset_store::{now_ms, MAX_GROUP_ID_BYTES};
@@ -22,7 +24,7 @@ use crate::groups::CommittedOffset;
 /// Kafka's offset.metadata.max.bytes.
 const MAX_METADATA_BYTES: usize = 4096;
 /// Kafka's offsets.commit.timeout.ms.
-const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -46,35 +48,24 @@ pub async fn handle(
     // (topic index, partition index, error) in request order
     let mut errors: Vec<Vec<(i32, Option<ResponseError>)>> = Vec::new();
     for topic in &request.topics {
-        let known = broker.log.topic(&topic.name.0);
         let mut partitions = Vec::new();
         for p in &topic.partitions {
-            let error = if let Some(e) = group_error {
-                Some(e)
-            } else if known
-                .as_ref()
-                .and_then(|t| t.partition(p.partition_index))
-                .is_none()
-            {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else if p
-                .committed_metadata
-                .as_ref()
-                .is_some_and(|m| m.len() > MAX_METADATA_BYTES)
-            {
-                Some(ResponseError::OffsetMetadataTooLarge)
-            } else {
-                commits.push((
-                    topic.name.0.to_string(),
+            let error = match group_error {
+                Some(e) => Some(e),
+                None => match validate_commit(
+                    broker,
+                    &topic.name.0,
                     p.partition_index,
-                    CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                        commit_timestamp: now,
-                    },
-                ));
-                None
+                    (p.committed_offset, p.committed_leader_epoch),
+                    p.committed_metadata.as_deref(),
+                    now,
+                ) {
+                    Ok(commit) => {
+                        commits.push(commit);
+                        None
+                    }
+                    Err(e) => Some(e),
+                },
             };
             partitions.push((p.partition_index, error));
         }
@@ -111,4 +102,33 @@ pub async fn handle(
         Response::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)),
         has_error,
     )
+}
+
+/// One partition of an offset commit (OffsetCommit, TxnOffsetCommit) as
+/// the coordinator checks it: the partition must exist in the cluster and
+/// the metadata fit offset.metadata.max.bytes; else the partition's error.
+pub(super) fn validate_commit(
+    broker: &Broker,
+    topic: &str,
+    partition: i32,
+    (offset, leader_epoch): (i64, i32),
+    metadata: Option<&str>,
+    now: i64,
+) -> Result<(String, i32, CommittedOffset), ResponseError> {
+    if !partition_exists(broker, topic, partition) {
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
+    if metadata.is_some_and(|m| m.len() > MAX_METADATA_BYTES) {
+        return Err(ResponseError::OffsetMetadataTooLarge);
+    }
+    Ok((
+        topic.to_string(),
+        partition,
+        CommittedOffset {
+            offset,
+            leader_epoch,
+            metadata: metadata.map(str::to_string),
+            commit_timestamp: now,
+        },
+    ))
 }

@@ -3,7 +3,9 @@
 //! coordinator whose offsets are loaded for its leadership answers; any
 //! other broker says NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
 //! (a follower's map is stale: answering from it would hand a consumer -1
-//! for an offset that was committed).
+//! for an offset that was committed). With require_stable (v7+, what
+//! read_committed consumers send) a partition with a transactional commit
+//! still pending answers UNSTABLE_OFFSET_COMMIT, and the consumer retries.
 
 use std::sync::Arc;
 
@@ -19,9 +21,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::topic_lookup::topic_name;
 use super::Handled;
 use crate::broker::Broker;
+use crate::groups::CommittedOffset;
 
-/// One partition's answer: (partition, offset, leader epoch, metadata).
-type Answer = (i32, i64, i32, Option<String>);
+/// One partition's answer: (partition, offset, leader epoch, metadata,
+/// error code).
+type Answer = (i32, i64, i32, Option<String>, i16);
 
 pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -> Option<Handled> {
     if let Err(error) = broker.offsets.readable(broker) {
@@ -40,7 +44,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
                         .map(|t| (t.name.0.to_string(), t.partition_indexes))
                         .collect()
                 });
-                let topics = lookup(broker, &g.group_id.0, wanted)
+                let topics = lookup(broker, &g.group_id.0, wanted, request.require_stable)
                     .into_iter()
                     .map(|(topic, answers)| {
                         OffsetFetchResponseTopics::default()
@@ -48,9 +52,10 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
                             .with_partitions(
                                 answers
                                     .into_iter()
-                                    .map(|(p, offset, epoch, metadata)| {
+                                    .map(|(p, offset, epoch, metadata, error)| {
                                         OffsetFetchResponsePartitions::default()
                                             .with_partition_index(p)
+                                            .with_error_code(error)
                                             .with_committed_offset(offset)
                                             .with_committed_leader_epoch(epoch)
                                             .with_metadata(Some(StrBytes::from_string(
@@ -76,7 +81,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let topics = lookup(broker, &request.group_id.0, wanted)
+    let topics = lookup(broker, &request.group_id.0, wanted, request.require_stable)
         .into_iter()
         .map(|(topic, answers)| {
             OffsetFetchResponseTopic::default()
@@ -84,9 +89,10 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
                 .with_partitions(
                     answers
                         .into_iter()
-                        .map(|(p, offset, epoch, metadata)| {
+                        .map(|(p, offset, epoch, metadata, error)| {
                             OffsetFetchResponsePartition::default()
                                 .with_partition_index(p)
+                                .with_error_code(error)
                                 .with_committed_offset(offset)
                                 .with_committed_leader_epoch(epoch)
                                 .with_metadata(Some(StrBytes::from_string(
@@ -108,17 +114,24 @@ fn lookup(
     broker: &Broker,
     group: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Vec<(String, Vec<Answer>)> {
+    let answer = |topic: &str, p: i32, committed: Option<CommittedOffset>| -> Answer {
+        if require_stable && broker.offsets.has_pending(group, topic, p) {
+            return (p, -1, -1, None, ResponseError::UnstableOffsetCommit.code());
+        }
+        match committed {
+            Some(c) => (p, c.offset, c.leader_epoch, c.metadata, 0),
+            None => (p, -1, -1, None, 0),
+        }
+    };
     match wanted {
         Some(topics) => topics
             .into_iter()
             .map(|(topic, partitions)| {
                 let answers = partitions
                     .into_iter()
-                    .map(|p| match broker.offsets.fetch(group, &topic, p) {
-                        Some(c) => (p, c.offset, c.leader_epoch, c.metadata),
-                        None => (p, -1, -1, None),
-                    })
+                    .map(|p| answer(&topic, p, broker.offsets.fetch(group, &topic, p)))
                     .collect();
                 (topic, answers)
             })
@@ -126,7 +139,7 @@ fn lookup(
         None => {
             let mut by_topic: Vec<(String, Vec<Answer>)> = Vec::new();
             for (topic, p, c) in broker.offsets.fetch_all(group) {
-                let answer = (p, c.offset, c.leader_epoch, c.metadata);
+                let answer = answer(&topic, p, Some(c));
                 match by_topic.iter_mut().find(|(t, _)| *t == topic) {
                     Some((_, answers)) => answers.push(answer),
                     None => by_topic.push((topic, vec![answer])),

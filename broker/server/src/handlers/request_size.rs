@@ -37,6 +37,17 @@ pub fn entries_named(request: &Request) -> usize {
         Request::DescribeConfigs(r) => r.resources.len(),
         Request::DescribeGroups(r) => r.groups.len(),
         Request::DeleteGroups(r) => r.groups_names.len(),
+        Request::AddPartitionsToTxn(r) => {
+            sum(&r.v3_and_below_topics, |t| t.partitions.len().max(1))
+                + sum(&r.transactions, |x| {
+                    1 + sum(&x.topics, |t| t.partitions.len().max(1))
+                })
+        }
+        Request::TxnOffsetCommit(r) => sum(&r.topics, |t| t.partitions.len().max(1)),
+        Request::WriteTxnMarkers(r) => sum(&r.markers, |m| {
+            1 + sum(&m.topics, |t| t.partition_indexes.len().max(1))
+        }),
+        Request::DescribeTransactions(r) => r.transactional_ids.len(),
         _ => 0,
     }
 }

@@ -14,7 +14,7 @@ use crate::broker::Broker;
 
 /// Topics the broker writes itself; clients may not produce to, delete or
 /// repartition them.
-pub const INTERNAL_TOPICS: &[&str] = &[crate::groups::OFFSETS_TOPIC, "__transaction_state"];
+pub const INTERNAL_TOPICS: &[&str] = &[crate::groups::OFFSETS_TOPIC, crate::txn::TXN_TOPIC];
 
 pub fn is_internal_topic(name: &str) -> bool {
     INTERNAL_TOPICS.contains(&name)

@@ -80,47 +80,16 @@ async fn connected<'a>(
     client: &'a mut Option<LeaderClient>,
 ) -> Option<&'a mut LeaderClient> {
     if client.is_none() {
-        let (addr, own_host) = {
-            let image = manager.cluster.image();
-            let broker = image.brokers.get(&leader).filter(|b| !b.fenced)?;
-            (
-                format!("{}:{}", broker.host, broker.port),
-                image.brokers.get(&manager.node_id).map(|b| b.host.clone()),
-            )
-        };
-        let source = match own_host {
-            Some(host) => own_address(&host).await,
-            None => None,
-        };
-        match LeaderClient::connect(
-            &addr,
-            source,
-            format!("chronik-replica-{}", manager.node_id),
-            CONNECT_TIMEOUT,
-        )
-        .await
-        {
+        let client_id = format!("chronik-replica-{}", manager.node_id);
+        match LeaderClient::connect_to_broker(manager, leader, client_id, CONNECT_TIMEOUT).await {
             Ok(c) => *client = Some(c),
             Err(e) => {
-                debug!(leader, %addr, error = %e, "cannot reach leader");
+                debug!(leader, error = %e, "cannot reach leader");
                 return None;
             }
         }
     }
     client.as_mut()
-}
-
-/// This broker's registered host as an address to connect from (the
-/// leader checks replica fetches against it).
-async fn own_address(host: &str) -> Option<std::net::IpAddr> {
-    if let Ok(ip) = host.parse() {
-        return Some(ip);
-    }
-    tokio::net::lookup_host((host, 0))
-        .await
-        .ok()?
-        .map(|a| a.ip())
-        .next()
 }
 
 fn name(topic: &str) -> TopicName {

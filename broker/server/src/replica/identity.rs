@@ -6,7 +6,11 @@
 //! Anything else is answered TOPIC_AUTHORIZATION_FAILED, as Kafka answers a
 //! replica fetch without CLUSTER_ACTION.
 //!
-//! Owns: that check. Must not: authenticate beyond the peer address (the
+//! The same holds for the other broker-only request, WriteTxnMarkers: it is
+//! honoured only from the registered host of a live broker
+//! (`verify_broker_peer`).
+//!
+//! Owns: those checks. Must not: authenticate beyond the peer address (the
 //! security work adds mTLS or a broker principal on top of it).
 
 use std::net::{IpAddr, SocketAddr};
@@ -42,6 +46,25 @@ pub async fn verify_replica(
             peer.ip()
         ))
     }
+}
+
+/// Ok when `peer` is the registered host of a live broker of this cluster.
+pub async fn verify_broker_peer(manager: &ReplicaManager, peer: SocketAddr) -> Result<(), String> {
+    let hosts: Vec<String> = {
+        let image = manager.cluster.image();
+        image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.host.clone())
+            .collect()
+    };
+    for host in hosts {
+        if host_addresses(&host).await.contains(&peer.ip()) {
+            return Ok(());
+        }
+    }
+    Err(format!("connection from {} is not a broker's host", peer.ip()))
 }
 
 /// The addresses `host` stands for (itself when it is an IP literal).

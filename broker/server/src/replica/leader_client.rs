@@ -1,5 +1,8 @@
-//! A minimal async Kafka client over one TCP connection, used by the replica
-//! fetcher to talk to a partition leader: encodes any kafka-protocol request
+//! A minimal async Kafka client over one TCP connection, used by one broker
+//! to talk to another (the replica fetcher to a partition leader, the
+//! transaction coordinator to send markers), always from this broker's
+//! registered host (the receiver checks broker-only requests against it):
+//! encodes any kafka-protocol request
 //! at a given version, reads the framed response and checks its correlation
 //! id. Bounded: connect and every round trip have a timeout, and response
 //! frames above `MAX_RESPONSE_BYTES` are refused.
@@ -41,6 +44,33 @@ impl LeaderClient {
             correlation_id: 0,
             client_id: StrBytes::from_string(client_id),
         })
+    }
+
+    /// Connects to broker `node_id` of the current metadata image (fenced
+    /// brokers excluded), from this broker's own registered host.
+    pub async fn connect_to_broker(
+        manager: &super::ReplicaManager,
+        node_id: i32,
+        client_id: String,
+        timeout: Duration,
+    ) -> Result<LeaderClient> {
+        let (addr, own_host) = {
+            let image = manager.cluster.image();
+            let broker = image
+                .brokers
+                .get(&node_id)
+                .filter(|b| !b.fenced)
+                .with_context(|| format!("broker {node_id} is not live"))?;
+            (
+                format!("{}:{}", broker.host, broker.port),
+                image.brokers.get(&manager.node_id).map(|b| b.host.clone()),
+            )
+        };
+        let source = match own_host {
+            Some(host) => own_address(&host).await,
+            None => None,
+        };
+        LeaderClient::connect(&addr, source, client_id, timeout).await
     }
 
     /// One request/response round trip, within `timeout`.
@@ -88,4 +118,16 @@ impl LeaderClient {
         );
         R::Response::decode(&mut buf, version)
     }
+}
+
+/// This broker's registered host as an address to connect from.
+async fn own_address(host: &str) -> Option<IpAddr> {
+    if let Ok(ip) = host.parse() {
+        return Some(ip);
+    }
+    tokio::net::lookup_host((host, 0))
+        .await
+        .ok()?
+        .map(|a| a.ip())
+        .next()
 }

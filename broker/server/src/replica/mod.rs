@@ -17,7 +17,7 @@
 mod epoch_file;
 mod fetcher;
 pub mod identity;
-mod leader_client;
+pub mod leader_client;
 mod partition;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -1,0 +1,186 @@
+//! The broker's internal topics, `__consumer_offsets` and
+//! `__transaction_state`: one partition each, written only by this broker
+//! as their leader, read back only by the coordinator that leads them.
+//!
+//! Owns, for both: opening the partition's local log, replaying its records
+//! from the start (tolerant: an unreadable batch or record is counted and
+//! passed over, never fails a load), appending the coordinator's records
+//! with acks=all and Kafka's mapping of a failed append to the error a
+//! coordinator answers, and `Loaded`: which leader epoch the in-memory
+//! state was rebuilt for (a coordinator answers only when that matches its
+//! current leadership). Must not: know the records' encoding (the stores
+//! do).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use chronik_log::{LogManager, PartitionLog};
+use chronik_protocol::record_batch::parse_batch;
+use chronik_protocol::records::{read_records, SimpleRecord};
+use kafka_protocol::error::ResponseError;
+use prometheus_client::metrics::counter::Counter;
+
+use crate::broker::Broker;
+use crate::leader_append::append_replicated;
+
+const REPLAY_CHUNK: usize = 1024 * 1024;
+
+/// Partition 0 of the internal `topic`, created locally with infinite
+/// retention when the quorum has not created it here.
+pub fn open_partition(log: &LogManager, topic: &str) -> anyhow::Result<Arc<PartitionLog>> {
+    let t = match log.topic(topic) {
+        Some(t) => t,
+        None => log
+            .create_topic(
+                topic,
+                1,
+                BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
+            )
+            .with_context(|| format!("creating {topic}"))?,
+    };
+    Ok(t.partition(0)
+        .with_context(|| format!("{topic} has no partition 0"))?
+        .clone())
+}
+
+/// The leader epoch an internal topic's in-memory state was loaded for.
+#[derive(Debug)]
+pub struct Loaded {
+    topic: &'static str,
+    /// -1: not loaded as the leader (a follower never applies what it
+    /// replicates, so its state is stale).
+    epoch: AtomicI32,
+}
+
+impl Loaded {
+    pub fn new(topic: &'static str) -> Loaded {
+        Loaded {
+            topic,
+            epoch: AtomicI32::new(-1),
+        }
+    }
+
+    pub fn set(&self, leader_epoch: i32) {
+        self.epoch.store(leader_epoch, Ordering::Release);
+    }
+
+    /// The current leader epoch when this broker leads the topic and its
+    /// state was loaded for it: NOT_COORDINATOR when another broker leads,
+    /// COORDINATOR_LOAD_IN_PROGRESS until loaded.
+    pub fn readable(&self, broker: &Broker) -> Result<i32, ResponseError> {
+        let epoch = broker
+            .replicas
+            .replica(self.topic, 0)
+            .and_then(|r| r.leader_epoch())
+            .ok_or(ResponseError::NotCoordinator)?;
+        if self.epoch.load(Ordering::Acquire) != epoch {
+            return Err(ResponseError::CoordinatorLoadInProgress);
+        }
+        Ok(epoch)
+    }
+}
+
+/// Appends one batch of the coordinator's records (acks=all); the error is
+/// what the coordinator answers (Kafka's mapping for offset commits and
+/// transaction-state writes).
+pub async fn append_records(
+    broker: &Broker,
+    log: &Arc<PartitionLog>,
+    batch: Vec<u8>,
+    timeout: Duration,
+) -> Result<(), ResponseError> {
+    append_replicated(broker, log, batch, timeout)
+        .await
+        .map(drop)
+        .map_err(|(error, message)| {
+            tracing::warn!(topic = log.topic(), error = ?error, message, "coordinator records not stored");
+            coordinator_error(error)
+        })
+}
+
+/// Kafka's answer to a coordinator whose append failed.
+fn coordinator_error(append: ResponseError) -> ResponseError {
+    match append {
+        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
+            ResponseError::NotCoordinator
+        }
+        ResponseError::UnknownTopicOrPartition
+        | ResponseError::NotEnoughReplicas
+        | ResponseError::NotEnoughReplicasAfterAppend
+        | ResponseError::RequestTimedOut => ResponseError::CoordinatorNotAvailable,
+        ResponseError::MessageTooLarge
+        | ResponseError::RecordListTooLarge
+        | ResponseError::InvalidFetchSize => ResponseError::InvalidCommitOffsetSize,
+        _ => ResponseError::UnknownServerError,
+    }
+}
+
+/// Feeds every record of `partition`, from its start, to `apply` (false:
+/// the record could not be decoded). Start-up never fails on the topic's
+/// content: a batch or record that cannot be read (compressed, foreign,
+/// damaged) is logged, counted in `skipped` and passed over, and every
+/// batch — a zero-record one included — advances the replay past its last
+/// offset. Control batches (transaction markers) carry no records to apply.
+pub fn replay_records(
+    partition: &PartitionLog,
+    skipped: &Counter,
+    mut apply: impl FnMut(&SimpleRecord) -> bool,
+) -> anyhow::Result<()> {
+    let topic = partition.topic();
+    let mut next = partition.log_start_offset();
+    let end = partition.log_end_offset();
+    while next < end {
+        let chunk = partition
+            .read(next, REPLAY_CHUNK, end)
+            .with_context(|| format!("replaying {topic}"))?;
+        if chunk.is_empty() {
+            break;
+        }
+        let before = next;
+        let mut position = 0;
+        while position < chunk.len() {
+            let header = match parse_batch(&chunk, position) {
+                Ok(h) => h,
+                // The log only returns whole batches; a partial one at the
+                // end of the chunk is read again from `next`.
+                Err(_) => break,
+            };
+            let batch = &chunk[position..position + header.size];
+            position += header.size;
+            if header.last_offset() < next {
+                continue;
+            }
+            if !header.is_control() {
+                match read_records(batch) {
+                    Ok(records) => {
+                        for (_, record) in &records {
+                            if !apply(record) {
+                                skipped.inc();
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic, base_offset = header.base_offset, error = %e, "skipping an unreadable batch");
+                        skipped.inc_by(u64::try_from(header.records_count.max(1)).unwrap_or(1));
+                    }
+                }
+            }
+            next = header.last_offset() + 1;
+        }
+        if next == before {
+            // Nothing usable at `next` (the log read returned no whole
+            // batch): stop rather than loop.
+            tracing::warn!(
+                topic,
+                offset = next,
+                "replay stopped at an unreadable position"
+            );
+            skipped.inc();
+            break;
+        }
+    }
+    Ok(())
+}
