@@ -9,6 +9,7 @@
 //! - `store`       — `TxnStore`: the id -> metadata map, loaded from and persisted to the topic.
 //! - `coordinator` — `TxnCoordinator`: requests as transitions, per-id locking, completion, the clock.
 //! - `markers`     — writing COMMIT/ABORT markers here or through WriteTxnMarkers to other leaders.
+//! - `verify`      — KIP-890: a leader asks whether a partition is in a producer's open transaction.
 //!
 //! The transitions themselves are pure: `chronik_coordinator::txn`. What a
 //! partition does with transactional batches and markers (the last stable
@@ -19,6 +20,7 @@ pub mod coordinator;
 pub mod markers;
 pub mod records;
 pub mod store;
+pub mod verify;
 
 pub use coordinator::{spawn_ticker, txn_error, TxnCoordinator};
 pub use store::TXN_TOPIC;

@@ -1,0 +1,115 @@
+//! KIP-890's server-side defence: before a partition leader appends the
+//! first transactional batch of a producer's transaction, it asks the
+//! transaction coordinator whether that partition was added to the
+//! producer's open transaction (AddPartitionsToTxn v4 with verify_only), so
+//! a late or hanging batch from an ended transaction can never open a new
+//! one that nobody will end (which would hold the last stable offset back
+//! for good). Later batches of the same open transaction need no check.
+//!
+//! Owns: that question, asked locally when this broker is the coordinator,
+//! else over a broker-to-broker connection to the coordinator. Must not: decide
+//! the answer (the coordinator's state does).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::{
+    AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+use tracing::debug;
+
+use super::TXN_TOPIC;
+use crate::broker::Broker;
+use crate::replica::leader_client::LeaderClient;
+
+const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The first AddPartitionsToTxn version with verify_only.
+const VERIFY_VERSION: i16 = 4;
+
+/// Ok when `topic`-`partition` is in the open transaction of
+/// `transactional_id` held by (producer id, epoch); else the error the
+/// Produce answers for that partition.
+pub async fn verify_transaction(
+    broker: &Arc<Broker>,
+    transactional_id: &str,
+    producer: (i64, i16),
+    topic: &str,
+    partition: i32,
+) -> Result<(), ResponseError> {
+    let tp = (topic.to_string(), partition);
+    let coordinator = broker
+        .replicas
+        .cluster
+        .image()
+        .partition(TXN_TOPIC, 0)
+        .map_or(-1, |p| p.leader);
+    if coordinator == broker.node_id() {
+        return broker
+            .txn
+            .verify_partition(broker, transactional_id, producer, &tp)
+            .map_err(verification_error);
+    }
+    if coordinator < 0 {
+        return Err(ResponseError::NotEnoughReplicas);
+    }
+    let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_verify_only(true)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![partition])]),
+    ]);
+    let client_id = format!("chronik-txn-verify-{}", broker.node_id());
+    let answer = async {
+        let mut client =
+            LeaderClient::connect_to_broker(&broker.replicas, coordinator, client_id, VERIFY_TIMEOUT)
+                .await?;
+        client.send(&request, VERIFY_VERSION, VERIFY_TIMEOUT).await
+    }
+    .await;
+    let response = answer.map_err(|e| {
+        debug!(coordinator, error = %e, "transaction verification failed");
+        ResponseError::NotEnoughReplicas
+    })?;
+    let code = response
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| &t.topic_results)
+        .flat_map(|t| &t.results_by_partition)
+        .map(|p| p.partition_error_code)
+        .next()
+        .unwrap_or(ResponseError::UnknownServerError.code());
+    match code {
+        0 => Ok(()),
+        c => Err(verification_error(
+            ResponseError::try_from_code(c).unwrap_or(ResponseError::UnknownServerError),
+        )),
+    }
+}
+
+/// What the Produce answers: a coordinator that cannot answer now is
+/// retriable for the producer (NOT_ENOUGH_REPLICAS, as Kafka maps it);
+/// anything else means the partition is not in an open transaction of
+/// this producer.
+fn verification_error(e: ResponseError) -> ResponseError {
+    match e {
+        ResponseError::NotCoordinator
+        | ResponseError::CoordinatorLoadInProgress
+        | ResponseError::CoordinatorNotAvailable
+        | ResponseError::ConcurrentTransactions => ResponseError::NotEnoughReplicas,
+        ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
+            ResponseError::InvalidProducerEpoch
+        }
+        _ => ResponseError::InvalidTxnState,
+    }
+}
