@@ -71,6 +71,12 @@ pub struct LimitArgs {
     #[arg(long, env = "CHRONIK_PRODUCER_ID_EXPIRATION_MS", default_value_t = 86_400_000,
           value_parser = clap::value_parser!(u64).range(1_000..))]
     pub producer_id_expiration_ms: u64,
+    /// Transactional ids the transaction coordinator keeps at once; an
+    /// InitProducerId for a new id beyond it is refused (POLICY_VIOLATION).
+    /// Ids idle for transactional.id.expiration.ms (7 days) are forgotten.
+    #[arg(long, env = "CHRONIK_MAX_TRANSACTIONAL_IDS", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_transactional_ids: u32,
     // -- the metrics HTTP port (chronik_http::HttpLimits; its routes take
     //    no request body, so the body timeout keeps chronik-http's default)
     /// Connections open at once on the metrics HTTP port.
@@ -103,6 +109,7 @@ pub struct Limits {
     pub max_topics: usize,
     pub max_decompressed_batch_bytes: usize,
     pub producer_id_expiration: Duration,
+    pub max_transactional_ids: usize,
     pub http: chronik_http::HttpLimits,
 }
 
@@ -120,6 +127,7 @@ impl From<&LimitArgs> for Limits {
             max_topics: size(u64::from(a.max_topics)),
             max_decompressed_batch_bytes: size(a.max_decompressed_batch_bytes),
             producer_id_expiration: Duration::from_millis(a.producer_id_expiration_ms),
+            max_transactional_ids: size(u64::from(a.max_transactional_ids)),
             http: chronik_http::HttpLimits {
                 max_connections: size(u64::from(a.http_max_connections)),
                 header_read_timeout: Duration::from_millis(a.http_header_read_timeout_ms),

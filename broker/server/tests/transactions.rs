@@ -2,7 +2,8 @@
 //! error Kafka gives for each refusal: invalid timeouts, unknown
 //! partitions, stale epochs (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH for old
 //! versions), foreign producer ids, EndTxn out of state; DescribeTransactions
-//! and ListTransactions report what happened; WriteTxnMarkers is refused
+//! and ListTransactions report what happened; a coordinator holding
+//! --max-transactional-ids refuses new ids; WriteTxnMarkers is refused
 //! from a host that is no broker's. The clients' view (read_committed,
 //! fencing, consume-transform-produce) is tests/python/test_transactions.py.
 
@@ -33,6 +34,7 @@ const OPERATION_NOT_ATTEMPTED: i16 = 55;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const PRODUCER_FENCED: i16 = 90;
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
+const POLICY_VIOLATION: i16 = 44;
 
 fn txn_id(id: &str) -> TransactionalId {
     TransactionalId(StrBytes::from_string(id.to_string()))
@@ -230,5 +232,21 @@ fn write_txn_markers_is_refused_from_a_host_that_is_no_brokers() -> Result<()> {
         client.log_end_offset("victim")? == 0,
         "nothing was written to the partition"
     );
+    Ok(())
+}
+
+#[test]
+fn new_transactional_ids_beyond_the_cap_are_refused() -> Result<()> {
+    let broker = Broker::start(&["--max-transactional-ids", "2"])?;
+    let mut client = Client::connect(&broker)?;
+    ensure!(init(&mut client, "one", 60_000)?.0 == 0);
+    ensure!(init(&mut client, "two", 60_000)?.0 == 0);
+    let (error, pid, _) = init(&mut client, "three", 60_000)?;
+    ensure!(
+        error == POLICY_VIOLATION && pid == -1,
+        "a third id: error {error}"
+    );
+    let (error, _, epoch) = init(&mut client, "one", 60_000)?;
+    ensure!(error == 0 && epoch == 1, "a known id is still served: {error} {epoch}");
     Ok(())
 }

@@ -100,6 +100,14 @@ impl TxnCoordinator {
             })
         };
         let outcome = match self.store.get(transactional_id) {
+            None if self.store.len() >= broker.config.limits.max_transactional_ids => {
+                warn!(
+                    transactional_id,
+                    limit = broker.config.limits.max_transactional_ids,
+                    "a new transactional id refused: the coordinator holds --max-transactional-ids"
+                );
+                return Err(ResponseError::PolicyViolation);
+            }
             None => TxnMetadata::new(allocate(), timeout_ms, now).map(InitOutcome::Ready),
             Some(m) => m.init_producer_id(timeout_ms, expected, now, &mut allocate),
         }

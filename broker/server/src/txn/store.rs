@@ -75,6 +75,15 @@ impl TxnStore {
         self.loaded.readable(broker)
     }
 
+    /// How many transactional ids are held.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     pub fn get(&self, transactional_id: &str) -> Option<TxnMetadata> {
         self.lock().get(transactional_id).cloned()
     }
