@@ -35,10 +35,15 @@ mkdir -p "$OUT/logs" "$OUT/data" "$OUT/k6"
 PIDS=()
 
 log() { printf '[scrape] %s\n' "$*" >&2; }
+# Stops in reverse start order, each given 10 s: the consumer writes its
+# report at SIGTERM after a final commit and watermark read, which need the
+# brokers still up (stopping everything at once left it without them until
+# it was killed, and without a report).
 cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2> /dev/null || true; done
-  for pid in "${PIDS[@]}"; do
+  local i pid
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    pid=${PIDS[i]}
+    kill -TERM "$pid" 2> /dev/null || continue
     for _ in $(seq 100); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2> /dev/null || true
   done
