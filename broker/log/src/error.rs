@@ -72,6 +72,10 @@ pub enum Error {
         epoch: i16,
         current_epoch: i16,
     },
+    /// A batch that does not fit the producer's transaction state (Kafka's
+    /// InvalidTxnStateException).
+    #[error("producer {producer_id}: {reason}")]
+    InvalidTxnState { producer_id: i64, reason: String },
     /// `append_replicated` was given batches that do not continue the log
     /// exactly: the first must start at the log end offset and each later
     /// one right after its predecessor (nothing was written).

@@ -73,6 +73,7 @@ pub use error::{Error, Result};
 pub use flusher::{FlushPolicy, OnFlush, GROUP_COMMIT_BYTES};
 pub use manager::{LogManager, LogManagerConfig};
 pub use partition::{AppendInfo, PartitionLog};
+pub use producer_state::AbortedTxn;
 pub use retention::CHECKPOINT_INTERVAL;
 pub use stats::{FlushObserver, LogStats};
 pub use topic::{validate_topic_name, TopicLog, MAX_TOPIC_NAME_LEN};

@@ -35,7 +35,7 @@ use crate::config::LogConfig;
 use crate::error::{Error, Result};
 use crate::flusher::{FlushPolicy, FlushQueue};
 use crate::producer_recovery::load_producer_state;
-use crate::producer_state::{AppendCheck, ProducerBatch, ProducerStateManager};
+use crate::producer_state::{AbortedTxn, AppendCheck, ProducerBatch, ProducerStateManager};
 use crate::read::{self, SegmentSlice};
 use crate::recovery::{recover_partition, RecoveryHint};
 use crate::registry::Registry;
@@ -133,6 +133,9 @@ pub struct PartitionLog {
     /// when none): with `recovery_point`, makes `recovery_point()` lock-free.
     unsynced_floor: AtomicI64,
     size_bytes: AtomicU64,
+    /// The first offset of the oldest open transaction (i64::MAX: none),
+    /// mirrored from the producer state after every change to it.
+    first_unstable_offset: AtomicI64,
     /// Set while the partition sits in the flush queue (owned by FlushQueue).
     pub(crate) queued: AtomicBool,
     /// Mirrors `Closed::Offline` for lock-free checks.
@@ -159,6 +162,7 @@ impl PartitionLog {
         let start = segments.first().map_or(0, LogSegment::base_offset);
         let end = segments.last().map_or(0, LogSegment::next_offset);
         let size = segments.iter().map(LogSegment::size).sum();
+        let first_unstable = producers.first_unstable_offset().unwrap_or(i64::MAX);
         debug!(
             topic,
             partition,
@@ -187,6 +191,7 @@ impl PartitionLog {
             recovery_point: AtomicI64::new(end),
             unsynced_floor: AtomicI64::new(i64::MAX),
             size_bytes: AtomicU64::new(size),
+            first_unstable_offset: AtomicI64::new(first_unstable),
             queued: AtomicBool::new(false),
             offline: AtomicBool::new(false),
             files: Mutex::new(()),
@@ -226,6 +231,36 @@ impl PartitionLog {
     /// Producer ids this partition holds idempotence state for.
     pub fn producer_count(&self) -> usize {
         self.lock().producers.len()
+    }
+
+    /// The first offset of the oldest transaction still open here (Kafka's
+    /// first unstable offset; the last stable offset is the smaller of it
+    /// and the high watermark). Lock-free.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let offset = self.first_unstable_offset.load(Ordering::Acquire);
+        (offset != i64::MAX).then_some(offset)
+    }
+
+    /// The aborted transactions overlapping offsets `from..upto`, by first
+    /// offset: what a read_committed fetch of that range is told.
+    pub fn aborted_transactions(&self, from: i64, upto: i64) -> Vec<AbortedTxn> {
+        self.lock().producers.aborted_transactions(from, upto)
+    }
+
+    /// Whether `producer_id` has a transaction open in this partition (a
+    /// leader verifies a transactional batch with the coordinator only
+    /// when it would open one: KIP-890).
+    pub fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.lock().producers.has_open_transaction(producer_id)
+    }
+
+    /// Publishes the producer state's first unstable offset (callers hold
+    /// the partition lock and just changed it).
+    fn publish_transactions(&self, state: &State) {
+        self.first_unstable_offset.store(
+            state.producers.first_unstable_offset().unwrap_or(i64::MAX),
+            Ordering::Release,
+        );
     }
 
     /// Poisoning is ignored: critical sections keep `State` consistent at
@@ -306,7 +341,8 @@ impl PartitionLog {
         // batches will get.
         let mut next = state.active().next_offset();
         let incoming = batches.iter().map(|h| {
-            let batch = ProducerBatch::from_header(h, next);
+            let batch =
+                ProducerBatch::from_header(h, &records[h.position..h.position + h.size], next);
             next += h.offset_count();
             batch
         });
@@ -332,6 +368,7 @@ impl PartitionLog {
                 segment.append(records, batches, interval)
             })?;
         state.producers.commit(producer_update);
+        self.publish_transactions(&state);
         drop(state);
         self.appended(rolled, records.len(), batches.len());
         Ok(info)
@@ -378,8 +415,13 @@ impl PartitionLog {
         for h in batches {
             state
                 .producers
-                .replay(&ProducerBatch::from_header(h, h.base_offset));
+                .replay(&ProducerBatch::from_header(
+                    h,
+                    &records[h.position..h.position + h.size],
+                    h.base_offset,
+                ));
         }
+        self.publish_transactions(&state);
         drop(state);
         self.appended(rolled, records.len(), batches.len());
         Ok(info)

@@ -148,7 +148,7 @@ fn replay_from(
 
 /// After `segments` were truncated: rebuilds the producers whose retained
 /// batches lay past the new log end, reading batch headers backwards from
-/// it. A corrupt header stops the reading: producers not rebuilt by then
+/// it (a log with transactions is replayed whole instead). A corrupt header stops the reading: producers not rebuilt by then
 /// keep what newer batches gave, or are forgotten (unknown ids are not
 /// checked). An I/O error is returned after installing what was rebuilt.
 pub(crate) fn rewind_producer_state(
@@ -157,6 +157,16 @@ pub(crate) fn rewind_producer_state(
     (topic, partition): (&str, i32),
 ) -> Result<()> {
     let end = segments.last().map_or(0, LogSegment::next_offset);
+    if producers.has_transactions() {
+        // Open and aborted transactions depend on markers anywhere behind
+        // the cut: replay the whole log (truncations are rare).
+        let mut rebuilt = ProducerStateManager::default();
+        let start = segments.first().map_or(0, LogSegment::base_offset);
+        let replayed = replay_from(segments, start, &mut rebuilt, (topic, partition));
+        *producers = rebuilt;
+        debug!(topic, partition, log_end_offset = end, "replayed transactional producer state after a truncation");
+        return replayed.map(drop);
+    }
     let mut rewind = producers.begin_rewind(end);
     let mut outcome = Ok(());
     'segments: for segment in segments.iter().rev() {
@@ -206,6 +216,8 @@ fn stored_batch(h: &Peek) -> ProducerBatch {
         last_offset_delta: i32::try_from(h.last_offset - h.base_offset).unwrap_or(i32::MAX),
         max_timestamp: h.max_timestamp,
         is_control: h.is_control,
+        is_transactional: h.is_transactional,
+        control: h.control,
     }
 }
 
@@ -272,6 +284,8 @@ mod tests {
             last_offset_delta: 0,
             max_timestamp: 0,
             is_control: false,
+            is_transactional: false,
+            control: None,
         };
         matches!(state.check_append([batch]), Ok(AppendCheck::Append(_)))
     }
@@ -291,6 +305,8 @@ mod tests {
                 last_offset_delta: 0,
                 max_timestamp: 0,
                 is_control: false,
+                is_transactional: false,
+                control: None,
             });
         }
         state.encode_snapshot()

@@ -1,16 +1,24 @@
-//! Idempotent-producer state of one partition: Kafka's ProducerStateManager.
+//! Idempotent and transactional producer state of one partition: Kafka's
+//! ProducerStateManager.
 //!
-//! Owns: per producer id, the current producer epoch and the metadata of its
-//! last `BATCHES_TO_RETAIN` batches; the verdict on incoming batches (in
-//! sequence, a retried duplicate, or rejected: Kafka's `checkProducerEpoch`,
-//! `checkSequence` and `findDuplicateBatch`); replaying stored batches at
-//! open and batches a leader replicated; rewinding after a truncation
-//! (submodule `rewind`); and the snapshot encoding.
+//! Owns: per producer id, the current producer epoch, the metadata of its
+//! last `BATCHES_TO_RETAIN` batches and the first offset of its open
+//! transaction; the verdict on incoming batches (in sequence, a retried
+//! duplicate, or rejected: Kafka's `checkProducerEpoch`, `checkSequence`,
+//! `findDuplicateBatch`, and a non-transactional batch inside an open
+//! transaction); the partition's open transactions (whose smallest first
+//! offset bounds the last stable offset) and aborted transactions (what a
+//! read_committed fetch must be told to drop), a marker (control batch)
+//! closing a producer's transaction; replaying stored batches at open and
+//! batches a leader replicated; rewinding after a truncation (submodule
+//! `rewind`); and the snapshot encoding. Aborted transactions are dropped
+//! once retention removes the records they cover; a client can add entries
+//! only by writing log bytes, as with Kafka's transaction index.
 //! Must not: do I/O or lock. The partition calls `check_append` under the
 //! lock that assigns offsets and `commit`s the update only after the bytes
 //! are written, so a failed write leaves the state untouched.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use chronik_protocol::record_batch::BatchHeader;
@@ -34,11 +42,30 @@ pub(crate) struct ProducerBatch {
     pub last_offset_delta: i32,
     pub max_timestamp: i64,
     pub is_control: bool,
+    pub is_transactional: bool,
+    /// For a transaction marker: COMMIT (true) or ABORT (false); None for
+    /// data batches and control batches of another type.
+    pub control: Option<bool>,
+}
+
+/// A marker's commit flag from its control record type.
+pub(crate) fn marker_kind(control_type: Option<i16>) -> Option<bool> {
+    match control_type {
+        Some(chronik_protocol::records::CONTROL_TYPE_COMMIT) => Some(true),
+        Some(chronik_protocol::records::CONTROL_TYPE_ABORT) => Some(false),
+        _ => None,
+    }
 }
 
 impl ProducerBatch {
-    /// The batch described by `h`, once stored at `base_offset`.
-    pub(crate) fn from_header(h: &BatchHeader, base_offset: i64) -> Self {
+    /// The batch described by `h` (whose bytes are `bytes`, the whole
+    /// batch), once stored at `base_offset`.
+    pub(crate) fn from_header(h: &BatchHeader, bytes: &[u8], base_offset: i64) -> Self {
+        let control = if h.is_control() {
+            marker_kind(chronik_protocol::records::control_record_type(bytes))
+        } else {
+            None
+        };
         Self {
             producer_id: h.producer_id,
             producer_epoch: h.producer_epoch,
@@ -47,6 +74,8 @@ impl ProducerBatch {
             last_offset_delta: h.last_offset_delta,
             max_timestamp: h.max_timestamp,
             is_control: h.is_control(),
+            is_transactional: h.is_transactional(),
+            control,
         }
     }
 
@@ -103,6 +132,28 @@ pub(crate) struct BatchMetadata {
 pub(crate) struct ProducerStateEntry {
     epoch: i16,
     batches: VecDeque<BatchMetadata>,
+    /// The first offset of the producer's open transaction here.
+    txn_first_offset: Option<i64>,
+}
+
+/// A transaction a marker ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    /// The marker's offset.
+    pub last_offset: i64,
+    pub aborted: bool,
+}
+
+/// An aborted transaction: what a read_committed fetch of an overlapping
+/// range is told, so the client drops the producer's records from
+/// `first_offset` up to the marker at `last_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
 }
 
 impl ProducerStateEntry {
@@ -110,6 +161,7 @@ impl ProducerStateEntry {
         Self {
             epoch,
             batches: VecDeque::with_capacity(BATCHES_TO_RETAIN),
+            txn_first_offset: None,
         }
     }
 
@@ -134,16 +186,29 @@ impl ProducerStateEntry {
         }
     }
 
-    /// Kafka's `addBatch` (control batches only move the epoch).
-    fn apply(&mut self, batch: &ProducerBatch) {
+    /// Kafka's `addBatch`: control batches move the epoch, and a marker
+    /// ends the open transaction (returned); a transactional batch opens
+    /// one if none is open.
+    fn apply(&mut self, batch: &ProducerBatch) -> Option<CompletedTxn> {
         self.update_epoch(batch.producer_epoch);
         if batch.is_control {
-            return;
+            let commit = batch.control?;
+            let first_offset = self.txn_first_offset.take()?;
+            return Some(CompletedTxn {
+                producer_id: batch.producer_id,
+                first_offset,
+                last_offset: batch.base_offset,
+                aborted: !commit,
+            });
+        }
+        if batch.is_transactional && self.txn_first_offset.is_none() {
+            self.txn_first_offset = Some(batch.base_offset);
         }
         if self.batches.len() == BATCHES_TO_RETAIN {
             self.batches.pop_front();
         }
         self.batches.push_back(batch.metadata());
+        None
     }
 }
 
@@ -162,6 +227,7 @@ pub(crate) enum AppendCheck {
 #[derive(Debug, Default)]
 pub(crate) struct ProducerUpdate {
     entries: Vec<(i64, ProducerStateEntry)>,
+    completed: Vec<CompletedTxn>,
 }
 
 impl ProducerUpdate {
@@ -196,12 +262,16 @@ pub(crate) struct ProducerStateManager {
     /// When each producer id was last used in this process (ids loaded at
     /// open count as used then).
     last_used: HashMap<i64, Instant>,
+    /// (first offset, producer id) of every open transaction.
+    ongoing: BTreeSet<(i64, i64)>,
+    /// Aborted transactions, in marker (last offset) order.
+    aborted: Vec<AbortedTxn>,
 }
 
 /// Equal when they hold the same producer state (the usage clock aside).
 impl PartialEq for ProducerStateManager {
     fn eq(&self, other: &Self) -> bool {
-        self.producers == other.producers
+        self.producers == other.producers && self.aborted == other.aborted
     }
 }
 impl Eq for ProducerStateManager {}
@@ -215,6 +285,70 @@ impl ProducerStateManager {
     pub(crate) fn clear(&mut self) {
         self.producers.clear();
         self.last_used.clear();
+        self.ongoing.clear();
+        self.aborted.clear();
+    }
+
+    /// The first offset of the oldest open transaction (Kafka's first
+    /// unstable offset).
+    pub(crate) fn first_unstable_offset(&self) -> Option<i64> {
+        self.ongoing.first().map(|(offset, _)| *offset)
+    }
+
+    /// Whether `producer_id` has a transaction open here.
+    pub(crate) fn has_open_transaction(&self, producer_id: i64) -> bool {
+        self.producers
+            .get(&producer_id)
+            .is_some_and(|e| e.txn_first_offset.is_some())
+    }
+
+    /// Whether any transaction ever touched this state (open or aborted):
+    /// a truncation then rebuilds it by a full replay.
+    pub(crate) fn has_transactions(&self) -> bool {
+        !self.ongoing.is_empty() || !self.aborted.is_empty()
+    }
+
+    /// Aborted transactions overlapping offsets `from..upto`.
+    pub(crate) fn aborted_transactions(&self, from: i64, upto: i64) -> Vec<AbortedTxn> {
+        // Sorted by last offset: skip those ending before `from`.
+        let start = self.aborted.partition_point(|a| a.last_offset < from);
+        let mut found: Vec<AbortedTxn> = self.aborted[start..]
+            .iter()
+            .filter(|a| a.first_offset < upto)
+            .copied()
+            .collect();
+        found.sort_by_key(|a| a.first_offset);
+        found
+    }
+
+    /// Drops aborted transactions wholly below `log_start_offset`.
+    pub(crate) fn prune_aborted(&mut self, log_start_offset: i64) {
+        let gone = self
+            .aborted
+            .partition_point(|a| a.last_offset < log_start_offset);
+        self.aborted.drain(..gone);
+    }
+
+    /// Installs `entry` for `pid`, keeping the open-transaction index in
+    /// step, and records what `completed` ended.
+    fn install(&mut self, pid: i64, entry: ProducerStateEntry) {
+        if let Some(old) = self.producers.get(&pid).and_then(|e| e.txn_first_offset) {
+            self.ongoing.remove(&(old, pid));
+        }
+        if let Some(first) = entry.txn_first_offset {
+            self.ongoing.insert((first, pid));
+        }
+        self.producers.insert(pid, entry);
+    }
+
+    fn record_completed(&mut self, completed: CompletedTxn) {
+        if completed.aborted {
+            self.aborted.push(AbortedTxn {
+                producer_id: completed.producer_id,
+                first_offset: completed.first_offset,
+                last_offset: completed.last_offset,
+            });
+        }
     }
 
     /// Drops every producer id unused for longer than `ttl` as of `now`;
@@ -222,9 +356,11 @@ impl ProducerStateManager {
     pub(crate) fn expire(&mut self, now: Instant, ttl: Duration) -> usize {
         let before = self.producers.len();
         let last_used = &mut self.last_used;
-        self.producers.retain(|pid, _| {
+        // A producer with an open transaction is kept: its transaction
+        // still bounds the last stable offset until a marker ends it.
+        self.producers.retain(|pid, entry| {
             let used = *last_used.entry(*pid).or_insert(now);
-            now.saturating_duration_since(used) <= ttl
+            entry.txn_first_offset.is_some() || now.saturating_duration_since(used) <= ttl
         });
         last_used.retain(|pid, _| self.producers.contains_key(pid));
         before - self.producers.len()
@@ -267,7 +403,9 @@ impl ProducerStateManager {
                     let mut entry = current
                         .cloned()
                         .unwrap_or_else(|| ProducerStateEntry::new(batch.producer_epoch));
-                    entry.apply(&batch);
+                    if let Some(completed) = entry.apply(&batch) {
+                        update.completed.push(completed);
+                    }
                     update.put(pid, entry);
                     new_batches += 1;
                 }
@@ -289,8 +427,11 @@ impl ProducerStateManager {
     pub(crate) fn commit(&mut self, update: ProducerUpdate) {
         let now = Instant::now();
         for (pid, entry) in update.entries {
-            self.producers.insert(pid, entry);
+            self.install(pid, entry);
             self.last_used.insert(pid, now);
+        }
+        for completed in update.completed {
+            self.record_completed(completed);
         }
     }
 
@@ -302,10 +443,16 @@ impl ProducerStateManager {
             return;
         }
         self.last_used.insert(batch.producer_id, Instant::now());
-        self.producers
-            .entry(batch.producer_id)
-            .or_insert_with(|| ProducerStateEntry::new(batch.producer_epoch))
-            .apply(batch);
+        let mut entry = self
+            .producers
+            .get(&batch.producer_id)
+            .cloned()
+            .unwrap_or_else(|| ProducerStateEntry::new(batch.producer_epoch));
+        let completed = entry.apply(batch);
+        self.install(batch.producer_id, entry);
+        if let Some(completed) = completed {
+            self.record_completed(completed);
+        }
     }
 }
 
@@ -333,6 +480,12 @@ fn check_batch(current: Option<&ProducerStateEntry>, batch: &ProducerBatch) -> R
     if batch.is_control {
         return Ok(Verdict::Accept);
     }
+    if !batch.is_transactional && entry.txn_first_offset.is_some() {
+        return Err(Error::InvalidTxnState {
+            producer_id: pid,
+            reason: "a non-transactional batch inside the producer's open transaction".into(),
+        });
+    }
     let expected = if batch.producer_epoch > entry.epoch {
         0
     } else if let Some(original) = entry.find_duplicate(batch) {
@@ -351,21 +504,27 @@ fn check_batch(current: Option<&ProducerStateEntry>, batch: &ProducerBatch) -> R
     }
 }
 
-/// Snapshot format version; bump on any layout change.
-const SNAPSHOT_VERSION: u16 = 1;
-const ENTRY_HEADER_BYTES: usize = 8 + 2 + 1;
+/// Snapshot format version; bump on any layout change. Version 1 (before
+/// transactions) is still read: it has no open transactions and no
+/// aborted ones.
+const SNAPSHOT_VERSION: u16 = 2;
+const ENTRY_HEADER_BYTES: usize = 8 + 2 + 8 + 1;
 const BATCH_BYTES: usize = 4 + 4 + 8 + 8 + 8;
+const ABORTED_BYTES: usize = 8 + 8 + 8;
 
 impl ProducerStateManager {
     /// The state as bytes (big-endian): version u16, producer count u32,
-    /// then per producer (by id) id i64, epoch i16, batch count u8 and per
-    /// batch first_seq i32, last_seq i32, base_offset i64, last_offset i64,
-    /// max_timestamp i64.
+    /// then per producer (by id) id i64, epoch i16, open transaction's
+    /// first offset i64 (-1: none), batch count u8 and per batch first_seq
+    /// i32, last_seq i32, base_offset i64, last_offset i64, max_timestamp
+    /// i64; then the aborted transactions: count u32, each producer id i64,
+    /// first offset i64, last offset i64.
     pub(crate) fn encode_snapshot(&self) -> Vec<u8> {
         let mut ids: Vec<i64> = self.producers.keys().copied().collect();
         ids.sort_unstable();
         let mut out = Vec::with_capacity(
-            6 + ids.len() * (ENTRY_HEADER_BYTES + BATCHES_TO_RETAIN * BATCH_BYTES),
+            10 + ids.len() * (ENTRY_HEADER_BYTES + BATCHES_TO_RETAIN * BATCH_BYTES)
+                + self.aborted.len() * ABORTED_BYTES,
         );
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         // Producer ids fit u32: each took at least one batch of the log.
@@ -374,6 +533,7 @@ impl ProducerStateManager {
             let entry = &self.producers[&id];
             out.extend_from_slice(&id.to_be_bytes());
             out.extend_from_slice(&entry.epoch.to_be_bytes());
+            out.extend_from_slice(&entry.txn_first_offset.unwrap_or(-1).to_be_bytes());
             // At most BATCHES_TO_RETAIN (the entry's invariant).
             out.push(entry.batches.len() as u8);
             for b in &entry.batches {
@@ -384,27 +544,44 @@ impl ProducerStateManager {
                 out.extend_from_slice(&b.max_timestamp.to_be_bytes());
             }
         }
+        // Each aborted transaction ended with a marker of the log.
+        out.extend_from_slice(
+            &u32::try_from(self.aborted.len())
+                .unwrap_or(u32::MAX)
+                .to_be_bytes(),
+        );
+        for a in &self.aborted {
+            out.extend_from_slice(&a.producer_id.to_be_bytes());
+            out.extend_from_slice(&a.first_offset.to_be_bytes());
+            out.extend_from_slice(&a.last_offset.to_be_bytes());
+        }
         out
     }
 
-    /// Decodes `encode_snapshot` output; any deviation is an error, so a
-    /// damaged snapshot is never half-trusted.
+    /// Decodes `encode_snapshot` output (or a version 1 snapshot); any
+    /// deviation is an error, so a damaged snapshot is never half-trusted.
     pub(crate) fn decode_snapshot(bytes: &[u8]) -> std::result::Result<Self, String> {
         let mut r = Reader { bytes, at: 0 };
         let version = u16::from_be_bytes(r.take()?);
-        if version != SNAPSHOT_VERSION {
+        if version != 1 && version != SNAPSHOT_VERSION {
             return Err(format!("unsupported snapshot version {version}"));
         }
         let count = u32::from_be_bytes(r.take()?);
-        let mut producers = HashMap::new();
+        let mut state = Self::default();
         for _ in 0..count {
             let id = i64::from_be_bytes(r.take()?);
             let epoch = i16::from_be_bytes(r.take()?);
+            let txn_first = if version >= 2 {
+                i64::from_be_bytes(r.take()?)
+            } else {
+                -1
+            };
             let [n] = r.take()?;
             if id < 0 || usize::from(n) > BATCHES_TO_RETAIN {
                 return Err(format!("invalid entry for producer {id} ({n} batches)"));
             }
             let mut entry = ProducerStateEntry::new(epoch);
+            entry.txn_first_offset = (txn_first >= 0).then_some(txn_first);
             for _ in 0..n {
                 entry.batches.push_back(BatchMetadata {
                     first_seq: i32::from_be_bytes(r.take()?),
@@ -414,17 +591,29 @@ impl ProducerStateManager {
                     max_timestamp: i64::from_be_bytes(r.take()?),
                 });
             }
-            if producers.insert(id, entry).is_some() {
+            if state.producers.contains_key(&id) {
                 return Err(format!("producer {id} appears twice"));
+            }
+            state.install(id, entry);
+        }
+        if version >= 2 {
+            let aborted = u32::from_be_bytes(r.take()?);
+            for _ in 0..aborted {
+                let a = AbortedTxn {
+                    producer_id: i64::from_be_bytes(r.take()?),
+                    first_offset: i64::from_be_bytes(r.take()?),
+                    last_offset: i64::from_be_bytes(r.take()?),
+                };
+                if state.aborted.last().is_some_and(|p| p.last_offset >= a.last_offset) {
+                    return Err("aborted transactions out of order".into());
+                }
+                state.aborted.push(a);
             }
         }
         if r.at != bytes.len() {
             return Err(format!("{} trailing bytes", bytes.len() - r.at));
         }
-        Ok(Self {
-            producers,
-            last_used: HashMap::new(),
-        })
+        Ok(state)
     }
 }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use chronik_protocol::record_batch::{BATCH_HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2};
+use chronik_protocol::records::control_record_type;
 
 use crate::error::{Error, Result};
 
@@ -28,6 +29,9 @@ const PRODUCER_ID_AT: usize = 43;
 const PRODUCER_EPOCH_AT: usize = 51;
 const BASE_SEQUENCE_AT: usize = 53;
 const CONTROL_FLAG: u8 = 0x20;
+const TRANSACTIONAL_FLAG: u8 = 0x10;
+/// A control batch (one small record) is read whole with its header.
+const CONTROL_BATCH_MAX_BYTES: u64 = 256;
 
 /// Header bytes read per pread while walking; amortises small batches.
 const HEADER_BLOCK_BYTES: u64 = 32 * 1024;
@@ -54,6 +58,9 @@ pub(crate) struct Peek {
     pub producer_epoch: i16,
     pub base_sequence: i32,
     pub is_control: bool,
+    pub is_transactional: bool,
+    /// A marker's COMMIT (true) / ABORT (false), when `buf` held its record.
+    pub control: Option<bool>,
 }
 
 fn be_i32(b: &[u8], at: usize) -> i32 {
@@ -89,8 +96,12 @@ fn peek(buf: &[u8]) -> Option<std::result::Result<Peek, String>> {
         producer_id: be_i64(buf, PRODUCER_ID_AT),
         producer_epoch: i16::from_be_bytes([buf[PRODUCER_EPOCH_AT], buf[PRODUCER_EPOCH_AT + 1]]),
         base_sequence: be_i32(buf, BASE_SEQUENCE_AT),
-        // The flag sits in the low byte of the big-endian attributes.
+        // The flags sit in the low byte of the big-endian attributes.
         is_control: buf[ATTRIBUTES_AT + 1] & CONTROL_FLAG != 0,
+        is_transactional: buf[ATTRIBUTES_AT + 1] & TRANSACTIONAL_FLAG != 0,
+        control: (buf[ATTRIBUTES_AT + 1] & CONTROL_FLAG != 0)
+            .then(|| crate::producer_state::marker_kind(control_record_type(buf)))
+            .flatten(),
     }))
 }
 
@@ -123,6 +134,9 @@ impl<'a> HeaderReader<'a> {
         if pos + header > self.slice.end {
             return Err(self.corrupt(pos, "batch header runs past the end of the segment".into()));
         }
+        // A control batch's record (its marker type) must be in the block
+        // too: it is tiny, so take a little more than a header.
+        let header = header + CONTROL_BATCH_MAX_BYTES.min(self.slice.end - pos - header);
         let cached =
             pos >= self.block_start && pos + header <= self.block_start + self.block.len() as u64;
         if !cached {

@@ -71,6 +71,8 @@ impl PartitionLog {
             let removed: Vec<LogSegment> = state.segments.drain(..count).collect();
             self.log_start_offset
                 .store(state.log_start_offset(), Ordering::Release);
+            let start = state.log_start_offset();
+            state.producers.prune_aborted(start);
             self.size_bytes.fetch_sub(
                 removed.iter().map(LogSegment::size).sum(),
                 Ordering::Relaxed,

@@ -31,7 +31,9 @@ struct History {
 impl History {
     fn new(batch: &ProducerBatch) -> Self {
         let mut entry = ProducerStateEntry::new(batch.producer_epoch);
-        entry.apply(batch);
+        // Rewinds run only for logs without transactions (see
+        // `rewind_producer_state`): nothing completes here.
+        let _ = entry.apply(batch);
         Self {
             entry,
             epoch_changed: false,
@@ -40,7 +42,7 @@ impl History {
 
     fn apply(&mut self, batch: &ProducerBatch) {
         self.epoch_changed |= batch.producer_epoch != self.entry.epoch;
-        self.entry.apply(batch);
+        let _ = self.entry.apply(batch);
     }
 
     fn is_complete(&self) -> bool {
@@ -180,6 +182,8 @@ mod tests {
             last_offset_delta: records - 1,
             max_timestamp: 0,
             is_control: false,
+            is_transactional: false,
+            control: None,
         }
     }
 

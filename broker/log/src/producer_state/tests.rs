@@ -15,6 +15,9 @@ struct Spec {
     seq: i32,
     records: i32,
     control: bool,
+    transactional: bool,
+    /// A marker's COMMIT / ABORT.
+    commit: Option<bool>,
 }
 
 /// An idempotent data batch.
@@ -25,10 +28,20 @@ const fn b(pid: i64, epoch: i16, seq: i32, records: i32) -> Spec {
         seq,
         records,
         control: false,
+        transactional: false,
+        commit: None,
     }
 }
 
-/// A transaction marker (one control record, no sequence).
+/// A transactional data batch.
+const fn tb(pid: i64, epoch: i16, seq: i32, records: i32) -> Spec {
+    Spec {
+        transactional: true,
+        ..b(pid, epoch, seq, records)
+    }
+}
+
+/// A control batch of an unknown type (one record, no sequence).
 const fn marker(pid: i64, epoch: i16) -> Spec {
     Spec {
         pid,
@@ -36,6 +49,16 @@ const fn marker(pid: i64, epoch: i16) -> Spec {
         seq: -1,
         records: 1,
         control: true,
+        transactional: true,
+        commit: None,
+    }
+}
+
+/// A COMMIT (true) or ABORT (false) transaction marker.
+const fn end(pid: i64, epoch: i16, commit: bool) -> Spec {
+    Spec {
+        commit: Some(commit),
+        ..marker(pid, epoch)
     }
 }
 
@@ -55,6 +78,8 @@ enum Outcome {
     /// Rejected: the producer's current epoch is newer.
     Fenced(i16),
     Invalid,
+    /// Rejected: not allowed in the producer's transaction state.
+    TxnState,
 }
 use Outcome::*;
 
@@ -80,6 +105,8 @@ impl Harness {
                     last_offset_delta: s.records - 1,
                     max_timestamp: 1_000 + next,
                     is_control: s.control,
+                    is_transactional: s.transactional,
+                    control: s.commit,
                 };
                 next += i64::from(s.records);
                 batch
@@ -100,6 +127,7 @@ impl Harness {
             Err(Error::OutOfOrderSequence { expected, got, .. }) => OutOfOrder(expected, got),
             Err(Error::InvalidProducerEpoch { current_epoch, .. }) => Fenced(current_epoch),
             Err(Error::InvalidRecords(_)) => Invalid,
+            Err(Error::InvalidTxnState { .. }) => TxnState,
             Err(e) => panic!("unexpected error {e}"),
         }
     }
@@ -285,6 +313,8 @@ fn replay_takes_what_the_log_holds_without_judging_it() {
             last_offset_delta: 0,
             max_timestamp: -1,
             is_control: false,
+            is_transactional: false,
+            control: None,
         });
     }
     h.log_end_offset = 4;
@@ -315,11 +345,11 @@ fn snapshots_round_trip_and_reject_damage() {
     assert!(ProducerStateManager::decode_snapshot(&bytes[..bytes.len() - 1]).is_err());
     assert!(ProducerStateManager::decode_snapshot(&[bytes.as_slice(), &[0]].concat()).is_err());
     let mut other_version = bytes.clone();
-    other_version[1] = 2;
+    other_version[1] = 3;
     assert!(ProducerStateManager::decode_snapshot(&other_version).is_err());
     let mut too_many_batches = bytes;
-    // The first entry (P) starts at byte 6; its batch count at 6 + 10.
-    too_many_batches[16] = 6;
+    // The first entry (P) starts at byte 6; its batch count at 6 + 18.
+    too_many_batches[24] = 6;
     assert!(ProducerStateManager::decode_snapshot(&too_many_batches).is_err());
 }
 
@@ -340,4 +370,87 @@ fn idle_producer_ids_expire_and_used_ones_stay() {
     assert_eq!(h.producers.len(), 0);
     // An expired producer is unknown again: any sequence is accepted.
     assert_eq!(h.produce(&[b(P, 0, 9, 1)]), Appended(2));
+}
+
+#[test]
+fn transactions_open_at_their_first_batch_and_markers_end_them() {
+    // P: offsets 0-1 (txn), Q: 2 (txn), P: 3 (txn), P commit at 4,
+    // Q abort at 5, then P again: 6-7 (txn) and abort at 8.
+    let mut h = run(&[
+        (&[tb(P, 0, 0, 2)], Appended(0)),
+        (&[tb(Q, 0, 0, 1)], Appended(2)),
+        (&[tb(P, 0, 2, 1)], Appended(3)),
+    ]);
+    assert_eq!(h.producers.first_unstable_offset(), Some(0));
+    assert!(h.producers.has_open_transaction(P) && h.producers.has_open_transaction(Q));
+    assert_eq!(h.produce(&[end(P, 0, true)]), Appended(4));
+    assert_eq!(
+        h.producers.first_unstable_offset(),
+        Some(2),
+        "the last stable offset moves to Q's transaction"
+    );
+    assert_eq!(h.produce(&[end(Q, 0, false)]), Appended(5));
+    assert_eq!(h.producers.first_unstable_offset(), None);
+    assert_eq!(h.produce(&[tb(P, 0, 3, 2)]), Appended(6));
+    assert_eq!(h.produce(&[end(P, 0, false)]), Appended(8));
+    fn aborted(p: &ProducerStateManager, from: i64, upto: i64) -> Vec<(i64, i64, i64)> {
+        p.aborted_transactions(from, upto)
+            .iter()
+            .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+            .collect()
+    }
+    assert_eq!(aborted(&h.producers, 0, 100), [(Q, 2, 5), (P, 6, 8)]);
+    assert_eq!(aborted(&h.producers, 0, 2), [], "a range before Q's first record");
+    assert_eq!(aborted(&h.producers, 6, 7), [(P, 6, 8)]);
+    assert_eq!(aborted(&h.producers, 9, 100), [], "a range after every marker");
+    h.producers.prune_aborted(6);
+    assert_eq!(aborted(&h.producers, 0, 100), [(P, 6, 8)], "retention dropped Q's");
+}
+
+#[test]
+fn a_non_transactional_batch_inside_an_open_transaction_is_refused() {
+    let mut h = run(&[(&[tb(P, 0, 0, 1)], Appended(0))]);
+    assert_eq!(h.produce(&[b(P, 0, 1, 1)]), TxnState);
+    assert_eq!(h.produce(&[end(P, 0, true)]), Appended(1));
+    assert_eq!(h.produce(&[b(P, 0, 1, 1)]), Appended(2), "after the marker it is fine");
+    // a marker for a producer with nothing open changes nothing but the epoch
+    assert_eq!(h.produce(&[end(R, 3, false)]), Appended(3));
+    assert_eq!(h.producers.aborted_transactions(0, 100), []);
+    // an older epoch's transactional batch is fenced by the marker's epoch
+    assert_eq!(h.produce(&[tb(R, 2, 0, 1)]), Fenced(3));
+}
+
+#[test]
+fn replay_rebuilds_what_the_leader_had_and_snapshots_keep_it() {
+    let h = run(&[
+        (&[tb(P, 0, 0, 2)], Appended(0)),
+        (&[tb(Q, 0, 0, 1)], Appended(2)),
+        (&[end(Q, 0, false)], Appended(3)),
+    ]);
+    let mut follower = ProducerStateManager::default();
+    for batch in &h.written {
+        follower.replay(batch);
+    }
+    assert_eq!(follower.first_unstable_offset(), Some(0));
+    assert_eq!(follower.aborted_transactions(0, 10), h.producers.aborted_transactions(0, 10));
+    let decoded = ProducerStateManager::decode_snapshot(&h.producers.encode_snapshot()).unwrap();
+    assert_eq!(decoded.first_unstable_offset(), Some(0));
+    assert!(decoded.has_open_transaction(P));
+    assert_eq!(decoded.aborted_transactions(0, 10).len(), 1);
+    // a version 1 snapshot (no transaction fields) still loads
+    let v1 = run(&[(&[b(P, 0, 0, 1)], Appended(0))]).producers;
+    let mut bytes = v1.encode_snapshot();
+    bytes[1] = 1;
+    // drop the open-transaction field of the one entry and the aborted count
+    bytes.drain(6 + 10..6 + 18);
+    bytes.truncate(bytes.len() - 4);
+    assert_eq!(ProducerStateManager::decode_snapshot(&bytes), Ok(v1));
+}
+
+#[test]
+fn a_producer_with_an_open_transaction_never_expires() {
+    let mut h = run(&[(&[tb(P, 0, 0, 1)], Appended(0)), (&[b(Q, 0, 0, 1)], Appended(1))]);
+    let later = Instant::now() + Duration::from_secs(3600);
+    assert_eq!(h.producers.expire(later, Duration::from_secs(1)), 1);
+    assert!(h.producers.has_open_transaction(P));
 }
