@@ -92,6 +92,23 @@ fn read_i64(buf: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(b)
 }
 
+/// The last offset of the last whole batch in `buf` (batches as the log
+/// returns them), walking only the length fields: no CRC check. None when
+/// `buf` holds no whole batch.
+pub fn last_offset_in(buf: &[u8]) -> Option<i64> {
+    let (mut pos, mut last) = (0usize, None);
+    while buf.len().saturating_sub(pos) >= BATCH_HEADER_SIZE {
+        let length = usize::try_from(read_i32(buf, pos + 8)).ok()?;
+        let end = pos.checked_add(LOG_OVERHEAD)?.checked_add(length)?;
+        if end > buf.len() || length < BATCH_HEADER_SIZE - LOG_OVERHEAD {
+            break;
+        }
+        last = Some(read_i64(buf, pos) + i64::from(read_i32(buf, pos + 23)));
+        pos = end;
+    }
+    last
+}
+
 /// Parses the header of the batch that starts at `buf[position..]`, checking
 /// that the whole batch is present, that it is magic v2 and that its CRC-32C
 /// matches. Does not look at records.

@@ -77,6 +77,7 @@ fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
             (ResponseError::InvalidProducerEpoch, e.to_string())
         }
         LogError::InvalidRecords(_) => (ResponseError::InvalidRecord, e.to_string()),
+        LogError::InvalidTxnState { .. } => (ResponseError::InvalidTxnState, e.to_string()),
         other => {
             warn!(topic = log.topic(), partition = log.partition(), error = %other, "append failed");
             (ResponseError::KafkaStorageError, other.to_string())

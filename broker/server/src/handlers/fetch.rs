@@ -11,7 +11,10 @@
 //! to the log end, records the follower's progress (which may grow the ISR
 //! and advance the high watermark) and reports the high watermark; a
 //! consumer's Fetch is served by the leader only, up to the replication high
-//! watermark capped at what is durable here.
+//! watermark capped at what is durable here. A read_committed consumer
+//! (isolation_level 1) reads only below the last stable offset and is given
+//! the aborted transactions of what it read, so it drops their records;
+//! every consumer's answer reports the last stable offset.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -20,15 +23,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chronik_log::Error as LogError;
-use chronik_protocol::record_batch::count_records;
+use chronik_protocol::record_batch::{count_records, last_offset_in};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchTopic;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use tokio::time::Instant;
 use tracing::warn;
 
+use super::high_watermark::last_stable_offset;
 use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
@@ -149,7 +155,7 @@ fn read_all(
         .map(|(topic_index, topic)| {
             let partitions = read_topic(
                 broker,
-                version,
+                (version, request.isolation_level),
                 topic,
                 fetcher,
                 &mut remaining,
@@ -169,7 +175,7 @@ fn read_all(
 #[allow(clippy::too_many_arguments)]
 fn read_topic(
     broker: &Broker,
-    version: i16,
+    (version, isolation_level): (i16, i8),
     topic: &FetchTopic,
     fetcher: Fetcher,
     remaining: &mut usize,
@@ -182,6 +188,7 @@ fn read_topic(
     } else {
         uuid::Uuid::nil()
     };
+    let read_committed = isolation_level == 1 && matches!(fetcher, Fetcher::Consumer);
     let found = resolve(broker, &topic.topic.0, id);
     topic
         .partitions
@@ -226,10 +233,18 @@ fn read_topic(
                         .with_log_start_offset(-1);
                 }
             };
+            let (last_stable, upper_bound) = match fetcher {
+                Fetcher::Consumer => {
+                    let lso = last_stable_offset(log, high_watermark);
+                    (lso, if read_committed { lso.min(upper_bound) } else { upper_bound })
+                }
+                Fetcher::Follower(_) => (high_watermark, upper_bound),
+            };
             let data = data
                 .with_high_watermark(high_watermark)
-                .with_last_stable_offset(high_watermark)
-                .with_log_start_offset(log.log_start_offset());
+                .with_last_stable_offset(last_stable)
+                .with_log_start_offset(log.log_start_offset())
+                .with_aborted_transactions(read_committed.then(Vec::new));
             // Kafka returns the first batch of the first non-empty partition
             // even when it exceeds the limits; the log does that when asked
             // for at least one byte, so a spent budget means "skip".
@@ -248,7 +263,20 @@ fn read_topic(
                 Ok(bytes) => {
                     *total += bytes.len();
                     *remaining = remaining.saturating_sub(bytes.len());
-                    data.with_records(Some(bytes))
+                    let aborted = match last_offset_in(&bytes) {
+                        Some(last) if read_committed => Some(
+                            log.aborted_transactions(p.fetch_offset, last + 1)
+                                .into_iter()
+                                .map(|a| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(a.producer_id))
+                                        .with_first_offset(a.first_offset)
+                                })
+                                .collect(),
+                        ),
+                        _ => data.aborted_transactions.clone(),
+                    };
+                    data.with_records(Some(bytes)).with_aborted_transactions(aborted)
                 }
                 Err(LogError::OffsetOutOfRange { .. }) => {
                     *has_error = true;

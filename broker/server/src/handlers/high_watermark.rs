@@ -1,6 +1,8 @@
-//! The offset consumers may read below for one partition: the replication
+//! The offsets consumers may read below for one partition: the replication
 //! high watermark of the leader capped at what the group-commit flusher
-//! made durable here (a follower answers NOT_LEADER_OR_FOLLOWER).
+//! made durable here (a follower answers NOT_LEADER_OR_FOLLOWER), and for
+//! read_committed consumers the last stable offset — the high watermark
+//! capped at the first offset of the oldest open transaction.
 
 use chronik_log::PartitionLog;
 use kafka_protocol::error::ResponseError;
@@ -12,4 +14,10 @@ pub fn consumer_high_watermark(broker: &Broker, log: &PartitionLog) -> Result<i6
         None => Err(ResponseError::NotLeaderOrFollower),
         Some(replica) => Ok(replica.consumer_high_watermark()?.min(log.durable_offset())),
     }
+}
+
+/// Kafka's last stable offset given the partition's high watermark.
+pub fn last_stable_offset(log: &PartitionLog, high_watermark: i64) -> i64 {
+    log.first_unstable_offset()
+        .map_or(high_watermark, |first| first.min(high_watermark))
 }

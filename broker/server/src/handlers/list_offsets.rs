@@ -13,7 +13,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use uuid::Uuid;
 
-use super::high_watermark::consumer_high_watermark;
+use super::high_watermark::{consumer_high_watermark, last_stable_offset};
 use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
@@ -26,6 +26,8 @@ const LATEST_TIERED: i64 = -5;
 
 pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -> Option<Handled> {
     let mut has_error = false;
+    // READ_COMMITTED (v2+) sees only below the last stable offset.
+    let read_committed = request.isolation_level == 1;
     let topics = request
         .topics
         .into_iter()
@@ -50,9 +52,14 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                         .and_then(|r| r.leader_epoch())
                         .unwrap_or(0);
                     match partition.and_then(|log| {
+                        let hw = consumer_high_watermark(broker, log)?;
                         lookup(
                             log,
-                            consumer_high_watermark(broker, log)?,
+                            if read_committed {
+                                last_stable_offset(log, hw)
+                            } else {
+                                hw
+                            },
                             p.timestamp,
                             broker.config.limits.max_decompressed_batch_bytes,
                         )

@@ -1,7 +1,10 @@
 //! Produce: validates each partition's record batches as Kafka's log
 //! validator does (magic v2, CRC-32C, one batch per partition from v3,
 //! offset range vs record count, record framing, compressed records
-//! inflated within a bound), refuses internal topics, appends them with offsets assigned in place, and — for acks=1 and
+//! inflated within a bound, no control batches from clients), refuses
+//! internal topics, verifies with the transaction coordinator a
+//! transactional batch that would open its producer's transaction in the
+//! partition (KIP-890), appends them with offsets assigned in place, and — for acks=1 and
 //! acks=all — answers only once the group-commit flusher has made them
 //! durable. acks=0 gets no response at all, as in Kafka.
 //!
@@ -29,6 +32,7 @@ use super::Handled;
 use crate::broker::Broker;
 use crate::durability::wait_until_durable;
 use crate::leader_append::{append_as_leader, wait_for_isr, AppendError, Appended};
+use crate::txn::verify::verify_transaction;
 
 /// What happened to one partition's records: appended, or an error code and message.
 type Outcome = Result<Appended, AppendError>;
@@ -62,7 +66,16 @@ pub async fn handle(
                     Ok(t) => match t.partition(p.index) {
                         None => Err((ResponseError::UnknownTopicOrPartition, String::new())),
                         Some(log) => {
-                            produce_to(broker, version, log, p.records.as_ref(), acks == -1)
+                            let transactional_id =
+                                request.transactional_id.as_ref().map(|id| id.0.as_str());
+                            produce_to(
+                                broker,
+                                (version, transactional_id),
+                                log,
+                                p.records.as_ref(),
+                                acks == -1,
+                            )
+                            .await
                         }
                     },
                 }
@@ -159,11 +172,13 @@ pub async fn handle(
     )
 }
 
-/// Validates one partition's records, then appends them as its leader
-/// (`leader_append`), counting what was new.
-fn produce_to(
-    broker: &Broker,
-    version: i16,
+/// Validates one partition's records, verifies a transactional batch that
+/// would open its producer's transaction here with the coordinator
+/// (KIP-890), then appends them as its leader (`leader_append`), counting
+/// what was new.
+async fn produce_to(
+    broker: &Arc<Broker>,
+    (version, transactional_id): (i16, Option<&str>),
     log: &Arc<PartitionLog>,
     records: Option<&Bytes>,
     acks_all: bool,
@@ -180,6 +195,30 @@ fn produce_to(
         (code, e.to_string())
     })?;
     validate(broker, version, records, &batches)?;
+    if let Some(h) = batches.iter().find(|h| h.is_transactional()) {
+        // Kafka: transactional records need a transactional id (the one
+        // the producer's WRITE on it would be authorised for).
+        let id = transactional_id.ok_or((
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "transactional records without a transactional id".to_string(),
+        ))?;
+        if !log.has_open_transaction(h.producer_id) {
+            verify_transaction(
+                broker,
+                id,
+                (h.producer_id, h.producer_epoch),
+                log.topic(),
+                log.partition(),
+            )
+            .await
+            .map_err(|e| {
+                (
+                    e,
+                    format!("partition not in an open transaction of producer {}", h.producer_id),
+                )
+            })?;
+        }
+    }
     let mut owned = records.to_vec();
     let appended = append_as_leader(broker, log, &mut owned, &batches, acks_all)?;
     if !appended.info.duplicate {
@@ -209,6 +248,13 @@ fn validate(
         return Err((
             ResponseError::InvalidRecord,
             format!("produce requests from version 3 on carry exactly one record batch per partition, got {}", batches.len()),
+        ));
+    }
+    if batches.iter().any(BatchHeader::is_control) {
+        // Markers are the transaction coordinator's (WriteTxnMarkers).
+        return Err((
+            ResponseError::InvalidRecord,
+            "clients may not write control batches".into(),
         ));
     }
     let limit = broker.config.limits.max_decompressed_batch_bytes;
