@@ -18,8 +18,8 @@
 
 mod group;
 mod member;
-mod types;
 pub mod txn;
+mod types;
 
 pub use group::{Group, GroupConfig, GroupState};
 pub use member::Member;

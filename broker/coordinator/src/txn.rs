@@ -340,14 +340,14 @@ mod tests {
     }
 
     fn fresh() -> TxnMetadata {
-        TxnMetadata::new(1000, 60_000, 0).unwrap()
+        TxnMetadata::new(1000, 60_000, 0).expect("allowed")
     }
 
     fn ongoing() -> TxnMetadata {
         fresh()
             .add_partitions(1000, 0, &[tp("a", 0)], 10)
-            .unwrap()
-            .unwrap()
+            .expect("allowed")
+            .expect("allowed")
     }
 
     #[test]
@@ -355,28 +355,49 @@ mod tests {
         let m = ongoing();
         assert_eq!(m.state, TxnState::Ongoing);
         assert_eq!(m.start_ms, 10);
-        let same = m.add_partitions(1000, 0, &[tp("a", 0)], 20).unwrap();
-        assert_eq!(same, None, "a partition already in the transaction changes nothing");
-        let more = m.add_partitions(1000, 0, &[tp("b", 1)], 20).unwrap().unwrap();
+        let same = m
+            .add_partitions(1000, 0, &[tp("a", 0)], 20)
+            .expect("allowed");
+        assert_eq!(
+            same, None,
+            "a partition already in the transaction changes nothing"
+        );
+        let more = m
+            .add_partitions(1000, 0, &[tp("b", 1)], 20)
+            .expect("allowed")
+            .expect("allowed");
         assert_eq!(more.partitions.len(), 2);
         assert_eq!(more.start_ms, 10, "adding keeps the start");
-        let EndOutcome::Prepare(prepared) = more.end(1000, 0, true, 30).unwrap() else {
+        let EndOutcome::Prepare(prepared) = more.end(1000, 0, true, 30).expect("allowed") else {
             panic!("expected prepare")
         };
         assert_eq!(prepared.state, TxnState::PrepareCommit);
-        assert_eq!(prepared.partitions.len(), 2, "the markers need the partitions");
+        assert_eq!(
+            prepared.partitions.len(),
+            2,
+            "the markers need the partitions"
+        );
         assert_eq!(
             prepared.add_partitions(1000, 0, &[tp("c", 0)], 31),
             Err(TxnError::ConcurrentTransactions)
         );
-        assert_eq!(prepared.end(1000, 0, true, 31), Err(TxnError::ConcurrentTransactions));
-        assert_eq!(prepared.end(1000, 0, false, 31), Err(TxnError::InvalidTxnState));
-        let done = prepared.complete(40).unwrap();
+        assert_eq!(
+            prepared.end(1000, 0, true, 31),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        assert_eq!(
+            prepared.end(1000, 0, false, 31),
+            Err(TxnError::InvalidTxnState)
+        );
+        let done = prepared.complete(40).expect("allowed");
         assert_eq!(done.state, TxnState::CompleteCommit);
         assert!(done.partitions.is_empty());
         assert_eq!(done.end(1000, 0, true, 41), Ok(EndOutcome::AlreadyComplete));
         assert_eq!(done.end(1000, 0, false, 41), Err(TxnError::InvalidTxnState));
-        let next = done.add_partitions(1000, 0, &[tp("z", 0)], 50).unwrap().unwrap();
+        let next = done
+            .add_partitions(1000, 0, &[tp("z", 0)], 50)
+            .expect("allowed")
+            .expect("allowed");
         assert_eq!(next.start_ms, 50);
         assert_eq!(next.partitions.len(), 1, "a new transaction starts empty");
     }
@@ -388,7 +409,10 @@ mod tests {
             m.add_partitions(1000, 1, &[tp("a", 1)], 1),
             Err(TxnError::ProducerFenced)
         );
-        assert_eq!(m.end(999, 0, true, 1), Err(TxnError::InvalidProducerIdMapping));
+        assert_eq!(
+            m.end(999, 0, true, 1),
+            Err(TxnError::InvalidProducerIdMapping)
+        );
         assert_eq!(
             m.verify_partition(1000, 0, &tp("a", 0)),
             Ok(()),
@@ -403,27 +427,34 @@ mod tests {
     #[test]
     fn init_producer_id_bumps_the_epoch_and_aborts_an_open_transaction_first() {
         let m = fresh();
-        let InitOutcome::Ready(bumped) = m.init_producer_id(30_000, None, 5, || 7).unwrap() else {
+        let InitOutcome::Ready(bumped) =
+            m.init_producer_id(30_000, None, 5, || 7).expect("allowed")
+        else {
             panic!("expected ready")
         };
         assert_eq!((bumped.producer_id, bumped.producer_epoch), (1000, 1));
         assert_eq!(bumped.timeout_ms, 30_000);
         let open = ongoing();
-        let InitOutcome::AbortFirst(aborting) = open.init_producer_id(60_000, None, 5, || 7).unwrap()
+        let InitOutcome::AbortFirst(aborting) = open
+            .init_producer_id(60_000, None, 5, || 7)
+            .expect("allowed")
         else {
             panic!("expected abort first")
         };
         assert_eq!(aborting.state, TxnState::PrepareAbort);
-        assert_eq!(aborting.producer_epoch, 1, "the markers fence the old producer");
+        assert_eq!(
+            aborting.producer_epoch, 1,
+            "the markers fence the old producer"
+        );
         assert_eq!(
             aborting.init_producer_id(60_000, None, 6, || 7),
             Err(TxnError::ConcurrentTransactions)
         );
         let InitOutcome::Ready(after) = aborting
             .complete(7)
-            .unwrap()
+            .expect("allowed")
             .init_producer_id(60_000, None, 8, || 7)
-            .unwrap()
+            .expect("allowed")
         else {
             panic!("expected ready")
         };
@@ -435,7 +466,8 @@ mod tests {
     fn an_exhausted_epoch_moves_to_a_new_producer_id() {
         let mut m = fresh();
         m.producer_epoch = i16::MAX - 1;
-        let InitOutcome::Ready(next) = m.init_producer_id(1000, None, 0, || 4242).unwrap() else {
+        let InitOutcome::Ready(next) = m.init_producer_id(1000, None, 0, || 4242).expect("allowed")
+        else {
             panic!("expected ready")
         };
         assert_eq!((next.producer_id, next.producer_epoch), (4242, 0));
@@ -454,7 +486,10 @@ mod tests {
 
     #[test]
     fn timeouts_are_bounded_and_expire_open_transactions() {
-        assert_eq!(TxnMetadata::new(1, 0, 0), Err(TxnError::InvalidTransactionTimeout));
+        assert_eq!(
+            TxnMetadata::new(1, 0, 0),
+            Err(TxnError::InvalidTransactionTimeout)
+        );
         assert_eq!(
             TxnMetadata::new(1, MAX_TRANSACTION_TIMEOUT_MS + 1, 0),
             Err(TxnError::InvalidTransactionTimeout)
@@ -462,7 +497,10 @@ mod tests {
         let m = ongoing();
         assert!(!m.timed_out(10 + 60_000));
         assert!(m.timed_out(10 + 60_001));
-        assert!(!m.expired(1_000_000_000, 1000), "an open transaction never expires");
+        assert!(
+            !m.expired(1_000_000_000, 1000),
+            "an open transaction never expires"
+        );
         assert!(fresh().expired(2000, 1000));
     }
 

@@ -413,13 +413,11 @@ impl PartitionLog {
                 segment.append_assigned(records, batches, interval)
             })?;
         for h in batches {
-            state
-                .producers
-                .replay(&ProducerBatch::from_header(
-                    h,
-                    &records[h.position..h.position + h.size],
-                    h.base_offset,
-                ));
+            state.producers.replay(&ProducerBatch::from_header(
+                h,
+                &records[h.position..h.position + h.size],
+                h.base_offset,
+            ));
         }
         self.publish_transactions(&state);
         drop(state);

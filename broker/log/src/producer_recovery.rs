@@ -164,7 +164,12 @@ pub(crate) fn rewind_producer_state(
         let start = segments.first().map_or(0, LogSegment::base_offset);
         let replayed = replay_from(segments, start, &mut rebuilt, (topic, partition));
         *producers = rebuilt;
-        debug!(topic, partition, log_end_offset = end, "replayed transactional producer state after a truncation");
+        debug!(
+            topic,
+            partition,
+            log_end_offset = end,
+            "replayed transactional producer state after a truncation"
+        );
         return replayed.map(drop);
     }
     let mut rewind = producers.begin_rewind(end);

@@ -604,7 +604,11 @@ impl ProducerStateManager {
                     first_offset: i64::from_be_bytes(r.take()?),
                     last_offset: i64::from_be_bytes(r.take()?),
                 };
-                if state.aborted.last().is_some_and(|p| p.last_offset >= a.last_offset) {
+                if state
+                    .aborted
+                    .last()
+                    .is_some_and(|p| p.last_offset >= a.last_offset)
+                {
                     return Err("aborted transactions out of order".into());
                 }
                 state.aborted.push(a);

@@ -196,6 +196,66 @@ pub fn find_record_by_timestamp(
     found
 }
 
+/// Kafka's control record types (the key's second field).
+pub const CONTROL_TYPE_ABORT: i16 = 0;
+pub const CONTROL_TYPE_COMMIT: i16 = 1;
+
+/// A transaction marker as Kafka writes it: one uncompressed v2 batch with
+/// the transactional and control attributes, no sequence, and one control
+/// record — key (version 0, COMMIT or ABORT), value Kafka's
+/// EndTransactionMarker (version 0, coordinator epoch). Base offset and
+/// leader epoch are 0: the leader's append assigns them.
+pub fn build_control_batch(
+    producer_id: i64,
+    producer_epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+    timestamp_ms: i64,
+) -> Vec<u8> {
+    let kind = if commit {
+        CONTROL_TYPE_COMMIT
+    } else {
+        CONTROL_TYPE_ABORT
+    };
+    let key = [0i16.to_be_bytes(), kind.to_be_bytes()].concat();
+    let value = [
+        &0i16.to_be_bytes()[..],
+        &coordinator_epoch.to_be_bytes()[..],
+    ]
+    .concat();
+    let mut batch = build_batch(&[SimpleRecord {
+        key: Some(Bytes::from(key)),
+        value: Some(Bytes::from(value)),
+        timestamp: timestamp_ms,
+    }]);
+    // attributes (transactional | control), producer id and epoch; the
+    // base sequence stays -1.
+    batch[21..23].copy_from_slice(&0x30i16.to_be_bytes());
+    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+/// The control type of the control batch in `batch` (a whole batch, or at
+/// least its header and first record): the second i16 of its first
+/// record's key. None when it cannot be read (bounds-checked: never panics
+/// on hostile bytes).
+pub fn control_record_type(batch: &[u8]) -> Option<i16> {
+    let mut pos = crate::record_batch::BATCH_HEADER_SIZE;
+    let _length = get_varint(batch, &mut pos)?;
+    pos = pos.checked_add(1)?; // record attributes
+    let _timestamp_delta = get_varint(batch, &mut pos)?;
+    let _offset_delta = get_varint(batch, &mut pos)?;
+    let key_len = get_varint(batch, &mut pos)?;
+    if key_len < 4 {
+        return None;
+    }
+    let key = batch.get(pos..pos.checked_add(4)?)?;
+    Some(i16::from_be_bytes([key[2], key[3]]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,7 +346,10 @@ mod tests {
             let batch = build_control_batch(42, 3, commit, 7, 1000);
             let h = crate::record_batch::parse_batch(&batch, 0).expect("a valid batch");
             assert!(h.is_control() && h.is_transactional());
-            assert_eq!((h.producer_id, h.producer_epoch, h.base_sequence), (42, 3, -1));
+            assert_eq!(
+                (h.producer_id, h.producer_epoch, h.base_sequence),
+                (42, 3, -1)
+            );
             assert_eq!(control_record_type(&batch), Some(kind));
         }
         let batch = build_control_batch(1, 0, true, 0, 0);
@@ -312,60 +375,4 @@ mod tests {
             "an unterminated varint is an error"
         );
     }
-}
-
-/// Kafka's control record types (the key's second field).
-pub const CONTROL_TYPE_ABORT: i16 = 0;
-pub const CONTROL_TYPE_COMMIT: i16 = 1;
-
-/// A transaction marker as Kafka writes it: one uncompressed v2 batch with
-/// the transactional and control attributes, no sequence, and one control
-/// record — key (version 0, COMMIT or ABORT), value Kafka's
-/// EndTransactionMarker (version 0, coordinator epoch). Base offset and
-/// leader epoch are 0: the leader's append assigns them.
-pub fn build_control_batch(
-    producer_id: i64,
-    producer_epoch: i16,
-    commit: bool,
-    coordinator_epoch: i32,
-    timestamp_ms: i64,
-) -> Vec<u8> {
-    let kind = if commit {
-        CONTROL_TYPE_COMMIT
-    } else {
-        CONTROL_TYPE_ABORT
-    };
-    let key = [0i16.to_be_bytes(), kind.to_be_bytes()].concat();
-    let value = [&0i16.to_be_bytes()[..], &coordinator_epoch.to_be_bytes()[..]].concat();
-    let mut batch = build_batch(&[SimpleRecord {
-        key: Some(Bytes::from(key)),
-        value: Some(Bytes::from(value)),
-        timestamp: timestamp_ms,
-    }]);
-    // attributes (transactional | control), producer id and epoch; the
-    // base sequence stays -1.
-    batch[21..23].copy_from_slice(&0x30i16.to_be_bytes());
-    batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
-    batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
-    batch
-}
-
-/// The control type of the control batch in `batch` (a whole batch, or at
-/// least its header and first record): the second i16 of its first
-/// record's key. None when it cannot be read (bounds-checked: never panics
-/// on hostile bytes).
-pub fn control_record_type(batch: &[u8]) -> Option<i16> {
-    let mut pos = crate::record_batch::BATCH_HEADER_SIZE;
-    let _length = get_varint(batch, &mut pos)?;
-    pos = pos.checked_add(1)?; // record attributes
-    let _timestamp_delta = get_varint(batch, &mut pos)?;
-    let _offset_delta = get_varint(batch, &mut pos)?;
-    let key_len = get_varint(batch, &mut pos)?;
-    if key_len < 4 {
-        return None;
-    }
-    let key = batch.get(pos..pos.checked_add(4)?)?;
-    Some(i16::from_be_bytes([key[2], key[3]]))
 }

@@ -19,9 +19,9 @@ use tracing::info;
 
 use crate::config::Config;
 use crate::groups::OFFSETS_TOPIC;
-use crate::txn::TXN_TOPIC;
 use crate::purgatory::Purgatory;
 use crate::replica::ReplicaManager;
+use crate::txn::TXN_TOPIC;
 
 /// How long a node waits for the quorum (and, on the very first start, for
 /// enough brokers to host `__consumer_offsets`) before giving up.

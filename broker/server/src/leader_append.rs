@@ -150,8 +150,12 @@ pub async fn append_replicated(
     let mut outcome = append_as_leader(broker, log, &mut batch, &headers, true);
     if let Ok(appended) = &outcome {
         if broker.fsync_enabled()
-            && !wait_until_durable(broker, &[(log.clone(), appended.info.log_end_offset)], timeout)
-                .await
+            && !wait_until_durable(
+                broker,
+                &[(log.clone(), appended.info.log_end_offset)],
+                timeout,
+            )
+            .await
         {
             outcome = Err(if log.is_offline() {
                 (

@@ -132,7 +132,10 @@ pub async fn run(
         {
             offsets.reload(epoch)?;
         }
-        if let Some(epoch) = replicas.replica(TXN_TOPIC, 0).and_then(|r| r.leader_epoch()) {
+        if let Some(epoch) = replicas
+            .replica(TXN_TOPIC, 0)
+            .and_then(|r| r.leader_epoch())
+        {
             txn.store.reload(epoch)?;
         }
         replicas.spawn();

@@ -14,7 +14,6 @@ use common::clients::{assign_from_beginning, consumer_at};
 use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
 use common::kafka_client::Client;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::Consumer;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
@@ -28,7 +27,9 @@ fn send(producer: &BaseProducer, prefix: &str, count: usize) -> Result<()> {
     for i in 0..count {
         let value = format!("{prefix}-{i}");
         let partition = i32::try_from(i)? % PARTITIONS;
-        let mut record = BaseRecord::<(), String>::to(TOPIC).payload(&value).partition(partition);
+        let mut record = BaseRecord::<(), String>::to(TOPIC)
+            .payload(&value)
+            .partition(partition);
         loop {
             match producer.send(record) {
                 Ok(()) => break,
@@ -52,7 +53,10 @@ fn send(producer: &BaseProducer, prefix: &str, count: usize) -> Result<()> {
 fn read_committed(bootstrap: &str, want: usize) -> Result<Vec<String>> {
     let consumer = consumer_at(
         bootstrap,
-        &[("isolation.level", "read_committed"), ("enable.partition.eof", "false")],
+        &[
+            ("isolation.level", "read_committed"),
+            ("enable.partition.eof", "false"),
+        ],
     )?;
     assign_from_beginning(&consumer, TOPIC, &(0..PARTITIONS).collect::<Vec<_>>())?;
     let mut values = Vec::new();
@@ -81,9 +85,12 @@ fn read_committed(bootstrap: &str, want: usize) -> Result<Vec<String>> {
 fn an_open_transaction_commits_whole_through_a_coordinator_failover() -> Result<()> {
     let mut cluster = Cluster::start(3, FLAGS)?;
     Client::connect(cluster.node(1))?.create_topic_replicated(TOPIC, PARTITIONS, 3, &[])?;
-    cluster.wait_for(TOPIC, Duration::from_secs(20), "the topic's full ISR", |ps| {
-        ps.iter().all(|p| p.isr.len() == 3)
-    })?;
+    cluster.wait_for(
+        TOPIC,
+        Duration::from_secs(20),
+        "the topic's full ISR",
+        |ps| ps.iter().all(|p| p.isr.len() == 3),
+    )?;
     let views = cluster.wait_for(
         TXN_STATE,
         Duration::from_secs(20),
@@ -109,10 +116,16 @@ fn an_open_transaction_commits_whole_through_a_coordinator_failover() -> Result<
     cluster.node(coordinator).kill_hard()?;
     let started = Instant::now();
     producer.commit_transaction(Duration::from_secs(90))?;
-    eprintln!("commit through the new coordinator took {:?}", started.elapsed());
-    let after = cluster.wait_for(TXN_STATE, Duration::from_secs(20), "a new coordinator", |ps| {
-        ps.iter().all(|p| p.leader > 0 && p.leader != coordinator)
-    })?;
+    eprintln!(
+        "commit through the new coordinator took {:?}",
+        started.elapsed()
+    );
+    let after = cluster.wait_for(
+        TXN_STATE,
+        Duration::from_secs(20),
+        "a new coordinator",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.leader != coordinator),
+    )?;
     ensure!(after[0].leader != coordinator);
 
     producer.begin_transaction()?;

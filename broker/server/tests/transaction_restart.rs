@@ -45,9 +45,19 @@ fn send(p: &BaseProducer, values: &[&str]) -> Result<()> {
 /// What a read_committed consumer gets, once `want` values arrived or
 /// nothing new came for 2 s.
 fn committed(broker: &Broker, want: usize) -> Result<Vec<String>> {
-    let c = consumer(broker, &[("isolation.level", "read_committed"), ("enable.partition.eof", "false")])?;
+    let c = consumer(
+        broker,
+        &[
+            ("isolation.level", "read_committed"),
+            ("enable.partition.eof", "false"),
+        ],
+    )?;
     assign_from_beginning(&c, TOPIC, &[0])?;
-    let (mut values, deadline, mut quiet) = (Vec::new(), Instant::now() + Duration::from_secs(20), Instant::now());
+    let (mut values, deadline, mut quiet) = (
+        Vec::new(),
+        Instant::now() + Duration::from_secs(20),
+        Instant::now(),
+    );
     while Instant::now() < deadline {
         match c.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
@@ -81,7 +91,13 @@ fn transactions_survive_clean_and_unclean_restarts() -> Result<()> {
         .set("bootstrap.servers", broker.bootstrap())
         .set("broker.address.family", "v4")
         .create()?;
-    plain.send(BaseRecord::<(), str>::to(TOPIC).payload("after-open").partition(0)).map_err(|(e, _)| e)?;
+    plain
+        .send(
+            BaseRecord::<(), str>::to(TOPIC)
+                .payload("after-open")
+                .partition(0),
+        )
+        .map_err(|(e, _)| e)?;
     plain.flush(Duration::from_secs(30))?;
     drop((p, plain));
     std::mem::forget(open); // its transaction must stay open across the restarts

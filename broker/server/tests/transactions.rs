@@ -19,9 +19,8 @@ use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest,
-    InitProducerIdRequest, ListTransactionsRequest, ProducerId, TopicName, TransactionalId,
-    WriteTxnMarkersRequest,
+    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest, InitProducerIdRequest,
+    ListTransactionsRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -78,7 +77,11 @@ fn add(
     )?;
     Ok(r.results_by_topic_v3_and_below
         .iter()
-        .flat_map(|t| t.results_by_partition.iter().map(|p| p.partition_error_code))
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
         .collect())
 }
 
@@ -123,7 +126,10 @@ fn the_coordinator_answers_each_request_with_kafkas_errors() -> Result<()> {
         );
     }
     let (error, pid, epoch) = init(&mut client, "tx-a", 60_000)?;
-    ensure!(error == 0 && pid >= 0 && epoch == 0, "first init: {error} {pid} {epoch}");
+    ensure!(
+        error == 0 && pid >= 0 && epoch == 0,
+        "first init: {error} {pid} {epoch}"
+    );
     let (_, pid2, epoch2) = init(&mut client, "tx-a", 60_000)?;
     ensure!(
         (pid2, epoch2) == (pid, 1),
@@ -135,9 +141,20 @@ fn the_coordinator_answers_each_request_with_kafkas_errors() -> Result<()> {
         end(&mut client, "tx-a", producer, true)? == INVALID_TXN_STATE,
         "EndTxn with no open transaction"
     );
-    let errors = add(&mut client, 3, "tx-a", producer, &[("orders", 0), ("nope", 0), ("orders", 99)])?;
+    let errors = add(
+        &mut client,
+        3,
+        "tx-a",
+        producer,
+        &[("orders", 0), ("nope", 0), ("orders", 99)],
+    )?;
     ensure!(
-        errors == [OPERATION_NOT_ATTEMPTED, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_OR_PARTITION],
+        errors
+            == [
+                OPERATION_NOT_ATTEMPTED,
+                UNKNOWN_TOPIC_OR_PARTITION,
+                UNKNOWN_TOPIC_OR_PARTITION
+            ],
         "unknown partitions: {errors:?}"
     );
     ensure!(
@@ -153,15 +170,23 @@ fn the_coordinator_answers_each_request_with_kafkas_errors() -> Result<()> {
         "old versions get INVALID_PRODUCER_EPOCH"
     );
     ensure!(
-        add(&mut client, 3, "tx-a", (pid + 1, 1), &[("orders", 0)])? == [INVALID_PRODUCER_ID_MAPPING],
+        add(&mut client, 3, "tx-a", (pid + 1, 1), &[("orders", 0)])?
+            == [INVALID_PRODUCER_ID_MAPPING],
         "a foreign producer id"
     );
     ensure!(
-        add(&mut client, 3, "tx-unknown", producer, &[("orders", 0)])? == [INVALID_PRODUCER_ID_MAPPING],
+        add(&mut client, 3, "tx-unknown", producer, &[("orders", 0)])?
+            == [INVALID_PRODUCER_ID_MAPPING],
         "an id never initialised"
     );
 
-    let added = add(&mut client, 3, "tx-a", producer, &[("orders", 0), ("payments", 0)])?;
+    let added = add(
+        &mut client,
+        3,
+        "tx-a",
+        producer,
+        &[("orders", 0), ("payments", 0)],
+    )?;
     ensure!(added == [0, 0], "add: {added:?}");
     let (error, state, partitions) = describe(&mut client, "tx-a")?;
     ensure!(
@@ -170,14 +195,22 @@ fn the_coordinator_answers_each_request_with_kafkas_errors() -> Result<()> {
     );
     let listed = client.send(
         &ListTransactionsRequest::default()
-            .with_state_filters(vec![StrBytes::from_static_str("Ongoing"), StrBytes::from_static_str("Bogus")])
+            .with_state_filters(vec![
+                StrBytes::from_static_str("Ongoing"),
+                StrBytes::from_static_str("Bogus"),
+            ])
             .with_duration_filter(-1),
         1,
     )?;
     ensure!(
         listed.transaction_states.len() == 1
             && listed.transaction_states[0].transactional_id.0.as_str() == "tx-a"
-            && listed.unknown_state_filters.iter().map(|s| s.as_str()).collect::<Vec<_>>() == ["Bogus"],
+            && listed
+                .unknown_state_filters
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                == ["Bogus"],
         "listed: {listed:?}"
     );
 
@@ -187,13 +220,19 @@ fn the_coordinator_answers_each_request_with_kafkas_errors() -> Result<()> {
     loop {
         let (_, state, partitions) = describe(&mut client, "tx-a")?;
         if state == "CompleteCommit" {
-            ensure!(partitions == 0, "a completed transaction holds no partitions");
+            ensure!(
+                partitions == 0,
+                "a completed transaction holds no partitions"
+            );
             break;
         }
         ensure!(Instant::now() < deadline, "still {state} after 20 s");
         std::thread::sleep(Duration::from_millis(50));
     }
-    ensure!(end(&mut client, "tx-a", producer, true)? == 0, "a retried commit succeeds");
+    ensure!(
+        end(&mut client, "tx-a", producer, true)? == 0,
+        "a retried commit succeeds"
+    );
     ensure!(
         end(&mut client, "tx-a", producer, false)? == INVALID_TXN_STATE,
         "abort after commit"
@@ -217,17 +256,21 @@ fn write_txn_markers_is_refused_from_a_host_that_is_no_brokers() -> Result<()> {
     broker.finish_start()?;
     let mut client = Client::connect(&broker)?;
     client.create_topic("victim")?;
-    let request = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-        .with_producer_id(ProducerId(1))
-        .with_producer_epoch(0)
-        .with_transaction_result(false)
-        .with_coordinator_epoch(0)
-        .with_topics(vec![WritableTxnMarkerTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("victim")))
-            .with_partition_indexes(vec![0])])]);
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(1))
+            .with_producer_epoch(0)
+            .with_transaction_result(false)
+            .with_coordinator_epoch(0)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("victim")))
+                .with_partition_indexes(vec![0])])]);
     let response = client.send(&request, 1)?;
     let code = response.markers[0].topics[0].partitions[0].error_code;
-    ensure!(code == CLUSTER_AUTHORIZATION_FAILED, "marker from a client: {code}");
+    ensure!(
+        code == CLUSTER_AUTHORIZATION_FAILED,
+        "marker from a client: {code}"
+    );
     ensure!(
         client.log_end_offset("victim")? == 0,
         "nothing was written to the partition"
@@ -247,6 +290,9 @@ fn new_transactional_ids_beyond_the_cap_are_refused() -> Result<()> {
         "a third id: error {error}"
     );
     let (error, _, epoch) = init(&mut client, "one", 60_000)?;
-    ensure!(error == 0 && epoch == 1, "a known id is still served: {error} {epoch}");
+    ensure!(
+        error == 0 && epoch == 1,
+        "a known id is still served: {error} {epoch}"
+    );
     Ok(())
 }

@@ -59,7 +59,10 @@ fn unknown_coordinator_types_are_refused_at_once() -> Result<()> {
         let group = find(&mut client, version, 0, "a-group")?;
         ensure!(group == vec![0], "v{version} group coordinator: {group:?}");
         let txn = find(&mut client, version, 1, "my-transactional-id")?;
-        ensure!(txn == vec![0], "v{version} transaction coordinator: {txn:?}");
+        ensure!(
+            txn == vec![0],
+            "v{version} transaction coordinator: {txn:?}"
+        );
     }
     Ok(())
 }

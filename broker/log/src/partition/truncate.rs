@@ -231,7 +231,7 @@ impl PartitionLog {
                 rewind_producer_state(&state.segments, &mut state.producers, id)
             }
         });
-        self.publish_transactions(&state);
+        self.publish_transactions(state);
         if let Err(e) = &result {
             error!(topic = self.topic, partition = self.partition, error = %e,
                 "truncation failed: partition taken offline until restart");

@@ -400,11 +400,23 @@ fn transactions_open_at_their_first_batch_and_markers_end_them() {
             .collect()
     }
     assert_eq!(aborted(&h.producers, 0, 100), [(Q, 2, 5), (P, 6, 8)]);
-    assert_eq!(aborted(&h.producers, 0, 2), [], "a range before Q's first record");
+    assert_eq!(
+        aborted(&h.producers, 0, 2),
+        [],
+        "a range before Q's first record"
+    );
     assert_eq!(aborted(&h.producers, 6, 7), [(P, 6, 8)]);
-    assert_eq!(aborted(&h.producers, 9, 100), [], "a range after every marker");
+    assert_eq!(
+        aborted(&h.producers, 9, 100),
+        [],
+        "a range after every marker"
+    );
     h.producers.prune_aborted(6);
-    assert_eq!(aborted(&h.producers, 0, 100), [(P, 6, 8)], "retention dropped Q's");
+    assert_eq!(
+        aborted(&h.producers, 0, 100),
+        [(P, 6, 8)],
+        "retention dropped Q's"
+    );
 }
 
 #[test]
@@ -412,7 +424,11 @@ fn a_non_transactional_batch_inside_an_open_transaction_is_refused() {
     let mut h = run(&[(&[tb(P, 0, 0, 1)], Appended(0))]);
     assert_eq!(h.produce(&[b(P, 0, 1, 1)]), TxnState);
     assert_eq!(h.produce(&[end(P, 0, true)]), Appended(1));
-    assert_eq!(h.produce(&[b(P, 0, 1, 1)]), Appended(2), "after the marker it is fine");
+    assert_eq!(
+        h.produce(&[b(P, 0, 1, 1)]),
+        Appended(2),
+        "after the marker it is fine"
+    );
     // a marker for a producer with nothing open changes nothing but the epoch
     assert_eq!(h.produce(&[end(R, 3, false)]), Appended(3));
     assert_eq!(h.producers.aborted_transactions(0, 100), []);
@@ -432,8 +448,12 @@ fn replay_rebuilds_what_the_leader_had_and_snapshots_keep_it() {
         follower.replay(batch);
     }
     assert_eq!(follower.first_unstable_offset(), Some(0));
-    assert_eq!(follower.aborted_transactions(0, 10), h.producers.aborted_transactions(0, 10));
-    let decoded = ProducerStateManager::decode_snapshot(&h.producers.encode_snapshot()).unwrap();
+    assert_eq!(
+        follower.aborted_transactions(0, 10),
+        h.producers.aborted_transactions(0, 10)
+    );
+    let decoded =
+        ProducerStateManager::decode_snapshot(&h.producers.encode_snapshot()).expect("decodes");
     assert_eq!(decoded.first_unstable_offset(), Some(0));
     assert!(decoded.has_open_transaction(P));
     assert_eq!(decoded.aborted_transactions(0, 10).len(), 1);
@@ -449,7 +469,10 @@ fn replay_rebuilds_what_the_leader_had_and_snapshots_keep_it() {
 
 #[test]
 fn a_producer_with_an_open_transaction_never_expires() {
-    let mut h = run(&[(&[tb(P, 0, 0, 1)], Appended(0)), (&[b(Q, 0, 0, 1)], Appended(1))]);
+    let mut h = run(&[
+        (&[tb(P, 0, 0, 1)], Appended(0)),
+        (&[b(Q, 0, 0, 1)], Appended(1)),
+    ]);
     let later = Instant::now() + Duration::from_secs(3600);
     assert_eq!(h.producers.expire(later, Duration::from_secs(1)), 1);
     assert!(h.producers.has_open_transaction(P));

@@ -82,7 +82,10 @@ impl OffsetStore {
     pub fn open(log: &LogManager, skipped: Counter) -> anyhow::Result<OffsetStore> {
         let partition = open_partition(log, OFFSETS_TOPIC)?;
         let state = replay(&partition, &skipped)?;
-        tracing::info!(committed = state.committed.len(), "loaded committed offsets");
+        tracing::info!(
+            committed = state.committed.len(),
+            "loaded committed offsets"
+        );
         Ok(OffsetStore {
             log: partition,
             state: Mutex::new(state),
@@ -146,7 +149,9 @@ impl OffsetStore {
         self.append(broker, &records, timeout).await?;
         let mut state = self.lock();
         for (topic, partition, c) in commits {
-            state.committed.insert((group.to_string(), topic, partition), c);
+            state
+                .committed
+                .insert((group.to_string(), topic, partition), c);
         }
         Ok(())
     }
@@ -300,7 +305,10 @@ fn end_transaction(state: &mut Offsets, producer_id: i64, producer_epoch: i16, c
             state.committed.extend(pending);
         }
     }
-    let ended = state.ended_epochs.entry(producer_id).or_insert(producer_epoch);
+    let ended = state
+        .ended_epochs
+        .entry(producer_id)
+        .or_insert(producer_epoch);
     *ended = (*ended).max(producer_epoch);
 }
 
@@ -535,11 +543,26 @@ mod tests {
             timestamp: 0,
         };
         let mut state = Offsets::default();
-        assert!(apply(&mut state, &rec(encode_pending_key(7, "g", "t", 0), encode_value(&c(10)))));
-        assert!(apply(&mut state, &rec(encode_pending_key(8, "g", "t", 1), encode_value(&c(20)))));
-        assert!(state.committed.is_empty(), "pending commits are not visible");
-        assert!(apply(&mut state, &rec(encode_txn_end_key(7), encode_txn_end(true, 3))));
-        assert!(apply(&mut state, &rec(encode_txn_end_key(8), encode_txn_end(false, 1))));
+        assert!(apply(
+            &mut state,
+            &rec(encode_pending_key(7, "g", "t", 0), encode_value(&c(10)))
+        ));
+        assert!(apply(
+            &mut state,
+            &rec(encode_pending_key(8, "g", "t", 1), encode_value(&c(20)))
+        ));
+        assert!(
+            state.committed.is_empty(),
+            "pending commits are not visible"
+        );
+        assert!(apply(
+            &mut state,
+            &rec(encode_txn_end_key(7), encode_txn_end(true, 3))
+        ));
+        assert!(apply(
+            &mut state,
+            &rec(encode_txn_end_key(8), encode_txn_end(false, 1))
+        ));
         assert_eq!(state.committed.len(), 1);
         assert_eq!(state.committed[&("g".into(), "t".into(), 0)].offset, 10);
         assert!(state.pending.is_empty());

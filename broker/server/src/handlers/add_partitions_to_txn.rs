@@ -35,7 +35,10 @@ pub async fn handle(
             broker,
             version,
             &request.v3_and_below_transactional_id.0,
-            (request.v3_and_below_producer_id.0, request.v3_and_below_producer_epoch),
+            (
+                request.v3_and_below_producer_id.0,
+                request.v3_and_below_producer_epoch,
+            ),
             &request.v3_and_below_topics,
             false,
         )

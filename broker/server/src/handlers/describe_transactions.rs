@@ -63,7 +63,9 @@ pub fn handle(
                             topics
                                 .into_iter()
                                 .map(|(t, ps)| {
-                                    TopicData::default().with_topic(topic_name(t)).with_partitions(ps)
+                                    TopicData::default()
+                                        .with_topic(topic_name(t))
+                                        .with_partitions(ps)
                                 })
                                 .collect(),
                         )

@@ -24,7 +24,11 @@ pub async fn handle(
     version: i16,
     request: InitProducerIdRequest,
 ) -> Option<Handled> {
-    let result = match request.transactional_id.as_ref().filter(|id| !id.0.is_empty()) {
+    let result = match request
+        .transactional_id
+        .as_ref()
+        .filter(|id| !id.0.is_empty())
+    {
         Some(id) => {
             let expected = (request.producer_id.0 >= 0)
                 .then_some((request.producer_id.0, request.producer_epoch));
@@ -39,10 +43,14 @@ pub async fn handle(
         // bumping a named id's epoch would let any client fence another
         // client's producer. (The idempotent producer bumps its epoch
         // itself, KIP-360, without asking the broker.)
-        None => broker.producer_ids.allocate().map(|id| (id, 0)).map_err(|e| {
-            warn!(error = %e, "cannot allocate a producer id");
-            ResponseError::KafkaStorageError
-        }),
+        None => broker
+            .producer_ids
+            .allocate()
+            .map(|id| (id, 0))
+            .map_err(|e| {
+                warn!(error = %e, "cannot allocate a producer id");
+                ResponseError::KafkaStorageError
+            }),
     };
     let response = match result {
         Ok((producer_id, epoch)) => {

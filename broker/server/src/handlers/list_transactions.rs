@@ -40,7 +40,9 @@ pub fn handle(
         .filter(|(_, m)| states.is_empty() || states.contains(&m.state))
         .filter(|(_, m)| {
             request.producer_id_filters.is_empty()
-                || request.producer_id_filters.contains(&ProducerId(m.producer_id))
+                || request
+                    .producer_id_filters
+                    .contains(&ProducerId(m.producer_id))
         })
         .filter(|(_, m)| {
             request.duration_filter < 0

@@ -17,10 +17,10 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
 use super::cluster_errors::cluster_error_code;
+use super::topic_lookup::is_internal_topic;
 use super::topic_lookup::{to_uuid, topic_name};
 use super::Handled;
 use crate::broker::Broker;
-use super::topic_lookup::is_internal_topic;
 use crate::replica::ReplicaManager;
 use chronik_protocol::Response;
 

@@ -214,7 +214,10 @@ async fn produce_to(
             .map_err(|e| {
                 (
                     e,
-                    format!("partition not in an open transaction of producer {}", h.producer_id),
+                    format!(
+                        "partition not in an open transaction of producer {}",
+                        h.producer_id
+                    ),
                 )
             })?;
         }

@@ -8,7 +8,11 @@ use crate::broker::Broker;
 
 /// PRODUCER_FENCED for requests from `producer_fenced_since` on,
 /// INVALID_PRODUCER_EPOCH before (as Kafka answers older clients).
-pub fn for_version(error: ResponseError, version: i16, producer_fenced_since: i16) -> ResponseError {
+pub fn for_version(
+    error: ResponseError,
+    version: i16,
+    producer_fenced_since: i16,
+) -> ResponseError {
     if error == ResponseError::ProducerFenced && version < producer_fenced_since {
         ResponseError::InvalidProducerEpoch
     } else {

@@ -32,13 +32,15 @@ pub async fn handle(
     let group_id = request.group_id.0.to_string();
     let group_error = match broker.offsets.readable(broker) {
         Err(e) => Some(e),
-        Ok(()) => match broker
-            .groups
-            .check_commit(&group_id, &request.member_id, request.generation_id)
-        {
-            CommitCheck::Ok => None,
-            CommitCheck::Rejected(e) => Some(response_error(e)),
-        },
+        Ok(()) => {
+            match broker
+                .groups
+                .check_commit(&group_id, &request.member_id, request.generation_id)
+            {
+                CommitCheck::Ok => None,
+                CommitCheck::Rejected(e) => Some(response_error(e)),
+            }
+        }
     };
     let now = now_ms();
     let mut commits = Vec::new();

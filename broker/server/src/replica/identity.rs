@@ -64,7 +64,10 @@ pub async fn verify_broker_peer(manager: &ReplicaManager, peer: SocketAddr) -> R
             return Ok(());
         }
     }
-    Err(format!("connection from {} is not a broker's host", peer.ip()))
+    Err(format!(
+        "connection from {} is not a broker's host",
+        peer.ip()
+    ))
 }
 
 /// The addresses `host` stands for (itself when it is an IP literal).

@@ -124,7 +124,11 @@ impl TxnCoordinator {
                 Ok(ids)
             }
             InitOutcome::AbortFirst(m) => {
-                info!(transactional_id, producer_id = m.producer_id, "aborting the open transaction of a re-initialised producer");
+                info!(
+                    transactional_id,
+                    producer_id = m.producer_id,
+                    "aborting the open transaction of a re-initialised producer"
+                );
                 self.store
                     .put(broker, transactional_id, Some(m), WRITE_TIMEOUT)
                     .await?;
@@ -282,7 +286,12 @@ impl TxnCoordinator {
                 };
                 info!(transactional_id = %id, producer_id = current.producer_id, timeout_ms = current.timeout_ms, "aborting a transaction past its timeout");
                 let aborting = current.fence_and_abort(now_ms());
-                if self.store.put(broker, &id, Some(aborting), WRITE_TIMEOUT).await.is_ok() {
+                if self
+                    .store
+                    .put(broker, &id, Some(aborting), WRITE_TIMEOUT)
+                    .await
+                    .is_ok()
+                {
                     drop(_guard);
                     self.spawn_completion(broker, &id);
                 }

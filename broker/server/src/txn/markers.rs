@@ -16,7 +16,9 @@ use std::time::Duration;
 use chronik_coordinator::txn::TopicPartition;
 use chronik_protocol::records::build_control_batch;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
 use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
@@ -144,21 +146,22 @@ async fn send_remote(
     for (t, p) in &tps {
         topics.entry(t.as_str()).or_default().push(*p);
     }
-    let request = WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
-        .with_producer_id(ProducerId(marker.producer_id))
-        .with_producer_epoch(marker.producer_epoch)
-        .with_transaction_result(marker.commit)
-        .with_coordinator_epoch(marker.coordinator_epoch)
-        .with_topics(
-            topics
-                .into_iter()
-                .map(|(t, ps)| {
-                    WritableTxnMarkerTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                        .with_partition_indexes(ps)
-                })
-                .collect(),
-        )]);
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(marker.producer_id))
+            .with_producer_epoch(marker.producer_epoch)
+            .with_transaction_result(marker.commit)
+            .with_coordinator_epoch(marker.coordinator_epoch)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        WritableTxnMarkerTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                            .with_partition_indexes(ps)
+                    })
+                    .collect(),
+            )]);
     let client_id = format!("chronik-txn-coordinator-{}", broker.node_id());
     let response = async {
         let mut client =
@@ -180,7 +183,8 @@ async fn send_remote(
             for p in t.partitions {
                 let result = match p.error_code {
                     0 => Ok(()),
-                    code => Err(ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)),
+                    code => Err(ResponseError::try_from_code(code)
+                        .unwrap_or(ResponseError::UnknownServerError)),
                 };
                 if !needs_retry(&result) {
                     done.insert((t.name.0.to_string(), p.partition_index));

@@ -108,13 +108,20 @@ mod tests {
             producer_epoch: 3,
             timeout_ms: 60_000,
             state: TxnState::PrepareCommit,
-            partitions: BTreeSet::from([("orders".to_string(), 2), ("__consumer_offsets".to_string(), 0)]),
+            partitions: BTreeSet::from([
+                ("orders".to_string(), 2),
+                ("__consumer_offsets".to_string(), 0),
+            ]),
             start_ms: 1000,
             update_ms: 2000,
         };
         let value = encode_value(&m);
         assert_eq!(decode_value(value.clone()), Some(m));
-        assert_eq!(decode_value(value.slice(..value.len() - 1)), None, "truncated");
+        assert_eq!(
+            decode_value(value.slice(..value.len() - 1)),
+            None,
+            "truncated"
+        );
         let mut longer = BytesMut::from(&value[..]);
         longer.put_u8(0);
         assert_eq!(decode_value(longer.freeze()), None, "trailing bytes");

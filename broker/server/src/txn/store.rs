@@ -34,7 +34,9 @@ pub struct TxnStore {
 
 impl std::fmt::Debug for TxnStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TxnStore").field("topic", &TXN_TOPIC).finish()
+        f.debug_struct("TxnStore")
+            .field("topic", &TXN_TOPIC)
+            .finish()
     }
 }
 

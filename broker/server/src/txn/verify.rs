@@ -17,9 +17,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
-use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId,
-};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
@@ -71,9 +69,13 @@ pub async fn verify_transaction(
     ]);
     let client_id = format!("chronik-txn-verify-{}", broker.node_id());
     let answer = async {
-        let mut client =
-            LeaderClient::connect_to_broker(&broker.replicas, coordinator, client_id, VERIFY_TIMEOUT)
-                .await?;
+        let mut client = LeaderClient::connect_to_broker(
+            &broker.replicas,
+            coordinator,
+            client_id,
+            VERIFY_TIMEOUT,
+        )
+        .await?;
         client.send(&request, VERIFY_VERSION, VERIFY_TIMEOUT).await
     }
     .await;
