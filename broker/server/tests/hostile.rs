@@ -610,8 +610,9 @@ fn topic_and_partition_caps_refuse_creation_with_policy_violation() -> Result<()
     use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
     use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
     use kafka_protocol::protocol::StrBytes;
-    // __consumer_offsets is one topic with one partition already.
-    let broker = Broker::start(&["--max-broker-partitions", "10", "--max-topics", "4"])?;
+    // __consumer_offsets and __transaction_state are two topics with one
+    // partition each already.
+    let broker = Broker::start(&["--max-broker-partitions", "10", "--max-topics", "5"])?;
     let mut client = common::kafka_client::Client::connect(&broker)?;
     let create = |name: &str, partitions: i32| {
         CreateTopicsRequest::default()
@@ -638,7 +639,7 @@ fn topic_and_partition_caps_refuse_creation_with_policy_violation() -> Result<()
     let fourth = client.send(&create("d", 1), 5)?;
     ensure!(
         fourth.topics[0].error_code == POLICY_VIOLATION,
-        "a fifth topic (max 4): {:?}",
+        "a sixth topic (max 5): {:?}",
         fourth.topics[0]
     );
     let metadata = client.send(
