@@ -12,6 +12,7 @@ use chronik_log::LogManager;
 use tokio::sync::Semaphore;
 
 use crate::config::Config;
+use crate::fetch_sessions::FetchSessionCache;
 use crate::groups::{GroupManager, OffsetStore};
 use crate::metrics::Metrics;
 use crate::producer_ids::ProducerIdAllocator;
@@ -37,6 +38,8 @@ pub struct Broker {
     pub groups: Arc<GroupManager>,
     /// Committed offsets, durable in `__consumer_offsets`.
     pub offsets: Arc<OffsetStore>,
+    /// Incremental fetch sessions (KIP-227).
+    pub fetch_sessions: FetchSessionCache,
     /// The transaction coordinator (answers while this broker leads
     /// `__transaction_state`-0).
     pub txn: Arc<TxnCoordinator>,

@@ -12,6 +12,7 @@
 //! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `leader_append`).
 //! - `leader_append` — append as leader (Produce and committed offsets): checks and write under the partition lock, acks=all ISR wait.
 //! - `durability`  — waiting for the group-commit flusher before acknowledging.
+//! - `fetch_sessions` — KIP-227 incremental fetch sessions: the bounded cache, id/epoch rules, trimmed answers.
 //! - `purgatory`   — delayed operations keyed by partition (Kafka's purgatory): waiters woken per partition.
 //! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
 //! - `txn/`        — the transaction coordinator: state in `__transaction_state`, markers, timeouts.
@@ -36,6 +37,7 @@ pub mod config;
 pub mod connection;
 pub mod connection_limits;
 pub mod durability;
+pub mod fetch_sessions;
 pub mod groups;
 pub mod handlers;
 pub mod http;

@@ -77,6 +77,15 @@ pub struct LimitArgs {
     #[arg(long, env = "CHRONIK_MAX_TRANSACTIONAL_IDS", default_value_t = 100_000,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_transactional_ids: u32,
+    /// Incremental fetch sessions (KIP-227) cached at once (Kafka's
+    /// max.incremental.fetch.session.cache.slots); 0 turns sessions off,
+    /// so every Fetch is full.
+    #[arg(
+        long,
+        env = "CHRONIK_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS",
+        default_value_t = 1000
+    )]
+    pub max_incremental_fetch_session_cache_slots: u32,
     // -- the metrics HTTP port (chronik_http::HttpLimits; its routes take
     //    no request body, so the body timeout keeps chronik-http's default)
     /// Connections open at once on the metrics HTTP port.
@@ -110,6 +119,7 @@ pub struct Limits {
     pub max_decompressed_batch_bytes: usize,
     pub producer_id_expiration: Duration,
     pub max_transactional_ids: usize,
+    pub max_incremental_fetch_session_cache_slots: usize,
     pub http: chronik_http::HttpLimits,
 }
 
@@ -128,6 +138,9 @@ impl From<&LimitArgs> for Limits {
             max_decompressed_batch_bytes: size(a.max_decompressed_batch_bytes),
             producer_id_expiration: Duration::from_millis(a.producer_id_expiration_ms),
             max_transactional_ids: size(u64::from(a.max_transactional_ids)),
+            max_incremental_fetch_session_cache_slots: size(u64::from(
+                a.max_incremental_fetch_session_cache_slots,
+            )),
             http: chronik_http::HttpLimits {
                 max_connections: size(u64::from(a.http_max_connections)),
                 header_read_timeout: Duration::from_millis(a.http_header_read_timeout_ms),

@@ -64,6 +64,7 @@ pub struct Metrics {
     pub txn_records_skipped_total: Counter,
     pub requests_refused_total: Family<ReasonLabels, Counter>,
     pub produce_memory_in_use_bytes: Gauge,
+    pub fetch_sessions: Gauge,
     pub produce_memory_limit_bytes: Gauge,
     pub produce_backpressure_total: Counter,
     pub log_end_offset: Family<PartitionLabels, Gauge>,
@@ -98,6 +99,7 @@ impl Metrics {
             txn_records_skipped_total: Counter::default(),
             requests_refused_total: Family::default(),
             produce_memory_in_use_bytes: Gauge::default(),
+            fetch_sessions: Gauge::default(),
             produce_memory_limit_bytes: Gauge::default(),
             produce_backpressure_total: Counter::default(),
             log_end_offset: Family::default(),
@@ -206,6 +208,11 @@ impl Metrics {
             "transaction_state_records_skipped",
             "__transaction_state records passed over at load because they could not be read",
             m.txn_records_skipped_total.clone(),
+        );
+        registry.register(
+            "fetch_sessions",
+            "Incremental fetch sessions cached (Kafka's NumIncrementalFetchSessions)",
+            m.fetch_sessions.clone(),
         );
         registry.register(
             "produce_memory_in_use_bytes",

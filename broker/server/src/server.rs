@@ -18,6 +18,7 @@ use crate::broker::{load_or_create_cluster_id, Broker};
 use crate::config::Config;
 use crate::connection;
 use crate::connection_limits::ConnectionLimiter;
+use crate::fetch_sessions::FetchSessionCache;
 use crate::groups::{GroupManager, OffsetStore};
 use crate::http::{app, HttpState};
 use crate::metrics::ReasonLabels;
@@ -146,6 +147,10 @@ pub async fn run(
         ..GroupConfig::default()
     });
     groups.spawn_ticker();
+    let fetch_sessions = FetchSessionCache::new(
+        config.limits.max_incremental_fetch_session_cache_slots,
+        metrics.fetch_sessions.clone(),
+    );
     let broker = Arc::new(Broker {
         produce_memory: Arc::new(Semaphore::new(config.produce_profile.in_flight_bytes())),
         config,
@@ -156,6 +161,7 @@ pub async fn run(
         purgatory,
         groups,
         offsets,
+        fetch_sessions,
         txn,
         producer_ids,
         replicas,

@@ -2,8 +2,9 @@
 //! honouring per-partition and per-response byte limits (each capped at the
 //! broker's `fetch.max.bytes`; a partition named twice is refused), and
 //! long-polls up to `max_wait_ms` until `min_bytes` are available, holding
-//! no data while parked. No fetch sessions: every
-//! response has session id 0, which tells clients to send full requests.
+//! no data while parked. Incremental fetch sessions (KIP-227,
+//! `fetch_sessions`): a session's request names only what changed and is
+//! answered only with partitions that have news.
 //!
 //! A Fetch carrying a replica id is honoured only from that
 //! registered broker's host (`replica::identity`; else
@@ -38,6 +39,7 @@ use super::high_watermark::last_stable_offset;
 use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
+use crate::fetch_sessions::Owner;
 use crate::purgatory::Watch;
 use crate::replica::identity::verify_replica;
 
@@ -72,6 +74,20 @@ pub async fn handle(
         },
         _ => Fetcher::Consumer,
     };
+    let owner = match fetcher {
+        Fetcher::Consumer => Owner::Consumer,
+        Fetcher::Follower(id) => Owner::Follower(id),
+    };
+    let limit = broker.config.limits.max_partitions_per_request;
+    let (request, context) = match broker.fetch_sessions.begin(version, &request, owner, limit) {
+        Ok((whole, context)) => (whole.unwrap_or(request), context),
+        Err(error) => {
+            let response = FetchResponse::default()
+                .with_error_code(error.code())
+                .with_session_id(0);
+            return Handled::new(Response::Fetch(response), true);
+        }
+    };
     let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0))
         .min(MAX_WAIT_CAP);
     let deadline = Instant::now() + wait;
@@ -95,8 +111,9 @@ pub async fn handle(
                 .map(|r| count_records(r))
                 .sum();
             broker.metrics.records_out_total.inc_by(records);
+            let (topics, session_id) = broker.fetch_sessions.finish(context, version, topics);
             let response = FetchResponse::default()
-                .with_session_id(0)
+                .with_session_id(session_id)
                 .with_responses(topics);
             return Handled::new(Response::Fetch(response), has_error);
         }
