@@ -2,8 +2,10 @@
 //!
 //! Owns: `LogConfig` (the settings the storage layer acts on), validation of
 //! Kafka-named topic config overrides, and the DescribeConfigs view of them.
-//! Kafka topic configs this broker does not act on (cleanup.policy,
-//! compression.type, min.insync.replicas, ...) are type-checked and kept so
+//! `cleanup.policy` decides whether retention deletes (a compact-only topic
+//! keeps everything; there is no log cleaner yet). Kafka topic configs this
+//! broker does not act on (compression.type, min.insync.replicas, ...) are
+//! type-checked and kept so
 //! clients that set them keep working; names Kafka does not know are
 //! rejected, as Kafka does. Must not: touch files or hold runtime state.
 
@@ -28,6 +30,11 @@ pub struct LogConfig {
     pub index_interval_bytes: u32,
     /// `max.message.bytes`: largest record batch accepted.
     pub max_message_bytes: u32,
+    /// `cleanup.policy` includes `delete`: retention.ms / retention.bytes
+    /// delete old segments. A `compact`-only topic keeps every segment
+    /// (compaction itself is not implemented: nothing is removed, which
+    /// keeps every key's latest value, as compaction would).
+    pub delete_retention: bool,
 }
 
 impl Default for LogConfig {
@@ -39,6 +46,7 @@ impl Default for LogConfig {
             retention_ms: 7 * DAY_MS,
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
+            delete_retention: true,
         }
     }
 }
@@ -332,6 +340,9 @@ impl LogConfig {
             if let Some(n) = check(spec, value)? {
                 config.apply(name, n);
             }
+            if name == "cleanup.policy" {
+                config.delete_retention = value.split(',').any(|p| p.trim() == "delete");
+            }
         }
         Ok(config)
     }
@@ -473,5 +484,22 @@ mod tests {
         assert!(get("segment.bytes").is_default);
         assert_eq!(get("cleanup.policy").value, "delete");
         assert_eq!(entries.len(), SPECS.len());
+    }
+
+    #[test]
+    fn only_a_delete_policy_lets_retention_delete() {
+        let with = |policy: &str| {
+            LogConfig::default()
+                .with_overrides(&BTreeMap::from([(
+                    "cleanup.policy".to_string(),
+                    policy.to_string(),
+                )]))
+                .expect("a valid policy")
+                .delete_retention
+        };
+        assert!(LogConfig::default().delete_retention);
+        assert!(with("delete"));
+        assert!(with("compact,delete"));
+        assert!(!with("compact"));
     }
 }

@@ -126,3 +126,26 @@ fn unlimited_retention_keeps_everything() {
     assert_eq!(log.log_start_offset(), 0);
     assert_eq!(read_all(&log, 0).len(), 10);
 }
+
+#[test]
+fn a_compact_only_topic_is_never_deleted_by_retention() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = LogConfig {
+        retention_bytes: 1_000,
+        retention_ms: 1,
+        delete_retention: false,
+        ..small_segments(2_000)
+    };
+    let manager = open_with(dir.path(), config, FlushPolicy::Never);
+    let log = create(&manager, "t", 1);
+    let old = now_ms() - 3 * DAY_MS;
+    for _ in 0..12 {
+        append(&log, 2, old, 439);
+    }
+    let pdir = partition_dir(dir.path(), "t", 0);
+    let before = log_files(&pdir);
+    manager.enforce_retention_now();
+    assert!(log_files(&pdir).starts_with(&before), "no segment deleted");
+    assert_eq!(log.log_start_offset(), 0);
+    assert_eq!(manager.stats().segments_deleted_total, 0);
+}

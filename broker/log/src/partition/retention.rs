@@ -61,13 +61,19 @@ impl PartitionLog {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let count = segments_to_delete(
-                &views,
-                self.size_bytes(),
-                config.retention_bytes,
-                config.retention_ms,
-                now_ms,
-            );
+            // A compact-only topic (cleanup.policy=compact) is never
+            // deleted by retention.
+            let count = if config.delete_retention {
+                segments_to_delete(
+                    &views,
+                    self.size_bytes(),
+                    config.retention_bytes,
+                    config.retention_ms,
+                    now_ms,
+                )
+            } else {
+                0
+            };
             let removed: Vec<LogSegment> = state.segments.drain(..count).collect();
             self.log_start_offset
                 .store(state.log_start_offset(), Ordering::Release);
