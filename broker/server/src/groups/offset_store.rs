@@ -207,12 +207,35 @@ impl OffsetStore {
         commit: bool,
         timeout: Duration,
     ) -> Result<(), ResponseError> {
-        let record = SimpleRecord {
+        // A commit also writes the offsets as ordinary commit records, in
+        // the same batch before the end record: the committed state then
+        // never depends on the pending records (which a compacted
+        // `__consumer_offsets` may drop once a later transaction of the
+        // producer id replaces them).
+        let mut records: Vec<SimpleRecord> = if commit {
+            self.lock()
+                .pending
+                .get(&producer_id)
+                .map(|pending| {
+                    pending
+                        .iter()
+                        .map(|((group, topic, partition), c)| SimpleRecord {
+                            key: Some(encode_key(group, topic, *partition)),
+                            value: Some(encode_value(c)),
+                            timestamp: c.commit_timestamp,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        records.push(SimpleRecord {
             key: Some(encode_txn_end_key(producer_id)),
             value: Some(encode_txn_end(commit, producer_epoch)),
             timestamp: now_ms(),
-        };
-        self.append(broker, &[record], timeout).await?;
+        });
+        self.append(broker, &records, timeout).await?;
         end_transaction(&mut self.lock(), producer_id, producer_epoch, commit);
         Ok(())
     }
