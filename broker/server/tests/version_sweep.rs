@@ -33,6 +33,28 @@ fn advertised(client: &mut Client) -> Result<Vec<(i16, i16, i16)>> {
         .collect())
 }
 
+fn txn_id(id: &str) -> TransactionalId {
+    TransactionalId(StrBytes::from_string(id.to_string()))
+}
+
+/// InitProducerId for transactional id `id`: (producer id, epoch).
+fn init_txn(client: &mut Client, id: &str) -> Result<(i64, i16)> {
+    let r = client.send(
+        &InitProducerIdRequest::default()
+            .with_transactional_id(Some(txn_id(id)))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+        4,
+    )?;
+    anyhow::ensure!(
+        r.error_code == 0,
+        "InitProducerId {id}: error {}",
+        r.error_code
+    );
+    Ok((r.producer_id.0, r.producer_epoch))
+}
+
 /// Sends one request of `api_key` at `version`; returns the error codes seen.
 fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i16>> {
     let topic_id = client.topic_id(TOPIC)?;
@@ -323,6 +345,144 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
                 .iter()
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
                 .collect()
+        }
+        ApiKey::AddPartitionsToTxn => {
+            let id = format!("sweep-apt-v{version}");
+            let (pid, epoch) = init_txn(client, &id)?;
+            let topics = vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(name(TOPIC))
+                    .with_partitions(vec![0]),
+            ];
+            let request = if version <= 3 {
+                AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(txn_id(&id))
+                    .with_v3_and_below_producer_id(ProducerId(pid))
+                    .with_v3_and_below_producer_epoch(epoch)
+                    .with_v3_and_below_topics(topics)
+            } else {
+                AddPartitionsToTxnRequest::default().with_transactions(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                        .with_transactional_id(txn_id(&id))
+                        .with_producer_id(ProducerId(pid))
+                        .with_producer_epoch(epoch)
+                        .with_topics(topics),
+                ])
+            };
+            let r = client.send(&request, version)?;
+            let mut codes = vec![r.error_code];
+            codes.extend(
+                r.results_by_topic_v3_and_below
+                    .iter()
+                    .chain(
+                        r.results_by_transaction
+                            .iter()
+                            .flat_map(|t| &t.topic_results),
+                    )
+                    .flat_map(|t| {
+                        t.results_by_partition
+                            .iter()
+                            .map(|p| p.partition_error_code)
+                    }),
+            );
+            codes
+        }
+        ApiKey::AddOffsetsToTxn => {
+            let id = format!("sweep-aot-v{version}");
+            let (pid, epoch) = init_txn(client, &id)?;
+            let r = client.send(
+                &AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(txn_id(&id))
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_group_id(GroupId(StrBytes::from_static_str("sweep-txn-group"))),
+                version,
+            )?;
+            vec![r.error_code]
+        }
+        ApiKey::EndTxn => {
+            let id = format!("sweep-end-v{version}");
+            let (pid, epoch) = init_txn(client, &id)?;
+            client.send(
+                &AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(txn_id(&id))
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_group_id(GroupId(StrBytes::from_static_str("sweep-txn-group"))),
+                0,
+            )?;
+            let r = client.send(
+                &EndTxnRequest::default()
+                    .with_transactional_id(txn_id(&id))
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_committed(false),
+                version,
+            )?;
+            vec![r.error_code]
+        }
+        ApiKey::TxnOffsetCommit => {
+            let id = format!("sweep-toc-v{version}");
+            let (pid, epoch) = init_txn(client, &id)?;
+            let p = txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(1)
+                .with_committed_leader_epoch(-1);
+            let r = client.send(
+                &TxnOffsetCommitRequest::default()
+                    .with_transactional_id(txn_id(&id))
+                    .with_group_id(GroupId(StrBytes::from_static_str("sweep-txn-group")))
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_generation_id(-1)
+                    .with_topics(vec![
+                        txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                            .with_name(name(TOPIC))
+                            .with_partitions(vec![p]),
+                    ]),
+                version,
+            )?;
+            r.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        }
+        ApiKey::WriteTxnMarkers => {
+            // From 127.0.0.1, this broker's own registered host: allowed. An
+            // ABORT for a producer with nothing open changes nothing.
+            let r = client.send(
+                &WriteTxnMarkersRequest::default().with_markers(vec![
+                    write_txn_markers_request::WritableTxnMarker::default()
+                        .with_producer_id(ProducerId(424_242))
+                        .with_producer_epoch(0)
+                        .with_transaction_result(false)
+                        .with_coordinator_epoch(0)
+                        .with_topics(vec![
+                            write_txn_markers_request::WritableTxnMarkerTopic::default()
+                                .with_name(name(TOPIC))
+                                .with_partition_indexes(vec![0]),
+                        ]),
+                ]),
+                version,
+            )?;
+            r.markers
+                .iter()
+                .flat_map(|m| &m.topics)
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        }
+        ApiKey::DescribeTransactions => {
+            init_txn(client, "sweep-describe")?;
+            let r = client.send(
+                &DescribeTransactionsRequest::default()
+                    .with_transactional_ids(vec![txn_id("sweep-describe")]),
+                version,
+            )?;
+            r.transaction_states.iter().map(|t| t.error_code).collect()
+        }
+        ApiKey::ListTransactions => {
+            let r = client.send(&ListTransactionsRequest::default(), version)?;
+            vec![r.error_code]
         }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
