@@ -195,10 +195,18 @@ spec:
             capabilities:
               drop: ["ALL"]
 EOF
-if kc apply --server-side --dry-run=server -f "$WORK/bad-deploy.yaml" 2>&1 | grep -q 'would violate PodSecurity "restricted'; then
+# (the admission plugin reads the namespace's labels from an informer cache:
+# a few attempts, so a cache still catching up is not taken for no warning)
+warned=0
+for _ in 1 2 3 4 5; do
+  kc apply --server-side --dry-run=server -f "$WORK/bad-deploy.yaml" > "$WORK/bad-deploy.out" 2>&1 || true
+  if grep -q 'would violate PodSecurity "restricted' "$WORK/bad-deploy.out"; then warned=1; break; fi
+  sleep 2
+done
+if ((warned)); then
   ok "a Deployment without a seccomp profile draws the PodSecurity warning (so the overlay check can fail)"
 else
-  fail "no PodSecurity warning for a Deployment without a seccomp profile"
+  fail "no PodSecurity warning for a Deployment without a seccomp profile: $(tr '\n' ' ' < "$WORK/bad-deploy.out" | head -c 400)"
 fi
 
 # -- 4. ./run-all.sh --k8s --overlay small: up to the k6-operator ---------------------------------------
