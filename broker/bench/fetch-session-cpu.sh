@@ -10,7 +10,10 @@
 # PARTITIONS partitions with one record each; then Kafka's own
 # ConsumerPerformance reads them and keeps polling the idle topic until
 # IDLE_MS pass without a record. Prints per mode: Fetch requests served,
-# broker CPU seconds (utime+stime from /proc/PID/stat) and CPU µs per Fetch.
+# broker CPU seconds (utime+stime from /proc/PID/stat), CPU µs and bytes
+# received and sent on the Kafka port per Fetch (the consumer's other
+# requests, a few heartbeats and commits, are included), and the most
+# sessions held at once.
 #
 #   broker/bench/fetch-session-cpu.sh
 #
@@ -49,11 +52,14 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 fetches() {  # Fetch requests the broker served so far
   curl -fsS "http://$1/metrics" | awk '/^chronik_requests_total\{.*api="Fetch"/ {s += $NF} END {print s + 0}'
 }
+network_bytes() {  # bytes read and written on the Kafka port so far: "IN OUT"
+  curl -fsS "http://$1/metrics" | awk '/^chronik_network_bytes_in_total / {i = $NF} /^chronik_network_bytes_out_total / {o = $NF} END {printf "%d %d", i, o}'
+}
 sessions_held() {
   curl -fsS "http://$1/metrics" | awk '/^chronik_fetch_sessions / {print int($NF)}'
 }
 
-printf '%-9s %9s %12s %14s %13s\n' sessions fetches broker_cpu_s cpu_us_per_fetch sessions_held
+printf '%-9s %9s %12s %14s %15s %16s %13s\n' sessions fetches broker_cpu_s cpu_us_per_fetch bytes_in_per_fetch bytes_out_per_fetch sessions_held
 for slots in 0 1000; do
   data="$WORK/data-$slots"
   "$BIN" --data-dir "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
@@ -77,6 +83,7 @@ for i in range(n):
 assert p.flush(60) == 0
 PYEOF
   before_cpu=$(cpu_ticks "$BROKER_PID"); before_fetches=$(fetches "$metrics")
+  read -r before_in before_out <<< "$(network_bytes "$metrics")"
   timeout 300 java -Xmx512m -cp "$CP" org.apache.kafka.tools.ConsumerPerformance \
     --bootstrap-server "$addr" --topic wide --messages 1000000000 --timeout "$IDLE_MS" \
     --group "bench-$slots" > "$WORK/consumer-$slots.log" 2>&1 &
@@ -89,7 +96,10 @@ PYEOF
   done
   wait "$consumer" || true
   after_cpu=$(cpu_ticks "$BROKER_PID"); after_fetches=$(fetches "$metrics")
+  read -r after_in after_out <<< "$(network_bytes "$metrics")"
   stop_broker
   awk -v s="$slots" -v f=$((after_fetches - before_fetches)) -v t=$((after_cpu - before_cpu)) -v hz="$CLK_TCK" -v h="$held" \
-    'BEGIN { cpu = t / hz; printf "%-9s %9d %12.2f %14.0f %13s\n", (s > 0 ? "on" : "off"), f, cpu, (f > 0 ? cpu * 1e6 / f : 0), h }'
+    -v bi=$((after_in - before_in)) -v bo=$((after_out - before_out)) \
+    'BEGIN { cpu = t / hz; n = (f > 0 ? f : 1)
+             printf "%-9s %9d %12.2f %14.0f %15.0f %16.0f %13s\n", (s > 0 ? "on" : "off"), f, cpu, cpu * 1e6 / n, bi / n, bo / n, h }'
 done

@@ -17,7 +17,7 @@
 //! the aborted transactions of what it read, so it drops their records;
 //! every consumer's answer reports the last stable offset.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -348,13 +348,16 @@ fn refuse_all(request: &FetchRequest, error: ResponseError) -> Option<Handled> {
 
 /// The second and later mentions of the same partition, as (topic index,
 /// partition index) in the request; they are answered INVALID_REQUEST.
+/// Topics are compared once per topic entry, partitions by number.
 fn duplicate_partitions(request: &FetchRequest) -> HashSet<(usize, usize)> {
-    let mut seen = HashSet::new();
+    let mut seen: HashMap<(&str, uuid::Uuid), HashSet<i32>> = HashMap::new();
     let mut duplicates = HashSet::new();
     for (t, topic) in request.topics.iter().enumerate() {
+        let partitions = seen
+            .entry((topic.topic.0.as_str(), topic.topic_id))
+            .or_default();
         for (i, p) in topic.partitions.iter().enumerate() {
-            let key = (topic.topic.0.as_str(), topic.topic_id, p.partition);
-            if !seen.insert(key) {
+            if !partitions.insert(p.partition) {
                 duplicates.insert((t, i));
             }
         }

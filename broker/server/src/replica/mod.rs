@@ -62,7 +62,9 @@ pub struct ReplicaManager {
     pub node_id: i32,
     pub cluster: Arc<Cluster>,
     log: Arc<LogManager>,
-    replicas: RwLock<HashMap<(String, i32), Arc<Replica>>>,
+    /// By topic, then partition: a lookup by `&str` allocates nothing
+    /// (every Fetch looks up each partition it names).
+    replicas: RwLock<HashMap<String, HashMap<i32, Arc<Replica>>>>,
     default_min_insync: usize,
     replica_lag_time_max_ms: Millis,
     purgatory: Arc<Purgatory>,
@@ -120,12 +122,12 @@ impl ReplicaManager {
 
     pub fn replica(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
         let map = self.replicas.read().unwrap_or_else(|e| e.into_inner());
-        map.get(&(topic.to_string(), partition)).cloned()
+        map.get(topic)?.get(&partition).cloned()
     }
 
     pub fn all_replicas(&self) -> Vec<Arc<Replica>> {
         let map = self.replicas.read().unwrap_or_else(|e| e.into_inner());
-        map.values().cloned().collect()
+        map.values().flat_map(|t| t.values().cloned()).collect()
     }
 
     /// Called (on the metadata task) each time this broker becomes leader
@@ -230,9 +232,10 @@ impl ReplicaManager {
                     continue;
                 };
                 let replica = {
-                    let key = (topic.name.clone(), p.partition);
                     let mut map = self.replicas.write().unwrap_or_else(|e| e.into_inner());
-                    map.entry(key)
+                    map.entry(topic.name.clone())
+                        .or_default()
+                        .entry(p.partition)
                         .or_insert_with(|| Arc::new(Replica::open(&topic.name, log.clone())))
                         .clone()
                 };
@@ -301,7 +304,7 @@ impl ReplicaManager {
 
     fn forget_topic(&self, name: &str) {
         let mut map = self.replicas.write().unwrap_or_else(|e| e.into_inner());
-        map.retain(|(t, _), _| t != name);
+        map.remove(name);
     }
 
     fn remove_deleted_topics(&self, image: &MetadataImage) {
