@@ -34,6 +34,7 @@ const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const PRODUCER_FENCED: i16 = 90;
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
 const POLICY_VIOLATION: i16 = 44;
+const INVALID_REQUEST: i16 = 42;
 
 fn txn_id(id: &str) -> TransactionalId {
     TransactionalId(StrBytes::from_string(id.to_string()))
@@ -118,6 +119,12 @@ fn the_coordinator_answers_each_request_with_kafkas_errors() -> Result<()> {
     client.create_topic("orders")?;
     client.create_topic("payments")?;
 
+    let long = "x".repeat(40_000);
+    let (error, pid, _) = init(&mut client, &long, 60_000)?;
+    ensure!(
+        error == INVALID_REQUEST && pid == -1,
+        "a transactional id longer than 32767 bytes: error {error}"
+    );
     for bad in [0, -5, 900_001] {
         let (error, pid, _) = init(&mut client, "tx-a", bad)?;
         ensure!(

@@ -15,6 +15,7 @@ use tracing::{debug, warn};
 use super::txn_errors::for_version;
 use super::Handled;
 use crate::broker::Broker;
+use crate::txn::records::MAX_TRANSACTIONAL_ID_BYTES;
 
 /// InitProducerId answers PRODUCER_FENCED from this version on.
 const PRODUCER_FENCED_SINCE: i16 = 4;
@@ -29,6 +30,9 @@ pub async fn handle(
         .as_ref()
         .filter(|id| !id.0.is_empty())
     {
+        // Stored with a 16-bit length, as Kafka stores it: a longer id
+        // could not be told apart from another with the same prefix.
+        Some(id) if id.0.len() > MAX_TRANSACTIONAL_ID_BYTES => Err(ResponseError::InvalidRequest),
         Some(id) => {
             let expected = (request.producer_id.0 >= 0)
                 .then_some((request.producer_id.0, request.producer_epoch));
