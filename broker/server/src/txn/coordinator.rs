@@ -275,31 +275,36 @@ impl TxnCoordinator {
         if self.store.readable(broker).is_err() {
             return;
         }
-        let now = now_ms();
-        for (id, m) in self.store.all() {
-            if m.state.is_preparing() {
-                self.spawn_completion(broker, &id);
-            } else if m.timed_out(now) {
-                let _guard = self.lock_id(&id).await;
-                let Some(current) = self.store.get(&id).filter(|c| c.timed_out(now_ms())) else {
-                    continue;
-                };
-                info!(transactional_id = %id, producer_id = current.producer_id, timeout_ms = current.timeout_ms, "aborting a transaction past its timeout");
-                let aborting = current.fence_and_abort(now_ms());
-                if self
-                    .store
-                    .put(broker, &id, Some(aborting), WRITE_TIMEOUT)
-                    .await
-                    .is_ok()
-                {
-                    drop(_guard);
-                    self.spawn_completion(broker, &id);
-                }
-            } else if m.expired(now, TRANSACTIONAL_ID_EXPIRATION_MS) {
-                let _guard = self.lock_id(&id).await;
-                if self.store.get(&id).is_some_and(|c| c == m) {
-                    let _ = self.store.put(broker, &id, None, WRITE_TIMEOUT).await;
-                }
+        let due = self.store.due(now_ms(), TRANSACTIONAL_ID_EXPIRATION_MS);
+        for id in &due.preparing {
+            self.spawn_completion(broker, id);
+        }
+        for id in &due.timed_out {
+            let guard = self.lock_id(id).await;
+            let Some(current) = self.store.get(id).filter(|c| c.timed_out(now_ms())) else {
+                continue;
+            };
+            info!(transactional_id = %id, producer_id = current.producer_id, timeout_ms = current.timeout_ms, "aborting a transaction past its timeout");
+            let aborting = current.fence_and_abort(now_ms());
+            if self
+                .store
+                .put(broker, id, Some(aborting), WRITE_TIMEOUT)
+                .await
+                .is_ok()
+            {
+                drop(guard);
+                self.spawn_completion(broker, id);
+            }
+        }
+        for id in &due.expired {
+            let _guard = self.lock_id(id).await;
+            // Still idle now that the lock is held: forget it.
+            if self
+                .store
+                .get(id)
+                .is_some_and(|c| c.expired(now_ms(), TRANSACTIONAL_ID_EXPIRATION_MS))
+            {
+                let _ = self.store.put(broker, id, None, WRITE_TIMEOUT).await;
             }
         }
         // Locks nobody holds or waits for.

@@ -25,6 +25,14 @@ use crate::internal_topic::{append_records, open_partition, replay_records, Load
 
 pub const TXN_TOPIC: &str = "__transaction_state";
 
+/// What the coordinator's clock must do (`TxnStore::due`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Due {
+    pub preparing: Vec<String>,
+    pub timed_out: Vec<String>,
+    pub expired: Vec<String>,
+}
+
 pub struct TxnStore {
     log: Arc<PartitionLog>,
     txns: Mutex<HashMap<String, TxnMetadata>>,
@@ -90,7 +98,24 @@ impl TxnStore {
         self.lock().get(transactional_id).cloned()
     }
 
-    /// Every id's state (DescribeTransactions, ListTransactions, the clock).
+    /// The ids the coordinator's clock must act on at `now`, found under
+    /// the lock without copying anyone's state: prepared (markers to
+    /// write), open past their timeout, idle past `expiration_ms`.
+    pub fn due(&self, now: i64, expiration_ms: i64) -> Due {
+        let mut due = Due::default();
+        for (id, m) in self.lock().iter() {
+            if m.state.is_preparing() {
+                due.preparing.push(id.clone());
+            } else if m.timed_out(now) {
+                due.timed_out.push(id.clone());
+            } else if m.expired(now, expiration_ms) {
+                due.expired.push(id.clone());
+            }
+        }
+        due
+    }
+
+    /// Every id's state (DescribeTransactions, ListTransactions).
     pub fn all(&self) -> Vec<(String, TxnMetadata)> {
         self.lock()
             .iter()
