@@ -62,7 +62,7 @@ ifdef CI
 export CARGO_INCREMENTAL := 0
 endif
 
-.PHONY: images images-test k8s-apiserver-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
+.PHONY: ci-free-debug images images-test k8s-apiserver-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -70,6 +70,7 @@ test: deps build
 	@rc=0; \
 	$(MAKE) --no-print-directory lint || rc=1; \
 	$(MAKE) --no-print-directory cargo-test || rc=1; \
+	$(MAKE) --no-print-directory ci-free-debug; \
 	$(MAKE) --no-print-directory pytest || rc=1; \
 	$(MAKE) --no-print-directory compat || rc=1; \
 	$(MAKE) --no-print-directory shellcheck || rc=1; \
@@ -96,6 +97,14 @@ build:
 
 cargo-test:
 	$(CARGO) test --workspace --no-fail-fast
+
+# Under CI only: nothing after cargo-test reads target/debug (every later step
+# uses release binaries), so its gigabytes go before the release builds come.
+ci-free-debug:
+ifdef CI
+	rm -rf target/debug
+	@df -h . | tail -1
+endif
 
 # rustup's default profile ships both; add them if a minimal profile did not.
 lint:

@@ -10,7 +10,7 @@
 #   go         compat/go -> target/compat/franz-go-driver   (go build, incremental)
 #   java       compat/java -> compat/java/target/{classes,lib} (mvn -q -B package;
 #              skipped while pom.xml and the sources are unchanged)
-#   rust       chronik-compat-rdkafka -> target/debug/       (cargo build, incremental)
+#   rust       chronik-compat-rdkafka -> target/release/     (cargo build --release)
 #
 # Needs: Debian 12, root or sudo (only when an apt package is missing), Go >= 1.26
 # on PATH (franz-go's minimum; never downloaded: GOTOOLCHAIN=local), cargo, python3.
@@ -84,5 +84,5 @@ jars=("$COMPAT_DIR"/java/target/lib/kafka-clients-[0-9]*.jar "$COMPAT_DIR"/java/
 say "java: compat/java/target (${jars[*]##*/})"
 
 # -- rust --------------------------------------------------------------------
-(cd "$REPO_ROOT" && "$CARGO" build --quiet -p chronik-compat-rdkafka)
-say "rust: target/debug/chronik-compat-rdkafka"
+(cd "$REPO_ROOT" && "$CARGO" build --release --quiet -p chronik-compat-rdkafka)
+say "rust: target/release/chronik-compat-rdkafka"

@@ -113,7 +113,7 @@ client_label() {
 client_cmd() {
   local py="$VENV/bin/python" pydir="$COMPAT_DIR/python"
   case $1 in
-    rdkafka) CMD=("$REPO_ROOT/target/debug/chronik-compat-rdkafka");;
+    rdkafka) CMD=("$REPO_ROOT/target/release/chronik-compat-rdkafka");;
     confluent-kafka) CMD=("$py" "$pydir/confluent_driver.py");;
     kafka-python) CMD=("$py" "$pydir/kafka_python_driver.py");;
     franz-go) CMD=("$REPO_ROOT/target/compat/franz-go-driver");;
