@@ -32,7 +32,9 @@ use crate::image::{MetadataImage, PartitionImage, TopicImage};
 use crate::monitor::LeaderMonitor;
 use crate::network::{call_once, CallError, NetworkFactory};
 use crate::raft_types::{raft_id, Raft};
-use crate::request::{AlterPartition, ControllerReply, ControllerRequest, CreateTopic};
+use crate::request::{
+    AlterPartition, ControllerReply, ControllerRequest, CreatePartitions, CreateTopic,
+};
 use crate::rpc::{RpcRequest, RpcResponse};
 use crate::rpc_server::{self, RpcHandler};
 use crate::store_log::LogStore;
@@ -300,6 +302,35 @@ impl Cluster {
 
     pub async fn create_topic(&self, req: CreateTopic) -> Result<TopicImage, ClusterError> {
         match self.submit(ControllerRequest::CreateTopic(req)).await? {
+            CommandResult::Topic(topic) => Ok(topic),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn create_partitions(
+        &self,
+        req: CreatePartitions,
+    ) -> Result<TopicImage, ClusterError> {
+        match self
+            .submit(ControllerRequest::CreatePartitions(req))
+            .await?
+        {
+            CommandResult::Topic(topic) => Ok(topic),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Replaces `topic`'s config overrides with `configs`.
+    pub async fn alter_topic_configs(
+        &self,
+        topic: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicImage, ClusterError> {
+        let request = ControllerRequest::AlterTopicConfigs {
+            topic: topic.to_string(),
+            configs,
+        };
+        match self.submit(request).await? {
             CommandResult::Topic(topic) => Ok(topic),
             other => Err(unexpected(other)),
         }

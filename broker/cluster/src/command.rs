@@ -57,6 +57,17 @@ pub enum Command {
     DeleteTopic {
         name: String,
     },
+    /// Appends partitions to a topic: `assignments[i]` is the replica list
+    /// of partition `current count + i`, leader first.
+    CreatePartitions {
+        name: String,
+        assignments: Vec<Vec<i32>>,
+    },
+    /// Replaces a topic's config overrides.
+    AlterTopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
     AlterPartition(AlterPartition),
     /// Sets the cluster id unless one is set already (then a no-op).
     InitClusterId {
@@ -126,6 +137,17 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             .topics
             .remove(name)
             .map(|_| CommandResult::Done)
+            .ok_or_else(|| ClusterError::UnknownTopic(name.clone())),
+        Command::CreatePartitions { name, assignments } => {
+            create_partitions(image, name, assignments).map(CommandResult::Topic)
+        }
+        Command::AlterTopicConfigs { name, configs } => image
+            .topics
+            .get_mut(name)
+            .map(|topic| {
+                topic.configs = configs.clone();
+                CommandResult::Topic(topic.clone())
+            })
             .ok_or_else(|| ClusterError::UnknownTopic(name.clone())),
         Command::AlterPartition(req) => alter_partition(image, req).map(CommandResult::Partition),
         Command::InitClusterId { cluster_id } => {
@@ -227,13 +249,29 @@ fn create_topic(
     if assignments.is_empty() {
         return Err(ClusterError::InvalidPartitions("no partitions".to_string()));
     }
+    let topic = TopicImage {
+        name: name.to_string(),
+        topic_id,
+        configs: configs.clone(),
+        partitions: new_partitions(0, assignments)?,
+    };
+    image.topics.insert(name.to_string(), topic.clone());
+    Ok(topic)
+}
+
+/// Registrations for partitions `first..` with `assignments`, every
+/// replica in the ISR, the first one leading.
+fn new_partitions(
+    first: usize,
+    assignments: &[Vec<i32>],
+) -> Result<Vec<PartitionImage>, ClusterError> {
     let mut partitions = Vec::with_capacity(assignments.len());
     for (index, replicas) in assignments.iter().enumerate() {
         let registration = PartitionRegistration::new(replicas.clone())
             .map_err(|e| ClusterError::InvalidReplicationFactor(e.to_string()))?;
         partitions.push(PartitionImage {
-            partition: i32::try_from(index)
-                .map_err(|_| ClusterError::InvalidPartitions(format!("{}", assignments.len())))?,
+            partition: i32::try_from(first + index)
+                .map_err(|_| ClusterError::InvalidPartitions(format!("{}", first + index)))?,
             replicas: replicas.clone(),
             isr: replicas.clone(),
             leader: registration.leader.unwrap_or(NO_LEADER),
@@ -241,14 +279,26 @@ fn create_topic(
             partition_epoch: 0,
         });
     }
-    let topic = TopicImage {
-        name: name.to_string(),
-        topic_id,
-        configs: configs.clone(),
-        partitions,
-    };
-    image.topics.insert(name.to_string(), topic.clone());
-    Ok(topic)
+    Ok(partitions)
+}
+
+fn create_partitions(
+    image: &mut MetadataImage,
+    name: &str,
+    assignments: &[Vec<i32>],
+) -> Result<TopicImage, ClusterError> {
+    let topic = image
+        .topics
+        .get_mut(name)
+        .ok_or_else(|| ClusterError::UnknownTopic(name.to_string()))?;
+    if assignments.is_empty() {
+        return Err(ClusterError::InvalidPartitions(
+            "no new partitions".to_string(),
+        ));
+    }
+    let added = new_partitions(topic.partitions.len(), assignments)?;
+    topic.partitions.extend(added);
+    Ok(topic.clone())
 }
 
 fn alter_partition(

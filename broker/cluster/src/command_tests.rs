@@ -1,5 +1,6 @@
 //! Tables of commands applied to small images: fencing, unfencing,
-//! topic creation and deletion, AlterPartition checks.
+//! topic creation, growth, config changes and deletion, AlterPartition
+//! checks.
 
 use super::*;
 
@@ -372,4 +373,47 @@ fn the_first_cluster_id_committed_stays() {
     assert_eq!(apply(&mut image, &init("first")), CommandResult::Done);
     assert_eq!(apply(&mut image, &init("second")), CommandResult::Done);
     assert_eq!(image.cluster_id.as_deref(), Some("first"));
+}
+
+#[test]
+fn create_partitions_appends_registrations_and_configs_are_replaced() {
+    let mut image = image_with(&[&[1, 2], &[2, 3]]);
+    let grow = Command::CreatePartitions {
+        name: "t".into(),
+        assignments: vec![vec![3, 1], vec![1, 2]],
+    };
+    let CommandResult::Topic(topic) = apply(&mut image, &grow) else {
+        panic!("CreatePartitions refused");
+    };
+    assert_eq!(topic.partitions.len(), 4);
+    assert_eq!(state(&image, 2), (3, vec![3, 1], 0, 0));
+    assert_eq!(state(&image, 3), (1, vec![1, 2], 0, 0));
+    assert_eq!(part(&image, 3).partition, 3);
+    let unknown = Command::CreatePartitions {
+        name: "nope".into(),
+        assignments: vec![vec![1]],
+    };
+    assert!(matches!(
+        apply(&mut image, &unknown),
+        CommandResult::Rejected(ClusterError::UnknownTopic(_))
+    ));
+
+    let configs: BTreeMap<String, String> = [("retention.ms".to_string(), "5".to_string())].into();
+    let alter = Command::AlterTopicConfigs {
+        name: "t".into(),
+        configs: configs.clone(),
+    };
+    assert!(matches!(apply(&mut image, &alter), CommandResult::Topic(_)));
+    assert_eq!(image.topics["t"].configs, configs);
+}
+
+#[test]
+fn partition_growth_follows_kafka_rules() {
+    assert!(crate::controller::check_partition_growth(3, 4).is_ok());
+    for (current, requested) in [(3, 3), (3, 2), (3, 10_001)] {
+        assert!(matches!(
+            crate::controller::check_partition_growth(current, requested),
+            Err(ClusterError::InvalidPartitions(_))
+        ));
+    }
 }

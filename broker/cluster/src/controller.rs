@@ -3,7 +3,7 @@
 //!
 //! Owns: broker liveness (last heartbeat per broker, in memory, reset with
 //! a full session of grace whenever this node starts a new term as
-//! leader), replica assignment and topic ids for new topics (decided here,
+//! leader), replica assignment and topic ids for new topics and partitions (decided here,
 //! before proposing, because `command::apply` may not use randomness), and
 //! the fencing loop. Must not: change the image other than by proposing
 //! commands, or answer when it is not the leader (`NotController`).
@@ -23,7 +23,9 @@ use crate::command::{validate_topic_name, Command, CommandResult};
 use crate::error::ClusterError;
 use crate::image::MetadataImage;
 use crate::raft_types::{kafka_id, Raft};
-use crate::request::{ControllerReply, ControllerRequest, CreateTopic, Heartbeat};
+use crate::request::{
+    ControllerReply, ControllerRequest, CreatePartitions, CreateTopic, Heartbeat,
+};
 
 /// A proposal that takes longer than this to commit is reported as failed.
 pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,6 +33,27 @@ pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_PARTITIONS: i32 = 10_000;
 /// A cluster id is a short printable token (Kafka's is 22 characters).
 const MAX_CLUSTER_ID_LEN: usize = 64;
+
+/// Kafka's rules for CreatePartitions, with its messages: the new count
+/// must be above the current one (and within `MAX_PARTITIONS`).
+pub fn check_partition_growth(current: i32, requested: i32) -> Result<(), ClusterError> {
+    if requested < current {
+        return Err(ClusterError::InvalidPartitions(format!(
+            "Topic currently has {current} partitions, which is higher than the requested {requested}."
+        )));
+    }
+    if requested == current {
+        return Err(ClusterError::InvalidPartitions(format!(
+            "Topic already has {current} partitions."
+        )));
+    }
+    if requested > MAX_PARTITIONS {
+        return Err(ClusterError::InvalidPartitions(format!(
+            "{requested} (must be at most {MAX_PARTITIONS})"
+        )));
+    }
+    Ok(())
+}
 
 /// Heartbeat bookkeeping, valid for one leader term.
 struct Liveness {
@@ -113,6 +136,19 @@ impl Controller {
             },
             ControllerRequest::DeleteTopic(name) => {
                 self.propose(Command::DeleteTopic { name }).await
+            }
+            ControllerRequest::CreatePartitions(create) => {
+                match self.plan_create_partitions(&create) {
+                    Ok(command) => self.propose(command).await,
+                    Err(e) => ControllerReply::Failed(e),
+                }
+            }
+            ControllerRequest::AlterTopicConfigs { topic, configs } => {
+                self.propose(Command::AlterTopicConfigs {
+                    name: topic,
+                    configs,
+                })
+                .await
             }
             ControllerRequest::AlterPartition(alter) => {
                 self.propose(Command::AlterPartition(alter)).await
@@ -226,23 +262,11 @@ impl Controller {
                 create.partitions
             )));
         }
-        let live: Vec<i32> = image.live_brokers().map(|b| b.node_id).collect();
-        let replication_factor = usize::try_from(create.replication_factor).unwrap_or(0);
-        if replication_factor < 1 || replication_factor > live.len() {
-            return Err(ClusterError::InvalidReplicationFactor(format!(
-                "replication factor {} with {} live brokers",
-                create.replication_factor,
-                live.len()
-            )));
-        }
-        let start = self.rotation.fetch_add(1, Ordering::Relaxed);
-        let assignments = (0..usize::try_from(create.partitions).unwrap_or(0))
-            .map(|p| {
-                (0..replication_factor)
-                    .map(|r| live[(start + p + r) % live.len()])
-                    .collect()
-            })
-            .collect();
+        let assignments = self.assign(
+            &image,
+            0..create.partitions,
+            usize::try_from(create.replication_factor).unwrap_or(0),
+        )?;
         Ok(Command::CreateTopic {
             name: create.name.clone(),
             topic_id: create
@@ -251,6 +275,51 @@ impl Controller {
             configs: create.configs.clone(),
             assignments,
         })
+    }
+
+    /// Validates a CreatePartitions request (Kafka's rules and messages)
+    /// and assigns the new partitions' replicas as for a new topic, with
+    /// the replication factor of the topic's first partition.
+    fn plan_create_partitions(&self, create: &CreatePartitions) -> Result<Command, ClusterError> {
+        let image = self.images.borrow().clone();
+        let topic = image
+            .topics
+            .get(&create.topic)
+            .ok_or_else(|| ClusterError::UnknownTopic(create.topic.clone()))?;
+        let current = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        check_partition_growth(current, create.total)?;
+        let replication_factor = topic.partitions.first().map_or(1, |p| p.replicas.len());
+        let assignments = self.assign(&image, current..create.total, replication_factor)?;
+        Ok(Command::CreatePartitions {
+            name: create.topic.clone(),
+            assignments,
+        })
+    }
+
+    /// Round-robin replica lists over the live brokers for `partitions`,
+    /// starting where the last assignment left off (leaders spread).
+    fn assign(
+        &self,
+        image: &MetadataImage,
+        partitions: std::ops::Range<i32>,
+        replication_factor: usize,
+    ) -> Result<Vec<Vec<i32>>, ClusterError> {
+        let live: Vec<i32> = image.live_brokers().map(|b| b.node_id).collect();
+        if replication_factor < 1 || replication_factor > live.len() {
+            return Err(ClusterError::InvalidReplicationFactor(format!(
+                "replication factor {replication_factor} with {} live brokers",
+                live.len()
+            )));
+        }
+        let start = self.rotation.fetch_add(1, Ordering::Relaxed);
+        Ok(partitions
+            .map(|p| {
+                let p = usize::try_from(p).unwrap_or(0);
+                (0..replication_factor)
+                    .map(|r| live[(start + p + r) % live.len()])
+                    .collect()
+            })
+            .collect())
     }
 
     /// Commits `command` through raft; returns once applied on this node.

@@ -59,10 +59,11 @@ pub use command::{validate_topic_name, NO_LEADER};
 pub use config::{
     parse_peers, ClusterConfig, Peer, DEFAULT_BROKER_SESSION_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL,
 };
+pub use controller::check_partition_growth;
 pub use error::ClusterError;
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use network::connect_from;
-pub use request::{AlterPartition, CreateTopic};
+pub use request::{AlterPartition, CreatePartitions, CreateTopic};
 
 /// A snapshot of this node's view of the controller.
 #[derive(Clone, Debug, PartialEq, Eq)]

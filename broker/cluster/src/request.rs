@@ -1,7 +1,7 @@
 //! What callers ask the controller for, and what travels to it when the
 //! caller's node is not the controller.
 //!
-//! Owns: the public `CreateTopic` / `AlterPartition` requests, the
+//! Owns: the public `CreateTopic` / `CreatePartitions` / `AlterPartition` requests, the
 //! broker `Heartbeat`, the forwarded `ControllerRequest` and its
 //! `ControllerReply`. Must not: decide anything — `controller` turns
 //! requests into commands, `command` applies them.
@@ -25,6 +25,14 @@ pub struct CreateTopic {
     /// into a new quorum of one); `None`: the controller draws one.
     #[serde(default)]
     pub topic_id: Option<[u8; 16]>,
+}
+
+/// CreatePartitions for one topic: grow it to `total` partitions, the new
+/// ones with the topic's replication factor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatePartitions {
+    pub topic: String,
+    pub total: i32,
 }
 
 /// KIP-497 AlterPartition from a partition leader: its proposed ISR,
@@ -53,6 +61,13 @@ pub struct Heartbeat {
 pub enum ControllerRequest {
     CreateTopic(CreateTopic),
     DeleteTopic(String),
+    CreatePartitions(CreatePartitions),
+    /// Replaces a topic's config overrides with `configs` (the server has
+    /// validated them and merged an incremental change into the full set).
+    AlterTopicConfigs {
+        topic: String,
+        configs: BTreeMap<String, String>,
+    },
     AlterPartition(AlterPartition),
     Heartbeat(Heartbeat),
     /// Proposes a cluster id; the first one committed stays.

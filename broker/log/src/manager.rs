@@ -285,31 +285,7 @@ impl LogManager {
         if let Some(other) = self.registry.get_by_id(topic_id) {
             return Err(invalid_id(format!("topic {} has it", other.name)));
         }
-        let mut logs = Vec::with_capacity(partitions as usize);
-        for p in 0..partitions {
-            let dir = partition_dir(&self.data_dir, name, p);
-            if dir.exists() {
-                warn!(dir = %dir.display(), "removing a leftover directory of a topic that does not exist");
-                fs::remove_dir_all(&dir).map_err(Error::io(&dir))?;
-            }
-            let hint = RecoveryHint {
-                clean_shutdown: false,
-                recovery_point: None,
-            };
-            match PartitionLog::open(
-                (name, p as i32),
-                dir,
-                config.clone(),
-                hint,
-                self.ctx.clone(),
-            ) {
-                Ok(log) => logs.push(log),
-                Err(e) => {
-                    remove_partition_dirs(&self.data_dir, name, p + 1);
-                    return Err(e);
-                }
-            }
-        }
+        let logs = self.open_new_partitions(name, 0..partitions, &config)?;
         let meta = TopicMeta {
             name: name.to_string(),
             topic_id,
@@ -319,7 +295,7 @@ impl LogManager {
         let committed =
             sync_dir(&self.data_dir).and_then(|()| topic_meta::write(&self.data_dir, &meta));
         if let Err(e) = committed {
-            remove_partition_dirs(&self.data_dir, name, partitions);
+            remove_partition_dirs(&self.data_dir, name, 0..partitions);
             return Err(e);
         }
         let topic = Arc::new(TopicLog::new(
@@ -332,6 +308,128 @@ impl LogManager {
         self.registry.insert(Arc::clone(&topic));
         info!(topic = name, partitions, "created topic");
         Ok(topic)
+    }
+
+    /// Empty partitions `range` of topic `name`, in fresh directories (a
+    /// leftover directory of the same name is removed first). On failure
+    /// the directories of `range` made so far are removed.
+    fn open_new_partitions(
+        &self,
+        name: &str,
+        range: std::ops::Range<u32>,
+        config: &LogConfig,
+    ) -> Result<Vec<Arc<PartitionLog>>> {
+        let mut logs = Vec::with_capacity(range.len());
+        for p in range.clone() {
+            let dir = partition_dir(&self.data_dir, name, p);
+            if dir.exists() {
+                warn!(dir = %dir.display(), "removing a leftover directory of a partition that does not exist");
+                fs::remove_dir_all(&dir).map_err(Error::io(&dir))?;
+            }
+            let hint = RecoveryHint {
+                clean_shutdown: false,
+                recovery_point: None,
+            };
+            let partition = i32::try_from(p).map_err(|_| Error::InvalidPartitions(i64::from(p)))?;
+            match PartitionLog::open(
+                (name, partition),
+                dir,
+                config.clone(),
+                hint,
+                self.ctx.clone(),
+            ) {
+                Ok(log) => logs.push(log),
+                Err(e) => {
+                    remove_partition_dirs(&self.data_dir, name, range.start..p + 1);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(logs)
+    }
+
+    /// Grows topic `name` to `total` partitions (CreatePartitions). The new
+    /// partitions' directories are made and synced before the meta file
+    /// names them (the commit point): a crash midway leaves the topic as it
+    /// was. Handles to the old `TopicLog` keep working; lookups return the
+    /// grown one. A `total` not above the current count is a no-op.
+    pub fn add_partitions(&self, name: &str, total: u32) -> Result<Arc<TopicLog>> {
+        let _admin = self.admin();
+        let topic = self
+            .registry
+            .get(name)
+            .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
+        let current = u32::try_from(topic.partition_count()).unwrap_or(u32::MAX);
+        if total <= current {
+            return Ok(topic);
+        }
+        if i32::try_from(total).is_err() {
+            return Err(Error::InvalidPartitions(i64::from(total)));
+        }
+        let added = self.open_new_partitions(name, current..total, &topic.config)?;
+        let meta = TopicMeta {
+            name: name.to_string(),
+            topic_id: topic.topic_id,
+            partitions: total,
+            overrides: topic.overrides.clone(),
+        };
+        let committed =
+            sync_dir(&self.data_dir).and_then(|()| topic_meta::write(&self.data_dir, &meta));
+        if let Err(e) = committed {
+            remove_partition_dirs(&self.data_dir, name, current..total);
+            return Err(e);
+        }
+        let mut partitions = topic.partitions().to_vec();
+        partitions.extend(added);
+        let grown = Arc::new(TopicLog::new(
+            meta.name,
+            meta.topic_id,
+            meta.overrides,
+            topic.config.clone(),
+            partitions,
+        ));
+        self.registry.insert(Arc::clone(&grown));
+        info!(topic = name, from = current, to = total, "added partitions");
+        Ok(grown)
+    }
+
+    /// Replaces topic `name`'s config overrides (AlterConfigs): validated
+    /// against the broker defaults, stored in the meta file, then applied
+    /// to every partition (from its next append, roll or retention pass).
+    pub fn set_topic_overrides(
+        &self,
+        name: &str,
+        overrides: BTreeMap<String, String>,
+    ) -> Result<Arc<TopicLog>> {
+        let _admin = self.admin();
+        let topic = self
+            .registry
+            .get(name)
+            .ok_or_else(|| Error::UnknownTopic(name.to_string()))?;
+        if topic.overrides == overrides {
+            return Ok(topic);
+        }
+        let config = self.default_log_config.with_overrides(&overrides)?;
+        let meta = TopicMeta {
+            name: name.to_string(),
+            topic_id: topic.topic_id,
+            partitions: u32::try_from(topic.partition_count()).unwrap_or(u32::MAX),
+            overrides,
+        };
+        topic_meta::write(&self.data_dir, &meta)?;
+        for partition in topic.partitions() {
+            partition.set_config(config.clone());
+        }
+        let altered = Arc::new(TopicLog::new(
+            meta.name,
+            meta.topic_id,
+            meta.overrides,
+            config,
+            topic.partitions().to_vec(),
+        ));
+        self.registry.insert(Arc::clone(&altered));
+        info!(topic = name, "altered topic configs");
+        Ok(altered)
     }
 
     /// Deletes a topic: its meta file first (the commit point), then its
@@ -351,7 +449,7 @@ impl LogManager {
         if let Err(e) = self.registry.write_checkpoint() {
             warn!(error = %e, "cannot rewrite the recovery-point checkpoint");
         }
-        remove_partition_dirs(&self.data_dir, name, topic.partition_count() as u32);
+        remove_partition_dirs(&self.data_dir, name, 0..topic.partition_count() as u32);
         info!(topic = name, "deleted topic");
         Ok(())
     }
@@ -463,9 +561,9 @@ fn load_topic(
 
 /// Renames each partition directory aside (`<dir>.<uuid>-delete`, Kafka's
 /// convention) and removes it; leftovers are removed at the next open.
-fn remove_partition_dirs(data_dir: &Path, topic: &str, partitions: u32) {
+fn remove_partition_dirs(data_dir: &Path, topic: &str, partitions: std::ops::Range<u32>) {
     let tag = uuid::Uuid::new_v4().simple().to_string();
-    for p in 0..partitions {
+    for p in partitions {
         let dir = partition_dir(data_dir, topic, p);
         let doomed = data_dir.join(format!("{topic}-{p}.{tag}-delete"));
         let removed = fs::rename(&dir, &doomed).and_then(|()| fs::remove_dir_all(&doomed));

@@ -25,7 +25,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
 
 use bytes::Bytes;
 use chronik_protocol::record_batch::BatchHeader;
@@ -123,7 +123,9 @@ pub struct PartitionLog {
     topic: String,
     partition: i32,
     dir: PathBuf,
-    config: LogConfig,
+    /// Replaced whole when the topic's configs are altered; readers take a
+    /// snapshot (`config()`) and never see half of a change.
+    config: RwLock<Arc<LogConfig>>,
     state: Mutex<State>,
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
@@ -175,7 +177,7 @@ impl PartitionLog {
             topic: topic.to_string(),
             partition,
             dir,
-            config,
+            config: RwLock::new(Arc::new(config)),
             state: Mutex::new(State {
                 segments,
                 unsynced: Vec::new(),
@@ -209,8 +211,15 @@ impl PartitionLog {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
-    pub fn config(&self) -> &LogConfig {
-        &self.config
+    /// The partition's current config (a snapshot).
+    pub fn config(&self) -> Arc<LogConfig> {
+        Arc::clone(&self.config.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Applies an altered topic config from the next append, roll or
+    /// retention pass on.
+    pub(crate) fn set_config(&self, config: LogConfig) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
     }
     pub fn log_start_offset(&self) -> i64 {
         self.log_start_offset.load(Ordering::Acquire)
@@ -334,7 +343,7 @@ impl PartitionLog {
     /// original offsets with `duplicate` set (one mixing retried and new
     /// batches is out of order).
     pub fn append(&self, records: &mut [u8], batches: &[BatchHeader]) -> Result<AppendInfo> {
-        let offsets = validate_batches(records, batches, self.config.max_message_bytes)?;
+        let offsets = validate_batches(records, batches, self.config().max_message_bytes)?;
         let mut state = self.lock();
         self.check_open(&state)?;
         // Rolling keeps the next offset, so these are the offsets the
@@ -362,7 +371,7 @@ impl PartitionLog {
                 })
             }
         };
-        let interval = self.config.index_interval_bytes;
+        let interval = self.config().index_interval_bytes;
         let (info, rolled) =
             self.write(&mut state, batches, offsets, records.len(), |segment| {
                 segment.append(records, batches, interval)
@@ -407,7 +416,7 @@ impl PartitionLog {
             }
             expected = h.last_offset() + 1;
         }
-        let interval = self.config.index_interval_bytes;
+        let interval = self.config().index_interval_bytes;
         let (info, rolled) =
             self.write(&mut state, batches, offsets, records.len(), |segment| {
                 segment.append_assigned(records, batches, interval)
@@ -441,7 +450,7 @@ impl PartitionLog {
         let max_timestamp = batches.iter().map(|h| h.max_timestamp).max().unwrap_or(-1);
         let rolled = state
             .active()
-            .should_roll(bytes, offsets, max_timestamp, now, &self.config);
+            .should_roll(bytes, offsets, max_timestamp, now, &self.config());
         if rolled {
             self.roll(state, now)?;
         }

@@ -162,3 +162,64 @@ fn invalid_config_values_are_rejected() {
     assert!(manager.topic("t").is_none());
     assert!(!partition_dir(dir.path(), "t", 0).exists());
 }
+
+#[test]
+fn topics_grow_and_change_config_and_both_survive_a_reopen() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manager = open_with(dir.path(), LogConfig::default(), FlushPolicy::Never);
+    let topic = manager
+        .create_topic("grow", 2, overrides(&[("retention.ms", "60000")]))
+        .expect("create");
+    append(topic.partition(1).expect("p1"), 3, 0, 10);
+    let grown = manager.add_partitions("grow", 5).expect("grow");
+    assert_eq!(grown.partition_count(), 5);
+    assert_eq!(grown.topic_id, topic.topic_id);
+    assert_eq!(manager.topic("grow").expect("lookup").partition_count(), 5);
+    // The old handle and the grown one share the existing partitions.
+    assert!(std::sync::Arc::ptr_eq(
+        topic.partition(1).expect("old p1"),
+        grown.partition(1).expect("new p1")
+    ));
+    append(grown.partition(4).expect("p4"), 2, 0, 10);
+    assert_eq!(
+        manager
+            .add_partitions("grow", 3)
+            .expect("no-op")
+            .partition_count(),
+        5
+    );
+
+    let altered = manager
+        .set_topic_overrides("grow", overrides(&[("segment.bytes", "1048576")]))
+        .expect("alter");
+    assert_eq!(altered.config.segment_bytes, 1_048_576);
+    assert_eq!(
+        altered.config.retention_ms,
+        LogConfig::default().retention_ms
+    );
+    assert_eq!(
+        grown.partition(0).expect("p0").config().segment_bytes,
+        1_048_576,
+        "a partition handle taken before the change sees it"
+    );
+    assert!(matches!(
+        manager.set_topic_overrides("grow", overrides(&[("retention.ms", "x")])),
+        Err(Error::InvalidConfig { .. })
+    ));
+    assert!(matches!(
+        manager.add_partitions("nope", 2),
+        Err(Error::UnknownTopic(_))
+    ));
+    manager.shutdown();
+    drop(manager);
+
+    let manager = open_with(dir.path(), LogConfig::default(), FlushPolicy::Never);
+    let reopened = manager.topic("grow").expect("reopened");
+    assert_eq!(reopened.partition_count(), 5);
+    assert_eq!(
+        reopened.overrides,
+        overrides(&[("segment.bytes", "1048576")])
+    );
+    assert_eq!(reopened.partition(1).expect("p1").log_end_offset(), 3);
+    assert_eq!(reopened.partition(4).expect("p4").log_end_offset(), 2);
+}

@@ -114,6 +114,12 @@ api_table! {
     TxnOffsetCommit: TxnOffsetCommitRequest => TxnOffsetCommitResponse, versions 0 ..= 4;
     DescribeTransactions: DescribeTransactionsRequest => DescribeTransactionsResponse, versions 0 ..= 0;
     ListTransactions: ListTransactionsRequest => ListTransactionsResponse, versions 0 ..= 1;
+    CreatePartitions: CreatePartitionsRequest => CreatePartitionsResponse, versions 0 ..= 3;
+    AlterConfigs: AlterConfigsRequest => AlterConfigsResponse, versions 0 ..= 2;
+    IncrementalAlterConfigs: IncrementalAlterConfigsRequest => IncrementalAlterConfigsResponse, versions 0 ..= 1;
+    DescribeCluster: DescribeClusterRequest => DescribeClusterResponse, versions 0 ..= 2;
+    DescribeLogDirs: DescribeLogDirsRequest => DescribeLogDirsResponse, versions 1 ..= 4;
+    OffsetDelete: OffsetDeleteRequest => OffsetDeleteResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.

@@ -484,6 +484,97 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             let r = client.send(&ListTransactionsRequest::default(), version)?;
             vec![r.error_code]
         }
+        ApiKey::CreatePartitions => {
+            let t = create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(name(TOPIC))
+                .with_count(2);
+            let r = client.send(
+                &CreatePartitionsRequest::default()
+                    .with_topics(vec![t])
+                    .with_timeout_ms(5000)
+                    .with_validate_only(true),
+                version,
+            )?;
+            r.results.iter().map(|r| r.error_code).collect()
+        }
+        ApiKey::AlterConfigs => {
+            use alter_configs_request::{AlterConfigsResource, AlterableConfig};
+            let resource = AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str(TOPIC))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_value(Some(StrBytes::from_string(format!(
+                        "{}",
+                        60_000 + i32::from(version)
+                    ))))]);
+            let r = client.send(
+                &AlterConfigsRequest::default().with_resources(vec![resource]),
+                version,
+            )?;
+            r.responses.iter().map(|r| r.error_code).collect()
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+            let resource = AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str(TOPIC))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str("retention.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(StrBytes::from_string(format!(
+                        "{}",
+                        70_000 + i32::from(version)
+                    ))))]);
+            let r = client.send(
+                &IncrementalAlterConfigsRequest::default().with_resources(vec![resource]),
+                version,
+            )?;
+            r.responses.iter().map(|r| r.error_code).collect()
+        }
+        ApiKey::DescribeCluster => {
+            let r = client.send(
+                &DescribeClusterRequest::default().with_endpoint_type(1),
+                version,
+            )?;
+            anyhow::ensure!(
+                r.brokers.len() == 1,
+                "DescribeCluster brokers: {:?}",
+                r.brokers
+            );
+            vec![r.error_code]
+        }
+        ApiKey::DescribeLogDirs => {
+            let r = client.send(
+                &DescribeLogDirsRequest::default().with_topics(None),
+                version,
+            )?;
+            r.results.iter().map(|r| r.error_code).collect()
+        }
+        ApiKey::OffsetDelete => {
+            anyhow::ensure!(
+                client.commit_offset("sweep-offsets", TOPIC, 1)? == 0,
+                "commit"
+            );
+            let topic = offset_delete_request::OffsetDeleteRequestTopic::default()
+                .with_name(name(TOPIC))
+                .with_partitions(vec![
+                    offset_delete_request::OffsetDeleteRequestPartition::default(),
+                ]);
+            let r = client.send(
+                &OffsetDeleteRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("sweep-offsets")))
+                    .with_topics(vec![topic]),
+                version,
+            )?;
+            std::iter::once(r.error_code)
+                .chain(
+                    r.topics
+                        .iter()
+                        .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+                )
+                .collect()
+        }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
 }

@@ -37,7 +37,7 @@ impl PartitionLog {
     /// retention.ms, then deletes the oldest segments breaching
     /// retention.bytes or retention.ms. Returns how many were deleted.
     pub(crate) fn enforce_retention(&self, now_ms: i64) -> Result<usize> {
-        let config = &self.config;
+        let config = self.config();
         let (removed, rolled, _files) = {
             let mut state = self.lock();
             if state.closed.is_some() {
@@ -47,7 +47,7 @@ impl PartitionLog {
             let expired = config.retention_ms >= 0
                 && !active.is_empty()
                 && now_ms.saturating_sub(active.largest_timestamp_ms()?) > config.retention_ms;
-            let rolled = expired || active.is_expired_for_roll(now_ms, config);
+            let rolled = expired || active.is_expired_for_roll(now_ms, &config);
             if rolled {
                 self.roll(&mut state, now_ms)?;
             }

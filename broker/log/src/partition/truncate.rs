@@ -154,7 +154,7 @@ impl PartitionLog {
             segment.remove_index_files()?;
             sync_dir(&self.dir)?;
         }
-        segment.truncate_to(position, new_end, self.config.index_interval_bytes)?;
+        segment.truncate_to(position, new_end, self.config().index_interval_bytes)?;
         segment.log_sync_target().sync()
     }
 
@@ -175,7 +175,7 @@ impl PartitionLog {
                 let earlier: Vec<LogSegment> = state.segments.drain(..k).collect();
                 let segment = state.active_mut();
                 segment.remove_index_files()?;
-                segment.truncate_to(0, offset, self.config.index_interval_bytes)?;
+                segment.truncate_to(0, offset, self.config().index_interval_bytes)?;
                 segment.log_sync_target().sync()?;
                 for segment in &earlier {
                     LogSegment::delete_files(&self.dir, segment.base_offset())?;

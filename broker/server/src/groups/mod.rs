@@ -8,5 +8,5 @@
 pub mod manager;
 pub mod offset_store;
 
-pub use manager::GroupManager;
+pub use manager::{GroupManager, GroupSnapshot};
 pub use offset_store::{CommittedOffset, OffsetStore, OFFSETS_TOPIC};

@@ -250,12 +250,24 @@ impl OffsetStore {
 
     /// Removes every committed offset of `group` (DeleteGroups).
     pub async fn delete_group(&self, broker: &Broker, group: &str) -> anyhow::Result<()> {
+        self.delete_offsets(broker, group, |_, _| true).await
+    }
+
+    /// Removes the committed offsets of `group` whose (topic, partition)
+    /// `doomed` picks (OffsetDelete; DeleteGroups picks all), with
+    /// tombstones acknowledged like commits.
+    pub async fn delete_offsets(
+        &self,
+        broker: &Broker,
+        group: &str,
+        doomed: impl Fn(&str, i32) -> bool,
+    ) -> anyhow::Result<()> {
         let keys: Vec<OffsetKey> = {
             let state = self.lock();
             state
                 .committed
                 .keys()
-                .filter(|(g, _, _)| g == group)
+                .filter(|(g, t, p)| g == group && doomed(t, *p))
                 .cloned()
                 .collect()
         };
@@ -271,7 +283,7 @@ impl OffsetStore {
         if !tombstones.is_empty() {
             self.append(broker, &tombstones, Duration::from_secs(30))
                 .await
-                .map_err(|e| anyhow::anyhow!("deleting the group's offsets: {e:?}"))?;
+                .map_err(|e| anyhow::anyhow!("deleting committed offsets: {e:?}"))?;
         }
         let mut state = self.lock();
         for key in keys {

@@ -24,7 +24,6 @@ use super::describe_configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::topic_lookup::to_uuid;
 use super::Handled;
 use crate::broker::Broker;
-use crate::replica::MIN_INSYNC_REPLICAS;
 
 pub async fn handle(
     broker: &Arc<Broker>,
@@ -81,26 +80,9 @@ async fn create(
             configs.insert(config.name.to_string(), value.to_string());
         }
     }
-    let mut log_overrides = configs.clone();
-    let min_insync = log_overrides.remove(MIN_INSYNC_REPLICAS);
-    if let Some(v) = &min_insync {
-        if !v.parse::<i16>().is_ok_and(|n| n >= 1) {
-            return fail(
-                ResponseError::InvalidConfig,
-                format!("{MIN_INSYNC_REPLICAS} must be an integer >= 1, got {v:?}"),
-            );
-        }
-    }
-    let log_config = match broker
-        .log
-        .default_log_config()
-        .with_overrides(&log_overrides)
-    {
+    let log_config = match super::topic_configs::validate(broker, &configs) {
         Ok(c) => c,
-        Err(e) => {
-            let (code, message) = log_error(&e);
-            return fail(code, message);
-        }
+        Err((code, message)) => return fail(code, message),
     };
     if let Err(e) = chronik_log::validate_topic_name(&name) {
         let (code, message) = log_error(&e);
@@ -176,7 +158,7 @@ async fn create(
     result
 }
 
-fn log_error(e: &LogError) -> (ResponseError, String) {
+pub(super) fn log_error(e: &LogError) -> (ResponseError, String) {
     let code = match e {
         LogError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
         LogError::InvalidTopicName { .. } => ResponseError::InvalidTopicException,

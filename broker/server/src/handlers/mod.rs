@@ -6,13 +6,17 @@
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod alter_configs;
 mod api_versions;
 mod cluster_errors;
+mod create_partitions;
 mod create_topics;
 mod delete_groups;
 mod delete_topics;
+mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod describe_transactions;
 mod end_txn;
 mod fetch;
@@ -28,6 +32,7 @@ mod list_offsets;
 mod list_transactions;
 mod metadata;
 mod offset_commit;
+mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
@@ -81,6 +86,14 @@ pub async fn handle(
         Request::Metadata(r) => metadata::handle(broker, version, r).await,
         Request::CreateTopics(r) => create_topics::handle(broker, version, r).await,
         Request::DeleteTopics(r) => delete_topics::handle(broker, version, r).await,
+        Request::CreatePartitions(r) => create_partitions::handle(broker, version, r).await,
+        Request::AlterConfigs(r) => alter_configs::handle(broker, version, r).await,
+        Request::IncrementalAlterConfigs(r) => {
+            alter_configs::handle_incremental(broker, version, r).await
+        }
+        Request::DescribeCluster(r) => describe_cluster::handle(broker, version, r),
+        Request::DescribeLogDirs(r) => describe_log_dirs::handle(broker, version, r),
+        Request::OffsetDelete(r) => offset_delete::handle(broker, version, r).await,
         Request::DescribeConfigs(r) => describe_configs::handle(broker, version, r),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
         Request::Produce(r) => produce::handle(broker, version, r).await,

@@ -1,6 +1,6 @@
 //! How many topics and partitions this broker (or cluster) may hold: the
-//! check every topic creation path makes before it creates anything —
-//! CreateTopics and Metadata auto-creation.
+//! check every topic or partition creation path makes before it creates
+//! anything — CreateTopics, Metadata auto-creation and CreatePartitions.
 //!
 //! Owns: counting what exists and comparing with `--max-topics` and
 //! `--max-broker-partitions` (KIP-578's `max.broker.partitions`): the
@@ -20,15 +20,7 @@ pub fn check_capacity(
     replication_factor: i16,
 ) -> Result<(), (ResponseError, String)> {
     let limits = &broker.config.limits;
-    let new_replicas = i64::from(partitions.max(0)) * i64::from(replication_factor.max(1));
-    let image = broker.replicas.cluster.image();
-    let replicas: usize = image
-        .topics
-        .values()
-        .flat_map(|t| t.partitions.iter())
-        .map(|p| p.replicas.len())
-        .sum();
-    let (topics, brokers) = (image.topics.len(), image.live_brokers().count().max(1));
+    let topics = broker.replicas.cluster.image().topics.len();
     if topics >= limits.max_topics {
         return Err((
             ResponseError::PolicyViolation,
@@ -38,6 +30,27 @@ pub fn check_capacity(
             ),
         ));
     }
+    check_partition_capacity(broker, partitions, replication_factor)
+}
+
+/// POLICY_VIOLATION when `partitions` more partitions (of a new topic or
+/// an existing one) with `replication_factor` replicas would exceed
+/// `--max-broker-partitions` times the live brokers.
+pub fn check_partition_capacity(
+    broker: &Broker,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<(), (ResponseError, String)> {
+    let limits = &broker.config.limits;
+    let new_replicas = i64::from(partitions.max(0)) * i64::from(replication_factor.max(1));
+    let image = broker.replicas.cluster.image();
+    let replicas: usize = image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.replicas.len())
+        .sum();
+    let brokers = image.live_brokers().count().max(1);
     let cap =
         i64::try_from(limits.max_broker_partitions.saturating_mul(brokers)).unwrap_or(i64::MAX);
     let existing = i64::try_from(replicas).unwrap_or(i64::MAX);

@@ -1,17 +1,42 @@
-//! How a topic's configs are described — one path for CreateTopics (v5+)
-//! and DescribeConfigs.
+//! How a topic's configs are validated and described — one path for
+//! CreateTopics (v5+), the AlterConfigs pair and DescribeConfigs.
 //!
-//! Owns: the effective value of every topic config Kafka names, from the
-//! topic's overrides, its log config and this broker's defaults (the log
-//! knows nothing of `min.insync.replicas`; its default is the broker's
-//! `--min-insync-replicas`). Must not: validate or store configs.
+//! Owns: checking a topic's full set of overrides (the log's own names and
+//! values, plus `min.insync.replicas`, which the log knows nothing of), and
+//! the effective value of every topic config Kafka names, from the topic's
+//! overrides, its log config and this broker's defaults (the default of
+//! `min.insync.replicas` is the broker's `--min-insync-replicas`). Must
+//! not: store configs.
 
 use std::collections::BTreeMap;
 
 use chronik_log::{ConfigEntry, LogConfig};
+use kafka_protocol::error::ResponseError;
 
 use crate::broker::Broker;
 use crate::replica::MIN_INSYNC_REPLICAS;
+
+/// The log config `overrides` (a topic's whole set) make from this broker's
+/// defaults, or Kafka's error for the first bad name or value.
+pub fn validate(
+    broker: &Broker,
+    overrides: &BTreeMap<String, String>,
+) -> Result<LogConfig, (ResponseError, String)> {
+    let mut log_overrides = overrides.clone();
+    if let Some(v) = log_overrides.remove(MIN_INSYNC_REPLICAS) {
+        if !v.parse::<i16>().is_ok_and(|n| n >= 1) {
+            return Err((
+                ResponseError::InvalidConfig,
+                format!("{MIN_INSYNC_REPLICAS} must be an integer >= 1, got {v:?}"),
+            ));
+        }
+    }
+    broker
+        .log
+        .default_log_config()
+        .with_overrides(&log_overrides)
+        .map_err(|e| super::create_topics::log_error(&e))
+}
 
 /// Every topic config with its effective value, sorted by name. `overrides`
 /// is what the topic set explicitly (`min.insync.replicas` included).

@@ -267,9 +267,16 @@ impl ReplicaManager {
     }
 
     fn ensure_local_topic(&self, topic: &TopicImage) -> Option<Arc<chronik_log::TopicLog>> {
+        let log_configs: BTreeMap<String, String> = topic
+            .configs
+            .iter()
+            .filter(|(k, _)| k.as_str() != MIN_INSYNC_REPLICAS)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let partitions = u32::try_from(topic.partitions.len()).unwrap_or(0);
         if let Some(t) = self.log.topic(&topic.name) {
             if t.topic_id == topic.topic_id {
-                return Some(t);
+                return Some(self.follow_topic_changes(t, partitions, log_configs));
             }
             // Same name, different id: the topic was deleted and re-created
             // while this broker was away.
@@ -283,13 +290,6 @@ impl ReplicaManager {
                 return None;
             }
         }
-        let log_configs: BTreeMap<String, String> = topic
-            .configs
-            .iter()
-            .filter(|(k, _)| k.as_str() != MIN_INSYNC_REPLICAS)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let partitions = u32::try_from(topic.partitions.len()).unwrap_or(0);
         match self
             .log
             .create_topic_with_id(&topic.name, partitions, log_configs, topic.topic_id)
@@ -300,6 +300,35 @@ impl ReplicaManager {
                 None
             }
         }
+    }
+
+    /// Brings an existing local topic to the quorum's partition count
+    /// (CreatePartitions) and config overrides (AlterConfigs). A failure is
+    /// logged and the local topic kept as it is; the next image retries.
+    fn follow_topic_changes(
+        &self,
+        local: Arc<chronik_log::TopicLog>,
+        partitions: u32,
+        log_configs: BTreeMap<String, String>,
+    ) -> Arc<chronik_log::TopicLog> {
+        let mut local = local;
+        if (local.partition_count() as u64) < u64::from(partitions) {
+            match self.log.add_partitions(&local.name, partitions) {
+                Ok(grown) => local = grown,
+                Err(e) => {
+                    warn!(topic = local.name, error = %e, "cannot add partitions to local log")
+                }
+            }
+        }
+        if local.overrides != log_configs {
+            match self.log.set_topic_overrides(&local.name, log_configs) {
+                Ok(altered) => local = altered,
+                Err(e) => {
+                    warn!(topic = local.name, error = %e, "cannot apply altered topic configs")
+                }
+            }
+        }
+        local
     }
 
     fn forget_topic(&self, name: &str) {

@@ -1,0 +1,81 @@
+//! DescribeCluster (Admin.describeCluster, kafka-cluster.sh, v0–2): the
+//! cluster id, the controller and the brokers as Metadata lists them —
+//! fenced brokers too when v2 asks. Only the broker endpoints exist here:
+//! asking for controller endpoints (v1+ endpoint type 2) is Kafka's
+//! UNSUPPORTED_ENDPOINT_TYPE.
+
+use std::sync::Arc;
+
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::Handled;
+use crate::broker::Broker;
+
+/// Kafka's "authorized operations not requested".
+const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
+/// Endpoint types (KIP-919).
+const ENDPOINT_BROKERS: i8 = 1;
+/// Without an authorizer every cluster operation is allowed: CREATE (5),
+/// ALTER (7), DESCRIBE (8), CLUSTER_ACTION (9), DESCRIBE_CONFIGS (10),
+/// ALTER_CONFIGS (11), IDEMPOTENT_WRITE (12), as bits of a bitfield.
+const CLUSTER_OPERATIONS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+
+pub fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: DescribeClusterRequest,
+) -> Option<Handled> {
+    let response = DescribeClusterResponse::default()
+        .with_endpoint_type(request.endpoint_type)
+        .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
+        .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED);
+    if version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
+        let error = ResponseError::UnsupportedEndpointType;
+        return Handled::new(
+            Response::DescribeCluster(
+                response
+                    .with_error_code(error.code())
+                    .with_error_message(Some(StrBytes::from_string(format!(
+                        "endpoint type {} is not served (only brokers, type {ENDPOINT_BROKERS})",
+                        request.endpoint_type
+                    ))))
+                    .with_controller_id(BrokerId(-1)),
+            ),
+            true,
+        );
+    }
+    let manager = &broker.replicas;
+    let image = manager.cluster.image();
+    let brokers = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced || (version >= 2 && request.include_fenced_brokers))
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.node_id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(i32::from(b.port))
+                .with_is_fenced(b.fenced)
+        })
+        .collect();
+    let controller = manager.cluster.status().controller_id.unwrap_or(-1);
+    let operations = if request.include_cluster_authorized_operations {
+        CLUSTER_OPERATIONS
+    } else {
+        OPERATIONS_NOT_REQUESTED
+    };
+    Handled::new(
+        Response::DescribeCluster(
+            response
+                .with_controller_id(BrokerId(controller))
+                .with_brokers(brokers)
+                .with_cluster_authorized_operations(operations),
+        ),
+        false,
+    )
+}
