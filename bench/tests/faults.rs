@@ -70,8 +70,6 @@ fn a_clean_run_under_strict_exits_zero() -> anyhow::Result<()> {
             "--create-topic",
             "--mode",
             "round-trip",
-            "--rate",
-            "500",
             "--duration",
             "1s",
             "--warmup-duration",
@@ -79,6 +77,9 @@ fn a_clean_run_under_strict_exits_zero() -> anyhow::Result<()> {
             "--strict",
         ],
     )?;
+    // Closed loop (no --rate): whether an open loop reaches 95 % of its
+    // target depends on how busy the machine is, and this test is about
+    // verification, not speed.
     assert!(run.status.success(), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("CLEAN"), "{}", run.stdout);
     Ok(())
