@@ -42,6 +42,7 @@ use crate::registry::Registry;
 use crate::segment::{wall_clock_ms, LogSegment};
 use crate::stats::Counters;
 
+mod delete_records;
 mod retention;
 mod sync;
 mod truncate;
@@ -98,6 +99,10 @@ struct State {
     /// Counts truncations, so flush work taken before one does not advance
     /// the offsets after it.
     truncations: u64,
+    /// The log start offset DeleteRecords asked for (0: never), persisted
+    /// in the partition's `log-start-offset` file; segments wholly below it
+    /// go at the next retention pass.
+    deleted_before: i64,
 }
 
 impl State {
@@ -114,8 +119,12 @@ impl State {
             .last_mut()
             .expect("a partition always has an active segment")
     }
+    /// The first segment's base offset, or DeleteRecords' offset when that
+    /// is higher (never above the log end offset: a truncation below it
+    /// takes the log start offset down with it).
     fn log_start_offset(&self) -> i64 {
-        self.segments.first().map_or(0, LogSegment::base_offset)
+        let base = self.segments.first().map_or(0, LogSegment::base_offset);
+        base.max(self.deleted_before.min(self.active().next_offset()))
     }
 }
 
@@ -161,8 +170,12 @@ impl PartitionLog {
         ctx.counters.recovery_truncated(recovered.truncated_bytes);
         let segments = recovered.segments;
         let producers = load_producer_state(&dir, (topic, partition), &segments)?;
-        let start = segments.first().map_or(0, LogSegment::base_offset);
+        let deleted_before = delete_records::read_log_start_file(&dir)?;
         let end = segments.last().map_or(0, LogSegment::next_offset);
+        let start = segments
+            .first()
+            .map_or(0, LogSegment::base_offset)
+            .max(deleted_before.min(end));
         let size = segments.iter().map(LogSegment::size).sum();
         let first_unstable = producers.first_unstable_offset().unwrap_or(i64::MAX);
         debug!(
@@ -185,6 +198,7 @@ impl PartitionLog {
                 closed: None,
                 producers,
                 truncations: 0,
+                deleted_before,
             }),
             log_start_offset: AtomicI64::new(start),
             log_end_offset: AtomicI64::new(end),

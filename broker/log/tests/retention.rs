@@ -149,3 +149,58 @@ fn a_compact_only_topic_is_never_deleted_by_retention() {
     assert_eq!(log.log_start_offset(), 0);
     assert_eq!(manager.stats().segments_deleted_total, 0);
 }
+
+#[test]
+fn delete_records_moves_the_log_start_offset_durably_and_drops_whole_segments() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = LogConfig {
+        retention_bytes: -1,
+        retention_ms: -1,
+        ..small_segments(2_000)
+    };
+    let manager = open_with(dir.path(), config.clone(), FlushPolicy::Never);
+    let log = create(&manager, "t", 1);
+    let now = now_ms();
+    for _ in 0..10 {
+        append(&log, 2, now, 439); // 500-byte batches, four (8 offsets) per segment
+    }
+    let pdir = partition_dir(dir.path(), "t", 0);
+    assert_eq!(log_files(&pdir).len(), 3);
+
+    // Offset 11 lies inside the second segment: the first goes, the second
+    // stays but serves nothing below 11.
+    assert_eq!(log.delete_records_before(11).expect("delete"), 11);
+    assert_eq!(log.log_start_offset(), 11);
+    assert_eq!(
+        log_files(&pdir),
+        vec!["00000000000000000008.log", "00000000000000000016.log"]
+    );
+    assert!(matches!(
+        log.read(9, 1 << 20, i64::MAX),
+        Err(Error::OffsetOutOfRange {
+            log_start_offset: 11,
+            ..
+        })
+    ));
+    assert!(!read_all(&log, 11).is_empty());
+    // Backwards is a no-op; past the log end is out of range.
+    assert_eq!(log.delete_records_before(5).expect("no-op"), 11);
+    assert!(matches!(
+        log.delete_records_before(21),
+        Err(Error::OffsetOutOfRange { .. })
+    ));
+    manager.shutdown();
+    drop(manager);
+
+    let manager = open_with(dir.path(), config, FlushPolicy::Never);
+    let log = manager
+        .topic("t")
+        .and_then(|t| t.partition(0).cloned())
+        .expect("reopened");
+    assert_eq!(
+        log.log_start_offset(),
+        11,
+        "the log start offset survives a restart"
+    );
+    assert_eq!(log.log_end_offset(), 20);
+}

@@ -120,6 +120,7 @@ api_table! {
     DescribeCluster: DescribeClusterRequest => DescribeClusterResponse, versions 0 ..= 2;
     DescribeLogDirs: DescribeLogDirsRequest => DescribeLogDirsResponse, versions 1 ..= 4;
     OffsetDelete: OffsetDeleteRequest => OffsetDeleteResponse, versions 0 ..= 0;
+    DeleteRecords: DeleteRecordsRequest => DeleteRecordsResponse, versions 0 ..= 2;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.

@@ -1,11 +1,13 @@
 //! The admin APIs Kafka's CLI tools use to change and inspect a running
 //! cluster — CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-//! DescribeCluster, DescribeLogDirs and OffsetDelete — with Kafka's errors,
+//! DescribeCluster, DescribeLogDirs, OffsetDelete and DeleteRecords — with
+//! Kafka's errors,
 //! on one node and on a 3-node cluster (where every node must see the
 //! change, not only the one asked).
 
 mod common;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
@@ -13,6 +15,9 @@ use common::broker::Broker;
 use common::cluster::Cluster;
 use common::kafka_client::Client;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_delete_request::{
@@ -20,14 +25,17 @@ use kafka_protocol::messages::offset_delete_request::{
 };
 use kafka_protocol::messages::{
     alter_configs_request, incremental_alter_configs_request, AlterConfigsRequest,
-    CreatePartitionsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    CreatePartitionsRequest, DeleteRecordsRequest, DescribeClusterRequest, DescribeConfigsRequest,
     DescribeLogDirsRequest, GroupId, IncrementalAlterConfigsRequest, MetadataRequest,
     OffsetDeleteRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const INVALID_PARTITIONS: i16 = 37;
+const POLICY_VIOLATION: i16 = 44;
 const INVALID_CONFIG: i16 = 40;
 const INVALID_REQUEST: i16 = 42;
 const GROUP_ID_NOT_FOUND: i16 = 69;
@@ -178,6 +186,96 @@ fn offset_delete(client: &mut Client, group: &str, topic: &str) -> Result<(i16, 
         .first()
         .map_or(0, |t| t.partitions[0].error_code);
     Ok((response.error_code, partition))
+}
+
+/// (error code, low watermark) of DeleteRecords for partition 0 of `topic`.
+fn delete_records(client: &mut Client, topic: &str, offset: i64) -> Result<(i16, i64)> {
+    let request = DeleteRecordsRequest::default()
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![
+                DeleteRecordsPartition::default().with_offset(offset)
+            ])])
+        .with_timeout_ms(10_000);
+    let p = client
+        .send(&request, 2)?
+        .topics
+        .remove(0)
+        .partitions
+        .remove(0);
+    Ok((p.error_code, p.low_watermark))
+}
+
+/// The leader of partition 0 of `topic` as Metadata names it.
+fn leader_of(client: &mut Client, topic: &str) -> Result<i32> {
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(name(topic)))
+        ]))
+        .with_allow_auto_topic_creation(false);
+    let response = client.send(&request, 12)?;
+    Ok(response.topics[0].partitions[0].leader_id.0)
+}
+
+/// DeleteRecords on the leader of a replicated partition: Kafka's refusals,
+/// the log start offset moves (ListOffsets earliest), and every replica
+/// persists it (each node's `log-start-offset` file).
+fn exercise_delete_records(clients: &mut [Client], nodes: &[(i32, PathBuf)]) -> Result<()> {
+    let rf = i16::try_from(nodes.len())?;
+    // The test client stamps records in 2023: no retention by time.
+    clients[0].create_topic_replicated("trim-me", 1, rf, &[("retention.ms", "-1")])?;
+    let values: Vec<bytes::Bytes> = (0..10)
+        .map(|i| bytes::Bytes::from(format!("v{i}")))
+        .collect();
+    let mut leader = 0;
+    eventually("the leader takes 10 records", || {
+        let id = leader_of(&mut clients[0], "trim-me")?;
+        leader = nodes
+            .iter()
+            .position(|(n, _)| *n == id)
+            .context("unknown leader")?;
+        Ok(clients[leader].produce_values("trim-me", &values)?.0 == 0)
+    })?;
+    if nodes.len() > 1 {
+        let follower = (leader + 1) % nodes.len();
+        ensure!(
+            delete_records(&mut clients[follower], "trim-me", 4)?.0 == NOT_LEADER_OR_FOLLOWER,
+            "a follower deleted records"
+        );
+    }
+    let client = &mut clients[leader];
+    ensure!(
+        delete_records(client, "trim-me", 11)?.0 == OFFSET_OUT_OF_RANGE,
+        "deleting past the high watermark"
+    );
+    ensure!(
+        delete_records(client, "__consumer_offsets", 1)?.0 == POLICY_VIOLATION,
+        "records of an internal topic were deleted"
+    );
+    ensure!(
+        delete_records(client, "trim-me", 4)? == (0, 4),
+        "DeleteRecords to 4"
+    );
+    let backwards = delete_records(client, "trim-me", 2)?;
+    ensure!(
+        backwards == (0, 4),
+        "DeleteRecords backwards: {backwards:?}"
+    );
+    ensure!(
+        client.log_start_offset("trim-me")? == 4,
+        "ListOffsets earliest after DeleteRecords"
+    );
+    for (id, dir) in nodes {
+        let file = dir.join("trim-me-0").join("log-start-offset");
+        eventually(&format!("node {id} persists log start offset 4"), || {
+            Ok(std::fs::read_to_string(&file).is_ok_and(|s| s.trim() == "4"))
+        })?;
+    }
+    ensure!(
+        delete_records(client, "trim-me", -1)? == (0, 10),
+        "DeleteRecords to the high watermark"
+    );
+    Ok(())
 }
 
 /// Runs every check through `clients[0]`; the others must see the result.
@@ -363,15 +461,19 @@ fn exercise(clients: &mut [Client], nodes: usize) -> Result<()> {
 fn admin_changes_on_one_node() -> Result<()> {
     let broker = Broker::start(&[])?;
     let mut clients = [Client::connect(&broker)?];
-    exercise(&mut clients, 1)
+    exercise(&mut clients, 1)?;
+    exercise_delete_records(&mut clients, &[(1, broker.data_dir().to_path_buf())])
 }
 
 #[test]
 fn admin_changes_on_three_nodes() -> Result<()> {
     let mut cluster = Cluster::start(3, &["--wal-profile", "low", "--min-insync-replicas", "2"])?;
     let mut clients = Vec::new();
+    let mut nodes = Vec::new();
     for id in [2, 1, 3] {
         clients.push(Client::connect(cluster.node(id))?);
+        nodes.push((id, cluster.node(id).data_dir().to_path_buf()));
     }
-    exercise(&mut clients, 3)
+    exercise(&mut clients, 3)?;
+    exercise_delete_records(&mut clients, &nodes)
 }

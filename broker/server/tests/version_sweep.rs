@@ -575,6 +575,23 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
                 )
                 .collect()
         }
+        ApiKey::DeleteRecords => {
+            let topic = delete_records_request::DeleteRecordsTopic::default()
+                .with_name(name(TOPIC))
+                .with_partitions(vec![
+                    delete_records_request::DeleteRecordsPartition::default().with_offset(0),
+                ]);
+            let r = client.send(
+                &DeleteRecordsRequest::default()
+                    .with_topics(vec![topic])
+                    .with_timeout_ms(5000),
+                version,
+            )?;
+            r.topics
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
 }

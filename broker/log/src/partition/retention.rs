@@ -2,7 +2,8 @@
 //!
 //! Owns: expiring idle producer ids (producer.id.expiration.ms), rolling an active segment that is due (segment.ms, or wholly past
 //! retention.ms) and removing the segments `retention::segments_to_delete`
-//! picks, moving the log start offset. Must not: delete files while holding
+//! picks or that lie wholly below DeleteRecords' log start offset, moving
+//! the log start offset. Must not: delete files while holding
 //! the partition lock (it holds the `files` lock instead, taken before the
 //! partition lock is released, so a truncation cannot create a segment file
 //! that a pending deletion would then remove), or ever remove the active
@@ -74,6 +75,12 @@ impl PartitionLog {
             } else {
                 0
             };
+            // And whatever DeleteRecords put below the log start offset.
+            let below_start = closed_segments
+                .iter()
+                .take_while(|s| s.next_offset() <= state.deleted_before)
+                .count();
+            let count = count.max(below_start);
             let removed: Vec<LogSegment> = state.segments.drain(..count).collect();
             self.log_start_offset
                 .store(state.log_start_offset(), Ordering::Release);

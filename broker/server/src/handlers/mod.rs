@@ -12,6 +12,7 @@ mod cluster_errors;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
+mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
@@ -94,6 +95,7 @@ pub async fn handle(
         Request::DescribeCluster(r) => describe_cluster::handle(broker, version, r),
         Request::DescribeLogDirs(r) => describe_log_dirs::handle(broker, version, r),
         Request::OffsetDelete(r) => offset_delete::handle(broker, version, r).await,
+        Request::DeleteRecords(r) => delete_records::handle(broker, version, r).await,
         Request::DescribeConfigs(r) => describe_configs::handle(broker, version, r),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
         Request::Produce(r) => produce::handle(broker, version, r).await,

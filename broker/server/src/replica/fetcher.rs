@@ -35,6 +35,18 @@ const BACKOFF: Duration = Duration::from_millis(100);
 
 type Work = Vec<(Arc<Replica>, FollowerStep)>;
 
+/// A follower's log start offset follows the leader's (moved there by
+/// DeleteRecords or retention), up to what the follower holds.
+fn follow_log_start(replica: &Replica, leader_log_start: i64) {
+    let log = &replica.log;
+    let target = leader_log_start.min(log.log_end_offset());
+    if target > log.log_start_offset() {
+        if let Err(e) = log.delete_records_before(target) {
+            warn!(topic = replica.topic, partition = replica.partition, error = %e, "cannot follow the leader's log start offset");
+        }
+    }
+}
+
 pub async fn run(manager: Arc<ReplicaManager>, leader: i32) {
     let mut client: Option<LeaderClient> = None;
     loop {
@@ -245,9 +257,11 @@ async fn fetch_once(
             }
             let records = p.records.unwrap_or_default();
             let replica = replica.clone();
-            let hw = p.high_watermark;
+            let (hw, leader_log_start) = (p.high_watermark, p.log_start_offset);
             let appended = tokio::task::spawn_blocking(move || {
-                replica.on_fetched(current_leader_epoch, fetch_offset, &records, hw)
+                let appended = replica.on_fetched(current_leader_epoch, fetch_offset, &records, hw);
+                follow_log_start(&replica, leader_log_start);
+                appended
             })
             .await?;
             match appended {

@@ -285,6 +285,15 @@ impl Client {
     }
 
     pub fn log_end_offset(&mut self, topic: &str) -> Result<i64> {
+        self.list_offset(topic, -1)
+    }
+
+    /// ListOffsets earliest (-2) of partition 0 of `topic`.
+    pub fn log_start_offset(&mut self, topic: &str) -> Result<i64> {
+        self.list_offset(topic, -2)
+    }
+
+    fn list_offset(&mut self, topic: &str, timestamp: i64) -> Result<i64> {
         let request = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![list_offsets_request::ListOffsetsTopic::default()
@@ -292,10 +301,16 @@ impl Client {
                 .with_partitions(vec![
                     list_offsets_request::ListOffsetsPartition::default()
                         .with_partition_index(0)
-                        .with_timestamp(-1),
+                        .with_timestamp(timestamp),
                 ])]);
         let response = self.send(&request, 7)?;
-        Ok(response.topics[0].partitions[0].offset)
+        let p = &response.topics[0].partitions[0];
+        ensure!(
+            p.error_code == 0,
+            "ListOffsets {topic}: error {}",
+            p.error_code
+        );
+        Ok(p.offset)
     }
 }
 
