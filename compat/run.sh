@@ -2,11 +2,11 @@
 # compat/run.sh - the real-client compatibility matrix of chronik-server.
 #
 # For each client (rdkafka, confluent-kafka, kafka-python, franz-go, the Java
-# kafka-clients, Kafka's perf tools, kcat) start a FRESH broker (temp data
-# dir, 127.0.0.1 port 0) and run the checks of compat/README.md through that
-# client's driver: produce, fetch, group (default assignor, range, roundrobin,
-# cooperative-sticky), commit-resume (across a broker restart on the same data
-# dir) and idempotent. Every broker runs with --group-initial-rebalance-delay-ms 0
+# kafka-clients, Kafka's perf tools, kcat, Kafka's admin CLI tools) start a
+# FRESH broker (temp data dir, 127.0.0.1 port 0) and run the checks of
+# compat/README.md through that client's driver: produce, fetch, group (default
+# assignor, range, roundrobin, cooperative-sticky), commit-resume (across a
+# broker restart on the same data dir), idempotent, transactions and admin. Every broker runs with --group-initial-rebalance-delay-ms 0
 # except confluent-kafka's, which keeps Kafka's default 3000 ms to prove it works.
 # Prints the matrix, writes results/compat/<run-id>/{matrix.md,matrix.json}
 # (plus every driver's and broker's log), exits 1 if any check failed.
@@ -14,7 +14,7 @@
 #   bash compat/run.sh [--clients "kcat franz-go"] [--jobs N] [--no-deps] [--keep]
 #
 #   --clients LIST  subset, in this order: rdkafka confluent-kafka kafka-python
-#                   franz-go java perf kcat (default: all)
+#                   franz-go java perf kcat kafka-cli (default: all)
 #   --jobs N        clients run at once, each with its own broker (default 2)
 #   --no-deps       skip compat/install-deps.sh (apt, .venv, go/mvn/cargo builds)
 #   --keep          keep the brokers' data dirs (.run/compat-<run-id>/)
@@ -34,7 +34,7 @@ COMPAT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../scripts/lib.sh
 source "$COMPAT_DIR/../scripts/lib.sh"   # REPO_ROOT, RUN_DIR, start_chronik, stop_chronik, log
 
-ALL_CLIENTS=(rdkafka confluent-kafka kafka-python franz-go java perf kcat)
+ALL_CLIENTS=(rdkafka confluent-kafka kafka-python franz-go java perf kcat kafka-cli)
 CLIENTS="${CLIENTS:-${ALL_CLIENTS[*]}}"
 JOBS="${JOBS:-2}"
 DEPS="${DEPS:-1}"
@@ -121,6 +121,7 @@ client_cmd() {
                -cp "$COMPAT_DIR/java/target/classes:$COMPAT_DIR/java/target/lib/*" chronik.compat.Driver);;
     perf) CMD=("$py" "$pydir/perf_driver.py");;
     kcat) CMD=("$py" "$pydir/kcat_driver.py");;
+    kafka-cli) CMD=("$py" "$pydir/cli_driver.py");;
   esac
 }
 
@@ -144,7 +145,7 @@ run_client() {
     echo produce fetch
     local a
     for a in "${ASSIGNORS[@]}"; do group_name "$a"; done
-    echo commit-resume idempotent
+    echo commit-resume idempotent transactions admin
   }
   group_name() { if [[ $1 == default ]]; then echo group; else echo "group:$1"; fi; }
   # owe STATUS LOG CHECK... - matrix.py fails any owed check that has no result line
@@ -226,6 +227,8 @@ run_client() {
     fi
   fi
   invoke idempotent idempotent -- --check idempotent --messages "$MESSAGES"
+  invoke transactions transactions -- --check transactions --messages "$MESSAGES"
+  invoke admin admin -- --check admin
   broker_stop
 }
 

@@ -224,12 +224,109 @@ def check_idempotent(rep: cc.Reporter, args) -> None:
                 f"enable.idempotence=true: {args.messages} acked and read back once, in order")
 
 
+def read_for(bootstrap: str, assignment: list, want: int, timeout: float,
+             isolation: str) -> list[bytes]:
+    """Values read from `assignment` (TopicPartitions with start offsets):
+    until `want` records, then one more quiet second for any extra."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": cc.unique("compat-reader"),
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    consumer.assign(assignment)
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    quiet_until = None
+    try:
+        while time.monotonic() < deadline and (quiet_until is None or time.monotonic() < quiet_until):
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                if msg.error():
+                    raise KafkaException(msg.error())
+                values.append(msg.value())
+            if quiet_until is None and len(values) >= want:
+                quiet_until = time.monotonic() + 1.0
+    finally:
+        consumer.close()
+    return values
+
+
+def check_transactions(rep: cc.Reporter, args) -> None:
+    """Committed and aborted transactions, then consume-transform-produce
+    with the consumer's offsets committed in the producer's transactions
+    (send_offsets_to_transaction): every committed input exactly once in
+    the output."""
+    n, timeout, b = args.messages, args.stage_timeout, args.bootstrap
+    src, dst = cc.unique("compat-txn-in"), cc.unique("compat-txn-out")
+    for topic in (src, dst):
+        create_topic(b, topic, cc.PRODUCE_PARTITIONS, timeout)
+    aborted_tag, aborted = src + "-aborted", max(n // 2, 1)
+    producer = Producer({"bootstrap.servers": b, "transactional.id": cc.unique("compat-txn"),
+                         "linger.ms": 5})
+    producer.init_transactions(timeout)
+    producer.begin_transaction()
+    for i in range(n):
+        producer.produce(src, key=cc.message_key(i), value=cc.message_value(src, i))
+    producer.commit_transaction(timeout)
+    producer.begin_transaction()
+    for i in range(aborted):
+        producer.produce(src, key=cc.message_key(i), value=cc.message_value(aborted_tag, i))
+    producer.flush(timeout)
+    producer.abort_transaction(timeout)
+
+    group = cc.unique("compat-txn-group")
+    consumer = Consumer({"bootstrap.servers": b, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    consumer.subscribe([src])
+    ctp = Producer({"bootstrap.servers": b, "transactional.id": cc.unique("compat-ctp"),
+                    "linger.ms": 5})
+    ctp.init_transactions(timeout)
+    processed, transactions = 0, 0
+    deadline = time.monotonic() + timeout
+    try:
+        while processed < n and time.monotonic() < deadline:
+            batch = consumer.consume(100, 0.5)
+            if not batch:
+                continue
+            ctp.begin_transaction()
+            for msg in batch:
+                if msg.error():
+                    raise KafkaException(msg.error())
+                ctp.produce(dst, key=msg.key(), value=b"out-" + msg.value())
+                processed += 1
+            ctp.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                            consumer.consumer_group_metadata(), timeout)
+            ctp.commit_transaction(timeout)
+            transactions += 1
+        committed = consumer.committed([TopicPartition(src, p) for p in range(cc.PRODUCE_PARTITIONS)],
+                                       timeout=timeout)
+    finally:
+        consumer.close()
+    everything = [TopicPartition(src, p, confluent_kafka.OFFSET_BEGINNING)
+                  for p in range(cc.PRODUCE_PARTITIONS)]
+    input_committed = read_for(b, everything, n, timeout, "read_committed")
+    input_all = read_for(b, everything, n + aborted, timeout, "read_uncommitted")
+    out = read_for(b, [TopicPartition(dst, p, confluent_kafka.OFFSET_BEGINNING)
+                       for p in range(cc.PRODUCE_PARTITIONS)], n, timeout, "read_committed")
+    resume = [TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0
+                             else confluent_kafka.OFFSET_BEGINNING) for tp in committed]
+    lag = len(read_for(b, resume, 0, 2.0, "read_committed"))
+    expected = {b"out-" + cc.message_value(src, i) for i in range(n)}
+    seen_aborted = sum(1 for v in input_all if v.startswith(aborted_tag.encode()))
+    problems = cc.verify_transactions(n, input_committed, aborted_tag, out, expected,
+                                      seen_aborted, lag)
+    if processed != n:
+        problems.append(f"consume-transform-produce processed {processed} of {n}")
+    rep.verdict("transactions", problems,
+                f"{n} committed + {aborted} aborted; read_committed saw {len(input_committed)}, "
+                f"read_uncommitted {len(input_all)}; {n} transformed once in {transactions} "
+                f"transactions with send_offsets_to_transaction; lag after {lag}")
+
+
 def main() -> int:
     args = cc.parse_args(__doc__.splitlines()[0])
     rep = cc.Reporter(CLIENT, VERSION)
     return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
                                    "commit-resume": check_commit_resume,
-                                   "idempotent": check_idempotent})
+                                   "idempotent": check_idempotent,
+                                   "transactions": check_transactions})
 
 
 if __name__ == "__main__":

@@ -219,12 +219,99 @@ def check_idempotent(rep: cc.Reporter, args) -> None:
                 f"enable_idempotence=True: {args.messages} acked and read back once, in order")
 
 
+def read_values(bootstrap: str, topic: str, want: int, timeout: float, isolation: str,
+                starts: dict[int, int] | None = None) -> list[bytes]:
+    """Values of every partition of topic (from `starts` or the beginning):
+    until `want` records, then one more quiet second for any extra."""
+    c = consumer(bootstrap, isolation_level=isolation)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(cc.PRODUCE_PARTITIONS)]
+        c.assign(tps)
+        for tp in tps:
+            if starts and starts.get(tp.partition, -1) >= 0:
+                c.seek(tp, starts[tp.partition])
+            else:
+                c.seek_to_beginning(tp)
+        records = poll_records(c, lambda rs: len(rs) >= want, timeout) if want else []
+        records += poll_records(c, lambda rs: False, 1.0)
+        return [v for _, _, v in records]
+    finally:
+        c.close()
+
+
+def check_transactions(rep: cc.Reporter, args) -> None:
+    """Committed and aborted transactions, then consume-transform-produce
+    with the consumer's offsets committed in the producer's transactions
+    (send_offsets_to_transaction): every committed input exactly once."""
+    n, timeout, b = args.messages, args.stage_timeout, args.bootstrap
+    src, dst = cc.unique("compat-txn-in"), cc.unique("compat-txn-out")
+    for topic in (src, dst):
+        create_topic(b, topic, cc.PRODUCE_PARTITIONS, timeout)
+    aborted_tag, aborted = src + "-aborted", max(n // 2, 1)
+    producer = KafkaProducer(bootstrap_servers=b, transactional_id=cc.unique("compat-txn"),
+                             linger_ms=5)
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(n):
+        producer.send(src, key=cc.message_key(i), value=cc.message_value(src, i))
+    producer.commit_transaction()
+    producer.begin_transaction()
+    for i in range(aborted):
+        producer.send(src, key=cc.message_key(i), value=cc.message_value(aborted_tag, i))
+    producer.flush(timeout)
+    producer.abort_transaction()
+    producer.close()
+
+    group = cc.unique("compat-txn-group")
+    c = consumer(b, group_id=group, isolation_level="read_committed")
+    c.subscribe([src])
+    ctp = KafkaProducer(bootstrap_servers=b, transactional_id=cc.unique("compat-ctp"), linger_ms=5)
+    ctp.init_transactions()
+    processed, transactions = 0, 0
+    deadline = time.monotonic() + timeout
+    try:
+        while processed < n and time.monotonic() < deadline:
+            polled = c.poll(timeout_ms=500)
+            if not polled:
+                continue
+            ctp.begin_transaction()
+            offsets = {}
+            for tp, batch in polled.items():
+                for r in batch:
+                    ctp.send(dst, key=r.key, value=b"out-" + r.value)
+                    processed += 1
+                offsets[tp] = OffsetAndMetadata(batch[-1].offset + 1, "", -1)
+            ctp.send_offsets_to_transaction(offsets, c.group_metadata())
+            ctp.commit_transaction()
+            transactions += 1
+        committed = {p: c.committed(TopicPartition(src, p)) for p in range(cc.PRODUCE_PARTITIONS)}
+    finally:
+        c.close()
+        ctp.close()
+    input_committed = read_values(b, src, n, timeout, "read_committed")
+    input_all = read_values(b, src, n + aborted, timeout, "read_uncommitted")
+    out = read_values(b, dst, n, timeout, "read_committed")
+    starts = {p: (o if o is not None else -1) for p, o in committed.items()}
+    lag = len(read_values(b, src, 0, timeout, "read_committed", starts))
+    expected = {b"out-" + cc.message_value(src, i) for i in range(n)}
+    seen_aborted = sum(1 for v in input_all if v.startswith(aborted_tag.encode()))
+    problems = cc.verify_transactions(n, input_committed, aborted_tag, out, expected,
+                                      seen_aborted, lag)
+    if processed != n:
+        problems.append(f"consume-transform-produce processed {processed} of {n}")
+    rep.verdict("transactions", problems,
+                f"{n} committed + {aborted} aborted; read_committed saw {len(input_committed)}, "
+                f"read_uncommitted {len(input_all)}; {n} transformed once in {transactions} "
+                f"transactions with send_offsets_to_transaction; lag after {lag}")
+
+
 def main() -> int:
     args = cc.parse_args(__doc__.splitlines()[0])
     rep = cc.Reporter(CLIENT, VERSION)
     return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
                                    "commit-resume": check_commit_resume,
-                                   "idempotent": check_idempotent})
+                                   "idempotent": check_idempotent,
+                                   "transactions": check_transactions})
 
 
 if __name__ == "__main__":

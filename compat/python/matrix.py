@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 COLUMNS = ["produce", "fetch", "group", "group:range", "group:roundrobin",
-           "group:cooperative-sticky", "commit-resume", "idempotent"]
+           "group:cooperative-sticky", "commit-resume", "idempotent", "transactions", "admin"]
 CELL = {"pass": "pass", "fail": "FAIL", "n/a": "n/a"}
 
 

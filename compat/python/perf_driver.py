@@ -1,8 +1,7 @@
 """Compatibility driver for Kafka's own perf tools (kafka-tools ProducerPerformance
 and ConsumerPerformance) - compat/README.md.
 
-Runs the tools with `java -cp` (jars from compat/java/target/lib, built by
-compat/install-deps.sh) and prints the JSON result line(s):
+Runs the tools with `java -cp` (kafka_tools.py) and prints the JSON result line(s):
   produce  ProducerPerformance --num-records N --record-size 256 --throughput -1
            acks=all (idempotence on: the Java client's default); passes when it
            reports N records sent, logs no exception and the partitions' log end
@@ -15,38 +14,17 @@ The topic is created (3 partitions) with confluent-kafka's AdminClient, setup on
 
 from __future__ import annotations
 
-import glob
-import os
 import re
-import subprocess
-from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
 import compat_common as cc
 from confluent_driver import create_topic
+from kafka_tools import java, tools_version
 
-LIB = Path(os.environ.get("COMPAT_JAVA_LIB",
-                          Path(__file__).resolve().parents[1] / "java" / "target" / "lib"))
-JAVA = os.environ.get("JAVA", "java")
 CLIENT = "kafka-tools (perf)"
 RECORD_SIZE = 256
 SENT = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec .*?([\d.]+) ms avg latency", re.M)
-
-
-def tools_version() -> str:
-    jars = glob.glob(str(LIB / "kafka-tools-[0-9]*.jar"))
-    m = re.search(r"kafka-tools-(.+)\.jar$", jars[0]) if jars else None
-    return m.group(1) if m else "unknown (compat/java/target/lib missing)"
-
-
-def java(main: str, *argv: str, timeout: float) -> subprocess.CompletedProcess:
-    cmd = [JAVA, "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-           "-cp", str(LIB / "*"), main, *argv]
-    cc.log("run: " + " ".join(cmd))
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    cc.log(f"exit {r.returncode}\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
-    return r
 
 
 def log_end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
@@ -125,6 +103,9 @@ def main() -> int:
         "idempotent": not_applicable(
             "idempotent", "ProducerPerformance produces idempotently by default (the produce "
                           "check) but cannot verify exactly-once order; see the Java client row"),
+        "transactions": not_applicable(
+            "transactions", "ProducerPerformance's --transactional-id only times transactions; "
+                            "the Java client row verifies them"),
     })
 
 

@@ -88,6 +88,9 @@ public final class Driver {
                 case "group" -> d.group(assignor, pending.get(0));
                 case "commit-resume" -> d.commitResume(args.get("phase"), Path.of(args.get("state")));
                 case "idempotent" -> d.idempotent();
+                case "transactions" -> d.transactions();
+                case "admin" -> d.emit("admin", "n/a",
+                        "admin APIs are checked with Kafka's own CLI tools (the kafka-cli row)");
                 default -> throw new IllegalArgumentException("unknown check " + check);
             }
         } catch (Exception e) {
@@ -363,6 +366,139 @@ public final class Driver {
         }
         verdict("idempotent", problems,
                 "enable.idempotence=true: " + messages + " acked and read back once, in order");
+    }
+
+    /** Values read from all partitions of topic from the beginning: until want, then a quiet second. */
+    List<String> readAll(String topic, int want, String isolation) {
+        try (KafkaConsumer<byte[], byte[]> c = consumer("isolation.level", isolation)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < PRODUCE_PARTITIONS; p++) {
+                tps.add(new TopicPartition(topic, p));
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            List<Rec> recs = pollUntil(c, rs -> rs.size() >= want, 0);
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofSeconds(1))) {
+                recs.add(new Rec(r.partition(), r.offset(), new String(r.value(), StandardCharsets.UTF_8)));
+            }
+            List<String> values = new ArrayList<>();
+            recs.forEach(r -> values.add(r.v()));
+            return values;
+        }
+    }
+
+    KafkaProducer<byte[], byte[]> transactionalProducer(String id) {
+        KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(props("transactional.id", id, "linger.ms", "5",
+                "key.serializer", ByteArraySerializer.class.getName(),
+                "value.serializer", ByteArraySerializer.class.getName()));
+        p.initTransactions();
+        return p;
+    }
+
+    /**
+     * Committed and aborted transactions, then consume-transform-produce with the consumer's
+     * offsets committed in the producer's transactions (sendOffsetsToTransaction with the
+     * group's metadata, EOS v2): every committed input exactly once in the output.
+     */
+    void transactions() throws Exception {
+        String src = unique("compat-txn-in"), dst = unique("compat-txn-out");
+        createTopic(src, PRODUCE_PARTITIONS);
+        createTopic(dst, PRODUCE_PARTITIONS);
+        String abortedTag = src + "-aborted";
+        int aborted = Math.max(messages / 2, 1);
+        try (KafkaProducer<byte[], byte[]> p = transactionalProducer(unique("compat-txn"))) {
+            p.beginTransaction();
+            for (int i = 0; i < messages; i++) {
+                p.send(new ProducerRecord<>(src, key(i), value(src, i)));
+            }
+            p.commitTransaction();
+            p.beginTransaction();
+            for (int i = 0; i < aborted; i++) {
+                p.send(new ProducerRecord<>(src, key(i), value(abortedTag, i)));
+            }
+            p.flush();
+            p.abortTransaction();
+        }
+        String group = unique("compat-txn-group");
+        int processed = 0, transactions = 0;
+        Map<TopicPartition, OffsetAndMetadata> committed;
+        try (KafkaConsumer<byte[], byte[]> c = consumer("group.id", group, "isolation.level", "read_committed");
+                KafkaProducer<byte[], byte[]> p = transactionalProducer(unique("compat-ctp"))) {
+            c.subscribe(List.of(src));
+            long deadline = System.currentTimeMillis() + stageMs;
+            while (processed < messages && System.currentTimeMillis() < deadline) {
+                var batch = c.poll(Duration.ofMillis(500));
+                if (batch.isEmpty()) {
+                    continue;
+                }
+                p.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<byte[], byte[]> r : batch) {
+                    byte[] out = ("out-" + new String(r.value(), StandardCharsets.UTF_8)).getBytes(StandardCharsets.UTF_8);
+                    p.send(new ProducerRecord<>(dst, r.key(), out));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                    processed++;
+                }
+                p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+                p.commitTransaction();
+                transactions++;
+            }
+            Set<TopicPartition> all = new HashSet<>();
+            for (int i = 0; i < PRODUCE_PARTITIONS; i++) {
+                all.add(new TopicPartition(src, i));
+            }
+            committed = c.committed(all, Duration.ofMillis(stageMs));
+        }
+        List<String> problems = new ArrayList<>();
+        List<String> inCommitted = readAll(src, messages, "read_committed");
+        List<String> inAll = readAll(src, messages + aborted, "read_uncommitted");
+        List<String> out = readAll(dst, messages, "read_committed");
+        long leaked = inCommitted.stream().filter(v -> v.startsWith(abortedTag)).count();
+        if (leaked > 0) {
+            problems.add("read_committed saw " + leaked + " aborted records");
+        }
+        if (inCommitted.size() - leaked != messages) {
+            problems.add("read_committed saw " + (inCommitted.size() - leaked) + " committed input records, want " + messages);
+        }
+        if (inAll.stream().noneMatch(v -> v.startsWith(abortedTag))) {
+            problems.add("read_uncommitted saw no aborted record: the abort was not written");
+        }
+        Set<String> expected = new TreeSet<>();
+        for (int i = 0; i < messages; i++) {
+            expected.add("out-" + new String(value(src, i), StandardCharsets.UTF_8));
+        }
+        Set<String> got = new TreeSet<>(out);
+        if (got.size() != out.size()) {
+            problems.add((out.size() - got.size()) + " duplicate records in the output");
+        }
+        if (!got.equals(expected)) {
+            Set<String> missing = new TreeSet<>(expected);
+            missing.removeAll(got);
+            problems.add("output: " + missing.size() + " missing, " + (got.size() - (expected.size() - missing.size())) + " unexpected");
+        }
+        int lag = 0;
+        try (KafkaConsumer<byte[], byte[]> c = consumer("isolation.level", "read_committed")) {
+            List<TopicPartition> tps = new ArrayList<>(committed.keySet());
+            c.assign(tps);
+            for (TopicPartition tp : tps) {
+                OffsetAndMetadata o = committed.get(tp);
+                if (o == null) {
+                    c.seekToBeginning(List.of(tp));
+                } else {
+                    c.seek(tp, o.offset());
+                }
+            }
+            lag = c.poll(Duration.ofSeconds(2)).count();
+        }
+        if (lag != 0) {
+            problems.add("the group's committed offsets leave " + lag + " committed records to re-read");
+        }
+        if (processed != messages) {
+            problems.add("consume-transform-produce processed " + processed + " of " + messages);
+        }
+        verdict("transactions", problems, messages + " committed + " + aborted + " aborted; read_committed saw "
+                + inCommitted.size() + ", read_uncommitted " + inAll.size() + "; " + messages
+                + " transformed once in " + transactions + " transactions with sendOffsetsToTransaction; lag after " + lag);
     }
 
     /** One group member: its consumer lives on its own thread; assigned() is the latest assignment(). */
