@@ -114,6 +114,8 @@ api_table! {
     TxnOffsetCommit: TxnOffsetCommitRequest => TxnOffsetCommitResponse, versions 0 ..= 4;
     DescribeTransactions: DescribeTransactionsRequest => DescribeTransactionsResponse, versions 0 ..= 0;
     ListTransactions: ListTransactionsRequest => ListTransactionsResponse, versions 0 ..= 1;
+    ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse, versions 0 ..= 1;
+    ConsumerGroupDescribe: ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, versions 0 ..= 1;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -154,6 +156,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         ApiKey::DescribeTransactions => "DescribeTransactions",
         ApiKey::ListTransactions => "ListTransactions",
+        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
+        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         _ => "Other",
     }
 }
