@@ -53,8 +53,15 @@ impl Default for ConsumerGroupConfig {
     }
 }
 
-/// The topics a heartbeat may subscribe to: name → (id, partition count).
-pub type TopicMetadata = BTreeMap<String, (TopicId, i32)>;
+/// The topics a heartbeat may subscribe to, as of one metadata version
+/// (the owner's; subscriptions are re-resolved for every member only when
+/// it changes).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TopicMetadata {
+    pub version: u64,
+    /// name → (id, partition count)
+    pub topics: BTreeMap<String, (TopicId, i32)>,
+}
 
 /// A ConsumerGroupHeartbeat, independent of the wire version.
 #[derive(Debug, Clone, Default)]
@@ -154,6 +161,8 @@ pub struct ConsumerGroup {
     target: BTreeMap<String, Assignment>,
     /// Partition counts of every topic some member subscribes to.
     partitions: BTreeMap<TopicId, i32>,
+    /// The metadata version every member's subscription was resolved at.
+    resolved_version: Option<u64>,
 }
 
 impl ConsumerGroup {
@@ -166,6 +175,7 @@ impl ConsumerGroup {
             members: BTreeMap::new(),
             target: BTreeMap::new(),
             partitions: BTreeMap::new(),
+            resolved_version: None,
         }
     }
 
@@ -245,7 +255,7 @@ impl ConsumerGroup {
         }
         member.client_id.clone_from(&request.client_id);
         member.client_host.clone_from(&request.client_host);
-        changed |= self.refresh_subscriptions(metadata);
+        changed |= self.refresh_subscriptions(metadata, &member_id);
         if changed {
             self.group_epoch += 1;
         }
@@ -446,28 +456,42 @@ impl ConsumerGroup {
         self.compute_target();
     }
 
-    /// Re-resolves every member's subscription against `metadata`; true
-    /// when the subscribed topics or their partition counts changed.
-    fn refresh_subscriptions(&mut self, metadata: &TopicMetadata) -> bool {
-        let mut partitions = BTreeMap::new();
+    /// Resolves `member_id`'s subscription against `metadata` — every
+    /// member's when the metadata version changed — and the subscribed
+    /// topics' partition counts; true when any of them changed.
+    fn refresh_subscriptions(&mut self, metadata: &TopicMetadata, member_id: &str) -> bool {
+        let everyone = self.resolved_version != Some(metadata.version);
         let mut changed = false;
         for member in self.members.values_mut() {
+            if !everyone && member.member_id != member_id {
+                continue;
+            }
             let ids: BTreeSet<TopicId> = metadata
+                .topics
                 .iter()
                 .filter(|(name, _)| {
                     member.subscribed_topic_names.binary_search(name).is_ok()
                         || member.regex.as_ref().is_some_and(|r| r.is_match(name))
                 })
-                .map(|(_, (id, count))| {
-                    partitions.insert(*id, *count);
-                    *id
-                })
+                .map(|(_, (id, _))| *id)
                 .collect();
             changed |= ids != member.subscribed_ids;
             member.subscribed_ids = ids;
         }
+        let subscribed: BTreeSet<&TopicId> = self
+            .members
+            .values()
+            .flat_map(|m| &m.subscribed_ids)
+            .collect();
+        let partitions: BTreeMap<TopicId, i32> = metadata
+            .topics
+            .values()
+            .filter(|(id, _)| subscribed.contains(id))
+            .map(|(id, count)| (*id, *count))
+            .collect();
         changed |= partitions != self.partitions;
         self.partitions = partitions;
+        self.resolved_version = Some(metadata.version);
         changed
     }
 

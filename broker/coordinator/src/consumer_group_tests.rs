@@ -73,10 +73,13 @@ impl Harness {
                     max_size,
                 },
             ),
-            metadata: topics
-                .iter()
-                .map(|(t, n)| (t.to_string(), (tid(t), *n)))
-                .collect(),
+            metadata: TopicMetadata {
+                version: 1,
+                topics: topics
+                    .iter()
+                    .map(|(t, n)| (t.to_string(), (tid(t), *n)))
+                    .collect(),
+            },
             clients: BTreeMap::new(),
         }
     }
@@ -134,7 +137,10 @@ impl Harness {
         for (i, (now, member, act, expect)) in steps.iter().enumerate() {
             let at = format!("{scenario}, step {i} ({member} {act:?})");
             if let Act::CreateTopic(name, n) = act {
-                self.metadata.insert(name.to_string(), (tid(name), *n));
+                self.metadata.version += 1;
+                self.metadata
+                    .topics
+                    .insert(name.to_string(), (tid(name), *n));
             }
             if let Act::Tick = act {
                 self.group.tick(*now);

@@ -55,6 +55,9 @@ pub struct GroupManager {
     consumer_config: ConsumerGroupConfig,
     epoch: Instant,
     inner: Mutex<Inner>,
+    /// The topics KIP-848 members may subscribe to, built once per
+    /// metadata image version.
+    topics: Mutex<Option<Arc<TopicMetadata>>>,
 }
 
 #[derive(Debug, Default)]
@@ -72,6 +75,7 @@ impl GroupManager {
             consumer_config,
             epoch: Instant::now(),
             inner: Mutex::new(Inner::default()),
+            topics: Mutex::new(None),
         })
     }
 
@@ -225,6 +229,24 @@ impl GroupManager {
             inner.consumer_groups.remove(group_id);
         }
         result
+    }
+
+    /// The subscribable topics at metadata `version`: the cached copy, or
+    /// `build`'s when the version moved on.
+    pub fn topic_metadata(
+        &self,
+        version: u64,
+        build: impl FnOnce() -> TopicMetadata,
+    ) -> Arc<TopicMetadata> {
+        let mut cached = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        match cached.as_ref() {
+            Some(topics) if topics.version == version => topics.clone(),
+            _ => {
+                let topics = Arc::new(build());
+                *cached = Some(topics.clone());
+                topics
+            }
+        }
     }
 
     pub fn consumer_describe(&self, group_id: &str) -> Option<ConsumerGroupSnapshot> {

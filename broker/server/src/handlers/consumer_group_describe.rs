@@ -38,9 +38,7 @@ pub fn handle(
                 return described.with_error_code(error.code());
             }
             let Some(g) = broker.groups.consumer_describe(&group_id.0) else {
-                return described
-                    .with_error_code(ResponseError::GroupIdNotFound.code())
-                    .with_group_state(StrBytes::from_static_str("Dead"));
+                return described.with_error_code(ResponseError::GroupIdNotFound.code());
             };
             let members = g
                 .members

@@ -9,6 +9,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use chronik_cluster::MetadataImage;
 use chronik_coordinator::{Assignment, HeartbeatReply, HeartbeatRequest, TopicMetadata};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -96,24 +97,28 @@ fn heartbeat(
         client_host: format!("/{}", peer.ip()),
         client_member_id: version >= 1,
     };
+    let image = broker.replicas.cluster.image();
+    let topics = broker
+        .groups
+        .topic_metadata(image.applied_index, || topic_metadata(&image));
     broker
         .groups
-        .consumer_heartbeat(&group_id, heartbeat, &topic_metadata(broker))
+        .consumer_heartbeat(&group_id, heartbeat, &topics)
         .map_err(response_error)
 }
 
 /// The topics members may subscribe to: every topic but the internal ones.
-fn topic_metadata(broker: &Broker) -> TopicMetadata {
-    broker
-        .replicas
-        .cluster
-        .image()
-        .topics
-        .values()
-        .filter(|t| !is_internal_topic(&t.name))
-        .map(|t| {
-            let partitions = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
-            (t.name.clone(), (t.topic_id, partitions))
-        })
-        .collect()
+fn topic_metadata(image: &MetadataImage) -> TopicMetadata {
+    TopicMetadata {
+        version: image.applied_index,
+        topics: image
+            .topics
+            .values()
+            .filter(|t| !is_internal_topic(&t.name))
+            .map(|t| {
+                let partitions = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
+                (t.name.clone(), (t.topic_id, partitions))
+            })
+            .collect(),
+    }
 }
