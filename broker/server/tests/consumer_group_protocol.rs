@@ -2,8 +2,8 @@
 //! ConsumerGroupDescribe) against the real binary: two members split a
 //! topic without ever owning a partition twice, one leaves and the other
 //! gets everything; a wrong epoch is fenced; an unknown assignor, a bad
-//! regex, a classic JoinGroup into the group and a stale-epoch commit are
-//! refused at once. The real-client view is
+//! regex, a classic JoinGroup into the group (and a KIP-848 join into a
+//! classic group) and a stale-epoch commit are refused at once. The real-client view is
 //! tests/python/test_consumer_protocol.py.
 
 mod common;
@@ -20,7 +20,8 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
-    GroupId, JoinGroupRequest, ListGroupsRequest, OffsetCommitRequest, TopicName,
+    DescribeGroupsRequest, GroupId, JoinGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -102,8 +103,25 @@ impl Member {
     }
 }
 
+/// A classic JoinGroup of a new member.
+fn classic_join(group: &str) -> JoinGroupRequest {
+    JoinGroupRequest::default()
+        .with_group_id(group_id(group))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(StrBytes::from_static_str("consumer"))
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(StrBytes::from_static_str("range"))
+            .with_metadata(Default::default())])
+}
+
 fn start() -> Result<(Broker, Client, Uuid)> {
-    let broker = Broker::start(&["--wal-profile", "none"])?;
+    let broker = Broker::start(&[
+        "--wal-profile",
+        "none",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+    ])?;
     let mut client = Client::connect(&broker)?;
     client.create_topic_replicated(TOPIC, PARTITIONS, 1, &[])?;
     let topic_id = client.topic_id(TOPIC)?;
@@ -232,18 +250,23 @@ fn bad_joins_classic_takeovers_and_stale_commits_are_refused() -> Result<()> {
 
     let mut a = Member::new("refused");
     a.beat(&mut client, topic_id)?;
-    let join = client.send(
-        &JoinGroupRequest::default()
-            .with_group_id(group_id("refused"))
-            .with_session_timeout_ms(10_000)
-            .with_rebalance_timeout_ms(10_000)
-            .with_protocol_type(StrBytes::from_static_str("consumer"))
-            .with_protocols(vec![JoinGroupRequestProtocol::default()
-                .with_name(StrBytes::from_static_str("range"))
-                .with_metadata(Default::default())]),
-        5,
-    )?;
+    let join = client.send(&classic_join("refused"), 5)?;
     ensure!(join.error_code == INCONSISTENT_GROUP_PROTOCOL, "{join:?}");
+    let classic_view = client.send(
+        &DescribeGroupsRequest::default().with_groups(vec![group_id("refused")]),
+        6,
+    )?;
+    ensure!(
+        classic_view.groups[0].error_code == GROUP_ID_NOT_FOUND,
+        "DescribeGroups on a consumer group: {classic_view:?}"
+    );
+
+    // The other way round: a classic group with a member keeps KIP-848
+    // members out.
+    let classic = client.send(&classic_join("classic"), 3)?;
+    ensure!(classic.error_code == 0, "{classic:?}");
+    let r = client.send(&Member::new("classic").request(topic_id), 1)?;
+    ensure!(r.error_code == GROUP_ID_NOT_FOUND, "{r:?}");
 
     let commit = |member_id: &str, epoch: i32| {
         OffsetCommitRequest::default()

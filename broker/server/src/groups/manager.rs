@@ -204,7 +204,11 @@ impl GroupManager {
         request: HeartbeatRequest,
         metadata: &TopicMetadata,
     ) -> Result<HeartbeatReply, GroupError> {
-        let fresh_member_id = uuid::Uuid::new_v4().to_string();
+        let fresh_member_id = if request.member_id.is_empty() {
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            String::new()
+        };
         let now = self.now();
         let mut inner = self.lock();
         if let Some(classic) = inner.groups.get(group_id) {
