@@ -101,114 +101,132 @@ fn range(
 /// Balanced and sticky: every partition keeps its current owner while that
 /// owner is subscribed and below its fair share; the rest go to the least
 /// loaded subscriber; then partitions move from the most to the least loaded
-/// members until no eligible move narrows the gap below two.
+/// members until no eligible move narrows a gap of two or more. Members are
+/// indexed and kept ordered by load, so a homogeneous group costs about
+/// O(partitions · log members).
 fn uniform(
     subscriptions: &BTreeMap<String, BTreeSet<TopicId>>,
     partitions: &BTreeMap<TopicId, i32>,
     current: &BTreeMap<String, Assignment>,
 ) -> BTreeMap<String, Assignment> {
-    let mut targets = empty_targets(subscriptions);
-    let subscribed = |member: &str, topic: &TopicId| {
-        subscriptions
-            .get(member)
-            .is_some_and(|topics| topics.contains(topic))
-    };
+    let subs: Vec<&BTreeSet<TopicId>> = subscriptions.values().collect();
+    let index: BTreeMap<&str, usize> = subscriptions
+        .keys()
+        .enumerate()
+        .map(|(i, m)| (m.as_str(), i))
+        .collect();
     let all: Vec<(TopicId, i32)> = partitions
         .iter()
-        .filter(|(topic, _)| subscriptions.values().any(|ts| ts.contains(*topic)))
+        .filter(|(topic, _)| subs.iter().any(|ts| ts.contains(*topic)))
         .flat_map(|(topic, &count)| (0..count.max(0)).map(move |p| (*topic, p)))
         .collect();
-    let active = subscriptions.values().filter(|ts| !ts.is_empty()).count();
-    if active == 0 {
-        return targets;
-    }
-    let fair_share = all.len().div_ceil(active);
-    let mut counts: BTreeMap<String, usize> = targets.keys().map(|m| (m.clone(), 0)).collect();
-    let mut owner_of: BTreeMap<(TopicId, i32), &str> = BTreeMap::new();
-    for (member, assignment) in current {
-        for (topic, ps) in assignment {
-            for p in ps {
-                owner_of.insert((*topic, *p), member);
+    let mut targets = Loads::new(subs.len());
+    let active = subs.iter().filter(|ts| !ts.is_empty()).count();
+    if active > 0 {
+        let fair_share = all.len().div_ceil(active);
+        let mut owner_of: BTreeMap<(TopicId, i32), usize> = BTreeMap::new();
+        for (member, assignment) in current {
+            if let Some(&i) = index.get(member.as_str()) {
+                for (topic, ps) in assignment {
+                    owner_of.extend(ps.iter().map(|p| ((*topic, *p), i)));
+                }
+            }
+        }
+        let mut unassigned = Vec::new();
+        for &(topic, p) in &all {
+            match owner_of.get(&(topic, p)) {
+                Some(&i) if subs[i].contains(&topic) && targets.count(i) < fair_share => {
+                    targets.give(i, topic, p)
+                }
+                _ => unassigned.push((topic, p)),
+            }
+        }
+        for (topic, p) in unassigned {
+            if let Some(i) = targets.least_loaded(|i| subs[i].contains(&topic)) {
+                targets.give(i, topic, p);
+            }
+        }
+        for _ in 0..all.len() {
+            if !targets.move_one(&subs) {
+                break;
             }
         }
     }
-    let mut unassigned = Vec::new();
-    for &(topic, p) in &all {
-        let keep = owner_of.get(&(topic, p)).copied().filter(|owner| {
-            subscribed(owner, &topic) && counts.get(*owner).is_some_and(|c| *c < fair_share)
-        });
-        match keep {
-            Some(owner) => give(&mut targets, &mut counts, owner, topic, p),
-            None => unassigned.push((topic, p)),
-        }
-    }
-    for (topic, p) in unassigned {
-        let least = counts
-            .iter()
-            .filter(|(m, _)| subscribed(m, &topic))
-            .min_by_key(|(m, c)| (**c, (*m).clone()))
-            .map(|(m, _)| m.clone());
-        if let Some(member) = least {
-            give(&mut targets, &mut counts, &member, topic, p);
-        }
-    }
-    rebalance(&mut targets, &mut counts, &subscribed, all.len());
-    targets
+    subscriptions
+        .keys()
+        .cloned()
+        .zip(targets.assignments)
+        .collect()
 }
 
-fn give(
-    targets: &mut BTreeMap<String, Assignment>,
-    counts: &mut BTreeMap<String, usize>,
-    member: &str,
-    topic: TopicId,
-    p: i32,
-) {
-    if let Some(target) = targets.get_mut(member) {
-        target.entry(topic).or_default().insert(p);
-    }
-    if let Some(c) = counts.get_mut(member) {
-        *c += 1;
-    }
+/// Members' assignments by index, and the members ordered by load.
+struct Loads {
+    assignments: Vec<Assignment>,
+    counts: Vec<usize>,
+    by_load: BTreeSet<(usize, usize)>,
 }
 
-/// Moves single partitions from a member holding at least two more than the
-/// least loaded one that subscribes to it; at most `limit` moves.
-fn rebalance(
-    targets: &mut BTreeMap<String, Assignment>,
-    counts: &mut BTreeMap<String, usize>,
-    subscribed: &dyn Fn(&str, &TopicId) -> bool,
-    limit: usize,
-) {
-    for _ in 0..limit {
-        let mut by_load: Vec<(usize, String)> =
-            counts.iter().map(|(m, c)| (*c, m.clone())).collect();
-        by_load.sort();
-        let mv = by_load.iter().find_map(|(low, receiver)| {
-            by_load.iter().rev().find_map(|(high, giver)| {
-                if *high < low + 2 {
-                    return None;
-                }
-                targets.get(giver)?.iter().find_map(|(topic, ps)| {
-                    let p = ps.iter().next_back()?;
-                    subscribed(receiver, topic)
-                        .then(|| (giver.clone(), receiver.clone(), *topic, *p))
-                })
-            })
-        });
-        let Some((giver, receiver, topic, p)) = mv else {
-            return;
-        };
-        if let Some(ps) = targets.get_mut(&giver).and_then(|t| t.get_mut(&topic)) {
+impl Loads {
+    fn new(members: usize) -> Loads {
+        Loads {
+            assignments: vec![Assignment::new(); members],
+            counts: vec![0; members],
+            by_load: (0..members).map(|i| (0, i)).collect(),
+        }
+    }
+
+    fn count(&self, i: usize) -> usize {
+        self.counts[i]
+    }
+
+    fn set_count(&mut self, i: usize, count: usize) {
+        self.by_load.remove(&(self.counts[i], i));
+        self.counts[i] = count;
+        self.by_load.insert((count, i));
+    }
+
+    fn give(&mut self, i: usize, topic: TopicId, p: i32) {
+        self.assignments[i].entry(topic).or_default().insert(p);
+        self.set_count(i, self.counts[i] + 1);
+    }
+
+    fn take(&mut self, i: usize, topic: TopicId, p: i32) {
+        if let Some(ps) = self.assignments[i].get_mut(&topic) {
             ps.remove(&p);
             if ps.is_empty() {
-                if let Some(t) = targets.get_mut(&giver) {
-                    t.remove(&topic);
-                }
+                self.assignments[i].remove(&topic);
             }
         }
-        if let Some(c) = counts.get_mut(&giver) {
-            *c -= 1;
+        self.set_count(i, self.counts[i].saturating_sub(1));
+    }
+
+    fn least_loaded(&self, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+        self.by_load.iter().map(|&(_, i)| i).find(|&i| eligible(i))
+    }
+
+    /// Moves one partition from a member holding at least two more than a
+    /// less loaded member subscribed to it; false when there is none.
+    fn move_one(&mut self, subs: &[&BTreeSet<TopicId>]) -> bool {
+        let found = self.by_load.iter().find_map(|&(low, receiver)| {
+            self.by_load
+                .iter()
+                .rev()
+                .take_while(|&&(high, _)| high >= low + 2)
+                .find_map(|&(_, giver)| {
+                    self.assignments[giver]
+                        .iter()
+                        .filter(|(topic, _)| subs[receiver].contains(*topic))
+                        .find_map(|(topic, ps)| ps.iter().next_back().map(|p| (*topic, *p)))
+                        .map(|(topic, p)| (giver, receiver, topic, p))
+                })
+        });
+        match found {
+            Some((giver, receiver, topic, p)) => {
+                self.take(giver, topic, p);
+                self.give(receiver, topic, p);
+                true
+            }
+            None => false,
         }
-        give(targets, counts, &receiver, topic, p);
     }
 }

@@ -145,3 +145,27 @@ fn assignor_names() {
     assert_eq!(Assignor::from_name("sticky"), None);
     assert_eq!(Assignor::DEFAULT.name(), "uniform");
 }
+
+#[test]
+fn uniform_at_the_member_bound_stays_balanced() {
+    let members: Vec<String> = (0..1000).map(|i| format!("m{i:04}")).collect();
+    let topics: Vec<String> = (0..100).map(|i| format!("t{i:03}")).collect();
+    let subscriptions: BTreeMap<String, BTreeSet<TopicId>> = members
+        .iter()
+        .map(|m| (m.clone(), topics.iter().map(|t| tid(t)).collect()))
+        .collect();
+    let partitions: BTreeMap<TopicId, i32> = topics.iter().map(|t| (tid(t), 100)).collect();
+    let started = std::time::Instant::now();
+    let first = Assignor::Uniform.assign(&subscriptions, &partitions, &BTreeMap::new());
+    let mut grown = subscriptions.clone();
+    grown.insert("new".into(), topics.iter().map(|t| tid(t)).collect());
+    let second = Assignor::Uniform.assign(&grown, &partitions, &first);
+    eprintln!(
+        "two assignments of 10,000 partitions to 1,000 members: {:?}",
+        started.elapsed()
+    );
+    let counts: BTreeSet<usize> = second.values().map(count).collect();
+    assert_eq!(counts, [9, 10].into(), "balanced within one");
+    let total: usize = second.values().map(count).sum();
+    assert_eq!(total, 10_000);
+}
