@@ -255,7 +255,7 @@ impl ConsumerGroup {
         }
         member.client_id.clone_from(&request.client_id);
         member.client_host.clone_from(&request.client_host);
-        changed |= self.refresh_subscriptions(metadata, &member_id);
+        changed |= self.refresh_subscriptions(metadata, &member_id, changed);
         if changed {
             self.group_epoch += 1;
         }
@@ -456,11 +456,20 @@ impl ConsumerGroup {
         self.compute_target();
     }
 
-    /// Resolves `member_id`'s subscription against `metadata` — every
-    /// member's when the metadata version changed — and the subscribed
-    /// topics' partition counts; true when any of them changed.
-    fn refresh_subscriptions(&mut self, metadata: &TopicMetadata, member_id: &str) -> bool {
+    /// Resolves subscriptions against `metadata` — every member's when the
+    /// metadata version changed, else `member_id`'s when its subscription
+    /// did (`member_changed`), else nothing — and the subscribed topics'
+    /// partition counts; true when any of them changed.
+    fn refresh_subscriptions(
+        &mut self,
+        metadata: &TopicMetadata,
+        member_id: &str,
+        member_changed: bool,
+    ) -> bool {
         let everyone = self.resolved_version != Some(metadata.version);
+        if !everyone && !member_changed {
+            return false;
+        }
         let mut changed = false;
         for member in self.members.values_mut() {
             if !everyone && member.member_id != member_id {
@@ -510,12 +519,6 @@ impl ConsumerGroup {
     /// Moves `member_id` toward its target (see the module header).
     fn reconcile(&mut self, member_id: &str, owned: Option<&Assignment>, now: Millis) {
         let target = self.target_of(member_id);
-        let held_by_others: BTreeSet<(TopicId, i32)> = self
-            .members
-            .values()
-            .filter(|m| m.member_id != member_id)
-            .flat_map(|m| flatten(&m.assigned).chain(flatten(&m.revoking)))
-            .collect();
         let assignment_epoch = self.assignment_epoch;
         let Some(member) = self.members.get_mut(member_id) else {
             return;
@@ -541,11 +544,22 @@ impl ConsumerGroup {
             return;
         }
         let wanted = difference(&target, &member.assigned);
-        let mut pending = false;
+        // Only while partitions are to be added: who else still holds them.
+        let held_by_others: BTreeSet<(TopicId, i32)> = if wanted.is_empty() {
+            BTreeSet::new()
+        } else {
+            self.members
+                .values()
+                .filter(|m| m.member_id != member_id)
+                .flat_map(|m| flatten(&m.assigned).chain(flatten(&m.revoking)))
+                .filter(|(topic, p)| wanted.get(topic).is_some_and(|ps| ps.contains(p)))
+                .collect()
+        };
+        let Some(member) = self.members.get_mut(member_id) else {
+            return;
+        };
         for (topic, p) in flatten(&wanted) {
-            if held_by_others.contains(&(topic, p)) {
-                pending = true;
-            } else {
+            if !held_by_others.contains(&(topic, p)) {
                 member.assigned.entry(topic).or_default().insert(p);
             }
         }
@@ -553,9 +567,9 @@ impl ConsumerGroup {
             member.previous_member_epoch = member.member_epoch;
             member.member_epoch = assignment_epoch;
         }
-        member.state = match pending {
-            true => MemberState::UnreleasedPartitions,
-            false => MemberState::Stable,
+        member.state = match held_by_others.is_empty() {
+            true => MemberState::Stable,
+            false => MemberState::UnreleasedPartitions,
         };
     }
 }
