@@ -3,12 +3,15 @@
 //! topic without ever owning a partition twice, one leaves and the other
 //! gets everything; a wrong epoch is fenced; an unknown assignor, a bad
 //! regex, a classic JoinGroup into the group (and a KIP-848 join into a
-//! classic group) and a stale-epoch commit are refused at once. The real-client view is
+//! classic group) and a stale-epoch commit are refused at once; the
+//! --group-consumer-* flags bound the group (and what one member may
+//! subscribe to) and expire a silent member. The real-client view is
 //! tests/python/test_consumer_protocol.py.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use common::broker::Broker;
@@ -35,6 +38,10 @@ const FENCED_MEMBER_EPOCH: i16 = 110;
 const UNSUPPORTED_ASSIGNOR: i16 = 112;
 const STALE_MEMBER_EPOCH: i16 = 113;
 const INVALID_REGULAR_EXPRESSION: i16 = 128;
+const INVALID_REQUEST: i16 = 42;
+const GROUP_MAX_SIZE_REACHED: i16 = 81;
+/// chronik_coordinator::MAX_SUBSCRIBED_TOPICS
+const MAX_SUBSCRIBED_TOPICS: usize = 10_000;
 
 fn group_id(group: &str) -> GroupId {
     GroupId(StrBytes::from_string(group.to_string()))
@@ -116,12 +123,19 @@ fn classic_join(group: &str) -> JoinGroupRequest {
 }
 
 fn start() -> Result<(Broker, Client, Uuid)> {
-    let broker = Broker::start(&[
+    start_with(&[])
+}
+
+/// A broker with `flags` added, and the test topic.
+fn start_with(flags: &[&str]) -> Result<(Broker, Client, Uuid)> {
+    let mut args = vec![
         "--wal-profile",
         "none",
         "--group-initial-rebalance-delay-ms",
         "0",
-    ])?;
+    ];
+    args.extend_from_slice(flags);
+    let broker = Broker::start(&args)?;
     let mut client = Client::connect(&broker)?;
     client.create_topic_replicated(TOPIC, PARTITIONS, 1, &[])?;
     let topic_id = client.topic_id(TOPIC)?;
@@ -292,5 +306,57 @@ fn bad_joins_classic_takeovers_and_stale_commits_are_refused() -> Result<()> {
     ensure!(unknown[&0] == UNKNOWN_MEMBER_ID, "{unknown:?}");
     let current = codes(client.send(&commit(&a.id, a.epoch), 9)?);
     ensure!(current[&0] == 0, "{current:?}");
+    Ok(())
+}
+
+#[test]
+fn the_group_size_bound_and_the_session_timeout_come_from_the_flags() -> Result<()> {
+    let (_broker, mut client, topic_id) = start_with(&[
+        "--group-consumer-max-size",
+        "2",
+        "--group-consumer-session-timeout-ms",
+        "1000",
+        "--group-consumer-heartbeat-interval-ms",
+        "250",
+    ])?;
+    let mut a = Member::new("bounded");
+    let mut b = Member::new("bounded");
+    let r = a.beat(&mut client, topic_id)?;
+    ensure!(r.heartbeat_interval_ms == 250, "{r:?}");
+    b.beat(&mut client, topic_id)?;
+    let c = Member::new("bounded");
+    let r = client.send(&c.request(topic_id), 1)?;
+    ensure!(r.error_code == GROUP_MAX_SIZE_REACHED, "{r:?}");
+    let too_many: Vec<TopicName> = (0..=MAX_SUBSCRIBED_TOPICS)
+        .map(|i| TopicName(StrBytes::from_string(format!("t{i}"))))
+        .collect();
+    let r = client.send(
+        &Member::new("other")
+            .request(topic_id)
+            .with_subscribed_topic_names(Some(too_many)),
+        1,
+    )?;
+    ensure!(r.error_code == INVALID_REQUEST, "{r:?}");
+    let r = client.send(
+        &Member::new("other")
+            .request(topic_id)
+            .with_subscribed_topic_regex(Some(StrBytes::from_string("a".repeat(2048)))),
+        1,
+    )?;
+    ensure!(r.error_code == INVALID_REGULAR_EXPRESSION, "{r:?}");
+
+    // a falls silent: after the session timeout b gets everything.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.owned.len() < PARTITIONS as usize {
+        ensure!(
+            Instant::now() < deadline,
+            "b never got a's partitions: {:?}",
+            b.owned
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        b.beat(&mut client, topic_id)?;
+    }
+    let r = client.send(&a.request(topic_id), 1)?;
+    ensure!(r.error_code == UNKNOWN_MEMBER_ID, "a was removed: {r:?}");
     Ok(())
 }
