@@ -1,5 +1,6 @@
 //! Kafka's coordinators as pure state machines: the classic consumer-group
-//! protocol, and the transaction coordinator's transitions (`txn`).
+//! protocol, KIP-848 consumer groups (`consumer_group`, `assignor`), and the
+//! transaction coordinator's transitions (`txn`).
 //!
 //! The owner (the server's group manager) feeds events — JoinGroup,
 //! SyncGroup, Heartbeat, LeaveGroup and clock ticks, each with the current
@@ -15,15 +16,30 @@
 //! - `group`  — the group: states Empty → PreparingRebalance →
 //!   CompletingRebalance → Stable (and Dead), generations, leader election.
 //! - `txn`    — a transactional id's metadata and its transitions (KIP-98).
+//! - `consumer_group` — a KIP-848 group (ConsumerGroupHeartbeat): group
+//!   epoch, target assignment, member epochs and reconciliation.
+//! - `assignor` — the server-side assignors `uniform` and `range`.
 
+mod assignor;
+mod consumer_group;
 mod group;
 mod member;
 pub mod txn;
 mod types;
 
+pub use assignor::{Assignment, Assignor, TopicId};
+pub use consumer_group::{
+    ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember, HeartbeatReply,
+    HeartbeatRequest, MemberState, TopicMetadata, MAX_REGEX_BYTES, MAX_STRING_BYTES,
+    MAX_SUBSCRIBED_TOPICS,
+};
 pub use group::{Group, GroupConfig, GroupState};
 pub use member::Member;
 pub use types::*;
 
+#[cfg(test)]
+mod assignor_tests;
+#[cfg(test)]
+mod consumer_group_tests;
 #[cfg(test)]
 mod tests;

@@ -21,6 +21,16 @@ pub enum GroupError {
     NonEmptyGroup,
     /// The group is being deleted or was unloaded.
     CoordinatorNotAvailable,
+    // KIP-848 consumer groups:
+    /// A required field is missing or out of bounds.
+    InvalidRequest,
+    FencedMemberEpoch,
+    UnreleasedInstanceId,
+    GroupMaxSizeReached,
+    UnsupportedAssignor,
+    InvalidRegularExpression,
+    /// An offset commit or fetch from a member epoch that is not current.
+    StaleMemberEpoch,
 }
 
 #[derive(Debug, Clone)]

@@ -121,6 +121,8 @@ api_table! {
     DescribeLogDirs: DescribeLogDirsRequest => DescribeLogDirsResponse, versions 1 ..= 4;
     OffsetDelete: OffsetDeleteRequest => OffsetDeleteResponse, versions 0 ..= 0;
     DeleteRecords: DeleteRecordsRequest => DeleteRecordsResponse, versions 0 ..= 2;
+    ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse, versions 0 ..= 1;
+    ConsumerGroupDescribe: ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, versions 0 ..= 1;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -161,6 +163,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         ApiKey::DescribeTransactions => "DescribeTransactions",
         ApiKey::ListTransactions => "ListTransactions",
+        ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
+        ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         _ => "Other",
     }
 }

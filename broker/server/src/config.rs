@@ -136,6 +136,27 @@ pub struct Args {
         default_value_t = 6000
     )]
     pub group_min_session_timeout_ms: u64,
+    /// KIP-848 consumer groups: a member that sends no ConsumerGroupHeartbeat
+    /// for this long is removed (Kafka's group.consumer.session.timeout.ms).
+    #[arg(
+        long,
+        env = "CHRONIK_GROUP_CONSUMER_SESSION_TIMEOUT_MS",
+        default_value_t = 45_000
+    )]
+    pub group_consumer_session_timeout_ms: u64,
+    /// KIP-848 consumer groups: the heartbeat interval members are told to
+    /// use (Kafka's group.consumer.heartbeat.interval.ms).
+    #[arg(
+        long,
+        env = "CHRONIK_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 5_000
+    )]
+    pub group_consumer_heartbeat_interval_ms: u64,
+    /// KIP-848 consumer groups: most members per group; more are refused
+    /// with GROUP_MAX_SIZE_REACHED (Kafka's group.consumer.max.size, which
+    /// Kafka leaves unbounded; Chronik bounds the memory a group can take).
+    #[arg(long, env = "CHRONIK_GROUP_CONSUMER_MAX_SIZE", default_value_t = 1000)]
+    pub group_consumer_max_size: usize,
     /// Seconds between retention checks.
     #[arg(long, env = "CHRONIK_RETENTION_CHECK_SECS", default_value_t = 30)]
     pub retention_check_secs: u64,
@@ -205,6 +226,9 @@ pub struct Config {
     pub retention_check_interval: Duration,
     pub group_initial_rebalance_delay_ms: u64,
     pub group_min_session_timeout_ms: u64,
+    pub group_consumer_session_timeout_ms: u64,
+    pub group_consumer_heartbeat_interval_ms: u64,
+    pub group_consumer_max_size: usize,
     /// The voters of the metadata quorum, `ID@HOST,...`: `--peers`, or this
     /// node alone when it is not given.
     pub peers: String,
@@ -277,6 +301,9 @@ impl TryFrom<Args> for Config {
             retention_check_interval: Duration::from_secs(args.retention_check_secs.max(1)),
             group_initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms: args.group_min_session_timeout_ms,
+            group_consumer_session_timeout_ms: args.group_consumer_session_timeout_ms.max(1),
+            group_consumer_heartbeat_interval_ms: args.group_consumer_heartbeat_interval_ms.max(1),
+            group_consumer_max_size: args.group_consumer_max_size.max(1),
             peers,
             raft_listen,
             default_replication_factor: args.default_replication_factor,

@@ -27,7 +27,7 @@ use crate::producer_ids::ProducerIdAllocator;
 use crate::purgatory::Purgatory;
 use crate::txn::store::TxnStore;
 use crate::txn::{TxnCoordinator, TXN_TOPIC};
-use chronik_coordinator::GroupConfig;
+use chronik_coordinator::{ConsumerGroupConfig, GroupConfig};
 
 /// Runs the broker until `shutdown` resolves.
 pub async fn run(
@@ -141,11 +141,18 @@ pub async fn run(
         }
         replicas.spawn();
     }
-    let groups = GroupManager::new(GroupConfig {
-        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
-        min_session_timeout_ms: config.group_min_session_timeout_ms,
-        ..GroupConfig::default()
-    });
+    let groups = GroupManager::new(
+        GroupConfig {
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            ..GroupConfig::default()
+        },
+        ConsumerGroupConfig {
+            session_timeout_ms: config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+            max_size: config.group_consumer_max_size,
+        },
+    );
     groups.spawn_ticker();
     let fetch_sessions = FetchSessionCache::new(
         config.limits.max_incremental_fetch_session_cache_slots,

@@ -55,6 +55,30 @@ fn init_txn(client: &mut Client, id: &str) -> Result<(i64, i16)> {
     Ok((r.producer_id.0, r.producer_epoch))
 }
 
+/// A KIP-848 member joining `group` (epoch 0) subscribed to the sweep
+/// topic; v1+ members name themselves.
+fn consumer_join(
+    client: &mut Client,
+    group: &str,
+    version: i16,
+) -> Result<ConsumerGroupHeartbeatResponse> {
+    let member_id = if version >= 1 {
+        uuid::Uuid::new_v4().to_string()
+    } else {
+        String::new()
+    };
+    client.send(
+        &ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_member_id(StrBytes::from_string(member_id))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![name(TOPIC)]))
+            .with_topic_partitions(Some(Vec::new())),
+        version,
+    )
+}
+
 /// Sends one request of `api_key` at `version`; returns the error codes seen.
 fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i16>> {
     let topic_id = client.topic_id(TOPIC)?;
@@ -591,6 +615,35 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
                 .iter()
                 .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
                 .collect()
+        }
+        ApiKey::ConsumerGroupHeartbeat => {
+            let group = format!("sweep-cg-v{version}");
+            let joined = consumer_join(client, &group, version)?;
+            let member_id = joined.member_id.clone().unwrap_or_default();
+            let left = client.send(
+                &ConsumerGroupHeartbeatRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_string(group)))
+                    .with_member_id(member_id)
+                    .with_member_epoch(-1),
+                version,
+            )?;
+            vec![joined.error_code, left.error_code]
+        }
+        ApiKey::ConsumerGroupDescribe => {
+            let group = format!("sweep-cg-describe-v{version}");
+            let joined = consumer_join(client, &group, 0)?;
+            let r = client.send(
+                &ConsumerGroupDescribeRequest::default()
+                    .with_group_ids(vec![GroupId(StrBytes::from_string(group))]),
+                version,
+            )?;
+            anyhow::ensure!(
+                r.groups.iter().all(|g| g.members.len() == 1),
+                "ConsumerGroupDescribe v{version}: {r:?}"
+            );
+            let mut codes = vec![joined.error_code];
+            codes.extend(r.groups.iter().map(|g| g.error_code));
+            codes
         }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })

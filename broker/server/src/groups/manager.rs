@@ -1,19 +1,24 @@
-//! The driver around `chronik_coordinator::Group`: keeps every group, turns
-//! delayed replies into answered requests, and feeds the clock.
+//! The driver around `chronik_coordinator::Group` (classic groups) and
+//! `chronik_coordinator::ConsumerGroup` (KIP-848 groups): keeps every group,
+//! turns delayed replies into answered requests, and feeds the clock.
 //!
-//! Owns: the group table, ticket → waiting-request routing (oneshot
+//! Owns: the group tables (a group id is in at most one of them: an empty
+//! group of one kind is dropped when the other protocol claims its id, a
+//! group with members refuses it), ticket → waiting-request routing (oneshot
 //! channels), member id generation, and the 100 ms tick task that expires
 //! silent members and times out rebalances. Must not: decode wire messages or
 //! store offsets. Locking: one std `Mutex` held only for state-machine calls,
-//! never across an await.
+//! never across an await. KIP-848 members live in memory only: after a
+//! restart or coordinator move they get UNKNOWN_MEMBER_ID and rejoin.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use chronik_coordinator::{
-    CommitCheck, Group, GroupConfig, GroupError, GroupState, JoinReply, JoinRequest, Member,
-    Millis, Reply, SyncReply, SyncRequest, Ticket,
+    CommitCheck, ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember, Group,
+    GroupConfig, GroupError, GroupState, HeartbeatReply, HeartbeatRequest, JoinReply, JoinRequest,
+    Member, Millis, Reply, SyncReply, SyncRequest, Ticket, TopicMetadata,
 };
 use tokio::sync::oneshot;
 
@@ -29,26 +34,48 @@ pub struct GroupSnapshot {
     pub members: Vec<Member>,
 }
 
+/// A read-only copy of a KIP-848 group for ConsumerGroupDescribe.
+#[derive(Debug, Clone)]
+pub struct ConsumerGroupSnapshot {
+    pub group_id: String,
+    pub state: ConsumerGroupState,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: &'static str,
+    /// Each member with its target assignment.
+    pub members: Vec<(ConsumerMember, chronik_coordinator::Assignment)>,
+}
+
+/// One line of ListGroups: (group id, protocol type, state, group type).
+pub type ListedGroup = (String, String, &'static str, &'static str);
+
 #[derive(Debug)]
 pub struct GroupManager {
     config: GroupConfig,
+    consumer_config: ConsumerGroupConfig,
     epoch: Instant,
     inner: Mutex<Inner>,
+    /// The topics KIP-848 members may subscribe to, built once per
+    /// metadata image version.
+    topics: Mutex<Option<Arc<TopicMetadata>>>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     groups: HashMap<String, Group>,
+    consumer_groups: HashMap<String, ConsumerGroup>,
     waiting: HashMap<Ticket, oneshot::Sender<Reply>>,
     next_ticket: Ticket,
 }
 
 impl GroupManager {
-    pub fn new(config: GroupConfig) -> Arc<GroupManager> {
+    pub fn new(config: GroupConfig, consumer_config: ConsumerGroupConfig) -> Arc<GroupManager> {
         Arc::new(GroupManager {
             config,
+            consumer_config,
             epoch: Instant::now(),
             inner: Mutex::new(Inner::default()),
+            topics: Mutex::new(None),
         })
     }
 
@@ -87,6 +114,11 @@ impl GroupManager {
                 replies.extend(group.tick(now));
             }
         }
+        for group in inner.consumer_groups.values_mut() {
+            if group.has_members() {
+                group.tick(now);
+            }
+        }
         deliver(&mut inner, replies);
     }
 
@@ -96,6 +128,9 @@ impl GroupManager {
         let rx = {
             let now = self.now();
             let mut inner = self.lock();
+            if let Err(error) = claim_for_classic(&mut inner, group_id) {
+                return JoinReply::error(error, &member_id);
+            }
             let (ticket, rx) = register(&mut inner);
             let config = self.config;
             let group = inner
@@ -159,8 +194,113 @@ impl GroupManager {
         result
     }
 
+    /// ConsumerGroupHeartbeat. `metadata`: the cluster's topics a member
+    /// may subscribe to. A group id held by a classic group with members is
+    /// GROUP_ID_NOT_FOUND (Kafka's answer without online migration); an
+    /// empty classic group is replaced.
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        request: HeartbeatRequest,
+        metadata: &TopicMetadata,
+    ) -> Result<HeartbeatReply, GroupError> {
+        let fresh_member_id = if request.member_id.is_empty() {
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            String::new()
+        };
+        let now = self.now();
+        let mut inner = self.lock();
+        if let Some(classic) = inner.groups.get(group_id) {
+            if classic.has_members() {
+                return Err(GroupError::GroupIdNotFound);
+            }
+            inner.groups.remove(group_id);
+        }
+        let config = self.consumer_config;
+        let joining = request.member_epoch == 0;
+        let group = match inner.consumer_groups.get_mut(group_id) {
+            Some(group) => group,
+            // Only a joining member creates the group.
+            None if !joining => return Err(GroupError::UnknownMemberId),
+            None => inner
+                .consumer_groups
+                .entry(group_id.to_string())
+                .or_insert_with(|| ConsumerGroup::new(group_id, config)),
+        };
+        let result = group.heartbeat(request, fresh_member_id, metadata, now);
+        if !group.has_members() && result.is_err() {
+            inner.consumer_groups.remove(group_id);
+        }
+        result
+    }
+
+    /// The subscribable topics at metadata `version`: the cached copy, or
+    /// `build`'s when the version moved on.
+    pub fn topic_metadata(
+        &self,
+        version: u64,
+        build: impl FnOnce() -> TopicMetadata,
+    ) -> Arc<TopicMetadata> {
+        let mut cached = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        match cached.as_ref() {
+            Some(topics) if topics.version == version => topics.clone(),
+            _ => {
+                let topics = Arc::new(build());
+                *cached = Some(topics.clone());
+                topics
+            }
+        }
+    }
+
+    pub fn consumer_describe(&self, group_id: &str) -> Option<ConsumerGroupSnapshot> {
+        let inner = self.lock();
+        inner
+            .consumer_groups
+            .get(group_id)
+            .map(|g| ConsumerGroupSnapshot {
+                group_id: g.group_id().to_string(),
+                state: g.state(),
+                group_epoch: g.group_epoch(),
+                assignment_epoch: g.assignment_epoch(),
+                assignor: g.assignor().name(),
+                members: g
+                    .members()
+                    .map(|m| (m.clone(), g.target_of(&m.member_id)))
+                    .collect(),
+            })
+    }
+
+    /// Whether a live group (of either kind) has this id.
+    pub fn exists(&self, group_id: &str) -> bool {
+        let inner = self.lock();
+        inner.groups.contains_key(group_id) || inner.consumer_groups.contains_key(group_id)
+    }
+
+    /// OffsetFetch v9's member check for a KIP-848 group (others: Ok).
+    pub fn check_fetch(
+        &self,
+        group_id: &str,
+        member_id: Option<&str>,
+        member_epoch: i32,
+    ) -> Result<(), GroupError> {
+        let inner = self.lock();
+        match inner.consumer_groups.get(group_id) {
+            Some(group) => group.check_fetch(member_id, member_epoch),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether an OffsetCommit from (member, generation or member epoch)
+    /// may be stored, by the rules of the group's protocol.
     pub fn check_commit(&self, group_id: &str, member_id: &str, generation_id: i32) -> CommitCheck {
         let inner = self.lock();
+        if let Some(group) = inner.consumer_groups.get(group_id) {
+            return match group.check_commit(member_id, generation_id) {
+                Ok(()) => CommitCheck::Ok,
+                Err(e) => CommitCheck::Rejected(e),
+            };
+        }
         match inner.groups.get(group_id) {
             Some(group) => group.check_commit(member_id, generation_id),
             None if generation_id < 0 => CommitCheck::Ok,
@@ -171,6 +311,13 @@ impl GroupManager {
     /// DeleteGroups: only groups without members may be deleted.
     pub fn delete(&self, group_id: &str) -> Result<(), GroupError> {
         let mut inner = self.lock();
+        if let Some(group) = inner.consumer_groups.get(group_id) {
+            if group.has_members() {
+                return Err(GroupError::NonEmptyGroup);
+            }
+            inner.consumer_groups.remove(group_id);
+            return Ok(());
+        }
         match inner.groups.get_mut(group_id) {
             Some(group) => {
                 group.delete()?;
@@ -186,11 +333,41 @@ impl GroupManager {
         inner.groups.get(group_id).map(snapshot)
     }
 
-    pub fn list(&self) -> Vec<GroupSnapshot> {
+    /// Every live group for ListGroups, classic and KIP-848, by id.
+    pub fn list(&self) -> Vec<ListedGroup> {
         let inner = self.lock();
-        let mut groups: Vec<GroupSnapshot> = inner.groups.values().map(snapshot).collect();
-        groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        let classic = inner.groups.values().map(|g| {
+            (
+                g.group_id().to_string(),
+                g.protocol_type().unwrap_or_default().to_string(),
+                g.state().kafka_name(),
+                "classic",
+            )
+        });
+        let consumer = inner.consumer_groups.values().map(|g| {
+            (
+                g.group_id().to_string(),
+                "consumer".to_string(),
+                g.state().kafka_name(),
+                "consumer",
+            )
+        });
+        let mut groups: Vec<ListedGroup> = classic.chain(consumer).collect();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
         groups
+    }
+}
+
+/// JoinGroup may not take over a KIP-848 group with members
+/// (INCONSISTENT_GROUP_PROTOCOL); an empty one is dropped.
+fn claim_for_classic(inner: &mut Inner, group_id: &str) -> Result<(), GroupError> {
+    match inner.consumer_groups.get(group_id) {
+        Some(group) if group.has_members() => Err(GroupError::InconsistentGroupProtocol),
+        Some(_) => {
+            inner.consumer_groups.remove(group_id);
+            Ok(())
+        }
+        None => Ok(()),
     }
 }
 

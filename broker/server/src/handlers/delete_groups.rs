@@ -19,8 +19,8 @@ pub async fn handle(
 ) -> Option<Handled> {
     let mut results = Vec::new();
     for group_id in request.groups_names {
-        let known = broker.groups.describe(&group_id.0).is_some()
-            || !broker.offsets.fetch_all(&group_id.0).is_empty();
+        let known =
+            broker.groups.exists(&group_id.0) || !broker.offsets.fetch_all(&group_id.0).is_empty();
         let error = if !known {
             Some(ResponseError::GroupIdNotFound)
         } else if let Err(e) = broker.groups.delete(&group_id.0) {

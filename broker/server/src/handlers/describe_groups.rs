@@ -1,5 +1,7 @@
 //! DescribeGroups: state, protocol and members with their subscriptions and
-//! assignments. Unknown groups are "Dead" (v6+: with GROUP_ID_NOT_FOUND).
+//! assignments. Unknown groups are "Dead" (v6+: with GROUP_ID_NOT_FOUND);
+//! so are KIP-848 consumer groups, which are not classic groups (Kafka 4.x
+//! answers the same; ConsumerGroupDescribe describes them).
 
 use std::sync::Arc;
 
@@ -18,6 +20,15 @@ pub fn handle(
     request: DescribeGroupsRequest,
 ) -> Option<Handled> {
     let mut has_error = false;
+    let mut unknown = |described: DescribedGroup| {
+        let described = described.with_group_state(StrBytes::from_static_str("Dead"));
+        if version >= 6 {
+            has_error = true;
+            described.with_error_code(ResponseError::GroupIdNotFound.code())
+        } else {
+            described
+        }
+    };
     let groups = request
         .groups
         .into_iter()
@@ -48,18 +59,11 @@ pub fn handle(
                         .with_protocol_data(StrBytes::from_string(g.protocol_name))
                         .with_members(members)
                 }
+                None if broker.groups.exists(&group_id.0) => unknown(described),
                 None if !broker.offsets.fetch_all(&group_id.0).is_empty() => described
                     .with_group_state(StrBytes::from_static_str("Empty"))
                     .with_protocol_type(StrBytes::from_static_str("consumer")),
-                None => {
-                    let described = described.with_group_state(StrBytes::from_static_str("Dead"));
-                    if version >= 6 {
-                        has_error = true;
-                        described.with_error_code(ResponseError::GroupIdNotFound.code())
-                    } else {
-                        described
-                    }
-                }
+                None => unknown(described),
             }
         })
         .collect();

@@ -18,5 +18,12 @@ pub fn response_error(error: GroupError) -> ResponseError {
         GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::InvalidRequest => ResponseError::InvalidRequest,
+        GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
+        GroupError::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId,
+        GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::UnsupportedAssignor => ResponseError::UnsupportedAssignor,
+        GroupError::InvalidRegularExpression => ResponseError::InvalidRegularExpression,
+        GroupError::StaleMemberEpoch => ResponseError::StaleMemberEpoch,
     }
 }

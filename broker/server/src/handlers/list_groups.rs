@@ -1,5 +1,7 @@
-//! ListGroups: live groups plus groups known only by their committed
-//! offsets (reported Empty), filtered by state (v4+) and type (v5+).
+//! ListGroups: live groups — classic ones and KIP-848 consumer groups
+//! (protocol type and group type "consumer") — plus groups known only by
+//! their committed offsets (reported Empty, classic), filtered by state
+//! (v4+) and type (v5+).
 
 use std::sync::Arc;
 
@@ -12,15 +14,10 @@ use super::Handled;
 use crate::broker::Broker;
 
 pub fn handle(broker: &Arc<Broker>, _version: i16, request: ListGroupsRequest) -> Option<Handled> {
-    let mut listed: Vec<(String, String, &'static str)> = broker
-        .groups
-        .list()
-        .into_iter()
-        .map(|g| (g.group_id, g.protocol_type, g.state.kafka_name()))
-        .collect();
+    let mut listed = broker.groups.list();
     for group in broker.offsets.groups() {
-        if !listed.iter().any(|(g, _, _)| *g == group) {
-            listed.push((group, "consumer".to_string(), "Empty"));
+        if !listed.iter().any(|(g, _, _, _)| *g == group) {
+            listed.push((group, "consumer".to_string(), "Empty", "classic"));
         }
     }
     let states: Vec<String> = request
@@ -35,14 +32,14 @@ pub fn handle(broker: &Arc<Broker>, _version: i16, request: ListGroupsRequest) -
         .collect();
     let groups = listed
         .into_iter()
-        .filter(|(_, _, state)| states.is_empty() || states.contains(&state.to_lowercase()))
-        .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
-        .map(|(group_id, protocol_type, state)| {
+        .filter(|(_, _, state, _)| states.is_empty() || states.contains(&state.to_lowercase()))
+        .filter(|(_, _, _, kind)| types.is_empty() || types.iter().any(|t| t == kind))
+        .map(|(group_id, protocol_type, state, kind)| {
             ListedGroup::default()
                 .with_group_id(GroupId(StrBytes::from_string(group_id)))
                 .with_protocol_type(StrBytes::from_string(protocol_type))
                 .with_group_state(StrBytes::from_static_str(state))
-                .with_group_type(StrBytes::from_static_str("classic"))
+                .with_group_type(StrBytes::from_static_str(kind))
         })
         .collect();
     Handled::new(

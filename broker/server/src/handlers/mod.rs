@@ -9,6 +9,8 @@ mod add_partitions_to_txn;
 mod alter_configs;
 mod api_versions;
 mod cluster_errors;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
@@ -119,5 +121,9 @@ pub async fn handle(
         Request::DescribeTransactions(r) => describe_transactions::handle(broker, version, r),
         Request::ListTransactions(r) => list_transactions::handle(broker, version, r),
         Request::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, version, r),
+        Request::ConsumerGroupHeartbeat(r) => {
+            consumer_group_heartbeat::handle(broker, version, r, &client_id, peer)
+        }
+        Request::ConsumerGroupDescribe(r) => consumer_group_describe::handle(broker, version, r),
     }
 }

@@ -1,4 +1,5 @@
-//! OffsetCommit: checks the member and generation with the group manager,
+//! OffsetCommit: checks the member and generation (v9, KIP-848 groups: the
+//! member epoch; a stale one is STALE_MEMBER_EPOCH) with the group manager,
 //! then stores the offsets (durable, and in every ISR member of
 //! `__consumer_offsets`) before answering. Owns the per-partition check
 //! TxnOffsetCommit shares (`validate_commit`).

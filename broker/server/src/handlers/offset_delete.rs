@@ -1,7 +1,7 @@
 //! OffsetDelete (kafka-consumer-groups.sh --delete-offsets): removes a
 //! group's committed offsets for the named partitions, with Kafka's rules —
 //! refused per partition (GROUP_SUBSCRIBED_TO_TOPIC) while a member of the
-//! group subscribes to the topic, refused for the whole group
+//! group (classic or KIP-848) subscribes to the topic, refused for the whole group
 //! (NON_EMPTY_GROUP) when it has members of a protocol other than
 //! "consumer" (their subscriptions cannot be read), GROUP_ID_NOT_FOUND for
 //! a group that neither exists nor has offsets.
@@ -52,19 +52,27 @@ pub async fn handle(
         return top_level(error);
     }
     let snapshot = broker.groups.describe(&group);
-    if snapshot.is_none() && broker.offsets.fetch_all(&group).is_empty() {
+    let consumer_group = broker.groups.consumer_describe(&group);
+    if snapshot.is_none() && consumer_group.is_none() && broker.offsets.fetch_all(&group).is_empty()
+    {
         return top_level(ResponseError::GroupIdNotFound);
     }
-    let subscribed = match &snapshot {
-        Some(g) if !g.members.is_empty() && g.protocol_type != "consumer" => {
+    let subscribed = match (&snapshot, &consumer_group) {
+        (Some(g), _) if !g.members.is_empty() && g.protocol_type != "consumer" => {
             return top_level(ResponseError::NonEmptyGroup)
         }
-        Some(g) => subscriptions(g),
-        None => Subscribed::Topics(BTreeSet::new()),
+        (Some(g), _) => subscriptions(g),
+        (None, _) => Subscribed::Topics(BTreeSet::new()),
     };
-    let refused = |topic: &str| match &subscribed {
-        Subscribed::Topics(topics) => topics.contains(topic),
-        Subscribed::Unknown => true,
+    let refused = |topic: &str| {
+        let classic = match &subscribed {
+            Subscribed::Topics(topics) => topics.contains(topic),
+            Subscribed::Unknown => true,
+        };
+        classic
+            || consumer_group
+                .as_ref()
+                .is_some_and(|g| g.members.iter().any(|(m, _)| m.subscribes_to(topic)))
     };
     let mut doomed = BTreeSet::new();
     let mut topics = Vec::with_capacity(request.topics.len());

@@ -6,6 +6,8 @@
 //! for an offset that was committed). With require_stable (v7+, what
 //! read_committed consumers send) a partition with a transactional commit
 //! still pending answers UNSTABLE_OFFSET_COMMIT, and the consumer retries.
+//! v9 carries a KIP-848 member's id and epoch: an unknown member is
+//! UNKNOWN_MEMBER_ID, an old epoch STALE_MEMBER_EPOCH (for the group).
 
 use std::sync::Arc;
 
@@ -18,6 +20,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::group_errors::response_error;
 use super::topic_lookup::topic_name;
 use super::Handled;
 use crate::broker::Broker;
@@ -39,6 +42,16 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
             .groups
             .into_iter()
             .map(|g| {
+                // v9: a KIP-848 member must fetch with its current epoch.
+                if let Err(e) =
+                    broker
+                        .groups
+                        .check_fetch(&g.group_id.0, g.member_id.as_deref(), g.member_epoch)
+                {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(response_error(e).code());
+                }
                 let wanted = g.topics.map(|ts| {
                     ts.into_iter()
                         .map(|t| (t.name.0.to_string(), t.partition_indexes))

@@ -1,0 +1,111 @@
+"""KIP-848 consumer groups with a real client: confluent-kafka (librdkafka
+>= 2.4) with group.protocol=consumer, so membership goes through
+ConsumerGroupHeartbeat and the broker assigns. Two members consume every
+message of a 6-partition topic exactly once between them; when one leaves,
+the other takes over its partitions and reads on from the committed
+offsets. Revoked partitions are committed in the revoke callback, so a
+partition handed over mid-stream is read on from where its previous owner
+stopped: the broker must accept that commit at the member's epoch, and hand
+the partition over only after it."""
+
+import time
+
+from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, libversion
+
+from chronik import DeliveryLog, admin_client, create_topic, producer, unique_topic
+
+PARTITIONS = 6
+TIMEOUT_S = 60
+
+
+def produce_range(bootstrap, topic, start, stop):
+    deliveries = DeliveryLog()
+    p = producer(bootstrap, acks="all")
+    for i in range(start, stop):
+        p.produce(topic, value=b"%d" % i, partition=i % PARTITIONS, on_delivery=deliveries.callback)
+        p.poll(0)
+    assert p.flush(30) == 0
+    assert deliveries.errors == [], deliveries.errors[:5]
+
+
+def member(bootstrap, group, name):
+    return Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": "consumer",
+        "client.id": name,
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 100,
+    })
+
+
+def commit_revoked(consumer, partitions):
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as e:
+        # Nothing consumed yet: nothing to commit.
+        if e.args[0].code() != KafkaError._NO_OFFSET:
+            raise
+
+
+def owned(c):
+    return sorted(tp.partition for tp in c.assignment())
+
+
+def poll_until(consumers, done, received, timeout=TIMEOUT_S):
+    """Polls every consumer until done(); fails on a consumer error."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            m = c.poll(0.05)
+            if m is None:
+                continue
+            if m.error() is not None:
+                assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                continue
+            received.append((c, m.partition(), int(m.value())))
+        if done():
+            return True
+    return False
+
+
+def test_two_members_consume_everything_once_and_hand_over_on_leave(make_broker):
+    assert libversion()[1] >= 0x020400FF, f"librdkafka {libversion()[0]} lacks group.protocol=consumer"
+    b = make_broker("--wal-profile", "low", "--group-consumer-heartbeat-interval-ms", "500")
+    topic = unique_topic("kip848")
+    create_topic(admin_client(b.bootstrap), topic, partitions=PARTITIONS)
+    produce_range(b.bootstrap, topic, 0, 600)
+    group = unique_topic("grp848")
+
+    first, second = member(b.bootstrap, group, "first"), member(b.bootstrap, group, "second")
+    members = [first, second]
+    for c in members:
+        c.subscribe([topic], on_revoke=commit_revoked)
+    received = []
+    split = poll_until(members, lambda: len(received) >= 600 and all(len(owned(c)) == 3 for c in members), received)
+    assignment = [owned(c) for c in members]
+    assert split, f"no 3/3 split: {assignment}, received {len(received)}"
+    assert sorted(p for a in assignment for p in a) == list(range(PARTITIONS)), assignment
+    # A short extra wait would show anything read twice.
+    poll_until(members, lambda: False, received, timeout=2)
+    values = sorted(v for *_, v in received)
+    assert values == list(range(600)), f"not each message exactly once: {len(values)} read"
+    # The group runs the new protocol (the admin client describes it with
+    # ConsumerGroupDescribe).
+    admin = admin_client(b.bootstrap)  # kept alive until the future resolves
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    assert described.type == ConsumerGroupType.CONSUMER, described
+    assert len(described.members) == 2, described
+    for c in members:
+        c.commit(asynchronous=False)
+
+    second.close()
+    produce_range(b.bootstrap, topic, 600, 1200)
+    after = []
+    took_over = poll_until([first], lambda: owned(first) == list(range(PARTITIONS)) and len(after) >= 600, after)
+    assert took_over, f"the remaining member owns {owned(first)}, read {len(after)}"
+    poll_until([first], lambda: False, after, timeout=2)
+    values = sorted(v for *_, v in after)
+    assert values == list(range(600, 1200)), f"hand-over re-read or missed messages: {values[:10]}... ({len(values)})"
+    first.close()
