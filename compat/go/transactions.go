@@ -169,7 +169,7 @@ func transformExactlyOnce(a args, group, in, out string, n int) (int, int, error
 	if err != nil {
 		return 0, 0, err
 	}
-	defer sess.Close()
+	defer closeBounded(a, sess.Client())
 	done := map[pos]bool{}
 	aborts := 0
 	progress := time.Now()
@@ -206,6 +206,17 @@ func transformExactlyOnce(a args, group, in, out string, n int) (int, int, error
 	}
 	logf("consume-transform-produce: %d input records committed, %d transactions aborted", len(done), aborts)
 	return len(done), aborts, nil
+}
+
+// closeBounded leaves the group within a stage timeout (a plain Close waits
+// for LeaveGroup as long as the broker takes), then closes.
+func closeBounded(a args, cl *kgo.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.stage)
+	defer cancel()
+	if err := cl.LeaveGroupContext(ctx); err != nil {
+		logf("leave group: %v", err)
+	}
+	cl.Close()
 }
 
 // transformBatch: one transaction writing recs transformed; true if committed.

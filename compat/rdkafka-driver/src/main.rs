@@ -123,7 +123,9 @@ async fn main() {
 
 async fn create_topic(args: &Args, topic: &str, partitions: i32) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = args.config().create()?;
-    let opts = AdminOptions::new().operation_timeout(Some(args.stage()));
+    let opts = AdminOptions::new()
+        .request_timeout(Some(args.stage()))
+        .operation_timeout(Some(args.stage()));
     let results = admin
         .create_topics(
             &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],

@@ -120,12 +120,16 @@ fn prefixed(what: &str, problems: Vec<String>) -> Vec<String> {
 }
 
 /// A producer with `transactional.id` (acks=all), init_transactions done.
+/// Its requests time out within a stage timeout (socket.timeout.ms, at most
+/// the default 60 s transaction.timeout.ms, which librdkafka requires).
 fn txn_producer(args: &Args, prefix: &str) -> anyhow::Result<FutureProducer> {
+    let request_ms = args.stage().as_millis().clamp(10, 60_000);
     let producer: FutureProducer = args
         .config()
         .set("transactional.id", verify::unique(prefix))
         .set("acks", "all")
         .set("linger.ms", "5")
+        .set("socket.timeout.ms", request_ms.to_string())
         .create()?;
     producer
         .init_transactions(args.stage())
