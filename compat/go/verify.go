@@ -287,3 +287,47 @@ func waitStable(cond func() bool, timeout, hold time.Duration) bool {
 	}
 	return false
 }
+
+// withTag keeps the records whose value is one of tag's messages.
+func withTag(tag string, recs []record) []record {
+	var out []record
+	for _, r := range recs {
+		if _, ok := valueIndex(tag, r.v); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// endOf: per partition, the offset after the last record read.
+func endOf(recs []record) map[int32]int64 {
+	end := map[int32]int64{}
+	for _, r := range recs {
+		if r.o+1 > end[r.p] {
+			end[r.p] = r.o + 1
+		}
+	}
+	return end
+}
+
+// verifyTxnOffsets: the group committed, on every partition, at least past
+// the last committed record (resuming re-reads nothing committed) and at most
+// the last stable offset (nothing beyond what is there).
+func verifyTxnOffsets(committed, dataEnd, lso map[int32]int64, parts int32) []string {
+	var problems []string
+	for p := int32(0); p < parts; p++ {
+		c, ok := committed[p]
+		if !ok {
+			if dataEnd[p] > 0 {
+				problems = append(problems, fmt.Sprintf("partition %d: no committed offset, committed records end at %d",
+					p, dataEnd[p]))
+			}
+			continue
+		}
+		if c < dataEnd[p] || c > lso[p] {
+			problems = append(problems, fmt.Sprintf("partition %d: group committed %d, want %d..%d "+
+				"(end of the committed records .. last stable offset)", p, c, dataEnd[p], lso[p]))
+		}
+	}
+	return problems
+}

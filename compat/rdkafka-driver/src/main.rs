@@ -3,6 +3,7 @@
 //! JSON result line(s) go to stdout, logs to stderr. Owns only the rdkafka
 //! calls; verification lives in `verify`.
 
+mod transactions;
 mod verify;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -33,7 +34,7 @@ struct Args {
     /// host:port of the broker
     #[arg(long, env = "COMPAT_BOOTSTRAP")]
     bootstrap: String,
-    /// produce-fetch | group | commit-resume | idempotent
+    /// produce-fetch | group | commit-resume | idempotent | transactions | admin
     #[arg(long, env = "COMPAT_CHECK")]
     check: String,
     /// default | range | roundrobin | cooperative-sticky (group check)
@@ -89,6 +90,16 @@ async fn main() {
         "group" => group(&mut rep, &args).await,
         "commit-resume" => commit_resume(&mut rep, &args).await,
         "idempotent" => idempotent(&mut rep, &args).await,
+        "transactions" => transactions::check(&mut rep, &args).await,
+        "admin" => {
+            // n/a: the admin APIs have their own row
+            rep.emit(
+                "admin",
+                "n/a",
+                "admin APIs are checked with Kafka's own CLI tools (the kafka-cli row)",
+            );
+            Ok(())
+        }
         other => {
             eprintln!("unknown check {other}");
             std::process::exit(2);
@@ -112,7 +123,9 @@ async fn main() {
 
 async fn create_topic(args: &Args, topic: &str, partitions: i32) -> anyhow::Result<()> {
     let admin: AdminClient<DefaultClientContext> = args.config().create()?;
-    let opts = AdminOptions::new().operation_timeout(Some(args.stage()));
+    let opts = AdminOptions::new()
+        .request_timeout(Some(args.stage()))
+        .operation_timeout(Some(args.stage()));
     let results = admin
         .create_topics(
             &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
@@ -138,10 +151,22 @@ async fn produce(
         config.set(*k, *v);
     }
     let producer: FutureProducer = config.create()?;
-    let mut pending = Vec::with_capacity(args.messages);
-    for i in 0..args.messages {
+    send_all(args, &producer, topic, topic, args.messages).await
+}
+
+/// Sends n keyed messages of `tag` to topic and flushes; returns where each
+/// landed and the delivery errors.
+async fn send_all(
+    args: &Args,
+    producer: &FutureProducer,
+    topic: &str,
+    tag: &str,
+    n: usize,
+) -> anyhow::Result<(HashMap<usize, Position>, Vec<String>)> {
+    let mut pending = Vec::with_capacity(n);
+    for i in 0..n {
         let key = verify::message_key(i);
-        let value = verify::message_value(topic, i);
+        let value = verify::message_value(tag, i);
         let record = FutureRecord::to(topic).key(&key).payload(&value);
         let delivery = producer
             .send_result(record)
@@ -220,7 +245,7 @@ async fn produce_fetch(rep: &mut Reporter, args: &Args) -> anyhow::Result<()> {
     let records = read_assigned(args, &topic, PRODUCE_PARTITIONS)?;
     rep.verdict(
         "fetch",
-        &verify::verify_read_back(&topic, args.messages, &records, &acks),
+        &verify::verify_read_back(&topic, args.messages, &records, Some(&acks)),
         &format!(
             "{} read back via assign(), per partition {:?}, order and offsets as acked",
             records.len(),
@@ -237,7 +262,7 @@ async fn idempotent(rep: &mut Reporter, args: &Args) -> anyhow::Result<()> {
     let mut problems = verify::verify_acks(args.messages, &acks, &errors);
     if problems.is_empty() {
         let records = read_assigned(args, &topic, PRODUCE_PARTITIONS)?;
-        problems = verify::verify_read_back(&topic, args.messages, &records, &acks);
+        problems = verify::verify_read_back(&topic, args.messages, &records, Some(&acks));
     }
     rep.verdict(
         "idempotent",

@@ -109,12 +109,12 @@ pub fn verify_acks(n: usize, acks: &HashMap<usize, Position>, errors: &[String])
 }
 
 /// Exactly the n messages of `tag`, each once, in produce order per
-/// partition, each at the position its ack named.
+/// partition, and (`acks` given) each at the position its ack named.
 pub fn verify_read_back(
     tag: &str,
     n: usize,
     records: &[Record],
-    acks: &HashMap<usize, Position>,
+    acks: Option<&HashMap<usize, Position>>,
 ) -> Vec<String> {
     let mut problems = Vec::new();
     let mut seen: HashMap<usize, Position> = HashMap::new();
@@ -150,10 +150,11 @@ pub fn verify_read_back(
             problems.push(format!("partition {p}: produce order not kept"));
         }
     }
-    let moved = seen
-        .iter()
-        .filter(|(i, pos)| acks.get(i) != Some(pos))
-        .count();
+    let moved = acks.map_or(0, |acks| {
+        seen.iter()
+            .filter(|(i, pos)| acks.get(i) != Some(pos))
+            .count()
+    });
     if moved > 0 {
         problems.push(format!("{moved} records not at their acked position"));
     }
@@ -166,6 +167,52 @@ pub fn partition_counts(records: &[Record]) -> BTreeMap<i32, usize> {
         *counts.entry(r.partition).or_default() += 1;
     }
     counts
+}
+
+/// The records whose value is one of `tag`'s messages.
+pub fn with_tag(tag: &str, records: &[Record]) -> Vec<Record> {
+    records
+        .iter()
+        .filter(|r| value_index(tag, &r.value).is_some())
+        .cloned()
+        .collect()
+}
+
+/// Per partition, the offset after the last record read.
+pub fn end_of(records: &[Record]) -> BTreeMap<i32, i64> {
+    let mut end = BTreeMap::new();
+    for r in records {
+        let e = end.entry(r.partition).or_insert(0);
+        *e = (*e).max(r.offset + 1);
+    }
+    end
+}
+
+/// The group committed, on every partition, at least past the last
+/// committed record (resuming re-reads nothing committed) and at most the
+/// last stable offset (nothing beyond what is there).
+pub fn verify_txn_offsets(
+    committed: &BTreeMap<i32, i64>,
+    data_end: &BTreeMap<i32, i64>,
+    lso: &BTreeMap<i32, i64>,
+    partitions: i32,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for p in 0..partitions {
+        let end = data_end.get(&p).copied().unwrap_or(0);
+        let stable = lso.get(&p).copied().unwrap_or(0);
+        match committed.get(&p) {
+            None if end > 0 => problems.push(format!(
+                "partition {p}: no committed offset, committed records end at {end}"
+            )),
+            Some(&c) if c < end || c > stable => problems.push(format!(
+                "partition {p}: group committed {c}, want {end}..{stable} \
+                 (end of the committed records .. last stable offset)"
+            )),
+            _ => {}
+        }
+    }
+    problems
 }
 
 /// Each member owns exactly `per_member` partitions, together all, none twice.
@@ -341,14 +388,29 @@ mod tests {
     fn read_back_catches_duplicates_and_reordering() {
         let acks: HashMap<usize, Position> = [(0, (0, 0)), (1, (0, 1))].into();
         assert!(
-            verify_read_back("t", 2, &[rec(0, 0, "t", 0), rec(0, 1, "t", 1)], &acks).is_empty()
+            verify_read_back("t", 2, &[rec(0, 0, "t", 0), rec(0, 1, "t", 1)], Some(&acks))
+                .is_empty()
         );
         assert!(
-            !verify_read_back("t", 2, &[rec(0, 0, "t", 0), rec(0, 1, "t", 0)], &acks).is_empty()
+            !verify_read_back("t", 2, &[rec(0, 0, "t", 0), rec(0, 1, "t", 0)], Some(&acks))
+                .is_empty()
         );
         assert!(
-            !verify_read_back("t", 2, &[rec(0, 0, "t", 1), rec(0, 1, "t", 0)], &acks).is_empty()
+            !verify_read_back("t", 2, &[rec(0, 0, "t", 1), rec(0, 1, "t", 0)], Some(&acks))
+                .is_empty()
         );
+    }
+
+    #[test]
+    fn txn_offsets_between_committed_records_and_stable_offset() {
+        let end: BTreeMap<i32, i64> = [(0, 3), (1, 2)].into();
+        let lso: BTreeMap<i32, i64> = [(0, 6), (1, 2), (2, 0)].into();
+        let ok: BTreeMap<i32, i64> = [(0, 4), (1, 2)].into();
+        assert!(verify_txn_offsets(&ok, &end, &lso, 3).is_empty());
+        let behind: BTreeMap<i32, i64> = [(0, 2), (1, 2)].into();
+        assert!(!verify_txn_offsets(&behind, &end, &lso, 3).is_empty());
+        let missing: BTreeMap<i32, i64> = [(0, 4)].into();
+        assert!(!verify_txn_offsets(&missing, &end, &lso, 3).is_empty());
     }
 
     #[test]
