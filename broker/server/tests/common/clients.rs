@@ -25,7 +25,7 @@ fn base_config(broker: &Broker) -> ClientConfig {
     base_config_at(&broker.bootstrap())
 }
 
-fn base_config_at(bootstrap: &str) -> ClientConfig {
+pub fn base_config_at(bootstrap: &str) -> ClientConfig {
     let mut config = ClientConfig::new();
     config
         .set("bootstrap.servers", bootstrap)
