@@ -2,8 +2,9 @@
 //!
 //! Owns: the choice of what to trust (Kafka's rule: after a clean shutdown
 //! everything, checking only the last segment's tail; otherwise everything
-//! before the segment holding the recovery point) and the repair of the
-//! rest: CRC-checked rescans, index rebuilds, truncation at the first
+//! before the segment holding the recovery point), finishing or discarding
+//! a log cleaner swap a crash interrupted (`cleaner::swap`), and the repair
+//! of the rest: CRC-checked rescans, index rebuilds, truncation at the first
 //! invalid batch and deletion of every later segment, then fsync of what
 //! survived so it counts as durable. Must not: run after open, or trust an
 //! index file that fails validation.
@@ -62,6 +63,7 @@ pub(crate) fn recover_partition(
 ) -> Result<Recovered> {
     fs::create_dir_all(dir).map_err(Error::io(dir))?;
     let now = wall_clock_ms();
+    crate::cleaner::swap::recover(dir)?;
     let bases = list_segments(dir)?;
     if bases.is_empty() {
         let segment = LogSegment::create(dir, 0, now)?;
@@ -256,17 +258,10 @@ impl Recovery<'_> {
 fn list_segments(dir: &Path) -> Result<Vec<i64>> {
     let mut logs = Vec::new();
     let mut indexes = Vec::new();
-    for entry in fs::read_dir(dir).map_err(Error::io(dir))? {
-        let name = entry.map_err(Error::io(dir))?.file_name();
-        let Some((stem, ext)) = name.to_str().and_then(|n| n.split_once('.')) else {
-            continue;
-        };
-        let Some(base) = parse_base_offset(stem) else {
-            continue;
-        };
-        match ext {
+    for (base, ext) in segment_files(dir)? {
+        match ext.as_str() {
             LOG_EXT => logs.push(base),
-            INDEX_EXT | TIME_INDEX_EXT => indexes.push((base, ext.to_string())),
+            INDEX_EXT | TIME_INDEX_EXT => indexes.push((base, ext)),
             _ => {}
         }
     }
@@ -277,6 +272,22 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>> {
         }
     }
     Ok(logs)
+}
+
+/// `(base offset, extension)` of every `<20 digits>.<ext>` file in `dir`
+/// (the extension is everything after the first dot: `log`, `log.swap`).
+pub(crate) fn segment_files(dir: &Path) -> Result<Vec<(i64, String)>> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).map_err(Error::io(dir))? {
+        let name = entry.map_err(Error::io(dir))?.file_name();
+        let Some((stem, ext)) = name.to_str().and_then(|n| n.split_once('.')) else {
+            continue;
+        };
+        if let Some(base) = parse_base_offset(stem) {
+            files.push((base, ext.to_string()));
+        }
+    }
+    Ok(files)
 }
 
 /// The offset a `<20 digits>.<ext>` file name starts with.

@@ -86,7 +86,7 @@ impl StopSignal {
     }
 
     /// Sleeps up to `timeout`; true once stopped.
-    fn wait(&self, timeout: Duration) -> bool {
+    pub(crate) fn wait(&self, timeout: Duration) -> bool {
         let stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
         let (stopped, _) = self
             .wake

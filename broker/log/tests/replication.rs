@@ -88,7 +88,7 @@ fn replicated_batches_are_stored_verbatim_with_their_offsets_and_epochs() {
 }
 
 #[test]
-fn replicated_batches_must_continue_the_log_exactly() {
+fn replicated_batches_must_follow_the_log_end() {
     let dir = tempfile::tempdir().expect("temp dir");
     let manager = open_with(dir.path(), LogConfig::default(), FlushPolicy::Never);
     let log = create(&manager, "follower", 1);
@@ -106,7 +106,6 @@ fn replicated_batches_must_continue_the_log_exactly() {
         other => panic!("expected NonContiguousAppend {want:?}, got {other:?}"),
     };
 
-    rejected(try_append(batch_at(5, 2)), (0, 5));
     let info = try_append(batch_at(0, 2)).expect("starts at the log end");
     assert_eq!(
         (info.base_offset, info.last_offset, info.log_end_offset),
@@ -114,10 +113,10 @@ fn replicated_batches_must_continue_the_log_exactly() {
     );
     let (end, size) = (log.log_end_offset(), log.size_bytes());
     rejected(try_append(batch_at(1, 2)), (2, 1));
-    // A gap between two batches of one call rejects the whole call.
+    // An overlap between two batches of one call rejects the whole call.
     rejected(
-        try_append([batch_at(2, 2), batch_at(5, 1)].concat()),
-        (4, 5),
+        try_append([batch_at(2, 2), batch_at(3, 1)].concat()),
+        (4, 3),
     );
     assert!(matches!(
         try_append(Vec::new()),
@@ -133,6 +132,14 @@ fn replicated_batches_must_continue_the_log_exactly() {
     let info = try_append([batch_at(2, 2), batch_at(4, 3)].concat()).expect("contiguous");
     assert_eq!((info.base_offset, info.last_offset), (2, 6));
     assert_eq!(read_all(&log, 0), vec![(0, 1), (2, 3), (4, 6)]);
+    // Gaps, as a compacted leader log has them, are taken as they are.
+    let info = try_append([batch_at(9, 1), batch_at(12, 2)].concat()).expect("gaps");
+    assert_eq!((info.last_offset, info.log_end_offset), (13, 14));
+    assert_eq!(
+        read_all(&log, 0),
+        vec![(0, 1), (2, 3), (4, 6), (9, 9), (12, 13)]
+    );
+    assert_eq!(read_all(&log, 7), vec![(9, 9), (12, 13)]);
 }
 
 #[test]

@@ -6,7 +6,6 @@
 //! cluster-wide, creates the local logs of the current image and starts the
 //! replica manager. The Kafka listener serves only after this returns.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -225,7 +224,7 @@ async fn ensure_internal_topic(
             name: topic.to_string(),
             partitions: 1,
             replication_factor,
-            configs: BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
+            configs: crate::internal_topic::internal_topic_configs(),
             topic_id: None,
         };
         match cluster.create_topic(request).await {

@@ -28,17 +28,23 @@ use crate::leader_append::append_replicated;
 
 const REPLAY_CHUNK: usize = 1024 * 1024;
 
-/// Partition 0 of the internal `topic`, created locally with infinite
-/// retention when the quorum has not created it here.
+/// The configs both internal topics are created with: compacted, as in
+/// Kafka (each group offset / transactional id keeps its latest record),
+/// never deleted by retention.
+pub fn internal_topic_configs() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("retention.ms".to_string(), "-1".to_string()),
+    ])
+}
+
+/// Partition 0 of the internal `topic`, created locally (compacted) when
+/// the quorum has not created it here.
 pub fn open_partition(log: &LogManager, topic: &str) -> anyhow::Result<Arc<PartitionLog>> {
     let t = match log.topic(topic) {
         Some(t) => t,
         None => log
-            .create_topic(
-                topic,
-                1,
-                BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
-            )
+            .create_topic(topic, 1, crate::internal_topic::internal_topic_configs())
             .with_context(|| format!("creating {topic}"))?,
     };
     Ok(t.partition(0)
