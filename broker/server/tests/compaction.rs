@@ -1,0 +1,189 @@
+//! Log compaction end to end, against the real binary: a compacted topic
+//! (cleanup.policy=compact, small segments, min.cleanable.dirty.ratio=0.01)
+//! keeps only each key's latest value at its original offset once the
+//! cleaner ran, refuses keyless records with Kafka's INVALID_RECORD, and
+//! keeps its data, and __consumer_offsets (compacted too) its committed
+//! offsets, across a restart.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use chronik_protocol::record_batch::parse_batches;
+use chronik_protocol::records::read_records;
+use common::kafka_client::Client;
+use common::{prom, Broker};
+
+/// Kafka's INVALID_RECORD.
+const INVALID_RECORD: i16 = 87;
+const KEYS: usize = 5;
+const WRITES: usize = 200;
+
+/// (offset, key, value) of every record from offset 0 to the high watermark.
+fn fetch_all(client: &mut Client, topic: &str) -> Result<Vec<(i64, String, Option<String>)>> {
+    let text =
+        |b: &Option<bytes::Bytes>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+    let mut out = Vec::new();
+    let mut next = 0;
+    loop {
+        let (error, high_watermark, records) = client.fetch_from(topic, next)?;
+        ensure!(error == 0, "fetch from {next}: error {error}");
+        if next >= high_watermark {
+            return Ok(out);
+        }
+        let batches = parse_batches(&records).context("whole batches")?;
+        let last = batches
+            .last()
+            .context("a fetch below the high watermark returns a batch")?;
+        next = last.last_offset() + 1;
+        for (offset, r) in read_records(&records).context("uncompressed records")? {
+            let key = text(&r.key).context("a record without a key")?;
+            out.push((offset, key, text(&r.value)));
+        }
+    }
+}
+
+fn metric(broker: &Broker, name: &str) -> Result<f64> {
+    let samples = prom::parse(&broker.metrics_text()?);
+    Ok(prom::sum(&samples, name, &[]).unwrap_or(0.0))
+}
+
+/// Checks the compacted topic: offsets preserved (values name them), each
+/// key's latest value present, and few records left besides.
+fn check_compacted(records: &[(i64, String, Option<String>)]) -> Result<()> {
+    for (offset, _, value) in records {
+        ensure!(
+            value.as_deref() == Some(format!("v{offset}").as_str()),
+            "offset {offset} moved"
+        );
+    }
+    for k in 0..KEYS {
+        let latest = (WRITES - KEYS + k) as i64;
+        ensure!(
+            records
+                .iter()
+                .any(|r| r.0 == latest && r.1 == format!("k{k}")),
+            "key k{k}'s latest value (offset {latest}) is gone"
+        );
+    }
+    // 1 KiB segments hold about 13 of these records: what is left is one
+    // record per key plus at most the active segment.
+    ensure!(
+        records.len() <= KEYS + 20,
+        "{} of {WRITES} records left after cleaning",
+        records.len()
+    );
+    Ok(())
+}
+
+#[test]
+fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
+    let mut broker = Broker::start(&[
+        "--log-cleaner-backoff-ms",
+        "100",
+
+        // Internal topics get small segments too, so __consumer_offsets is
+        // cleaned as well.
+        "--segment-bytes",
+        "2048",
+    ])?;
+    let mut client = Client::connect(&broker)?;
+    client.create_topic_with(
+        "compacted",
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "1024"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    )?;
+    for i in 0..WRITES {
+        let (key, value) = (format!("k{}", i % KEYS), format!("v{i}"));
+        let (error, offset) = client.produce_keyed("compacted", &[(Some(&key), Some(&value))])?;
+        ensure!(
+            error == 0 && offset == i as i64,
+            "produce {i}: error {error} at {offset}"
+        );
+    }
+    let (error, _) = client.produce_keyed("compacted", &[(None, Some("no key"))])?;
+    ensure!(
+        error == INVALID_RECORD,
+        "a keyless record got error {error}, not INVALID_RECORD"
+    );
+
+    let mut committed = BTreeMap::new();
+    for round in 0..60 {
+        for group in ["g1", "g2"] {
+            let offset = round * 3 + i64::from(group == "g2");
+            ensure!(
+                client.commit_offset(group, "compacted", offset)? == 0,
+                "commit"
+            );
+            committed.insert(group, offset);
+        }
+    }
+
+    // 240 commits of two keys: once cleaned, __consumer_offsets keeps
+    // about one 2 KiB active segment and one record per key before it.
+    let offsets_small = |broker: &Broker| -> Result<bool> {
+        let samples = prom::parse(&broker.metrics_text()?);
+        let size = prom::sum(
+            &samples,
+            "chronik_log_size_bytes",
+            &[("topic", "__consumer_offsets")],
+        );
+        Ok(size.is_some_and(|s| s < 5_000.0))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut records = fetch_all(&mut client, "compacted")?;
+    while check_compacted(&records).is_err() || !offsets_small(&broker)? {
+        ensure!(
+            Instant::now() < deadline,
+            "not compacted within 30 s: {} records, {}",
+            records.len(),
+            broker.log_tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        records = fetch_all(&mut client, "compacted")?;
+    }
+    ensure!(metric(&broker, "chronik_log_cleaner_runs_total")? >= 1.0);
+    ensure!(metric(&broker, "chronik_log_cleaner_cleaned_bytes_total")? > 0.0);
+    ensure!(metric(&broker, "chronik_log_cleaner_last_run_timestamp_seconds")? > 0.0);
+    let end = client.log_end_offset("compacted")?;
+    ensure!(end == WRITES as i64, "log end {end}");
+
+    broker.restart()?;
+    let mut client = Client::connect(&broker)?;
+    let after = fetch_all(&mut client, "compacted")?;
+    check_compacted(&after)?;
+    ensure!(
+        after.iter().all(|r| records.contains(r)),
+        "a restart brought records back"
+    );
+    for (group, offset) in &committed {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match client.committed_offset(group, "compacted") {
+                Ok(got) => {
+                    ensure!(
+                        got == *offset,
+                        "{group}: committed {offset}, replayed {got}"
+                    );
+                    break;
+                }
+                Err(e) if Instant::now() < deadline => {
+                    eprintln!("waiting for the offsets to load: {e:#}");
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let (error, offset) = client.produce_keyed("compacted", &[(Some("k0"), Some("v200"))])?;
+    ensure!(
+        error == 0 && offset == end,
+        "produce after restart: error {error} at {offset}"
+    );
+    Ok(())
+}
