@@ -522,8 +522,9 @@ impl LogSegment {
             .chain(std::iter::once(0))
     }
 
-    /// Removes every batch from the one at byte `position` on; that batch's
-    /// base offset is `next_offset` (`locate` found both). The file is cut
+    /// Removes every batch from the one at byte `position` on and ends the
+    /// segment at `next_offset`: that batch's base offset, or an offset in
+    /// the gap before it (`locate` found both). The file is cut
     /// (not fsynced) and the indexes and timestamps are trimmed to what is
     /// left, re-reading only the headers after the last index entry kept.
     /// If those cannot be read nothing changes; if the cut fails the file may
@@ -562,13 +563,14 @@ impl LogSegment {
             true => read::first_batch(&self.slice(position, self.size))?.base_offset,
             false => self.next_offset,
         };
-        // Compaction may leave a gap before the batch at `position`.
-        if walked_to > next_offset || cut_base != next_offset {
+        // Compaction may leave a gap on either side of `next_offset`.
+        if walked_to > next_offset || cut_base < next_offset {
             return Err(Error::Corrupt {
                 path: self.log_path.clone(),
                 position,
                 reason: format!(
-                    "the batches before byte {position} end at offset {walked_to}, not {next_offset}"
+                    "offset {next_offset} is not between the batches before byte {position} \
+                     (ending at {walked_to}) and the one there (at {cut_base})"
                 ),
             });
         }

@@ -140,6 +140,14 @@ fn replicated_batches_must_follow_the_log_end() {
         vec![(0, 1), (2, 3), (4, 6), (9, 9), (12, 13)]
     );
     assert_eq!(read_all(&log, 7), vec![(9, 9), (12, 13)]);
+    // A truncation into a gap ends the log there; the leader's next batch
+    // may then start at that offset.
+    log.truncate_to(11).expect("truncate into the gap");
+    assert_eq!(log.log_end_offset(), 11);
+    let kept = log.read(0, 1 << 20, i64::MAX).expect("read");
+    assert_eq!(common::offsets(&kept), vec![(0, 1), (2, 3), (4, 6), (9, 9)]);
+    try_append(batch_at(11, 1)).expect("continues at the cut");
+    assert_eq!(read_all(&log, 7), vec![(9, 9), (11, 11)]);
 }
 
 #[test]

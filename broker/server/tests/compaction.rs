@@ -83,7 +83,6 @@ fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
     let mut broker = Broker::start(&[
         "--log-cleaner-backoff-ms",
         "100",
-
         // Internal topics get small segments too, so __consumer_offsets is
         // cleaned as well.
         "--segment-bytes",
