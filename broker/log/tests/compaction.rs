@@ -435,3 +435,71 @@ fn a_crash_after_the_commit_point_completes_the_swap() {
         .collect();
     assert!(names.iter().all(|n| !n.ends_with(".swap")), "{names:?}");
 }
+
+/// Appends one single-record batch of producer `producer_id` (epoch 0) with
+/// sequence `sequence`; returns what the append did.
+fn put_idempotent(
+    log: &PartitionLog,
+    (producer_id, sequence): (i64, i32),
+    key: &str,
+    value: &str,
+) -> chronik_log::AppendInfo {
+    let mut bytes = build_batch(&[SimpleRecord {
+        key: Some(Bytes::from(key.to_string())),
+        value: Some(Bytes::from(value.to_string())),
+        timestamp: now_ms(),
+    }]);
+    bytes[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    bytes[51..53].copy_from_slice(&0i16.to_be_bytes());
+    bytes[53..57].copy_from_slice(&sequence.to_be_bytes());
+    let crc = common::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    let headers = parse_batches(&bytes).expect("valid batch");
+    log.append(&mut bytes, &headers).expect("append")
+}
+
+#[test]
+fn a_producers_last_batch_stays_as_an_empty_batch_for_idempotence() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manager = open(manager_config(dir.path()));
+    create(&manager, "c", compacted(&[]));
+    let log = partition(&manager, "c");
+    assert_eq!(put_idempotent(&log, (7, 0), "k0", "v0").base_offset, 0);
+    assert_eq!(put_idempotent(&log, (7, 1), "k0", "v1").base_offset, 1);
+    // Later values of k0 (and other keys) supersede both of its records.
+    write_rounds(&log, 10, 10, now_ms());
+    drop(log);
+    let manager = reopen(manager, dir.path());
+    assert!(manager.clean_now(100) >= 1);
+    let log = partition(&manager, "c");
+    let head = log.read(0, 4096, i64::MAX).expect("read");
+    let batches = parse_batches(&head).expect("valid batches");
+    assert_eq!(
+        (
+            batches[0].base_offset,
+            batches[0].records_count,
+            batches[0].producer_id
+        ),
+        (1, 0, 7),
+        "producer 7's first batch is gone, its last one kept empty"
+    );
+    drop(log);
+
+    // Without the producer snapshot, the state is rebuilt from the log:
+    // the retried last batch is still recognised.
+    manager.shutdown();
+    drop(manager);
+    let pdir = partition_dir(dir.path(), "c", 0);
+    for entry in std::fs::read_dir(&pdir).expect("list") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(path).expect("remove snapshot");
+        }
+    }
+    let manager = open(manager_config(dir.path()));
+    let log = partition(&manager, "c");
+    let retry = put_idempotent(&log, (7, 1), "k0", "v1");
+    assert!(retry.duplicate && retry.base_offset == 1, "{retry:?}");
+    let next = put_idempotent(&log, (7, 2), "k0", "v2");
+    assert!(!next.duplicate);
+}

@@ -12,14 +12,21 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use chronik_protocol::record_batch::parse_batches;
-use chronik_protocol::records::read_records;
 use common::kafka_client::Client;
 use common::{prom, Broker};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 
 /// Kafka's INVALID_RECORD.
 const INVALID_RECORD: i16 = 87;
 const KEYS: usize = 5;
 const WRITES: usize = 200;
+/// What may be left of the 200 single-record batches: one record per key
+/// plus the active 1 KiB segment (about 13 of them).
+const LEFT_PLAIN: usize = KEYS + 20;
+/// Records per gzip batch.
+const GZIP_BATCH: usize = 4;
+/// The same for gzip batches (about 8 batches, 32 records, a segment).
+const LEFT_GZIP: usize = KEYS + 45;
 
 /// (offset, key, value) of every record from offset 0 to the high watermark.
 fn fetch_all(client: &mut Client, topic: &str) -> Result<Vec<(i64, String, Option<String>)>> {
@@ -28,7 +35,7 @@ fn fetch_all(client: &mut Client, topic: &str) -> Result<Vec<(i64, String, Optio
     let mut out = Vec::new();
     let mut next = 0;
     loop {
-        let (error, high_watermark, records) = client.fetch_from(topic, next)?;
+        let (error, high_watermark, mut records) = client.fetch_from(topic, next)?;
         ensure!(error == 0, "fetch from {next}: error {error}");
         if next >= high_watermark {
             return Ok(out);
@@ -38,9 +45,11 @@ fn fetch_all(client: &mut Client, topic: &str) -> Result<Vec<(i64, String, Optio
             .last()
             .context("a fetch below the high watermark returns a batch")?;
         next = last.last_offset() + 1;
-        for (offset, r) in read_records(&records).context("uncompressed records")? {
-            let key = text(&r.key).context("a record without a key")?;
-            out.push((offset, key, text(&r.value)));
+        for set in RecordBatchDecoder::decode_all(&mut records)? {
+            for r in set.records {
+                let key = text(&r.key).context("a record without a key")?;
+                out.push((r.offset, key, text(&r.value)));
+            }
         }
     }
 }
@@ -50,9 +59,9 @@ fn metric(broker: &Broker, name: &str) -> Result<f64> {
     Ok(prom::sum(&samples, name, &[]).unwrap_or(0.0))
 }
 
-/// Checks the compacted topic: offsets preserved (values name them), each
-/// key's latest value present, and few records left besides.
-fn check_compacted(records: &[(i64, String, Option<String>)]) -> Result<()> {
+/// Checks a compacted topic: offsets preserved (values name them), each
+/// key's latest value present, and at most `max_left` records left.
+fn check_compacted(records: &[(i64, String, Option<String>)], max_left: usize) -> Result<()> {
     for (offset, _, value) in records {
         ensure!(
             value.as_deref() == Some(format!("v{offset}").as_str()),
@@ -68,10 +77,8 @@ fn check_compacted(records: &[(i64, String, Option<String>)]) -> Result<()> {
             "key k{k}'s latest value (offset {latest}) is gone"
         );
     }
-    // 1 KiB segments hold about 13 of these records: what is left is one
-    // record per key plus at most the active segment.
     ensure!(
-        records.len() <= KEYS + 20,
+        records.len() <= max_left,
         "{} of {WRITES} records left after cleaning",
         records.len()
     );
@@ -89,23 +96,46 @@ fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
         "2048",
     ])?;
     let mut client = Client::connect(&broker)?;
-    client.create_topic_with(
-        "compacted",
-        &[
-            ("cleanup.policy", "compact"),
-            ("segment.bytes", "1024"),
-            ("min.cleanable.dirty.ratio", "0.01"),
-        ],
-    )?;
-    for i in 0..WRITES {
-        let (key, value) = (format!("k{}", i % KEYS), format!("v{i}"));
-        let (error, offset) = client.produce_keyed("compacted", &[(Some(&key), Some(&value))])?;
+    for topic in ["compacted", "compressed"] {
+        client.create_topic_with(
+            topic,
+            &[
+                ("cleanup.policy", "compact"),
+                ("segment.bytes", "1024"),
+                ("min.cleanable.dirty.ratio", "0.01"),
+            ],
+        )?;
+    }
+    // The same 200 writes as gzip batches of 4 records: keys straddle
+    // batches, so cleaning keeps some records of a batch and rewrites it.
+    for i in (0..WRITES).step_by(GZIP_BATCH) {
+        let pairs: Vec<(String, String)> = (i..i + GZIP_BATCH)
+            .map(|n| (format!("k{}", n % KEYS), format!("v{n}")))
+            .collect();
+        let records: Vec<(Option<&str>, Option<&str>)> = pairs
+            .iter()
+            .map(|(k, v)| (Some(k.as_str()), Some(v.as_str())))
+            .collect();
+        let (error, offset) = client.produce_keyed("compressed", &records, Compression::Gzip)?;
         ensure!(
             error == 0 && offset == i as i64,
             "produce {i}: error {error} at {offset}"
         );
     }
-    let (error, _) = client.produce_keyed("compacted", &[(None, Some("no key"))])?;
+    for i in 0..WRITES {
+        let (key, value) = (format!("k{}", i % KEYS), format!("v{i}"));
+        let (error, offset) = client.produce_keyed(
+            "compacted",
+            &[(Some(&key), Some(&value))],
+            Compression::None,
+        )?;
+        ensure!(
+            error == 0 && offset == i as i64,
+            "produce {i}: error {error} at {offset}"
+        );
+    }
+    let (error, _) =
+        client.produce_keyed("compacted", &[(None, Some("no key"))], Compression::None)?;
     ensure!(
         error == INVALID_RECORD,
         "a keyless record got error {error}, not INVALID_RECORD"
@@ -136,7 +166,13 @@ fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut records = fetch_all(&mut client, "compacted")?;
-    while check_compacted(&records).is_err() || !offsets_small(&broker)? {
+    let gzip_done = |client: &mut Client| -> Result<bool> {
+        Ok(check_compacted(&fetch_all(client, "compressed")?, LEFT_GZIP).is_ok())
+    };
+    while check_compacted(&records, LEFT_PLAIN).is_err()
+        || !offsets_small(&broker)?
+        || !gzip_done(&mut client)?
+    {
         ensure!(
             Instant::now() < deadline,
             "not compacted within 30 s: {} records, {}",
@@ -155,7 +191,8 @@ fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
     broker.restart()?;
     let mut client = Client::connect(&broker)?;
     let after = fetch_all(&mut client, "compacted")?;
-    check_compacted(&after)?;
+    check_compacted(&after, LEFT_PLAIN)?;
+    check_compacted(&fetch_all(&mut client, "compressed")?, LEFT_GZIP)?;
     ensure!(
         after.iter().all(|r| records.contains(r)),
         "a restart brought records back"
@@ -179,7 +216,11 @@ fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
             }
         }
     }
-    let (error, offset) = client.produce_keyed("compacted", &[(Some("k0"), Some("v200"))])?;
+    let (error, offset) = client.produce_keyed(
+        "compacted",
+        &[(Some("k0"), Some("v200"))],
+        Compression::None,
+    )?;
     ensure!(
         error == 0 && offset == end,
         "produce after restart: error {error} at {offset}"

@@ -153,16 +153,17 @@ impl Client {
             .enumerate()
             .map(|(i, v)| plain_record(i as i64, v.clone()))
             .collect();
-        self.produce_records(topic, &records, acks)
+        self.produce_records(topic, &records, acks, Compression::None)
     }
 
-    /// Produces one uncompressed batch of `(key, value)` records (Produce
-    /// v9, acks=all); a None value is a tombstone. Returns (error code,
-    /// base offset).
+    /// Produces one batch of `(key, value)` records compressed with
+    /// `compression` (Produce v9, acks=all); a None value is a tombstone.
+    /// Returns (error code, base offset).
     pub fn produce_keyed(
         &mut self,
         topic: &str,
         records: &[(Option<&str>, Option<&str>)],
+        compression: Compression,
     ) -> Result<(i16, i64)> {
         let bytes = |s: Option<&str>| s.map(|s| Bytes::from(s.to_string()));
         let records: Vec<Record> = records
@@ -174,15 +175,16 @@ impl Client {
                 ..plain_record(i as i64, Bytes::new())
             })
             .collect();
-        self.produce_records(topic, &records, -1)
+        self.produce_records(topic, &records, -1, compression)
     }
 
-    /// Produces `records` as one uncompressed batch to partition 0.
+    /// Produces `records` as one batch to partition 0.
     fn produce_records(
         &mut self,
         topic: &str,
         records: &[Record],
         acks: i16,
+        compression: Compression,
     ) -> Result<(i16, i64)> {
         let mut batch = BytesMut::new();
         RecordBatchEncoder::encode(
@@ -190,7 +192,7 @@ impl Client {
             records,
             &RecordEncodeOptions {
                 version: 2,
-                compression: Compression::None,
+                compression,
             },
         )?;
         let request = ProduceRequest::default()
