@@ -12,7 +12,7 @@ use chronik_log::{
     CleanerConfig, FlushPolicy, LogConfig, LogManager, LogManagerConfig, PartitionLog,
 };
 use chronik_protocol::record_batch::parse_batches;
-use chronik_protocol::records::{build_batch, read_records, SimpleRecord};
+use chronik_protocol::records::{build_batch, build_control_batch, read_records, SimpleRecord};
 use common::{log_files, now_ms, offsets, open, partition_dir};
 
 /// (offset, key, value) of a stored record.
@@ -502,4 +502,68 @@ fn a_producers_last_batch_stays_as_an_empty_batch_for_idempotence() {
     assert!(retry.duplicate && retry.base_offset == 1, "{retry:?}");
     let next = put_idempotent(&log, (7, 2), "k0", "v2");
     assert!(!next.duplicate);
+}
+
+/// Appends a single-record transactional batch of producer `producer_id`
+/// (epoch 0, sequence `sequence`).
+fn put_transactional(log: &PartitionLog, (producer_id, sequence): (i64, i32), key: &str) -> i64 {
+    let mut bytes = build_batch(&[SimpleRecord {
+        key: Some(Bytes::from(key.to_string())),
+        value: Some(Bytes::from("in a transaction")),
+        timestamp: now_ms(),
+    }]);
+    bytes[21..23].copy_from_slice(&0x10i16.to_be_bytes());
+    bytes[43..51].copy_from_slice(&producer_id.to_be_bytes());
+    bytes[51..53].copy_from_slice(&0i16.to_be_bytes());
+    bytes[53..57].copy_from_slice(&sequence.to_be_bytes());
+    let crc = common::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    let headers = parse_batches(&bytes).expect("valid batch");
+    log.append(&mut bytes, &headers)
+        .expect("append")
+        .base_offset
+}
+
+/// Appends a COMMIT or ABORT marker for producer `producer_id` (epoch 0).
+fn end_transaction(log: &PartitionLog, producer_id: i64, commit: bool) -> i64 {
+    let mut bytes = build_control_batch(producer_id, 0, commit, 0, now_ms());
+    let headers = parse_batches(&bytes).expect("valid marker");
+    log.append(&mut bytes, &headers)
+        .expect("append marker")
+        .base_offset
+}
+
+#[test]
+fn aborted_transactional_records_are_removed_and_markers_kept() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manager = open(manager_config(dir.path()));
+    create(&manager, "c", compacted(&[]));
+    let log = partition(&manager, "c");
+    let aborted = put_transactional(&log, (5, 0), "only-aborted");
+    let abort_marker = end_transaction(&log, 5, false);
+    let committed = put_transactional(&log, (6, 0), "only-committed");
+    let commit_marker = end_transaction(&log, 6, true);
+    write_rounds(&log, 10, 10, now_ms());
+    drop(log);
+    let manager = reopen(manager, dir.path());
+    assert!(manager.clean_now(100) >= 1);
+    let log = partition(&manager, "c");
+    let kept: Vec<i64> = records(&log).iter().map(|r| r.0).collect();
+    assert!(!kept.contains(&aborted), "the aborted record is removed");
+    assert!(
+        kept.contains(&committed),
+        "the committed record, its key's latest, stays"
+    );
+    let head = log.read(0, 1 << 20, i64::MAX).expect("read");
+    let markers: Vec<i64> = parse_batches(&head)
+        .expect("valid batches")
+        .iter()
+        .filter(|h| h.is_control())
+        .map(|h| h.base_offset)
+        .collect();
+    assert_eq!(
+        markers,
+        vec![abort_marker, commit_marker],
+        "markers are kept"
+    );
 }
