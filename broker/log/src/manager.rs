@@ -386,7 +386,13 @@ impl LogManager {
         let mut map = OffsetMap::with_buffer(self.cleaner.dedupe_buffer_size);
         let mut runs = 0;
         while runs < max_runs
-            && clean_filthiest(&self.registry, &mut map, &self.cleaner, &self.ctx.counters)
+            && clean_filthiest(
+                &self.registry,
+                &mut map,
+                &self.cleaner,
+                &self.ctx.counters,
+                None,
+            )
         {
             runs += 1;
         }

@@ -91,7 +91,7 @@ pub(crate) fn run_cleaner(
     let per_thread = config.dedupe_buffer_size / config.threads.max(1);
     let mut map = OffsetMap::with_buffer(per_thread);
     loop {
-        let cleaned = clean_filthiest(&registry, &mut map, &config, &counters);
+        let cleaned = clean_filthiest(&registry, &mut map, &config, &counters, Some(&stop));
         if stop.wait(if cleaned {
             Duration::ZERO
         } else {
@@ -103,12 +103,15 @@ pub(crate) fn run_cleaner(
 }
 
 /// Cleans the due partition with the highest dirty ratio that no other
-/// thread is cleaning. Returns whether one was cleaned without error.
+/// thread is cleaning. Returns whether one was cleaned without error. A
+/// `stop` signalled meanwhile (shutdown) abandons the cleaning between two
+/// cleaned segments.
 pub(crate) fn clean_filthiest(
     registry: &Registry,
     map: &mut OffsetMap,
     config: &CleanerConfig,
     counters: &Counters,
+    stop: Option<&StopSignal>,
 ) -> bool {
     let now = wall_clock_ms();
     let mut due = Vec::new();
@@ -138,7 +141,7 @@ pub(crate) fn clean_filthiest(
         if !partition.begin_cleaning() {
             continue;
         }
-        let result = clean_partition(&partition, &view, map, config, counters, now);
+        let result = clean_partition(&partition, &view, map, (config, counters, stop), now);
         partition.end_cleaning();
         // A failure backs off (it would most likely fail again at once).
         return result
@@ -155,8 +158,7 @@ fn clean_partition(
     partition: &PartitionLog,
     view: &CleanView,
     map: &mut OffsetMap,
-    config: &CleanerConfig,
-    counters: &Counters,
+    (config, counters, stop): (&CleanerConfig, &Counters, Option<&StopSignal>),
     now: i64,
 ) -> Result<()> {
     let Cleanable {
@@ -188,6 +190,9 @@ fn clean_partition(
     let facts: Vec<SegmentFacts> = sources.iter().map(|s| s.facts).collect();
     let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
     for group in groups(&facts, log_config.segment_bytes) {
+        if stop.is_some_and(StopSignal::is_stopped) {
+            return Ok(());
+        }
         let group = &sources[group];
         // A tombstone goes once the segment holding it was cleaned (it is
         // in the clean part) at least delete.retention.ms ago.
