@@ -3,7 +3,8 @@
 //! keeps only each key's latest value at its original offset once the
 //! cleaner ran, refuses keyless records with Kafka's INVALID_RECORD, and
 //! keeps its data, and __consumer_offsets (compacted too) its committed
-//! offsets, across a restart.
+//! offsets, across a restart; in a 3-node cluster, a follower that was down
+//! catches up from a compacted leader (its fetches return offset gaps).
 
 mod common;
 
@@ -12,9 +13,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use chronik_protocol::record_batch::parse_batches;
+use common::cluster::{Cluster, FAST_FAILOVER};
 use common::kafka_client::Client;
 use common::{prom, Broker};
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
+
+/// The topic configs of the compacted topics here.
+const COMPACTED: &[(&str, &str)] = &[
+    ("cleanup.policy", "compact"),
+    ("segment.bytes", "1024"),
+    ("min.cleanable.dirty.ratio", "0.01"),
+];
 
 /// Kafka's INVALID_RECORD.
 const INVALID_RECORD: i16 = 87;
@@ -97,14 +106,7 @@ fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
     ])?;
     let mut client = Client::connect(&broker)?;
     for topic in ["compacted", "compressed"] {
-        client.create_topic_with(
-            topic,
-            &[
-                ("cleanup.policy", "compact"),
-                ("segment.bytes", "1024"),
-                ("min.cleanable.dirty.ratio", "0.01"),
-            ],
-        )?;
+        client.create_topic_with(topic, COMPACTED)?;
     }
     // The same 200 writes as gzip batches of 4 records: keys straddle
     // batches, so cleaning keeps some records of a batch and rewrites it.
@@ -224,6 +226,69 @@ fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
     ensure!(
         error == 0 && offset == end,
         "produce after restart: error {error} at {offset}"
+    );
+    Ok(())
+}
+
+/// Produces the 200 single-record writes of keys k0..k4 (value `v<offset>`),
+/// retrying the first while the new partition settles.
+fn produce_updates(client: &mut Client, topic: &str) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for i in 0..WRITES {
+        let (key, value) = (format!("k{}", i % KEYS), format!("v{i}"));
+        loop {
+            let (error, offset) =
+                client.produce_keyed(topic, &[(Some(&key), Some(&value))], Compression::None)?;
+            if error == 0 {
+                ensure!(offset == i as i64, "write {i} at offset {offset}");
+                break;
+            }
+            ensure!(
+                i == 0 && Instant::now() < deadline,
+                "produce {i}: error {error}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_follower_catches_up_from_a_compacted_leader() -> Result<()> {
+    let mut flags = FAST_FAILOVER.to_vec();
+    flags.extend_from_slice(&["--log-cleaner-backoff-ms", "100"]);
+    let mut cluster = Cluster::start(3, &flags)?;
+    let topic = "compacted-rf3";
+    let mut configs = COMPACTED.to_vec();
+    configs.push(("min.insync.replicas", "2"));
+    Client::connect(cluster.node(1))?.create_topic_replicated(topic, 1, 3, &configs)?;
+    cluster.wait_for(topic, Duration::from_secs(20), "a full ISR", |ps| {
+        ps[0].leader > 0 && ps[0].isr.len() == 3
+    })?;
+    let (leader, follower) = cluster.kill_a_follower(topic)?;
+
+    let mut client = Client::connect(cluster.node(leader))?;
+    produce_updates(&mut client, topic)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while check_compacted(&fetch_all(&mut client, topic)?, LEFT_PLAIN).is_err() {
+        ensure!(
+            Instant::now() < deadline,
+            "the leader did not compact within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    cluster.restart_follower(topic, follower)?;
+    let leo = |node: &Broker| -> Result<f64> {
+        let samples = prom::parse(&node.metrics_text()?);
+        prom::sum(&samples, "chronik_log_end_offset", &[("topic", topic)])
+            .context("no chronik_log_end_offset sample")
+    };
+    ensure!(leo(cluster.node(leader))? == WRITES as f64);
+    ensure!(
+        leo(cluster.node(follower))? == WRITES as f64,
+        "the follower did not catch up\n{}",
+        cluster.logs()
     );
     Ok(())
 }
