@@ -586,9 +586,8 @@ fn the_cleaner_thread_compacts_a_live_log() {
     // segments, then compacts them, while this thread keeps reading the
     // whole log (a read racing a swap must still see whole, valid batches).
     let compacted = common::wait_until(std::time::Duration::from_secs(20), || {
-        records(&log).len() < 100
+        records(&log).len() < 100 && manager.stats().cleaner_runs_total >= 1
     });
     assert!(compacted, "{} records left", records(&log).len());
-    assert!(manager.stats().cleaner_runs_total >= 1);
     manager.shutdown();
 }
