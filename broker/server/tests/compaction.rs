@@ -184,9 +184,20 @@ fn compaction_keeps_latest_values_and_survives_a_restart() -> Result<()> {
         std::thread::sleep(Duration::from_millis(200));
         records = fetch_all(&mut client, "compacted")?;
     }
-    ensure!(metric(&broker, "chronik_log_cleaner_runs_total")? >= 1.0);
-    ensure!(metric(&broker, "chronik_log_cleaner_cleaned_bytes_total")? > 0.0);
-    ensure!(metric(&broker, "chronik_log_cleaner_last_run_timestamp_seconds")? > 0.0);
+    // The counters move once a cleaning's last segment is swapped in.
+    let metrics_moved = |broker: &Broker| -> Result<bool> {
+        Ok(metric(broker, "chronik_log_cleaner_runs_total")? >= 1.0
+            && metric(broker, "chronik_log_cleaner_cleaned_bytes_total")? > 0.0
+            && metric(broker, "chronik_log_cleaner_last_run_timestamp_seconds")? > 0.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !metrics_moved(&broker)? {
+        ensure!(
+            Instant::now() < deadline,
+            "the cleaner metrics did not move"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let end = client.log_end_offset("compacted")?;
     ensure!(end == WRITES as i64, "log end {end}");
 
