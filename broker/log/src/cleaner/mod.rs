@@ -205,13 +205,6 @@ fn clean_partition(
             .zip(&modified_ms)
             .map(|(s, &m)| s.facts.next_offset <= first_dirty && m <= horizon)
             .collect();
-        let cleaned = clean_group(
-            group,
-            &drop_tombstones,
-            &retention,
-            log_config.index_interval_bytes,
-            now,
-        )?;
         // The cleaned segment is dated by when its data was last cleaned:
         // now if any of it was dirty, else its newest source.
         let any_dirty = group.iter().any(|s| s.facts.next_offset > first_dirty);
@@ -220,11 +213,26 @@ fn clean_partition(
         } else {
             modified_ms.iter().copied().max().unwrap_or(now)
         };
-        cleaned.segment.set_modified_ms(dated)?;
+        let cleaned_path = swap::cleaned_path(partition.dir(), group[0].facts.base_offset);
+        let written = clean_group(
+            group,
+            &drop_tombstones,
+            &retention,
+            log_config.index_interval_bytes,
+            now,
+        )
+        .and_then(|c| c.segment.set_modified_ms(dated).map(|()| c));
+        let cleaned = match written {
+            Ok(cleaned) => cleaned,
+            Err(e) => {
+                // Best effort: open deletes a leftover anyway.
+                let _ = remove_if_exists(&cleaned_path);
+                return Err(e);
+            }
+        };
         let (size_in, size_out) = (cleaned.bytes_in, cleaned.segment.size());
-        let base = group[0].facts.base_offset;
         if !partition.replace_cleaned(group, cleaned.segment)? {
-            remove_if_exists(&swap::cleaned_path(partition.dir(), base))?;
+            remove_if_exists(&cleaned_path)?;
             debug!(
                 topic = partition.topic(),
                 partition = partition.partition(),
