@@ -140,9 +140,11 @@ impl Recovery<'_> {
             let max_relative = u64::try_from(next_base - segment.base_offset() - 1).unwrap_or(0);
             if segment.load_index_files(max_relative)? {
                 segment.set_loaded_extent(size, next_base);
-            } else if !self.rebuild(i)? || self.segments[i].next_offset() != next_base {
+            } else if !self.rebuild(i)? || self.segments[i].next_offset() > next_base {
                 self.drop_after(i, "offsets do not continue into the next segment")?;
                 return Ok(());
+            } else {
+                self.close_gap(i, next_base);
             }
             i += 1;
         }
@@ -158,14 +160,17 @@ impl Recovery<'_> {
             if clean_shutdown && last && self.tail_is_valid(i)? {
                 return Ok(());
             }
-            if i > 0 && self.segments[i - 1].next_offset() != self.segments[i].base_offset() {
-                let reason = format!(
-                    "segment {} does not start where the previous one ends ({})",
-                    self.segments[i].base_offset(),
-                    self.segments[i - 1].next_offset()
-                );
-                self.drop_after(i - 1, &reason)?;
-                return Ok(());
+            if i > 0 {
+                let base = self.segments[i].base_offset();
+                if self.segments[i - 1].next_offset() > base {
+                    let reason = format!(
+                        "segment {base} starts before the previous one ends ({})",
+                        self.segments[i - 1].next_offset()
+                    );
+                    self.drop_after(i - 1, &reason)?;
+                    return Ok(());
+                }
+                self.close_gap(i - 1, base);
             }
             if !self.rebuild(i)? {
                 self.drop_after(i, "an earlier segment was truncated")?;
@@ -238,6 +243,15 @@ impl Recovery<'_> {
             segment.set_rolling_base_ms(first_batch_max_timestamp(&slice)?);
         }
         Ok(true)
+    }
+
+    /// Segment `i` ends where the next one starts, `next_base`: its last
+    /// batch may end before (a gap a truncation into compacted offsets
+    /// left), and the offsets in between are empty.
+    fn close_gap(&mut self, i: usize, next_base: i64) {
+        let segment = &mut self.segments[i];
+        let size = segment.size();
+        segment.set_loaded_extent(size, next_base);
     }
 
     /// Deletes every segment after `i`: their offsets can no longer follow.

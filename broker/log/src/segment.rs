@@ -96,8 +96,10 @@ pub(crate) fn remove_if_exists(path: &Path) -> Result<()> {
 
 /// Invariants: `size` is the length of the valid prefix of the `.log` file
 /// (whole batches only); `next_offset` is one past the last batch's last
-/// offset (`base_offset` when empty); index entries point at batch starts
-/// inside `size`.
+/// offset (`base_offset` when empty), or later when a truncation into a gap
+/// compaction left (or the cleaner) ended the segment after its last batch;
+/// batch offsets increase, with gaps where compaction removed records;
+/// index entries point at batch starts inside `size`.
 #[derive(Debug)]
 pub(crate) struct LogSegment {
     base_offset: i64,

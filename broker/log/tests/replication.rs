@@ -274,3 +274,49 @@ fn create_topic_with_id_is_idempotent_for_the_same_id() {
         .expect("still idempotent");
     assert!(Arc::ptr_eq(&reloaded, &same));
 }
+
+#[test]
+fn a_segment_ending_in_a_gap_survives_a_full_recovery() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manager = open_with(dir.path(), small_segments(600), FlushPolicy::Never);
+    let log = create(&manager, "gappy", 1);
+    let append_at = |base: i64, payload: usize| {
+        let mut b = build_test_batch(1, 1_000, &vec![b'g'; payload]);
+        set_base_offset(&mut b, 0, base);
+        let headers = parse_batches(&b).expect("valid");
+        log.append_replicated(&mut b, &headers).expect("append")
+    };
+    // Two ~270-byte batches a segment: [0, 1] then [3, 8] from offset 2.
+    for base in [0, 1, 3, 8] {
+        append_at(base, 200);
+    }
+    // The cut leaves that segment ending at 6 after a batch ending at 3; a
+    // batch too large to join it rolls a new segment starting at 6.
+    log.truncate_to(6).expect("truncate into the gap");
+    assert_eq!(log.log_end_offset(), 6);
+    append_at(9, 400);
+    for base in [12, 20] {
+        append_at(base, 200);
+    }
+    let before = read_all(&log, 0);
+    assert!(log_files(&partition_dir(dir.path(), "gappy", 0)).len() > 2);
+    drop(log);
+    manager.shutdown();
+    drop(manager);
+    std::fs::remove_file(dir.path().join("recovery-point-offset-checkpoint")).expect("checkpoint");
+    let _ = std::fs::remove_file(dir.path().join(".clean_shutdown"));
+    let manager = open_with(dir.path(), small_segments(600), FlushPolicy::Never);
+    let log = Arc::clone(
+        manager
+            .topic("gappy")
+            .expect("topic")
+            .partition(0)
+            .expect("p0"),
+    );
+    assert_eq!(
+        read_all(&log, 0),
+        before,
+        "nothing dropped by a full rescan"
+    );
+    assert_eq!(manager.stats().recovery_truncated_bytes_total, 0);
+}

@@ -138,6 +138,9 @@ pub(crate) fn clean_group(
         })?;
     }
     write_out(&mut segment, &mut out, index_interval_bytes)?;
+    // The group's offset range, even if its last batch ended before it.
+    let size = segment.size();
+    segment.set_loaded_extent(size, group_last + 1);
     segment.seal();
     segment.log_sync_target().sync()?;
     Ok(Cleaned { segment, bytes_in })
