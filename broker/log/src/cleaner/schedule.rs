@@ -20,8 +20,6 @@ pub(crate) struct SegmentFacts {
     pub size: u64,
     /// Largest batch timestamp (or file mtime without any).
     pub largest_timestamp_ms: i64,
-    /// The first batch's max timestamp (-1 if none).
-    pub first_timestamp_ms: i64,
 }
 
 /// The dirty part of a log: `[first_dirty, end)` in offsets, and the byte
@@ -145,7 +143,6 @@ mod tests {
             next_offset: next,
             size,
             largest_timestamp_ms: ts,
-            first_timestamp_ms: ts,
         }
     }
 

@@ -90,7 +90,6 @@ impl PartitionLog {
                     next_offset: s.next_offset(),
                     size: s.size(),
                     largest_timestamp_ms: s.largest_timestamp_ms()?,
-                    first_timestamp_ms: -1,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
