@@ -5,7 +5,7 @@
 #![no_main]
 
 use chronik_protocol::record_batch::parse_batches;
-use chronik_protocol::record_walk::{validate_produced, walk};
+use chronik_protocol::record_walk::{validate_produced, walk, ProduceRules};
 use chronik_protocol::records::{find_record_by_timestamp, read_records};
 use libfuzzer_sys::fuzz_target;
 
@@ -20,7 +20,13 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(headers) = parse_batches(&batch) {
         for h in &headers {
             let one = &batch[h.position..h.position + h.size];
-            let _ = validate_produced(one, h, LIMIT);
+            for require_keys in [false, true] {
+                let rules = ProduceRules {
+                    max_decompressed: LIMIT,
+                    require_keys,
+                };
+                let _ = validate_produced(one, h, rules);
+            }
             let _ = walk(one, h, LIMIT, |_| {});
             let _ = find_record_by_timestamp(one, Some(0), LIMIT);
             let _ = find_record_by_timestamp(one, None, LIMIT);

@@ -2,8 +2,8 @@
 //!
 //! Owns: `LogConfig` (the settings the storage layer acts on), validation of
 //! Kafka-named topic config overrides, and the DescribeConfigs view of them.
-//! `cleanup.policy` decides whether retention deletes (a compact-only topic
-//! keeps everything; there is no log cleaner yet). Kafka topic configs this
+//! `cleanup.policy` decides whether retention deletes and whether the log
+//! cleaner compacts (`compact`, `delete` or both). Kafka topic configs this
 //! broker does not act on (compression.type, min.insync.replicas, ...) are
 //! type-checked and kept so
 //! clients that set them keep working; names Kafka does not know are
@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
 /// Effective settings of one topic's partition logs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll the active segment before it would exceed this.
     pub segment_bytes: u64,
@@ -31,11 +31,27 @@ pub struct LogConfig {
     /// `max.message.bytes`: largest record batch accepted.
     pub max_message_bytes: u32,
     /// `cleanup.policy` includes `delete`: retention.ms / retention.bytes
-    /// delete old segments. A `compact`-only topic keeps every segment
-    /// (compaction itself is not implemented: nothing is removed, which
-    /// keeps every key's latest value, as compaction would).
+    /// delete old segments. A `compact`-only topic is never deleted by
+    /// retention.
     pub delete_retention: bool,
+    /// `cleanup.policy` includes `compact`: the log cleaner keeps each key's
+    /// latest record, and Produce refuses keyless records.
+    pub compact: bool,
+    /// `min.cleanable.dirty.ratio`: clean once dirty bytes / all cleanable
+    /// bytes reach this.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `min.compaction.lag.ms`: records younger than this stay uncompacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a log with dirty records older than this is
+    /// cleaned whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `delete.retention.ms`: how long a tombstone (null value) survives
+    /// after the segment holding it was cleaned.
+    pub delete_retention_ms: i64,
 }
+
+/// The ratio is a number in 0..=1 (validated), never NaN.
+impl Eq for LogConfig {}
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -47,6 +63,11 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
             delete_retention: true,
+            compact: false,
+            min_cleanable_dirty_ratio: 0.5,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            delete_retention_ms: DAY_MS,
         }
     }
 }
@@ -94,8 +115,9 @@ const fn int(min: i64) -> Kind {
     Kind::Int { min, max: INT_MAX }
 }
 
-/// Every Kafka topic config accepted, sorted by name. The six acted upon are
-/// listed in `apply`; the rest are validated and stored only.
+/// Every Kafka topic config accepted, sorted by name. Those acted upon are
+/// listed in `apply` and `with_overrides`; the rest are validated and
+/// stored only.
 const SPECS: &[Spec] = &[
     Spec {
         name: "cleanup.policy",
@@ -340,8 +362,21 @@ impl LogConfig {
             if let Some(n) = check(spec, value)? {
                 config.apply(name, n);
             }
-            if name == "cleanup.policy" {
-                config.delete_retention = value.split(',').any(|p| p.trim() == "delete");
+            match name.as_str() {
+                "cleanup.policy" => {
+                    let has = |policy: &str| {
+                        value
+                            .split(',')
+                            .any(|p| p.trim().eq_ignore_ascii_case(policy))
+                    };
+                    config.delete_retention = has("delete");
+                    config.compact = has("compact");
+                }
+                "min.cleanable.dirty.ratio" => {
+                    // `check` accepted it as a number in 0..=1.
+                    config.min_cleanable_dirty_ratio = value.trim().parse().unwrap_or(0.5);
+                }
+                _ => {}
             }
         }
         Ok(config)
@@ -359,6 +394,9 @@ impl LogConfig {
                 self.index_interval_bytes = u32::try_from(n).unwrap_or(u32::MAX)
             }
             "max.message.bytes" => self.max_message_bytes = u32::try_from(n).unwrap_or(u32::MAX),
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = n,
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms = n,
+            "delete.retention.ms" => self.delete_retention_ms = n,
             _ => {}
         }
     }
@@ -430,6 +468,34 @@ mod tests {
         assert_eq!(c.segment_bytes, 1_048_576);
         assert_eq!(c.retention_bytes, 5000);
         assert_eq!(c.max_message_bytes, LogConfig::default().max_message_bytes);
+    }
+
+    #[test]
+    fn cleanup_policy_and_compaction_settings() {
+        let c = LogConfig::default()
+            .with_overrides(&overrides(&[
+                ("cleanup.policy", "compact,delete"),
+                ("min.cleanable.dirty.ratio", "0.01"),
+                ("min.compaction.lag.ms", "5"),
+                ("max.compaction.lag.ms", "60000"),
+                ("delete.retention.ms", "100"),
+            ]))
+            .expect("valid overrides");
+        assert!(c.compact && c.delete_retention);
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.01);
+        assert_eq!(
+            (
+                c.min_compaction_lag_ms,
+                c.max_compaction_lag_ms,
+                c.delete_retention_ms
+            ),
+            (5, 60_000, 100)
+        );
+        let compact_only = LogConfig::default()
+            .with_overrides(&overrides(&[("cleanup.policy", "compact")]))
+            .expect("valid");
+        assert!(compact_only.compact && !compact_only.delete_retention);
+        assert!(!LogConfig::default().compact);
     }
 
     #[test]

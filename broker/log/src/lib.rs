@@ -8,6 +8,8 @@
 //!                               /00000000000000000000.index      relative offset u32 BE, position u32 BE
 //!                               /00000000000000000000.timeindex  timestamp i64 BE, relative offset u32 BE
 //!                               /00000000000000000020.snapshot   producer state at offset 20 (clean shutdown only)
+//!                               /cleaner-offset-checkpoint       offsets below it are compacted
+//!                               /<base>.log.cleaned, .log.swap   a cleaning in progress (cleaner::swap)
 //! <data_dir>/__topics/<topic>.meta                topic_id=, partitions=, config.<name>= lines
 //! <data_dir>/recovery-point-offset-checkpoint     offsets below which data was fsynced
 //! <data_dir>/.clean_shutdown                      present only after a clean shutdown
@@ -31,6 +33,10 @@
 //!   truncation, snapshot at shutdown.
 //! - `flusher`      — `FlushPolicy`, the dirty queue and the group-commit thread.
 //! - `retention`    — retention decisions and the `log-retention` thread.
+//! - `cleaner`      — log compaction (cleanup.policy=compact): the
+//!   `log-cleaner-N` threads (`mod`), what is due (`schedule`), the
+//!   bounded key map (`offset_map`), rewriting segments
+//!   (`clean_segment`) and the crash-safe file swap (`swap`).
 //! - `registry`     — live topics by name and id; checkpoint writes.
 //! - `checkpoint`   — recovery-point checkpoint and clean-shutdown marker files.
 //! - `topic_meta`   — topic metadata files.
@@ -48,6 +54,7 @@
 //! the cut is on disk.
 
 mod checkpoint;
+mod cleaner;
 mod config;
 mod durable_file;
 mod error;
@@ -67,6 +74,7 @@ mod stats;
 mod topic;
 mod topic_meta;
 
+pub use cleaner::CleanerConfig;
 pub use config::{ConfigEntry, LogConfig};
 pub use durable_file::write_atomically;
 pub use error::{Error, Result};

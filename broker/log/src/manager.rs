@@ -2,7 +2,8 @@
 //!
 //! Owns: opening the data directory (loading and recovering every topic),
 //! creating (with a random or a given topic id) and deleting topics on
-//! disk, the background threads (`log-flusher`, `log-retention`), and clean
+//! disk, the background threads (`log-flusher`, `log-retention`,
+//! `log-cleaner-N`), and clean
 //! shutdown (final flush, checkpoint, clean-shutdown marker). Must not: do per-append work or hold
 //! the admin lock while serving appends and reads.
 //!
@@ -25,6 +26,8 @@ use crate::checkpoint::{
     clean_shutdown_marked, clear_clean_shutdown, mark_clean_shutdown, read_checkpoint,
     RecoveryPoints,
 };
+use crate::cleaner::offset_map::OffsetMap;
+use crate::cleaner::{clean_filthiest, run_cleaner, CleanerConfig};
 use crate::config::LogConfig;
 use crate::durable_file::sync_dir;
 use crate::error::{Error, Result};
@@ -51,6 +54,8 @@ pub struct LogManagerConfig {
     /// Kafka's producer.id.expiration.ms: idempotent-producer state unused
     /// this long is dropped (checked every retention_check_interval).
     pub producer_id_expiration: Duration,
+    /// The log cleaner (compacted topics).
+    pub cleaner: CleanerConfig,
 }
 
 /// Kafka's default producer.id.expiration.ms: one day.
@@ -66,6 +71,7 @@ impl LogManagerConfig {
             retention_check_interval: Duration::from_secs(30),
             flush_observer: None,
             producer_id_expiration: DEFAULT_PRODUCER_ID_EXPIRATION,
+            cleaner: CleanerConfig::default(),
         }
     }
 }
@@ -79,6 +85,7 @@ impl fmt::Debug for LogManagerConfig {
             .field("retention_check_interval", &self.retention_check_interval)
             .field("flush_observer", &self.flush_observer.is_some())
             .field("producer_id_expiration", &self.producer_id_expiration)
+            .field("cleaner", &self.cleaner)
             .finish()
     }
 }
@@ -87,6 +94,7 @@ pub struct LogManager {
     data_dir: PathBuf,
     default_log_config: LogConfig,
     producer_id_expiration: Duration,
+    cleaner: CleanerConfig,
     registry: Arc<Registry>,
     ctx: PartitionContext,
     observer: Option<Arc<dyn FlushObserver>>,
@@ -146,6 +154,7 @@ impl LogManager {
             data_dir,
             default_log_config: config.default_log_config,
             producer_id_expiration: config.producer_id_expiration,
+            cleaner: config.cleaner,
             registry,
             ctx,
             observer: config.flush_observer,
@@ -180,6 +189,14 @@ impl LogManager {
         ];
         let mut threads = self.threads();
         for handle in spawned {
+            threads.push(handle.map_err(Error::io(&self.data_dir))?);
+        }
+        for n in 0..self.cleaner.threads {
+            let (registry, stop) = (Arc::clone(&self.registry), Arc::clone(&self.stop));
+            let (config, counters) = (self.cleaner, Arc::clone(&self.ctx.counters));
+            let handle = thread::Builder::new()
+                .name(format!("log-cleaner-{n}"))
+                .spawn(move || run_cleaner(registry, stop, config, counters));
             threads.push(handle.map_err(Error::io(&self.data_dir))?);
         }
         Ok(())
@@ -458,6 +475,26 @@ impl LogManager {
     /// retention thread does this every retention_check_interval).
     pub fn enforce_retention_now(&self) {
         enforce_all(&self.registry, self.producer_id_expiration);
+    }
+
+    /// Runs the log cleaner on this thread until no compacted partition is
+    /// due or one fails (what the `log-cleaner-N` threads do every
+    /// backoff), at most `max_runs` cleanings. Returns how many ran.
+    pub fn clean_now(&self, max_runs: usize) -> usize {
+        let mut map = OffsetMap::with_buffer(self.cleaner.dedupe_buffer_size);
+        let mut runs = 0;
+        while runs < max_runs
+            && clean_filthiest(
+                &self.registry,
+                &mut map,
+                &self.cleaner,
+                &self.ctx.counters,
+                None,
+            )
+        {
+            runs += 1;
+        }
+        runs
     }
 
     /// Stops the background threads, fsyncs everything, writes the

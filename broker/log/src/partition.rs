@@ -10,7 +10,8 @@
 //! hold its lock during reads of segment data (truncation, rare, is the
 //! exception), or parse records inside batches.
 //! Submodules: `sync` (hand-over to the flusher, closing), `retention`
-//! (applying retention to this partition) and `truncate` (a follower
+//! (applying retention to this partition), `clean` (what the log cleaner
+//! may clean, and swapping cleaned segments in) and `truncate` (a follower
 //! cutting its log back).
 //!
 //! Thread-safety: `PartitionLog` is `Send + Sync`. One mutex guards the
@@ -42,6 +43,7 @@ use crate::registry::Registry;
 use crate::segment::{wall_clock_ms, LogSegment};
 use crate::stats::Counters;
 
+mod clean;
 mod delete_records;
 mod retention;
 mod sync;
@@ -153,6 +155,10 @@ pub struct PartitionLog {
     offline: AtomicBool,
     /// Orders segment file deletions and creations (see the module docs).
     files: Mutex<()>,
+    /// The cleaner checkpoint: offsets below it were cleaned.
+    clean_checkpoint: AtomicI64,
+    /// Set while a cleaner thread works on this partition.
+    cleaning: AtomicBool,
     ctx: PartitionContext,
     me: Weak<PartitionLog>,
 }
@@ -178,6 +184,7 @@ impl PartitionLog {
             .max(deleted_before.min(end));
         let size = segments.iter().map(LogSegment::size).sum();
         let first_unstable = producers.first_unstable_offset().unwrap_or(i64::MAX);
+        let clean_checkpoint = clean::load_clean_checkpoint(&dir);
         debug!(
             topic,
             partition,
@@ -211,6 +218,8 @@ impl PartitionLog {
             queued: AtomicBool::new(false),
             offline: AtomicBool::new(false),
             files: Mutex::new(()),
+            clean_checkpoint: AtomicI64::new(clean_checkpoint),
+            cleaning: AtomicBool::new(false),
             ctx,
             me: me.clone(),
         }))
@@ -401,9 +410,10 @@ impl PartitionLog {
     /// (and partition leader epochs) the leader assigned, written verbatim.
     /// The framing checks are `append`'s, except max.message.bytes (the
     /// leader enforced it; a follower with another value must not stall
-    /// replication, as in Kafka). The first batch must start at the log end
-    /// offset and each later one right after its predecessor, else
-    /// `NonContiguousAppend` and nothing is written. Rolls, durability
+    /// replication, as in Kafka). The first batch must start at or after the
+    /// log end offset and each later one after its predecessor (gaps are
+    /// what the leader's cleaner left), else `NonContiguousAppend` and
+    /// nothing is written. Rolls, durability
     /// bookkeeping and the return value are `append`'s (`duplicate` is
     /// always false).
     ///
@@ -422,7 +432,9 @@ impl PartitionLog {
         self.check_open(&state)?;
         let mut expected = state.active().next_offset();
         for h in batches {
-            if h.base_offset != expected {
+            // A compacted leader log has gaps between batches (Kafka's
+            // followers accept any increasing offsets).
+            if h.base_offset < expected {
                 return Err(Error::NonContiguousAppend {
                     expected,
                     got: h.base_offset,

@@ -321,6 +321,15 @@ impl ProducerStateManager {
         found
     }
 
+    /// Each producer's last batch, by its last offset: the log cleaner keeps
+    /// that batch (Kafka does, so idempotence state survives a restart).
+    pub(crate) fn last_batch_offsets(&self) -> HashMap<i64, i64> {
+        self.producers
+            .iter()
+            .filter_map(|(&id, e)| e.batches.back().map(|b| (id, b.last_offset)))
+            .collect()
+    }
+
     /// Drops aborted transactions wholly below `log_start_offset`.
     pub(crate) fn prune_aborted(&mut self, log_start_offset: i64) {
         let gone = self

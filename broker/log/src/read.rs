@@ -2,7 +2,8 @@
 //!
 //! Owns: walking batch headers from an index-provided position to the batch
 //! holding a wanted offset or timestamp (or through a whole segment, for
-//! the producer-state rebuilds at open and after a truncation), and cutting a read at whole-batch
+//! the producer-state rebuilds at open and after a truncation), handing
+//! whole batches one by one to the log cleaner, and cutting a read at whole-batch
 //! boundaries under a byte budget and an offset upper bound. Works on file
 //! handles snapshotted under the partition lock, so it runs without it.
 //! Must not: take locks, write, or check CRCs (recovery validated what is
@@ -278,9 +279,57 @@ pub(crate) fn walk_headers(slice: &SegmentSlice, mut on_batch: impl FnMut(&Peek)
     Ok(())
 }
 
+/// Every batch of the slice, whole and in order, to `on_batch` until it
+/// returns false: reads of at most `chunk` bytes (one batch when it is
+/// larger), for the log cleaner.
+pub(crate) fn for_each_batch(
+    slice: &SegmentSlice,
+    chunk: u64,
+    mut on_batch: impl FnMut(&[u8]) -> Result<bool>,
+) -> Result<()> {
+    let mut headers = HeaderReader::new(slice);
+    let mut buf = Vec::new();
+    let mut pos = slice.start;
+    while pos < slice.end {
+        buf.resize(chunk.min(slice.end - pos) as usize, 0);
+        slice
+            .file
+            .read_exact_at(&mut buf, pos)
+            .map_err(Error::io(&slice.path))?;
+        let mut used = 0usize;
+        while let Some(h) = peek(&buf[used..]) {
+            let h = h.map_err(|reason| headers.corrupt(pos + used as u64, reason))?;
+            if used as u64 + h.size > buf.len() as u64 {
+                break;
+            }
+            if !on_batch(&buf[used..used + h.size as usize])? {
+                return Ok(());
+            }
+            used += h.size as usize;
+        }
+        if used == 0 {
+            let h = headers.peek_at(pos)?;
+            buf.resize(h.size as usize, 0);
+            slice
+                .file
+                .read_exact_at(&mut buf, pos)
+                .map_err(Error::io(&slice.path))?;
+            if !on_batch(&buf)? {
+                return Ok(());
+            }
+            used = buf.len();
+        }
+        pos += used as u64;
+    }
+    Ok(())
+}
+
 /// Max timestamp of the first batch in the slice (segment.ms counts from it).
 pub(crate) fn first_batch_max_timestamp(slice: &SegmentSlice) -> Result<i64> {
-    HeaderReader::new(slice)
-        .peek_at(slice.start)
-        .map(|h| h.max_timestamp)
+    first_batch(slice).map(|h| h.max_timestamp)
+}
+
+/// The header of the batch the slice starts with.
+pub(crate) fn first_batch(slice: &SegmentSlice) -> Result<Peek> {
+    HeaderReader::new(slice).peek_at(slice.start)
 }

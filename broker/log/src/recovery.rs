@@ -2,8 +2,9 @@
 //!
 //! Owns: the choice of what to trust (Kafka's rule: after a clean shutdown
 //! everything, checking only the last segment's tail; otherwise everything
-//! before the segment holding the recovery point) and the repair of the
-//! rest: CRC-checked rescans, index rebuilds, truncation at the first
+//! before the segment holding the recovery point), finishing or discarding
+//! a log cleaner swap a crash interrupted (`cleaner::swap`), and the repair
+//! of the rest: CRC-checked rescans, index rebuilds, truncation at the first
 //! invalid batch and deletion of every later segment, then fsync of what
 //! survived so it counts as durable. Must not: run after open, or trust an
 //! index file that fails validation.
@@ -62,6 +63,7 @@ pub(crate) fn recover_partition(
 ) -> Result<Recovered> {
     fs::create_dir_all(dir).map_err(Error::io(dir))?;
     let now = wall_clock_ms();
+    crate::cleaner::swap::recover(dir)?;
     let bases = list_segments(dir)?;
     if bases.is_empty() {
         let segment = LogSegment::create(dir, 0, now)?;
@@ -138,9 +140,11 @@ impl Recovery<'_> {
             let max_relative = u64::try_from(next_base - segment.base_offset() - 1).unwrap_or(0);
             if segment.load_index_files(max_relative)? {
                 segment.set_loaded_extent(size, next_base);
-            } else if !self.rebuild(i)? || self.segments[i].next_offset() != next_base {
+            } else if !self.rebuild(i)? || self.segments[i].next_offset() > next_base {
                 self.drop_after(i, "offsets do not continue into the next segment")?;
                 return Ok(());
+            } else {
+                self.close_gap(i, next_base);
             }
             i += 1;
         }
@@ -156,14 +160,17 @@ impl Recovery<'_> {
             if clean_shutdown && last && self.tail_is_valid(i)? {
                 return Ok(());
             }
-            if i > 0 && self.segments[i - 1].next_offset() != self.segments[i].base_offset() {
-                let reason = format!(
-                    "segment {} does not start where the previous one ends ({})",
-                    self.segments[i].base_offset(),
-                    self.segments[i - 1].next_offset()
-                );
-                self.drop_after(i - 1, &reason)?;
-                return Ok(());
+            if i > 0 {
+                let base = self.segments[i].base_offset();
+                if self.segments[i - 1].next_offset() > base {
+                    let reason = format!(
+                        "segment {base} starts before the previous one ends ({})",
+                        self.segments[i - 1].next_offset()
+                    );
+                    self.drop_after(i - 1, &reason)?;
+                    return Ok(());
+                }
+                self.close_gap(i - 1, base);
             }
             if !self.rebuild(i)? {
                 self.drop_after(i, "an earlier segment was truncated")?;
@@ -238,6 +245,15 @@ impl Recovery<'_> {
         Ok(true)
     }
 
+    /// Segment `i` ends where the next one starts, `next_base`: its last
+    /// batch may end before (a gap a truncation into compacted offsets
+    /// left), and the offsets in between are empty.
+    fn close_gap(&mut self, i: usize, next_base: i64) {
+        let segment = &mut self.segments[i];
+        let size = segment.size();
+        segment.set_loaded_extent(size, next_base);
+    }
+
     /// Deletes every segment after `i`: their offsets can no longer follow.
     fn drop_after(&mut self, i: usize, reason: &str) -> Result<()> {
         for segment in self.segments.drain(i + 1..) {
@@ -256,17 +272,10 @@ impl Recovery<'_> {
 fn list_segments(dir: &Path) -> Result<Vec<i64>> {
     let mut logs = Vec::new();
     let mut indexes = Vec::new();
-    for entry in fs::read_dir(dir).map_err(Error::io(dir))? {
-        let name = entry.map_err(Error::io(dir))?.file_name();
-        let Some((stem, ext)) = name.to_str().and_then(|n| n.split_once('.')) else {
-            continue;
-        };
-        let Some(base) = parse_base_offset(stem) else {
-            continue;
-        };
-        match ext {
+    for (base, ext) in segment_files(dir)? {
+        match ext.as_str() {
             LOG_EXT => logs.push(base),
-            INDEX_EXT | TIME_INDEX_EXT => indexes.push((base, ext.to_string())),
+            INDEX_EXT | TIME_INDEX_EXT => indexes.push((base, ext)),
             _ => {}
         }
     }
@@ -277,6 +286,22 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>> {
         }
     }
     Ok(logs)
+}
+
+/// `(base offset, extension)` of every `<20 digits>.<ext>` file in `dir`
+/// (the extension is everything after the first dot: `log`, `log.swap`).
+pub(crate) fn segment_files(dir: &Path) -> Result<Vec<(i64, String)>> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).map_err(Error::io(dir))? {
+        let name = entry.map_err(Error::io(dir))?.file_name();
+        let Some((stem, ext)) = name.to_str().and_then(|n| n.split_once('.')) else {
+            continue;
+        };
+        if let Some(base) = parse_base_offset(stem) {
+            files.push((base, ext.to_string()));
+        }
+    }
+    Ok(files)
 }
 
 /// The offset a `<20 digits>.<ext>` file name starts with.

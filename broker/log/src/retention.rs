@@ -85,8 +85,13 @@ impl StopSignal {
         self.wake.notify_all();
     }
 
+    /// Whether `stop` was called (without waiting).
+    pub(crate) fn is_stopped(&self) -> bool {
+        *self.stopped.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Sleeps up to `timeout`; true once stopped.
-    fn wait(&self, timeout: Duration) -> bool {
+    pub(crate) fn wait(&self, timeout: Duration) -> bool {
         let stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
         let (stopped, _) = self
             .wake

@@ -70,9 +70,20 @@ impl SyncTarget {
 
 /// Milliseconds since the Unix epoch by the wall clock (Kafka's time base).
 pub(crate) fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(UNIX_EPOCH)
+    epoch_ms(std::time::SystemTime::now())
+}
+
+fn epoch_ms(t: std::time::SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A file's modification time in ms since the Unix epoch.
+pub(crate) fn file_modified_ms(file: &File, path: &Path) -> Result<i64> {
+    file.metadata()
+        .and_then(|m| m.modified())
+        .map(epoch_ms)
+        .map_err(Error::io(path))
 }
 
 /// Removes `path`; a file that is already gone is not an error.
@@ -85,8 +96,10 @@ pub(crate) fn remove_if_exists(path: &Path) -> Result<()> {
 
 /// Invariants: `size` is the length of the valid prefix of the `.log` file
 /// (whole batches only); `next_offset` is one past the last batch's last
-/// offset (`base_offset` when empty); index entries point at batch starts
-/// inside `size`.
+/// offset (`base_offset` when empty), or later when a truncation into a gap
+/// compaction left (or the cleaner) ended the segment after its last batch;
+/// batch offsets increase, with gaps where compaction removed records;
+/// index entries point at batch starts inside `size`.
 #[derive(Debug)]
 pub(crate) struct LogSegment {
     base_offset: i64,
@@ -120,6 +133,28 @@ impl LogSegment {
         for ext in [INDEX_EXT, TIME_INDEX_EXT] {
             remove_if_exists(&segment_path(dir, base_offset, ext))?;
         }
+        Ok(Self::with_file(base_offset, log_path, log, 0, now_ms))
+    }
+
+    /// Creates the log cleaner's replacement for the segment at
+    /// `base_offset`: an empty file at `cleaned_path` (replacing a leftover)
+    /// that the cleaner's swap later renames to the segment's `.log` path,
+    /// which is the path this segment reports from the start. Its index
+    /// files are written only by that swap.
+    pub(crate) fn create_cleaned(
+        dir: &Path,
+        base_offset: i64,
+        cleaned_path: &Path,
+        now_ms: i64,
+    ) -> Result<Self> {
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(cleaned_path)
+            .map_err(Error::io(cleaned_path))?;
+        let log_path = segment_path(dir, base_offset, LOG_EXT);
         Ok(Self::with_file(base_offset, log_path, log, 0, now_ms))
     }
 
@@ -239,18 +274,33 @@ impl LogSegment {
             set_base_offset(records, h.position, next);
             next += h.offset_count();
         }
-        self.append_assigned(records, batches, index_interval_bytes)
+        let first = self.next_offset;
+        self.write_batches(records, batches, index_interval_bytes, Some(first))
     }
 
-    /// Writes batches whose offsets already continue this segment (the
-    /// first batch's base offset is `next_offset`, each later one follows its
-    /// predecessor: the caller checked) verbatim at the end of the file and
-    /// indexes them; same error handling as `append`.
+    /// Writes batches whose offsets were already assigned (a leader's, or
+    /// the cleaner's) verbatim at the end of the file and indexes them. Each
+    /// batch's base offset is at or past `next_offset` and past its
+    /// predecessor's last offset (the caller checked); gaps are allowed, as
+    /// compaction leaves them. Same error handling as `append`.
     pub(crate) fn append_assigned(
         &mut self,
         records: &[u8],
         batches: &[BatchHeader],
         index_interval_bytes: u32,
+    ) -> Result<()> {
+        self.write_batches(records, batches, index_interval_bytes, None)
+    }
+
+    /// Writes `records` at the end of the file and tracks `batches`: their
+    /// offsets run consecutively from `consecutive_from` when given, else
+    /// they are the headers' own.
+    fn write_batches(
+        &mut self,
+        records: &[u8],
+        batches: &[BatchHeader],
+        index_interval_bytes: u32,
+        consecutive_from: Option<i64>,
     ) -> Result<()> {
         let start = self.size;
         if let Err(e) = self.log.write_all_at(records, start) {
@@ -259,8 +309,9 @@ impl LogSegment {
             }
             return Err(Error::io(&self.log_path)(e));
         }
-        let mut base_offset = self.next_offset;
+        let mut next = consecutive_from;
         for h in batches {
+            let base_offset = next.unwrap_or(h.base_offset);
             let info = BatchInfo {
                 base_offset,
                 last_offset: base_offset + h.offset_count() - 1,
@@ -269,7 +320,7 @@ impl LogSegment {
                 size: h.size as u64,
             };
             self.track_batch(&info, index_interval_bytes);
-            base_offset = info.last_offset + 1;
+            next = next.map(|_| info.last_offset + 1);
         }
         self.size = start + records.len() as u64;
         Ok(())
@@ -327,26 +378,34 @@ impl LogSegment {
 
     /// Writes both index files whole and returns their handles for fsync.
     pub(crate) fn write_index_files(&self) -> Result<Vec<SyncTarget>> {
-        let contents = [
-            (INDEX_EXT, self.offset_index.encode()),
-            (TIME_INDEX_EXT, self.time_index.encode()),
-        ];
-        let mut targets = Vec::with_capacity(2);
-        for (ext, bytes) in contents {
-            let path = segment_path(self.dir(), self.base_offset, ext);
-            let file = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&path)
-                .map_err(Error::io(&path))?;
-            file.write_all_at(&bytes, 0).map_err(Error::io(&path))?;
-            targets.push(SyncTarget {
-                file: Arc::new(file),
-                path,
-            });
-        }
-        Ok(targets)
+        write_files(self.index_file_contents())
+    }
+
+    /// Both index files' paths and contents, for `write_files` (now, or
+    /// later: the cleaner's swap writes them once the segment is in place).
+    pub(crate) fn index_file_contents(&self) -> Vec<(PathBuf, Vec<u8>)> {
+        vec![
+            (
+                segment_path(self.dir(), self.base_offset, INDEX_EXT),
+                self.offset_index.encode(),
+            ),
+            (
+                segment_path(self.dir(), self.base_offset, TIME_INDEX_EXT),
+                self.time_index.encode(),
+            ),
+        ]
+    }
+
+    /// The `.log` file's modification time in ms since the epoch.
+    pub(crate) fn modified_ms(&self) -> Result<i64> {
+        file_modified_ms(&self.log, &self.log_path)
+    }
+
+    /// Sets the `.log` file's modification time (the cleaner dates a
+    /// cleaned segment by its sources).
+    pub(crate) fn set_modified_ms(&self, ms: i64) -> Result<()> {
+        let at = UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+        self.log.set_modified(at).map_err(Error::io(&self.log_path))
     }
 
     /// Loads both index files if they exist and are consistent with a
@@ -434,14 +493,7 @@ impl LogSegment {
         if self.max_timestamp >= 0 {
             return Ok(self.max_timestamp);
         }
-        let modified = self
-            .log
-            .metadata()
-            .and_then(|m| m.modified())
-            .map_err(Error::io(&self.log_path))?;
-        Ok(modified
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)))
+        self.modified_ms()
     }
 
     /// The batch holding `offset` (the first whose last offset is >= it), as
@@ -472,8 +524,9 @@ impl LogSegment {
             .chain(std::iter::once(0))
     }
 
-    /// Removes every batch from the one at byte `position` on; that batch's
-    /// base offset is `next_offset` (`locate` found both). The file is cut
+    /// Removes every batch from the one at byte `position` on and ends the
+    /// segment at `next_offset`: that batch's base offset, or an offset in
+    /// the gap before it (`locate` found both). The file is cut
     /// (not fsynced) and the indexes and timestamps are trimmed to what is
     /// left, re-reading only the headers after the last index entry kept.
     /// If those cannot be read nothing changes; if the cut fails the file may
@@ -508,12 +561,18 @@ impl LogSegment {
             at += h.size;
         })?;
         let walked_to = tail.last().map_or(restart_offset, |b| b.last_offset + 1);
-        if walked_to != next_offset {
+        let cut_base = match position < self.size {
+            true => read::first_batch(&self.slice(position, self.size))?.base_offset,
+            false => self.next_offset,
+        };
+        // Compaction may leave a gap on either side of `next_offset`.
+        if walked_to > next_offset || cut_base < next_offset {
             return Err(Error::Corrupt {
                 path: self.log_path.clone(),
                 position,
                 reason: format!(
-                    "the batches before byte {position} end at offset {walked_to}, not {next_offset}"
+                    "offset {next_offset} is not between the batches before byte {position} \
+                     (ending at {walked_to}) and the one there (at {cut_base})"
                 ),
             });
         }
@@ -568,6 +627,26 @@ impl LogSegment {
         }
         Ok(())
     }
+}
+
+/// Writes each `(path, contents)` whole (not fsynced) and returns the
+/// handles for fsync: how index files are written.
+pub(crate) fn write_files(contents: Vec<(PathBuf, Vec<u8>)>) -> Result<Vec<SyncTarget>> {
+    let mut targets = Vec::with_capacity(contents.len());
+    for (path, bytes) in contents {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(Error::io(&path))?;
+        file.write_all_at(&bytes, 0).map_err(Error::io(&path))?;
+        targets.push(SyncTarget {
+            file: Arc::new(file),
+            path,
+        });
+    }
+    Ok(targets)
 }
 
 fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {

@@ -1,7 +1,7 @@
 //! What the storage layer reports about itself for metrics.
 //!
 //! Owns: the shared counters (atomics, bumped by appends, the flusher,
-//! retention and recovery), their `LogStats` snapshot, and the
+//! retention, the log cleaner and recovery), their `LogStats` snapshot, and the
 //! `FlushObserver` hook through which the server feeds per-fsync and
 //! per-round figures into histograms. Must not: depend on a metrics library.
 
@@ -36,6 +36,14 @@ pub struct LogStats {
     pub segments_deleted_total: u64,
     /// Bytes cut off torn or corrupt segment tails by recovery at open.
     pub recovery_truncated_bytes_total: u64,
+    /// Bytes of segments the log cleaner rewrote.
+    pub cleaner_cleaned_bytes_total: u64,
+    /// Bytes the log cleaner removed (read minus written).
+    pub cleaner_reclaimed_bytes_total: u64,
+    /// Cleanings completed.
+    pub cleaner_runs_total: u64,
+    /// Wall-clock ms when the last cleaning completed (0: none yet).
+    pub cleaner_last_run_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -49,6 +57,10 @@ pub(crate) struct Counters {
     segments_rolled: AtomicU64,
     segments_deleted: AtomicU64,
     recovery_truncated_bytes: AtomicU64,
+    cleaner_cleaned_bytes: AtomicU64,
+    cleaner_reclaimed_bytes: AtomicU64,
+    cleaner_runs: AtomicU64,
+    cleaner_last_run_ms: AtomicU64,
 }
 
 impl Counters {
@@ -77,6 +89,18 @@ impl Counters {
             .fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// One cleaning rewrote `bytes` and removed `reclaimed` of them, ending
+    /// at wall-clock `now_ms`.
+    pub(crate) fn cleaned(&self, bytes: u64, reclaimed: u64, now_ms: i64) {
+        self.cleaner_cleaned_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
+        self.cleaner_reclaimed_bytes
+            .fetch_add(reclaimed, Ordering::Relaxed);
+        self.cleaner_runs.fetch_add(1, Ordering::Relaxed);
+        self.cleaner_last_run_ms
+            .store(u64::try_from(now_ms).unwrap_or(0), Ordering::Relaxed);
+    }
+
     pub(crate) fn snapshot(&self) -> LogStats {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         LogStats {
@@ -89,6 +113,10 @@ impl Counters {
             segments_rolled_total: get(&self.segments_rolled),
             segments_deleted_total: get(&self.segments_deleted),
             recovery_truncated_bytes_total: get(&self.recovery_truncated_bytes),
+            cleaner_cleaned_bytes_total: get(&self.cleaner_cleaned_bytes),
+            cleaner_reclaimed_bytes_total: get(&self.cleaner_reclaimed_bytes),
+            cleaner_runs_total: get(&self.cleaner_runs),
+            cleaner_last_run_ms: get(&self.cleaner_last_run_ms),
         }
     }
 }

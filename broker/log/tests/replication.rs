@@ -88,7 +88,7 @@ fn replicated_batches_are_stored_verbatim_with_their_offsets_and_epochs() {
 }
 
 #[test]
-fn replicated_batches_must_continue_the_log_exactly() {
+fn replicated_batches_must_follow_the_log_end() {
     let dir = tempfile::tempdir().expect("temp dir");
     let manager = open_with(dir.path(), LogConfig::default(), FlushPolicy::Never);
     let log = create(&manager, "follower", 1);
@@ -106,7 +106,6 @@ fn replicated_batches_must_continue_the_log_exactly() {
         other => panic!("expected NonContiguousAppend {want:?}, got {other:?}"),
     };
 
-    rejected(try_append(batch_at(5, 2)), (0, 5));
     let info = try_append(batch_at(0, 2)).expect("starts at the log end");
     assert_eq!(
         (info.base_offset, info.last_offset, info.log_end_offset),
@@ -114,10 +113,10 @@ fn replicated_batches_must_continue_the_log_exactly() {
     );
     let (end, size) = (log.log_end_offset(), log.size_bytes());
     rejected(try_append(batch_at(1, 2)), (2, 1));
-    // A gap between two batches of one call rejects the whole call.
+    // An overlap between two batches of one call rejects the whole call.
     rejected(
-        try_append([batch_at(2, 2), batch_at(5, 1)].concat()),
-        (4, 5),
+        try_append([batch_at(2, 2), batch_at(3, 1)].concat()),
+        (4, 3),
     );
     assert!(matches!(
         try_append(Vec::new()),
@@ -133,6 +132,22 @@ fn replicated_batches_must_continue_the_log_exactly() {
     let info = try_append([batch_at(2, 2), batch_at(4, 3)].concat()).expect("contiguous");
     assert_eq!((info.base_offset, info.last_offset), (2, 6));
     assert_eq!(read_all(&log, 0), vec![(0, 1), (2, 3), (4, 6)]);
+    // Gaps, as a compacted leader log has them, are taken as they are.
+    let info = try_append([batch_at(9, 1), batch_at(12, 2)].concat()).expect("gaps");
+    assert_eq!((info.last_offset, info.log_end_offset), (13, 14));
+    assert_eq!(
+        read_all(&log, 0),
+        vec![(0, 1), (2, 3), (4, 6), (9, 9), (12, 13)]
+    );
+    assert_eq!(read_all(&log, 7), vec![(9, 9), (12, 13)]);
+    // A truncation into a gap ends the log there; the leader's next batch
+    // may then start at that offset.
+    log.truncate_to(11).expect("truncate into the gap");
+    assert_eq!(log.log_end_offset(), 11);
+    let kept = log.read(0, 1 << 20, i64::MAX).expect("read");
+    assert_eq!(common::offsets(&kept), vec![(0, 1), (2, 3), (4, 6), (9, 9)]);
+    try_append(batch_at(11, 1)).expect("continues at the cut");
+    assert_eq!(read_all(&log, 7), vec![(9, 9), (11, 11)]);
 }
 
 #[test]
@@ -258,4 +273,50 @@ fn create_topic_with_id_is_idempotent_for_the_same_id() {
         .create_topic_with_id("orders", 2, BTreeMap::new(), id)
         .expect("still idempotent");
     assert!(Arc::ptr_eq(&reloaded, &same));
+}
+
+#[test]
+fn a_segment_ending_in_a_gap_survives_a_full_recovery() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let manager = open_with(dir.path(), small_segments(600), FlushPolicy::Never);
+    let log = create(&manager, "gappy", 1);
+    let append_at = |base: i64, payload: usize| {
+        let mut b = build_test_batch(1, 1_000, &vec![b'g'; payload]);
+        set_base_offset(&mut b, 0, base);
+        let headers = parse_batches(&b).expect("valid");
+        log.append_replicated(&mut b, &headers).expect("append")
+    };
+    // Two ~270-byte batches a segment: [0, 1] then [3, 8] from offset 2.
+    for base in [0, 1, 3, 8] {
+        append_at(base, 200);
+    }
+    // The cut leaves that segment ending at 6 after a batch ending at 3; a
+    // batch too large to join it rolls a new segment starting at 6.
+    log.truncate_to(6).expect("truncate into the gap");
+    assert_eq!(log.log_end_offset(), 6);
+    append_at(9, 400);
+    for base in [12, 20] {
+        append_at(base, 200);
+    }
+    let before = read_all(&log, 0);
+    assert!(log_files(&partition_dir(dir.path(), "gappy", 0)).len() > 2);
+    drop(log);
+    manager.shutdown();
+    drop(manager);
+    std::fs::remove_file(dir.path().join("recovery-point-offset-checkpoint")).expect("checkpoint");
+    let _ = std::fs::remove_file(dir.path().join(".clean_shutdown"));
+    let manager = open_with(dir.path(), small_segments(600), FlushPolicy::Never);
+    let log = Arc::clone(
+        manager
+            .topic("gappy")
+            .expect("topic")
+            .partition(0)
+            .expect("p0"),
+    );
+    assert_eq!(
+        read_all(&log, 0),
+        before,
+        "nothing dropped by a full rescan"
+    );
+    assert_eq!(manager.stats().recovery_truncated_bytes_total, 0);
 }

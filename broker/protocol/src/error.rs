@@ -92,6 +92,9 @@ pub enum InvalidBatch {
     BadRecord { index: i32, reason: &'static str },
     #[error("bytes follow the batch's {count} records")]
     TrailingBytes { count: i32 },
+    /// Kafka's message for a keyless record sent to a compacted topic.
+    #[error("Compacted topic cannot accept message without key (record {index})")]
+    MissingKey { index: i32 },
     #[error(transparent)]
     Compression(#[from] CompressionError),
 }

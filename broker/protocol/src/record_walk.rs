@@ -1,6 +1,6 @@
 //! Walking the records inside one RecordBatch v2 — decompressing them first
-//! with a bound — to validate a produced batch as Kafka's log validator does
-//! and to find records by timestamp.
+//! with a bound — to validate a produced batch as Kafka's log validator does,
+//! to find records by timestamp and to let the log cleaner pick records.
 //!
 //! Owns: the record layout (length, attributes, timestamp delta, offset
 //! delta, key, value, headers; zigzag varints) as a reader that never
@@ -14,22 +14,43 @@ use crate::compression::decompress_bounded;
 use crate::error::InvalidBatch;
 use crate::record_batch::{BatchHeader, BATCH_HEADER_SIZE};
 
-/// What a walk reports of each record.
+/// What a walk reports of each record; the slices borrow the (possibly
+/// inflated) records section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RecordPosition {
+pub struct RecordView<'a> {
     /// Absolute offset (base offset + offset delta).
     pub offset: i64,
     /// Absolute timestamp (base timestamp + timestamp delta).
     pub timestamp: i64,
+    /// None for a null key.
+    pub key: Option<&'a [u8]>,
+    /// None for a null value (a tombstone).
+    pub value: Option<&'a [u8]>,
+    /// The whole record as stored: its length varint and its fields, ready
+    /// to be copied into another batch with the same base offset and base
+    /// timestamp.
+    pub raw: &'a [u8],
+}
+
+/// What Kafka's log validator requires of a produced batch beyond framing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProduceRules {
+    /// Bytes the records may inflate to (compressed batches).
+    pub max_decompressed: usize,
+    /// The topic is compacted (cleanup.policy contains compact): every
+    /// record needs a key.
+    pub require_keys: bool,
 }
 
 /// Checks one batch of a Produce request (`batch` holds exactly the batch):
-/// Kafka's "inconsistent batch offset range", record framing, and for
-/// compressed batches that the records inflate within `max_decompressed`.
+/// Kafka's "inconsistent batch offset range", record framing, for
+/// compressed batches that the records inflate within
+/// `rules.max_decompressed`, and for a compacted topic that every record
+/// has a key (Kafka's "Compacted topic cannot accept message without key").
 pub fn validate_produced(
     batch: &[u8],
     header: &BatchHeader,
-    max_decompressed: usize,
+    rules: ProduceRules,
 ) -> Result<(), InvalidBatch> {
     if i64::from(header.last_offset_delta) + 1 != i64::from(header.records_count) {
         return Err(InvalidBatch::InconsistentOffsetRange {
@@ -40,7 +61,18 @@ pub fn validate_produced(
     if header.is_control() {
         return Err(InvalidBatch::ControlBatchFromClient);
     }
-    walk(batch, header, max_decompressed, |_| {})
+    let mut keyless = None;
+    walk(batch, header, rules.max_decompressed, |r| {
+        if rules.require_keys && r.key.is_none() && keyless.is_none() {
+            keyless = Some(r.offset - header.base_offset);
+        }
+    })?;
+    match keyless {
+        Some(delta) => Err(InvalidBatch::MissingKey {
+            index: i32::try_from(delta).unwrap_or(i32::MAX),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Calls `each` for every record of the stored `batch`, in order.
@@ -48,7 +80,7 @@ pub fn walk(
     batch: &[u8],
     header: &BatchHeader,
     max_decompressed: usize,
-    mut each: impl FnMut(RecordPosition),
+    mut each: impl FnMut(RecordView<'_>),
 ) -> Result<(), InvalidBatch> {
     let section = batch
         .get(BATCH_HEADER_SIZE..header.size)
@@ -62,6 +94,7 @@ pub fn walk(
     };
     let mut pos = 0usize;
     for index in 0..header.records_count {
+        let start = pos;
         let length = read_varint(records, &mut pos)?;
         let length = usize::try_from(length).map_err(|_| InvalidBatch::BadRecord {
             index,
@@ -90,8 +123,8 @@ pub fn walk(
                 reason: "offset delta out of sequence",
             });
         }
-        skip_bytes(body, &mut p, index)?; // key
-        skip_bytes(body, &mut p, index)?; // value
+        let key = take_bytes(body, &mut p, index)?;
+        let value = take_bytes(body, &mut p, index)?;
         let headers = read_varint(body, &mut p)?;
         if headers < 0 {
             return Err(InvalidBatch::BadRecord {
@@ -108,7 +141,7 @@ pub fn walk(
                 });
             }
             advance(body, &mut p, key_len, index)?;
-            skip_bytes(body, &mut p, index)?;
+            take_bytes(body, &mut p, index)?;
         }
         if p != body.len() {
             return Err(InvalidBatch::BadRecord {
@@ -116,9 +149,12 @@ pub fn walk(
                 reason: "record length does not match its fields",
             });
         }
-        each(RecordPosition {
+        each(RecordView {
             offset: header.base_offset.saturating_add(offset_delta),
             timestamp: header.base_timestamp.saturating_add(timestamp_delta),
+            key,
+            value,
+            raw: &records[start..end],
         });
         pos = end;
     }
@@ -143,13 +179,19 @@ fn read_varint(buf: &[u8], pos: &mut usize) -> Result<i64, InvalidBatch> {
     Err(InvalidBatch::Truncated)
 }
 
-/// A varint length then that many bytes (-1 = null).
-fn skip_bytes(buf: &[u8], pos: &mut usize, index: i32) -> Result<(), InvalidBatch> {
+/// A varint length then that many bytes (-1 = null), returned.
+fn take_bytes<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    index: i32,
+) -> Result<Option<&'a [u8]>, InvalidBatch> {
     let len = read_varint(buf, pos)?;
     if len == -1 {
-        return Ok(());
+        return Ok(None);
     }
-    advance(buf, pos, len, index)
+    let start = *pos;
+    advance(buf, pos, len, index)?;
+    Ok(Some(&buf[start..*pos]))
 }
 
 fn advance(buf: &[u8], pos: &mut usize, len: i64, index: i32) -> Result<(), InvalidBatch> {
@@ -167,6 +209,13 @@ fn advance(buf: &[u8], pos: &mut usize, len: i64, index: i32) -> Result<(), Inva
     *pos = end;
     Ok(())
 }
+
+/// Produce rules of a delete-policy topic with a 1 MiB inflation limit.
+#[cfg(test)]
+const RULES: ProduceRules = ProduceRules {
+    max_decompressed: 1 << 20,
+    require_keys: false,
+};
 
 #[cfg(test)]
 mod tests {
@@ -194,17 +243,33 @@ mod tests {
     fn a_well_formed_batch_walks_every_record() {
         let batch = batch_of(5);
         let header = parse_batch(&batch, 0).expect("valid");
-        validate_produced(&batch, &header, 1 << 20).expect("valid batch");
+        validate_produced(&batch, &header, RULES).expect("valid batch");
         let mut seen = Vec::new();
-        walk(&batch, &header, 1 << 20, |r| seen.push(r)).expect("walk");
+        walk(&batch, &header, 1 << 20, |r| {
+            seen.push((
+                r.offset,
+                r.timestamp,
+                r.key.is_some(),
+                r.value.map(<[u8]>::to_vec),
+            ));
+        })
+        .expect("walk");
         assert_eq!(seen.len(), 5);
-        assert_eq!(
-            seen[3],
-            RecordPosition {
-                offset: 3,
-                timestamp: 1003
-            }
-        );
+        assert_eq!(seen[3], (3, 1003, false, Some(b"v3".to_vec())));
+    }
+
+    #[test]
+    fn a_compacted_topic_refuses_keyless_records() {
+        let batch = batch_of(2);
+        let header = parse_batch(&batch, 0).expect("valid");
+        let compacted = ProduceRules {
+            require_keys: true,
+            ..RULES
+        };
+        assert!(matches!(
+            validate_produced(&batch, &header, compacted),
+            Err(InvalidBatch::MissingKey { index: 0 })
+        ));
     }
 
     #[test]
@@ -215,7 +280,7 @@ mod tests {
         refresh_crc(&mut batch);
         let header = parse_batch(&batch, 0).expect("CRC-valid");
         assert!(matches!(
-            validate_produced(&batch, &header, 1 << 20),
+            validate_produced(&batch, &header, RULES),
             Err(InvalidBatch::InconsistentOffsetRange { .. })
         ));
     }
@@ -227,7 +292,7 @@ mod tests {
         batch[57..61].copy_from_slice(&3i32.to_be_bytes());
         refresh_crc(&mut batch);
         let header = parse_batch(&batch, 0).expect("CRC-valid");
-        assert!(validate_produced(&batch, &header, 1 << 20).is_err());
+        assert!(validate_produced(&batch, &header, RULES).is_err());
     }
 }
 
@@ -288,7 +353,7 @@ mod kafka_protocol_batches {
                 (out.len(), 3),
                 "{compression:?}: one batch of 3"
             );
-            validate_produced(&out, &header, 1 << 20)
+            validate_produced(&out, &header, RULES)
                 .unwrap_or_else(|e| panic!("{compression:?}: {e}"));
         }
     }

@@ -86,11 +86,10 @@ pub fn build_batch(records: &[SimpleRecord]) -> Vec<u8> {
     }
     let mut batch = Vec::with_capacity(BATCH_HEADER_SIZE + body.len());
     batch.extend_from_slice(&0i64.to_be_bytes());
-    batch
-        .extend_from_slice(&((BATCH_HEADER_SIZE - LOG_OVERHEAD + body.len()) as i32).to_be_bytes());
+    batch.extend_from_slice(&[0u8; 4]); // batch length, set by seal_batch
     batch.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
     batch.push(2); // magic
-    batch.extend_from_slice(&[0u8; 4]); // crc, filled below
+    batch.extend_from_slice(&[0u8; 4]); // crc, set by seal_batch
     batch.extend_from_slice(&0i16.to_be_bytes()); // attributes
     batch.extend_from_slice(&(records.len().saturating_sub(1) as i32).to_be_bytes());
     batch.extend_from_slice(&base_timestamp.to_be_bytes());
@@ -100,10 +99,40 @@ pub fn build_batch(records: &[SimpleRecord]) -> Vec<u8> {
     batch.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
     batch.extend_from_slice(&(records.len() as i32).to_be_bytes());
     batch.extend_from_slice(&body);
-    let crc = crc32c::crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    seal_batch(&mut batch);
     batch
 }
+
+/// Sets the batch length field and the CRC of a v2 batch whose header and
+/// records are otherwise final.
+fn seal_batch(batch: &mut [u8]) {
+    let length = i32::try_from(batch.len() - LOG_OVERHEAD).unwrap_or(i32::MAX);
+    batch[8..12].copy_from_slice(&length.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[21..]);
+    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// The stored `batch` holding only `count` of its records, `records` (their
+/// `raw` bytes from `record_walk::walk` of this batch, concatenated in
+/// order), uncompressed: what the log cleaner writes back. Base offset,
+/// last offset delta, timestamps, producer fields and leader epoch are
+/// kept, so no offset moves (compaction leaves gaps); the compression bits
+/// are cleared and the record count, length and CRC recomputed. `count`
+/// may be 0: Kafka's cleaner keeps such an empty batch when it must retain
+/// the batch's producer state or offset range.
+pub fn rebuild_batch(batch: &[u8], records: &[u8], count: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(BATCH_HEADER_SIZE + records.len());
+    out.extend_from_slice(&batch[..BATCH_HEADER_SIZE]);
+    out.extend_from_slice(records);
+    let attributes = i16::from_be_bytes([out[21], out[22]]) & !COMPRESSION_BITS;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    out[57..61].copy_from_slice(&count.to_be_bytes());
+    seal_batch(&mut out);
+    out
+}
+
+/// RecordBatch attributes bits 0-2: the compression codec.
+const COMPRESSION_BITS: i16 = 0x07;
 
 /// Reads every (offset, record) of the uncompressed batches in `buf`.
 /// Compressed batches are reported as errors: the broker never writes them.
@@ -233,8 +262,7 @@ pub fn build_control_batch(
     batch[21..23].copy_from_slice(&0x30i16.to_be_bytes());
     batch[43..51].copy_from_slice(&producer_id.to_be_bytes());
     batch[51..53].copy_from_slice(&producer_epoch.to_be_bytes());
-    let crc = crc32c::crc32c(&batch[21..]);
-    batch[17..21].copy_from_slice(&crc.to_be_bytes());
+    seal_batch(&mut batch);
     batch
 }
 
@@ -260,6 +288,39 @@ pub fn control_record_type(batch: &[u8]) -> Option<i16> {
 mod tests {
     use super::*;
     use crate::record_batch::{parse_batches, set_base_offset};
+
+    #[test]
+    fn a_rebuilt_batch_keeps_offsets_and_drops_records() {
+        let records: Vec<SimpleRecord> = (0..4)
+            .map(|i| SimpleRecord {
+                key: Some(Bytes::from(format!("k{i}"))),
+                value: Some(Bytes::from(format!("v{i}"))),
+                timestamp: 1000 + i,
+            })
+            .collect();
+        let mut batch = build_batch(&records);
+        set_base_offset(&mut batch, 0, 70);
+        let header = parse_batch(&batch, 0).expect("valid");
+        let mut raws = Vec::new();
+        crate::record_walk::walk(&batch, &header, 1 << 20, |r| raws.push(r.raw.to_vec()))
+            .expect("walk");
+        let rebuilt = rebuild_batch(&batch, &[raws[1].clone(), raws[3].clone()].concat(), 2);
+        let h = parse_batch(&rebuilt, 0).expect("CRC and length recomputed");
+        assert_eq!(
+            (h.base_offset, h.last_offset(), h.records_count),
+            (70, 73, 2)
+        );
+        let read = read_records(&rebuilt).expect("readable");
+        assert_eq!(
+            read.iter()
+                .map(|(o, r)| (*o, r.key.clone()))
+                .collect::<Vec<_>>(),
+            vec![(71, Some(Bytes::from("k1"))), (73, Some(Bytes::from("k3")))]
+        );
+        let empty = rebuild_batch(&batch, &[], 0);
+        let h = parse_batch(&empty, 0).expect("an empty batch is valid");
+        assert_eq!((h.last_offset(), h.records_count, h.size), (73, 0, 61));
+    }
 
     #[test]
     fn round_trips_records_including_nulls() {

@@ -6,7 +6,6 @@
 //! cluster-wide, creates the local logs of the current image and starts the
 //! replica manager. The Kafka listener serves only after this returns.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,7 +104,8 @@ pub async fn start(
         adopt_local_topics(&cluster, log).await?;
     }
     for topic in [OFFSETS_TOPIC, TXN_TOPIC] {
-        ensure_internal_topic(&cluster, topic, peers.len()).await?;
+        let configs = crate::internal_topic::internal_topic_configs(config.segment_bytes);
+        ensure_internal_topic(&cluster, topic, peers.len(), configs).await?;
     }
 
     let manager = ReplicaManager::new(
@@ -216,6 +216,7 @@ async fn ensure_internal_topic(
     cluster: &Cluster,
     topic: &str,
     voters: usize,
+    configs: std::collections::BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + START_TIMEOUT;
     let replication_factor = i16::try_from(voters.min(3)).unwrap_or(3);
@@ -225,7 +226,7 @@ async fn ensure_internal_topic(
             name: topic.to_string(),
             partitions: 1,
             replication_factor,
-            configs: BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
+            configs: configs.clone(),
             topic_id: None,
         };
         match cluster.create_topic(request).await {

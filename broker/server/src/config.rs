@@ -160,6 +160,20 @@ pub struct Args {
     /// Seconds between retention checks.
     #[arg(long, env = "CHRONIK_RETENTION_CHECK_SECS", default_value_t = 30)]
     pub retention_check_secs: u64,
+    /// Log cleaner threads compacting cleanup.policy=compact topics (Kafka's
+    /// log.cleaner.threads); 0 turns compaction off.
+    #[arg(long, env = "CHRONIK_LOG_CLEANER_THREADS", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub log_cleaner_threads: u32,
+    /// Memory for the cleaners' key maps, shared by all cleaner threads (Kafka's
+    /// log.cleaner.dedupe.buffer.size): 24 bytes per distinct key cleaned in one pass.
+    #[arg(long, env = "CHRONIK_LOG_CLEANER_DEDUPE_BUFFER_SIZE", default_value_t = 128 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(4096..=(1u64 << 40)))]
+    pub log_cleaner_dedupe_buffer_size: u64,
+    /// How long a cleaner thread sleeps when no log needs cleaning (Kafka's log.cleaner.backoff.ms).
+    #[arg(long, env = "CHRONIK_LOG_CLEANER_BACKOFF_MS", default_value_t = 15_000,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub log_cleaner_backoff_ms: u64,
     /// Every voter of the metadata quorum, this node included,
     /// as `ID@HOST,...` (e.g. `1@127.0.0.1,2@127.0.0.2,3@127.0.0.3`). Node N
     /// is reached at HOST:<--listen port> (Kafka) and HOST:<--raft-listen
@@ -224,6 +238,7 @@ pub struct Config {
     pub retention_ms: i64,
     pub retention_bytes: i64,
     pub retention_check_interval: Duration,
+    pub log_cleaner: chronik_log::CleanerConfig,
     pub group_initial_rebalance_delay_ms: u64,
     pub group_min_session_timeout_ms: u64,
     pub group_consumer_session_timeout_ms: u64,
@@ -284,6 +299,7 @@ impl TryFrom<Args> for Config {
             true => format!("{}@[{own_host}]", args.node_id),
             false => format!("{}@{own_host}", args.node_id),
         });
+        let limits = crate::limits::Limits::from(&args.limits);
         Ok(Config {
             listen: args.listen,
             advertise,
@@ -299,6 +315,13 @@ impl TryFrom<Args> for Config {
             retention_ms: args.retention_ms,
             retention_bytes: args.retention_bytes,
             retention_check_interval: Duration::from_secs(args.retention_check_secs.max(1)),
+            log_cleaner: chronik_log::CleanerConfig {
+                threads: args.log_cleaner_threads as usize,
+                dedupe_buffer_size: usize::try_from(args.log_cleaner_dedupe_buffer_size)
+                    .unwrap_or(usize::MAX),
+                backoff: Duration::from_millis(args.log_cleaner_backoff_ms),
+                max_decompressed_batch_bytes: limits.max_decompressed_batch_bytes,
+            },
             group_initial_rebalance_delay_ms: args.group_initial_rebalance_delay_ms,
             group_min_session_timeout_ms: args.group_min_session_timeout_ms,
             group_consumer_session_timeout_ms: args.group_consumer_session_timeout_ms.max(1),
@@ -311,7 +334,7 @@ impl TryFrom<Args> for Config {
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
             broker_session_timeout_ms: args.broker_session_timeout_ms,
             cluster_secret_file,
-            limits: crate::limits::Limits::from(&args.limits),
+            limits,
         })
     }
 }

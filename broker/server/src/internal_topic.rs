@@ -28,8 +28,29 @@ use crate::leader_append::append_replicated;
 
 const REPLAY_CHUNK: usize = 1024 * 1024;
 
-/// Partition 0 of the internal `topic`, created locally with infinite
-/// retention when the quorum has not created it here.
+/// Kafka's offsets.topic.segment.bytes and transaction.state.log.segment.bytes.
+const INTERNAL_SEGMENT_BYTES: u64 = 100 * 1024 * 1024;
+
+/// The configs both internal topics are created with: compacted, as in
+/// Kafka (each group offset / transactional id keeps its latest record),
+/// never deleted by retention, with Kafka's 100 MiB segments (or the
+/// broker's `--segment-bytes` when smaller) so closed segments exist to
+/// clean.
+pub fn internal_topic_configs(default_segment_bytes: u64) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("retention.ms".to_string(), "-1".to_string()),
+        (
+            "segment.bytes".to_string(),
+            default_segment_bytes
+                .min(INTERNAL_SEGMENT_BYTES)
+                .to_string(),
+        ),
+    ])
+}
+
+/// Partition 0 of the internal `topic`, created locally (compacted) when
+/// the quorum has not created it here.
 pub fn open_partition(log: &LogManager, topic: &str) -> anyhow::Result<Arc<PartitionLog>> {
     let t = match log.topic(topic) {
         Some(t) => t,
@@ -37,7 +58,7 @@ pub fn open_partition(log: &LogManager, topic: &str) -> anyhow::Result<Arc<Parti
             .create_topic(
                 topic,
                 1,
-                BTreeMap::from([("retention.ms".to_string(), "-1".to_string())]),
+                internal_topic_configs(log.default_log_config().segment_bytes),
             )
             .with_context(|| format!("creating {topic}"))?,
     };

@@ -2,7 +2,8 @@
 //! `--metrics-listen` at /metrics.
 //!
 //! Owns: every metric's name, help text and buckets, and the refresh of
-//! per-partition gauges from the log at scrape time. Must not: decide anything
+//! per-partition gauges and the log cleaner's figures from the log at
+//! scrape time. Must not: decide anything
 //! about request handling — handlers only record into these.
 
 use std::sync::Arc;
@@ -71,6 +72,10 @@ pub struct Metrics {
     pub high_watermark: Family<PartitionLabels, Gauge>,
     pub log_start_offset: Family<PartitionLabels, Gauge>,
     pub log_size_bytes: Family<PartitionLabels, Gauge>,
+    pub log_cleaner_cleaned_bytes: Counter,
+    pub log_cleaner_reclaimed_bytes: Counter,
+    pub log_cleaner_runs: Counter,
+    pub log_cleaner_last_run_timestamp_seconds: Gauge,
     pub cluster: ClusterMetrics,
 }
 
@@ -106,6 +111,10 @@ impl Metrics {
             high_watermark: Family::default(),
             log_start_offset: Family::default(),
             log_size_bytes: Family::default(),
+            log_cleaner_cleaned_bytes: Counter::default(),
+            log_cleaner_reclaimed_bytes: Counter::default(),
+            log_cleaner_runs: Counter::default(),
+            log_cleaner_last_run_timestamp_seconds: Gauge::default(),
             cluster: ClusterMetrics::default(),
             registry: Registry::default(),
         };
@@ -249,6 +258,26 @@ impl Metrics {
             "Bytes on disk in segments, per partition",
             m.log_size_bytes.clone(),
         );
+        registry.register(
+            "log_cleaner_cleaned_bytes",
+            "Bytes of segments the log cleaner rewrote (compacted topics)",
+            m.log_cleaner_cleaned_bytes.clone(),
+        );
+        registry.register(
+            "log_cleaner_reclaimed_bytes",
+            "Bytes the log cleaner removed from compacted topics",
+            m.log_cleaner_reclaimed_bytes.clone(),
+        );
+        registry.register(
+            "log_cleaner_runs",
+            "Cleanings of one partition the log cleaner completed",
+            m.log_cleaner_runs.clone(),
+        );
+        registry.register(
+            "log_cleaner_last_run_timestamp_seconds",
+            "Unix time the log cleaner last completed a cleaning (0: never)",
+            m.log_cleaner_last_run_timestamp_seconds.clone(),
+        );
         m.cluster.register(&mut registry);
         Arc::new(Metrics { registry, ..m })
     }
@@ -281,6 +310,22 @@ impl Metrics {
                     .set(i64::try_from(partition.size_bytes()).unwrap_or(i64::MAX));
             }
         }
+        let stats = log.stats();
+        for (counter, total) in [
+            (
+                &self.log_cleaner_cleaned_bytes,
+                stats.cleaner_cleaned_bytes_total,
+            ),
+            (
+                &self.log_cleaner_reclaimed_bytes,
+                stats.cleaner_reclaimed_bytes_total,
+            ),
+            (&self.log_cleaner_runs, stats.cleaner_runs_total),
+        ] {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        }
+        self.log_cleaner_last_run_timestamp_seconds
+            .set(i64::try_from(stats.cleaner_last_run_ms / 1000).unwrap_or(i64::MAX));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);

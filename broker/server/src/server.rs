@@ -61,6 +61,7 @@ pub async fn run(
         retention_check_interval: config.retention_check_interval,
         flush_observer: Some(Arc::new(FlushMetrics(metrics.clone()))),
         producer_id_expiration: config.limits.producer_id_expiration,
+        cleaner: config.log_cleaner,
     };
     let data_dir = config.data_dir.clone();
     let log = tokio::task::spawn_blocking(move || LogManager::open(log_config, on_flush))

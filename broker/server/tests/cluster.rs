@@ -285,20 +285,7 @@ fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
     let mut cluster = Cluster::start(3, &flags())?;
     let topic = "catch-up";
     create(&mut cluster, topic, 1)?;
-    let view = cluster.partitions(topic)?.remove(0);
-    let leader = view.leader;
-    let follower = *view
-        .replicas
-        .iter()
-        .find(|&&r| r != leader)
-        .context("no follower")?;
-    cluster.node(follower).kill_hard()?;
-    cluster.wait_for(
-        topic,
-        Duration::from_secs(20),
-        "the ISR to drop the follower",
-        |ps| !ps[0].isr.contains(&follower),
-    )?;
+    let (leader, follower) = cluster.kill_a_follower(topic)?;
 
     let mut client = Client::connect(cluster.node(leader))?;
     produce_until_ok(
@@ -313,19 +300,7 @@ fn killed_follower_catches_up_and_rejoins_the_isr() -> Result<()> {
         let (code, _) = client.produce_values_acks(topic, &values, -1)?;
         ensure!(code == 0, "acks=all with 2 of 3: error {code}");
     }
-    cluster.node(follower).respawn()?;
-    cluster
-        .node(follower)
-        .finish_start()
-        .with_context(|| cluster.logs())?;
-    cluster
-        .wait_for(
-            topic,
-            Duration::from_secs(40),
-            "the follower back in the ISR",
-            |ps| ps[0].isr.contains(&follower),
-        )
-        .with_context(|| cluster.logs())?;
+    cluster.restart_follower(topic, follower)?;
     let leo = |node: &common::Broker| -> Result<i64> {
         let text = node.metrics_text()?;
         common::prom::parse(&text)

@@ -39,7 +39,8 @@ use crate::segment::{wall_clock_ms, LogSegment};
 impl PartitionLog {
     /// Removes every batch whose base offset is >= `offset`; a batch
     /// holding `offset` is removed whole (Kafka cuts at batch boundaries),
-    /// so the log then ends at that batch's base offset. No-op when `offset`
+    /// so the log then ends at that batch's base offset (at `offset` when
+    /// it falls in a gap compaction left). No-op when `offset`
     /// is at or past the log end. Below the log start the log is started
     /// afresh at `offset` (`truncate_fully_and_start_at`). The containing
     /// segment becomes the active one; the durable offset and recovery point
@@ -73,7 +74,9 @@ impl PartitionLog {
             .segments
             .partition_point(|s| s.base_offset() <= offset)
             .saturating_sub(1);
-        let (position, new_end) = state.segments[i].locate(offset)?;
+        let (position, base) = state.segments[i].locate(offset)?;
+        // Inside a gap compaction left, the log ends at `offset` itself.
+        let new_end = base.min(offset);
         self.prepare_cut(&mut state, new_end)?;
         let files = self.files();
         let deleted = state.segments.len() - 1 - i;

@@ -209,27 +209,27 @@ impl OffsetStore {
     ) -> Result<(), ResponseError> {
         // A commit also writes the offsets as ordinary commit records, in
         // the same batch before the end record: the committed state then
-        // never depends on the pending records (which a compacted
-        // `__consumer_offsets` may drop once a later transaction of the
-        // producer id replaces them).
-        let mut records: Vec<SimpleRecord> = if commit {
-            self.lock()
-                .pending
-                .get(&producer_id)
-                .map(|pending| {
-                    pending
-                        .iter()
-                        .map(|((group, topic, partition), c)| SimpleRecord {
-                            key: Some(encode_key(group, topic, *partition)),
-                            value: Some(encode_value(c)),
-                            timestamp: c.commit_timestamp,
-                        })
-                        .collect()
-                })
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
+        // never depends on the pending records. Each pending record is
+        // also overwritten by a tombstone there, so a compacted
+        // `__consumer_offsets` (where a later end record of the producer
+        // id replaces this one) never replays it into a later transaction.
+        let mut records: Vec<SimpleRecord> = Vec::new();
+        if let Some(pending) = self.lock().pending.get(&producer_id) {
+            for ((group, topic, partition), c) in pending {
+                if commit {
+                    records.push(SimpleRecord {
+                        key: Some(encode_key(group, topic, *partition)),
+                        value: Some(encode_value(c)),
+                        timestamp: c.commit_timestamp,
+                    });
+                }
+                records.push(SimpleRecord {
+                    key: Some(encode_pending_key(producer_id, group, topic, *partition)),
+                    value: None,
+                    timestamp: c.commit_timestamp,
+                });
+            }
+        }
         records.push(SimpleRecord {
             key: Some(encode_txn_end_key(producer_id)),
             value: Some(encode_txn_end(commit, producer_epoch)),
@@ -503,6 +503,12 @@ fn apply(state: &mut Offsets, record: &SimpleRecord) -> bool {
                 false
             }
         },
+        (Key::Pending(producer_id, key), None) => {
+            if let Some(pending) = state.pending.get_mut(&producer_id) {
+                pending.remove(&key);
+            }
+            true
+        }
         (Key::Pending(producer_id, key), Some(value)) => match decode_value(value) {
             Some(c) => {
                 state.pending.entry(producer_id).or_default().insert(key, c);
@@ -602,5 +608,52 @@ mod tests {
         assert_eq!(state.committed[&("g".into(), "t".into(), 0)].offset, 10);
         assert!(state.pending.is_empty());
         assert_eq!(state.ended_epochs[&7], 3);
+    }
+
+    /// What compaction leaves of two transactions of one producer id: the
+    /// first (aborted) one's end record is replaced by the second's, and
+    /// its pending record by the tombstone written at its end. Replaying
+    /// that must not commit the aborted offset.
+    #[test]
+    fn a_compacted_log_does_not_replay_an_aborted_pending_commit() {
+        let c = |offset| CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: None,
+            commit_timestamp: 0,
+        };
+        let rec = |key: Bytes, value: Option<Bytes>| SimpleRecord {
+            key: Some(key),
+            value,
+            timestamp: 0,
+        };
+        let (k1, k2) = (
+            encode_pending_key(7, "g", "t", 0),
+            encode_pending_key(7, "g", "t", 1),
+        );
+        // Kept after compaction, in log order: txn 1's tombstone for its
+        // pending record, txn 2's pending record, its materialized commit,
+        // its tombstone and its (commit) end record.
+        let compacted = [
+            rec(k1.clone(), None),
+            rec(k2.clone(), Some(encode_value(&c(20)))),
+            rec(encode_key("g", "t", 1), Some(encode_value(&c(20)))),
+            rec(k2, None),
+            rec(encode_txn_end_key(7), Some(encode_txn_end(true, 0))),
+        ];
+        let mut state = Offsets::default();
+        // Without compaction the aborted pending record came first.
+        assert!(apply(&mut state, &rec(k1, Some(encode_value(&c(10))))));
+        for r in &compacted {
+            assert!(apply(&mut state, r));
+        }
+        assert_eq!(state.committed.len(), 1, "{:?}", state.committed);
+        assert_eq!(state.committed[&("g".into(), "t".into(), 1)].offset, 20);
+        let mut replayed = Offsets::default();
+        for r in &compacted {
+            assert!(apply(&mut replayed, r));
+        }
+        assert_eq!(replayed.committed, state.committed);
+        assert!(replayed.pending.values().all(BTreeMap::is_empty));
     }
 }

@@ -140,6 +140,15 @@ fn broker_entries(broker: &Broker) -> Vec<Entry> {
         ("log.segment.bytes", defaults.segment_bytes.to_string()),
         ("log.retention.ms", defaults.retention_ms.to_string()),
         ("log.retention.bytes", defaults.retention_bytes.to_string()),
+        ("log.cleaner.threads", c.log_cleaner.threads.to_string()),
+        (
+            "log.cleaner.dedupe.buffer.size",
+            c.log_cleaner.dedupe_buffer_size.to_string(),
+        ),
+        (
+            "log.cleaner.backoff.ms",
+            c.log_cleaner.backoff.as_millis().to_string(),
+        ),
         (
             "chronik.wal.profile",
             format!("{:?}", c.wal_profile).to_lowercase(),

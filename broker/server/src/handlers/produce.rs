@@ -20,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use chronik_log::PartitionLog;
 use chronik_protocol::record_batch::parse_batches;
-use chronik_protocol::record_walk::validate_produced;
+use chronik_protocol::record_walk::{validate_produced, ProduceRules};
 use chronik_protocol::{BatchError, BatchHeader, InvalidBatch, Response};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -194,7 +194,7 @@ async fn produce_to(
         };
         (code, e.to_string())
     })?;
-    validate(broker, version, records, &batches)?;
+    validate(broker, version, records, &batches, log.config().compact)?;
     if let Some(h) = batches.iter().find(|h| h.is_transactional()) {
         // Kafka: transactional records need a transactional id (the one
         // the producer's WRITE on it would be authorised for).
@@ -240,12 +240,14 @@ async fn produce_to(
 /// Kafka's log validator on client batches: one batch per partition from
 /// Produce v3 on, then each batch's offset range, record framing and (for
 /// compressed batches, inflated off the async worker and never past
-/// `--max-decompressed-batch-bytes`) its records.
+/// `--max-decompressed-batch-bytes`) its records, which in a compacted
+/// topic must all have keys (Kafka answers INVALID_RECORD otherwise).
 fn validate(
     broker: &Broker,
     version: i16,
     records: &[u8],
     batches: &[BatchHeader],
+    compacted: bool,
 ) -> Result<(), (ResponseError, String)> {
     if version >= 3 && batches.len() != 1 {
         return Err((
@@ -260,10 +262,13 @@ fn validate(
             "clients may not write control batches".into(),
         ));
     }
-    let limit = broker.config.limits.max_decompressed_batch_bytes;
+    let rules = ProduceRules {
+        max_decompressed: broker.config.limits.max_decompressed_batch_bytes,
+        require_keys: compacted,
+    };
     let check = || -> Result<(), (ResponseError, String)> {
         for b in batches {
-            validate_produced(&records[b.position..b.position + b.size], b, limit).map_err(
+            validate_produced(&records[b.position..b.position + b.size], b, rules).map_err(
                 |e| {
                     let code = match e {
                         InvalidBatch::Compression(_) => ResponseError::CorruptMessage,

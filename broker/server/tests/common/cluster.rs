@@ -202,6 +202,43 @@ impl Cluster {
         }
     }
 
+    /// Kills (SIGKILL) a follower of partition 0 of `topic` and waits for
+    /// the ISR to drop it; returns (leader, follower).
+    pub fn kill_a_follower(&mut self, topic: &str) -> Result<(i32, i32)> {
+        let view = self.partitions(topic)?.remove(0);
+        let leader = view.leader;
+        let follower = *view
+            .replicas
+            .iter()
+            .find(|&&r| r != leader)
+            .context("no follower")?;
+        self.node(follower).kill_hard()?;
+        self.wait_for(
+            topic,
+            Duration::from_secs(20),
+            "the ISR to drop the follower",
+            |ps| !ps[0].isr.contains(&follower),
+        )?;
+        Ok((leader, follower))
+    }
+
+    /// Starts the killed `follower` again and waits (40 s at most) for it
+    /// to rejoin the ISR of partition 0 of `topic`.
+    pub fn restart_follower(&mut self, topic: &str, follower: i32) -> Result<()> {
+        self.node(follower).respawn()?;
+        self.node(follower)
+            .finish_start()
+            .with_context(|| self.logs())?;
+        self.wait_for(
+            topic,
+            Duration::from_secs(40),
+            "the follower back in the ISR",
+            |ps| ps[0].isr.contains(&follower),
+        )
+        .with_context(|| self.logs())?;
+        Ok(())
+    }
+
     /// Stderr tails of every node, for failure messages.
     pub fn logs(&self) -> String {
         self.nodes

@@ -153,13 +153,46 @@ impl Client {
             .enumerate()
             .map(|(i, v)| plain_record(i as i64, v.clone()))
             .collect();
+        self.produce_records(topic, &records, acks, Compression::None)
+    }
+
+    /// Produces one batch of `(key, value)` records compressed with
+    /// `compression` (Produce v9, acks=all); a None value is a tombstone.
+    /// Returns (error code, base offset).
+    pub fn produce_keyed(
+        &mut self,
+        topic: &str,
+        records: &[(Option<&str>, Option<&str>)],
+        compression: Compression,
+    ) -> Result<(i16, i64)> {
+        let bytes = |s: Option<&str>| s.map(|s| Bytes::from(s.to_string()));
+        let records: Vec<Record> = records
+            .iter()
+            .enumerate()
+            .map(|(i, (key, value))| Record {
+                key: bytes(*key),
+                value: bytes(*value),
+                ..plain_record(i as i64, Bytes::new())
+            })
+            .collect();
+        self.produce_records(topic, &records, -1, compression)
+    }
+
+    /// Produces `records` as one batch to partition 0.
+    fn produce_records(
+        &mut self,
+        topic: &str,
+        records: &[Record],
+        acks: i16,
+        compression: Compression,
+    ) -> Result<(i16, i64)> {
         let mut batch = BytesMut::new();
         RecordBatchEncoder::encode(
             &mut batch,
-            &records,
+            records,
             &RecordEncodeOptions {
                 version: 2,
-                compression: Compression::None,
+                compression,
             },
         )?;
         let request = ProduceRequest::default()
@@ -173,6 +206,29 @@ impl Client {
         let response = self.send(&request, 9)?;
         let p = &response.responses[0].partition_responses[0];
         Ok((p.error_code, p.base_offset))
+    }
+
+    /// One Fetch (v12) of partition 0 of `topic` from `offset`: (error
+    /// code, high watermark, the record batches).
+    pub fn fetch_from(&mut self, topic: &str, offset: i64) -> Result<(i16, i64, Bytes)> {
+        let partition = fetch_request::FetchPartition::default()
+            .with_partition(0)
+            .with_fetch_offset(offset)
+            .with_partition_max_bytes(1 << 20);
+        let request = FetchRequest::default()
+            .with_max_bytes(1 << 20)
+            .with_max_wait_ms(0)
+            .with_min_bytes(1)
+            .with_topics(vec![fetch_request::FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(vec![partition])]);
+        let response = self.send(&request, 12)?;
+        let p = &response.responses[0].partitions[0];
+        Ok((
+            p.error_code,
+            p.high_watermark,
+            p.records.clone().unwrap_or_default(),
+        ))
     }
 
     /// The topic id Metadata reports for `topic`.
