@@ -2,7 +2,8 @@
 # compat/run.sh - the real-client compatibility matrix of chronik-server.
 #
 # For each client (rdkafka, confluent-kafka, kafka-python, franz-go, the Java
-# kafka-clients, Kafka's perf tools, kcat, Kafka's admin CLI tools) start a
+# kafka-clients, a Kafka Streams exactly_once_v2 word count, Kafka's perf
+# tools, kcat, Kafka's admin CLI tools) start a
 # FRESH broker (temp data dir, 127.0.0.1 port 0) and run the checks of
 # compat/README.md through that client's driver: produce, fetch, group (default
 # assignor, range, roundrobin, cooperative-sticky), commit-resume (across a
@@ -14,7 +15,7 @@
 #   bash compat/run.sh [--clients "kcat franz-go"] [--jobs N] [--no-deps] [--keep]
 #
 #   --clients LIST  subset, in this order: rdkafka confluent-kafka kafka-python
-#                   franz-go java perf kcat kafka-cli (default: all)
+#                   franz-go java kafka-streams perf kcat kafka-cli (default: all)
 #   --jobs N        clients run at once, each with its own broker (default 2)
 #   --no-deps       skip compat/install-deps.sh (apt, .venv, go/mvn/cargo builds)
 #   --keep          keep the brokers' data dirs (.run/compat-<run-id>/)
@@ -34,7 +35,7 @@ COMPAT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../scripts/lib.sh
 source "$COMPAT_DIR/../scripts/lib.sh"   # REPO_ROOT, RUN_DIR, start_chronik, stop_chronik, log
 
-ALL_CLIENTS=(rdkafka confluent-kafka kafka-python franz-go java perf kcat kafka-cli)
+ALL_CLIENTS=(rdkafka confluent-kafka kafka-python franz-go java kafka-streams perf kcat kafka-cli)
 CLIENTS="${CLIENTS:-${ALL_CLIENTS[*]}}"
 JOBS="${JOBS:-2}"
 DEPS="${DEPS:-1}"
@@ -104,6 +105,7 @@ client_label() {
   case $1 in
     rdkafka) echo "rdkafka (Rust)";;
     java) echo "kafka-clients (Java)";;
+    kafka-streams) echo "kafka-streams (exactly_once_v2)";;
     perf) echo "kafka-tools (perf)";;
     *) echo "$1";;
   esac
@@ -119,6 +121,8 @@ client_cmd() {
     franz-go) CMD=("$REPO_ROOT/target/compat/franz-go-driver");;
     java) CMD=(java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
                -cp "$COMPAT_DIR/java/target/classes:$COMPAT_DIR/java/target/lib/*" chronik.compat.Driver);;
+    kafka-streams) CMD=(java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
+               -cp "$COMPAT_DIR/java/target/classes:$COMPAT_DIR/java/target/lib/*" chronik.compat.StreamsDriver);;
     perf) CMD=("$py" "$pydir/perf_driver.py");;
     kcat) CMD=("$py" "$pydir/kcat_driver.py");;
     kafka-cli) CMD=("$py" "$pydir/cli_driver.py");;
