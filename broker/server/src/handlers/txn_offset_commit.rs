@@ -1,6 +1,8 @@
 //! TxnOffsetCommit: offsets committed inside a producer's transaction
 //! (consume-transform-produce). The group coordinator checks the member and
-//! generation as for OffsetCommit, then stores them pending under the
+//! generation as for OffsetCommit when the request names them (v3+; v0-2
+//! cannot, and Kafka then checks nothing: the producer epoch fences
+//! zombies), then stores them pending under the
 //! producer id; the transaction's marker for `__consumer_offsets` makes them
 //! committed (COMMIT) or drops them (ABORT). OffsetFetch with
 //! require_stable answers UNSTABLE_OFFSET_COMMIT while one is pending.
@@ -24,6 +26,14 @@ use chronik_coordinator::CommitCheck;
 
 const PRODUCER_FENCED_SINCE: i16 = 3;
 
+/// A transactional commit that names no group member: no member id, no
+/// generation, no group instance id.
+fn unnamed_member(request: &TxnOffsetCommitRequest) -> bool {
+    request.member_id.is_empty()
+        && request.generation_id < 0
+        && request.group_instance_id.is_none()
+}
+
 pub async fn handle(
     broker: &Arc<Broker>,
     version: i16,
@@ -32,6 +42,11 @@ pub async fn handle(
     let group_id = request.group_id.0.to_string();
     let group_error = match broker.offsets.readable(broker) {
         Err(e) => Some(e),
+        // TxnOffsetCommit v0-2 carry no member id or generation (the
+        // fields default to "" and -1): Kafka validates membership only
+        // when a transactional commit names it, whatever the group's state
+        // (kafkajs and aiokafka send only v0/v1).
+        Ok(()) if unnamed_member(&request) => None,
         Ok(()) => {
             match broker
                 .groups
