@@ -437,8 +437,10 @@ async function readRecords (kafka, { topic, groupId, want, timeout, quiet = 0, r
   const records = []
   const consumer = kafka.consumer({ groupId, readUncommitted, maxWaitTimeInMs: 500 })
   let joined = false
+  let fetchesAfterJoin = 0
   let crash = null
-  consumer.on(consumer.events.GROUP_JOIN, () => { joined = true })
+  consumer.on(consumer.events.GROUP_JOIN, () => { joined = true; fetchesAfterJoin = 0 })
+  consumer.on(consumer.events.FETCH, () => { if (joined) fetchesAfterJoin++ })
   consumer.on(consumer.events.CRASH, e => { crash = e.payload.error })
   await withTimeout(consumer.connect(), timeout, 'consumer connect')
   try {
@@ -452,8 +454,9 @@ async function readRecords (kafka, { topic, groupId, want, timeout, quiet = 0, r
       },
     })
     const deadline = now() + timeout
-    if (waitJoin) await waitUntil(() => joined || crash, timeout)
-    await waitUntil(() => (want > 0 && records.length >= want) || crash, Math.max(0, deadline - now()))
+    // want 0 (nothing expected): joined and fetched twice (maxWaitTimeInMs 500) before the quiet time
+    if (waitJoin) await waitUntil(() => fetchesAfterJoin >= 2 || crash, timeout)
+    if (want > 0) await waitUntil(() => records.length >= want || crash, Math.max(0, deadline - now()))
     if (quiet > 0) {
       const until = now() + quiet
       await waitUntil(() => crash, Math.max(0, Math.min(until, deadline + quiet) - now()))
@@ -688,7 +691,9 @@ async function checkTransactions (rep, args) {
   for (const topic of [src, dst]) await createTopic(kafka, topic, PRODUCE_PARTITIONS, timeout)
   const abortedTag = src + '-aborted'
   const aborted = Math.max(Math.floor(n / 2), 1)
-  const txnConf = id => ({ transactionalId: id, idempotent: true, maxInFlightRequests: 1 })
+  const txnConf = id => ({
+    transactionalId: id, idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner,
+  })
 
   // 1. n committed, then `aborted` aborted, by one transactional producer
   const producer = kafka.producer(txnConf(unique('compat-txn')))
@@ -708,6 +713,7 @@ async function checkTransactions (rep, args) {
     await producer.disconnect()
   }
 
+  log(`${n} committed and ${aborted} aborted in ${src}`)
   // 2. consume-transform-produce: a read_committed member of `group`, its offsets
   //    committed in the output producer's transactions (sendOffsets)
   const group = unique('compat-txn-group')
@@ -718,29 +724,35 @@ async function checkTransactions (rep, args) {
   let failure = null
   await withTimeout(ctp.connect(), timeout, 'transactional producer connect (InitProducerId)')
   await withTimeout(consumer.connect(), timeout, 'consumer connect')
-  consumer.on(consumer.events.CRASH, e => { failure = failure || e.payload.error })
+  consumer.on(consumer.events.CRASH, e => { failure = failure || `consumer crashed: ${e.payload.error}` })
   try {
     await consumer.subscribe({ topics: [src], fromBeginning: true })
     await consumer.run({
       autoCommit: false,
       eachBatch: async ({ batch, heartbeat }) => {
         if (failure || !batch.messages.length) return
+        let step = 'begin (producer.transaction())'
         const txn = await ctp.transaction()
         try {
+          step = 'transaction.send'
           await txn.send({
             topic: dst,
             messages: batch.messages.map(m => ({ key: m.key, value: 'out-' + m.value.toString() })),
           })
+          step = 'transaction.sendOffsets (AddOffsetsToTxn + TxnOffsetCommit)'
           const next = String(Number(batch.lastOffset()) + 1)
           await txn.sendOffsets({
             consumerGroupId: group,
             topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: next }] }],
           })
+          step = 'transaction.commit'
           await txn.commit()
         } catch (e) {
-          failure = failure || e
-          await txn.abort().catch(() => {})
-          throw e
+          failure = failure || `transaction ${transactions + 1} (partition ${batch.partition}, ` +
+            `${batch.messages.length} records from offset ${batch.firstOffset()}) failed in ${step}: ${e}`
+          log(failure)
+          await txn.abort().catch(e2 => log(`abort after the failure: ${e2}`))
+          return
         }
         processed += batch.messages.length
         transactions++
@@ -748,11 +760,16 @@ async function checkTransactions (rep, args) {
       },
     })
     await waitUntil(() => processed >= n || failure, timeout)
-    if (failure) throw failure
   } finally {
     await withTimeout(consumer.disconnect(), timeout, 'consumer disconnect').catch(e => log(String(e)))
     await ctp.disconnect()
   }
+  if (failure) {
+    rep.emit('transactions', 'fail', `consume-transform-produce after ${processed} of ${n} records ` +
+      `in ${transactions} committed transactions: ${failure}`)
+    return
+  }
+  log(`consume-transform-produce: ${processed} records in ${transactions} transactions`)
   // the group's committed offsets (OffsetFetch through the admin client)
   const admin = kafka.admin()
   await withTimeout(admin.connect(), timeout, 'admin connect')
@@ -768,10 +785,13 @@ async function checkTransactions (rep, args) {
   const values = rs => rs.map(r => r[2])
   const inputCommitted = values(await readRecords(kafka,
     { topic: src, groupId: unique('compat-reader'), want: n, timeout, quiet: 1.0 }))
+  log(`read_committed input: ${inputCommitted.length}`)
   const inputAll = values(await readRecords(kafka,
     { topic: src, groupId: unique('compat-reader'), want: n + aborted, timeout, quiet: 1.0, readUncommitted: true }))
+  log(`read_uncommitted input: ${inputAll.length}`)
   const out = values(await readRecords(kafka,
     { topic: dst, groupId: unique('compat-reader'), want: n, timeout, quiet: 1.0 }))
+  log(`read_committed output: ${out.length}`)
   // resume from the group's committed offsets: a new member of the group itself
   const lag = (await readRecords(kafka,
     { topic: src, groupId: group, want: 0, timeout, quiet: 2.0, waitJoin: true })).length
