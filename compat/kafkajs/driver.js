@@ -739,7 +739,7 @@ async function checkTransactions (rep, args) {
             topic: dst,
             messages: batch.messages.map(m => ({ key: m.key, value: 'out-' + m.value.toString() })),
           })
-          step = 'transaction.sendOffsets (AddOffsetsToTxn + TxnOffsetCommit)'
+          step = 'transaction.sendOffsets (AddOffsetsToTxn, then TxnOffsetCommit v0/v1, which carry no member id or generation)'
           const next = String(Number(batch.lastOffset()) + 1)
           await txn.sendOffsets({
             consumerGroupId: group,
