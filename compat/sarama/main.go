@@ -95,6 +95,7 @@ func newConfig(a args) *sarama.Config {
 	c.ClientID = "chronik-compat-sarama"
 	c.Version = sarama.MaxVersion
 	c.Admin.Timeout = a.stage
+	c.Net.DialTimeout = min(c.Net.DialTimeout, a.stage)
 	c.Consumer.Return.Errors = true
 	return c
 }
