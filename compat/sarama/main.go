@@ -2,7 +2,13 @@
 // (compat/README.md), the twin of compat/go (franz-go). One check per
 // invocation against -bootstrap; prints its JSON result line(s) on stdout,
 // logs (its own and sarama's) on stderr. Owns only the sarama calls;
-// verification lives in verify.go.
+// verification lives in verify.go. Build (from this directory):
+//
+//	GOTOOLCHAIN=local GOFLAGS=-buildvcs=false go build -o ../../target/compat/sarama-driver .
+//
+// Assignors: default = sarama's default (range), range, roundrobin, and
+// cooperative-sticky, which sarama >= 1.61 runs with the cooperative
+// (incremental) rebalance protocol.
 package main
 
 import (
