@@ -46,6 +46,15 @@ async def stop(obj, timeout: float) -> None:
         cc.log(f"stopping {type(obj).__name__}: {e!r}")
 
 
+def causes(e: BaseException) -> str:
+    """e and what caused it (aiokafka wraps a broker's error code in its own)."""
+    chain = []
+    while e is not None and len(chain) < 4:
+        chain.append(repr(e))
+        e = e.__cause__ or e.__context__
+    return " <- ".join(chain)
+
+
 async def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout * 1000))
     await bounded(admin.start(), timeout, "admin client start")
@@ -112,7 +121,9 @@ async def poll_records(c: AIOKafkaConsumer, until, timeout: float, on_record=Non
     records = []
     deadline = time.monotonic() + timeout
     while not until(records) and time.monotonic() < deadline:
-        polled = await bounded(c.getmany(timeout_ms=500), timeout, "getmany")
+        window = max(0.0, min(0.5, deadline - time.monotonic()))
+        # getmany() only waits on the buffer the background fetcher fills
+        polled = await bounded(c.getmany(timeout_ms=int(window * 1000)), window + 10, "getmany")
         for tp, batch in polled.items():
             for r in batch:
                 records.append((tp.partition, r.offset, r.value))
@@ -341,7 +352,7 @@ async def transactions(rep: cc.Reporter, args) -> None:
     ctp = AIOKafkaProducer(bootstrap_servers=b, transactional_id=cc.unique("compat-ctp"),
                            linger_ms=5)
     await bounded(c.start(), timeout, "consumer start")
-    processed, transactions = 0, 0
+    processed, transactions, ctp_error = 0, 0, None
     try:
         await bounded(ctp.start(), timeout, "transactional producer start")
         deadline = time.monotonic() + timeout
@@ -350,19 +361,32 @@ async def transactions(rep: cc.Reporter, args) -> None:
             if not polled:
                 continue
 
+            step = ["begin_transaction"]
+
             async def transform() -> int:
                 done = 0
                 async with ctp.transaction():  # commits, or aborts on an exception
                     offsets = {}
+                    step[0] = "send"
                     for tp, batch in polled.items():
                         for r in batch:
                             await ctp.send(dst, key=r.key, value=b"out-" + r.value)
                             done += 1
                         offsets[tp] = batch[-1].offset + 1
+                    step[0] = ("send_offsets_to_transaction (TxnOffsetCommit v0, "
+                               "which has no member id or generation)")
                     await ctp.send_offsets_to_transaction(offsets, group)
+                    step[0] = "commit_transaction"
                 return done
 
-            processed += await bounded(transform(), timeout, "consume-transform-produce transaction")
+            try:
+                processed += await bounded(transform(), timeout,
+                                           "consume-transform-produce transaction")
+            except Exception as e:  # the verdict says which transaction and why
+                ctp_error = (f"consume-transform-produce transaction {transactions + 1}, "
+                             f"{step[0]}: {causes(e)}")
+                cc.log(ctp_error)
+                break
             transactions += 1
         committed = {p: await bounded(c.committed(TopicPartition(src, p)), timeout, "committed")
                      for p in range(cc.PRODUCE_PARTITIONS)}
@@ -379,7 +403,9 @@ async def transactions(rep: cc.Reporter, args) -> None:
     problems = cc.verify_transactions(n, input_committed, aborted_tag, out, expected,
                                       seen_aborted, lag)
     if processed != n:
-        problems.append(f"consume-transform-produce processed {processed} of {n}")
+        problems.insert(0, f"consume-transform-produce processed {processed} of {n}")
+    if ctp_error:
+        problems.insert(0, ctp_error)
     rep.verdict("transactions", problems,
                 f"{n} committed + {aborted} aborted; read_committed saw {len(input_committed)}, "
                 f"read_uncommitted {len(input_all)}; {n} transformed once in {transactions} "
