@@ -99,7 +99,7 @@ async def produce(bootstrap: str, topic: str, tag: str, n: int, timeout: float,
         if futures:
             await asyncio.wait(futures, timeout=timeout)
         for i, fut in enumerate(futures):
-            if not fut.done():
+            if not fut.done() or fut.cancelled():
                 errors.append(f"i={i}: no delivery report within {timeout:.0f}s")
             elif fut.exception() is not None:
                 errors.append(f"i={i}: {fut.exception()!r}")
@@ -323,7 +323,7 @@ async def read_values(bootstrap: str, topic: str, want: int, timeout: float, iso
         await stop(c, timeout)
 
 
-async def transactions(rep: cc.Reporter, args) -> None:
+async def run_transactions(rep: cc.Reporter, args) -> None:
     n, timeout, b = args.messages, args.stage_timeout, args.bootstrap
     src, dst = cc.unique("compat-txn-in"), cc.unique("compat-txn-out")
     for topic in (src, dst):
@@ -436,7 +436,7 @@ def check_transactions(rep: cc.Reporter, args) -> None:
     """Committed and aborted transactions, then consume-transform-produce
     with the consumer's offsets committed in the producer's transactions
     (send_offsets_to_transaction): every committed input exactly once."""
-    asyncio.run(transactions(rep, args))
+    asyncio.run(run_transactions(rep, args))
 
 
 def main() -> int:
