@@ -5,9 +5,11 @@
 #
 #   apt        kcat (Debian's, bundles librdkafka 2.0.2); also java 17 + maven
 #              and curl if missing (apt-get update runs only if something is)
-#   python     confluent-kafka + kafka-python (compat/requirements.txt) into the
+#   python     confluent-kafka, kafka-python, aiokafka (compat/requirements.txt) into the
 #              repo's shared .venv (created if missing)
-#   go         compat/go -> target/compat/franz-go-driver   (go build, incremental)
+#   go         compat/go -> target/compat/franz-go-driver,
+#              compat/sarama -> target/compat/sarama-driver (go build, incremental)
+#   node       compat/kafkajs/node_modules                  (npm ci, when the lockfile changed)
 #   java       compat/java -> compat/java/target/{classes,lib} (mvn -q -B package;
 #              skipped while pom.xml and the sources are unchanged)
 #   rust       chronik-compat-rdkafka -> target/release/     (cargo build --release)
@@ -29,6 +31,7 @@ missing=()
 command -v kcat > /dev/null 2>&1 || missing+=(kcat)
 command -v curl > /dev/null 2>&1 || missing+=(curl)
 command -v mvn > /dev/null 2>&1 || missing+=(maven)
+command -v npm > /dev/null 2>&1 || missing+=(nodejs npm)
 java_major=$(java -version 2>&1 | sed -nE '1s/.*version "([0-9]+).*/\1/p' || true)
 [[ -n "$java_major" && "$java_major" -ge 17 ]] || missing+=(openjdk-17-jdk-headless)
 if ((${#missing[@]})); then
@@ -54,21 +57,32 @@ if [[ -d "$VENV" ]] && ! "$VENV/bin/python" -c 'pass' 2> /dev/null; then
 fi
 [[ -x "$VENV/bin/python" ]] || { say "python: creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
-   && "$VENV/bin/python" -c 'import confluent_kafka, kafka' 2> /dev/null; then
+   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka' 2> /dev/null; then
   :
 else
   rm -f "$stamp"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
   echo "$want" > "$stamp"
 fi
-say "python: $("$VENV/bin/python" -c 'import confluent_kafka, kafka; print("confluent-kafka", confluent_kafka.__version__, "kafka-python", kafka.__version__)')"
+say "python: $("$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka; print("confluent-kafka", confluent_kafka.__version__, "kafka-python", kafka.__version__, "aiokafka", aiokafka.__version__)')"
 
 # -- go ----------------------------------------------------------------------
 command -v go > /dev/null 2>&1 || { say "error: go not on PATH (franz-go needs Go >= 1.26)"; exit 1; }
 mkdir -p "$REPO_ROOT/target/compat"
 (cd "$COMPAT_DIR/go" && GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:--buildvcs=false}" \
   go build -o "$REPO_ROOT/target/compat/franz-go-driver" .)
-say "go: target/compat/franz-go-driver ($(go version | cut -d' ' -f3))"
+(cd "$COMPAT_DIR/sarama" && GOTOOLCHAIN=local GOFLAGS="${GOFLAGS:--buildvcs=false}" \
+  go build -o "$REPO_ROOT/target/compat/sarama-driver" .)
+say "go: target/compat/{franz-go,sarama}-driver ($(go version | cut -d' ' -f3))"
+
+# -- node --------------------------------------------------------------------
+node_stamp="$COMPAT_DIR/kafkajs/node_modules/.lock.sha256"
+node_want=$(sha256sum "$COMPAT_DIR/kafkajs/package-lock.json" | cut -d' ' -f1)
+if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_want" ]]; then
+  npm ci --prefix "$COMPAT_DIR/kafkajs" --no-audit --no-fund --loglevel=error > /dev/null
+  echo "$node_want" > "$node_stamp"
+fi
+say "node: compat/kafkajs/node_modules (kafkajs $(node -p 'require(process.argv[1]).version' "$COMPAT_DIR/kafkajs/node_modules/kafkajs/package.json"), node $(node --version))"
 
 # -- java --------------------------------------------------------------------
 java_stamp="$COMPAT_DIR/java/target/.built.sha256"

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # compat/run.sh - the real-client compatibility matrix of chronik-server.
 #
-# For each client (rdkafka, confluent-kafka, kafka-python, franz-go, the Java
-# kafka-clients, a Kafka Streams exactly_once_v2 word count, Kafka's perf
-# tools, kcat, Kafka's admin CLI tools) start a
-# FRESH broker (temp data dir, 127.0.0.1 port 0) and run the checks of
-# compat/README.md through that client's driver: produce, fetch, group (default
-# assignor, range, roundrobin, cooperative-sticky), commit-resume (across a
-# broker restart on the same data dir), idempotent, transactions and admin. Every broker runs with --group-initial-rebalance-delay-ms 0
-# except confluent-kafka's, which keeps Kafka's default 3000 ms to prove it works.
+# For each client (rdkafka, confluent-kafka, kafka-python, aiokafka, franz-go,
+# sarama, kafkajs, the Java kafka-clients, a Kafka Streams exactly_once_v2 word
+# count, Kafka's perf tools, kcat, Kafka's admin CLI tools) start a FRESH broker
+# (temp data dir, 127.0.0.1 port 0) and run the checks of compat/README.md
+# through that client's driver: produce, fetch, group (default assignor, range,
+# roundrobin, cooperative-sticky), commit-resume (across a broker restart on
+# the same data dir), idempotent, transactions and admin. Every broker runs
+# with --group-initial-rebalance-delay-ms 0 except confluent-kafka's, which
+# keeps Kafka's default 3000 ms to prove it works.
 # Prints the matrix, writes results/compat/<run-id>/{matrix.md,matrix.json}
 # (plus every driver's and broker's log), exits 1 if any check failed.
 #
 #   bash compat/run.sh [--clients "kcat franz-go"] [--jobs N] [--no-deps] [--keep]
 #
 #   --clients LIST  subset, in this order: rdkafka confluent-kafka kafka-python
-#                   franz-go java kafka-streams perf kcat kafka-cli (default: all)
+#                   aiokafka franz-go sarama kafkajs java kafka-streams perf kcat
+#                   kafka-cli (default: all)
 #   --jobs N        clients run at once, each with its own broker (default 2)
 #   --no-deps       skip compat/install-deps.sh (apt, .venv, go/mvn/cargo builds)
 #   --keep          keep the brokers' data dirs (.run/compat-<run-id>/)
@@ -35,7 +37,7 @@ COMPAT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../scripts/lib.sh
 source "$COMPAT_DIR/../scripts/lib.sh"   # REPO_ROOT, RUN_DIR, start_chronik, stop_chronik, log
 
-ALL_CLIENTS=(rdkafka confluent-kafka kafka-python franz-go java kafka-streams perf kcat kafka-cli)
+ALL_CLIENTS=(rdkafka confluent-kafka kafka-python aiokafka franz-go sarama kafkajs java kafka-streams perf kcat kafka-cli)
 CLIENTS="${CLIENTS:-${ALL_CLIENTS[*]}}"
 JOBS="${JOBS:-2}"
 DEPS="${DEPS:-1}"
@@ -118,7 +120,10 @@ client_cmd() {
     rdkafka) CMD=("$REPO_ROOT/target/release/chronik-compat-rdkafka");;
     confluent-kafka) CMD=("$py" "$pydir/confluent_driver.py");;
     kafka-python) CMD=("$py" "$pydir/kafka_python_driver.py");;
+    aiokafka) CMD=("$py" "$pydir/aiokafka_driver.py");;
     franz-go) CMD=("$REPO_ROOT/target/compat/franz-go-driver");;
+    sarama) CMD=("$REPO_ROOT/target/compat/sarama-driver");;
+    kafkajs) CMD=(node "$COMPAT_DIR/kafkajs/driver.js");;
     java) CMD=(java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
                -cp "$COMPAT_DIR/java/target/classes:$COMPAT_DIR/java/target/lib/*" chronik.compat.Driver);;
     kafka-streams) CMD=(java -Xmx512m -Dorg.slf4j.simpleLogger.defaultLogLevel=warn
