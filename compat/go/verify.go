@@ -1,6 +1,8 @@
 // Result lines, test messages and the checks on what came back - the Go twin
 // of compat/python/compat_common.py (compat/README.md, "Driver contract").
-// Pure functions: no Kafka client here.
+// Pure functions: no Kafka client here. Both Go drivers compile this one
+// file: compat/sarama/verify.go is a symbolic link to it (each driver is its
+// own package main, so it cannot be imported).
 package main
 
 import (
