@@ -29,9 +29,7 @@ const PRODUCER_FENCED_SINCE: i16 = 3;
 /// A transactional commit that names no group member: no member id, no
 /// generation, no group instance id.
 fn unnamed_member(request: &TxnOffsetCommitRequest) -> bool {
-    request.member_id.is_empty()
-        && request.generation_id < 0
-        && request.group_instance_id.is_none()
+    request.member_id.is_empty() && request.generation_id < 0 && request.group_instance_id.is_none()
 }
 
 pub async fn handle(
