@@ -129,6 +129,14 @@ fn consume_transform_produce_is_exactly_once_through_a_leader_kill() -> Result<(
             ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3)
         })?;
     }
+    // The transaction coordinator: __transaction_state-0's leader, once
+    // its whole ISR is in (as transaction_failover.rs waits for it).
+    cluster.wait_for(
+        "__transaction_state",
+        Duration::from_secs(30),
+        "a transaction coordinator with a full ISR",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
+    )?;
     let bootstrap = cluster.bootstrap();
     produce_input(&bootstrap)?;
 
@@ -147,7 +155,21 @@ fn consume_transform_produce_is_exactly_once_through_a_leader_kill() -> Result<(
         .set("message.timeout.ms", "60000")
         .set("linger.ms", "5")
         .create()?;
-    producer.init_transactions(TIMEOUT)?;
+    // A retriable error (the coordinator still loading, or moving) may be
+    // retried, as librdkafka documents for init_transactions.
+    let init_deadline = Instant::now() + TIMEOUT;
+    loop {
+        match producer.init_transactions(TIMEOUT) {
+            Ok(()) => break,
+            Err(KafkaError::Transaction(e))
+                if e.is_retriable() && Instant::now() < init_deadline =>
+            {
+                eprintln!("init_transactions: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => bail!("init_transactions: {e}\n{}", cluster.logs()),
+        }
+    }
 
     let victim = cluster.partitions(OUTPUT)?[0].leader;
     let (mut committed, mut aborted, mut killed) = (0usize, 0usize, false);
