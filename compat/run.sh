@@ -7,7 +7,10 @@
 # (temp data dir, 127.0.0.1 port 0) and run the checks of compat/README.md
 # through that client's driver: produce, fetch, group (default assignor, range,
 # roundrobin, cooperative-sticky), commit-resume (across a broker restart on
-# the same data dir), idempotent, transactions and admin. Every broker runs
+# the same data dir), idempotent, transactions and admin; the clients in
+# EOS_FAILOVER_CLIENTS also run eos-failover against a fresh 3-node cluster
+# (exactly-once consume-transform-produce while the runner SIGKILLs the node the
+# driver names: the leader of the output's partition 0). Every broker runs
 # with --group-initial-rebalance-delay-ms 0 except confluent-kafka's, which
 # keeps Kafka's default 3000 ms to prove it works.
 # Prints the matrix, writes results/compat/<run-id>/{matrix.md,matrix.json}
@@ -29,7 +32,8 @@
 #      CHRONIK_SERVER_BIN, VENV (default <repo>/.venv), CHECK_TIMEOUT (s, one
 #      driver run, default 300), STAGE_TIMEOUT (s, one wait inside a check,
 #      default 60), MESSAGES (default 1000), PERF_RECORDS (default 100000),
-#      DEFAULT_DELAY_CLIENTS (default "confluent-kafka"), WAL_PROFILE (default medium).
+#      DEFAULT_DELAY_CLIENTS (default "confluent-kafka"), WAL_PROFILE (default medium),
+#      EOS_FAILOVER_CLIENTS (default "java"), EOS_MESSAGES (default 3000).
 # Processes it starts are in .run/pids (./cleanup.sh stops leftovers); the trap
 # stops every broker and driver process group it started, by pid.
 set -euo pipefail
@@ -49,6 +53,11 @@ MESSAGES="${MESSAGES:-1000}"
 PERF_RECORDS="${PERF_RECORDS:-100000}"
 DEFAULT_DELAY_CLIENTS="${DEFAULT_DELAY_CLIENTS:-confluent-kafka}"
 WAL_PROFILE="${WAL_PROFILE:-medium}"
+EOS_FAILOVER_CLIENTS="${EOS_FAILOVER_CLIENTS:-java}"
+EOS_MESSAGES="${EOS_MESSAGES:-3000}"
+# the cluster eos-failover runs on: fast failure detection, RF 3, min.insync 2
+EOS_CLUSTER_ARGS=(--wal-profile low --broker-session-timeout-ms 3000 --replica-lag-time-max-ms 3000
+  --min-insync-replicas 2 --default-replication-factor 3 --group-initial-rebalance-delay-ms 0)
 RUN_ID="${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)}"
 RESULTS_ROOT="${RESULTS_ROOT:-$REPO_ROOT/results}"
 ASSIGNORS=(default range roundrobin cooperative-sticky)
@@ -149,13 +158,17 @@ run_client() {
   [[ " $DEFAULT_DELAY_CLIENTS " == *" $client "* ]] || broker_args+=(--group-initial-rebalance-delay-ms 0)
   DRIVER_PID=""
   CHRONIK_PID=""
+  CHRONIK_PIDS=()
+  KILLER_PID=""
 
   all_checks() {
     echo produce fetch
     local a
     for a in "${ASSIGNORS[@]}"; do group_name "$a"; done
     echo commit-resume idempotent transactions admin
+    eos_client && echo eos-failover
   }
+  eos_client() { [[ " $EOS_FAILOVER_CLIENTS " == *" $client "* ]]; }
   group_name() { if [[ $1 == default ]]; then echo group; else echo "group:$1"; fi; }
   # owe STATUS LOG CHECK... - matrix.py fails any owed check that has no result line
   owe() {
@@ -175,10 +188,23 @@ run_client() {
     stop_chronik || log "$client: broker did not stop cleanly (exit status $?)"
     cp "$work/stderr.log" "$logs/broker.$((++seq)).stderr.log" 2> /dev/null || true
   }
+  cluster_stop() {
+    local pid i=0
+    for pid in "${CHRONIK_PIDS[@]}"; do
+      i=$((i + 1))
+      stop_pid "$pid" || true
+      wait "$pid" 2> /dev/null || true
+      pid_forget "$pid"
+      cp "$work/cluster/node-$i/stderr.log" "$logs/cluster-node-$i.stderr.log" 2> /dev/null || true
+    done
+    CHRONIK_PIDS=()
+    CHRONIK_PID=""
+  }
   cleanup() {
     trap - EXIT TERM INT
     [[ -n "$DRIVER_PID" ]] && kill -TERM -- "-$DRIVER_PID" 2> /dev/null
-    broker_stop
+    [[ -n "$KILLER_PID" ]] && kill -TERM "$KILLER_PID" 2> /dev/null
+    if ((${#CHRONIK_PIDS[@]})); then cluster_stop; else broker_stop; fi
   }
   trap cleanup EXIT
   trap 'exit 143' TERM INT
@@ -239,6 +265,43 @@ run_client() {
   invoke transactions transactions -- --check transactions --messages "$MESSAGES"
   invoke admin admin -- --check admin
   broker_stop
+  eos_client && eos_failover
+  return 0
+}
+
+# eos_failover - (inside run_client) the eos-failover check on a fresh 3-node
+# cluster: the driver writes a node id to kill-request when it wants the kill;
+# a watcher SIGKILLs that node and creates kill-done.
+# shellcheck disable=SC2317  # called from run_client only
+eos_failover() {
+  local req="$work/kill-request" ack="$work/kill-done"
+  rm -f "$req" "$ack"
+  log "$client: starting a 3-node cluster for eos-failover"
+  start_chronik_cluster "$work/cluster" 3 "${EOS_CLUSTER_ARGS[@]}"
+  (
+    local i id
+    for ((i = 0; i < CHECK_TIMEOUT * 10; i++)); do
+      if [[ -s "$req" ]]; then
+        id=$(< "$req")
+        if [[ "$id" =~ ^[1-3]$ ]]; then
+          kill -KILL "${CHRONIK_PIDS[$((id - 1))]}" 2> /dev/null || true
+          log "$client: SIGKILLed node $id (pid ${CHRONIK_PIDS[$((id - 1))]})"
+          : > "$ack"
+        else
+          log "$client: ignoring kill request for '$id'"
+        fi
+        exit 0
+      fi
+      sleep 0.1
+    done
+  ) &
+  KILLER_PID=$!
+  invoke eos-failover eos-failover -- --check eos-failover --messages "$EOS_MESSAGES" \
+    --kill-request "$req" --kill-done "$ack"
+  kill -TERM "$KILLER_PID" 2> /dev/null || true
+  wait "$KILLER_PID" 2> /dev/null || true
+  KILLER_PID=""
+  cluster_stop
 }
 
 # every client runs against the same broker build, even if target/ is rebuilt meanwhile

@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 COLUMNS = ["produce", "fetch", "group", "group:range", "group:roundrobin",
-           "group:cooperative-sticky", "commit-resume", "idempotent", "transactions", "admin"]
+           "group:cooperative-sticky", "commit-resume", "idempotent", "transactions", "admin",
+           "eos-failover"]
 CELL = {"pass": "pass", "fail": "FAIL", "n/a": "n/a"}
 
 

@@ -42,7 +42,7 @@ import org.apache.kafka.common.utils.AppInfoParser;
  *
  * <p>One check per invocation against --bootstrap; prints its JSON result line(s) on stdout,
  * client logs go to stderr. Uses the classic consumer-group protocol (the client's default in
- * 4.x; the broker does not speak KIP-848). KafkaConsumer is not thread-safe: every group member
+ * 4.x). KafkaConsumer is not thread-safe: every group member
  * is created, polled and closed on its own thread.
  */
 public final class Driver {
@@ -70,7 +70,8 @@ public final class Driver {
         }
         if (!args.containsKey("bootstrap") || !args.containsKey("check")) {
             System.err.println("usage: Driver --bootstrap HOST:PORT --check CHECK [--assignor A] "
-                    + "[--phase a|b --state FILE] [--messages N] [--stage-timeout S]");
+                    + "[--phase a|b --state FILE] [--messages N] [--stage-timeout S] "
+                    + "[--kill-request FILE --kill-done FILE (eos-failover)]");
             System.exit(2);
         }
         Driver d = new Driver(args);
@@ -89,6 +90,7 @@ public final class Driver {
                 case "commit-resume" -> d.commitResume(args.get("phase"), Path.of(args.get("state")));
                 case "idempotent" -> d.idempotent();
                 case "transactions" -> d.transactions();
+                case "eos-failover" -> new EosFailover(d, args).run();
                 case "admin" -> d.emit("admin", "n/a",
                         "admin APIs are checked with Kafka's own CLI tools (the kafka-cli row)");
                 default -> throw new IllegalArgumentException("unknown check " + check);
@@ -265,8 +267,12 @@ public final class Driver {
     }
 
     void createTopic(String topic, int partitions) throws Exception {
+        createTopic(topic, partitions, (short) 1);
+    }
+
+    void createTopic(String topic, int partitions, short replicationFactor) throws Exception {
         try (Admin admin = Admin.create(props())) {
-            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1)))
+            admin.createTopics(List.of(new NewTopic(topic, partitions, replicationFactor)))
                     .all().get(stageMs, TimeUnit.MILLISECONDS);
         }
     }
