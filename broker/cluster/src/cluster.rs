@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::acl::{AclBinding, AclBindingFilter};
 use crate::admission::Admission;
 use crate::command::CommandResult;
 use crate::config::ClusterConfig;
@@ -332,6 +333,24 @@ impl Cluster {
         };
         match self.submit(request).await? {
             CommandResult::Topic(topic) => Ok(topic),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Adds ACLs on every node (validated first; the whole request or nothing).
+    pub async fn create_acls(&self, bindings: Vec<AclBinding>) -> Result<(), ClusterError> {
+        self.submit(ControllerRequest::CreateAcls(bindings))
+            .await
+            .map(drop)
+    }
+
+    /// Removes the ACLs each filter matches; per filter, what it removed.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<AclBindingFilter>,
+    ) -> Result<Vec<Vec<AclBinding>>, ClusterError> {
+        match self.submit(ControllerRequest::DeleteAcls(filters)).await? {
+            CommandResult::DeletedAcls(removed) => Ok(removed),
             other => Err(unexpected(other)),
         }
     }

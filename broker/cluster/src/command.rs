@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chronik_replication::{choose_leader, PartitionRegistration};
 use serde::{Deserialize, Serialize};
 
+use crate::acl::{self, AclBinding, AclBindingFilter};
 use crate::error::ClusterError;
 use crate::image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 use crate::request::AlterPartition;
@@ -73,6 +74,14 @@ pub enum Command {
     InitClusterId {
         cluster_id: String,
     },
+    /// Adds ACLs (validated by the controller; existing ones are no-ops).
+    CreateAcls {
+        bindings: Vec<AclBinding>,
+    },
+    /// Removes every ACL each filter matches.
+    DeleteAcls {
+        filters: Vec<AclBindingFilter>,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,6 +91,8 @@ pub enum CommandResult {
     Done,
     Topic(TopicImage),
     Partition(PartitionImage),
+    /// Per DeleteAcls filter, the ACLs it removed.
+    DeletedAcls(Vec<Vec<AclBinding>>),
     /// The state machine refused the command; the image is unchanged.
     Rejected(ClusterError),
 }
@@ -154,6 +165,13 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             image.cluster_id.get_or_insert_with(|| cluster_id.clone());
             Ok(CommandResult::Done)
         }
+        Command::CreateAcls { bindings } => {
+            acl::create(&mut image.acls, bindings).map(|()| CommandResult::Done)
+        }
+        Command::DeleteAcls { filters } => Ok(CommandResult::DeletedAcls(acl::delete(
+            &mut image.acls,
+            filters,
+        ))),
     };
     outcome.unwrap_or_else(CommandResult::Rejected)
 }

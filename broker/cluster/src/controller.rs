@@ -161,6 +161,24 @@ impl Controller {
                 }
                 self.propose(Command::InitClusterId { cluster_id }).await
             }
+            ControllerRequest::CreateAcls(bindings) => {
+                if let Err(e) = check_acl_request(bindings.len()) {
+                    return ControllerReply::Failed(e);
+                }
+                if let Some(e) = bindings.iter().find_map(|b| b.validate().err()) {
+                    return ControllerReply::Failed(e);
+                }
+                self.propose(Command::CreateAcls { bindings }).await
+            }
+            ControllerRequest::DeleteAcls(filters) => {
+                if let Err(e) = check_acl_request(filters.len()) {
+                    return ControllerReply::Failed(e);
+                }
+                if let Some(e) = filters.iter().find_map(|f| f.validate().err()) {
+                    return ControllerReply::Failed(e);
+                }
+                self.propose(Command::DeleteAcls { filters }).await
+            }
             ControllerRequest::ControlledShutdown { node_id } => {
                 if !self.voters.contains_key(&node_id) {
                     return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
@@ -383,4 +401,15 @@ impl Controller {
             })
             .collect()
     }
+}
+
+/// One CreateAcls / DeleteAcls may carry at most `acl::MAX_PER_REQUEST` entries.
+fn check_acl_request(entries: usize) -> Result<(), ClusterError> {
+    if entries > crate::acl::MAX_PER_REQUEST {
+        return Err(ClusterError::InvalidRequest(format!(
+            "at most {} ACLs or filters per request",
+            crate::acl::MAX_PER_REQUEST
+        )));
+    }
+    Ok(())
 }

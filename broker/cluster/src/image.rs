@@ -4,9 +4,11 @@
 //! Owns: the image types and read-only lookups. Must not: change an image —
 //! only `command::apply` does, inside the state machine.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+
+use crate::acl::AclBinding;
 
 /// A registered broker and whether the controller has fenced it (no
 /// heartbeat within the session timeout).
@@ -57,6 +59,9 @@ pub struct MetadataImage {
     pub cluster_id: Option<String>,
     pub brokers: BTreeMap<i32, BrokerImage>,
     pub topics: BTreeMap<String, TopicImage>,
+    /// Kafka ACLs (CreateAcls / DeleteAcls), enforced by every node's authorizer.
+    #[serde(default)]
+    pub acls: BTreeSet<AclBinding>,
 }
 
 impl MetadataImage {

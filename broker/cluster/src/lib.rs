@@ -16,6 +16,8 @@
 //! - `raft_types`  — openraft's type configuration.
 //! - `store_log`   — the durable raft log and vote.
 //! - `store_sm`    — the state machine and its snapshots.
+//! - `acl`         — Kafka ACL bindings, filters and their changes to the image.
+//! - `authorizer`  — access decisions from those ACLs (Kafka's StandardAuthorizer rules).
 //! - `auth`        — the cluster secret and the handshake every raft connection opens with.
 //! - `admission`   — connection places on the raft port (voters' addresses first).
 //! - `rpc`         — frames and messages of the raft RPC transport.
@@ -35,8 +37,10 @@
 //! `COMMAND_TIMEOUT`, 10 s) and then fail with `Unavailable`; the image
 //! stays readable throughout.
 
+pub mod acl;
 mod admission;
 pub mod auth;
+pub mod authorizer;
 mod cluster;
 mod command;
 mod config;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::acl::{AclBinding, AclBindingFilter};
 use crate::command::CommandResult;
 use crate::error::ClusterError;
 
@@ -78,6 +79,8 @@ pub enum ControllerRequest {
     ControlledShutdown {
         node_id: i32,
     },
+    CreateAcls(Vec<AclBinding>),
+    DeleteAcls(Vec<AclBindingFilter>),
 }
 
 /// The controller's answer to a `ControllerRequest`.

@@ -123,6 +123,9 @@ api_table! {
     DeleteRecords: DeleteRecordsRequest => DeleteRecordsResponse, versions 0 ..= 2;
     ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse, versions 0 ..= 1;
     ConsumerGroupDescribe: ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, versions 0 ..= 1;
+    DescribeAcls: DescribeAclsRequest => DescribeAclsResponse, versions 1 ..= 3;
+    CreateAcls: CreateAclsRequest => CreateAclsResponse, versions 1 ..= 3;
+    DeleteAcls: DeleteAclsRequest => DeleteAclsResponse, versions 1 ..= 3;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -165,6 +168,9 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ListTransactions => "ListTransactions",
         ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
+        ApiKey::DescribeAcls => "DescribeAcls",
+        ApiKey::CreateAcls => "CreateAcls",
+        ApiKey::DeleteAcls => "DeleteAcls",
         _ => "Other",
     }
 }

@@ -11,6 +11,7 @@ use anyhow::Context;
 use chronik_log::LogManager;
 use tokio::sync::Semaphore;
 
+use crate::authorization::Authorizer;
 use crate::config::Config;
 use crate::fetch_sessions::FetchSessionCache;
 use crate::groups::{GroupManager, OffsetStore};
@@ -46,6 +47,8 @@ pub struct Broker {
     pub producer_ids: ProducerIdAllocator,
     /// The metadata quorum (of one without `--peers`) and this broker's replicas.
     pub replicas: Arc<ReplicaManager>,
+    /// ACL checks (off unless `--authorizer-class-name` is set).
+    pub authorizer: Authorizer,
 }
 
 impl std::fmt::Debug for Broker {

@@ -219,6 +219,9 @@ pub struct Args {
     /// Connection, request, fetch, partition and decompression bounds (`limits`).
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
+    /// ACL authorization (`authorization`).
+    #[command(flatten)]
+    pub authorizer: crate::authorization::AuthorizerArgs,
 }
 
 /// The effective configuration, as the server uses it.
@@ -254,6 +257,8 @@ pub struct Config {
     pub broker_session_timeout_ms: u64,
     pub cluster_secret_file: PathBuf,
     pub limits: crate::limits::Limits,
+    /// `None`: no authorizer (every request allowed).
+    pub authorizer: Option<chronik_cluster::authorizer::AuthorizerConfig>,
 }
 
 impl Config {
@@ -300,6 +305,7 @@ impl TryFrom<Args> for Config {
             false => format!("{}@{own_host}", args.node_id),
         });
         let limits = crate::limits::Limits::from(&args.limits);
+        let authorizer = args.authorizer.config()?;
         Ok(Config {
             listen: args.listen,
             advertise,
@@ -335,6 +341,7 @@ impl TryFrom<Args> for Config {
             broker_session_timeout_ms: args.broker_session_timeout_ms,
             cluster_secret_file,
             limits,
+            authorizer,
         })
     }
 }

@@ -47,6 +47,7 @@ use crate::broker::Broker;
 use crate::connection_limits::ConnectionSlot;
 use crate::handlers;
 use crate::metrics::{ApiLabels, ReasonLabels};
+use crate::session::Session;
 
 /// Requests a single connection may have in progress at once.
 const MAX_IN_FLIGHT: usize = 128;
@@ -410,7 +411,8 @@ async fn run_request(
     let correlation_id = request.correlation_id();
     let version = request.version();
     let span = tracing::debug_span!("request", api, version, correlation_id);
-    let response = handlers::handle(&broker, request, peer)
+    let session = Session::anonymous(peer);
+    let response = handlers::handle(&broker, request, &session)
         .instrument(span)
         .await;
     broker.metrics.requests_total.get_or_create(&labels).inc();

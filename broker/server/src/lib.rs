@@ -20,6 +20,8 @@
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
 //! - `replica/`    — replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
 //! - `broker`      — shared state handed to handlers.
+//! - `session`     — who sent a request (peer address, authenticated principal).
+//! - `authorization` — the authorizer flags and `Authorizer::allows` (ACLs from the metadata quorum).
 //! - `blocking`    — bounded CPU work (decompression) kept in request order, off the async workers.
 //! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.
 //! - `alloc_guard` — the global allocator that keeps wire-claimed capacities from aborting the process.
@@ -30,6 +32,7 @@
 //! waits for the flusher → `connection` writes responses in request order.
 
 pub mod alloc_guard;
+pub mod authorization;
 pub mod blocking;
 pub mod broker;
 pub mod cluster_start;
@@ -50,4 +53,5 @@ pub mod producer_ids;
 pub mod purgatory;
 pub mod replica;
 pub mod server;
+pub mod session;
 pub mod txn;

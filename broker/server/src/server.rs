@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn};
 
+use crate::authorization::Authorizer;
 use crate::broker::{load_or_create_cluster_id, Broker};
 use crate::config::Config;
 use crate::connection;
@@ -159,7 +160,9 @@ pub async fn run(
         config.limits.max_incremental_fetch_session_cache_slots,
         metrics.fetch_sessions.clone(),
     );
+    let authorizer = Authorizer::new(config.authorizer.clone(), replicas.cluster.clone());
     let broker = Arc::new(Broker {
+        authorizer,
         produce_memory: Arc::new(Semaphore::new(config.produce_profile.in_flight_bytes())),
         config,
         log: log.clone(),

@@ -645,17 +645,69 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             codes.extend(r.groups.iter().map(|g| g.error_code));
             codes
         }
+        ApiKey::CreateAcls => {
+            let creation = create_acls_request::AclCreation::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(format!("sweep-acl-v{version}")))
+                .with_resource_pattern_type(3)
+                .with_principal(StrBytes::from_static_str("User:alice"))
+                .with_host(StrBytes::from_static_str("*"))
+                .with_operation(3)
+                .with_permission_type(3);
+            let r = client.send(
+                &CreateAclsRequest::default().with_creations(vec![creation]),
+                version,
+            )?;
+            r.results.iter().map(|r| r.error_code).collect()
+        }
+        ApiKey::DescribeAcls => {
+            let r = client.send(
+                &DescribeAclsRequest::default()
+                    .with_resource_type_filter(1)
+                    .with_resource_name_filter(None)
+                    .with_pattern_type_filter(1)
+                    .with_principal_filter(None)
+                    .with_host_filter(None)
+                    .with_operation(1)
+                    .with_permission_type(1),
+                version,
+            )?;
+            vec![r.error_code]
+        }
+        ApiKey::DeleteAcls => {
+            let filter = delete_acls_request::DeleteAclsFilter::default()
+                .with_resource_type_filter(2)
+                .with_resource_name_filter(Some(StrBytes::from_string(format!(
+                    "sweep-acl-v{version}"
+                ))))
+                .with_pattern_type_filter(3)
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_operation(1)
+                .with_permission_type(1);
+            let r = client.send(
+                &DeleteAclsRequest::default().with_filters(vec![filter]),
+                version,
+            )?;
+            r.filter_results.iter().map(|r| r.error_code).collect()
+        }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
 }
 
 #[test]
 fn every_advertised_api_version_answers_with_a_decodable_response() -> Result<()> {
+    // Behind the authorizer, as a super user: every request also passes the
+    // ACL gate (and the ACL APIs are served rather than SECURITY_DISABLED).
     let broker = Broker::start(&[
         "--wal-profile",
         "none",
         "--group-initial-rebalance-delay-ms",
         "0",
+        "--authorizer-class-name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--super-users",
+        "User:ANONYMOUS",
     ])?;
     let mut client = Client::connect(&broker)?;
     client.create_topic(TOPIC)?;

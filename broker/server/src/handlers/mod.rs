@@ -4,18 +4,23 @@
 //! Owns: mapping log/broker errors to Kafka error codes (only here), and the
 //! per-API semantics. Must not: touch sockets or framing.
 
+mod acl_wire;
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
 mod api_versions;
+mod authorize;
 mod cluster_errors;
 mod consumer_group_describe;
 mod consumer_group_heartbeat;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_acls;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -53,6 +58,7 @@ use std::sync::Arc;
 use chronik_protocol::{DecodedRequest, Request, Response};
 
 use crate::broker::Broker;
+use crate::session::Session;
 
 /// A response plus whether any of its error codes is non-zero (for metrics).
 #[derive(Debug)]
@@ -70,12 +76,12 @@ impl Handled {
     }
 }
 
-/// Runs the handler for `request`. `None` means no response is sent (acks=0).
-/// `peer` is the client's address (replica fetches are checked against it).
+/// Runs the handler for `request` on behalf of `session`, behind the
+/// authorizer (`authorize`). `None` means no response is sent (acks=0).
 pub async fn handle(
     broker: &Arc<Broker>,
     request: DecodedRequest,
-    peer: std::net::SocketAddr,
+    session: &Session,
 ) -> Option<Handled> {
     let version = request.version();
     let client_id = request
@@ -84,7 +90,27 @@ pub async fn handle(
         .as_ref()
         .map(|c| c.to_string())
         .unwrap_or_default();
-    match request.body {
+    let (body, after) = match authorize::admit(broker, session, version, request.body) {
+        authorize::Admission::Refused(response) => return Handled::new(response, true),
+        authorize::Admission::Admitted(body, after) => (body, after),
+    };
+    let mut handled = dispatch(broker, version, &client_id, body, session.peer).await?;
+    if after.apply(broker, session, version, &mut handled.response) {
+        handled.has_error = true;
+    }
+    Some(handled)
+}
+
+/// The handler of each API. `peer` is the client's address (replica
+/// fetches and marker writes are checked against it).
+async fn dispatch(
+    broker: &Arc<Broker>,
+    version: i16,
+    client_id: &str,
+    request: Request,
+    peer: std::net::SocketAddr,
+) -> Option<Handled> {
+    match request {
         Request::ApiVersions(r) => api_versions::handle(version, r),
         Request::Metadata(r) => metadata::handle(broker, version, r).await,
         Request::CreateTopics(r) => create_topics::handle(broker, version, r).await,
@@ -103,7 +129,7 @@ pub async fn handle(
         Request::Produce(r) => produce::handle(broker, version, r).await,
         Request::Fetch(r) => fetch::handle(broker, version, r, peer).await,
         Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r),
-        Request::JoinGroup(r) => join_group::handle(broker, version, &client_id, r).await,
+        Request::JoinGroup(r) => join_group::handle(broker, version, client_id, r).await,
         Request::SyncGroup(r) => sync_group::handle(broker, version, r).await,
         Request::Heartbeat(r) => heartbeat::handle(broker, version, r),
         Request::LeaveGroup(r) => leave_group::handle(broker, version, r),
@@ -122,8 +148,11 @@ pub async fn handle(
         Request::ListTransactions(r) => list_transactions::handle(broker, version, r),
         Request::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, version, r),
         Request::ConsumerGroupHeartbeat(r) => {
-            consumer_group_heartbeat::handle(broker, version, r, &client_id, peer)
+            consumer_group_heartbeat::handle(broker, version, r, client_id, peer)
         }
         Request::ConsumerGroupDescribe(r) => consumer_group_describe::handle(broker, version, r),
+        Request::DescribeAcls(r) => describe_acls::handle(broker, r),
+        Request::CreateAcls(r) => create_acls::handle(broker, r).await,
+        Request::DeleteAcls(r) => delete_acls::handle(broker, r).await,
     }
 }

@@ -1,0 +1,183 @@
+//! Cluster-scoped APIs: configs (ALTER_CONFIGS / DESCRIBE_CONFIGS on a
+//! topic, or on the cluster for broker resources; refused resources answer
+//! TOPIC_ or CLUSTER_AUTHORIZATION_FAILED next to the others), DESCRIBE on
+//! the cluster for DescribeCluster, DescribeLogDirs and DescribeAcls, ALTER
+//! on the cluster for CreateAcls and DeleteAcls.
+
+use chronik_cluster::acl::operation;
+use chronik_protocol::{Request, Response};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::{
+    CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse, DescribeClusterResponse,
+    DescribeLogDirsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{Admission, After, Gate, Routed};
+
+/// DescribeConfigs / AlterConfigs resource type of a topic (others are the
+/// broker's: BROKER 4, BROKER_LOGGER 8, governed by the cluster resource).
+const CONFIG_TOPIC: i8 = 2;
+
+/// Refused config resources: (resource type, name, error code).
+pub enum Denied {
+    Alter(Vec<(i8, StrBytes, i16)>),
+    IncrementalAlter(Vec<(i8, StrBytes, i16)>),
+    Describe(Vec<(i8, StrBytes, i16)>),
+}
+
+/// Whether `op` on config resource (`resource_type`, `name`) is allowed; the error if not.
+fn config_check(gate: &Gate<'_>, op: i8, resource_type: i8, name: &str) -> Option<i16> {
+    if resource_type == CONFIG_TOPIC {
+        (!gate.topic(op, name)).then_some(ResponseError::TopicAuthorizationFailed.code())
+    } else {
+        (!gate.cluster(op)).then_some(ResponseError::ClusterAuthorizationFailed.code())
+    }
+}
+
+/// Splits config resources into those `op` is allowed on and the refused
+/// ones as (resource type, name, error code).
+fn split_configs<T>(
+    gate: &Gate<'_>,
+    op: i8,
+    resources: Vec<T>,
+    key: impl Fn(&T) -> (i8, &StrBytes),
+) -> (Vec<T>, Vec<(i8, StrBytes, i16)>) {
+    let mut ok = Vec::new();
+    let mut denied = Vec::new();
+    for resource in resources {
+        let (resource_type, name) = key(&resource);
+        match config_check(gate, op, resource_type, name) {
+            None => ok.push(resource),
+            Some(code) => denied.push((resource_type, name.clone(), code)),
+        }
+    }
+    (ok, denied)
+}
+
+fn admitted(request: Request, denied: Denied) -> Routed {
+    Routed::Governed(Admission::Admitted(request, After::Cluster(denied)))
+}
+
+fn refused(response: Response) -> Routed {
+    Routed::Governed(Admission::Refused(response))
+}
+
+pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
+    let cluster_denied = ResponseError::ClusterAuthorizationFailed.code();
+    match request {
+        Request::AlterConfigs(mut r) => {
+            let (ok, denied) = split_configs(
+                gate,
+                operation::ALTER_CONFIGS,
+                std::mem::take(&mut r.resources),
+                |c| (c.resource_type, &c.resource_name),
+            );
+            r.resources = ok;
+            admitted(Request::AlterConfigs(r), Denied::Alter(denied))
+        }
+        Request::IncrementalAlterConfigs(mut r) => {
+            let (ok, denied) = split_configs(
+                gate,
+                operation::ALTER_CONFIGS,
+                std::mem::take(&mut r.resources),
+                |c| (c.resource_type, &c.resource_name),
+            );
+            r.resources = ok;
+            admitted(
+                Request::IncrementalAlterConfigs(r),
+                Denied::IncrementalAlter(denied),
+            )
+        }
+        Request::DescribeConfigs(mut r) => {
+            let (ok, denied) = split_configs(
+                gate,
+                operation::DESCRIBE_CONFIGS,
+                std::mem::take(&mut r.resources),
+                |c| (c.resource_type, &c.resource_name),
+            );
+            r.resources = ok;
+            admitted(Request::DescribeConfigs(r), Denied::Describe(denied))
+        }
+        Request::DescribeCluster(_) if !gate.cluster(operation::DESCRIBE) => {
+            refused(Response::DescribeCluster(
+                DescribeClusterResponse::default()
+                    .with_error_code(cluster_denied)
+                    .with_controller_id((-1).into())
+                    .with_cluster_authorized_operations(i32::MIN),
+            ))
+        }
+        Request::DescribeLogDirs(_) if !gate.cluster(operation::DESCRIBE) => {
+            refused(Response::DescribeLogDirs(
+                DescribeLogDirsResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::DescribeAcls(_) if !gate.cluster(operation::DESCRIBE) => refused(
+            Response::DescribeAcls(DescribeAclsResponse::default().with_error_code(cluster_denied)),
+        ),
+        Request::CreateAcls(r) if !gate.cluster(operation::ALTER) => refused(Response::CreateAcls(
+            CreateAclsResponse::default().with_results(
+                r.creations
+                    .iter()
+                    .map(|_| AclCreationResult::default().with_error_code(cluster_denied))
+                    .collect(),
+            ),
+        )),
+        Request::DeleteAcls(r) if !gate.cluster(operation::ALTER) => refused(Response::DeleteAcls(
+            DeleteAclsResponse::default().with_filter_results(
+                r.filters
+                    .iter()
+                    .map(|_| DeleteAclsFilterResult::default().with_error_code(cluster_denied))
+                    .collect(),
+            ),
+        )),
+        other => Routed::NotMine(other),
+    }
+}
+
+fn alter_results<T: Default>(
+    denied: Vec<(i8, StrBytes, i16)>,
+    make: impl Fn(T, i8, StrBytes, i16) -> T,
+) -> Vec<T> {
+    denied
+        .into_iter()
+        .map(|(resource_type, name, code)| make(T::default(), resource_type, name, code))
+        .collect()
+}
+
+impl Denied {
+    pub fn apply(self, response: &mut Response) -> bool {
+        match (self, response) {
+            (Denied::Alter(denied), Response::AlterConfigs(resp)) => {
+                let any = !denied.is_empty();
+                resp.responses.extend(alter_results(denied, |r: kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse, t, n, c| {
+                    r.with_resource_type(t).with_resource_name(n).with_error_code(c)
+                }));
+                any
+            }
+            (Denied::IncrementalAlter(denied), Response::IncrementalAlterConfigs(resp)) => {
+                let any = !denied.is_empty();
+                resp.responses.extend(alter_results(denied, |r: kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse, t, n, c| {
+                    r.with_resource_type(t).with_resource_name(n).with_error_code(c)
+                }));
+                any
+            }
+            (Denied::Describe(denied), Response::DescribeConfigs(resp)) => {
+                let any = !denied.is_empty();
+                resp.results.extend(alter_results(
+                    denied,
+                    |r: DescribeConfigsResult, t, n, c| {
+                        r.with_resource_type(t)
+                            .with_resource_name(n)
+                            .with_error_code(c)
+                    },
+                ));
+                any
+            }
+            _ => false,
+        }
+    }
+}

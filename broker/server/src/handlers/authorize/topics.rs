@@ -1,0 +1,339 @@
+//! The topic-scoped APIs: refused topics leave the request and come back
+//! as TOPIC_AUTHORIZATION_FAILED entries (Kafka's per-topic answers).
+//!
+//! Produce: WRITE on each topic (a transactional one also WRITE on its
+//! transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every
+//! partition); consumer Fetch: READ; ListOffsets: DESCRIBE; Metadata:
+//! DESCRIBE (listing all topics shows only those), auto-creation needs
+//! CREATE on the cluster or the topic; CreateTopics: CREATE on the cluster
+//! or the topic; DeleteTopics and DeleteRecords: DELETE; CreatePartitions:
+//! ALTER.
+
+use bytes::Bytes;
+use chronik_cluster::acl::operation;
+use chronik_protocol::{Request, Response};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_records_request::DeleteRecordsTopic;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::fetch_request::FetchTopic;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::list_offsets_request::ListOffsetsTopic;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+use kafka_protocol::messages::produce_request::TopicProduceData;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::TopicName;
+use uuid::Uuid;
+
+use super::{split, Admission, After, Gate, Routed};
+use crate::handlers::topic_lookup::topic_name;
+
+const TOPIC_DENIED: ResponseError = ResponseError::TopicAuthorizationFailed;
+
+/// What was taken out of a request, to answer next to the handler's response.
+pub enum Denied {
+    Produce(Vec<TopicProduceData>, i16),
+    Fetch(Vec<FetchTopic>),
+    ListOffsets(Vec<ListOffsetsTopic>),
+    /// Named topics refused; `listing`: the request asked for every topic.
+    Metadata {
+        refused: Vec<TopicName>,
+        listing: bool,
+    },
+    Names(Vec<TopicName>, Api),
+    DeleteRecords(Vec<DeleteRecordsTopic>),
+}
+
+/// The APIs whose refusals are just topic names.
+pub enum Api {
+    CreateTopics,
+    DeleteTopics,
+    CreatePartitions,
+}
+
+/// The name of a topic given by id (Fetch v13+, DeleteTopics v6+), if known.
+fn name_of(gate: &Gate<'_>, name: &TopicName, id: Uuid) -> Option<String> {
+    if id.is_nil() {
+        return Some(name.0.to_string());
+    }
+    gate.broker
+        .log
+        .topic_by_id(*id.as_bytes())
+        .map(|t| t.name.clone())
+}
+
+fn admitted(request: Request, denied: Denied) -> Routed {
+    Routed::Governed(Admission::Admitted(request, After::Topics(denied)))
+}
+
+/// `Ok`: this module governs the request. `Err`: not a topic API.
+pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
+    match request {
+        Request::Produce(mut r) => {
+            let txn_ok = r
+                .transactional_id
+                .as_ref()
+                .is_none_or(|id| gate.transactional_id(operation::WRITE, &id.0));
+            let code = if txn_ok {
+                TOPIC_DENIED.code()
+            } else {
+                ResponseError::TransactionalIdAuthorizationFailed.code()
+            };
+            let (ok, refused) = split(std::mem::take(&mut r.topic_data), |t| {
+                txn_ok && gate.topic(operation::WRITE, &t.name.0)
+            });
+            r.topic_data = ok;
+            admitted(Request::Produce(r), Denied::Produce(refused, code))
+        }
+        Request::Fetch(mut r) => {
+            let replica_id = if version >= 15 {
+                r.replica_state.replica_id.0
+            } else {
+                r.replica_id.0
+            };
+            if replica_id >= 0 {
+                return Routed::Governed(Admission::Admitted(Request::Fetch(r), After::Nothing));
+            }
+            let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
+                name_of(gate, &t.topic, t.topic_id).is_none_or(|n| gate.topic(operation::READ, &n))
+            });
+            r.topics = ok;
+            admitted(Request::Fetch(r), Denied::Fetch(refused))
+        }
+        Request::ListOffsets(mut r) => {
+            let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
+                gate.topic(operation::DESCRIBE, &t.name.0)
+            });
+            r.topics = ok;
+            admitted(Request::ListOffsets(r), Denied::ListOffsets(refused))
+        }
+        Request::Metadata(mut r) => {
+            let Some(topics) = r.topics.take() else {
+                return admitted(
+                    Request::Metadata(r),
+                    Denied::Metadata {
+                        refused: Vec::new(),
+                        listing: true,
+                    },
+                );
+            };
+            let image = gate.broker.replicas.cluster.image();
+            let auto_create = r.allow_auto_topic_creation;
+            let (ok, refused) = split(topics, |t| {
+                let Some(name) = &t.name else { return true };
+                gate.topic(operation::DESCRIBE, &name.0)
+                    && (!auto_create
+                        || image.topics.contains_key(name.0.as_str())
+                        || gate.may_create_topic(&name.0))
+            });
+            r.topics = Some(ok);
+            let refused = refused.into_iter().filter_map(|t| t.name).collect();
+            admitted(
+                Request::Metadata(r),
+                Denied::Metadata {
+                    refused,
+                    listing: false,
+                },
+            )
+        }
+        Request::CreateTopics(mut r) => {
+            let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
+                gate.may_create_topic(&t.name.0)
+            });
+            r.topics = ok;
+            let names = refused.into_iter().map(|t| t.name).collect();
+            admitted(
+                Request::CreateTopics(r),
+                Denied::Names(names, Api::CreateTopics),
+            )
+        }
+        Request::DeleteTopics(mut r) => {
+            let (ok, refused) = split(std::mem::take(&mut r.topic_names), |n| {
+                gate.topic(operation::DELETE, &n.0)
+            });
+            r.topic_names = ok;
+            let mut names = refused;
+            let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
+                let name = t.name.clone().unwrap_or_default();
+                name_of(gate, &name, t.topic_id).is_none_or(|n| gate.topic(operation::DELETE, &n))
+            });
+            r.topics = ok;
+            names.extend(refused.into_iter().map(|t| {
+                let name = t.name.clone().unwrap_or_default();
+                name_of(gate, &name, t.topic_id)
+                    .map(|n| topic_name(&n))
+                    .unwrap_or(name)
+            }));
+            admitted(
+                Request::DeleteTopics(r),
+                Denied::Names(names, Api::DeleteTopics),
+            )
+        }
+        Request::CreatePartitions(mut r) => {
+            let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
+                gate.topic(operation::ALTER, &t.name.0)
+            });
+            r.topics = ok;
+            let names = refused.into_iter().map(|t| t.name).collect();
+            admitted(
+                Request::CreatePartitions(r),
+                Denied::Names(names, Api::CreatePartitions),
+            )
+        }
+        Request::DeleteRecords(mut r) => {
+            let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
+                gate.topic(operation::DELETE, &t.name.0)
+            });
+            r.topics = ok;
+            admitted(Request::DeleteRecords(r), Denied::DeleteRecords(refused))
+        }
+        other => Routed::NotMine(other),
+    }
+}
+
+impl Denied {
+    pub fn apply(self, gate: &Gate<'_>, response: &mut Response) -> bool {
+        let code = TOPIC_DENIED.code();
+        match (self, response) {
+            (Denied::Produce(refused, code), Response::Produce(resp)) => {
+                let any = !refused.is_empty();
+                resp.responses.extend(refused.into_iter().map(|t| {
+                    TopicProduceResponse::default()
+                        .with_name(t.name)
+                        .with_topic_id(t.topic_id)
+                        .with_partition_responses(
+                            t.partition_data
+                                .iter()
+                                .map(|p| {
+                                    PartitionProduceResponse::default()
+                                        .with_index(p.index)
+                                        .with_error_code(code)
+                                        .with_base_offset(-1)
+                                        .with_log_append_time_ms(-1)
+                                        .with_log_start_offset(-1)
+                                })
+                                .collect(),
+                        )
+                }));
+                any
+            }
+            (Denied::Fetch(refused), Response::Fetch(resp)) => {
+                let any = !refused.is_empty();
+                resp.responses.extend(refused.into_iter().map(|t| {
+                    FetchableTopicResponse::default()
+                        .with_topic(t.topic)
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    PartitionData::default()
+                                        .with_partition_index(p.partition)
+                                        .with_error_code(code)
+                                        .with_high_watermark(-1)
+                                        .with_last_stable_offset(-1)
+                                        .with_log_start_offset(-1)
+                                        .with_records(Some(Bytes::new()))
+                                })
+                                .collect(),
+                        )
+                }));
+                any
+            }
+            (Denied::ListOffsets(refused), Response::ListOffsets(resp)) => {
+                let any = !refused.is_empty();
+                resp.topics.extend(refused.into_iter().map(|t| {
+                    ListOffsetsTopicResponse::default()
+                        .with_name(t.name)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    ListOffsetsPartitionResponse::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code)
+                                        .with_timestamp(-1)
+                                        .with_offset(-1)
+                                })
+                                .collect(),
+                        )
+                }));
+                any
+            }
+            (Denied::Metadata { refused, listing }, Response::Metadata(resp)) => {
+                let before = resp.topics.len();
+                if listing {
+                    resp.topics.retain(|t| {
+                        t.name
+                            .as_ref()
+                            .is_none_or(|n| gate.topic(operation::DESCRIBE, &n.0))
+                    });
+                }
+                let any = !refused.is_empty() || resp.topics.len() != before;
+                resp.topics.extend(refused.into_iter().map(|name| {
+                    MetadataResponseTopic::default()
+                        .with_name(Some(name))
+                        .with_error_code(code)
+                }));
+                any
+            }
+            (Denied::Names(names, api), response) => {
+                let any = !names.is_empty();
+                match (api, response) {
+                    (Api::CreateTopics, Response::CreateTopics(resp)) => {
+                        resp.topics.extend(names.into_iter().map(|n| {
+                            CreatableTopicResult::default()
+                                .with_name(n)
+                                .with_error_code(code)
+                                .with_num_partitions(-1)
+                                .with_replication_factor(-1)
+                        }))
+                    }
+                    (Api::DeleteTopics, Response::DeleteTopics(resp)) => {
+                        resp.responses.extend(names.into_iter().map(|n| {
+                            DeletableTopicResult::default()
+                                .with_name(Some(n))
+                                .with_error_code(code)
+                        }))
+                    }
+                    (Api::CreatePartitions, Response::CreatePartitions(resp)) => {
+                        resp.results.extend(names.into_iter().map(|n| {
+                            CreatePartitionsTopicResult::default()
+                                .with_name(n)
+                                .with_error_code(code)
+                        }))
+                    }
+                    _ => {}
+                }
+                any
+            }
+            (Denied::DeleteRecords(refused), Response::DeleteRecords(resp)) => {
+                let any = !refused.is_empty();
+                resp.topics.extend(refused.into_iter().map(|t| {
+                    DeleteRecordsTopicResult::default()
+                        .with_name(t.name)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    DeleteRecordsPartitionResult::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_low_watermark(-1)
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                }));
+                any
+            }
+            _ => false,
+        }
+    }
+}

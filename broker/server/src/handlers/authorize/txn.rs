@@ -1,0 +1,220 @@
+//! The transaction APIs: WRITE on the transactional id for InitProducerId,
+//! AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer's
+//! InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on some
+//! topic (CLUSTER_AUTHORIZATION_FAILED); AddOffsetsToTxn and TxnOffsetCommit
+//! also READ on the group (GROUP_AUTHORIZATION_FAILED); DESCRIBE on the id
+//! to describe or list a transaction. AddPartitionsToTxn v4+ from brokers
+//! (verification) needs CLUSTER_ACTION. Topics added to a transaction are
+//! checked when the records are produced (WRITE, in `topics`).
+
+use chronik_cluster::acl::operation;
+use chronik_protocol::{Request, Response};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, EndTxnResponse, InitProducerIdResponse,
+    TxnOffsetCommitResponse,
+};
+
+use super::{Admission, After, Gate, Routed};
+
+const TXN_DENIED: ResponseError = ResponseError::TransactionalIdAuthorizationFailed;
+
+pub enum Denied {
+    /// DescribeTransactions / ListTransactions answers to filter.
+    Describe,
+}
+
+fn refused(response: Response) -> Routed {
+    Routed::Governed(Admission::Refused(response))
+}
+
+/// Kafka 2.8+: an idempotent producer needs IDEMPOTENT_WRITE on the cluster
+/// or WRITE on any topic.
+fn may_write_idempotently(gate: &Gate<'_>) -> bool {
+    gate.cluster(operation::IDEMPOTENT_WRITE)
+        || gate
+            .broker
+            .replicas
+            .cluster
+            .image()
+            .topics
+            .keys()
+            .any(|t| gate.topic(operation::WRITE, t))
+}
+
+pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
+    let code = TXN_DENIED.code();
+    match request {
+        Request::InitProducerId(r) => {
+            let denied = match &r.transactional_id {
+                Some(id) if !gate.transactional_id(operation::WRITE, &id.0) => Some(code),
+                None if !may_write_idempotently(gate) => {
+                    Some(ResponseError::ClusterAuthorizationFailed.code())
+                }
+                _ => None,
+            };
+            match denied {
+                Some(code) => refused(Response::InitProducerId(
+                    InitProducerIdResponse::default()
+                        .with_error_code(code)
+                        .with_producer_id((-1).into())
+                        .with_producer_epoch(-1),
+                )),
+                None => Routed::Governed(Admission::Admitted(
+                    Request::InitProducerId(r),
+                    After::Nothing,
+                )),
+            }
+        }
+        Request::AddPartitionsToTxn(r) if version >= 4 => {
+            if gate.cluster(operation::CLUSTER_ACTION) {
+                Routed::Governed(Admission::Admitted(
+                    Request::AddPartitionsToTxn(r),
+                    After::Nothing,
+                ))
+            } else {
+                refused(Response::AddPartitionsToTxn(
+                    AddPartitionsToTxnResponse::default()
+                        .with_error_code(ResponseError::ClusterAuthorizationFailed.code()),
+                ))
+            }
+        }
+        Request::AddPartitionsToTxn(r)
+            if !gate.transactional_id(operation::WRITE, &r.v3_and_below_transactional_id.0) =>
+        {
+            let results = r
+                .v3_and_below_topics
+                .iter()
+                .map(|t| {
+                    AddPartitionsToTxnTopicResult::default()
+                        .with_name(t.name.clone())
+                        .with_results_by_partition(
+                            t.partitions
+                                .iter()
+                                .map(|&p| {
+                                    AddPartitionsToTxnPartitionResult::default()
+                                        .with_partition_index(p)
+                                        .with_partition_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            refused(Response::AddPartitionsToTxn(
+                AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
+            ))
+        }
+        Request::AddOffsetsToTxn(r) => {
+            let denied = if !gate.transactional_id(operation::WRITE, &r.transactional_id.0) {
+                Some(code)
+            } else if !gate.group(operation::READ, &r.group_id.0) {
+                Some(ResponseError::GroupAuthorizationFailed.code())
+            } else {
+                None
+            };
+            match denied {
+                Some(code) => refused(Response::AddOffsetsToTxn(
+                    AddOffsetsToTxnResponse::default().with_error_code(code),
+                )),
+                None => Routed::Governed(Admission::Admitted(
+                    Request::AddOffsetsToTxn(r),
+                    After::Nothing,
+                )),
+            }
+        }
+        Request::EndTxn(r) if !gate.transactional_id(operation::WRITE, &r.transactional_id.0) => {
+            refused(Response::EndTxn(
+                EndTxnResponse::default()
+                    .with_error_code(code)
+                    .with_producer_id((-1).into())
+                    .with_producer_epoch(-1),
+            ))
+        }
+        Request::TxnOffsetCommit(r) => {
+            let denied = if !gate.transactional_id(operation::WRITE, &r.transactional_id.0) {
+                Some(code)
+            } else if !gate.group(operation::READ, &r.group_id.0) {
+                Some(ResponseError::GroupAuthorizationFailed.code())
+            } else if r
+                .topics
+                .iter()
+                .any(|t| !gate.topic(operation::READ, &t.name.0))
+            {
+                Some(ResponseError::TopicAuthorizationFailed.code())
+            } else {
+                None
+            };
+            match denied {
+                Some(code) => {
+                    let topics = r
+                        .topics
+                        .iter()
+                        .map(|t| {
+                            TxnOffsetCommitResponseTopic::default()
+                                .with_name(t.name.clone())
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            TxnOffsetCommitResponsePartition::default()
+                                                .with_partition_index(p.partition_index)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect();
+                    refused(Response::TxnOffsetCommit(
+                        TxnOffsetCommitResponse::default().with_topics(topics),
+                    ))
+                }
+                None => Routed::Governed(Admission::Admitted(
+                    Request::TxnOffsetCommit(r),
+                    After::Nothing,
+                )),
+            }
+        }
+        r @ (Request::DescribeTransactions(_) | Request::ListTransactions(_)) => {
+            Routed::Governed(Admission::Admitted(r, After::Txn(Denied::Describe)))
+        }
+        r @ (Request::AddPartitionsToTxn(_) | Request::EndTxn(_)) => {
+            Routed::Governed(Admission::Admitted(r, After::Nothing))
+        }
+        other => Routed::NotMine(other),
+    }
+}
+
+impl Denied {
+    pub fn apply(self, gate: &Gate<'_>, response: &mut Response) -> bool {
+        let describe = |id: &str| gate.transactional_id(operation::DESCRIBE, id);
+        match (self, response) {
+            (Denied::Describe, Response::DescribeTransactions(resp)) => {
+                let mut any = false;
+                for t in resp
+                    .transaction_states
+                    .iter_mut()
+                    .filter(|t| !describe(&t.transactional_id.0))
+                {
+                    *t = kafka_protocol::messages::describe_transactions_response::TransactionState::default()
+                        .with_transactional_id(t.transactional_id.clone())
+                        .with_error_code(TXN_DENIED.code());
+                    any = true;
+                }
+                any
+            }
+            (Denied::Describe, Response::ListTransactions(resp)) => {
+                resp.transaction_states
+                    .retain(|t| describe(&t.transactional_id.0));
+                false
+            }
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! Kafka ACLs end to end over the wire: CreateAcls / DescribeAcls /
+//! DeleteAcls (SECURITY_DISABLED without an authorizer, INVALID_REQUEST per
+//! bad binding), and their enforcement with Kafka's errors — a topic covered
+//! by an ACL for someone else is refused (TOPIC_AUTHORIZATION_FAILED) for
+//! Produce, Fetch, ListOffsets and Metadata while an open topic in the same
+//! request is served; a denied group (GROUP_AUTHORIZATION_FAILED), a denied
+//! transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a denied
+//! cluster ALTER (CLUSTER_AUTHORIZATION_FAILED); super users pass every
+//! check. In the 3-node cluster an ACL created through one node is
+//! enforced by the others (ACLs live in the metadata quorum).
+//!
+//! The clients here connect over PLAINTEXT, so they are `User:ANONYMOUS`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use bytes::Bytes;
+use common::broker::Broker;
+use common::cluster::Cluster;
+use common::kafka_client::Client;
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, GroupId, InitProducerIdRequest,
+    JoinGroupRequest, ListOffsetsRequest, MetadataRequest, ProducerId, TopicName, TransactionalId,
+};
+use kafka_protocol::protocol::StrBytes;
+
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+const INVALID_REQUEST: i16 = 42;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+const SECURITY_DISABLED: i16 = 54;
+
+const TOPIC: i8 = 2;
+const GROUP: i8 = 3;
+const CLUSTER: i8 = 4;
+const TRANSACTIONAL_ID: i8 = 5;
+const ANY: i8 = 1;
+const LITERAL: i8 = 3;
+const PREFIXED: i8 = 4;
+const ALL: i8 = 2;
+const READ: i8 = 3;
+const WRITE: i8 = 4;
+const ALTER: i8 = 7;
+const DENY: i8 = 2;
+const ALLOW: i8 = 3;
+
+const AUTHORIZER: &[&str] = &[
+    "--authorizer-class-name",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "--allow-everyone-if-no-acl-found",
+];
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn acl(
+    resource_type: i8,
+    name: &str,
+    pattern: i8,
+    principal: &str,
+    op: i8,
+    perm: i8,
+) -> AclCreation {
+    AclCreation::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(s(name))
+        .with_resource_pattern_type(pattern)
+        .with_principal(s(principal))
+        .with_host(s("*"))
+        .with_operation(op)
+        .with_permission_type(perm)
+}
+
+fn create_acls(client: &mut Client, creations: Vec<AclCreation>) -> Result<Vec<i16>> {
+    let response = client.send(&CreateAclsRequest::default().with_creations(creations), 3)?;
+    Ok(response.results.iter().map(|r| r.error_code).collect())
+}
+
+/// A DeleteAcls filter matching every ACL (kafka-protocol defaults the
+/// nullable strings to Some(""), which would match only empty fields).
+fn match_everything() -> DeleteAclsFilter {
+    DeleteAclsFilter::default()
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_resource_type_filter(ANY)
+        .with_pattern_type_filter(ANY)
+        .with_operation(ANY)
+        .with_permission_type(ANY)
+}
+
+fn describe_all(client: &mut Client) -> Result<(i16, usize)> {
+    let response = client.send(
+        &DescribeAclsRequest::default()
+            .with_resource_name_filter(None)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_resource_type_filter(ANY)
+            .with_pattern_type_filter(ANY)
+            .with_operation(ANY)
+            .with_permission_type(ANY),
+        3,
+    )?;
+    Ok((
+        response.error_code,
+        response.resources.iter().map(|r| r.acls.len()).sum(),
+    ))
+}
+
+fn metadata_of(client: &mut Client, topics: Option<&[&str]>) -> Result<Vec<(String, i16)>> {
+    let request = MetadataRequest::default().with_topics(topics.map(|names| {
+        names
+            .iter()
+            .map(|n| MetadataRequestTopic::default().with_name(Some(TopicName(s(n)))))
+            .collect()
+    }));
+    let response = client.send(&request, 12)?;
+    Ok(response
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default(),
+                t.error_code,
+            )
+        })
+        .collect())
+}
+
+fn list_offsets(client: &mut Client, topics: &[&str]) -> Result<Vec<(String, i16)>> {
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| {
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(s(t)))
+                        .with_partitions(vec![ListOffsetsPartition::default().with_timestamp(-1)])
+                })
+                .collect(),
+        );
+    let response = client.send(&request, 7)?;
+    Ok(response
+        .topics
+        .iter()
+        .map(|t| (t.name.0.to_string(), t.partitions[0].error_code))
+        .collect())
+}
+
+fn join_error(client: &mut Client, group: &str) -> Result<i16> {
+    let request = JoinGroupRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_session_timeout_ms(10_000)
+        .with_rebalance_timeout_ms(10_000)
+        .with_protocol_type(s("consumer"));
+    Ok(client.send(&request, 5)?.error_code)
+}
+
+fn init_txn_error(client: &mut Client, id: &str) -> Result<i16> {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(Some(TransactionalId(s(id))))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    Ok(client.send(&request, 4)?.error_code)
+}
+
+#[test]
+fn without_an_authorizer_the_acl_apis_answer_security_disabled() -> Result<()> {
+    let broker = Broker::start(&[])?;
+    let mut client = Client::connect(&broker)?;
+    let codes = create_acls(
+        &mut client,
+        vec![acl(TOPIC, "t", LITERAL, "User:alice", READ, ALLOW)],
+    )?;
+    ensure!(codes == [SECURITY_DISABLED], "CreateAcls: {codes:?}");
+    let (code, _) = describe_all(&mut client)?;
+    ensure!(code == SECURITY_DISABLED, "DescribeAcls: {code}");
+    let response = client.send(
+        &DeleteAclsRequest::default().with_filters(vec![match_everything()]),
+        3,
+    )?;
+    ensure!(response.filter_results[0].error_code == SECURITY_DISABLED);
+    // and nothing is refused: every request is allowed
+    client.create_topic("plain")?;
+    let (code, _) = client.produce_values("plain", &[Bytes::from_static(b"x")])?;
+    ensure!(code == 0, "produce without an authorizer: {code}");
+    Ok(())
+}
+
+#[test]
+fn acls_are_enforced_with_kafkas_errors() -> Result<()> {
+    let broker = Broker::start(AUTHORIZER)?;
+    let mut client = Client::connect(&broker)?;
+    client.create_topic("open")?;
+    client.create_topic("secret")?;
+
+    // one bad binding is refused on its own; the good one is created
+    let codes = create_acls(
+        &mut client,
+        vec![
+            acl(TOPIC, "secret", LITERAL, "User:alice", READ, ALLOW),
+            acl(TOPIC, "*", PREFIXED, "User:alice", READ, ALLOW),
+            acl(TOPIC, "x", LITERAL, "alice", READ, ALLOW),
+            acl(GROUP, "denied-group", LITERAL, "User:ANONYMOUS", READ, DENY),
+            acl(TRANSACTIONAL_ID, "denied-", PREFIXED, "User:*", WRITE, DENY),
+        ],
+    )?;
+    ensure!(
+        codes == [0, INVALID_REQUEST, INVALID_REQUEST, 0, 0],
+        "CreateAcls results: {codes:?}"
+    );
+    let (code, count) = describe_all(&mut client)?;
+    ensure!(
+        code == 0 && count == 3,
+        "DescribeAcls: error {code}, {count} ACLs"
+    );
+
+    // "secret" is covered by alice's ACL: ANONYMOUS is refused, "open" is served
+    let (code, _) = client.produce_values("secret", &[Bytes::from_static(b"x")])?;
+    ensure!(
+        code == TOPIC_AUTHORIZATION_FAILED,
+        "produce to secret: {code}"
+    );
+    let (code, _) = client.produce_values("open", &[Bytes::from_static(b"x")])?;
+    ensure!(code == 0, "produce to open: {code}");
+    let (code, _, _) = client.fetch_from("secret", 0)?;
+    ensure!(code == TOPIC_AUTHORIZATION_FAILED, "fetch secret: {code}");
+    let (code, _, records) = client.fetch_from("open", 0)?;
+    ensure!(code == 0 && !records.is_empty(), "fetch open: {code}");
+    let answers = list_offsets(&mut client, &["secret", "open"])?;
+    ensure!(
+        answers.contains(&("secret".into(), TOPIC_AUTHORIZATION_FAILED))
+            && answers.contains(&("open".into(), 0)),
+        "ListOffsets: {answers:?}"
+    );
+    let all = metadata_of(&mut client, None)?;
+    ensure!(
+        all.iter().any(|(n, _)| n == "open") && !all.iter().any(|(n, _)| n == "secret"),
+        "Metadata for all topics must hide secret: {all:?}"
+    );
+    let named = metadata_of(&mut client, Some(&["secret", "open"]))?;
+    ensure!(
+        named.contains(&("secret".into(), TOPIC_AUTHORIZATION_FAILED))
+            && named.contains(&("open".into(), 0)),
+        "Metadata for named topics: {named:?}"
+    );
+
+    // groups and transactional ids
+    let code = join_error(&mut client, "denied-group")?;
+    ensure!(
+        code == GROUP_AUTHORIZATION_FAILED,
+        "JoinGroup denied-group: {code}"
+    );
+    let code = client.commit_offset("denied-group", "open", 1)?;
+    ensure!(
+        code == GROUP_AUTHORIZATION_FAILED,
+        "OffsetCommit denied-group: {code}"
+    );
+    let code = client.commit_offset("open-group", "open", 1)?;
+    ensure!(code == 0, "OffsetCommit open-group: {code}");
+    let code = init_txn_error(&mut client, "denied-txn")?;
+    ensure!(
+        code == TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        "InitProducerId denied-txn: {code}"
+    );
+
+    // once the cluster resource has a DENY, ANONYMOUS may no longer change ACLs
+    let codes = create_acls(
+        &mut client,
+        vec![acl(
+            CLUSTER,
+            "kafka-cluster",
+            LITERAL,
+            "User:ANONYMOUS",
+            ALTER,
+            DENY,
+        )],
+    )?;
+    ensure!(codes == [0], "{codes:?}");
+    let codes = create_acls(
+        &mut client,
+        vec![acl(TOPIC, "open", LITERAL, "User:*", ALL, DENY)],
+    )?;
+    ensure!(
+        codes == [CLUSTER_AUTHORIZATION_FAILED],
+        "CreateAcls after the DENY: {codes:?}"
+    );
+    let (code, _) = client.produce_values("open", &[Bytes::from_static(b"y")])?;
+    ensure!(code == 0, "the refused ACL must not exist: {code}");
+    Ok(())
+}
+
+#[test]
+fn super_users_pass_and_delete_acls_removes_what_matches() -> Result<()> {
+    let mut args = AUTHORIZER.to_vec();
+    args.extend(["--super-users", "User:ANONYMOUS"]);
+    let broker = Broker::start(&args)?;
+    let mut client = Client::connect(&broker)?;
+    client.create_topic("t")?;
+    let codes = create_acls(
+        &mut client,
+        vec![
+            acl(TOPIC, "t", LITERAL, "User:*", ALL, DENY),
+            acl(TOPIC, "t", LITERAL, "User:bob", READ, ALLOW),
+        ],
+    )?;
+    ensure!(codes == [0, 0], "{codes:?}");
+    let (code, _) = client.produce_values("t", &[Bytes::from_static(b"x")])?;
+    ensure!(code == 0, "a super user ignores DENY: {code}");
+    let response = client.send(
+        &DeleteAclsRequest::default().with_filters(vec![
+            DeleteAclsFilter::default()
+                .with_principal_filter(None)
+                .with_host_filter(None)
+                .with_resource_type_filter(TOPIC)
+                .with_resource_name_filter(Some(s("t")))
+                .with_pattern_type_filter(LITERAL)
+                .with_operation(ANY)
+                .with_permission_type(DENY),
+            match_everything(),
+        ]),
+        3,
+    )?;
+    let removed: Vec<(i16, usize)> = response
+        .filter_results
+        .iter()
+        .map(|r| (r.error_code, r.matching_acls.len()))
+        .collect();
+    ensure!(removed == [(0, 1), (0, 1)], "DeleteAcls: {removed:?}");
+    let (code, count) = describe_all(&mut client)?;
+    ensure!(code == 0 && count == 0, "left: {count}");
+    Ok(())
+}
+
+#[test]
+fn an_acl_created_through_one_node_is_enforced_by_every_node() -> Result<()> {
+    let mut cluster = Cluster::start(3, AUTHORIZER)?;
+    {
+        let mut client = Client::connect(cluster.node(1))?;
+        client.create_topic_replicated("guarded", 1, 3, &[])?;
+        let codes = create_acls(
+            &mut client,
+            vec![acl(TOPIC, "guarded", LITERAL, "User:alice", WRITE, ALLOW)],
+        )?;
+        ensure!(codes == [0], "{codes:?}");
+    }
+    for id in [2, 3] {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let mut client = Client::connect(cluster.node(id))?;
+            let named = metadata_of(&mut client, Some(&["guarded"]))
+                .with_context(|| format!("metadata from node {id}"))?;
+            if named == [("guarded".to_string(), TOPIC_AUTHORIZATION_FAILED)] {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "node {id} still answers {named:?} for a topic only alice may use\n{}",
+                cluster.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    Ok(())
+}
