@@ -63,6 +63,14 @@ def owned(c):
     return sorted(tp.partition for tp in c.assignment())
 
 
+def assert_consumer_group_of_two(admin, group):
+    """The admin client describes the group with ConsumerGroupDescribe: a
+    KIP-848 group of two members."""
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    assert described.type == ConsumerGroupType.CONSUMER, described
+    assert len(described.members) == 2, described
+
+
 def poll_until(consumers, done, received, timeout=TIMEOUT_S):
     """Polls every consumer until done(); fails on a consumer error."""
     deadline = time.monotonic() + timeout
@@ -104,9 +112,7 @@ def test_two_members_consume_everything_once_and_hand_over_on_leave(make_broker)
     # The group runs the new protocol (the admin client describes it with
     # ConsumerGroupDescribe).
     admin = admin_client(b.bootstrap)  # kept alive until the future resolves
-    described = admin.describe_consumer_groups([group])[group].result(15)
-    assert described.type == ConsumerGroupType.CONSUMER, described
-    assert len(described.members) == 2, described
+    assert_consumer_group_of_two(admin, group)
     for c in members:
         c.commit(asynchronous=False)
 
@@ -156,9 +162,7 @@ def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker):
     assignment = {"classic": owned(classic), "modern": owned(modern)}
     assert shared, f"no split between the two members: {assignment}, read {len({v for *_, v in received})}"
     assert not set(assignment["classic"]) & set(assignment["modern"]), assignment
-    described = admin.describe_consumer_groups([group])[group].result(15)
-    assert described.type == ConsumerGroupType.CONSUMER, described
-    assert len(described.members) == 2, described
+    assert_consumer_group_of_two(admin, group)
     for c in both:
         c.commit(asynchronous=False)
 

@@ -169,6 +169,26 @@ fn eager_subscription() -> Option<ClassicSubscription> {
     })
 }
 
+/// JoinGroup of classic member `id` still owning `owned` (nothing: an
+/// eager client, which revoked everything before rejoining).
+fn join_classic(group: &mut ConsumerGroup, id: &str, owned: &[i32], now: Millis) -> JoinReply {
+    let subscription = ClassicSubscription {
+        topics: vec!["t".into()],
+        owned_partitions: match owned.is_empty() {
+            true => NamedPartitions::new(),
+            false => named(owned),
+        },
+    };
+    group.classic_join(
+        join_request(id, "consumer"),
+        Some(subscription),
+        String::new(),
+        &classic_config(),
+        &metadata(),
+        now,
+    )
+}
+
 /// No partition is held by two members, counting those being revoked.
 fn assert_exclusive(group: &ConsumerGroup) {
     let mut seen = BTreeSet::new();
@@ -237,7 +257,6 @@ fn upgrade_keeps_classic_members_and_their_partitions() {
 #[test]
 fn classic_members_rejoin_and_hand_partitions_over() {
     let mut group = upgraded(MigrationPolicy::Bidirectional);
-    let limits = classic_config();
     for (i, id) in ["a", "b"].into_iter().enumerate() {
         let now = 20 + i as u64;
         assert_eq!(
@@ -246,14 +265,7 @@ fn classic_members_rejoin_and_hand_partitions_over() {
             "{id} must rejoin: the group epoch moved on"
         );
         // An eager client revokes everything, then rejoins owning nothing.
-        let reply = group.classic_join(
-            join_request(id, "consumer"),
-            eager_subscription(),
-            String::new(),
-            &limits,
-            &metadata(),
-            now,
-        );
+        let reply = join_classic(&mut group, id, &[], now);
         assert_eq!(reply.error, None);
         assert_eq!(reply.generation_id, 2, "generation = member epoch");
         assert_eq!(reply.protocol_name.as_deref(), Some("range"));
@@ -283,7 +295,6 @@ fn classic_members_rejoin_and_hand_partitions_over() {
 #[test]
 fn a_cooperative_member_keeps_its_partitions_until_it_revokes_them() {
     let mut group = upgraded(MigrationPolicy::Bidirectional);
-    let limits = classic_config();
     // One of a (t-0,1) and b (t-2,3) gives a partition to c.
     let (id, held) = match group.target_of("a") == ids(&[0, 1]) {
         true => ("b", [2, 3]),
@@ -292,18 +303,7 @@ fn a_cooperative_member_keeps_its_partitions_until_it_revokes_them() {
     let keep = group.target_of(id);
     assert_ne!(keep, ids(&held));
     // A cooperative client rejoins still owning what it held.
-    let owning = Some(ClassicSubscription {
-        topics: vec!["t".into()],
-        owned_partitions: named(&held),
-    });
-    let reply = group.classic_join(
-        join_request(id, "consumer"),
-        owning,
-        String::new(),
-        &limits,
-        &metadata(),
-        20,
-    );
+    let reply = join_classic(&mut group, id, &held, 20);
     assert_eq!(reply.generation_id, 1, "still revoking: epoch unchanged");
     assert_eq!(member(&group, id).state, MemberState::UnrevokedPartitions);
     assert_eq!(member(&group, id).assigned, keep);
@@ -318,18 +318,7 @@ fn a_cooperative_member_keeps_its_partitions_until_it_revokes_them() {
         Err(GroupError::RebalanceInProgress)
     );
     let kept: Vec<i32> = keep.values().flatten().copied().collect();
-    let revoked = Some(ClassicSubscription {
-        topics: vec!["t".into()],
-        owned_partitions: named(&kept),
-    });
-    let reply = group.classic_join(
-        join_request(id, "consumer"),
-        revoked,
-        String::new(),
-        &limits,
-        &metadata(),
-        22,
-    );
+    let reply = join_classic(&mut group, id, &kept, 22);
     assert_eq!(reply.generation_id, 2);
     assert_eq!(member(&group, id).state, MemberState::Stable);
     assert_exclusive(&group);
@@ -369,14 +358,7 @@ fn classic_requests_are_validated_like_kafka() {
         Err(GroupError::UnknownMemberId),
         "a classic member cannot ConsumerGroupHeartbeat"
     );
-    let reply = group.classic_join(
-        join_request("c", "consumer"),
-        eager_subscription(),
-        String::new(),
-        &limits,
-        &metadata(),
-        20,
-    );
+    let reply = join_classic(&mut group, "c", &[], 20);
     assert_eq!(reply.error, Some(GroupError::UnknownMemberId));
     let reply = group.classic_join(
         join_request("d", "consumer"),
@@ -480,14 +462,7 @@ fn a_classic_member_joins_a_consumer_group_and_shares_it() {
         .heartbeat(consumer_join("c"), String::new(), &metadata(), 0)
         .expect("c joins");
     assert_eq!(reply.assignment, Some(ids(&[0, 1, 2, 3])));
-    let reply = group.classic_join(
-        join_request("d", "consumer"),
-        eager_subscription(),
-        String::new(),
-        &classic_config(),
-        &metadata(),
-        1,
-    );
+    let reply = join_classic(&mut group, "d", &[], 1);
     assert_eq!(reply.error, None);
     assert_eq!(reply.generation_id, 2);
     assert!(
@@ -509,14 +484,7 @@ fn a_classic_member_joins_a_consumer_group_and_shares_it() {
         Err(GroupError::RebalanceInProgress),
         "d's partitions are free: it rejoins to get them"
     );
-    let reply = group.classic_join(
-        join_request("d", "consumer"),
-        eager_subscription(),
-        String::new(),
-        &classic_config(),
-        &metadata(),
-        5,
-    );
+    let reply = join_classic(&mut group, "d", &[], 5);
     assert_eq!(reply.generation_id, 2);
     assert_eq!(member(&group, "d").assigned, group.target_of("d"));
     assert_eq!(all_assigned(&group), [0, 1, 2, 3].into());
@@ -529,62 +497,51 @@ fn a_classic_member_joins_a_consumer_group_and_shares_it() {
 #[test]
 fn policies_and_groups_that_refuse_an_upgrade() {
     let classic = stable_classic("consumer");
-    let upgrade = |policy, decoded: &BTreeMap<String, Option<DecodedClassicMember>>| {
-        ConsumerGroup::from_classic(&classic, decoded, consumer_config(policy), &metadata(), 10)
-            .map(|_| ())
-    };
     let ok = decoded_ok();
-    assert_eq!(upgrade(MigrationPolicy::Bidirectional, &ok), Ok(()));
-    assert_eq!(upgrade(MigrationPolicy::Upgrade, &ok), Ok(()));
+    let upgrade = |group: &Group, decoded, config| {
+        ConsumerGroup::from_classic(group, decoded, config, &metadata(), 10).map(|_| ())
+    };
+    let bidirectional = consumer_config(MigrationPolicy::Bidirectional);
+    assert_eq!(upgrade(&classic, &ok, bidirectional), Ok(()));
+    let upgrade_only = consumer_config(MigrationPolicy::Upgrade);
+    assert_eq!(upgrade(&classic, &ok, upgrade_only), Ok(()));
     for policy in [MigrationPolicy::Downgrade, MigrationPolicy::Disabled] {
         assert_eq!(
-            upgrade(policy, &ok),
+            upgrade(&classic, &ok, consumer_config(policy)),
             Err(GroupError::GroupIdNotFound),
             "{policy:?}"
         );
     }
     let mut malformed = decoded_ok();
     malformed.insert("b".into(), None);
-    assert_eq!(
-        upgrade(MigrationPolicy::Bidirectional, &malformed),
-        Err(GroupError::GroupIdNotFound),
-        "unparsable metadata"
-    );
-    let connect = stable_classic("connect");
-    assert_eq!(
-        ConsumerGroup::from_classic(
-            &connect,
-            &ok,
-            consumer_config(MigrationPolicy::Bidirectional),
-            &metadata(),
-            10
-        )
-        .map(|_| ()),
-        Err(GroupError::GroupIdNotFound),
-        "not a consumer protocol group"
-    );
     let mut full = consumer_config(MigrationPolicy::Bidirectional);
     full.max_size = 2;
-    assert_eq!(
-        ConsumerGroup::from_classic(&classic, &ok, full, &metadata(), 10).map(|_| ()),
-        Err(GroupError::GroupIdNotFound),
-        "no room for the joining member"
-    );
     let mut rebalancing = stable_classic("consumer");
     rebalancing.join(9, join_request("", "consumer"), "x".into(), 5);
     assert_eq!(rebalancing.state(), GroupState::PreparingRebalance);
-    assert_eq!(
-        ConsumerGroup::from_classic(
+    let refused = [
+        ("unparsable metadata", &classic, &malformed, bidirectional),
+        (
+            "not a consumer protocol group",
+            &stable_classic("connect"),
+            &ok,
+            bidirectional,
+        ),
+        ("no room for the joining member", &classic, &ok, full),
+        (
+            "a rebalance is in progress",
             &rebalancing,
             &ok,
-            consumer_config(MigrationPolicy::Bidirectional),
-            &metadata(),
-            10
-        )
-        .map(|_| ()),
-        Err(GroupError::GroupIdNotFound),
-        "a rebalance is in progress"
-    );
+            bidirectional,
+        ),
+    ];
+    for (why, group, decoded, config) in refused {
+        assert_eq!(
+            upgrade(group, decoded, config),
+            Err(GroupError::GroupIdNotFound),
+            "{why}"
+        );
+    }
 }
 
 #[test]
@@ -606,14 +563,7 @@ fn policies_that_refuse_a_downgrade() {
         group
             .heartbeat(consumer_join("c"), String::new(), &metadata(), 0)
             .expect("c joins");
-        group.classic_join(
-            join_request("d", "consumer"),
-            eager_subscription(),
-            String::new(),
-            &classic_config(),
-            &metadata(),
-            1,
-        );
+        join_classic(&mut group, "d", &[], 1);
         let mut leave = consumer_beat(&group, "c");
         leave.member_epoch = -1;
         group

@@ -120,6 +120,19 @@ impl Member {
     }
 }
 
+/// OffsetCommit of offset 0 for partition 0 of the test topic.
+fn commit_request(group: &str, member_id: &str, epoch: i32) -> OffsetCommitRequest {
+    OffsetCommitRequest::default()
+        .with_group_id(group_id(group))
+        .with_member_id(StrBytes::from_string(member_id.to_string()))
+        .with_generation_id_or_member_epoch(epoch)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(0)])])
+}
+
 /// A classic JoinGroup of a new member.
 fn classic_join(group: &str) -> JoinGroupRequest {
     JoinGroupRequest::default()
@@ -292,17 +305,7 @@ fn bad_joins_classic_takeovers_and_stale_commits_are_refused() -> Result<()> {
     let r = client.send(&Member::new("classic").request(topic_id), 1)?;
     ensure!(r.error_code == GROUP_ID_NOT_FOUND, "{r:?}");
 
-    let commit = |member_id: &str, epoch: i32| {
-        OffsetCommitRequest::default()
-            .with_group_id(group_id("refused"))
-            .with_member_id(StrBytes::from_string(member_id.to_string()))
-            .with_generation_id_or_member_epoch(epoch)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(0)])])
-    };
+    let commit = |member_id: &str, epoch: i32| commit_request("refused", member_id, epoch);
     let codes = |r: kafka_protocol::messages::OffsetCommitResponse| -> BTreeMap<i32, i16> {
         r.topics[0]
             .partitions
@@ -513,17 +516,8 @@ fn a_classic_group_is_upgraded_online_and_downgraded_when_the_consumer_member_le
 
     // The classic member commits at its generation, is told to rejoin,
     // rejoins (having revoked everything) and gets its share.
-    let commit = |member_id: &str, generation: i32| {
-        OffsetCommitRequest::default()
-            .with_group_id(group_id("migrating"))
-            .with_member_id(StrBytes::from_string(member_id.to_string()))
-            .with_generation_id_or_member_epoch(generation)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(0)])])
-    };
+    let commit =
+        |member_id: &str, generation: i32| commit_request("migrating", member_id, generation);
     let r = client.send(&commit(&classic.id, 1), 8)?;
     ensure!(r.topics[0].partitions[0].error_code == 0, "{r:?}");
     let r = client.send(&commit(&classic.id, 7), 8)?;

@@ -31,16 +31,10 @@ pub fn decode_subscription(mut bytes: Bytes) -> Option<ClassicSubscription> {
     let subscription =
         ConsumerProtocolSubscription::decode(&mut bytes, version.min(MAX_SUBSCRIPTION_VERSION))
             .ok()?;
-    let mut owned_partitions = NamedPartitions::new();
-    for tp in subscription.owned_partitions {
-        owned_partitions
-            .entry(tp.topic.to_string())
-            .or_default()
-            .extend(tp.partitions);
-    }
+    let owned = subscription.owned_partitions.into_iter();
     Some(ClassicSubscription {
         topics: subscription.topics.iter().map(|t| t.to_string()).collect(),
-        owned_partitions,
+        owned_partitions: by_name(owned.map(|tp| (tp.topic, tp.partitions))),
     })
 }
 
@@ -58,14 +52,17 @@ pub fn decode_assignment(mut bytes: Bytes) -> Option<NamedPartitions> {
     if assignment.user_data.as_ref().is_some_and(|d| !d.is_empty()) {
         return None;
     }
-    let mut partitions = NamedPartitions::new();
-    for tp in assignment.assigned_partitions {
-        partitions
-            .entry(tp.topic.to_string())
-            .or_default()
-            .extend(tp.partitions);
+    let assigned = assignment.assigned_partitions.into_iter();
+    Some(by_name(assigned.map(|tp| (tp.topic, tp.partitions))))
+}
+
+/// Topic-partition lists (a topic may repeat) as partitions by topic name.
+fn by_name(list: impl Iterator<Item = (TopicName, Vec<i32>)>) -> NamedPartitions {
+    let mut out = NamedPartitions::new();
+    for (topic, partitions) in list {
+        out.entry(topic.to_string()).or_default().extend(partitions);
     }
-    Some(partitions)
+    out
 }
 
 /// `assignment` as a ConsumerProtocolAssignment, topics named by
