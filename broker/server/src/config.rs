@@ -415,6 +415,18 @@ mod tests {
     }
 
     #[test]
+    fn the_migration_policy_takes_kafkas_values() {
+        let policy = |flags: &[&str]| {
+            Args::try_parse_from([&["chronik-server"], flags].concat())
+                .map(|a| a.group_consumer_migration_policy)
+        };
+        assert_eq!(policy(&[]).ok(), Some(MigrationPolicy::Bidirectional));
+        let upgrade = policy(&["--group-consumer-migration-policy", "UPGRADE"]);
+        assert_eq!(upgrade.ok(), Some(MigrationPolicy::Upgrade));
+        assert!(policy(&["--group-consumer-migration-policy", "both"]).is_err());
+    }
+
+    #[test]
     fn profiles_match_the_seed_names_and_sizes() {
         let args = Args::parse_from([
             "chronik-server",

@@ -2,14 +2,16 @@
 //! ConsumerGroupDescribe) against the real binary: two members split a
 //! topic without ever owning a partition twice, one leaves and the other
 //! gets everything; a wrong epoch is fenced; an unknown assignor, a bad
-//! regex, a classic JoinGroup into the group (and a KIP-848 join into a
-//! classic group) and a stale-epoch commit are refused at once; the
+//! regex, a classic JoinGroup into the group whose metadata is not a
+//! ConsumerProtocolSubscription (and a KIP-848 join into a classic group
+//! still rebalancing) and a stale-epoch commit are refused at once; the
 //! --group-consumer-* flags bound the group (and what one member may
 //! subscribe to) and expire a silent member. Online migration: a Stable
 //! classic group is upgraded by a joining KIP-848 member, its classic member
 //! rejoins inside the consumer group and shares the partitions, and the
-//! group is downgraded when the KIP-848 member leaves; with the policy
-//! `disabled` the upgrade is refused. The real-client view is
+//! group is downgraded when the KIP-848 member leaves; a classic consumer
+//! joins a KIP-848 group as a classic member; with the policy `disabled`
+//! the upgrade is refused. The real-client view is
 //! tests/python/test_consumer_protocol.py.
 
 mod common;
@@ -287,6 +289,7 @@ fn bad_joins_classic_takeovers_and_stale_commits_are_refused() -> Result<()> {
 
     let mut a = Member::new("refused");
     a.beat(&mut client, topic_id)?;
+    // Empty metadata: not a consumer subscription the group could serve.
     let join = client.send(&classic_join("refused"), 5)?;
     ensure!(join.error_code == INCONSISTENT_GROUP_PROTOCOL, "{join:?}");
     let classic_view = client.send(
@@ -298,8 +301,8 @@ fn bad_joins_classic_takeovers_and_stale_commits_are_refused() -> Result<()> {
         "DescribeGroups on a consumer group: {classic_view:?}"
     );
 
-    // The other way round: a classic group with a member keeps KIP-848
-    // members out.
+    // The other way round: a classic group whose rebalance has not
+    // completed (no SyncGroup yet) cannot be upgraded.
     let classic = client.send(&classic_join("classic"), 3)?;
     ensure!(classic.error_code == 0, "{classic:?}");
     let r = client.send(&Member::new("classic").request(topic_id), 1)?;
@@ -575,5 +578,44 @@ fn the_disabled_policy_refuses_to_upgrade() -> Result<()> {
     let r = client.send(&Member::new("kept").request(topic_id), 1)?;
     ensure!(r.error_code == GROUP_ID_NOT_FOUND, "{r:?}");
     ensure!(group_type(&mut client, "kept")?.0 == "classic");
+    Ok(())
+}
+
+#[test]
+fn a_classic_consumer_joins_a_consumer_group_as_a_classic_member() -> Result<()> {
+    let (_broker, mut client, topic_id) = start()?;
+    let all: BTreeSet<i32> = (0..PARTITIONS).collect();
+    let mut modern = Member::new("mixed");
+    modern.beat(&mut client, topic_id)?;
+    ensure!(modern.owned == all);
+    let mut classic = ClassicMember {
+        group: "mixed".to_string(),
+        id: String::new(),
+        generation: -1,
+    };
+    let joined = classic.join(&mut client)?;
+    ensure!(
+        joined.generation_id == modern.epoch + 1 && joined.members.is_empty(),
+        "a follower at the new group epoch: {joined:?}"
+    );
+    ensure!(
+        classic.sync(&mut client, None)?.is_empty(),
+        "everything is still owned by the consumer member"
+    );
+    // The consumer member revokes; the classic one is told to rejoin for
+    // the partitions that became free.
+    for _ in 0..2 {
+        modern.beat(&mut client, topic_id)?;
+    }
+    ensure!(modern.owned.len() == 3, "{:?}", modern.owned);
+    ensure!(classic.heartbeat(&mut client)? == REBALANCE_IN_PROGRESS);
+    classic.join(&mut client)?;
+    let mine = classic.sync(&mut client, None)?;
+    ensure!(
+        mine.is_disjoint(&modern.owned) && mine.len() == 3,
+        "classic {mine:?} consumer {:?}",
+        modern.owned
+    );
+    ensure!(group_type(&mut client, "mixed")?.0 == "consumer");
     Ok(())
 }
