@@ -17,6 +17,7 @@ is delivered throughout."""
 
 import time
 
+import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, libversion
 
 from chronik import DeliveryLog, admin_client, create_topic, producer, unique_topic
@@ -35,7 +36,7 @@ def produce_range(bootstrap, topic, start, stop):
     assert deliveries.errors == [], deliveries.errors[:5]
 
 
-def member(bootstrap, group, name, protocol="consumer"):
+def member(bootstrap, group, name, protocol="consumer", strategy=None):
     conf = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
@@ -46,7 +47,8 @@ def member(bootstrap, group, name, protocol="consumer"):
         "fetch.wait.max.ms": 100,
     }
     if protocol == "classic":
-        conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500})
+        conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+                     "partition.assignment.strategy": strategy})
     return Consumer(conf)
 
 
@@ -127,7 +129,11 @@ def test_two_members_consume_everything_once_and_hand_over_on_leave(make_broker)
     first.close()
 
 
-def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker):
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker, strategy):
+    """An eager classic client revokes everything before it rejoins; a
+    cooperative one rejoins owning its partitions and gives up only those
+    the broker takes away."""
     assert libversion()[1] >= 0x020400FF, f"librdkafka {libversion()[0]} lacks group.protocol=consumer"
     b = make_broker("--wal-profile", "low", "--group-consumer-heartbeat-interval-ms", "500",
                     "--group-initial-rebalance-delay-ms", "0",
@@ -138,7 +144,7 @@ def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker):
     group = unique_topic("grpmig")
     produce_range(b.bootstrap, topic, 0, 600)
 
-    classic = member(b.bootstrap, group, "classic", protocol="classic")
+    classic = member(b.bootstrap, group, "classic", protocol="classic", strategy=strategy)
     # Lost partitions (an ILLEGAL_GENERATION) cannot be committed: they are
     # read again from the last commit.
     classic.subscribe([topic], on_revoke=commit_revoked, on_lost=lambda c, p: None)
