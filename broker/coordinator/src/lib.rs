@@ -18,6 +18,7 @@
 //! - `txn`    — a transactional id's metadata and its transitions (KIP-98).
 //! - `consumer_group` — a KIP-848 group (ConsumerGroupHeartbeat): group
 //!   epoch, target assignment, member epochs and reconciliation.
+//! - `consumer_member` — one member of a KIP-848 group.
 //! - `assignor` — the server-side assignors `uniform` and `range`.
 //! - `classic_member` — classic-protocol members inside a KIP-848 group
 //!   (JoinGroup / SyncGroup / Heartbeat / LeaveGroup answered by it).
@@ -27,6 +28,7 @@
 mod assignor;
 mod classic_member;
 mod consumer_group;
+mod consumer_member;
 mod group;
 mod member;
 mod migration;
