@@ -13,8 +13,8 @@
 //! expires silent members and times out rebalances. Must not: decode wire
 //! messages other than the embedded consumer protocol (`consumer_protocol`)
 //! or store offsets (conversions keep the group id, so committed offsets
-//! carry over untouched). Locking: one std `Mutex` held only for state-machine calls,
-//! never across an await. KIP-848 members live in memory only: after a
+//! carry over untouched). Locking: one std `Mutex` held only for
+//! state-machine calls, never across an await. KIP-848 members live in memory only: after a
 //! restart or coordinator move they get UNKNOWN_MEMBER_ID and rejoin.
 
 use std::collections::{BTreeMap, HashMap};
