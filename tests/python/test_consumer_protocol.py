@@ -6,10 +6,18 @@ the other takes over its partitions and reads on from the committed
 offsets. Revoked partitions are committed in the revoke callback, so a
 partition handed over mid-stream is read on from where its previous owner
 stopped: the broker must accept that commit at the member's epoch, and hand
-the partition over only after it."""
+the partition over only after it.
+
+Online migration (group.consumer.migration.policy=bidirectional): a classic
+consumer (group.protocol=classic) is consuming when a KIP-848 consumer joins
+its group: the group is upgraded, the classic member rejoins inside it and
+the two split the partitions; when the KIP-848 member leaves, the group is
+downgraded and the classic member gets every partition back. Every record
+is delivered throughout."""
 
 import time
 
+import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, libversion
 
 from chronik import DeliveryLog, admin_client, create_topic, producer, unique_topic
@@ -28,16 +36,20 @@ def produce_range(bootstrap, topic, start, stop):
     assert deliveries.errors == [], deliveries.errors[:5]
 
 
-def member(bootstrap, group, name):
-    return Consumer({
+def member(bootstrap, group, name, protocol="consumer", strategy=None):
+    conf = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "group.protocol": "consumer",
+        "group.protocol": protocol,
         "client.id": name,
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "fetch.wait.max.ms": 100,
-    })
+    }
+    if protocol == "classic":
+        conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 500,
+                     "partition.assignment.strategy": strategy})
+    return Consumer(conf)
 
 
 def commit_revoked(consumer, partitions):
@@ -51,6 +63,14 @@ def commit_revoked(consumer, partitions):
 
 def owned(c):
     return sorted(tp.partition for tp in c.assignment())
+
+
+def assert_consumer_group_of_two(admin, group):
+    """The admin client describes the group with ConsumerGroupDescribe: a
+    KIP-848 group of two members."""
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    assert described.type == ConsumerGroupType.CONSUMER, described
+    assert len(described.members) == 2, described
 
 
 def poll_until(consumers, done, received, timeout=TIMEOUT_S):
@@ -94,9 +114,7 @@ def test_two_members_consume_everything_once_and_hand_over_on_leave(make_broker)
     # The group runs the new protocol (the admin client describes it with
     # ConsumerGroupDescribe).
     admin = admin_client(b.bootstrap)  # kept alive until the future resolves
-    described = admin.describe_consumer_groups([group])[group].result(15)
-    assert described.type == ConsumerGroupType.CONSUMER, described
-    assert len(described.members) == 2, described
+    assert_consumer_group_of_two(admin, group)
     for c in members:
         c.commit(asynchronous=False)
 
@@ -109,3 +127,60 @@ def test_two_members_consume_everything_once_and_hand_over_on_leave(make_broker)
     values = sorted(v for *_, v in after)
     assert values == list(range(600, 1200)), f"hand-over re-read or missed messages: {values[:10]}... ({len(values)})"
     first.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker, strategy):
+    """An eager classic client revokes everything before it rejoins; a
+    cooperative one rejoins owning its partitions and gives up only those
+    the broker takes away."""
+    assert libversion()[1] >= 0x020400FF, f"librdkafka {libversion()[0]} lacks group.protocol=consumer"
+    b = make_broker("--wal-profile", "low", "--group-consumer-heartbeat-interval-ms", "500",
+                    "--group-initial-rebalance-delay-ms", "0",
+                    "--group-consumer-migration-policy", "bidirectional")
+    topic = unique_topic("migrate")
+    admin = admin_client(b.bootstrap)  # kept alive until its futures resolve
+    create_topic(admin, topic, partitions=PARTITIONS)
+    group = unique_topic("grpmig")
+    produce_range(b.bootstrap, topic, 0, 600)
+
+    classic = member(b.bootstrap, group, "classic", protocol="classic", strategy=strategy)
+    # Lost partitions (an ILLEGAL_GENERATION) cannot be committed: they are
+    # read again from the last commit.
+    classic.subscribe([topic], on_revoke=commit_revoked, on_lost=lambda c, p: None)
+    received = []
+    alone = poll_until([classic], lambda: len(received) >= 600 and owned(classic) == list(range(PARTITIONS)),
+                       received)
+    assert alone, f"the classic member owns {owned(classic)}, read {len(received)}"
+    classic.commit(asynchronous=False)
+
+    # A KIP-848 member joins the classic group: it is upgraded online.
+    modern = member(b.bootstrap, group, "modern")
+    modern.subscribe([topic], on_revoke=commit_revoked)
+    both = [classic, modern]
+    produce_range(b.bootstrap, topic, 600, 1200)
+
+    def split():
+        a, m = owned(classic), owned(modern)
+        return a and m and sorted(a + m) == list(range(PARTITIONS))
+
+    shared = poll_until(both, lambda: split() and len({v for *_, v in received}) >= 1200, received)
+    assignment = {"classic": owned(classic), "modern": owned(modern)}
+    assert shared, f"no split between the two members: {assignment}, read {len({v for *_, v in received})}"
+    assert not set(assignment["classic"]) & set(assignment["modern"]), assignment
+    assert_consumer_group_of_two(admin, group)
+    for c in both:
+        c.commit(asynchronous=False)
+
+    # The KIP-848 member leaves: the group is downgraded and the classic
+    # member takes every partition back.
+    modern.close()
+    produce_range(b.bootstrap, topic, 1200, 1800)
+    back = poll_until([classic], lambda: owned(classic) == list(range(PARTITIONS))
+                      and len({v for *_, v in received}) >= 1800, received)
+    assert back, f"the classic member owns {owned(classic)}, read {len({v for *_, v in received})}"
+    values = {v for *_, v in received}
+    assert values == set(range(1800)), f"records never delivered: {sorted(set(range(1800)) - values)[:10]}"
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    assert described.type == ConsumerGroupType.CLASSIC, described
+    classic.close()

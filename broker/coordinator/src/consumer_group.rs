@@ -22,6 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex::{Regex, RegexBuilder};
 
 use crate::assignor::{Assignment, Assignor, TopicId};
+pub use crate::consumer_member::{ConsumerMember, MemberState};
+use crate::migration::MigrationPolicy;
 use crate::types::{GroupError, Millis};
 
 /// Longest member id, instance id, rack id, assignor name or topic name a
@@ -41,6 +43,9 @@ pub struct ConsumerGroupConfig {
     pub heartbeat_interval_ms: u64,
     /// Kafka's default is unbounded; Chronik bounds it.
     pub max_size: usize,
+    /// group.consumer.migration.policy: which online conversions between
+    /// classic and consumer groups are allowed (`migration`).
+    pub migration_policy: MigrationPolicy,
 }
 
 impl Default for ConsumerGroupConfig {
@@ -49,6 +54,7 @@ impl Default for ConsumerGroupConfig {
             session_timeout_ms: 45_000,
             heartbeat_interval_ms: 5_000,
             max_size: 1_000,
+            migration_policy: MigrationPolicy::Bidirectional,
         }
     }
 }
@@ -95,55 +101,6 @@ pub struct HeartbeatReply {
     pub assignment: Option<Assignment>,
 }
 
-/// Where a member is in its reconciliation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemberState {
-    Stable,
-    /// Must give up `revoking` before moving to the assignment epoch.
-    UnrevokedPartitions,
-    /// At the assignment epoch, waiting for partitions others still own.
-    UnreleasedPartitions,
-}
-
-#[derive(Debug, Clone)]
-pub struct ConsumerMember {
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub rack_id: Option<String>,
-    pub client_id: String,
-    pub client_host: String,
-    pub rebalance_timeout_ms: u64,
-    pub subscribed_topic_names: Vec<String>,
-    pub subscribed_topic_regex: Option<String>,
-    regex: Option<Regex>,
-    pub server_assignor: Option<Assignor>,
-    pub member_epoch: i32,
-    pub previous_member_epoch: i32,
-    pub state: MemberState,
-    /// Partitions the member may own.
-    pub assigned: Assignment,
-    /// Partitions it must give up (UnrevokedPartitions).
-    pub revoking: Assignment,
-    /// The subscribed topics, resolved against the last metadata.
-    subscribed_ids: BTreeSet<TopicId>,
-    last_heard_ms: Millis,
-    revoke_deadline_ms: Option<Millis>,
-    /// A static member that left with epoch -2: kept (with its assignment)
-    /// until its session expires or its instance id rejoins.
-    departed: bool,
-}
-
-impl ConsumerMember {
-    /// Whether `topic` is one of the member's subscribed names or matches
-    /// its subscribed regex.
-    pub fn subscribes_to(&self, topic: &str) -> bool {
-        self.subscribed_topic_names
-            .binary_search_by(|n| n.as_str().cmp(topic))
-            .is_ok()
-            || self.regex.as_ref().is_some_and(|r| r.is_match(topic))
-    }
-}
-
 /// ConsumerGroupDescribe's group states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConsumerGroupState {
@@ -164,16 +121,16 @@ impl ConsumerGroupState {
 
 #[derive(Debug)]
 pub struct ConsumerGroup {
-    group_id: String,
-    config: ConsumerGroupConfig,
-    group_epoch: i32,
-    assignment_epoch: i32,
-    members: BTreeMap<String, ConsumerMember>,
-    target: BTreeMap<String, Assignment>,
+    pub(crate) group_id: String,
+    pub(crate) config: ConsumerGroupConfig,
+    pub(crate) group_epoch: i32,
+    pub(crate) assignment_epoch: i32,
+    pub(crate) members: BTreeMap<String, ConsumerMember>,
+    pub(crate) target: BTreeMap<String, Assignment>,
     /// Partition counts of every topic some member subscribes to.
-    partitions: BTreeMap<TopicId, i32>,
+    pub(crate) partitions: BTreeMap<TopicId, i32>,
     /// The metadata version every member's subscription was resolved at.
-    resolved_version: Option<u64>,
+    pub(crate) resolved_version: Option<u64>,
 }
 
 impl ConsumerGroup {
@@ -295,10 +252,7 @@ impl ConsumerGroup {
         let expired: Vec<String> = self
             .members
             .values()
-            .filter(|m| {
-                now.saturating_sub(m.last_heard_ms) > session
-                    || m.revoke_deadline_ms.is_some_and(|d| now > d)
-            })
+            .filter(|m| m.expired(now, session))
             .map(|m| m.member_id.clone())
             .collect();
         if expired.is_empty() {
@@ -339,10 +293,12 @@ impl ConsumerGroup {
             .members
             .get(member_id)
             .ok_or(GroupError::UnknownMemberId)?;
-        if member.member_epoch != member_epoch {
-            return Err(GroupError::StaleMemberEpoch);
+        match member.member_epoch == member_epoch {
+            true => Ok(()),
+            // A classic member's epoch is its generation.
+            false if member.classic.is_some() => Err(GroupError::IllegalGeneration),
+            false => Err(GroupError::StaleMemberEpoch),
         }
-        Ok(())
     }
 
     fn leave(
@@ -353,6 +309,7 @@ impl ConsumerGroup {
         let member = self
             .members
             .get_mut(&request.member_id)
+            .filter(|m| m.classic.is_none())
             .ok_or(GroupError::UnknownMemberId)?;
         if request.member_epoch == -2 {
             member.departed = true;
@@ -405,36 +362,18 @@ impl ConsumerGroup {
             return Ok(false);
         }
         if let Some(member) = self.members.get_mut(&member_id) {
+            if member.classic.is_some() {
+                return Err(GroupError::UnknownMemberId);
+            }
             member.departed = false;
             return Ok(false);
         }
         if self.members.len() >= self.config.max_size {
             return Err(GroupError::GroupMaxSizeReached);
         }
-        self.members.insert(
-            member_id.clone(),
-            ConsumerMember {
-                member_id,
-                instance_id: request.instance_id.clone(),
-                rack_id: None,
-                client_id: String::new(),
-                client_host: String::new(),
-                rebalance_timeout_ms: 0,
-                subscribed_topic_names: Vec::new(),
-                subscribed_topic_regex: None,
-                regex,
-                server_assignor: None,
-                member_epoch: 0,
-                previous_member_epoch: 0,
-                state: MemberState::Stable,
-                assigned: Assignment::new(),
-                revoking: Assignment::new(),
-                subscribed_ids: BTreeSet::new(),
-                last_heard_ms: now,
-                revoke_deadline_ms: None,
-                departed: false,
-            },
-        );
+        let mut member = ConsumerMember::new(member_id.clone(), request.instance_id.clone(), now);
+        member.regex = regex;
+        self.members.insert(member_id, member);
         Ok(true)
     }
 
@@ -445,6 +384,7 @@ impl ConsumerGroup {
         let member = self
             .members
             .get(&request.member_id)
+            .filter(|m| m.classic.is_none())
             .ok_or(GroupError::UnknownMemberId)?;
         if request.member_epoch == member.member_epoch {
             return Ok(());
@@ -460,7 +400,7 @@ impl ConsumerGroup {
         }
     }
 
-    fn membership_changed(&mut self) {
+    pub(crate) fn membership_changed(&mut self) {
         let live: BTreeSet<&String> = self.members.keys().collect();
         self.target.retain(|m, _| live.contains(m));
         self.group_epoch += 1;
@@ -471,7 +411,7 @@ impl ConsumerGroup {
     /// metadata version changed, else `member_id`'s when its subscription
     /// did (`member_changed`), else nothing — and the subscribed topics'
     /// partition counts; true when any of them changed.
-    fn refresh_subscriptions(
+    pub(crate) fn refresh_subscriptions(
         &mut self,
         metadata: &TopicMetadata,
         member_id: &str,
@@ -512,7 +452,7 @@ impl ConsumerGroup {
         changed
     }
 
-    fn compute_target(&mut self) {
+    pub(crate) fn compute_target(&mut self) {
         let subscriptions: BTreeMap<String, BTreeSet<TopicId>> = self
             .members
             .values()
@@ -525,7 +465,7 @@ impl ConsumerGroup {
     }
 
     /// Moves `member_id` toward its target (see the module header).
-    fn reconcile(&mut self, member_id: &str, owned: Option<&Assignment>, now: Millis) {
+    pub(crate) fn reconcile(&mut self, member_id: &str, owned: Option<&Assignment>, now: Millis) {
         let target = self.target_of(member_id);
         let assignment_epoch = self.assignment_epoch;
         let Some(member) = self.members.get_mut(member_id) else {
@@ -552,17 +492,7 @@ impl ConsumerGroup {
             return;
         }
         let wanted = difference(&target, &member.assigned);
-        // Only while partitions are to be added: who else still holds them.
-        let held_by_others: BTreeSet<(TopicId, i32)> = if wanted.is_empty() {
-            BTreeSet::new()
-        } else {
-            self.members
-                .values()
-                .filter(|m| m.member_id != member_id)
-                .flat_map(|m| flatten(&m.assigned).chain(flatten(&m.revoking)))
-                .filter(|(topic, p)| wanted.get(topic).is_some_and(|ps| ps.contains(p)))
-                .collect()
-        };
+        let held_by_others = self.held_by_others(member_id, &wanted);
         let Some(member) = self.members.get_mut(member_id) else {
             return;
         };
@@ -579,6 +509,26 @@ impl ConsumerGroup {
             true => MemberState::Stable,
             false => MemberState::UnreleasedPartitions,
         };
+    }
+}
+
+impl ConsumerGroup {
+    /// Which of `wanted` members other than `member_id` still own (or are
+    /// still revoking).
+    pub(crate) fn held_by_others(
+        &self,
+        member_id: &str,
+        wanted: &Assignment,
+    ) -> BTreeSet<(TopicId, i32)> {
+        if wanted.is_empty() {
+            return BTreeSet::new();
+        }
+        self.members
+            .values()
+            .filter(|m| m.member_id != member_id)
+            .flat_map(|m| flatten(&m.assigned).chain(flatten(&m.revoking)))
+            .filter(|(topic, p)| wanted.get(topic).is_some_and(|ps| ps.contains(p)))
+            .collect()
     }
 }
 
@@ -665,7 +615,7 @@ fn update_subscription(
     changed
 }
 
-fn flatten(a: &Assignment) -> impl Iterator<Item = (TopicId, i32)> + '_ {
+pub(crate) fn flatten(a: &Assignment) -> impl Iterator<Item = (TopicId, i32)> + '_ {
     a.iter()
         .flat_map(|(topic, ps)| ps.iter().map(move |p| (*topic, *p)))
 }
@@ -681,7 +631,7 @@ fn filter_by(a: &Assignment, b: &Assignment, keep_if_in_b: bool) -> Assignment {
     out
 }
 
-fn difference(a: &Assignment, b: &Assignment) -> Assignment {
+pub(crate) fn difference(a: &Assignment, b: &Assignment) -> Assignment {
     filter_by(a, b, false)
 }
 

@@ -71,6 +71,7 @@ impl Harness {
                     session_timeout_ms: SESSION,
                     heartbeat_interval_ms: 5_000,
                     max_size,
+                    migration_policy: MigrationPolicy::Bidirectional,
                 },
             ),
             metadata: TopicMetadata {

@@ -93,6 +93,29 @@ impl Group {
         }
     }
 
+    /// A KIP-848 group downgraded to a classic one (`migration`): its
+    /// members, at generation `generation_id`, must all rejoin
+    /// (PreparingRebalance).
+    pub(crate) fn converted(
+        group_id: &str,
+        config: GroupConfig,
+        generation_id: i32,
+        members: Vec<Member>,
+        now: Millis,
+    ) -> Group {
+        let mut group = Group::new(group_id, config);
+        group.generation_id = generation_id;
+        group.protocol_type = Some(CONSUMER_PROTOCOL_TYPE.to_string());
+        group.state = GroupState::Stable;
+        group.members = members
+            .into_iter()
+            .map(|m| (m.member_id.clone(), m))
+            .collect();
+        // No request waits on a converted group: there are no replies.
+        let _ = group.prepare_rebalance(now);
+        group
+    }
+
     pub fn group_id(&self) -> &str {
         &self.group_id
     }

@@ -18,16 +18,25 @@
 //! - `txn`    — a transactional id's metadata and its transitions (KIP-98).
 //! - `consumer_group` — a KIP-848 group (ConsumerGroupHeartbeat): group
 //!   epoch, target assignment, member epochs and reconciliation.
+//! - `consumer_member` — one member of a KIP-848 group.
 //! - `assignor` — the server-side assignors `uniform` and `range`.
+//! - `classic_member` — classic-protocol members inside a KIP-848 group
+//!   (JoinGroup / SyncGroup / Heartbeat / LeaveGroup answered by it).
+//! - `migration` — `group.consumer.migration.policy`: online upgrade of a
+//!   classic group and downgrade of a consumer group.
 
 mod assignor;
+mod classic_member;
 mod consumer_group;
+mod consumer_member;
 mod group;
 mod member;
+mod migration;
 pub mod txn;
 mod types;
 
 pub use assignor::{Assignment, Assignor, TopicId};
+pub use classic_member::{ClassicProtocol, ClassicSync};
 pub use consumer_group::{
     ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember, HeartbeatReply,
     HeartbeatRequest, MemberState, TopicMetadata, MAX_REGEX_BYTES, MAX_STRING_BYTES,
@@ -35,11 +44,14 @@ pub use consumer_group::{
 };
 pub use group::{Group, GroupConfig, GroupState};
 pub use member::Member;
+pub use migration::{ClassicSubscription, DecodedClassicMember, MigrationPolicy, NamedPartitions};
 pub use types::*;
 
 #[cfg(test)]
 mod assignor_tests;
 #[cfg(test)]
 mod consumer_group_tests;
+#[cfg(test)]
+mod migration_tests;
 #[cfg(test)]
 mod tests;

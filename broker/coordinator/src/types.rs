@@ -3,6 +3,10 @@
 
 use bytes::Bytes;
 
+/// The protocol type of consumers (the embedded ConsumerProtocol); the
+/// only classic protocol type that can migrate to and from KIP-848 groups.
+pub const CONSUMER_PROTOCOL_TYPE: &str = "consumer";
+
 /// Routes a delayed reply back to the request that is waiting for it.
 pub type Ticket = u64;
 /// Milliseconds on the owner's monotonic clock.

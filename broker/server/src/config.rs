@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use chronik_coordinator::MigrationPolicy;
 use clap::{Parser, ValueEnum};
 
 /// Group-commit profile: how long an acknowledged batch may wait for fsync.
@@ -157,6 +158,12 @@ pub struct Args {
     /// Kafka leaves unbounded; Chronik bounds the memory a group can take).
     #[arg(long, env = "CHRONIK_GROUP_CONSUMER_MAX_SIZE", default_value_t = 1000)]
     pub group_consumer_max_size: usize,
+    /// Online conversion of groups with members between the classic and the
+    /// KIP-848 protocol (Kafka's group.consumer.migration.policy):
+    /// bidirectional, upgrade, downgrade or disabled.
+    #[arg(long, env = "CHRONIK_GROUP_CONSUMER_MIGRATION_POLICY", default_value = "bidirectional",
+          value_parser = parse_migration_policy)]
+    pub group_consumer_migration_policy: MigrationPolicy,
     /// Seconds between retention checks.
     #[arg(long, env = "CHRONIK_RETENTION_CHECK_SECS", default_value_t = 30)]
     pub retention_check_secs: u64,
@@ -247,6 +254,7 @@ pub struct Config {
     pub group_consumer_session_timeout_ms: u64,
     pub group_consumer_heartbeat_interval_ms: u64,
     pub group_consumer_max_size: usize,
+    pub group_consumer_migration_policy: MigrationPolicy,
     /// The voters of the metadata quorum, `ID@HOST,...`: `--peers`, or this
     /// node alone when it is not given.
     pub peers: String,
@@ -333,6 +341,7 @@ impl TryFrom<Args> for Config {
             group_consumer_session_timeout_ms: args.group_consumer_session_timeout_ms.max(1),
             group_consumer_heartbeat_interval_ms: args.group_consumer_heartbeat_interval_ms.max(1),
             group_consumer_max_size: args.group_consumer_max_size.max(1),
+            group_consumer_migration_policy: args.group_consumer_migration_policy,
             peers,
             raft_listen,
             default_replication_factor: args.default_replication_factor,
@@ -388,6 +397,12 @@ pub fn parse_host_port(s: &str) -> anyhow::Result<(String, u16)> {
     Ok((host.to_string(), port))
 }
 
+/// `--group-consumer-migration-policy`: Kafka's values, any case.
+fn parse_migration_policy(value: &str) -> Result<MigrationPolicy, String> {
+    MigrationPolicy::from_name(value)
+        .ok_or_else(|| format!("{value}: expected bidirectional, upgrade, downgrade or disabled"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -404,6 +419,18 @@ mod tests {
         );
         assert!(parse_host_port("no-port").is_err());
         assert!(parse_host_port("host:0").is_err());
+    }
+
+    #[test]
+    fn the_migration_policy_takes_kafkas_values() {
+        let policy = |flags: &[&str]| {
+            Args::try_parse_from([&["chronik-server"], flags].concat())
+                .map(|a| a.group_consumer_migration_policy)
+        };
+        assert_eq!(policy(&[]).ok(), Some(MigrationPolicy::Bidirectional));
+        let upgrade = policy(&["--group-consumer-migration-policy", "UPGRADE"]);
+        assert_eq!(upgrade.ok(), Some(MigrationPolicy::Upgrade));
+        assert!(policy(&["--group-consumer-migration-policy", "both"]).is_err());
     }
 
     #[test]

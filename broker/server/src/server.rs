@@ -153,6 +153,7 @@ pub async fn run(
             session_timeout_ms: config.group_consumer_session_timeout_ms,
             heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
             max_size: config.group_consumer_max_size,
+            migration_policy: config.group_consumer_migration_policy,
         },
     );
     groups.spawn_ticker();

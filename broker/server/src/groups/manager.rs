@@ -3,24 +3,33 @@
 //! turns delayed replies into answered requests, and feeds the clock.
 //!
 //! Owns: the group tables (a group id is in at most one of them: an empty
-//! group of one kind is dropped when the other protocol claims its id, a
-//! group with members refuses it), ticket → waiting-request routing (oneshot
-//! channels), member id generation, and the 100 ms tick task that expires
-//! silent members and times out rebalances. Must not: decode wire messages or
-//! store offsets. Locking: one std `Mutex` held only for state-machine calls,
-//! never across an await. KIP-848 members live in memory only: after a
+//! group of one kind is dropped when the other protocol claims its id; a
+//! group with members migrates online as `group.consumer.migration.policy`
+//! allows — a joining ConsumerGroupHeartbeat upgrades a classic group,
+//! classic requests for a KIP-848 group are answered by it, and a KIP-848
+//! group left with classic members only is downgraded — see
+//! `chronik_coordinator::migration`), ticket → waiting-request routing
+//! (oneshot channels), member id generation, and the 100 ms tick task that
+//! expires silent members and times out rebalances. Must not: decode wire
+//! messages other than the embedded consumer protocol (`consumer_protocol`)
+//! or store offsets (conversions keep the group id, so committed offsets
+//! carry over untouched). Locking: one std `Mutex` held only for
+//! state-machine calls, never across an await. KIP-848 members live in memory only: after a
 //! restart or coordinator move they get UNKNOWN_MEMBER_ID and rejoin.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use chronik_coordinator::{
-    CommitCheck, ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember, Group,
-    GroupConfig, GroupError, GroupState, HeartbeatReply, HeartbeatRequest, JoinReply, JoinRequest,
-    Member, Millis, Reply, SyncReply, SyncRequest, Ticket, TopicMetadata,
+    CommitCheck, ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember,
+    DecodedClassicMember, Group, GroupConfig, GroupError, GroupState, HeartbeatReply,
+    HeartbeatRequest, JoinReply, JoinRequest, Member, MigrationPolicy, Millis, Reply, SyncReply,
+    SyncRequest, Ticket, TopicMetadata, CONSUMER_PROTOCOL_TYPE,
 };
 use tokio::sync::oneshot;
+
+use super::consumer_protocol::{decode_assignment, decode_subscription, encode_assignment};
 
 const TICK: Duration = Duration::from_millis(100);
 
@@ -114,22 +123,70 @@ impl GroupManager {
                 replies.extend(group.tick(now));
             }
         }
+        let mut downgrades = Vec::new();
         for group in inner.consumer_groups.values_mut() {
             if group.has_members() {
                 group.tick(now);
+                if group.should_downgrade() {
+                    downgrades.push(group.group_id().to_string());
+                }
             }
+        }
+        for group_id in downgrades {
+            self.downgrade(&mut inner, &group_id, now);
         }
         deliver(&mut inner, replies);
     }
 
-    pub async fn join(&self, group_id: &str, request: JoinRequest) -> JoinReply {
+    /// Replaces the KIP-848 group `group_id` by the classic group it
+    /// becomes (its classic members, rebalancing).
+    fn downgrade(&self, inner: &mut Inner, group_id: &str, now: Millis) {
+        if let Some(group) = inner.consumer_groups.remove(group_id) {
+            tracing::info!(group_id, "downgraded the consumer group to a classic group");
+            let classic = group.into_classic(self.config, now);
+            inner.groups.insert(group_id.to_string(), classic);
+        }
+    }
+
+    /// The migration policy in force.
+    pub fn migration_policy(&self) -> MigrationPolicy {
+        self.consumer_config.migration_policy
+    }
+
+    /// JoinGroup. `metadata`: the cluster's topics, for a classic member
+    /// of a KIP-848 group.
+    pub async fn join(
+        &self,
+        group_id: &str,
+        request: JoinRequest,
+        metadata: &TopicMetadata,
+    ) -> JoinReply {
         let member_id = request.member_id.clone();
         let fresh_member_id = format!("{}-{}", request.client_id, uuid::Uuid::new_v4());
         let rx = {
             let now = self.now();
             let mut inner = self.lock();
-            if let Err(error) = claim_for_classic(&mut inner, group_id) {
-                return JoinReply::error(error, &member_id);
+            if let Some(group) = inner.consumer_groups.get_mut(group_id) {
+                if group.has_members() {
+                    // Only `disabled` keeps classic members out (KAFKA-20640).
+                    if self.migration_policy() == MigrationPolicy::Disabled {
+                        return JoinReply::error(GroupError::InconsistentGroupProtocol, &member_id);
+                    }
+                    let subscription = request
+                        .protocols
+                        .first()
+                        .and_then(|(_, m)| decode_subscription(m.clone()));
+                    let config = self.config;
+                    return group.classic_join(
+                        request,
+                        subscription,
+                        fresh_member_id,
+                        &config,
+                        metadata,
+                        now,
+                    );
+                }
+                inner.consumer_groups.remove(group_id);
             }
             let (ticket, rx) = register(&mut inner);
             let config = self.config;
@@ -150,10 +207,28 @@ impl GroupManager {
         }
     }
 
-    pub async fn sync(&self, group_id: &str, request: SyncRequest) -> SyncReply {
+    /// SyncGroup. `metadata`: the cluster's topics, to name a classic
+    /// member's partitions in a KIP-848 group.
+    pub async fn sync(
+        &self,
+        group_id: &str,
+        request: SyncRequest,
+        metadata: &TopicMetadata,
+    ) -> SyncReply {
         let rx = {
             let now = self.now();
             let mut inner = self.lock();
+            if let Some(group) = inner.consumer_groups.get_mut(group_id) {
+                return match group.classic_sync(&request, now) {
+                    Ok(sync) => SyncReply {
+                        error: None,
+                        protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_string()),
+                        protocol_name: Some(sync.protocol_name),
+                        assignment: encode_assignment(&sync.assignment, metadata),
+                    },
+                    Err(error) => sync_error(error),
+                };
+            }
             let (ticket, rx) = register(&mut inner);
             let Some(group) = inner.groups.get_mut(group_id) else {
                 inner.waiting.remove(&ticket);
@@ -177,6 +252,9 @@ impl GroupManager {
     ) -> Result<(), GroupError> {
         let now = self.now();
         let mut inner = self.lock();
+        if let Some(group) = inner.consumer_groups.get_mut(group_id) {
+            return group.classic_heartbeat(member_id, generation_id, now);
+        }
         match inner.groups.get_mut(group_id) {
             Some(group) => group.heartbeat(member_id, generation_id, now),
             None => Err(GroupError::UnknownMemberId),
@@ -186,6 +264,9 @@ impl GroupManager {
     pub fn leave(&self, group_id: &str, member_id: &str) -> Result<(), GroupError> {
         let now = self.now();
         let mut inner = self.lock();
+        if let Some(group) = inner.consumer_groups.get_mut(group_id) {
+            return group.classic_leave(member_id);
+        }
         let Some(group) = inner.groups.get_mut(group_id) else {
             return Err(GroupError::UnknownMemberId);
         };
@@ -195,9 +276,11 @@ impl GroupManager {
     }
 
     /// ConsumerGroupHeartbeat. `metadata`: the cluster's topics a member
-    /// may subscribe to. A group id held by a classic group with members is
-    /// GROUP_ID_NOT_FOUND (Kafka's answer without online migration); an
-    /// empty classic group is replaced.
+    /// may subscribe to. A joining member upgrades a classic group with
+    /// members when the policy and the group allow it, else it is
+    /// GROUP_ID_NOT_FOUND (as is any other heartbeat for a classic group);
+    /// an empty classic group is replaced. A group left with classic
+    /// members only is downgraded.
     pub fn consumer_heartbeat(
         &self,
         group_id: &str,
@@ -211,14 +294,29 @@ impl GroupManager {
         };
         let now = self.now();
         let mut inner = self.lock();
+        let config = self.consumer_config;
+        let joining = request.member_epoch == 0;
         if let Some(classic) = inner.groups.get(group_id) {
             if classic.has_members() {
-                return Err(GroupError::GroupIdNotFound);
+                if !joining {
+                    return Err(GroupError::GroupIdNotFound);
+                }
+                let mut upgraded = ConsumerGroup::from_classic(
+                    classic,
+                    &decode_members(classic),
+                    config,
+                    metadata,
+                    now,
+                )?;
+                // The conversion stands only if the joining member is admitted.
+                let reply = upgraded.heartbeat(request, fresh_member_id, metadata, now)?;
+                tracing::info!(group_id, "upgraded the classic group to a consumer group");
+                inner.groups.remove(group_id);
+                inner.consumer_groups.insert(group_id.to_string(), upgraded);
+                return Ok(reply);
             }
             inner.groups.remove(group_id);
         }
-        let config = self.consumer_config;
-        let joining = request.member_epoch == 0;
         let group = match inner.consumer_groups.get_mut(group_id) {
             Some(group) => group,
             // Only a joining member creates the group.
@@ -231,6 +329,8 @@ impl GroupManager {
         let result = group.heartbeat(request, fresh_member_id, metadata, now);
         if !group.has_members() && result.is_err() {
             inner.consumer_groups.remove(group_id);
+        } else if group.should_downgrade() {
+            self.downgrade(&mut inner, group_id, now);
         }
         result
     }
@@ -358,17 +458,22 @@ impl GroupManager {
     }
 }
 
-/// JoinGroup may not take over a KIP-848 group with members
-/// (INCONSISTENT_GROUP_PROTOCOL); an empty one is dropped.
-fn claim_for_classic(inner: &mut Inner, group_id: &str) -> Result<(), GroupError> {
-    match inner.consumer_groups.get(group_id) {
-        Some(group) if group.has_members() => Err(GroupError::InconsistentGroupProtocol),
-        Some(_) => {
-            inner.consumer_groups.remove(group_id);
-            Ok(())
-        }
-        None => Ok(()),
-    }
+/// What a classic group's members' embedded protocol decodes to, for an
+/// upgrade: the subscription of the group's protocol and the assignment.
+fn decode_members(group: &Group) -> BTreeMap<String, Option<DecodedClassicMember>> {
+    let protocol = group.protocol_name().unwrap_or_default();
+    group
+        .members()
+        .map(|m| {
+            let decoded = decode_subscription(m.metadata_for(protocol)).and_then(|subscription| {
+                Some(DecodedClassicMember {
+                    subscription,
+                    assignment: decode_assignment(m.assignment.clone())?,
+                })
+            });
+            (m.member_id.clone(), decoded)
+        })
+        .collect()
 }
 
 fn snapshot(group: &Group) -> GroupSnapshot {

@@ -1,10 +1,12 @@
 //! Consumer groups on the broker side: the driver around the pure
 //! `chronik_coordinator` state machine, and committed-offset storage.
 //!
+//! - `consumer_protocol` — the consumer's embedded protocol in classic group messages.
 //! - `manager`      — `GroupManager`: groups by id, tickets → waiting requests, the clock tick task.
 //! - `offset_store` — `OffsetStore`: committed offsets kept durably in the broker's own
 //!   `__consumer_offsets` log and rebuilt from it at start.
 
+pub mod consumer_protocol;
 pub mod manager;
 pub mod offset_store;
 

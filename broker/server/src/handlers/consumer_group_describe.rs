@@ -1,5 +1,6 @@
 //! ConsumerGroupDescribe (KIP-848): each consumer group's state, epochs,
-//! assignor and members with their current and target assignments. A group
+//! assignor and members with their current and target assignments; v1
+//! tells classic-protocol members (MemberType 0) from consumer ones (1). A group
 //! id that is not a KIP-848 group is GROUP_ID_NOT_FOUND; a broker that is not
 //! the coordinator answers as ConsumerGroupHeartbeat does.
 
@@ -21,6 +22,8 @@ use crate::broker::Broker;
 
 /// KIP-1099's MemberType of a member that uses ConsumerGroupHeartbeat.
 const CONSUMER_MEMBER: i8 = 1;
+/// ... and of a member that still speaks the classic protocol.
+const CLASSIC_MEMBER: i8 = 0;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -44,6 +47,10 @@ pub fn handle(
                 .members
                 .into_iter()
                 .map(|(m, target)| {
+                    let member_type = match m.classic {
+                        Some(_) => CLASSIC_MEMBER,
+                        None => CONSUMER_MEMBER,
+                    };
                     Member::default()
                         .with_member_id(StrBytes::from_string(m.member_id))
                         .with_instance_id(m.instance_id.map(StrBytes::from_string))
@@ -62,7 +69,7 @@ pub fn handle(
                         )
                         .with_assignment(wire_assignment(&image, m.assigned))
                         .with_target_assignment(wire_assignment(&image, target))
-                        .with_member_type(CONSUMER_MEMBER)
+                        .with_member_type(member_type)
                 })
                 .collect();
             described

@@ -97,14 +97,20 @@ fn heartbeat(
         client_host: format!("/{}", peer.ip()),
         client_member_id: version >= 1,
     };
-    let image = broker.replicas.cluster.image();
-    let topics = broker
-        .groups
-        .topic_metadata(image.applied_index, || topic_metadata(&image));
+    let topics = subscribable_topics(broker);
     broker
         .groups
         .consumer_heartbeat(&group_id, heartbeat, &topics)
         .map_err(response_error)
+}
+
+/// The topics group members may subscribe to, as of the current metadata
+/// image (cached by the group manager per image version).
+pub(crate) fn subscribable_topics(broker: &Broker) -> Arc<TopicMetadata> {
+    let image = broker.replicas.cluster.image();
+    broker
+        .groups
+        .topic_metadata(image.applied_index, || topic_metadata(&image))
 }
 
 /// The topics members may subscribe to: every topic but the internal ones.

@@ -1,6 +1,7 @@
 //! DescribeGroups: state, protocol and members with their subscriptions and
 //! assignments. Unknown groups are "Dead" (v6+: with GROUP_ID_NOT_FOUND);
-//! so are KIP-848 consumer groups, which are not classic groups (Kafka 4.x
+//! so are KIP-848 consumer groups, which are not classic groups — also a
+//! classic group upgraded to one, classic members included (Kafka 4.x
 //! answers the same; ConsumerGroupDescribe describes them).
 
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! JoinGroup: hands the request to the group manager and waits — possibly
-//! for a whole rebalance — for its reply.
+//! for a whole rebalance — for its reply. A KIP-848 group answers a
+//! classic member at once (`chronik_coordinator::classic_member`).
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::consumer_group_heartbeat::subscribable_topics;
 use super::group_errors::code;
 use super::Handled;
 use crate::broker::Broker;
@@ -41,7 +43,8 @@ pub async fn handle(
             .collect(),
         require_known_member_id: version >= 4,
     };
-    let reply = broker.groups.join(&request.group_id.0, join).await;
+    let topics = subscribable_topics(broker);
+    let reply = broker.groups.join(&request.group_id.0, join, &topics).await;
     let members = reply
         .members
         .into_iter()

@@ -9,25 +9,18 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use bytes::{Buf, Bytes};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
-use kafka_protocol::messages::{
-    ConsumerProtocolSubscription, OffsetDeleteRequest, OffsetDeleteResponse,
-};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use tracing::warn;
 
 use super::Handled;
 use crate::broker::Broker;
+use crate::groups::consumer_protocol::decode_subscription;
 use crate::groups::GroupSnapshot;
-
-/// The newest ConsumerProtocolSubscription version this broker decodes;
-/// newer ones are read as it (their extra fields are tagged or trailing).
-const MAX_SUBSCRIPTION_VERSION: i16 = 3;
 
 /// Which topics a group's members subscribe to.
 enum Subscribed {
@@ -124,26 +117,10 @@ fn subscriptions(group: &GroupSnapshot) -> Subscribed {
     for member in &group.members {
         for (_, metadata) in &member.protocols {
             match decode_subscription(metadata.clone()) {
-                Some(subscription) => topics.extend(subscription),
+                Some(subscription) => topics.extend(subscription.topics),
                 None => return Subscribed::Unknown,
             }
         }
     }
     Subscribed::Topics(topics)
-}
-
-/// The topics of a ConsumerProtocolSubscription (a version, then the
-/// message), or None when the bytes are not one.
-fn decode_subscription(mut bytes: Bytes) -> Option<Vec<String>> {
-    if bytes.remaining() < 2 {
-        return None;
-    }
-    let version = bytes.get_i16();
-    if version < 0 {
-        return None;
-    }
-    let subscription =
-        ConsumerProtocolSubscription::decode(&mut bytes, version.min(MAX_SUBSCRIPTION_VERSION))
-            .ok()?;
-    Some(subscription.topics.iter().map(|t| t.to_string()).collect())
 }

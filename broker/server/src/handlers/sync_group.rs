@@ -1,5 +1,6 @@
 //! SyncGroup: the leader's assignments go to every member; v5 responses
-//! carry protocol_type and protocol_name, errors included.
+//! carry protocol_type and protocol_name, errors included. A classic member
+//! of a KIP-848 group gets its partitions as a ConsumerProtocolAssignment.
 
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use chronik_protocol::Response;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::consumer_group_heartbeat::subscribable_topics;
 use super::group_errors::code;
 use super::Handled;
 use crate::broker::Broker;
@@ -28,7 +30,8 @@ pub async fn handle(
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    let reply = broker.groups.sync(&request.group_id.0, sync).await;
+    let topics = subscribable_topics(broker);
+    let reply = broker.groups.sync(&request.group_id.0, sync, &topics).await;
     let response = SyncGroupResponse::default()
         .with_error_code(code(reply.error))
         .with_protocol_type(reply.protocol_type.map(StrBytes::from_string))
