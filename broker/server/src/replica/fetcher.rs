@@ -203,7 +203,7 @@ async fn fetch_once(
                     .with_partition(replica.partition)
                     .with_current_leader_epoch(current_leader_epoch)
                     .with_fetch_offset(fetch_offset)
-                    .with_log_start_offset(-1)
+                    .with_log_start_offset(replica.log.log_start_offset())
                     .with_partition_max_bytes(PARTITION_MAX_BYTES),
             );
         }
