@@ -612,8 +612,13 @@ fn markers(log: &PartitionLog) -> Vec<(i64, Option<i64>, i32)> {
 /// producer from an aborted transaction's first offset until its ABORT
 /// marker, no control records. (offset, key) pairs.
 fn read_committed(log: &PartitionLog) -> Vec<(i64, String)> {
-    let end = log.first_unstable_offset().unwrap_or(i64::MAX).min(log.log_end_offset());
-    let bytes = log.read(log.log_start_offset(), 1 << 20, end).expect("read");
+    let end = log
+        .first_unstable_offset()
+        .unwrap_or(i64::MAX)
+        .min(log.log_end_offset());
+    let bytes = log
+        .read(log.log_start_offset(), 1 << 20, end)
+        .expect("read");
     let mut aborted = log.aborted_transactions(log.log_start_offset(), end);
     aborted.sort_by_key(|a| a.first_offset);
     let (mut pending, mut skipping) = (aborted.into_iter().peekable(), Vec::new());
@@ -649,7 +654,10 @@ fn read_committed(log: &PartitionLog) -> Vec<(i64, String)> {
 fn clean_at(manager: Arc<LogManager>, dir: &Path, now: i64) -> Arc<LogManager> {
     write_rounds(&partition(&manager, "c"), 10, 3, now);
     let manager = reopen(manager, dir);
-    assert!(manager.clean_now_at(100, now) >= 1, "the log is due at {now}");
+    assert!(
+        manager.clean_now_at(100, now) >= 1,
+        "the log is due at {now}"
+    );
     manager
 }
 
@@ -668,7 +676,11 @@ fn stored(log: &PartitionLog) -> Vec<(i64, String)> {
 fn a_committed_transactions_marker_goes_delete_retention_ms_after_its_records() {
     let dir = tempfile::tempdir().expect("temp dir");
     let manager = open(manager_config(dir.path()));
-    create(&manager, "c", compacted(&[("delete.retention.ms", "3600000")]));
+    create(
+        &manager,
+        "c",
+        compacted(&[("delete.retention.ms", "3600000")]),
+    );
     let log = partition(&manager, "c");
     let superseded = put_transactional(&log, (6, 0), "k0");
     let marker = end_transaction(&log, 6, true);
@@ -680,7 +692,10 @@ fn a_committed_transactions_marker_goes_delete_retention_ms_after_its_records() 
     let t0 = now_ms();
     let manager = clean_at(manager, dir.path(), t0);
     let log = partition(&manager, "c");
-    assert!(!records(&log).iter().any(|r| r.0 == superseded), "superseded");
+    assert!(
+        !records(&log).iter().any(|r| r.0 == superseded),
+        "superseded"
+    );
     assert_eq!(
         markers(&log),
         vec![(marker, None, 1), (live_marker, None, 1)],
@@ -706,21 +721,40 @@ fn a_committed_transactions_marker_goes_delete_retention_ms_after_its_records() 
     );
     let manager = clean_at(manager, dir.path(), horizon);
     let log = partition(&manager, "c");
-    assert_eq!(markers(&log), vec![(live_marker, None, 1)], "gone after its horizon");
-    assert!(records(&log).iter().any(|r| r.0 == live), "the live record stays");
+    assert_eq!(
+        markers(&log),
+        vec![(live_marker, None, 1)],
+        "gone after its horizon"
+    );
+    assert!(
+        records(&log).iter().any(|r| r.0 == live),
+        "the live record stays"
+    );
     assert_eq!(read_committed(&log), stored(&log));
     drop(log);
     let manager = reopen(manager, dir.path());
     let log = partition(&manager, "c");
-    assert_eq!(markers(&log), vec![(live_marker, None, 1)], "after a restart");
-    assert_eq!(log.first_unstable_offset(), None, "no transaction is left open");
+    assert_eq!(
+        markers(&log),
+        vec![(live_marker, None, 1)],
+        "after a restart"
+    );
+    assert_eq!(
+        log.first_unstable_offset(),
+        None,
+        "no transaction is left open"
+    );
 }
 
 #[test]
 fn an_aborted_transactions_records_go_at_once_and_its_marker_after_the_horizon() {
     let dir = tempfile::tempdir().expect("temp dir");
     let manager = open(manager_config(dir.path()));
-    create(&manager, "c", compacted(&[("delete.retention.ms", "3600000")]));
+    create(
+        &manager,
+        "c",
+        compacted(&[("delete.retention.ms", "3600000")]),
+    );
     let log = partition(&manager, "c");
     let aborted = [
         put_transactional(&log, (5, 0), "only-aborted"),
@@ -738,9 +772,15 @@ fn an_aborted_transactions_records_go_at_once_and_its_marker_after_the_horizon()
     let manager = clean_at(manager, dir.path(), t0);
     let log = partition(&manager, "c");
     let kept: Vec<i64> = records(&log).iter().map(|r| r.0).collect();
-    assert!(!aborted.iter().any(|o| kept.contains(o)), "aborted records go at once");
+    assert!(
+        !aborted.iter().any(|o| kept.contains(o)),
+        "aborted records go at once"
+    );
     assert!(kept.contains(&committed));
-    assert_eq!(markers(&log), vec![(abort_marker, None, 1), (commit_marker, None, 1)]);
+    assert_eq!(
+        markers(&log),
+        vec![(abort_marker, None, 1), (commit_marker, None, 1)]
+    );
     assert_eq!(read_committed(&log), stored(&log));
     drop(log);
 
@@ -751,13 +791,21 @@ fn an_aborted_transactions_records_go_at_once_and_its_marker_after_the_horizon()
         markers(&log),
         vec![(abort_marker, Some(horizon), 1), (commit_marker, None, 1)]
     );
-    assert_eq!(log.aborted_transactions(0, i64::MAX).len(), 1, "kept with its marker");
+    assert_eq!(
+        log.aborted_transactions(0, i64::MAX).len(),
+        1,
+        "kept with its marker"
+    );
     assert_eq!(read_committed(&log), stored(&log));
     drop(log);
 
     let manager = clean_at(manager, dir.path(), horizon);
     let log = partition(&manager, "c");
-    assert_eq!(markers(&log), vec![(commit_marker, None, 1)], "gone after its horizon");
+    assert_eq!(
+        markers(&log),
+        vec![(commit_marker, None, 1)],
+        "gone after its horizon"
+    );
     assert!(
         log.aborted_transactions(0, i64::MAX).is_empty(),
         "its aborted-transaction entry went with it"
@@ -768,7 +816,10 @@ fn an_aborted_transactions_records_go_at_once_and_its_marker_after_the_horizon()
     drop(log);
     let manager = reopen(manager, dir.path());
     let log = partition(&manager, "c");
-    assert!(log.aborted_transactions(0, i64::MAX).is_empty(), "after a restart");
+    assert!(
+        log.aborted_transactions(0, i64::MAX).is_empty(),
+        "after a restart"
+    );
     assert_eq!(read_committed(&log), stored(&log));
 }
 

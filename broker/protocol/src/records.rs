@@ -348,13 +348,24 @@ mod tests {
         let stamped = set_delete_horizon(&batch, 1_000_000).expect("uncompressed batch");
         let header = parse_batch(&stamped, 0).expect("the CRC was recomputed");
         assert_eq!(header.delete_horizon_ms(), Some(1_000_000));
-        assert_eq!(parse_batch(&batch, 0).expect("valid").delete_horizon_ms(), None);
-        assert_eq!((header.base_offset, header.max_timestamp, header.records_count), (40, 5_000, 2));
+        assert_eq!(
+            parse_batch(&batch, 0).expect("valid").delete_horizon_ms(),
+            None
+        );
+        assert_eq!(
+            (
+                header.base_offset,
+                header.max_timestamp,
+                header.records_count
+            ),
+            (40, 5_000, 2)
+        );
         let read: Vec<(i64, SimpleRecord)> = read_records(&stamped).expect("readable");
         let expected: Vec<(i64, SimpleRecord)> = (40..).zip(records).collect();
         assert_eq!(read, expected);
         let mut walked = Vec::new();
-        crate::record_walk::walk(&stamped, &header, 1 << 20, |r| walked.push(r.timestamp)).expect("walkable");
+        crate::record_walk::walk(&stamped, &header, 1 << 20, |r| walked.push(r.timestamp))
+            .expect("walkable");
         assert_eq!(walked, vec![5_000, 4_000]);
         let again = set_delete_horizon(&stamped, 7).expect("restamped");
         assert_eq!(read_records(&again).expect("readable"), read);

@@ -31,8 +31,7 @@ use std::collections::{HashMap, HashSet};
 use chronik_protocol::record_batch::{parse_batch, parse_batches, BatchHeader};
 use chronik_protocol::record_walk::walk;
 use chronik_protocol::records::{
-    control_record_type, rebuild_batch, set_delete_horizon, CONTROL_TYPE_ABORT,
-    CONTROL_TYPE_COMMIT,
+    control_record_type, rebuild_batch, set_delete_horizon, CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT,
 };
 use tracing::warn;
 
@@ -69,7 +68,8 @@ impl Retention<'_> {
     }
 
     fn horizon_passed(&self, h: &BatchHeader) -> bool {
-        h.delete_horizon_ms().is_some_and(|horizon| horizon <= self.now_ms)
+        h.delete_horizon_ms()
+            .is_some_and(|horizon| horizon <= self.now_ms)
     }
 }
 
@@ -289,8 +289,9 @@ fn filter_batch(
         _ => {
             let rebuilt = rebuild_batch(batch, &records, kept);
             Filtered::Rebuilt(match stamp {
-                true => set_delete_horizon(&rebuilt, retention.new_delete_horizon())
-                    .unwrap_or(rebuilt),
+                true => {
+                    set_delete_horizon(&rebuilt, retention.new_delete_horizon()).unwrap_or(rebuilt)
+                }
                 false => rebuilt,
             })
         }

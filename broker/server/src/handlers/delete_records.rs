@@ -64,8 +64,8 @@ pub async fn handle(
     _version: i16,
     request: DeleteRecordsRequest,
 ) -> Option<Handled> {
-    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms.max(0)).unwrap_or(0))
-        .min(MAX_WAIT);
+    let timeout =
+        Duration::from_millis(u64::try_from(request.timeout_ms.max(0)).unwrap_or(0)).min(MAX_WAIT);
     let mut outcomes: Vec<Vec<Outcome>> = Vec::with_capacity(request.topics.len());
     for topic in &request.topics {
         let name = topic.name.0.as_str();
@@ -167,7 +167,11 @@ async fn delete(
 /// Kafka's DelayedDeleteRecords: parks in the purgatory on the waiting
 /// partitions until each one's low watermark reaches its offset, its
 /// leadership moves, or `timeout` passes (REQUEST_TIMED_OUT).
-async fn wait_for_low_watermarks(broker: &Broker, mut outcomes: Vec<&mut Outcome>, timeout: Duration) {
+async fn wait_for_low_watermarks(
+    broker: &Broker,
+    mut outcomes: Vec<&mut Outcome>,
+    timeout: Duration,
+) {
     let deadline = tokio::time::Instant::now() + timeout;
     let waiting: Vec<Arc<Replica>> = outcomes
         .iter()

@@ -85,8 +85,8 @@ pub async fn handle(
             return Handled::new(Response::Fetch(response), true);
         }
     };
-    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0))
-        .min(MAX_WAIT);
+    let wait =
+        Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0)).min(MAX_WAIT);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
     let duplicates = duplicate_partitions(&request);
