@@ -265,6 +265,42 @@ mod tests {
     }
 
     #[test]
+    fn a_cleaned_batch_with_gaps_walks_but_a_produced_one_is_refused() {
+        let batch = batch_of(4);
+        let header = parse_batch(&batch, 0).expect("valid");
+        let mut kept = Vec::new();
+        walk(&batch, &header, 1 << 20, |r| {
+            if r.offset % 2 == 1 {
+                kept.extend_from_slice(r.raw);
+            }
+        })
+        .expect("walk");
+        let cleaned = crate::records::rebuild_batch(&batch, &kept, 2);
+        let cleaned_header = parse_batch(&cleaned, 0).expect("valid");
+        let mut offsets = Vec::new();
+        walk(&cleaned, &cleaned_header, 1 << 20, |r| {
+            offsets.push((r.offset, r.timestamp))
+        })
+        .expect("a cleaned batch keeps its records' offsets");
+        assert_eq!(offsets, vec![(1, 1001), (3, 1003)]);
+        assert!(
+            matches!(
+                validate_produced(&cleaned, &cleaned_header, RULES),
+                Err(InvalidBatch::InconsistentOffsetRange { .. })
+            ),
+            "a produced batch's offsets have no gaps"
+        );
+        let mut reversed = kept[..kept.len() / 2].to_vec();
+        reversed.splice(0..0, kept[kept.len() / 2..].iter().copied());
+        let reversed = crate::records::rebuild_batch(&batch, &reversed, 2);
+        let reversed_header = parse_batch(&reversed, 0).expect("valid");
+        assert!(
+            walk(&reversed, &reversed_header, 1 << 20, |_| {}).is_err(),
+            "offsets must increase"
+        );
+    }
+
+    #[test]
     fn a_compacted_topic_refuses_keyless_records() {
         let batch = batch_of(2);
         let header = parse_batch(&batch, 0).expect("valid");
