@@ -4,8 +4,10 @@
 //! Owns: Kafka's `Partition` leader logic — follower fetch state
 //! (`Replica.updateFetchState`), ISR expansion and shrinking
 //! (`maybeExpandIsr`, `maybeShrinkIsr`), the high watermark
-//! (`maybeIncrementLeaderHW`) and the acks=all checks
-//! (`checkEnoughReplicasReachOffset`). Must not: do I/O, read a clock or
+//! (`maybeIncrementLeaderHW`), the acks=all checks
+//! (`checkEnoughReplicasReachOffset`) and the low watermark DeleteRecords
+//! waits for (`lowWatermarkIfLeader`, from the log start offsets followers
+//! report). Must not: do I/O, read a clock or
 //! touch the log — the owner feeds events with the time in milliseconds and
 //! performs the returned `LeaderAction`s.
 //!

@@ -1,8 +1,10 @@
 //! The replica fetcher for one leader: a task that, for every partition this
 //! broker follows under that leader, first asks where its latest leader epoch
 //! ends (OffsetForLeaderEpoch, and truncates), then fetches from the local
-//! log end offset with Fetch carrying this broker's replica id, appends what
-//! comes back and learns the leader's high watermark — Kafka's
+//! log end offset with Fetch carrying this broker's replica id and its log
+//! start offset (what the leader's DeleteRecords waits for), appends what
+//! comes back, learns the leader's high watermark and follows its log start
+//! offset — Kafka's
 //! ReplicaFetcherThread. The task ends when no partition follows the leader
 //! any more; the manager starts a new one when needed.
 
