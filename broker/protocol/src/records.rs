@@ -149,7 +149,10 @@ pub fn set_delete_horizon(batch: &[u8], horizon_ms: i64) -> Option<Vec<u8>> {
     if header.compression_codec() != 0 || header.size != batch.len() {
         return None;
     }
-    let mut out = Vec::with_capacity(batch.len() + 8 * header.records_count.max(0) as usize);
+    // A record grows by at most 9 bytes (a longer timestamp delta) and
+    // takes at least 7: twice the batch is room enough, whatever the
+    // header's record count says.
+    let mut out = Vec::with_capacity(batch.len().saturating_mul(2));
     out.extend_from_slice(&batch[..BATCH_HEADER_SIZE]);
     let mut pos = BATCH_HEADER_SIZE;
     let mut record = Vec::new();
