@@ -36,6 +36,7 @@ use crate::partition::{PartitionContext, PartitionLog};
 use crate::recovery::RecoveryHint;
 use crate::registry::Registry;
 use crate::retention::{enforce_all, run_maintenance, StopSignal};
+use crate::segment::wall_clock_ms;
 use crate::stats::{Counters, FlushObserver, LogStats};
 use crate::topic::{validate_topic_name, TopicLog};
 use crate::topic_meta::{self, topics_dir, TopicMeta, TOPICS_DIR};
@@ -481,15 +482,21 @@ impl LogManager {
     /// due or one fails (what the `log-cleaner-N` threads do every
     /// backoff), at most `max_runs` cleanings. Returns how many ran.
     pub fn clean_now(&self, max_runs: usize) -> usize {
+        self.clean_now_at(max_runs, wall_clock_ms())
+    }
+
+    /// `clean_now` as of `now_ms` instead of the wall clock (what decides
+    /// min.compaction.lag.ms and delete horizons), for tests and tools.
+    pub fn clean_now_at(&self, max_runs: usize, now_ms: i64) -> usize {
         let mut map = OffsetMap::with_buffer(self.cleaner.dedupe_buffer_size);
         let mut runs = 0;
         while runs < max_runs
             && clean_filthiest(
                 &self.registry,
                 &mut map,
-                &self.cleaner,
-                &self.ctx.counters,
+                (&self.cleaner, &self.ctx.counters),
                 None,
+                now_ms,
             )
         {
             runs += 1;

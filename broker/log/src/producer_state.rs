@@ -338,6 +338,16 @@ impl ProducerStateManager {
         self.aborted.drain(..gone);
     }
 
+    /// Drops the aborted transactions that ended at these (producer id,
+    /// marker offset): the log cleaner removed their markers (and every
+    /// batch of theirs before).
+    pub(crate) fn forget_aborted(&mut self, markers: &[(i64, i64)]) {
+        if !markers.is_empty() {
+            self.aborted
+                .retain(|a| !markers.contains(&(a.producer_id, a.last_offset)));
+        }
+    }
+
     /// Installs `entry` for `pid`, keeping the open-transaction index in
     /// step, and records what `completed` ended.
     fn install(&mut self, pid: i64, entry: ProducerStateEntry) {

@@ -34,6 +34,8 @@ const COMPRESSION_MASK: i16 = 0x07;
 const TRANSACTIONAL_FLAG: i16 = 0x10;
 const CONTROL_FLAG: i16 = 0x20;
 const LOG_APPEND_TIME_FLAG: i16 = 0x08;
+/// KIP-534: the base timestamp holds the batch's delete horizon.
+pub const DELETE_HORIZON_FLAG: i16 = 0x40;
 
 /// Decoded header fields of one RecordBatch. `position` is the batch's byte
 /// offset inside the buffer it was parsed from.
@@ -77,6 +79,12 @@ impl BatchHeader {
     }
     pub fn has_producer_id(&self) -> bool {
         self.producer_id >= 0
+    }
+    /// The delete horizon the log cleaner stamped on this batch (KIP-534:
+    /// attributes bit 6, the base timestamp holding it): its tombstones, or
+    /// the transaction marker it is, may go once the horizon has passed.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_FLAG != 0).then_some(self.base_timestamp)
     }
 }
 

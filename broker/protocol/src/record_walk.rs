@@ -4,8 +4,9 @@
 //!
 //! Owns: the record layout (length, attributes, timestamp delta, offset
 //! delta, key, value, headers; zigzag varints) as a reader that never
-//! allocates per record, and the produce-time checks: the batch's offset
-//! range matches its record count, records are numbered 0..count in order,
+//! allocates per record (offset deltas increasing within the batch's range:
+//! a cleaned batch has gaps), and the produce-time checks: the batch's offset
+//! range matches its record count, so records are numbered 0..count in order,
 //! every record is whole, nothing trails the last one, and the records
 //! inflate to at most the given limit. Must not: change bytes (the log
 //! stores client batches verbatim).
@@ -93,6 +94,7 @@ pub fn walk(
         &inflated[..]
     };
     let mut pos = 0usize;
+    let mut previous_delta = -1i64;
     for index in 0..header.records_count {
         let start = pos;
         let length = read_varint(records, &mut pos)?;
@@ -117,12 +119,16 @@ pub fn walk(
         }
         let timestamp_delta = read_varint(body, &mut p)?;
         let offset_delta = read_varint(body, &mut p)?;
-        if offset_delta != i64::from(index) {
+        // Increasing within the batch's range: a produced batch, whose
+        // record count is its offset range, is then numbered 0..count; a
+        // batch the cleaner rewrote keeps its records' offsets, with gaps.
+        if offset_delta <= previous_delta || offset_delta > i64::from(header.last_offset_delta) {
             return Err(InvalidBatch::BadRecord {
                 index,
                 reason: "offset delta out of sequence",
             });
         }
+        previous_delta = offset_delta;
         let key = take_bytes(body, &mut p, index)?;
         let value = take_bytes(body, &mut p, index)?;
         let headers = read_varint(body, &mut p)?;
@@ -256,6 +262,42 @@ mod tests {
         .expect("walk");
         assert_eq!(seen.len(), 5);
         assert_eq!(seen[3], (3, 1003, false, Some(b"v3".to_vec())));
+    }
+
+    #[test]
+    fn a_cleaned_batch_with_gaps_walks_but_a_produced_one_is_refused() {
+        let batch = batch_of(4);
+        let header = parse_batch(&batch, 0).expect("valid");
+        let mut kept = Vec::new();
+        walk(&batch, &header, 1 << 20, |r| {
+            if r.offset % 2 == 1 {
+                kept.extend_from_slice(r.raw);
+            }
+        })
+        .expect("walk");
+        let cleaned = crate::records::rebuild_batch(&batch, &kept, 2);
+        let cleaned_header = parse_batch(&cleaned, 0).expect("valid");
+        let mut offsets = Vec::new();
+        walk(&cleaned, &cleaned_header, 1 << 20, |r| {
+            offsets.push((r.offset, r.timestamp))
+        })
+        .expect("a cleaned batch keeps its records' offsets");
+        assert_eq!(offsets, vec![(1, 1001), (3, 1003)]);
+        assert!(
+            matches!(
+                validate_produced(&cleaned, &cleaned_header, RULES),
+                Err(InvalidBatch::InconsistentOffsetRange { .. })
+            ),
+            "a produced batch's offsets have no gaps"
+        );
+        let mut reversed = kept[..kept.len() / 2].to_vec();
+        reversed.splice(0..0, kept[kept.len() / 2..].iter().copied());
+        let reversed = crate::records::rebuild_batch(&batch, &reversed, 2);
+        let reversed_header = parse_batch(&reversed, 0).expect("valid");
+        assert!(
+            walk(&reversed, &reversed_header, 1 << 20, |_| {}).is_err(),
+            "offsets must increase"
+        );
     }
 
     #[test]

@@ -4,13 +4,16 @@
 //! Owns: Kafka's record encoding (zigzag varints, key/value/headers) for
 //! uncompressed batches the broker writes, and the one look inside client
 //! batches the broker needs: ListOffsets' record-exact timestamp lookup,
-//! which walks (and if needed decompresses, bounded) a single batch. Produce and
+//! which walks (and if needed decompresses, bounded) a single batch; and the
+//! log cleaner's rewrites (records dropped, a delete horizon stamped). Produce and
 //! Fetch never come here: they keep client records as opaque bytes.
 
 use bytes::Bytes;
 
 use crate::error::BatchError;
-use crate::record_batch::{parse_batch, BatchHeader, BATCH_HEADER_SIZE, LOG_OVERHEAD};
+use crate::record_batch::{
+    parse_batch, BatchHeader, BATCH_HEADER_SIZE, DELETE_HORIZON_FLAG, LOG_OVERHEAD,
+};
 
 /// A record the broker writes or reads back (no headers).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,6 +136,50 @@ pub fn rebuild_batch(batch: &[u8], records: &[u8], count: i32) -> Vec<u8> {
 
 /// RecordBatch attributes bits 0-2: the compression codec.
 const COMPRESSION_BITS: i16 = 0x07;
+
+/// The uncompressed stored `batch` with its delete horizon set to
+/// `horizon_ms` (KIP-534, as Kafka's cleaner stamps it): the base timestamp
+/// becomes the horizon, attributes bit 6 is set, and every record's
+/// timestamp delta is re-encoded against the new base, so each record keeps
+/// its timestamp (max timestamp, offsets and producer fields unchanged);
+/// length and CRC are recomputed. None when the batch is compressed or a
+/// record does not decode (the caller keeps the batch as it is).
+pub fn set_delete_horizon(batch: &[u8], horizon_ms: i64) -> Option<Vec<u8>> {
+    let header = parse_batch(batch, 0).ok()?;
+    if header.compression_codec() != 0 || header.size != batch.len() {
+        return None;
+    }
+    // A record grows by at most 9 bytes (a longer timestamp delta) and
+    // takes at least 7: twice the batch is room enough, whatever the
+    // header's record count says.
+    let mut out = Vec::with_capacity(batch.len().saturating_mul(2));
+    out.extend_from_slice(&batch[..BATCH_HEADER_SIZE]);
+    let mut pos = BATCH_HEADER_SIZE;
+    let mut record = Vec::new();
+    for _ in 0..header.records_count {
+        let len = usize::try_from(get_varint(batch, &mut pos)?).ok()?;
+        let body = batch.get(pos..pos.checked_add(len)?)?;
+        pos += len;
+        let mut p = 1; // attributes
+        let timestamp = header
+            .base_timestamp
+            .checked_add(get_varint(body, &mut p)?)?;
+        record.clear();
+        record.push(*body.first()?);
+        put_varint(&mut record, timestamp.checked_sub(horizon_ms)?);
+        record.extend_from_slice(&body[p..]);
+        put_varint(&mut out, i64::try_from(record.len()).ok()?);
+        out.extend_from_slice(&record);
+    }
+    if pos != batch.len() {
+        return None;
+    }
+    let attributes = header.attributes | DELETE_HORIZON_FLAG;
+    out[21..23].copy_from_slice(&attributes.to_be_bytes());
+    out[27..35].copy_from_slice(&horizon_ms.to_be_bytes());
+    seal_batch(&mut out);
+    Some(out)
+}
 
 /// Reads every (offset, record) of the uncompressed batches in `buf`.
 /// Compressed batches are reported as errors: the broker never writes them.
@@ -288,6 +335,44 @@ pub fn control_record_type(batch: &[u8]) -> Option<i16> {
 mod tests {
     use super::*;
     use crate::record_batch::{parse_batches, set_base_offset};
+
+    #[test]
+    fn a_delete_horizon_keeps_every_record_and_its_timestamp() {
+        let records: Vec<SimpleRecord> = [(Some("k"), Some("v"), 5_000), (Some("k2"), None, 4_000)]
+            .iter()
+            .map(|&(k, v, ts)| SimpleRecord {
+                key: k.map(|k| Bytes::from(k.to_string())),
+                value: v.map(|v| Bytes::from(v.to_string())),
+                timestamp: ts,
+            })
+            .collect();
+        let mut batch = build_batch(&records);
+        set_base_offset(&mut batch, 0, 40);
+        let stamped = set_delete_horizon(&batch, 1_000_000).expect("uncompressed batch");
+        let header = parse_batch(&stamped, 0).expect("the CRC was recomputed");
+        assert_eq!(header.delete_horizon_ms(), Some(1_000_000));
+        assert_eq!(
+            parse_batch(&batch, 0).expect("valid").delete_horizon_ms(),
+            None
+        );
+        assert_eq!(
+            (
+                header.base_offset,
+                header.max_timestamp,
+                header.records_count
+            ),
+            (40, 5_000, 2)
+        );
+        let read: Vec<(i64, SimpleRecord)> = read_records(&stamped).expect("readable");
+        let expected: Vec<(i64, SimpleRecord)> = (40..).zip(records).collect();
+        assert_eq!(read, expected);
+        let mut walked = Vec::new();
+        crate::record_walk::walk(&stamped, &header, 1 << 20, |r| walked.push(r.timestamp))
+            .expect("walkable");
+        assert_eq!(walked, vec![5_000, 4_000]);
+        let again = set_delete_horizon(&stamped, 7).expect("restamped");
+        assert_eq!(read_records(&again).expect("readable"), read);
+    }
 
     #[test]
     fn a_rebuilt_batch_keeps_offsets_and_drops_records() {

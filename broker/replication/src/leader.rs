@@ -4,8 +4,10 @@
 //! Owns: Kafka's `Partition` leader logic — follower fetch state
 //! (`Replica.updateFetchState`), ISR expansion and shrinking
 //! (`maybeExpandIsr`, `maybeShrinkIsr`), the high watermark
-//! (`maybeIncrementLeaderHW`) and the acks=all checks
-//! (`checkEnoughReplicasReachOffset`). Must not: do I/O, read a clock or
+//! (`maybeIncrementLeaderHW`), the acks=all checks
+//! (`checkEnoughReplicasReachOffset`) and the low watermark DeleteRecords
+//! waits for (`lowWatermarkIfLeader`, from the log start offsets followers
+//! report). Must not: do I/O, read a clock or
 //! touch the log — the owner feeds events with the time in milliseconds and
 //! performs the returned `LeaderAction`s.
 //!
@@ -61,6 +63,9 @@ pub struct FollowerFetchState {
     pub last_fetch_leader_log_end_offset: Option<i64>,
     /// The last time the follower was known to have all the leader had.
     pub last_caught_up_time_ms: Millis,
+    /// The follower's log start offset as its last fetch reported it
+    /// (Fetch v5+). `None` until it reports one in this leader epoch.
+    pub log_start_offset: Option<i64>,
 }
 
 impl FollowerFetchState {
@@ -70,6 +75,7 @@ impl FollowerFetchState {
             last_fetch_time_ms: 0,
             last_fetch_leader_log_end_offset: None,
             last_caught_up_time_ms,
+            log_start_offset: None,
         }
     }
 
@@ -121,6 +127,9 @@ pub enum LeaderAction {
     /// replication-offset-checkpoint), wake fetches waiting for it, and
     /// re-check acks=all produces with `acks_all_satisfied`.
     HighWatermarkAdvanced(i64),
+    /// This follower's log start offset moved up: the low watermark may
+    /// have advanced, so re-check DeleteRecords waiting for it.
+    FollowerLogStartOffsetAdvanced(ReplicaId),
 }
 
 /// The leader's replication state for one partition.
@@ -239,6 +248,43 @@ impl PartitionReplicaState {
         actions.extend(self.maybe_expand_isr(replica_id, fetch_offset));
         actions.extend(self.maybe_advance_high_watermark());
         Ok(actions)
+    }
+
+    /// The log start offset follower `replica_id` reported in the fetch
+    /// just recorded by `follower_fetch` (Kafka's `updateFetchState` takes
+    /// both together); a negative one (not reported) changes nothing. It is
+    /// capped at the fetch offset: a replica holds nothing past its end.
+    pub fn follower_log_start_offset(
+        &mut self,
+        replica_id: ReplicaId,
+        log_start_offset: i64,
+    ) -> Option<LeaderAction> {
+        let follower = self.followers.get_mut(&replica_id)?;
+        if log_start_offset < 0 {
+            return None;
+        }
+        let reported = log_start_offset.min(follower.log_end_offset.unwrap_or(log_start_offset));
+        let previous = follower.log_start_offset.replace(reported);
+        (previous.is_none_or(|p| reported > p))
+            .then_some(LeaderAction::FollowerLogStartOffsetAdvanced(replica_id))
+    }
+
+    /// Kafka's `lowWatermarkIfLeader`: the smallest log start offset over
+    /// this leader (`leader_log_start_offset`) and every follower on a live
+    /// broker (`is_live`: registered, not fenced) — not only the ISR. A
+    /// live follower that has not reported one holds it at -1 (Kafka's
+    /// unknown offset). DeleteRecords answers a partition once this
+    /// reaches the requested offset.
+    pub fn low_watermark(
+        &self,
+        leader_log_start_offset: i64,
+        is_live: impl Fn(ReplicaId) -> bool,
+    ) -> i64 {
+        self.followers
+            .iter()
+            .filter(|(&r, _)| is_live(r))
+            .map(|(_, f)| f.log_start_offset.unwrap_or(-1))
+            .fold(leader_log_start_offset, i64::min)
     }
 
     /// Periodic check (Kafka runs it every replica.lag.time.max.ms / 2):

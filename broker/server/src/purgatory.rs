@@ -14,9 +14,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use chronik_log::PartitionLog;
 use tokio::sync::Notify;
+
+/// The longest a request parks here whatever wait it asks for (a Fetch's
+/// max_wait_ms, a DeleteRecords' timeout_ms), so none parks forever.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
 
 /// A partition's identity for as long as its log lives (a deleted and
 /// re-created topic gets new logs; `wake_all` covers the change).

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use common::broker::Broker;
-use common::cluster::Cluster;
+use common::cluster::{Cluster, FAST_FAILOVER};
 use common::kafka_client::Client;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::delete_records_request::{
@@ -32,6 +32,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const REQUEST_TIMED_OUT: i16 = 7;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const INVALID_PARTITIONS: i16 = 37;
@@ -190,13 +191,23 @@ fn offset_delete(client: &mut Client, group: &str, topic: &str) -> Result<(i16, 
 
 /// (error code, low watermark) of DeleteRecords for partition 0 of `topic`.
 fn delete_records(client: &mut Client, topic: &str, offset: i64) -> Result<(i16, i64)> {
+    delete_records_within(client, topic, offset, 10_000)
+}
+
+/// `delete_records` with the request's timeout_ms.
+fn delete_records_within(
+    client: &mut Client,
+    topic: &str,
+    offset: i64,
+    timeout_ms: i32,
+) -> Result<(i16, i64)> {
     let request = DeleteRecordsRequest::default()
         .with_topics(vec![DeleteRecordsTopic::default()
             .with_name(name(topic))
             .with_partitions(vec![
                 DeleteRecordsPartition::default().with_offset(offset)
             ])])
-        .with_timeout_ms(10_000);
+        .with_timeout_ms(timeout_ms);
     let p = client
         .send(&request, 2)?
         .topics
@@ -217,9 +228,25 @@ fn leader_of(client: &mut Client, topic: &str) -> Result<i32> {
     Ok(response.topics[0].partitions[0].leader_id.0)
 }
 
+/// The broker ids Metadata lists (registered and not fenced).
+fn listed_brokers(client: &mut Client) -> Result<Vec<i32>> {
+    let response = client.send(&MetadataRequest::default().with_topics(Some(vec![])), 12)?;
+    Ok(response.brokers.iter().map(|b| b.node_id.0).collect())
+}
+
+/// The log start offset `dir`'s replica of `topic`-0 persisted (None: it
+/// never moved).
+fn persisted_log_start(dir: &std::path::Path, topic: &str) -> Option<String> {
+    std::fs::read_to_string(dir.join(format!("{topic}-0")).join("log-start-offset"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
 /// DeleteRecords on the leader of a replicated partition: Kafka's refusals,
-/// the log start offset moves (ListOffsets earliest), and every replica
-/// persists it (each node's `log-start-offset` file).
+/// the log start offset moves (ListOffsets earliest), and the answer comes
+/// only once every replica moved it (Kafka's low watermark: each node's
+/// `log-start-offset` file is written before its log start offset moves,
+/// and a follower reports it only after).
 fn exercise_delete_records(clients: &mut [Client], nodes: &[(i32, PathBuf)]) -> Result<()> {
     let rf = i16::try_from(nodes.len())?;
     // The test client stamps records in 2023: no retention by time.
@@ -266,15 +293,23 @@ fn exercise_delete_records(clients: &mut [Client], nodes: &[(i32, PathBuf)]) -> 
         "ListOffsets earliest after DeleteRecords"
     );
     for (id, dir) in nodes {
-        let file = dir.join("trim-me-0").join("log-start-offset");
-        eventually(&format!("node {id} persists log start offset 4"), || {
-            Ok(std::fs::read_to_string(&file).is_ok_and(|s| s.trim() == "4"))
-        })?;
+        let persisted = persisted_log_start(dir, "trim-me");
+        ensure!(
+            persisted.as_deref() == Some("4"),
+            "node {id} had log start offset {persisted:?} when DeleteRecords answered"
+        );
     }
     ensure!(
         delete_records(client, "trim-me", -1)? == (0, 10),
         "DeleteRecords to the high watermark"
     );
+    for (id, dir) in nodes {
+        let persisted = persisted_log_start(dir, "trim-me");
+        ensure!(
+            persisted.as_deref() == Some("10"),
+            "node {id} had log start offset {persisted:?} when DeleteRecords answered"
+        );
+    }
     Ok(())
 }
 
@@ -476,4 +511,92 @@ fn admin_changes_on_three_nodes() -> Result<()> {
     }
     exercise(&mut clients, 3)?;
     exercise_delete_records(&mut clients, &nodes)
+}
+
+/// Kafka's rule for when DeleteRecords answers: the low watermark counts the
+/// followers on live (unfenced) brokers, in the ISR or not. A paused
+/// follower holds it back — REQUEST_TIMED_OUT, the leader's log start
+/// offset moved all the same — until the controller fences its broker;
+/// from then on the live replicas alone decide, and the paused one follows
+/// the leader's log start offset once it runs again.
+#[test]
+fn delete_records_waits_for_the_replicas_on_live_brokers() -> Result<()> {
+    let mut cluster = Cluster::start(3, FAST_FAILOVER)?;
+    let topic = "trim-wait";
+    Client::connect(cluster.node(1))?.create_topic_replicated(
+        topic,
+        1,
+        3,
+        &[("retention.ms", "-1")],
+    )?;
+    let view = cluster
+        .wait_for(topic, Duration::from_secs(30), "an ISR of three", |ps| {
+            ps.first().is_some_and(|p| p.leader > 0 && p.isr.len() == 3)
+        })?
+        .remove(0);
+    let leader = view.leader;
+    let followers: Vec<i32> = view
+        .replicas
+        .iter()
+        .copied()
+        .filter(|&r| r != leader)
+        .collect();
+    let (paused, running) = (followers[0], followers[1]);
+    let mut client = Client::connect(cluster.node(leader))?;
+    let values: Vec<bytes::Bytes> = (0..10)
+        .map(|i| bytes::Bytes::from(format!("v{i}")))
+        .collect();
+    eventually("the leader takes 10 records with acks=all", || {
+        Ok(client.produce_values(topic, &values)?.0 == 0)
+    })?;
+    let dir = |cluster: &mut Cluster, id: i32| cluster.node(id).data_dir().to_path_buf();
+    let (paused_dir, running_dir) = (dir(&mut cluster, paused), dir(&mut cluster, running));
+
+    cluster.node(paused).pause()?;
+    let (code, low_watermark) = delete_records_within(&mut client, topic, 4, 1_000)?;
+    if code == 0 {
+        // Only if the controller fenced the paused broker first.
+        ensure!(
+            !listed_brokers(&mut client)?.contains(&paused),
+            "DeleteRecords answered (low watermark {low_watermark}) while a follower that \
+             never moved its log start offset was on a live broker"
+        );
+    } else {
+        ensure!(
+            code == REQUEST_TIMED_OUT && low_watermark < 4,
+            "a follower holding the low watermark: {code}, low watermark {low_watermark}"
+        );
+    }
+    ensure!(
+        client.log_start_offset(topic)? == 4,
+        "the leader moved its log start offset even though the answer timed out"
+    );
+
+    eventually("the controller fences the paused broker", || {
+        Ok(!listed_brokers(&mut client)?.contains(&paused))
+    })
+    .with_context(|| cluster.logs())?;
+    ensure!(
+        delete_records(&mut client, topic, 6)? == (0, 6),
+        "DeleteRecords with the paused broker fenced"
+    );
+    ensure!(
+        persisted_log_start(&running_dir, topic).as_deref() == Some("6"),
+        "the running follower had not moved its log start offset when DeleteRecords answered"
+    );
+    ensure!(
+        persisted_log_start(&paused_dir, topic).is_none(),
+        "the paused follower moved its log start offset"
+    );
+
+    cluster.node(paused).resume()?;
+    eventually("the resumed follower follows the log start offset", || {
+        Ok(persisted_log_start(&paused_dir, topic).as_deref() == Some("6"))
+    })
+    .with_context(|| cluster.logs())?;
+    ensure!(
+        delete_records(&mut client, topic, 6)? == (0, 6),
+        "DeleteRecords once every replica is back"
+    );
+    Ok(())
 }

@@ -4,7 +4,10 @@
 //! cleaner ran, refuses keyless records with Kafka's INVALID_RECORD, and
 //! keeps its data, and __consumer_offsets (compacted too) its committed
 //! offsets, across a restart; in a 3-node cluster, a follower that was down
-//! catches up from a compacted leader (its fetches return offset gaps).
+//! catches up from a compacted leader (its fetches return offset gaps);
+//! transaction markers go once their transactions' records are gone and
+//! their delete horizon passed, and librdkafka's read_committed consumer
+//! reads the cleaned log.
 
 mod common;
 
@@ -13,10 +16,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
 use chronik_protocol::record_batch::parse_batches;
+use common::clients::{assign_from_beginning, consumer};
 use common::cluster::{Cluster, FAST_FAILOVER};
 use common::kafka_client::Client;
 use common::{prom, Broker};
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
+use rdkafka::config::ClientConfig;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 
 /// The topic configs of the compacted topics here.
 const COMPACTED: &[(&str, &str)] = &[
@@ -300,6 +307,140 @@ fn a_follower_catches_up_from_a_compacted_leader() -> Result<()> {
         leo(cluster.node(follower))? == WRITES as f64,
         "the follower did not catch up\n{}",
         cluster.logs()
+    );
+    Ok(())
+}
+
+/// (base offset, record count) of every control batch from offset 0.
+fn control_batches(client: &mut Client, topic: &str) -> Result<Vec<(i64, i32)>> {
+    let (mut out, mut next) = (Vec::new(), 0);
+    loop {
+        let (error, high_watermark, records) = client.fetch_from(topic, next)?;
+        ensure!(error == 0, "fetch from {next}: error {error}");
+        if next >= high_watermark {
+            return Ok(out);
+        }
+        let batches = parse_batches(&records).context("whole batches, valid CRCs")?;
+        next = batches
+            .last()
+            .context("a batch below the high watermark")?
+            .last_offset()
+            + 1;
+        out.extend(
+            batches
+                .iter()
+                .filter(|h| h.is_control())
+                .map(|h| (h.base_offset, h.records_count)),
+        );
+    }
+}
+
+/// One transaction of keyed records, committed or aborted (librdkafka).
+fn transaction(
+    p: &BaseProducer,
+    topic: &str,
+    records: &[(&str, &str)],
+    commit: bool,
+) -> Result<()> {
+    p.begin_transaction()?;
+    for (key, value) in records {
+        p.send(BaseRecord::to(topic).key(*key).payload(*value).partition(0))
+            .map_err(|(e, _)| e)?;
+    }
+    p.flush(Duration::from_secs(30))?;
+    match commit {
+        true => p.commit_transaction(Duration::from_secs(30))?,
+        false => p.abort_transaction(Duration::from_secs(30))?,
+    }
+    Ok(())
+}
+
+#[test]
+fn transaction_markers_go_once_their_records_are_gone() -> Result<()> {
+    let broker = Broker::start(&["--log-cleaner-backoff-ms", "100"])?;
+    let mut client = Client::connect(&broker)?;
+    let topic = "compacted-txn";
+    let mut configs = COMPACTED.to_vec();
+    configs.push(("delete.retention.ms", "0"));
+    client.create_topic_with(topic, &configs)?;
+    let p: BaseProducer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("broker.address.family", "v4")
+        .set("transactional.id", "compacted-txn")
+        .set("linger.ms", "1")
+        .create()?;
+    p.init_transactions(Duration::from_secs(30))?;
+    // Superseded below, then aborted, then a record that stays its key's
+    // latest: only the last transaction's marker may stay.
+    transaction(&p, topic, &[("k0", "committed"), ("k1", "committed")], true)?;
+    transaction(&p, topic, &[("k2", "aborted"), ("k3", "aborted")], false)?;
+    transaction(&p, topic, &[("live", "committed")], true)?;
+    // The coordinator writes markers after answering EndTxn.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut markers = control_batches(&mut client, topic)?;
+    while markers.len() < 3 {
+        ensure!(Instant::now() < deadline, "markers written: {markers:?}");
+        std::thread::sleep(Duration::from_millis(100));
+        markers = control_batches(&mut client, topic)?;
+    }
+    ensure!(markers.len() == 3, "three markers written: {markers:?}");
+    let last_marker = markers[2];
+
+    // Plain writes over k0..k4 keep the log dirty, so it is cleaned again
+    // and again, until only the live transaction's marker is left.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut latest = BTreeMap::new();
+    let mut round = 0;
+    while control_batches(&mut client, topic)? != vec![last_marker] {
+        ensure!(
+            Instant::now() < deadline,
+            "markers left after 60 s: {:?}\n{}",
+            control_batches(&mut client, topic)?,
+            broker.log_tail(20)
+        );
+        for k in 0..KEYS {
+            let (key, value) = (format!("k{k}"), format!("round {round}"));
+            let (error, _) =
+                client.produce_keyed(topic, &[(Some(&key), Some(&value))], Compression::None)?;
+            ensure!(error == 0, "produce: error {error}");
+            latest.insert(key, value);
+        }
+        round += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    latest.insert("live".to_string(), "committed".to_string());
+
+    let c = consumer(
+        &broker,
+        &[
+            ("isolation.level", "read_committed"),
+            ("enable.partition.eof", "true"),
+        ],
+    )?;
+    assign_from_beginning(&c, topic, &[0])?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    loop {
+        ensure!(
+            Instant::now() < deadline,
+            "read_committed did not reach the end: {seen:?}"
+        );
+        match c.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                let text =
+                    |b: Option<&[u8]>| String::from_utf8_lossy(b.unwrap_or_default()).into_owned();
+                let value = text(m.payload());
+                ensure!(value != "aborted", "read_committed got an aborted record");
+                seen.insert(text(m.key()), value);
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => break,
+            Some(Err(e)) => anyhow::bail!("consume: {e}"),
+            None => {}
+        }
+    }
+    ensure!(
+        seen == latest,
+        "read_committed: {seen:?}, latest: {latest:?}"
     );
     Ok(())
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
-use self::clean_segment::{build_offset_map, clean_group, Retention};
+use self::clean_segment::{build_offset_map, clean_group, Retention, Transactions};
 use self::offset_map::OffsetMap;
 use self::schedule::{groups, is_due, Cleanable, SegmentFacts};
 use crate::error::Result;
@@ -91,7 +91,13 @@ pub(crate) fn run_cleaner(
     let per_thread = config.dedupe_buffer_size / config.threads.max(1);
     let mut map = OffsetMap::with_buffer(per_thread);
     loop {
-        let cleaned = clean_filthiest(&registry, &mut map, &config, &counters, Some(&stop));
+        let cleaned = clean_filthiest(
+            &registry,
+            &mut map,
+            (&config, &counters),
+            Some(&stop),
+            wall_clock_ms(),
+        );
         if stop.wait(if cleaned {
             Duration::ZERO
         } else {
@@ -103,17 +109,16 @@ pub(crate) fn run_cleaner(
 }
 
 /// Cleans the due partition with the highest dirty ratio that no other
-/// thread is cleaning. Returns whether one was cleaned without error. A
-/// `stop` signalled meanwhile (shutdown) abandons the cleaning between two
-/// cleaned segments.
+/// thread is cleaning, as of `now` (the wall clock; tests pass another).
+/// Returns whether one was cleaned without error. A `stop` signalled
+/// meanwhile (shutdown) abandons the cleaning between two cleaned segments.
 pub(crate) fn clean_filthiest(
     registry: &Registry,
     map: &mut OffsetMap,
-    config: &CleanerConfig,
-    counters: &Counters,
+    (config, counters): (&CleanerConfig, &Counters),
     stop: Option<&StopSignal>,
+    now: i64,
 ) -> bool {
-    let now = wall_clock_ms();
     let mut due = Vec::new();
     for partition in registry.partitions() {
         if !partition.config().compact || partition.is_being_cleaned() {
@@ -179,14 +184,16 @@ fn clean_partition(
         .segments
         .partition_point(|s| s.facts.base_offset < mapped_end);
     let sources = &view.segments[..count];
+    let log_config = partition.config();
     let retention = Retention {
         map,
         aborted: &view.aborted,
         producer_last_offsets: &view.producer_last_offsets,
         max_decompressed: config.max_decompressed_batch_bytes,
+        now_ms: now,
+        delete_retention_ms: log_config.delete_retention_ms,
     };
-    let log_config = partition.config();
-    let horizon = now.saturating_sub(log_config.delete_retention_ms);
+    let mut txns = Transactions::default();
     let facts: Vec<SegmentFacts> = sources.iter().map(|s| s.facts).collect();
     let (mut bytes_in, mut bytes_out) = (0u64, 0u64);
     for group in groups(&facts, log_config.segment_bytes) {
@@ -194,19 +201,13 @@ fn clean_partition(
             return Ok(());
         }
         let group = &sources[group];
-        // A tombstone goes once the segment holding it was cleaned (it is
-        // in the clean part) at least delete.retention.ms ago.
         let modified_ms: Vec<i64> = group
             .iter()
             .map(|s| file_modified_ms(&s.slice.file, &s.slice.path).unwrap_or(now))
             .collect();
-        let drop_tombstones: Vec<bool> = group
-            .iter()
-            .zip(&modified_ms)
-            .map(|(s, &m)| s.facts.next_offset <= first_dirty && m <= horizon)
-            .collect();
         // The cleaned segment is dated by when its data was last cleaned:
-        // now if any of it was dirty, else its newest source.
+        // now if any of it was dirty, else its newest source (its largest
+        // timestamp falls back on the date when it holds no batch).
         let any_dirty = group.iter().any(|s| s.facts.next_offset > first_dirty);
         let dated = if any_dirty {
             now
@@ -216,7 +217,7 @@ fn clean_partition(
         let cleaned_path = swap::cleaned_path(partition.dir(), group[0].facts.base_offset);
         let written = clean_group(
             group,
-            &drop_tombstones,
+            &mut txns,
             &retention,
             log_config.index_interval_bytes,
             now,
@@ -231,7 +232,7 @@ fn clean_partition(
             }
         };
         let (size_in, size_out) = (cleaned.bytes_in, cleaned.segment.size());
-        if !partition.replace_cleaned(group, cleaned.segment)? {
+        if !partition.replace_cleaned(group, cleaned.segment, &cleaned.removed_aborts)? {
             remove_if_exists(&cleaned_path)?;
             debug!(
                 topic = partition.topic(),

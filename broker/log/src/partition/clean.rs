@@ -122,12 +122,17 @@ impl PartitionLog {
     /// Puts `cleaned` in place of `sources` if they are still the same
     /// closed segments (else false: retention or a truncation changed the
     /// log meanwhile, and nothing changes), then swaps the files (see
-    /// `cleaner::swap`). Readers holding the old segments' files keep
-    /// reading them, as after a retention deletion.
+    /// `cleaner::swap`). The aborted transactions whose ABORT markers it
+    /// dropped (`removed_aborts`: producer id, marker offset) leave the
+    /// producer state in the same step, so no read_committed fetch is told
+    /// of a transaction whose marker it can no longer read. Readers holding
+    /// the old segments' files keep reading them, as after a retention
+    /// deletion.
     pub(crate) fn replace_cleaned(
         &self,
         sources: &[SourceSegment],
         cleaned: LogSegment,
+        removed_aborts: &[(i64, i64)],
     ) -> Result<bool> {
         let indexes = cleaned.index_file_contents();
         let base = cleaned.base_offset();
@@ -155,6 +160,7 @@ impl PartitionLog {
             }
             let new_size = cleaned.size();
             let old: Vec<LogSegment> = state.segments.splice(range, [cleaned]).collect();
+            state.producers.forget_aborted(removed_aborts);
             self.size_bytes
                 .fetch_sub(old.iter().map(LogSegment::size).sum(), Ordering::Relaxed);
             self.size_bytes.fetch_add(new_size, Ordering::Relaxed);

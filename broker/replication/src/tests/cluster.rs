@@ -206,6 +206,7 @@ impl Cluster {
         for action in actions {
             match action {
                 LeaderAction::HighWatermarkAdvanced(hw) => self.report_high_watermark(id, hw),
+                LeaderAction::FollowerLogStartOffsetAdvanced(_) => {}
                 LeaderAction::IsrChanged { leader_epoch, isr, version } => {
                     self.send(id, CONTROLLER, Msg::AlterPartition { leader_epoch, isr, version })
                 }

@@ -223,3 +223,36 @@ fn bad_fetches_and_isr_answers_are_refused_without_changing_state() {
         assert_eq!(s.validate_leader_epoch(epoch), expected, "{epoch:?}");
     }
 }
+
+#[test]
+fn the_low_watermark_is_the_smallest_log_start_offset_over_live_replicas() {
+    let mut s = leader_of(&[1, 2, 3], &[1, 2, 3], 2, 10, 0);
+    let all_live = |_: ReplicaId| true;
+    assert_eq!(s.low_watermark(4, all_live), -1, "followers that never reported hold it at -1");
+    s.follower_fetch(2, 10, 1).expect("fetch");
+    assert_eq!(s.follower_log_start_offset(2, 0), Some(LeaderAction::FollowerLogStartOffsetAdvanced(2)));
+    s.follower_fetch(3, 8, 1).expect("fetch");
+    assert_eq!(s.follower_log_start_offset(3, 3), Some(LeaderAction::FollowerLogStartOffsetAdvanced(3)));
+    assert_eq!(s.low_watermark(4, all_live), 0);
+
+    // Steps: (follower, its fetch offset, reported log start, advanced?, low watermark after,
+    // with replica 3 live?).
+    let table = [
+        (2, 10, 4, true, 3, true),
+        (2, 10, 4, false, 3, true),
+        (2, 10, -1, false, 3, true),
+        (3, 9, 2, false, 2, true),
+        (3, 9, 6, true, 4, true),
+        (3, 9, 20, true, 4, true),
+        (2, 10, 7, true, 7, false),
+    ];
+    for (step, (r, offset, start, advanced, low, three_live)) in table.into_iter().enumerate() {
+        s.follower_fetch(r, offset, 2).expect("fetch");
+        let action = s.follower_log_start_offset(r, start);
+        assert_eq!(action.is_some(), advanced, "step {step}: {action:?}");
+        assert_eq!(s.low_watermark(10, |id| id != 3 || three_live), low, "step {step}");
+    }
+    assert_eq!(s.follower(3).and_then(|f| f.log_start_offset), Some(9), "capped at the follower's log end");
+    assert_eq!(s.low_watermark(5, all_live), 5, "the leader's own log start counts");
+    assert_eq!(s.follower_log_start_offset(1, 9), None, "the leader is not its own follower");
+}

@@ -40,11 +40,8 @@ use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
 use crate::fetch_sessions::Owner;
-use crate::purgatory::Watch;
+use crate::purgatory::{Watch, MAX_WAIT};
 use crate::replica::identity::verify_replica;
-
-/// Upper bound on a client-supplied max_wait_ms, so a fetch can never park forever.
-const MAX_WAIT_CAP: Duration = Duration::from_secs(60);
 
 /// Who is fetching: a consumer, or the follower replica with this id.
 #[derive(Clone, Copy)]
@@ -88,8 +85,8 @@ pub async fn handle(
             return Handled::new(Response::Fetch(response), true);
         }
     };
-    let wait = Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0))
-        .min(MAX_WAIT_CAP);
+    let wait =
+        Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0)).min(MAX_WAIT);
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
     let duplicates = duplicate_partitions(&request);
@@ -380,7 +377,7 @@ fn bounds(
         Fetcher::Follower(replica_id) => {
             let (hw, actions) = replica.follower_fetch(
                 replica_id,
-                p.fetch_offset,
+                (p.fetch_offset, p.log_start_offset),
                 p.current_leader_epoch,
                 manager.now(),
             )?;

@@ -1,8 +1,10 @@
 //! The replica fetcher for one leader: a task that, for every partition this
 //! broker follows under that leader, first asks where its latest leader epoch
 //! ends (OffsetForLeaderEpoch, and truncates), then fetches from the local
-//! log end offset with Fetch carrying this broker's replica id, appends what
-//! comes back and learns the leader's high watermark — Kafka's
+//! log end offset with Fetch carrying this broker's replica id and its log
+//! start offset (what the leader's DeleteRecords waits for), appends what
+//! comes back, learns the leader's high watermark and follows its log start
+//! offset — Kafka's
 //! ReplicaFetcherThread. The task ends when no partition follows the leader
 //! any more; the manager starts a new one when needed.
 
@@ -203,7 +205,7 @@ async fn fetch_once(
                     .with_partition(replica.partition)
                     .with_current_leader_epoch(current_leader_epoch)
                     .with_fetch_offset(fetch_offset)
-                    .with_log_start_offset(-1)
+                    .with_log_start_offset(replica.log.log_start_offset())
                     .with_partition_max_bytes(PARTITION_MAX_BYTES),
             );
         }

@@ -157,7 +157,10 @@ impl ReplicaManager {
     pub fn perform(self: &Arc<Self>, replica: &Arc<Replica>, actions: Vec<LeaderAction>) {
         for action in actions {
             match action {
-                LeaderAction::HighWatermarkAdvanced(_) => self.purgatory.wake(&replica.log),
+                LeaderAction::HighWatermarkAdvanced(_)
+                | LeaderAction::FollowerLogStartOffsetAdvanced(_) => {
+                    self.purgatory.wake(&replica.log);
+                }
                 LeaderAction::IsrChanged {
                     leader_epoch,
                     isr,

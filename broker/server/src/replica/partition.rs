@@ -344,12 +344,13 @@ impl Replica {
         }
     }
 
-    /// A follower's fetch at `fetch_offset`. Returns the high watermark to
-    /// report and the actions to perform.
+    /// A follower's fetch at `fetch_offset`, reporting its log start offset
+    /// (negative: not reported). Returns the high watermark to report and
+    /// the actions to perform.
     pub fn follower_fetch(
         &self,
         replica_id: i32,
-        fetch_offset: i64,
+        (fetch_offset, log_start_offset): (i64, i64),
         current_leader_epoch: i32,
         now: Millis,
     ) -> Result<(i64, Vec<LeaderAction>), ResponseError> {
@@ -358,15 +359,26 @@ impl Replica {
             return Err(ResponseError::NotLeaderOrFollower);
         };
         check_current_epoch(current_leader_epoch, state.leader_epoch())?;
-        let actions = state
+        let mut actions = state
             .follower_fetch(replica_id, fetch_offset.min(state.log_end_offset()), now)
             .map_err(|e| {
                 warn!(topic = self.topic, partition = self.partition, replica_id, error = %e, "follower fetch refused");
                 ResponseError::NotLeaderOrFollower
             })?;
+        actions.extend(state.follower_log_start_offset(replica_id, log_start_offset));
         let hw = state.high_watermark();
         remember_hw(&mut inner, &actions);
         Ok((hw, actions))
+    }
+
+    /// Kafka's low watermark (`PartitionReplicaState::low_watermark`) with
+    /// this leader's log start offset; `is_live` says which brokers are
+    /// registered and unfenced. NOT_LEADER_OR_FOLLOWER off the leader.
+    pub fn low_watermark(&self, is_live: impl Fn(i32) -> bool) -> Result<i64, ResponseError> {
+        match &self.lock().role {
+            Role::Leader(state) => Ok(state.low_watermark(self.log.log_start_offset(), is_live)),
+            _ => Err(ResponseError::NotLeaderOrFollower),
+        }
     }
 
     /// Periodic ISR shrink check.
