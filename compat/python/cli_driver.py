@@ -2,7 +2,7 @@
 
 Runs the tools behind kafka-topics.sh, kafka-configs.sh,
 kafka-consumer-groups.sh, kafka-delete-records.sh, kafka-transactions.sh,
-kafka-log-dirs.sh and kafka-cluster.sh with `java -cp` (kafka_tools.py), as
+kafka-log-dirs.sh, kafka-cluster.sh and kafka-acls.sh with `java -cp` (kafka_tools.py), as
 a user of a Kafka cluster runs them, and prints the JSON result line:
   admin  every step below does what the tool says, checked through the
          tool's own output and, where it changes state, with confluent-kafka:
@@ -10,7 +10,10 @@ a user of a Kafka cluster runs them, and prints the JSON result line:
          (--add-config, --delete-config) / --describe; consumer-groups
          --describe / --reset-offsets --execute / --delete-offsets;
          delete-records; transactions list / describe; log-dirs --describe;
-         cluster cluster-id
+         cluster cluster-id; acls --add / --list / --remove (the broker runs
+         the StandardAuthorizer with allow.everyone.if.no.acl.found; the
+         ACL's topic is then refused to this client, User:ANONYMOUS, with
+         TOPIC_AUTHORIZATION_FAILED)
   the rest n/a: these tools neither produce nor consume.
 Setup (messages, a group's commits, a transaction) uses confluent-kafka.
 """
@@ -23,7 +26,8 @@ import tempfile
 from typing import Callable
 
 import confluent_kafka
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 import compat_common as cc
 from kafka_tools import java, tools_version
@@ -102,6 +106,36 @@ def committed_transaction(bootstrap: str, topic: str, txn_id: str, timeout: floa
     producer.commit_transaction(timeout)
 
 
+def topic_error(bootstrap: str, topic: str, timeout: float) -> int:
+    """The error code Metadata answers for `topic` (0: none)."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=timeout)
+    err = md.topics[topic].error if topic in md.topics else None
+    return err.code() if err is not None else 0
+
+
+def acl_steps(s: Steps, b: str, timeout: float) -> None:
+    """kafka-acls.sh: add, list, see it enforced, remove."""
+    acls = TOOLS + "AclCommand"
+    topic, prefix = cc.unique("compat-cli-acl"), cc.unique("compat-cli-team") + "-"
+    s.tool("acls --add --topic", acls, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+           "--operation", "Describe", "--topic", topic,
+           expect=lambda o: f"name={topic}, patternType=LITERAL" in o and "principal=User:alice" in o)
+    s.tool("acls --add --group --resource-pattern-type prefixed", acls, "--add", "--deny-principal",
+           "User:mallory", "--operation", "Read", "--group", prefix, "--resource-pattern-type", "prefixed",
+           expect=lambda o: f"name={prefix}, patternType=PREFIXED" in o)
+    s.tool("acls --list", acls, "--list",
+           expect=lambda o: f"name={topic}," in o and f"name={prefix}," in o
+           and "operation=READ, permissionType=ALLOW" in o and "permissionType=DENY" in o)
+    code = topic_error(b, topic, timeout)
+    s.state("acl enforced", code == KafkaError.TOPIC_AUTHORIZATION_FAILED,
+            f"Metadata for {topic} (ACL for User:alice only) answered error {code} to User:ANONYMOUS")
+    s.tool("acls --remove --force", acls, "--remove", "--force", "--topic", topic,
+           expect=lambda o: "Error" not in o)
+    s.tool("acls --remove --force --group", acls, "--remove", "--force", "--group", prefix,
+           "--resource-pattern-type", "prefixed", expect=lambda o: "Error" not in o)
+    s.tool("acls --list after remove", acls, "--list", expect=lambda o: f"name={topic}," not in o)
+
+
 def check_admin(rep: cc.Reporter, args) -> None:
     b, timeout = args.bootstrap, args.stage_timeout
     s = Steps(b, timeout)
@@ -161,6 +195,7 @@ def check_admin(rep: cc.Reporter, args) -> None:
                expect=lambda o: f'"partition":"{topic}-3"' in o.replace(" ", ""))
         s.tool("cluster cluster-id", TOOLS + "ClusterTool", subcommand="cluster-id",
                expect=lambda o: re.search(r"Cluster ID: \S+", o) is not None)
+        acl_steps(s, b, timeout)
     except StepFailed as e:
         rep.emit("admin", "fail", f"after {len(s.done)} steps ok: {e}")
         return
