@@ -88,10 +88,24 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(routes::status::metrics))
         .route("/ledger", get(routes::status::ledger))
         .fallback(routes::status::not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::require_bearer,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), track_request))
         // 5xx answers are expected outcomes here (broker down, queue full) and
         // are counted in metrics; logging each at ERROR would flood the log.
         .layer(TraceLayer::new_for_http().on_failure(DefaultOnFailure::new().level(Level::DEBUG)))
+        .with_state(state)
+}
+
+/// The `--metrics-listen` router: /metrics, /health and /ready, no token.
+pub fn status_app(state: AppState) -> Router {
+    Router::new()
+        .route("/health", get(routes::status::health))
+        .route("/ready", get(routes::status::ready))
+        .route("/metrics", get(routes::status::metrics))
+        .fallback(routes::status::not_found)
         .with_state(state)
 }
 

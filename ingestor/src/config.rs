@@ -101,6 +101,15 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_INGESTOR_HTTP_WRITE_TIMEOUT_MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(100..))]
     pub http_write_timeout_ms: u64,
+    /// A file holding the bearer token clients must send
+    /// (`Authorization: Bearer <token>`) on every route but /health and
+    /// /ready; unset: no authentication.
+    #[arg(long, env = "CHRONIK_INGESTOR_AUTH_TOKEN_FILE")]
+    pub auth_token_file: Option<std::path::PathBuf>,
+    /// Serve /metrics, /health and /ready (without a token) on this address
+    /// too, e.g. for a Prometheus that holds no token; unset: only --listen.
+    #[arg(long, env = "CHRONIK_INGESTOR_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Kafka bootstrap servers (host:port[,host:port...]).
     #[arg(
         long,
@@ -192,6 +201,10 @@ pub struct Config {
     pub max_body_bytes: usize,
     pub ingestor_id: String,
     pub producer_overrides: Vec<(String, String)>,
+    /// Bearer token every route but /health and /ready requires.
+    pub auth_token: Option<std::sync::Arc<str>>,
+    /// A second listener for /metrics, /health and /ready only (no token).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl TryFrom<Args> for Config {
@@ -248,6 +261,12 @@ impl TryFrom<Args> for Config {
             max_body_bytes: args.max_body_bytes,
             ingestor_id,
             producer_overrides,
+            auth_token: args
+                .auth_token_file
+                .as_deref()
+                .map(crate::auth::load_token)
+                .transpose()?,
+            metrics_listen: args.metrics_listen,
         })
     }
 }

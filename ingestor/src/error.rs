@@ -51,6 +51,8 @@ pub enum AppError {
     },
     #[error("the ingestor is shutting down")]
     ShuttingDown,
+    #[error("missing or wrong bearer token (Authorization: Bearer <token>)")]
+    Unauthorized,
     #[error("{0}")]
     BrokerUnavailable(String),
     /// A single message's delivery failed.
@@ -90,6 +92,7 @@ impl AppError {
             | AppError::ShuttingDown
             | AppError::BrokerUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Delivery { code } => status_for(*code),
+            AppError::Unauthorized => StatusCode::UNAUTHORIZED,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -123,6 +126,7 @@ impl AppError {
             AppError::ShuttingDown => "shutting_down",
             AppError::BrokerUnavailable(_) => "broker_unavailable",
             AppError::Delivery { .. } => "delivery_failed",
+            AppError::Unauthorized => "unauthorized",
             AppError::Internal(_) => "internal",
         }
     }
@@ -202,9 +206,15 @@ impl IntoResponse for AppError {
     }
 }
 
-/// A JSON response, with `Retry-After` on 503.
+/// A JSON response, with `Retry-After` on 503 and `WWW-Authenticate` on 401.
 pub fn json_response(status: StatusCode, body: Value) -> Response {
     let mut response = (status, Json(body)).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"chronik-ingestor\""),
+        );
+    }
     if status == StatusCode::SERVICE_UNAVAILABLE {
         response.headers_mut().insert(
             header::RETRY_AFTER,

@@ -4,7 +4,8 @@
 //! Layout:
 //! - `config`    — clap args (every flag also an env var), the plain `Config`, librdkafka properties.
 //! - `server`    — bind, `LISTENING` line, graceful shutdown, final flush and counts.
-//! - `app`       — `AppState`, `app(state) -> Router`, request-metrics middleware.
+//! - `app`       — `AppState`, `app(state) -> Router`, request-metrics middleware, the `--metrics-listen` router.
+//! - `auth`      — bearer-token authentication (`--auth-token-file`).
 //! - `routes/`   — handlers: `produce` (wait for delivery), `fire` (202, track in background), `status`.
 //! - `message`   — the JSON wire format, parsing with positions, per-message validation.
 //! - `topics`    — topic/partition metadata cache (unknown topic → 404 before anything is sent).
@@ -20,6 +21,7 @@
 //! `BatchWaiter` → response.
 
 pub mod app;
+pub mod auth;
 pub mod config;
 pub mod error;
 pub mod ledger;

@@ -1,6 +1,8 @@
 //! Start-up and ordered shutdown of the ingestor process.
 //!
-//! Binds the listener, prints `LISTENING http=ADDR` (machine-read), serves
+//! Binds the listener (and the `--metrics-listen` one, serving only
+//! /metrics, /health and /ready), prints `LISTENING http=ADDR` (plus
+//! ` metrics=ADDR` with a second listener; machine-read), serves
 //! until the shutdown future resolves; then stops accepting (produce routes
 //! answer 503 `shutting_down`, the listener closes, open requests finish),
 //! flushes every in-flight message, logs the final counts and prints
@@ -15,7 +17,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::app::{app, AppState};
+use crate::app::{app, status_app, AppState};
 use crate::config::Config;
 
 /// Message counts at exit.
@@ -46,10 +48,32 @@ pub async fn run(
         producer_id = %format!("{:016x}", state.producer.producer_id()),
         "listening"
     );
-    println!("LISTENING http={addr}");
+    let (stopping_tx, mut stopping_rx) = watch::channel(false);
+    let status_task = match config.metrics_listen {
+        Some(metrics_addr) => {
+            let status_listener = TcpListener::bind(metrics_addr)
+                .await
+                .with_context(|| format!("binding --metrics-listen {metrics_addr}"))?;
+            let bound = status_listener.local_addr()?;
+            println!("LISTENING http={addr} metrics={bound}");
+            let mut stopped = stopping_rx.clone();
+            let stop = async move {
+                let _ = stopped.wait_for(|stopping| *stopping).await;
+            };
+            Some(tokio::spawn(chronik_http::serve(
+                status_listener,
+                status_app(state.clone()),
+                config.http,
+                stop,
+            )))
+        }
+        None => {
+            println!("LISTENING http={addr}");
+            None
+        }
+    };
     let _ = std::io::stdout().flush();
 
-    let (stopping_tx, mut stopping_rx) = watch::channel(false);
     let signal_state = state.clone();
     let signal = async move {
         shutdown.await;
@@ -67,6 +91,9 @@ pub async fn run(
     tokio::select! {
         () = serve => {}
         () = drain_deadline => tracing::warn!(?drain_limit, "open requests did not finish in time; flushing anyway"),
+    }
+    if let Some(task) = status_task {
+        task.abort();
     }
 
     let producer = state.producer.clone();

@@ -39,6 +39,8 @@ fn addr_in(line: &str, key: &str) -> Result<SocketAddr> {
 pub struct Ingestor {
     proc: Proc,
     pub http: SocketAddr,
+    /// The `--metrics-listen` address, when given.
+    pub metrics: Option<SocketAddr>,
     _scratch: TempDir,
 }
 
@@ -73,9 +75,11 @@ impl Ingestor {
         )?;
         let line = proc.wait_line("LISTENING ", STARTUP_TIMEOUT)?;
         let http = addr_in(&line, "http")?;
+        let metrics = addr_in(&line, "metrics").ok();
         Ok(Ingestor {
             proc,
             http,
+            metrics,
             _scratch: scratch,
         })
     }

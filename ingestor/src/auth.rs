@@ -1,0 +1,110 @@
+//! Bearer-token authentication of the ingestor's HTTP port.
+//!
+//! Owns: loading the token (`--auth-token-file`: at most 4 KiB, at least
+//! 16 characters after trimming), the constant-time comparison, and the
+//! middleware that answers 401 `unauthorized` (with `WWW-Authenticate:
+//! Bearer`) to any request without `Authorization: Bearer <token>` — every
+//! route but `/health` and `/ready`, which orchestrators probe without
+//! credentials. Must not: know the routes' work.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::app::AppState;
+use crate::error::AppError;
+
+/// Largest token file read.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+/// Shortest token accepted (guessable tokens are refused at start).
+const MIN_TOKEN_CHARS: usize = 16;
+/// Routes open without a token.
+const OPEN_ROUTES: &[&str] = &["/health", "/ready"];
+
+/// Reads the bearer token from `path`.
+pub fn load_token(path: &Path) -> anyhow::Result<Arc<str>> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("--auth-token-file {}", path.display()))?
+        .len();
+    if len > MAX_TOKEN_FILE_BYTES {
+        bail!(
+            "--auth-token-file {} is {len} bytes (at most {MAX_TOKEN_FILE_BYTES})",
+            path.display()
+        );
+    }
+    let raw = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --auth-token-file {}", path.display()))?;
+    let token = raw.trim();
+    if token.chars().count() < MIN_TOKEN_CHARS || token.chars().any(char::is_whitespace) {
+        bail!(
+            "--auth-token-file {}: the token must be one word of at least {MIN_TOKEN_CHARS} characters",
+            path.display()
+        );
+    }
+    Ok(Arc::from(token))
+}
+
+/// Equal without revealing, through timing, where two tokens first differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Whether `request` carries `token` as its bearer credentials.
+fn presents(request: &Request, token: &str) -> bool {
+    request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|given| same(given.trim().as_bytes(), token.as_bytes()))
+}
+
+/// The middleware: passes requests with the token (or to an open route).
+pub async fn require_bearer(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match &state.config.auth_token {
+        Some(token)
+            if !OPEN_ROUTES.contains(&request.uri().path()) && !presents(&request, token) =>
+        {
+            AppError::Unauthorized.into_response()
+        }
+        _ => next.run(request).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparison_needs_equal_length_and_bytes() {
+        assert!(same(b"abcdefghijklmnop", b"abcdefghijklmnop"));
+        assert!(!same(b"abcdefghijklmnop", b"abcdefghijklmnoq"));
+        assert!(!same(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn tokens_are_bounded_and_long_enough() -> anyhow::Result<()> {
+        let dir = std::env::temp_dir().join(format!("chronik-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let file = dir.join("token");
+        std::fs::write(&file, "short\n")?;
+        assert!(load_token(&file).is_err());
+        std::fs::write(&file, "two words-------------\n")?;
+        assert!(load_token(&file).is_err());
+        std::fs::write(&file, "0123456789abcdef0123\n")?;
+        assert_eq!(&*load_token(&file)?, "0123456789abcdef0123");
+        std::fs::write(&file, "x".repeat(5000))?;
+        assert!(load_token(&file).is_err());
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+}
