@@ -50,7 +50,7 @@ fn base(c: &Config) -> ClientConfig {
 }
 
 fn with_user_properties(mut cc: ClientConfig, c: &Config) -> ClientConfig {
-    for (k, v) in &c.client_properties {
+    for (k, v) in c.client_properties.iter() {
         cc.set(k, v);
     }
     cc

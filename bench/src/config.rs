@@ -402,7 +402,7 @@ pub struct Config {
     pub fetch_max_wait_ms: u32,
     pub envelope: bool,
     pub enable_idempotence: bool,
-    pub client_properties: Vec<(String, String)>,
+    pub client_properties: chronik_harness::results::ClientProperties,
     pub injections: Injections,
 }
 
@@ -525,7 +525,7 @@ impl TryFrom<Args> for Config {
             fetch_max_wait_ms: a.fetch_max_wait_ms,
             envelope,
             enable_idempotence: a.enable_idempotence,
-            client_properties,
+            client_properties: chronik_harness::results::ClientProperties(client_properties),
             injections: Injections {
                 skip_sequence: a.inject_skip_sequence,
                 phantom_ack: a.inject_phantom_ack,

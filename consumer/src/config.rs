@@ -135,7 +135,7 @@ pub struct Config {
     pub commit_interval: Duration,
     pub hlog_interval: Duration,
     pub client_id: String,
-    pub consumer_properties: Vec<(String, String)>,
+    pub consumer_properties: chronik_harness::results::ClientProperties,
 }
 
 impl TryFrom<RunArgs> for Config {
@@ -190,7 +190,7 @@ impl TryFrom<RunArgs> for Config {
             commit_interval: a.commit_interval,
             hlog_interval: a.hlog_interval,
             client_id,
-            consumer_properties,
+            consumer_properties: chronik_harness::results::ClientProperties(consumer_properties),
         })
     }
 }
@@ -210,7 +210,7 @@ impl Config {
             "commitIntervalSecs": self.commit_interval.as_secs_f64(),
             "hlogIntervalSecs": self.hlog_interval.as_secs_f64(),
             "clientId": self.client_id,
-            "consumerProperties": self.consumer_properties.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+            "consumerProperties": self.consumer_properties.shown(),
         })
     }
 }
@@ -259,7 +259,7 @@ mod tests {
         assert_eq!(c.until_idle, Some(Duration::from_secs(2)));
         assert!(c.from_beginning);
         assert_eq!(
-            c.consumer_properties,
+            *c.consumer_properties,
             [("session.timeout.ms".to_string(), "6000".to_string())]
         );
     }

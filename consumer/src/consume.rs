@@ -230,7 +230,7 @@ fn client_config(config: &Config) -> ClientConfig {
         )
         .set("enable.partition.eof", "false")
         .set("statistics.interval.ms", "1000");
-    for (k, v) in &config.consumer_properties {
+    for (k, v) in config.consumer_properties.iter() {
         c.set(k, v);
     }
     c

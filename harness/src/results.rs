@@ -2,7 +2,8 @@
 //! result files.
 //!
 //! Owns: [`RunMeta`] (tool and version, git commit, host, broker identity,
-//! every setting), how the git commit and host facts are found, RFC 3339
+//! every setting — Kafka client properties with their secrets redacted),
+//! how the git commit and host facts are found, RFC 3339
 //! timestamps, and atomic JSON writes. Must not: know a tool's result fields
 //! (those are each tool's own); read the environment beyond the facts named
 //! here (git, /proc, hostname).
@@ -14,6 +15,61 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::HarnessError;
+
+/// A Kafka client property as a result file may show it: `key=value`, or
+/// `key=[redacted]` for secrets (passwords, JAAS configs, private keys,
+/// OAuth client secrets), which must never land in a report.
+pub fn shown_property(key: &str, value: &str) -> String {
+    let k = key.to_ascii_lowercase();
+    let secret = [
+        "password",
+        "secret",
+        "jaas",
+        "ssl.key.pem",
+        "ssl.keystore.key",
+        "token",
+    ]
+    .iter()
+    .any(|word| k.contains(word));
+    if secret {
+        format!("{key}=[redacted]")
+    } else {
+        format!("{key}={value}")
+    }
+}
+
+/// Kafka client properties given on a command line (`key=value` pairs, in
+/// order), whose `Debug` — what the tools log as their effective
+/// configuration — shows secrets redacted.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ClientProperties(pub Vec<(String, String)>);
+
+impl ClientProperties {
+    /// Each property as a report shows it (`shown_property`).
+    pub fn shown(&self) -> Vec<String> {
+        self.0.iter().map(|(k, v)| shown_property(k, v)).collect()
+    }
+}
+
+impl std::ops::Deref for ClientProperties {
+    type Target = [(String, String)];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+/// Result files get `key=value` strings, secrets redacted.
+impl Serialize for ClientProperties {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.shown().serialize(serializer)
+    }
+}
+
+impl std::fmt::Debug for ClientProperties {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.shown()).finish()
+    }
+}
 
 /// Version of the `meta` block layout; bump when a field changes meaning.
 pub const META_SCHEMA_VERSION: u32 = 1;
@@ -218,5 +274,41 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
         assert_eq!(back["a"], 1);
         assert!(!path.with_extension("json.tmp").exists());
+    }
+}
+
+#[cfg(test)]
+mod property_tests {
+    use super::shown_property;
+
+    #[test]
+    fn debug_of_properties_hides_secrets() {
+        let props = super::ClientProperties(vec![
+            ("sasl.username".into(), "alice".into()),
+            ("sasl.password".into(), "hunter2".into()),
+        ]);
+        let shown = format!("{props:?}");
+        assert!(
+            shown.contains("alice") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        assert_eq!(shown_property("acks", "all"), "acks=all");
+        assert_eq!(
+            shown_property("security.protocol", "SASL_SSL"),
+            "security.protocol=SASL_SSL"
+        );
+        for key in [
+            "sasl.password",
+            "ssl.key.password",
+            "sasl.jaas.config",
+            "sasl.oauthbearer.client.secret",
+            "ssl.key.pem",
+        ] {
+            assert_eq!(shown_property(key, "hunter2"), format!("{key}=[redacted]"));
+        }
     }
 }

@@ -26,8 +26,18 @@ const MIN_TOKEN_CHARS: usize = 16;
 /// Routes open without a token.
 const OPEN_ROUTES: &[&str] = &["/health", "/ready"];
 
+/// The token; its `Debug` (the logged effective configuration) hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct BearerToken(Arc<str>);
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken([redacted])")
+    }
+}
+
 /// Reads the bearer token from `path`.
-pub fn load_token(path: &Path) -> anyhow::Result<Arc<str>> {
+pub fn load_token(path: &Path) -> anyhow::Result<BearerToken> {
     let len = std::fs::metadata(path)
         .with_context(|| format!("--auth-token-file {}", path.display()))?
         .len();
@@ -46,7 +56,7 @@ pub fn load_token(path: &Path) -> anyhow::Result<Arc<str>> {
             path.display()
         );
     }
-    Ok(Arc::from(token))
+    Ok(BearerToken(Arc::from(token)))
 }
 
 /// Equal without revealing, through timing, where two tokens first differ.
@@ -55,13 +65,13 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Whether `request` carries `token` as its bearer credentials.
-fn presents(request: &Request, token: &str) -> bool {
+fn presents(request: &Request, token: &BearerToken) -> bool {
     request
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|given| same(given.trim().as_bytes(), token.as_bytes()))
+        .is_some_and(|given| same(given.trim().as_bytes(), token.0.as_bytes()))
 }
 
 /// The middleware: passes requests with the token (or to an open route).
@@ -101,7 +111,12 @@ mod tests {
         std::fs::write(&file, "two words-------------\n")?;
         assert!(load_token(&file).is_err());
         std::fs::write(&file, "0123456789abcdef0123\n")?;
-        assert_eq!(&*load_token(&file)?, "0123456789abcdef0123");
+        let token = load_token(&file)?;
+        assert_eq!(&*token.0, "0123456789abcdef0123");
+        assert!(
+            !format!("{token:?}").contains("0123456789"),
+            "Debug must hide the token"
+        );
         std::fs::write(&file, "x".repeat(5000))?;
         assert!(load_token(&file).is_err());
         std::fs::remove_dir_all(&dir)?;

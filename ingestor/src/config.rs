@@ -200,9 +200,9 @@ pub struct Config {
     pub message_timeout: Duration,
     pub max_body_bytes: usize,
     pub ingestor_id: String,
-    pub producer_overrides: Vec<(String, String)>,
+    pub producer_overrides: chronik_harness::results::ClientProperties,
     /// Bearer token every route but /health and /ready requires.
-    pub auth_token: Option<std::sync::Arc<str>>,
+    pub auth_token: Option<crate::auth::BearerToken>,
     /// A second listener for /metrics, /health and /ready only (no token).
     pub metrics_listen: Option<SocketAddr>,
 }
@@ -260,7 +260,7 @@ impl TryFrom<Args> for Config {
             message_timeout: Duration::from_millis(args.message_timeout_ms),
             max_body_bytes: args.max_body_bytes,
             ingestor_id,
-            producer_overrides,
+            producer_overrides: chronik_harness::results::ClientProperties(producer_overrides),
             auth_token: args
                 .auth_token_file
                 .as_deref()
@@ -306,7 +306,7 @@ impl Config {
             )
             // Come back quickly after a broker restart (librdkafka's default backs off to 10 s).
             .set("reconnect.backoff.max.ms", "1000");
-        for (k, v) in &self.producer_overrides {
+        for (k, v) in self.producer_overrides.iter() {
             c.set(k, v);
         }
         c
