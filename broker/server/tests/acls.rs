@@ -25,8 +25,9 @@ use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, GroupId, InitProducerIdRequest,
-    JoinGroupRequest, ListOffsetsRequest, MetadataRequest, ProducerId, TopicName, TransactionalId,
+    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeClusterRequest, GroupId,
+    InitProducerIdRequest, JoinGroupRequest, ListOffsetsRequest, MetadataRequest, ProducerId,
+    TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -156,6 +157,19 @@ fn list_offsets(client: &mut Client, topics: &[&str]) -> Result<Vec<(String, i16
         .collect())
 }
 
+/// CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+const ALL_CLUSTER_OPERATIONS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+
+/// DescribeCluster asking for the authorized operations: (error, operations).
+fn describe_cluster(client: &mut Client) -> Result<(i16, i32)> {
+    let response = client.send(
+        &DescribeClusterRequest::default().with_include_cluster_authorized_operations(true),
+        1,
+    )?;
+    Ok((response.error_code, response.cluster_authorized_operations))
+}
+
 fn join_error(client: &mut Client, group: &str) -> Result<i16> {
     let request = JoinGroupRequest::default()
         .with_group_id(GroupId(s(group)))
@@ -274,6 +288,13 @@ fn acls_are_enforced_with_kafkas_errors() -> Result<()> {
         "InitProducerId denied-txn: {code}"
     );
 
+    // no ACL covers the cluster yet: every cluster operation is reported allowed
+    let ops = describe_cluster(&mut client)?;
+    ensure!(
+        ops == (0, ALL_CLUSTER_OPERATIONS),
+        "DescribeCluster before the DENY: {ops:?}"
+    );
+
     // once the cluster resource has a DENY, ANONYMOUS may no longer change ACLs
     let codes = create_acls(
         &mut client,
@@ -297,6 +318,12 @@ fn acls_are_enforced_with_kafkas_errors() -> Result<()> {
     );
     let (code, _) = client.produce_values("open", &[Bytes::from_static(b"y")])?;
     ensure!(code == 0, "the refused ACL must not exist: {code}");
+    // the cluster is now covered by an ACL that allows ANONYMOUS nothing
+    let (code, _) = describe_cluster(&mut client)?;
+    ensure!(
+        code == CLUSTER_AUTHORIZATION_FAILED,
+        "DescribeCluster after the DENY: {code}"
+    );
     Ok(())
 }
 

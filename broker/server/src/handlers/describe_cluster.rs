@@ -21,7 +21,8 @@ const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 const ENDPOINT_BROKERS: i8 = 1;
 /// Without an authorizer every cluster operation is allowed: CREATE (5),
 /// ALTER (7), DESCRIBE (8), CLUSTER_ACTION (9), DESCRIBE_CONFIGS (10),
-/// ALTER_CONFIGS (11), IDEMPOTENT_WRITE (12), as bits of a bitfield.
+/// ALTER_CONFIGS (11), IDEMPOTENT_WRITE (12), as bits of a bitfield (with
+/// one, `handlers::authorize` replaces it with the session's own).
 const CLUSTER_OPERATIONS: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 

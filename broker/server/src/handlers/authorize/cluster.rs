@@ -22,8 +22,22 @@ use super::{Admission, After, Gate, Routed};
 /// broker's: BROKER 4, BROKER_LOGGER 8, governed by the cluster resource).
 const CONFIG_TOPIC: i8 = 2;
 
+/// The operations a CLUSTER resource has (Kafka's bitfield bits).
+const CLUSTER_OPERATIONS: [i8; 7] = [
+    operation::CREATE,
+    operation::ALTER,
+    operation::DESCRIBE,
+    operation::CLUSTER_ACTION,
+    operation::DESCRIBE_CONFIGS,
+    operation::ALTER_CONFIGS,
+    operation::IDEMPOTENT_WRITE,
+];
+
 /// Refused config resources: (resource type, name, error code).
 pub enum Denied {
+    /// DescribeCluster: the cluster operations this session may perform,
+    /// when the client asked for them.
+    ClusterOperations,
     Alter(Vec<(i8, StrBytes, i16)>),
     IncrementalAlter(Vec<(i8, StrBytes, i16)>),
     Describe(Vec<(i8, StrBytes, i16)>),
@@ -102,14 +116,15 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
             r.resources = ok;
             admitted(Request::DescribeConfigs(r), Denied::Describe(denied))
         }
-        Request::DescribeCluster(_) if !gate.cluster(operation::DESCRIBE) => {
-            refused(Response::DescribeCluster(
-                DescribeClusterResponse::default()
-                    .with_error_code(cluster_denied)
-                    .with_controller_id((-1).into())
-                    .with_cluster_authorized_operations(i32::MIN),
-            ))
+        Request::DescribeCluster(r) if gate.cluster(operation::DESCRIBE) => {
+            admitted(Request::DescribeCluster(r), Denied::ClusterOperations)
         }
+        Request::DescribeCluster(_) => refused(Response::DescribeCluster(
+            DescribeClusterResponse::default()
+                .with_error_code(cluster_denied)
+                .with_controller_id((-1).into())
+                .with_cluster_authorized_operations(i32::MIN),
+        )),
         Request::DescribeLogDirs(_) if !gate.cluster(operation::DESCRIBE) => {
             refused(Response::DescribeLogDirs(
                 DescribeLogDirsResponse::default().with_error_code(cluster_denied),
@@ -149,8 +164,17 @@ fn alter_results<T: Default>(
 }
 
 impl Denied {
-    pub fn apply(self, response: &mut Response) -> bool {
+    pub fn apply(self, gate: &Gate<'_>, response: &mut Response) -> bool {
         match (self, response) {
+            (Denied::ClusterOperations, Response::DescribeCluster(resp)) => {
+                if resp.cluster_authorized_operations != i32::MIN {
+                    resp.cluster_authorized_operations = CLUSTER_OPERATIONS
+                        .iter()
+                        .filter(|&&op| gate.cluster(op))
+                        .fold(0, |bits, &op| bits | (1 << op));
+                }
+                false
+            }
             (Denied::Alter(denied), Response::AlterConfigs(resp)) => {
                 let any = !denied.is_empty();
                 resp.responses.extend(alter_results(denied, |r: kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse, t, n, c| {

@@ -131,7 +131,7 @@ impl After {
             After::Topics(denied) => denied.apply(&gate, response),
             After::Groups(denied) => denied.apply(&gate, version, response),
             After::Txn(denied) => denied.apply(&gate, response),
-            After::Cluster(denied) => denied.apply(response),
+            After::Cluster(denied) => denied.apply(&gate, response),
         }
     }
 }
