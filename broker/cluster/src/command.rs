@@ -23,7 +23,7 @@ use chronik_replication::{choose_leader, PartitionRegistration};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ClusterError;
-use crate::image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+use crate::image::{BrokerImage, ListenerEndpoints, MetadataImage, PartitionImage, TopicImage};
 use crate::request::AlterPartition;
 
 /// Kafka's NO_LEADER.
@@ -38,6 +38,10 @@ pub enum Command {
         node_id: i32,
         host: String,
         port: u16,
+        /// Every advertised listener; absent in entries written before
+        /// brokers named their listeners (then `host:port` serves all).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        listeners: ListenerEndpoints,
     },
     FenceBroker {
         node_id: i32,
@@ -115,8 +119,9 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             node_id,
             host,
             port,
+            listeners,
         } => {
-            register_broker(image, *node_id, host, *port);
+            register_broker(image, *node_id, host, *port, listeners);
             Ok(CommandResult::Done)
         }
         Command::FenceBroker { node_id } => {
@@ -158,7 +163,13 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
     outcome.unwrap_or_else(CommandResult::Rejected)
 }
 
-fn register_broker(image: &mut MetadataImage, node_id: i32, host: &str, port: u16) {
+fn register_broker(
+    image: &mut MetadataImage,
+    node_id: i32,
+    host: &str,
+    port: u16,
+    listeners: &ListenerEndpoints,
+) {
     image.brokers.insert(
         node_id,
         BrokerImage {
@@ -167,6 +178,7 @@ fn register_broker(image: &mut MetadataImage, node_id: i32, host: &str, port: u1
             port,
             fenced: false,
             in_controlled_shutdown: false,
+            listeners: listeners.clone(),
         },
     );
     for partition in all_partitions(image) {

@@ -9,6 +9,7 @@ fn register(image: &mut MetadataImage, node_id: i32) {
         node_id,
         host: format!("127.0.0.{node_id}"),
         port: 9092,
+        listeners: Default::default(),
     };
     assert_eq!(apply(image, &command), CommandResult::Done);
 }
@@ -416,4 +417,50 @@ fn partition_growth_follows_kafka_rules() {
             Err(ClusterError::InvalidPartitions(_))
         ));
     }
+}
+
+/// Registrations written before brokers named their listeners still
+/// decode and serve every listener name at `host:port`; named ones serve
+/// only their own names.
+#[test]
+fn registrations_with_and_without_listener_names() {
+    let old: Command =
+        serde_json::from_str(r#"{"RegisterBroker":{"node_id":1,"host":"h1","port":9092}}"#)
+            .expect("an entry written before listener names decodes");
+    let mut image = MetadataImage::default();
+    assert_eq!(apply(&mut image, &old), CommandResult::Done);
+    let endpoints = ListenerEndpoints::from([
+        (
+            "PLAINTEXT".to_string(),
+            crate::image::Endpoint {
+                host: "h2".into(),
+                port: 9092,
+            },
+        ),
+        (
+            "SASL_SSL".to_string(),
+            crate::image::Endpoint {
+                host: "public-h2".into(),
+                port: 9094,
+            },
+        ),
+    ]);
+    let named = Command::RegisterBroker {
+        node_id: 2,
+        host: "h2".into(),
+        port: 9092,
+        listeners: endpoints,
+    };
+    assert_eq!(apply(&mut image, &named), CommandResult::Done);
+    let old_entry = serde_json::to_string(&old).expect("encodes");
+    assert!(
+        !old_entry.contains("listeners"),
+        "unnamed registrations encode as before: {old_entry}"
+    );
+    let b1 = &image.brokers[&1];
+    let b2 = &image.brokers[&2];
+    assert_eq!(b1.endpoint("SASL_SSL"), Some(("h1", 9092)));
+    assert_eq!(b2.endpoint("SASL_SSL"), Some(("public-h2", 9094)));
+    assert_eq!(b2.endpoint("PLAINTEXT"), Some(("h2", 9092)));
+    assert_eq!(b2.endpoint("SSL"), None);
 }

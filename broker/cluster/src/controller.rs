@@ -196,6 +196,7 @@ impl Controller {
                 && !b.in_controlled_shutdown
                 && b.host == heartbeat.host
                 && b.port == heartbeat.port
+                && b.listeners == heartbeat.listeners
         });
         if registered {
             return self.confirm_registration(heartbeat.node_id).await;
@@ -211,6 +212,7 @@ impl Controller {
             node_id: heartbeat.node_id,
             host: heartbeat.host,
             port: heartbeat.port,
+            listeners: heartbeat.listeners,
         })
         .await
     }

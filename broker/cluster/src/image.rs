@@ -8,6 +8,18 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// Where clients reach one listener of a broker (Kafka's `Endpoint`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+}
+
+/// Every advertised listener of a broker, by listener name (Kafka's
+/// `advertised.listeners`). Empty for a registration written before
+/// brokers named their listeners: then `host:port` serves every name.
+pub type ListenerEndpoints = BTreeMap<String, Endpoint>;
+
 /// A registered broker and whether the controller has fenced it (no
 /// heartbeat within the session timeout).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -22,6 +34,25 @@ pub struct BrokerImage {
     /// fenced when its heartbeats stop. Registering again clears it.
     #[serde(default)]
     pub in_controlled_shutdown: bool,
+    /// Every advertised listener; `host:port` is the inter-broker one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub listeners: ListenerEndpoints,
+}
+
+impl BrokerImage {
+    /// The endpoint of `listener` that clients connected on that listener
+    /// are given (Kafka answers each client with the endpoints of the
+    /// listener it came in on). A broker registered without listener names
+    /// serves every name at `host:port`; one that lacks `listener` is not
+    /// reachable on it (`None`, as Kafka omits it).
+    pub fn endpoint(&self, listener: &str) -> Option<(&str, u16)> {
+        if self.listeners.is_empty() {
+            return Some((self.host.as_str(), self.port));
+        }
+        self.listeners
+            .get(listener)
+            .map(|e| (e.host.as_str(), e.port))
+    }
 }
 
 /// One partition's registration (Kafka's `PartitionRegistration`).

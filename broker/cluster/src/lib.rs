@@ -61,7 +61,9 @@ pub use config::{
 };
 pub use controller::check_partition_growth;
 pub use error::ClusterError;
-pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+pub use image::{
+    BrokerImage, Endpoint, ListenerEndpoints, MetadataImage, PartitionImage, TopicImage,
+};
 pub use network::connect_from;
 pub use request::{AlterPartition, CreatePartitions, CreateTopic};
 

@@ -54,6 +54,9 @@ pub struct Heartbeat {
     pub node_id: i32,
     pub host: String,
     pub port: u16,
+    /// Every advertised listener (absent from brokers that predate them).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub listeners: crate::image::ListenerEndpoints,
 }
 
 /// A request only the controller (raft leader) can serve.

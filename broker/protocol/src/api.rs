@@ -123,6 +123,8 @@ api_table! {
     DeleteRecords: DeleteRecordsRequest => DeleteRecordsResponse, versions 0 ..= 2;
     ConsumerGroupHeartbeat: ConsumerGroupHeartbeatRequest => ConsumerGroupHeartbeatResponse, versions 0 ..= 1;
     ConsumerGroupDescribe: ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, versions 0 ..= 1;
+    SaslHandshake: SaslHandshakeRequest => SaslHandshakeResponse, versions 0 ..= 1;
+    SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse, versions 0 ..= 2;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -165,6 +167,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ListTransactions => "ListTransactions",
         ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
         _ => "Other",
     }
 }

@@ -645,6 +645,26 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             codes.extend(r.groups.iter().map(|g| g.error_code));
             codes
         }
+        // On a PLAINTEXT listener Kafka answers SASL requests with
+        // ILLEGAL_SASL_STATE (34) and keeps serving; the SASL listeners'
+        // exchange is covered by security_sasl.rs.
+        ApiKey::SaslHandshake => {
+            let r = client.send(
+                &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+                version,
+            )?;
+            anyhow::ensure!(r.error_code == 34, "SaslHandshake v{version}: {r:?}");
+            vec![0]
+        }
+        ApiKey::SaslAuthenticate => {
+            let r = client.send(
+                &SaslAuthenticateRequest::default()
+                    .with_auth_bytes(bytes::Bytes::from_static(b"\0u\0p")),
+                version,
+            )?;
+            anyhow::ensure!(r.error_code == 34, "SaslAuthenticate v{version}: {r:?}");
+            vec![0]
+        }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
 }

@@ -1,4 +1,5 @@
-//! Metadata: the listed brokers, the controller and every partition's
+//! Metadata: the listed brokers (their endpoints of the listener the
+//! client connected on), the controller and every partition's
 //! leader, leader epoch, replicas and ISR exactly as the metadata quorum's
 //! latest applied image has them (a quorum of one alike). Unknown topics
 //! are created through the controller when auto-creation is on and
@@ -31,8 +32,9 @@ pub async fn handle(
     broker: &Arc<Broker>,
     version: i16,
     request: MetadataRequest,
+    listener: &str,
 ) -> Option<Handled> {
-    let response = metadata(broker, &broker.replicas, version, request).await;
+    let response = metadata(broker, &broker.replicas, version, request, listener).await;
     let has_error = response.topics.iter().any(|t| t.error_code != 0);
     Handled::new(Response::Metadata(response), has_error)
 }
@@ -42,6 +44,7 @@ async fn metadata(
     manager: &Arc<ReplicaManager>,
     version: i16,
     request: MetadataRequest,
+    listener: &str,
 ) -> MetadataResponse {
     let wants_all = match &request.topics {
         None => true,
@@ -84,13 +87,18 @@ async fn metadata(
             });
         }
     }
+    // Each broker's endpoint of the listener this client connected on;
+    // a broker without that listener is left out, as Kafka does.
     let brokers = image
         .listed_brokers()
-        .map(|b| {
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(i32::from(b.port))
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.node_id))
+                    .with_host(StrBytes::from_string(host.to_string()))
+                    .with_port(i32::from(port)),
+            )
         })
         .collect();
     let controller = manager.cluster.status().controller_id.unwrap_or(-1);

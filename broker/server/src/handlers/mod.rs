@@ -40,6 +40,8 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 pub mod request_size;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 mod sync_group;
 mod topic_caps;
 mod topic_configs;
@@ -53,6 +55,20 @@ use std::sync::Arc;
 use chronik_protocol::{DecodedRequest, Request, Response};
 
 use crate::broker::Broker;
+use crate::security::KafkaPrincipal;
+
+/// Who sent a request and how: what handlers may need of the connection.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The client's address (replica fetches are checked against it).
+    pub peer: std::net::SocketAddr,
+    /// The listener the connection came in on: Metadata and
+    /// FindCoordinator answer with the brokers' endpoints of this listener.
+    pub listener: Arc<str>,
+    /// The authenticated principal (`User:ANONYMOUS` without
+    /// authentication), for authorization.
+    pub principal: KafkaPrincipal,
+}
 
 /// A response plus whether any of its error codes is non-zero (for metrics).
 #[derive(Debug)]
@@ -71,12 +87,13 @@ impl Handled {
 }
 
 /// Runs the handler for `request`. `None` means no response is sent (acks=0).
-/// `peer` is the client's address (replica fetches are checked against it).
 pub async fn handle(
     broker: &Arc<Broker>,
     request: DecodedRequest,
-    peer: std::net::SocketAddr,
+    context: &RequestContext,
 ) -> Option<Handled> {
+    let peer = context.peer;
+    let listener = &*context.listener;
     let version = request.version();
     let client_id = request
         .header
@@ -86,7 +103,7 @@ pub async fn handle(
         .unwrap_or_default();
     match request.body {
         Request::ApiVersions(r) => api_versions::handle(version, r),
-        Request::Metadata(r) => metadata::handle(broker, version, r).await,
+        Request::Metadata(r) => metadata::handle(broker, version, r, listener).await,
         Request::CreateTopics(r) => create_topics::handle(broker, version, r).await,
         Request::DeleteTopics(r) => delete_topics::handle(broker, version, r).await,
         Request::CreatePartitions(r) => create_partitions::handle(broker, version, r).await,
@@ -94,7 +111,7 @@ pub async fn handle(
         Request::IncrementalAlterConfigs(r) => {
             alter_configs::handle_incremental(broker, version, r).await
         }
-        Request::DescribeCluster(r) => describe_cluster::handle(broker, version, r),
+        Request::DescribeCluster(r) => describe_cluster::handle(broker, version, r, listener),
         Request::DescribeLogDirs(r) => describe_log_dirs::handle(broker, version, r),
         Request::OffsetDelete(r) => offset_delete::handle(broker, version, r).await,
         Request::DeleteRecords(r) => delete_records::handle(broker, version, r).await,
@@ -102,7 +119,7 @@ pub async fn handle(
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
         Request::Produce(r) => produce::handle(broker, version, r).await,
         Request::Fetch(r) => fetch::handle(broker, version, r, peer).await,
-        Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r),
+        Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r, listener),
         Request::JoinGroup(r) => join_group::handle(broker, version, &client_id, r).await,
         Request::SyncGroup(r) => sync_group::handle(broker, version, r).await,
         Request::Heartbeat(r) => heartbeat::handle(broker, version, r),
@@ -125,5 +142,7 @@ pub async fn handle(
             consumer_group_heartbeat::handle(broker, version, r, &client_id, peer)
         }
         Request::ConsumerGroupDescribe(r) => consumer_group_describe::handle(broker, version, r),
+        Request::SaslHandshake(r) => sasl_handshake::handle(version, r),
+        Request::SaslAuthenticate(r) => sasl_authenticate::handle(version, r),
     }
 }

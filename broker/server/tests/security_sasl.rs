@@ -1,0 +1,220 @@
+//! SASL on SASL_PLAINTEXT and SASL_SSL listeners, over raw sockets:
+//! PLAIN and SCRAM-SHA-512 logins; wrong passwords and unknown users fail
+//! alike (SASL_AUTHENTICATION_FAILED, then the connection closes); an
+//! unknown mechanism is UNSUPPORTED_SASL_MECHANISM; nothing but
+//! ApiVersions and SASL is served before authentication; SASL requests on
+//! a PLAINTEXT listener are ILLEGAL_SASL_STATE; KIP-368 session lifetime,
+//! re-authentication and expiry.
+
+mod common;
+mod security_support;
+
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+use kafka_protocol::messages::ApiVersionsRequest;
+use security_support::{broker_ports, Certs, Conn, SecureBroker};
+
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
+const ILLEGAL_SASL_STATE: i16 = 34;
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+
+/// A broker with PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners, PLAIN
+/// user alice and SCRAM-SHA-512 users alice and bob.
+fn sasl_broker(certs: &Certs, extra: &[&str]) -> Result<SecureBroker> {
+    let dir = certs.path("");
+    std::fs::write(
+        dir.join("jaas.conf"),
+        "KafkaServer {\n  org.apache.kafka.common.security.plain.PlainLoginModule required\n  \
+         user_alice=\"alice-secret\";\n};\n",
+    )?;
+    std::fs::write(
+        dir.join("scram.txt"),
+        "# bootstrap users\nSCRAM-SHA-512=[name=alice,password=alice-secret,iterations=4096]\n\
+         SCRAM-SHA-512=[name=bob,password=bob-secret]\n",
+    )?;
+    let mut args = vec![
+        "--ssl-keystore-location".to_string(),
+        certs.arg("broker.keystore.pem"),
+        "--sasl-enabled-mechanisms".into(),
+        "PLAIN,SCRAM-SHA-512".into(),
+        "--sasl-jaas-config-file".into(),
+        certs.arg("jaas.conf"),
+        "--sasl-scram-credentials-file".into(),
+        certs.arg("scram.txt"),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    SecureBroker::start(
+        "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        &args,
+    )
+}
+
+#[test]
+fn plain_and_scram_logins_are_served_and_name_the_principal() -> Result<()> {
+    let certs = Certs::make()?;
+    let broker = sasl_broker(&certs, &[])?;
+    let sasl_plaintext = broker.addr("SASL_PLAINTEXT")?;
+    let mut plain = Conn::plain(sasl_plaintext)?;
+    // ApiVersions is served before authentication.
+    let versions = plain.send(&ApiVersionsRequest::default(), 3)?;
+    ensure!(
+        versions.api_keys.iter().any(|k| k.api_key == 17)
+            && versions.api_keys.iter().any(|k| k.api_key == 36),
+        "ApiVersions advertises SaslHandshake and SaslAuthenticate"
+    );
+    let login = plain.login_plain("alice", "alice-secret")?;
+    ensure!(login.error_code == 0, "PLAIN: {login:?}");
+    let metadata = plain.metadata()?;
+    ensure!(
+        broker_ports(&metadata) == [i32::from(sasl_plaintext.port())],
+        "{metadata:?}"
+    );
+
+    let sasl_ssl = broker.addr("SASL_SSL")?;
+    let mut scram = Conn::tls(sasl_ssl, certs.client_tls(None)?)?;
+    let login = scram.login_scram512("bob", "bob-secret")?;
+    ensure!(login.error_code == 0, "SCRAM-SHA-512: {login:?}");
+    ensure!(
+        login.session_lifetime_ms == 0,
+        "no re-authentication configured"
+    );
+    let metadata = scram.metadata()?;
+    ensure!(
+        broker_ports(&metadata) == [i32::from(sasl_ssl.port())],
+        "{metadata:?}"
+    );
+    broker.wait_for_log("principal=User:bob")?;
+    broker.wait_for_log("principal=User:alice")?;
+    Ok(())
+}
+
+#[test]
+fn wrong_passwords_and_unknown_users_fail_alike_and_close() -> Result<()> {
+    let certs = Certs::make()?;
+    let broker = sasl_broker(&certs, &[])?;
+    let addr = broker.addr("SASL_PLAINTEXT")?;
+    let mut messages = Vec::new();
+    for (user, password) in [("alice", "wrong"), ("mallory", "alice-secret")] {
+        let mut conn = Conn::plain(addr)?;
+        let failed = conn.login_scram512(user, password)?;
+        ensure!(
+            failed.error_code == SASL_AUTHENTICATION_FAILED,
+            "SCRAM {user}: {failed:?}"
+        );
+        messages.push(failed.error_message.map(|m| m.to_string()));
+        ensure!(conn.is_closed(), "SCRAM {user}: the connection stayed open");
+
+        let mut conn = Conn::plain(addr)?;
+        let failed = conn.login_plain(user, password)?;
+        ensure!(
+            failed.error_code == SASL_AUTHENTICATION_FAILED,
+            "PLAIN {user}: {failed:?}"
+        );
+        messages.push(failed.error_message.map(|m| m.to_string()));
+        ensure!(conn.is_closed(), "PLAIN {user}: the connection stayed open");
+    }
+    ensure!(
+        messages[0] == messages[2] && messages[1] == messages[3],
+        "the messages tell wrong passwords from unknown users: {messages:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn unknown_mechanisms_and_early_requests_are_refused() -> Result<()> {
+    let certs = Certs::make()?;
+    let broker = sasl_broker(&certs, &[])?;
+    let addr = broker.addr("SASL_PLAINTEXT")?;
+    let mut conn = Conn::plain(addr)?;
+    let handshake = conn.handshake("GSSAPI")?;
+    ensure!(
+        handshake.error_code == UNSUPPORTED_SASL_MECHANISM,
+        "{handshake:?}"
+    );
+    let offered: Vec<String> = handshake.mechanisms.iter().map(|m| m.to_string()).collect();
+    ensure!(offered == ["PLAIN", "SCRAM-SHA-512"], "{offered:?}");
+    ensure!(
+        conn.is_closed(),
+        "the connection stayed open after a refused mechanism"
+    );
+
+    let mut early = Conn::plain(addr)?;
+    ensure!(
+        early.metadata().is_err(),
+        "Metadata was answered before authentication"
+    );
+
+    let mut out_of_order = Conn::plain(addr)?;
+    let response = out_of_order.authenticate(b"\0alice\0alice-secret".to_vec())?;
+    ensure!(response.error_code == ILLEGAL_SASL_STATE, "{response:?}");
+    ensure!(
+        out_of_order.is_closed(),
+        "SaslAuthenticate before SaslHandshake left it open"
+    );
+
+    // On a PLAINTEXT listener SASL is ILLEGAL_SASL_STATE and the
+    // connection goes on serving.
+    let mut plaintext = Conn::plain(broker.addr("PLAINTEXT")?)?;
+    let handshake = plaintext.handshake("PLAIN")?;
+    ensure!(handshake.error_code == ILLEGAL_SASL_STATE, "{handshake:?}");
+    plaintext.metadata()?;
+    Ok(())
+}
+
+#[test]
+fn sessions_expire_and_are_renewed_by_re_authentication() -> Result<()> {
+    let certs = Certs::make()?;
+    let lifetime = Duration::from_millis(3000);
+    let broker = sasl_broker(&certs, &["--connections-max-reauth-ms", "3000"])?;
+    let addr = broker.addr("SASL_PLAINTEXT")?;
+
+    let mut conn = Conn::plain(addr)?;
+    let login = conn.login_scram512("alice", "alice-secret")?;
+    ensure!(login.error_code == 0, "{login:?}");
+    ensure!(
+        login.session_lifetime_ms == 3000,
+        "session lifetime {}",
+        login.session_lifetime_ms
+    );
+    // Re-authentication on the live connection, then requests go on.
+    let again = conn.login_scram512("alice", "alice-secret")?;
+    ensure!(again.error_code == 0, "re-authentication: {again:?}");
+    conn.metadata()?;
+    // Past the renewed session's end, anything but SaslHandshake closes.
+    std::thread::sleep(lifetime + Duration::from_millis(300));
+    ensure!(conn.metadata().is_err(), "an expired session was served");
+
+    // Re-authenticating as someone else is refused.
+    let mut other = Conn::plain(addr)?;
+    ensure!(
+        other.login_scram512("alice", "alice-secret")?.error_code == 0,
+        "login"
+    );
+    let switched = other.login_scram512("bob", "bob-secret")?;
+    ensure!(
+        switched.error_code == SASL_AUTHENTICATION_FAILED,
+        "{switched:?}"
+    );
+    ensure!(
+        other.is_closed(),
+        "a principal change left the connection open"
+    );
+
+    // A session renewed in time keeps serving past the first lifetime.
+    let mut renewed = Conn::plain(addr)?;
+    ensure!(
+        renewed.login_plain("alice", "alice-secret")?.error_code == 0,
+        "PLAIN login"
+    );
+    std::thread::sleep(lifetime / 2);
+    ensure!(
+        renewed.login_plain("alice", "alice-secret")?.error_code == 0,
+        "PLAIN renewal"
+    );
+    std::thread::sleep(lifetime / 2 + Duration::from_millis(200));
+    // Now past the first login's lifetime, within the renewed one.
+    renewed.metadata()?;
+    Ok(())
+}
