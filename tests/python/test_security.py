@@ -130,4 +130,8 @@ def test_wrong_scram_password_is_refused(secure_broker):
     p = Producer({"bootstrap.servers": listeners["SASL_SSL"], **conf, "error_cb": errors.append})
     with pytest.raises(KafkaException):
         p.list_topics(timeout=10)
+    # error_cb is served by poll().
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        p.poll(0.5)
     assert any("Authentication failed" in e.str() for e in errors), [e.str() for e in errors]
