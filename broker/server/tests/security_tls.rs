@@ -12,7 +12,10 @@ mod security_support;
 use std::io::Write;
 
 use anyhow::{ensure, Context, Result};
-use kafka_protocol::messages::ApiVersionsRequest;
+use kafka_protocol::messages::{
+    describe_configs_request, ApiVersionsRequest, DescribeConfigsRequest,
+};
+use kafka_protocol::protocol::StrBytes;
 use security_support::{broker_ports, Certs, Conn, SecureBroker};
 
 #[test]
@@ -51,6 +54,37 @@ fn each_listener_answers_metadata_with_its_own_endpoints() -> Result<()> {
     ensure!(
         tls.server_certificate() == Some(certs.der("broker.pem")?),
         "the SSL listener serves the key store's certificate"
+    );
+    // DescribeConfigs shows the listener settings under Kafka's names.
+    let resource = describe_configs_request::DescribeConfigsResource::default()
+        .with_resource_type(4)
+        .with_resource_name(StrBytes::from_static_str("1"))
+        .with_configuration_keys(None);
+    let described = tls.send(
+        &DescribeConfigsRequest::default().with_resources(vec![resource]),
+        4,
+    )?;
+    let value = |name: &str| {
+        described.results[0]
+            .configs
+            .iter()
+            .find(|c| c.name.as_str() == name)
+            .and_then(|c| c.value.as_ref().map(|v| v.to_string()))
+    };
+    let expected = format!(
+        "INTERNAL://127.0.0.1:{},PLAINTEXT://127.0.0.1:{},SSL://127.0.0.1:{}",
+        internal.port(),
+        plain.port(),
+        ssl.port()
+    );
+    ensure!(
+        value("advertised.listeners") == Some(expected),
+        "{described:?}"
+    );
+    ensure!(
+        value("listener.security.protocol.map").as_deref()
+            == Some("PLAINTEXT:PLAINTEXT,SSL:SSL,INTERNAL:PLAINTEXT"),
+        "{described:?}"
     );
     Ok(())
 }
