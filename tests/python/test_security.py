@@ -17,6 +17,11 @@ import urllib.request
 
 import pytest
 from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import (
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from chronik import REPO_ROOT, admin_client, create_topic, producer, read_partitions, unique_topic
 
@@ -135,3 +140,20 @@ def test_wrong_scram_password_is_refused(secure_broker):
     while not errors and time.monotonic() < deadline:
         p.poll(0.5)
     assert any("Authentication failed" in e.str() for e in errors), [e.str() for e in errors]
+
+
+def test_scram_user_added_through_the_admin_api(secure_broker):
+    """AlterUserScramCredentials (what kafka-configs.sh --alter --add-config
+    'SCRAM-SHA-512=[password=...]' --entity-type users sends) through the
+    metadata quorum; the new user then produces and consumes over SASL_SSL."""
+    listeners, certs = secure_broker
+    admin = admin_client(listeners["PLAINTEXT"])
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    upsertion = UserScramCredentialUpsertion("dave", info, b"dave-secret")
+    futures = admin.alter_user_scram_credentials([upsertion])
+    futures["dave"].result(15)
+    described = admin.describe_user_scram_credentials(["dave"])["dave"].result(15)
+    infos = described.scram_credential_infos
+    assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    security = {**scram_conf(certs, "dave-secret"), "sasl_username": "dave"}
+    produce_and_read(listeners["SASL_SSL"], listeners["PLAINTEXT"], security, count=10)

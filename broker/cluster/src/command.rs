@@ -23,7 +23,9 @@ use chronik_replication::{choose_leader, PartitionRegistration};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ClusterError;
-use crate::image::{BrokerImage, ListenerEndpoints, MetadataImage, PartitionImage, TopicImage};
+use crate::image::{
+    BrokerImage, ListenerEndpoints, MetadataImage, PartitionImage, ScramCredentialImage, TopicImage,
+};
 use crate::request::AlterPartition;
 
 /// Kafka's NO_LEADER.
@@ -45,6 +47,12 @@ pub enum Command {
     },
     FenceBroker {
         node_id: i32,
+    },
+    /// Adds or replaces SCRAM credentials (user, mechanism, credential) and
+    /// removes others (user, mechanism); the server has validated both.
+    AlterScramCredentials {
+        upsertions: Vec<(String, String, ScramCredentialImage)>,
+        deletions: Vec<(String, String)>,
     },
     /// Kafka's controlled shutdown: moves the broker's leaderships and ISR
     /// places to others as fencing does, but keeps it listed until fenced.
@@ -126,6 +134,27 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
         }
         Command::FenceBroker { node_id } => {
             fence_broker(image, *node_id);
+            Ok(CommandResult::Done)
+        }
+        Command::AlterScramCredentials {
+            upsertions,
+            deletions,
+        } => {
+            for (user, mechanism) in deletions {
+                if let Some(by_mechanism) = image.scram_credentials.get_mut(user) {
+                    by_mechanism.remove(mechanism);
+                    if by_mechanism.is_empty() {
+                        image.scram_credentials.remove(user);
+                    }
+                }
+            }
+            for (user, mechanism, credential) in upsertions {
+                image
+                    .scram_credentials
+                    .entry(user.clone())
+                    .or_default()
+                    .insert(mechanism.clone(), credential.clone());
+            }
             Ok(CommandResult::Done)
         }
         Command::ControlledShutdown { node_id } => {

@@ -153,6 +153,16 @@ impl Controller {
             ControllerRequest::AlterPartition(alter) => {
                 self.propose(Command::AlterPartition(alter)).await
             }
+            ControllerRequest::AlterScramCredentials {
+                upsertions,
+                deletions,
+            } => {
+                self.propose(Command::AlterScramCredentials {
+                    upsertions,
+                    deletions,
+                })
+                .await
+            }
             ControllerRequest::InitClusterId(cluster_id) => {
                 if cluster_id.is_empty() || cluster_id.len() > MAX_CLUSTER_ID_LEN {
                     return ControllerReply::Failed(ClusterError::InvalidRequest(format!(

@@ -88,6 +88,28 @@ pub struct MetadataImage {
     pub cluster_id: Option<String>,
     pub brokers: BTreeMap<i32, BrokerImage>,
     pub topics: BTreeMap<String, TopicImage>,
+    /// SCRAM credentials by user, then mechanism name (`SCRAM-SHA-512`),
+    /// as Kafka keeps them in its metadata log (UserScramCredentialRecord).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram_credentials: BTreeMap<String, BTreeMap<String, ScramCredentialImage>>,
+}
+
+/// One user's salted SCRAM credential for one mechanism: never the
+/// password (Kafka's `ScramCredential`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredentialImage {
+    pub salt: Vec<u8>,
+    pub iterations: u32,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for ScramCredentialImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScramCredentialImage")
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MetadataImage {

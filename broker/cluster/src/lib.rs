@@ -62,7 +62,8 @@ pub use config::{
 pub use controller::check_partition_growth;
 pub use error::ClusterError;
 pub use image::{
-    BrokerImage, Endpoint, ListenerEndpoints, MetadataImage, PartitionImage, TopicImage,
+    BrokerImage, Endpoint, ListenerEndpoints, MetadataImage, PartitionImage, ScramCredentialImage,
+    TopicImage,
 };
 pub use network::connect_from;
 pub use request::{AlterPartition, CreatePartitions, CreateTopic};

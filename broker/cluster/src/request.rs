@@ -72,6 +72,11 @@ pub enum ControllerRequest {
         configs: BTreeMap<String, String>,
     },
     AlterPartition(AlterPartition),
+    /// Adds/replaces and removes SCRAM credentials (validated by the server).
+    AlterScramCredentials {
+        upsertions: Vec<(String, String, crate::image::ScramCredentialImage)>,
+        deletions: Vec<(String, String)>,
+    },
     Heartbeat(Heartbeat),
     /// Proposes a cluster id; the first one committed stays.
     InitClusterId(String),

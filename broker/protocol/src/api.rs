@@ -125,6 +125,8 @@ api_table! {
     ConsumerGroupDescribe: ConsumerGroupDescribeRequest => ConsumerGroupDescribeResponse, versions 0 ..= 1;
     SaslHandshake: SaslHandshakeRequest => SaslHandshakeResponse, versions 0 ..= 1;
     SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse, versions 0 ..= 2;
+    DescribeUserScramCredentials: DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse, versions 0 ..= 0;
+    AlterUserScramCredentials: AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -169,6 +171,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         ApiKey::SaslHandshake => "SaslHandshake",
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         _ => "Other",
     }
 }

@@ -46,6 +46,9 @@ pub struct Broker {
     pub producer_ids: ProducerIdAllocator,
     /// The metadata quorum (of one without `--peers`) and this broker's replicas.
     pub replicas: Arc<ReplicaManager>,
+    /// SCRAM credentials (bootstrap file and the quorum's), shared with
+    /// the SASL listeners.
+    pub scram: Arc<crate::security::sasl::scram::ScramCredentials>,
 }
 
 impl std::fmt::Debug for Broker {

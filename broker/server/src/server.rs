@@ -188,7 +188,9 @@ pub async fn run(
         txn,
         producer_ids,
         replicas,
+        scram: security.sasl.scram.clone(),
     });
+    spawn_scram_follower(&broker);
     crate::txn::spawn_ticker(&broker);
     info!(
         kafka = %kafka_addr,
@@ -295,6 +297,24 @@ pub async fn run(
         "chronik-server stopped"
     );
     Ok(())
+}
+
+/// Keeps the SCRAM credentials of the metadata quorum (committed by
+/// AlterUserScramCredentials on any node) in step with the latest image.
+fn spawn_scram_follower(broker: &Arc<Broker>) {
+    let scram = broker.scram.clone();
+    let mut images = broker.replicas.cluster.subscribe();
+    let mut current = images.borrow_and_update().scram_credentials.clone();
+    scram.replace_quorum(&current);
+    tokio::spawn(async move {
+        while images.changed().await.is_ok() {
+            let image = images.borrow_and_update().clone();
+            if image.scram_credentials != current {
+                current = image.scram_credentials.clone();
+                scram.replace_quorum(&current);
+            }
+        }
+    });
 }
 
 /// Asks the controller to move this broker's leaderships to other ISR

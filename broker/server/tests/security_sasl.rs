@@ -12,12 +12,22 @@ mod security_support;
 use std::time::Duration;
 
 use anyhow::{ensure, Result};
-use kafka_protocol::messages::ApiVersionsRequest;
+use bytes::Bytes;
+use kafka_protocol::messages::alter_user_scram_credentials_request::{
+    ScramCredentialDeletion, ScramCredentialUpsertion,
+};
+use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsRequest, ApiVersionsRequest, DescribeUserScramCredentialsRequest,
+};
+use kafka_protocol::protocol::StrBytes;
 use security_support::{broker_ports, Certs, Conn, SecureBroker};
 
 const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const ILLEGAL_SASL_STATE: i16 = 34;
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
+const RESOURCE_NOT_FOUND: i16 = 91;
+const UNACCEPTABLE_CREDENTIAL: i16 = 93;
 
 /// A broker with PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners, PLAIN
 /// user alice and SCRAM-SHA-512 users alice and bob.
@@ -216,5 +226,129 @@ fn sessions_expire_and_are_renewed_by_re_authentication() -> Result<()> {
     std::thread::sleep(lifetime / 2 + Duration::from_millis(200));
     // Now past the first login's lifetime, within the renewed one.
     renewed.metadata()?;
+    Ok(())
+}
+
+/// An AlterUserScramCredentials upsertion for SCRAM-SHA-512 (mechanism 2),
+/// salted here as kafka-configs.sh does.
+fn upsertion(user: &str, password: &str, iterations: i32) -> ScramCredentialUpsertion {
+    let salt = b"a salt of sixteen";
+    let salted = security_support::hi(
+        password.as_bytes(),
+        salt,
+        u32::try_from(iterations).unwrap_or(4096).max(1),
+    );
+    ScramCredentialUpsertion::default()
+        .with_name(StrBytes::from_string(user.to_string()))
+        .with_mechanism(2)
+        .with_iterations(iterations)
+        .with_salt(Bytes::from_static(salt))
+        .with_salted_password(Bytes::from(salted))
+}
+
+#[test]
+fn scram_credentials_altered_through_the_quorum_log_in_and_out() -> Result<()> {
+    let certs = Certs::make()?;
+    let broker = sasl_broker(&certs, &[])?;
+    let sasl = broker.addr("SASL_PLAINTEXT")?;
+    let mut admin = Conn::plain(broker.addr("PLAINTEXT")?)?;
+    let altered = admin.send(
+        &AlterUserScramCredentialsRequest::default()
+            .with_upsertions(vec![
+                upsertion("carol", "carol-secret", 8192),
+                upsertion("weak", "x", 100),
+            ])
+            .with_deletions(vec![
+                ScramCredentialDeletion::default()
+                    .with_name(StrBytes::from_static_str("ghost"))
+                    .with_mechanism(2),
+                ScramCredentialDeletion::default()
+                    .with_name(StrBytes::from_static_str("odd"))
+                    .with_mechanism(9),
+            ]),
+        0,
+    )?;
+    let codes: Vec<(String, i16)> = altered
+        .results
+        .iter()
+        .map(|r| (r.user.to_string(), r.error_code))
+        .collect();
+    ensure!(
+        codes
+            == [
+                ("ghost".into(), RESOURCE_NOT_FOUND),
+                ("odd".into(), UNSUPPORTED_SASL_MECHANISM),
+                ("carol".into(), 0),
+                ("weak".into(), UNACCEPTABLE_CREDENTIAL)
+            ],
+        "{codes:?}"
+    );
+    let described = admin.send(
+        &DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+            UserName::default().with_name(StrBytes::from_static_str("carol")),
+            UserName::default().with_name(StrBytes::from_static_str("weak")),
+        ])),
+        0,
+    )?;
+    let carol = &described.results[0];
+    ensure!(
+        carol.error_code == 0
+            && carol
+                .credential_infos
+                .iter()
+                .map(|c| (c.mechanism, c.iterations))
+                .collect::<Vec<_>>()
+                == [(2, 8192)],
+        "{described:?}"
+    );
+    ensure!(
+        described.results[1].error_code == RESOURCE_NOT_FOUND,
+        "{described:?}"
+    );
+
+    let login = Conn::plain(sasl)?.login_scram512("carol", "carol-secret")?;
+    ensure!(
+        login.error_code == 0,
+        "carol after AlterUserScramCredentials: {login:?}"
+    );
+    // The quorum's credential replaces the bootstrap file's.
+    let replaced = admin.send(
+        &AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion(
+            "bob",
+            "new-bob-secret",
+            4096,
+        )]),
+        0,
+    )?;
+    ensure!(replaced.results[0].error_code == 0, "{replaced:?}");
+    ensure!(
+        Conn::plain(sasl)?
+            .login_scram512("bob", "bob-secret")?
+            .error_code
+            == SASL_AUTHENTICATION_FAILED,
+        "old bob"
+    );
+    ensure!(
+        Conn::plain(sasl)?
+            .login_scram512("bob", "new-bob-secret")?
+            .error_code
+            == 0,
+        "new bob"
+    );
+
+    let deleted = admin.send(
+        &AlterUserScramCredentialsRequest::default().with_deletions(vec![
+            ScramCredentialDeletion::default()
+                .with_name(StrBytes::from_static_str("carol"))
+                .with_mechanism(2),
+        ]),
+        0,
+    )?;
+    ensure!(deleted.results[0].error_code == 0, "{deleted:?}");
+    let login = Conn::plain(sasl)?.login_scram512("carol", "carol-secret")?;
+    ensure!(
+        login.error_code == SASL_AUTHENTICATION_FAILED,
+        "carol after deletion: {login:?}"
+    );
     Ok(())
 }

@@ -648,6 +648,29 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
         // On a PLAINTEXT listener Kafka answers SASL requests with
         // ILLEGAL_SASL_STATE (34) and keeps serving; the SASL listeners'
         // exchange is covered by security_sasl.rs.
+        ApiKey::AlterUserScramCredentials => {
+            let upsertion =
+                alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                    .with_name(StrBytes::from_string(format!("sweep-user-v{version}")))
+                    .with_mechanism(2)
+                    .with_iterations(4096)
+                    .with_salt(bytes::Bytes::from_static(b"0123456789abcdef"))
+                    .with_salted_password(bytes::Bytes::from(vec![7u8; 64]));
+            let r = client.send(
+                &AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion]),
+                version,
+            )?;
+            r.results.iter().map(|r| r.error_code).collect()
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let r = client.send(
+                &DescribeUserScramCredentialsRequest::default().with_users(None),
+                version,
+            )?;
+            let mut codes = vec![r.error_code];
+            codes.extend(r.results.iter().map(|r| r.error_code));
+            codes
+        }
         ApiKey::SaslHandshake => {
             let r = client.send(
                 &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),

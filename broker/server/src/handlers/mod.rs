@@ -7,6 +7,7 @@
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
+mod alter_user_scram_credentials;
 mod api_versions;
 mod cluster_errors;
 mod consumer_group_describe;
@@ -21,6 +22,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_transactions;
+mod describe_user_scram_credentials;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
@@ -144,5 +146,11 @@ pub async fn handle(
         Request::ConsumerGroupDescribe(r) => consumer_group_describe::handle(broker, version, r),
         Request::SaslHandshake(r) => sasl_handshake::handle(version, r),
         Request::SaslAuthenticate(r) => sasl_authenticate::handle(version, r),
+        Request::DescribeUserScramCredentials(r) => {
+            describe_user_scram_credentials::handle(broker, version, r)
+        }
+        Request::AlterUserScramCredentials(r) => {
+            alter_user_scram_credentials::handle(broker, version, r).await
+        }
     }
 }

@@ -344,7 +344,7 @@ fn hmac512(key: &[u8], data: &[u8]) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
-fn hi(password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+pub fn hi(password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
     let mut block = salt.to_vec();
     block.extend_from_slice(&1u32.to_be_bytes());
     let mut u = hmac512(password, &block);

@@ -48,6 +48,22 @@ impl ScramMechanism {
         }
     }
 
+    /// Kafka's `ScramMechanism` type in the admin APIs (1 and 2).
+    pub fn type_code(self) -> i8 {
+        match self {
+            ScramMechanism::Sha256 => 1,
+            ScramMechanism::Sha512 => 2,
+        }
+    }
+
+    pub fn from_type_code(code: i8) -> Option<ScramMechanism> {
+        match code {
+            1 => Some(ScramMechanism::Sha256),
+            2 => Some(ScramMechanism::Sha512),
+            _ => None,
+        }
+    }
+
     fn hmac(self, key: &[u8], data: &[&[u8]]) -> Vec<u8> {
         fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], data: &[&[u8]]) -> Vec<u8> {
             // HMAC takes keys of any length.
@@ -114,28 +130,90 @@ impl ScramCredential {
             ));
         }
         let salted = mechanism.salted_password(password.as_bytes(), &salt, iterations);
-        let client_key = mechanism.hmac(&salted, &[b"Client Key"]);
-        Ok(ScramCredential {
+        Ok(Self::from_salted_password(
+            mechanism, &salted, salt, iterations,
+        ))
+    }
+
+    /// The credential of a salted password (what AlterUserScramCredentials
+    /// carries: clients salt the password themselves).
+    pub fn from_salted_password(
+        mechanism: ScramMechanism,
+        salted_password: &[u8],
+        salt: Vec<u8>,
+        iterations: u32,
+    ) -> ScramCredential {
+        let client_key = mechanism.hmac(salted_password, &[b"Client Key"]);
+        ScramCredential {
             stored_key: mechanism.hash(&client_key),
-            server_key: mechanism.hmac(&salted, &[b"Server Key"]),
+            server_key: mechanism.hmac(salted_password, &[b"Server Key"]),
             salt,
             iterations,
-        })
+        }
     }
 }
 
-/// The SCRAM credentials this broker knows, by mechanism and user name.
-/// Readers (authenticating connections) and writers (start-up, and later
-/// the metadata quorum) may run concurrently.
+type CredentialMap = HashMap<(ScramMechanism, String), ScramCredential>;
+
+/// The SCRAM credentials this broker knows, by mechanism and user name, in
+/// two layers: those of the metadata quorum (AlterUserScramCredentials,
+/// the same on every node, replaced whenever the image changes) and those
+/// of the bootstrap file; the quorum's credential wins. Readers
+/// (authenticating connections) and writers may run concurrently.
 #[derive(Debug, Default)]
 pub struct ScramCredentials {
-    by_user: RwLock<HashMap<(ScramMechanism, String), ScramCredential>>,
+    by_user: RwLock<CredentialMap>,
+    quorum: RwLock<CredentialMap>,
 }
 
 impl ScramCredentials {
     pub fn get(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
+        let key = (mechanism, user.to_string());
+        let quorum = self.quorum.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = quorum.get(&key) {
+            return Some(found.clone());
+        }
         let map = self.by_user.read().unwrap_or_else(|p| p.into_inner());
-        map.get(&(mechanism, user.to_string())).cloned()
+        map.get(&key).cloned()
+    }
+
+    /// Replaces the quorum's layer with the image's credentials.
+    pub fn replace_quorum(
+        &self,
+        image: &std::collections::BTreeMap<
+            String,
+            std::collections::BTreeMap<String, chronik_cluster::ScramCredentialImage>,
+        >,
+    ) {
+        let mut layer = CredentialMap::new();
+        for (user, by_mechanism) in image {
+            for (name, c) in by_mechanism {
+                if let Some(mechanism) = ScramMechanism::parse(name) {
+                    let credential = ScramCredential {
+                        salt: c.salt.clone(),
+                        iterations: c.iterations,
+                        stored_key: c.stored_key.clone(),
+                        server_key: c.server_key.clone(),
+                    };
+                    layer.insert((mechanism, user.clone()), credential);
+                }
+            }
+        }
+        *self.quorum.write().unwrap_or_else(|p| p.into_inner()) = layer;
+    }
+
+    /// Every user with a credential, sorted.
+    pub fn users(&self) -> Vec<String> {
+        let mut users: Vec<String> = [&self.quorum, &self.by_user]
+            .iter()
+            .flat_map(|layer| {
+                let map = layer.read().unwrap_or_else(|p| p.into_inner());
+                map.keys().map(|(_, u)| u.clone()).collect::<Vec<_>>()
+            })
+            .collect();
+        users.sort();
+        users.dedup();
+        users
     }
 
     pub fn upsert(&self, mechanism: ScramMechanism, user: &str, credential: ScramCredential) {
@@ -143,21 +221,13 @@ impl ScramCredentials {
         map.insert((mechanism, user.to_string()), credential);
     }
 
-    pub fn remove(&self, mechanism: ScramMechanism, user: &str) -> bool {
-        let mut map = self.by_user.write().unwrap_or_else(|p| p.into_inner());
-        map.remove(&(mechanism, user.to_string())).is_some()
-    }
-
-    /// (mechanism, iterations) of every credential of `user`.
+    /// (mechanism, iterations) of every credential of `user` (the one
+    /// `get` would use for each mechanism).
     pub fn describe(&self, user: &str) -> Vec<(ScramMechanism, u32)> {
-        let map = self.by_user.read().unwrap_or_else(|p| p.into_inner());
-        let mut found: Vec<_> = map
-            .iter()
-            .filter(|((_, u), _)| u == user)
-            .map(|((m, _), c)| (*m, c.iterations))
-            .collect();
-        found.sort_by_key(|(m, _)| m.name());
-        found
+        [ScramMechanism::Sha256, ScramMechanism::Sha512]
+            .into_iter()
+            .filter_map(|m| self.get(m, user).map(|c| (m, c.iterations)))
+            .collect()
     }
 }
 
