@@ -262,7 +262,7 @@ pub async fn run(
     }
     ready.store(false, Ordering::Release);
     drop(listeners);
-    info!("shutdown: Kafka listeners closed; closing client connections");
+    info!("shutdown: Kafka listener closed (every one); closing client connections");
     let _ = shutdown_tx.send(());
     drop(conn_done_tx);
     phase("client connections closed", CONNECTIONS_DRAIN, async {

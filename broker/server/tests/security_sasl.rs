@@ -19,6 +19,7 @@ use kafka_protocol::messages::alter_user_scram_credentials_request::{
 use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, ApiVersionsRequest, DescribeUserScramCredentialsRequest,
+    SaslHandshakeRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use security_support::{broker_ports, Certs, Conn, SecureBroker};
@@ -349,6 +350,48 @@ fn scram_credentials_altered_through_the_quorum_log_in_and_out() -> Result<()> {
     ensure!(
         login.error_code == SASL_AUTHENTICATION_FAILED,
         "carol after deletion: {login:?}"
+    );
+    Ok(())
+}
+
+/// SaslHandshake v0 (Kafka's pre-KIP-152 framing): the mechanism's
+/// messages follow as bare size-prefixed tokens, not SaslAuthenticate.
+#[test]
+fn handshake_v0_is_followed_by_bare_tokens() -> Result<()> {
+    use std::io::{Read, Write};
+    let certs = Certs::make()?;
+    let broker = sasl_broker(&certs, &[])?;
+    let mut conn = Conn::plain(broker.addr("SASL_PLAINTEXT")?)?;
+    let handshake = conn.send(
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        0,
+    )?;
+    ensure!(handshake.error_code == 0, "{handshake:?}");
+    let token = b"\0alice\0alice-secret";
+    let mut frame = u32::try_from(token.len())?.to_be_bytes().to_vec();
+    frame.extend_from_slice(token);
+    conn.stream.write_all(&frame)?;
+    let mut size = [0u8; 4];
+    conn.stream.read_exact(&mut size)?;
+    ensure!(
+        u32::from_be_bytes(size) == 0,
+        "PLAIN's reply is an empty token"
+    );
+    conn.metadata()?;
+
+    // A wrong password after a v0 handshake closes without an answer.
+    let mut refused = Conn::plain(broker.addr("SASL_PLAINTEXT")?)?;
+    refused.send(
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        0,
+    )?;
+    let token = b"\0alice\0wrong";
+    let mut frame = u32::try_from(token.len())?.to_be_bytes().to_vec();
+    frame.extend_from_slice(token);
+    refused.stream.write_all(&frame)?;
+    ensure!(
+        refused.is_closed(),
+        "a failed v0 login left the connection open"
     );
     Ok(())
 }

@@ -93,35 +93,49 @@ pub struct SecureBroker {
 
 impl SecureBroker {
     pub fn start(listeners: &str, args: &[&str]) -> Result<SecureBroker> {
+        let mut broker = SecureBroker::spawn(listeners, args)?;
+        broker.wait_listening()?;
+        Ok(broker)
+    }
+
+    /// Starts the process without waiting (cluster nodes listen only once
+    /// their quorum has formed).
+    pub fn spawn(listeners: &str, args: &[&str]) -> Result<SecureBroker> {
         let scratch = scratch_dir("chronik-security-")?;
         let mut command = Command::new(server_binary()?);
         command
             .arg("--listeners")
             .arg(listeners)
-            .arg("--metrics-listen")
-            .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(scratch.path().join("data"))
             .args(args);
+        if !args.contains(&"--metrics-listen") {
+            command.arg("--metrics-listen").arg("127.0.0.1:0");
+        }
         let log = scratch.path().join("broker.log");
-        let mut proc = Proc::spawn("chronik-server", command, &log)?;
-        let line = proc
-            .wait_line("LISTENING ", Duration::from_secs(120))
-            .with_context(|| proc.log_tail(40))?;
-        let mut parsed = BTreeMap::new();
+        let proc = Proc::spawn("chronik-server", command, &log)?;
+        Ok(SecureBroker {
+            proc,
+            listeners: BTreeMap::new(),
+            scratch,
+        })
+    }
+
+    /// Waits for the LISTENING line and reads every listener's address.
+    pub fn wait_listening(&mut self) -> Result<()> {
+        let line = match self.proc.wait_line("LISTENING ", Duration::from_secs(180)) {
+            Ok(line) => line,
+            Err(e) => bail!("{e:#}\n{}", self.proc.log_tail(40)),
+        };
         for token in line.split_whitespace() {
             if let Some((name, addr)) = token
                 .strip_prefix("listener.")
                 .and_then(|t| t.split_once('='))
             {
-                parsed.insert(name.to_string(), addr.parse()?);
+                self.listeners.insert(name.to_string(), addr.parse()?);
             }
         }
-        Ok(SecureBroker {
-            proc,
-            listeners: parsed,
-            scratch,
-        })
+        Ok(())
     }
 
     pub fn addr(&self, listener: &str) -> Result<SocketAddr> {
