@@ -334,6 +334,13 @@ async fn serve_stream<R, W>(
                         Outcome::CloseAfter(last, reason) => {
                             info!(%peer, listener = %listener.name, reason, "closing connection (SASL)");
                             if let Some(bytes) = last {
+                                // Kafka's connection.failed.authentication.delay.ms:
+                                // a refused login is answered late, slowing guessing.
+                                let delay = listener.sasl.as_ref().map_or(std::time::Duration::ZERO, |s| s.failed_authentication_delay);
+                                tokio::select! {
+                                    () = tokio::time::sleep(delay) => {}
+                                    _ = shutdown.recv() => return,
+                                }
                                 write_buf.extend_from_slice(&bytes);
                             }
                             count_close(&broker, reason);

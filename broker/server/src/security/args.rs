@@ -95,6 +95,11 @@ pub struct SecurityArgs {
     /// re-authenticate or is disconnected. 0 = never.
     #[arg(long, env = "CHRONIK_CONNECTIONS_MAX_REAUTH_MS", default_value_t = 0)]
     pub connections_max_reauth_ms: u64,
+    /// Kafka's `connection.failed.authentication.delay.ms`: a refused SASL
+    /// step is answered (and the connection closed) this much later.
+    #[arg(long, env = "CHRONIK_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub connection_failed_authentication_delay_ms: u64,
 }
 
 /// SASL settings as the server uses them.
@@ -105,6 +110,7 @@ pub struct SaslSettings {
     pub scram_credentials_file: Option<PathBuf>,
     pub max_receive_size: usize,
     pub connections_max_reauth: Duration,
+    pub failed_authentication_delay: Duration,
 }
 
 /// The effective security configuration.
@@ -215,6 +221,9 @@ impl SecurityConfig {
                 scram_credentials_file: args.sasl_scram_credentials_file.clone(),
                 max_receive_size: args.sasl_server_max_receive_size as usize,
                 connections_max_reauth: Duration::from_millis(args.connections_max_reauth_ms),
+                failed_authentication_delay: Duration::from_millis(
+                    args.connection_failed_authentication_delay_ms,
+                ),
             },
         })
     }

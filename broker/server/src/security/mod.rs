@@ -110,6 +110,7 @@ impl Security {
                 scram,
                 max_reauth: config.sasl.connections_max_reauth,
                 max_receive_size: config.sasl.max_receive_size,
+                failed_authentication_delay: config.sasl.failed_authentication_delay,
                 fake_salt_key,
             }),
         })

@@ -82,6 +82,10 @@ pub struct SaslConfig {
     /// Kafka's `sasl.server.max.receive.size`: largest frame accepted
     /// before a connection has authenticated.
     pub max_receive_size: usize,
+    /// Kafka's `connection.failed.authentication.delay.ms`: how long a
+    /// refused SASL step waits before it is answered and the connection
+    /// closed.
+    pub failed_authentication_delay: Duration,
     /// Keys the salt made up for unknown SCRAM users (random per process).
     pub fake_salt_key: [u8; 32],
 }
