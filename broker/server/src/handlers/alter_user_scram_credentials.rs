@@ -43,6 +43,7 @@ pub async fn handle(
 ) -> Option<Handled> {
     // Users in order of first mention, and the first refusal of each.
     let mut users: Vec<String> = Vec::new();
+    let mut named: HashSet<String> = HashSet::new();
     let mut refused: BTreeMap<String, Refusal> = BTreeMap::new();
     let mut touched: HashSet<(String, i8)> = HashSet::new();
     let mut refuse = |user: &str, refusal: Refusal| {
@@ -52,7 +53,7 @@ pub async fn handle(
     let mut deletions = Vec::new();
     for d in &request.deletions {
         let user = d.name.to_string();
-        if !users.contains(&user) {
+        if named.insert(user.clone()) {
             users.push(user.clone());
         }
         if !touched.insert((user.clone(), d.mechanism)) {
@@ -73,7 +74,7 @@ pub async fn handle(
     }
     for u in &request.upsertions {
         let user = u.name.to_string();
-        if !users.contains(&user) {
+        if named.insert(user.clone()) {
             users.push(user.clone());
         }
         if !touched.insert((user.clone(), u.mechanism)) {

@@ -328,3 +328,87 @@ fn size_prefixed(token: &[u8]) -> Bytes {
     out.extend_from_slice(token);
     out.freeze()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::sasl::plain::PlainUsers;
+    use crate::security::sasl::scram::{ScramCredentials, ScramMechanism};
+
+    fn session(max_reauth: Duration) -> SaslSession {
+        SaslSession::new(Arc::new(SaslConfig {
+            enabled: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha512)],
+            plain_users: PlainUsers::from_jaas(r#"user_alice="a"; user_bob="b";"#).expect("jaas"),
+            scram: Arc::new(ScramCredentials::default()),
+            max_reauth,
+            max_receive_size: 1024,
+            failed_authentication_delay: Duration::ZERO,
+            fake_salt_key: [0; 32],
+        }))
+    }
+
+    fn error_of(outcome: HandshakeOutcome) -> Option<SaslError> {
+        outcome.error
+    }
+
+    #[test]
+    fn handshake_and_authenticate_follow_kafkas_order() {
+        let mut s = session(Duration::ZERO);
+        assert_eq!(s.max_frame(1 << 20), 1024, "bounded before authentication");
+        assert!(matches!(
+            error_of(s.handshake("GSSAPI", 1)),
+            Some(SaslError::UnsupportedMechanism(_))
+        ));
+        assert!(
+            matches!(
+                s.authenticate(b"\0alice\0a", 2).result,
+                Err(SaslError::IllegalState(_))
+            ),
+            "SaslAuthenticate before a handshake"
+        );
+        assert_eq!(error_of(s.handshake("PLAIN", 1)), None);
+        assert!(
+            matches!(
+                error_of(s.handshake("PLAIN", 1)),
+                Some(SaslError::IllegalState(_))
+            ),
+            "a second handshake during the exchange"
+        );
+        let done = s.authenticate(b"\0alice\0a", 2);
+        assert_eq!(done.result, Ok(Vec::new()));
+        assert_eq!(
+            done.session_lifetime_ms, 0,
+            "no re-authentication configured"
+        );
+        assert_eq!(
+            s.principal().map(ToString::to_string).as_deref(),
+            Some("User:alice")
+        );
+        assert_eq!(s.max_frame(1 << 20), 1 << 20);
+    }
+
+    #[test]
+    fn re_authentication_keeps_mechanism_and_principal() {
+        let mut s = session(Duration::from_secs(60));
+        assert_eq!(error_of(s.handshake("PLAIN", 1)), None);
+        let first = s.authenticate(b"\0alice\0a", 1);
+        assert_eq!(first.session_lifetime_ms, 60_000);
+        assert!(
+            matches!(
+                error_of(s.handshake("PLAIN", 0)),
+                Some(SaslError::IllegalState(_))
+            ),
+            "re-authentication needs SaslHandshake v1"
+        );
+        assert!(matches!(
+            error_of(s.handshake("SCRAM-SHA-512", 1)),
+            Some(SaslError::IllegalState(_))
+        ));
+        assert_eq!(error_of(s.handshake("PLAIN", 1)), None);
+        assert!(matches!(
+            s.authenticate(b"\0bob\0b", 1).result,
+            Err(SaslError::AuthenticationFailed(_))
+        ));
+        assert_eq!(s.principal().map(|p| p.name.as_str()), Some("alice"));
+    }
+}
