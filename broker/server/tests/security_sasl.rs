@@ -157,6 +157,16 @@ fn unknown_mechanisms_and_early_requests_are_refused() -> Result<()> {
         "Metadata was answered before authentication"
     );
 
+    // Before authentication a frame may not exceed
+    // sasl.server.max.receive.size (512 KiB by default).
+    let mut large = Conn::plain(addr)?;
+    std::io::Write::write_all(&mut large.stream, &(1024 * 1024u32).to_be_bytes())?;
+    std::io::Write::write_all(&mut large.stream, &[0u8; 64])?;
+    ensure!(
+        large.is_closed(),
+        "a 1 MiB frame was read before authentication"
+    );
+
     let mut out_of_order = Conn::plain(addr)?;
     let response = out_of_order.authenticate(b"\0alice\0alice-secret".to_vec())?;
     ensure!(response.error_code == ILLEGAL_SASL_STATE, "{response:?}");
