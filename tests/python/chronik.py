@@ -163,6 +163,63 @@ class BrokerProcess:
 
 # -- client helpers ----------------------------------------------------------
 
+LISTENERS_RE = re.compile(r"listener\.([A-Z_]+)=(\S+)")
+METRICS_RE = re.compile(r"metrics=(\S+)")
+
+
+class ListenersBroker:
+    """A broker started with `--listeners` (LISTENING prints
+    `listener.NAME=ADDR` per listener): `start()` waits until it is ready
+    and returns {listener name: address}; `stop()` SIGTERMs it."""
+
+    def __init__(self, binary: Path, work: Path, args, timeout: float = 60.0):
+        self.work, self.timeout = work, timeout
+        self.stdout, self.stderr = work / "stdout.log", work / "stderr.log"
+        self.cmd = [str(binary), "--metrics-listen", "127.0.0.1:0", "--data-dir", str(work / "data"),
+                    *map(str, args)]
+        self.proc = None
+
+    def start(self) -> dict:
+        with open(self.stdout, "wb") as out, open(self.stderr, "wb") as err:
+            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        listeners, metrics = {}, None
+        deadline = time.monotonic() + self.timeout
+        while not listeners and time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"broker exited: {self.stderr.read_text()[-2000:]}"
+            for line in self.stdout.read_text().splitlines():
+                if line.startswith("LISTENING "):
+                    listeners = dict(LISTENERS_RE.findall(line))
+                    metrics = METRICS_RE.search(line).group(1)
+            time.sleep(0.05)
+        assert listeners, "no LISTENING line"
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://{metrics}/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return listeners
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"broker not ready: {self.stderr.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def make_certs(out: Path) -> Path:
+    """A CA, broker and client certificates (scripts/make-certs.sh) in `out`."""
+    subprocess.run(["bash", str(REPO_ROOT / "scripts/make-certs.sh"), str(out)],
+                   check=True, capture_output=True)
+    return out
+
+
 def unique_topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 

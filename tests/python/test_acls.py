@@ -5,13 +5,15 @@ StandardAuthorizer, and what a producer and a consumer of this connection
 topic an ACL reserves for someone else, GROUP_AUTHORIZATION_FAILED for a
 denied group, while open topics keep working."""
 
+import subprocess
 import time
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    ResourcePatternType, ResourceType)
 
-from chronik import DeliveryLog, admin_client, create_topic, producer, unique_topic
+from chronik import (DeliveryLog, ListenersBroker, admin_client, create_topic, make_certs, producer,
+                     unique_topic)
 
 AUTHORIZER = ("--authorizer-class-name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
               "--allow-everyone-if-no-acl-found")
@@ -84,3 +86,86 @@ def test_acls_created_listed_enforced_and_deleted(make_broker):
     p.produce(secret, value=b"z", on_delivery=log.callback)
     p.flush(20)
     assert log.errors == [] and len(log.ok) == 1, log
+
+
+def test_acls_apply_to_sasl_and_certificate_principals(server_bin, tmp_path):
+    """The principal a connection authenticated as is the one ACLs name:
+    User:admin (a super user, SCRAM) creates a topic and grants it to
+    User:alice (SCRAM) and to the client certificate's subject DN (mTLS);
+    they produce and read it, User:bob (SCRAM) is refused with
+    TOPIC_AUTHORIZATION_FAILED, and an unauthenticated PLAINTEXT client
+    (User:ANONYMOUS) is refused too."""
+    certs = make_certs(tmp_path / "certs")
+    scram = tmp_path / "scram.txt"
+    scram.write_text("".join(f"SCRAM-SHA-512=[name={u},password={u}-secret,iterations=4096]\n"
+                             for u in ("admin", "alice", "bob")))
+    work = tmp_path / "broker"
+    work.mkdir()
+    broker = ListenersBroker(server_bin, work, [
+        "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0",
+        "--ssl-keystore-location", certs / "broker.keystore.pem",
+        "--ssl-truststore-location", certs / "ca.pem",
+        "--ssl-client-auth", "requested",
+        "--sasl-enabled-mechanisms", "SCRAM-SHA-512",
+        "--sasl-scram-credentials-file", scram,
+        *AUTHORIZER[:2], "--super-users", "User:admin",
+    ])
+    listeners = broker.start()
+    try:
+        tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(certs / "ca.pem"),
+               "sasl.mechanism": "SCRAM-SHA-512"}
+
+        def as_user(user):
+            return {**tls, "sasl.username": user, "sasl.password": f"{user}-secret"}
+
+        mtls = {"security.protocol": "SSL", "ssl.ca.location": str(certs / "ca.pem"),
+                "ssl.certificate.location": str(certs / "client.pem"),
+                "ssl.key.location": str(certs / "client.key")}
+        sasl = listeners["SASL_SSL"]
+        admin = AdminClient({"bootstrap.servers": sasl, **as_user("admin")})
+        topic = unique_topic("acl-sasl")
+        create_topic(admin, topic)
+        dn = subject_dn(certs / "client.pem")
+        grants = [binding(ResourceType.TOPIC, topic, who, op, AclPermissionType.ALLOW)
+                  for who in ("User:alice", f"User:{dn}")
+                  for op in (AclOperation.WRITE, AclOperation.READ)]
+        for f in admin.create_acls(grants).values():
+            assert f.result(15) is None
+
+        def produce(bootstrap, conf, value):
+            p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 10000,
+                          "enable.idempotence": False, **conf})
+            log = DeliveryLog()
+            p.produce(topic, value=value, on_delivery=log.callback)
+            p.flush(20)
+            return log
+
+        for bootstrap, conf, value in ((sasl, as_user("alice"), b"from alice"),
+                                       (listeners["SSL"], mtls, b"from the certificate")):
+            log = produce(bootstrap, conf, value)
+            assert log.errors == [] and len(log.ok) == 1, (conf.get("sasl.username", dn), log)
+        for bootstrap, conf in ((sasl, as_user("bob")), (listeners["PLAINTEXT"], {})):
+            log = produce(bootstrap, conf, b"refused")
+            assert [e.code() for e, _ in log.errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED], log
+
+        c = Consumer({"bootstrap.servers": sasl, "group.id": unique_topic("acl-reader"),
+                      **as_user("alice")})
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            got, deadline = [], time.time() + 20
+            while len(got) < 2 and time.time() < deadline:
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    got.append(m.value())
+            assert got == [b"from alice", b"from the certificate"], got
+        finally:
+            c.close()
+    finally:
+        broker.stop()
+
+
+def subject_dn(cert) -> str:
+    """The certificate's subject as Kafka prints it (RFC 2253, most specific first)."""
+    out = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-subject", "-nameopt", "RFC2253"],
+                         check=True, capture_output=True, text=True).stdout
+    return out.strip().removeprefix("subject=")

@@ -355,6 +355,20 @@ impl Cluster {
         }
     }
 
+    /// Adds or replaces SCRAM credentials `(user, mechanism, credential)`
+    /// and removes `(user, mechanism)` pairs, in one committed command.
+    pub async fn alter_scram_credentials(
+        &self,
+        upsertions: Vec<(String, String, crate::image::ScramCredentialImage)>,
+        deletions: Vec<(String, String)>,
+    ) -> Result<(), ClusterError> {
+        let request = ControllerRequest::AlterScramCredentials {
+            upsertions,
+            deletions,
+        };
+        self.submit(request).await.map(drop)
+    }
+
     pub async fn delete_topic(&self, name: &str) -> Result<(), ClusterError> {
         self.submit(ControllerRequest::DeleteTopic(name.to_string()))
             .await

@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::acl::{self, AclBinding, AclBindingFilter};
 use crate::error::ClusterError;
-use crate::image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+use crate::image::{
+    BrokerImage, ListenerEndpoints, MetadataImage, PartitionImage, ScramCredentialImage, TopicImage,
+};
 use crate::request::AlterPartition;
 
 /// Kafka's NO_LEADER.
@@ -39,9 +41,19 @@ pub enum Command {
         node_id: i32,
         host: String,
         port: u16,
+        /// Every advertised listener; absent in entries written before
+        /// brokers named their listeners (then `host:port` serves all).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        listeners: ListenerEndpoints,
     },
     FenceBroker {
         node_id: i32,
+    },
+    /// Adds or replaces SCRAM credentials (user, mechanism, credential) and
+    /// removes others (user, mechanism); the server has validated both.
+    AlterScramCredentials {
+        upsertions: Vec<(String, String, ScramCredentialImage)>,
+        deletions: Vec<(String, String)>,
     },
     /// Kafka's controlled shutdown: moves the broker's leaderships and ISR
     /// places to others as fencing does, but keeps it listed until fenced.
@@ -126,12 +138,34 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             node_id,
             host,
             port,
+            listeners,
         } => {
-            register_broker(image, *node_id, host, *port);
+            register_broker(image, *node_id, host, *port, listeners);
             Ok(CommandResult::Done)
         }
         Command::FenceBroker { node_id } => {
             fence_broker(image, *node_id);
+            Ok(CommandResult::Done)
+        }
+        Command::AlterScramCredentials {
+            upsertions,
+            deletions,
+        } => {
+            for (user, mechanism) in deletions {
+                if let Some(by_mechanism) = image.scram_credentials.get_mut(user) {
+                    by_mechanism.remove(mechanism);
+                    if by_mechanism.is_empty() {
+                        image.scram_credentials.remove(user);
+                    }
+                }
+            }
+            for (user, mechanism, credential) in upsertions {
+                image
+                    .scram_credentials
+                    .entry(user.clone())
+                    .or_default()
+                    .insert(mechanism.clone(), credential.clone());
+            }
             Ok(CommandResult::Done)
         }
         Command::ControlledShutdown { node_id } => {
@@ -176,7 +210,13 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
     outcome.unwrap_or_else(CommandResult::Rejected)
 }
 
-fn register_broker(image: &mut MetadataImage, node_id: i32, host: &str, port: u16) {
+fn register_broker(
+    image: &mut MetadataImage,
+    node_id: i32,
+    host: &str,
+    port: u16,
+    listeners: &ListenerEndpoints,
+) {
     image.brokers.insert(
         node_id,
         BrokerImage {
@@ -185,6 +225,7 @@ fn register_broker(image: &mut MetadataImage, node_id: i32, host: &str, port: u1
             port,
             fenced: false,
             in_controlled_shutdown: false,
+            listeners: listeners.clone(),
         },
     );
     for partition in all_partitions(image) {

@@ -9,6 +9,7 @@ fn register(image: &mut MetadataImage, node_id: i32) {
         node_id,
         host: format!("127.0.0.{node_id}"),
         port: 9092,
+        listeners: Default::default(),
     };
     assert_eq!(apply(image, &command), CommandResult::Done);
 }
@@ -416,4 +417,93 @@ fn partition_growth_follows_kafka_rules() {
             Err(ClusterError::InvalidPartitions(_))
         ));
     }
+}
+
+/// Registrations written before brokers named their listeners still
+/// decode and serve every listener name at `host:port`; named ones serve
+/// only their own names.
+#[test]
+fn registrations_with_and_without_listener_names() {
+    let old: Command =
+        serde_json::from_str(r#"{"RegisterBroker":{"node_id":1,"host":"h1","port":9092}}"#)
+            .expect("an entry written before listener names decodes");
+    let mut image = MetadataImage::default();
+    assert_eq!(apply(&mut image, &old), CommandResult::Done);
+    let endpoints = ListenerEndpoints::from([
+        (
+            "PLAINTEXT".to_string(),
+            crate::image::Endpoint {
+                host: "h2".into(),
+                port: 9092,
+            },
+        ),
+        (
+            "SASL_SSL".to_string(),
+            crate::image::Endpoint {
+                host: "public-h2".into(),
+                port: 9094,
+            },
+        ),
+    ]);
+    let named = Command::RegisterBroker {
+        node_id: 2,
+        host: "h2".into(),
+        port: 9092,
+        listeners: endpoints,
+    };
+    assert_eq!(apply(&mut image, &named), CommandResult::Done);
+    let old_entry = serde_json::to_string(&old).expect("encodes");
+    assert!(
+        !old_entry.contains("listeners"),
+        "unnamed registrations encode as before: {old_entry}"
+    );
+    let b1 = &image.brokers[&1];
+    let b2 = &image.brokers[&2];
+    assert_eq!(b1.endpoint("SASL_SSL"), Some(("h1", 9092)));
+    assert_eq!(b2.endpoint("SASL_SSL"), Some(("public-h2", 9094)));
+    assert_eq!(b2.endpoint("PLAINTEXT"), Some(("h2", 9092)));
+    assert_eq!(b2.endpoint("SSL"), None);
+}
+
+/// SCRAM credentials: upserted and deleted by one command, every node
+/// applying the same entry; an image without them (older snapshots) loads.
+#[test]
+fn scram_credentials_are_upserted_and_deleted() {
+    let credential = |iterations| crate::image::ScramCredentialImage {
+        salt: vec![1, 2],
+        iterations,
+        stored_key: vec![3],
+        server_key: vec![4],
+    };
+    let mut image = MetadataImage::default();
+    let add = Command::AlterScramCredentials {
+        upsertions: vec![
+            ("alice".into(), "SCRAM-SHA-512".into(), credential(4096)),
+            ("alice".into(), "SCRAM-SHA-256".into(), credential(8192)),
+        ],
+        deletions: vec![],
+    };
+    assert_eq!(apply(&mut image, &add), CommandResult::Done);
+    assert_eq!(image.scram_credentials["alice"].len(), 2);
+    let change = Command::AlterScramCredentials {
+        upsertions: vec![("bob".into(), "SCRAM-SHA-512".into(), credential(4096))],
+        deletions: vec![
+            ("alice".into(), "SCRAM-SHA-512".into()),
+            ("alice".into(), "SCRAM-SHA-256".into()),
+            ("nobody".into(), "SCRAM-SHA-256".into()),
+        ],
+    };
+    assert_eq!(apply(&mut image, &change), CommandResult::Done);
+    assert_eq!(
+        image.scram_credentials.keys().collect::<Vec<_>>(),
+        ["bob"],
+        "a user without credentials is gone"
+    );
+    let json = serde_json::to_string(&image).expect("encodes");
+    let back: MetadataImage = serde_json::from_str(&json).expect("decodes");
+    assert_eq!(back, image);
+    let older: MetadataImage =
+        serde_json::from_str(r#"{"applied_index":3,"brokers":{},"topics":{}}"#)
+            .expect("older image");
+    assert!(older.scram_credentials.is_empty());
 }

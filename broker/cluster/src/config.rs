@@ -67,6 +67,9 @@ pub struct ClusterConfig {
     pub peers: Vec<Peer>,
     /// Every node's Kafka port (the same on all nodes, like pods).
     pub kafka_port: u16,
+    /// This node's advertised listeners by name (registered with the
+    /// quorum so every node answers Metadata per listener); may be empty.
+    pub listeners: crate::image::ListenerEndpoints,
     /// Every node's raft port: node N's raft address is `peer(N).host:raft_port`.
     pub raft_port: u16,
     /// What this node binds for raft RPCs (e.g. `127.0.0.2:9093` or `0.0.0.0:9093`).

@@ -153,6 +153,16 @@ impl Controller {
             ControllerRequest::AlterPartition(alter) => {
                 self.propose(Command::AlterPartition(alter)).await
             }
+            ControllerRequest::AlterScramCredentials {
+                upsertions,
+                deletions,
+            } => {
+                self.propose(Command::AlterScramCredentials {
+                    upsertions,
+                    deletions,
+                })
+                .await
+            }
             ControllerRequest::InitClusterId(cluster_id) => {
                 if cluster_id.is_empty() || cluster_id.len() > MAX_CLUSTER_ID_LEN {
                     return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
@@ -214,6 +224,7 @@ impl Controller {
                 && !b.in_controlled_shutdown
                 && b.host == heartbeat.host
                 && b.port == heartbeat.port
+                && b.listeners == heartbeat.listeners
         });
         if registered {
             return self.confirm_registration(heartbeat.node_id).await;
@@ -229,6 +240,7 @@ impl Controller {
             node_id: heartbeat.node_id,
             host: heartbeat.host,
             port: heartbeat.port,
+            listeners: heartbeat.listeners,
         })
         .await
     }

@@ -44,6 +44,7 @@ pub fn spawn(
         node_id: config.node_id,
         host,
         port: config.kafka_port,
+        listeners: config.listeners.clone(),
     };
     let credentials = config.credentials();
     // A heartbeat that needs a registration waits for a raft commit.

@@ -9,6 +9,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::acl::AclBinding;
+/// Where clients reach one listener of a broker (Kafka's `Endpoint`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+}
+
+/// Every advertised listener of a broker, by listener name (Kafka's
+/// `advertised.listeners`). Empty for a registration written before
+/// brokers named their listeners: then `host:port` serves every name.
+pub type ListenerEndpoints = BTreeMap<String, Endpoint>;
 
 /// A registered broker and whether the controller has fenced it (no
 /// heartbeat within the session timeout).
@@ -24,6 +35,25 @@ pub struct BrokerImage {
     /// fenced when its heartbeats stop. Registering again clears it.
     #[serde(default)]
     pub in_controlled_shutdown: bool,
+    /// Every advertised listener; `host:port` is the inter-broker one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub listeners: ListenerEndpoints,
+}
+
+impl BrokerImage {
+    /// The endpoint of `listener` that clients connected on that listener
+    /// are given (Kafka answers each client with the endpoints of the
+    /// listener it came in on). A broker registered without listener names
+    /// serves every name at `host:port`; one that lacks `listener` is not
+    /// reachable on it (`None`, as Kafka omits it).
+    pub fn endpoint(&self, listener: &str) -> Option<(&str, u16)> {
+        if self.listeners.is_empty() {
+            return Some((self.host.as_str(), self.port));
+        }
+        self.listeners
+            .get(listener)
+            .map(|e| (e.host.as_str(), e.port))
+    }
 }
 
 /// One partition's registration (Kafka's `PartitionRegistration`).
@@ -62,6 +92,28 @@ pub struct MetadataImage {
     /// Kafka ACLs (CreateAcls / DeleteAcls), enforced by every node's authorizer.
     #[serde(default)]
     pub acls: BTreeSet<AclBinding>,
+    /// SCRAM credentials by user, then mechanism name (`SCRAM-SHA-512`),
+    /// as Kafka keeps them in its metadata log (UserScramCredentialRecord).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scram_credentials: BTreeMap<String, BTreeMap<String, ScramCredentialImage>>,
+}
+
+/// One user's salted SCRAM credential for one mechanism: never the
+/// password (Kafka's `ScramCredential`).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramCredentialImage {
+    pub salt: Vec<u8>,
+    pub iterations: u32,
+    pub stored_key: Vec<u8>,
+    pub server_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for ScramCredentialImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScramCredentialImage")
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MetadataImage {

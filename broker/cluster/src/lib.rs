@@ -65,7 +65,10 @@ pub use config::{
 };
 pub use controller::check_partition_growth;
 pub use error::ClusterError;
-pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+pub use image::{
+    BrokerImage, Endpoint, ListenerEndpoints, MetadataImage, PartitionImage, ScramCredentialImage,
+    TopicImage,
+};
 pub use network::connect_from;
 pub use request::{AlterPartition, CreatePartitions, CreateTopic};
 

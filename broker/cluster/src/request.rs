@@ -55,6 +55,9 @@ pub struct Heartbeat {
     pub node_id: i32,
     pub host: String,
     pub port: u16,
+    /// Every advertised listener (absent from brokers that predate them).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub listeners: crate::image::ListenerEndpoints,
 }
 
 /// A request only the controller (raft leader) can serve.
@@ -70,6 +73,11 @@ pub enum ControllerRequest {
         configs: BTreeMap<String, String>,
     },
     AlterPartition(AlterPartition),
+    /// Adds/replaces and removes SCRAM credentials (validated by the server).
+    AlterScramCredentials {
+        upsertions: Vec<(String, String, crate::image::ScramCredentialImage)>,
+        deletions: Vec<(String, String)>,
+    },
     Heartbeat(Heartbeat),
     /// Proposes a cluster id; the first one committed stays.
     InitClusterId(String),

@@ -122,6 +122,7 @@ mod tests {
             node_id: 2,
             host: "127.0.0.2".into(),
             port: 9092,
+            listeners: Default::default(),
         }));
         let mut buf = Vec::new();
         write_frame(&mut buf, &request).await.expect("write");

@@ -160,6 +160,7 @@ async fn the_state_machine_restarts_from_its_snapshot() {
             node_id: 1,
             host: "h".into(),
             port: 9092,
+            listeners: Default::default(),
         }),
     };
     {

@@ -126,6 +126,10 @@ api_table! {
     DescribeAcls: DescribeAclsRequest => DescribeAclsResponse, versions 1 ..= 3;
     CreateAcls: CreateAclsRequest => CreateAclsResponse, versions 1 ..= 3;
     DeleteAcls: DeleteAclsRequest => DeleteAclsResponse, versions 1 ..= 3;
+    SaslHandshake: SaslHandshakeRequest => SaslHandshakeResponse, versions 0 ..= 1;
+    SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse, versions 0 ..= 2;
+    DescribeUserScramCredentials: DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse, versions 0 ..= 0;
+    AlterUserScramCredentials: AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -171,6 +175,10 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DescribeAcls => "DescribeAcls",
         ApiKey::CreateAcls => "CreateAcls",
         ApiKey::DeleteAcls => "DeleteAcls",
+        ApiKey::SaslHandshake => "SaslHandshake",
+        ApiKey::SaslAuthenticate => "SaslAuthenticate",
+        ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
+        ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
         _ => "Other",
     }
 }

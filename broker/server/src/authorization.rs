@@ -15,7 +15,7 @@ use chronik_cluster::authorizer::{authorize, AuthorizerConfig};
 use chronik_cluster::Cluster;
 use clap::Args as ClapArgs;
 
-use crate::session::Session;
+use crate::handlers::RequestContext;
 
 /// The class name Kafka's KRaft brokers use for ACL authorization.
 pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
@@ -85,10 +85,17 @@ impl Authorizer {
         self.config.is_some()
     }
 
-    /// May `session` perform `operation` on the resource `name` of
+    /// May the sender of a request (`context`: its principal and address)
+    /// perform `operation` on the resource `name` of
     /// `resource_type` (codes of `chronik_cluster::acl`)? Always yes
     /// without an authorizer.
-    pub fn allows(&self, session: &Session, operation: i8, resource_type: i8, name: &str) -> bool {
+    pub fn allows(
+        &self,
+        context: &RequestContext,
+        operation: i8,
+        resource_type: i8,
+        name: &str,
+    ) -> bool {
         let Some(config) = &self.config else {
             return true;
         };
@@ -96,8 +103,8 @@ impl Authorizer {
         authorize(
             config,
             &image.acls,
-            &session.principal,
-            &session.host(),
+            &context.principal.to_string(),
+            &context.peer.ip().to_string(),
             operation,
             resource_type,
             name,

@@ -49,6 +49,9 @@ pub struct Broker {
     pub replicas: Arc<ReplicaManager>,
     /// ACL checks (off unless `--authorizer-class-name` is set).
     pub authorizer: Authorizer,
+    /// SCRAM credentials (bootstrap file and the quorum's), shared with
+    /// the SASL listeners.
+    pub scram: Arc<crate::security::sasl::scram::ScramCredentials>,
 }
 
 impl std::fmt::Debug for Broker {

@@ -45,6 +45,7 @@ pub async fn start(
     purgatory: &Arc<Purgatory>,
     local_cluster_id: &str,
     kafka_port: u16,
+    bound: &[(crate::security::ListenerConfig, std::net::SocketAddr)],
 ) -> anyhow::Result<Joined> {
     let raw = config.peers.as_str();
     let peers = chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?;
@@ -63,9 +64,15 @@ pub async fn start(
         }
     }
     let secret = load_secret(config)?;
+    let listeners = match config.security.named {
+        true => advertised_listeners(config, bound, &advertised),
+        // `--listen`: registered as before, host and port alone.
+        false => Default::default(),
+    };
     let cluster_config = ClusterConfig {
         node_id: config.node_id,
         peers: peers.clone(),
+        listeners,
         kafka_port,
         raft_port: config.raft_listen.port(),
         raft_listen: config.raft_listen,
@@ -130,6 +137,36 @@ pub async fn start(
         advertised,
         cluster_id,
     })
+}
+
+/// Every listener's advertised endpoint, registered with the quorum: the
+/// inter-broker one is `inter_broker` (this node's --peers host), others
+/// their `--advertised-listeners` entry, else the bound address with a
+/// wildcard host replaced by this node's host.
+fn advertised_listeners(
+    config: &Config,
+    bound: &[(crate::security::ListenerConfig, std::net::SocketAddr)],
+    inter_broker: &(String, u16),
+) -> chronik_cluster::ListenerEndpoints {
+    let inter_broker_name = &config.security.inter_broker().name;
+    bound
+        .iter()
+        .map(|(listener, addr)| {
+            let (host, port) = if &listener.name == inter_broker_name {
+                inter_broker.clone()
+            } else if let Some(advertised) = &listener.advertised {
+                advertised.clone()
+            } else if addr.ip().is_unspecified() {
+                (inter_broker.0.clone(), addr.port())
+            } else {
+                (addr.ip().to_string(), addr.port())
+            };
+            (
+                listener.name.clone(),
+                chronik_cluster::Endpoint { host, port },
+            )
+        })
+        .collect()
 }
 
 /// A data directory written by a broker without a quorum (before every

@@ -68,9 +68,11 @@ impl ProduceProfile {
 #[derive(Debug, Parser)]
 #[command(name = "chronik-server", version, about)]
 pub struct Args {
-    /// Address the Kafka listener binds (port 0 picks a free port).
-    #[arg(long, env = "CHRONIK_LISTEN", default_value = "0.0.0.0:9092")]
-    pub listen: SocketAddr,
+    /// Address the Kafka listener binds (port 0 picks a free port): the
+    /// single PLAINTEXT listener. Default 0.0.0.0:9092. `--listeners`
+    /// (security group below) is the alternative for several listeners.
+    #[arg(long, env = "CHRONIK_LISTEN")]
+    pub listen: Option<SocketAddr>,
     /// host:port clients are told to connect to (Metadata). Defaults to the
     /// bound listen address, with 0.0.0.0 replaced by 127.0.0.1.
     #[arg(long, env = "CHRONIK_ADVERTISE")]
@@ -229,13 +231,20 @@ pub struct Args {
     /// ACL authorization (`authorization`).
     #[command(flatten)]
     pub authorizer: crate::authorization::AuthorizerArgs,
+    /// Listeners, TLS and SASL (`security::args`).
+    #[command(flatten)]
+    pub security: crate::security::args::SecurityArgs,
 }
 
 /// The effective configuration, as the server uses it.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The inter-broker listener's bind address and advertised endpoint
+    /// (with `--listen`, the only listener).
     pub listen: SocketAddr,
     pub advertise: Option<(String, u16)>,
+    /// Every listener, TLS and SASL settings.
+    pub security: crate::security::SecurityConfig,
     pub data_dir: PathBuf,
     pub wal_profile: WalProfile,
     pub produce_profile: ProduceProfile,
@@ -280,7 +289,7 @@ impl TryFrom<Args> for Config {
     type Error = anyhow::Error;
 
     fn try_from(args: Args) -> anyhow::Result<Config> {
-        let advertise = args.advertise.as_deref().map(parse_host_port).transpose()?;
+        let legacy_advertise = args.advertise.as_deref().map(parse_host_port).transpose()?;
         let cluster_secret_file = args
             .cluster_secret_file
             .clone()
@@ -292,10 +301,21 @@ impl TryFrom<Args> for Config {
             .filter(|p| !p.is_empty())
             .map(str::to_string);
         let own_peer_host = own_peer_host(peers_given.as_deref(), args.node_id);
+        let several_voters = peers_given.as_deref().is_some_and(|p| p.contains(','));
+        let security = crate::security::SecurityConfig::from_args(
+            &args.security,
+            args.listen,
+            legacy_advertise,
+            several_voters,
+        )?;
+        let (listen, advertise) = {
+            let inter_broker = security.inter_broker();
+            (inter_broker.bind, inter_broker.advertised.clone())
+        };
         let own_host = advertise
             .as_ref()
             .map(|(host, _)| host.clone())
-            .or_else(|| (!args.listen.ip().is_unspecified()).then(|| args.listen.ip().to_string()))
+            .or_else(|| (!listen.ip().is_unspecified()).then(|| listen.ip().to_string()))
             .or_else(|| own_peer_host.clone())
             .unwrap_or_else(|| "127.0.0.1".to_string());
         let metrics_listen = match args.metrics_listen {
@@ -315,8 +335,9 @@ impl TryFrom<Args> for Config {
         let limits = crate::limits::Limits::from(&args.limits);
         let authorizer = args.authorizer.config()?;
         Ok(Config {
-            listen: args.listen,
+            listen,
             advertise,
+            security,
             data_dir: args.data_dir,
             wal_profile: args.wal_profile,
             produce_profile: args.produce_profile,

@@ -23,6 +23,12 @@
 //!
 //! A peer that closes its socket ends the read side for good (EOF is never
 //! polled again), so a dead client cannot leave this task spinning.
+//!
+//! Security: on SSL / SASL_SSL listeners the TLS handshake (bounded in
+//! time) comes first; on SASL listeners every frame passes the
+//! connection's `SaslSession` gate before a handler sees it, and what the
+//! gate refuses closes the connection once earlier responses are written.
+//! Handlers receive the `RequestContext`: peer, listener, principal.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -38,16 +44,17 @@ use chronik_protocol::{decode_request, encode_response, RawHeader, RequestError,
 use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
 use kafka_protocol::error::ResponseError;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, AcquireError, OwnedSemaphorePermit};
 use tracing::{debug, info, warn, Instrument};
 
 use crate::broker::Broker;
 use crate::connection_limits::ConnectionSlot;
-use crate::handlers;
+use crate::handlers::{self, RequestContext};
 use crate::metrics::{ApiLabels, ReasonLabels};
-use crate::session::Session;
+use crate::security::sasl::session::{Admission, SaslSession};
+use crate::security::{KafkaPrincipal, ListenerContext};
 
 /// Requests a single connection may have in progress at once.
 const MAX_IN_FLIGHT: usize = 128;
@@ -60,6 +67,8 @@ enum Outcome {
     /// acks=0 produce: Kafka sends no response.
     Silent,
     Close(RequestError),
+    /// Refused by the SASL gate: write the response if any, then close.
+    CloseAfter(Option<Bytes>, &'static str),
 }
 
 type RequestFuture = Pin<Box<dyn Future<Output = Outcome> + Send>>;
@@ -105,6 +114,7 @@ pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
+    listener: ListenerContext,
     mut shutdown: broadcast::Receiver<()>,
     _slot: ConnectionSlot,
 ) {
@@ -112,8 +122,54 @@ pub async fn serve(
     broker.metrics.connections_total.inc();
     let _open = OpenConnection(broker.clone());
     let _ = stream.set_nodelay(true);
-    let (mut reader, mut writer) = stream.into_split();
-    let max_frame = broker.config.max_request_bytes;
+    let Some(tls) = listener.tls.clone() else {
+        let (reader, writer) = stream.into_split();
+        let principal = KafkaPrincipal::anonymous();
+        return serve_stream(broker, reader, writer, peer, listener, principal, shutdown).await;
+    };
+    let accepted = tokio::select! {
+        accepted = tls.accept(stream) => accepted,
+        _ = shutdown.recv() => return,
+    };
+    match accepted {
+        Ok((stream, principal)) => {
+            if principal.name == KafkaPrincipal::ANONYMOUS {
+                debug!(%peer, "TLS handshake done");
+            } else {
+                info!(%peer, listener = %listener.name, %principal, "TLS client authenticated");
+            }
+            let (reader, writer) = tokio::io::split(stream);
+            serve_stream(broker, reader, writer, peer, listener, principal, shutdown).await;
+        }
+        Err(e) => {
+            info!(%peer, listener = %listener.name, error = format!("{e:#}"), "closing connection: TLS handshake refused");
+            count_close(&broker, "tls_handshake");
+        }
+    }
+}
+
+/// Serves one connection (after its TLS handshake, if any).
+async fn serve_stream<R, W>(
+    broker: Arc<Broker>,
+    mut reader: R,
+    mut writer: W,
+    peer: SocketAddr,
+    listener: ListenerContext,
+    principal: KafkaPrincipal,
+    mut shutdown: broadcast::Receiver<()>,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut sasl = listener.sasl.clone().map(SaslSession::new);
+    let mut context = Arc::new(RequestContext {
+        peer,
+        listener: listener.name.clone(),
+        principal,
+    });
+    // Set once the SASL gate refused a frame: nothing more is read.
+    let mut closing = false;
+    let max_request = broker.config.max_request_bytes;
     let memory_limit = broker.config.produce_profile.in_flight_bytes();
     let limits = broker.config.limits;
 
@@ -134,7 +190,10 @@ pub async fn serve(
     loop {
         // Start every request whose frame is fully buffered (paying for it
         // first); reserve for a large frame whose body has begun.
-        while in_flight.len() < MAX_IN_FLIGHT && permit_wait.is_none() {
+        while in_flight.len() < MAX_IN_FLIGHT && permit_wait.is_none() && !closing {
+            let max_frame = sasl
+                .as_ref()
+                .map_or(max_request, |s| s.max_frame(max_request));
             let size = match peek_frame_len(&read_buf, max_frame) {
                 Ok(Some(size)) => size,
                 Ok(None) => break,
@@ -178,12 +237,42 @@ pub async fn serve(
             }
             match split_frame(&mut read_buf, max_frame) {
                 Ok(Some(frame)) => {
-                    in_flight.push_back(start_request(run_request(
-                        broker.clone(),
-                        frame,
-                        memory,
-                        peer,
-                    )));
+                    let admission = match &mut sasl {
+                        Some(session) => {
+                            let admission = session.admit(&frame);
+                            if let Some(p) =
+                                session.principal().filter(|p| **p != context.principal)
+                            {
+                                info!(%peer, listener = %listener.name, principal = %p, "SASL authenticated");
+                                context = Arc::new(RequestContext {
+                                    principal: p.clone(),
+                                    ..(*context).clone()
+                                });
+                            }
+                            admission
+                        }
+                        None => Admission::Serve,
+                    };
+                    let outcome = match admission {
+                        Admission::Serve => None,
+                        Admission::Respond(bytes) => Some(Outcome::Respond(bytes)),
+                        Admission::RespondAndClose(bytes, reason) => {
+                            Some(Outcome::CloseAfter(Some(bytes), reason))
+                        }
+                        Admission::Close(reason) => Some(Outcome::CloseAfter(None, reason)),
+                    };
+                    match outcome {
+                        None => in_flight.push_back(start_request(run_request(
+                            broker.clone(),
+                            frame,
+                            memory,
+                            context.clone(),
+                        ))),
+                        Some(outcome) => {
+                            closing = matches!(outcome, Outcome::CloseAfter(..));
+                            in_flight.push_back(Box::pin(std::future::ready(outcome)));
+                        }
+                    }
                     // The deadline is per request: the next one starts now.
                     frame_deadline = None;
                 }
@@ -205,7 +294,8 @@ pub async fn serve(
             debug!(%peer, "peer closed the connection");
             return;
         }
-        let can_read = !peer_closed && permit_wait.is_none() && in_flight.len() < MAX_IN_FLIGHT;
+        let can_read =
+            !peer_closed && !closing && permit_wait.is_none() && in_flight.len() < MAX_IN_FLIGHT;
         match (can_read, paused_at) {
             (false, None) => paused_at = Some(tokio::time::Instant::now()),
             (true, Some(since)) => {
@@ -239,6 +329,23 @@ pub async fn serve(
                             warn!(%peer, error = %e, "closing connection: request rejected");
                             count_close(&broker, close_reason(&e));
                             let _ = flush(&mut writer, &mut write_buf, &broker, &mut shutdown).await;
+                            return;
+                        }
+                        Outcome::CloseAfter(last, reason) => {
+                            info!(%peer, listener = %listener.name, reason, "closing connection (SASL)");
+                            if let Some(bytes) = last {
+                                // Kafka's connection.failed.authentication.delay.ms:
+                                // a refused login is answered late, slowing guessing.
+                                let delay = listener.sasl.as_ref().map_or(std::time::Duration::ZERO, |s| s.failed_authentication_delay);
+                                tokio::select! {
+                                    () = tokio::time::sleep(delay) => {}
+                                    _ = shutdown.recv() => return,
+                                }
+                                write_buf.extend_from_slice(&bytes);
+                            }
+                            count_close(&broker, reason);
+                            let _ = flush(&mut writer, &mut write_buf, &broker, &mut shutdown).await;
+                            let _ = writer.shutdown().await;
                             return;
                         }
                     }
@@ -292,8 +399,8 @@ pub async fn serve(
 }
 
 /// Reads at most `READ_CHUNK` bytes (what one read may hold unpaid for).
-async fn read_chunk(
-    reader: &mut tokio::net::tcp::OwnedReadHalf,
+async fn read_chunk<R: AsyncRead + Unpin>(
+    reader: &mut R,
     buf: &mut BytesMut,
 ) -> std::io::Result<usize> {
     (&mut *reader).take(READ_CHUNK as u64).read_buf(buf).await
@@ -324,8 +431,8 @@ fn start_request(request: impl Future<Output = Outcome> + Send + 'static) -> Req
 
 /// Writes what is buffered. A client that stops reading cannot hold the
 /// connection past shutdown: the write is abandoned when shutdown comes.
-async fn flush(
-    writer: &mut tokio::net::tcp::OwnedWriteHalf,
+async fn flush<W: AsyncWrite + Unpin>(
+    writer: &mut W,
     write_buf: &mut BytesMut,
     broker: &Broker,
     shutdown: &mut broadcast::Receiver<()>,
@@ -334,7 +441,8 @@ async fn flush(
         return Ok(());
     }
     tokio::select! {
-        written = writer.write_all(write_buf) => written?,
+        // TLS buffers records until flushed; a TCP flush is a no-op.
+        written = async { writer.write_all(write_buf).await?; writer.flush().await } => written?,
         _ = shutdown.recv() => return Err(std::io::Error::other("shutting down")),
     }
     broker
@@ -367,7 +475,7 @@ async fn run_request(
     broker: Arc<Broker>,
     frame: Bytes,
     memory: Option<RequestMemory>,
-    peer: SocketAddr,
+    context: Arc<RequestContext>,
 ) -> Outcome {
     let _memory = memory;
     let raw = RawHeader::peek(&frame);
@@ -411,8 +519,7 @@ async fn run_request(
     let correlation_id = request.correlation_id();
     let version = request.version();
     let span = tracing::debug_span!("request", api, version, correlation_id);
-    let session = Session::anonymous(peer);
-    let response = handlers::handle(&broker, request, &session)
+    let response = handlers::handle(&broker, request, &context)
         .instrument(span)
         .await;
     broker.metrics.requests_total.get_or_create(&labels).inc();

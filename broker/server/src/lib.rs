@@ -7,6 +7,7 @@
 //! - `cluster_start` — start-up: join the metadata quorum, agree on the cluster id, adopt a quorum-less data dir,
 //!   create `__consumer_offsets` and `__transaction_state`, first sync.
 //! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
+//! - `security/`   — listeners and their security protocols, TLS (rustls), SASL PLAIN/SCRAM, KIP-368, principals.
 //! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time.
 //! - `limits`      — every bound a client cannot push the broker past (flags and values).
 //! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `leader_append`).
@@ -20,7 +21,6 @@
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
 //! - `replica/`    — replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
 //! - `broker`      — shared state handed to handlers.
-//! - `session`     — who sent a request (peer address, authenticated principal).
 //! - `authorization` — the authorizer flags and `Authorizer::allows` (ACLs from the metadata quorum).
 //! - `blocking`    — bounded CPU work (decompression) kept in request order, off the async workers.
 //! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.
@@ -52,6 +52,6 @@ pub mod metrics_cluster;
 pub mod producer_ids;
 pub mod purgatory;
 pub mod replica;
+pub mod security;
 pub mod server;
-pub mod session;
 pub mod txn;

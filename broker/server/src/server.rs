@@ -1,5 +1,6 @@
 //! Starting and stopping the broker: opens (and recovers) the log, binds the
-//! Kafka and HTTP listeners, joins the metadata quorum (`cluster_start`; of
+//! Kafka listeners (every `--listeners` entry, or `--listen`) and the HTTP
+//! one, loads TLS and SASL settings, joins the metadata quorum (`cluster_start`; of
 //! one without `--peers`), accepts connections until SIGINT/SIGTERM, then
 //! shuts down in order — controlled shutdown (several voters), stop
 //! accepting, close connections, leave the quorum, flush the log.
@@ -73,10 +74,19 @@ pub async fn run(
     // Bound first (the quorum registers the port clients are given), but
     // nothing is accepted until the quorum is joined and the local logs of
     // its image exist.
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("binding the Kafka listener on {}", config.listen))?;
-    let kafka_addr = listener.local_addr()?;
+    let mut listeners = Vec::new();
+    for listener in &config.security.listeners {
+        let bound = TcpListener::bind(listener.bind).await.with_context(|| {
+            format!(
+                "binding the Kafka listener {} on {}",
+                listener.name, listener.bind
+            )
+        })?;
+        let addr = bound.local_addr()?;
+        listeners.push((listener.clone(), bound, addr));
+    }
+    let kafka_addr = listeners[config.security.inter_broker].2;
+    let security = crate::security::Security::load(&config.security)?;
     let http_listener = TcpListener::bind(config.metrics_listen)
         .await
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
@@ -85,8 +95,13 @@ pub async fn run(
         .advertise
         .as_ref()
         .map_or(kafka_addr.port(), |(_, port)| *port);
+    let bound: Vec<_> = listeners
+        .iter()
+        .map(|(l, _, addr)| (l.clone(), *addr))
+        .collect();
     let joined =
-        crate::cluster_start::start(&config, &log, &purgatory, &cluster_id, kafka_port).await?;
+        crate::cluster_start::start(&config, &log, &purgatory, &cluster_id, kafka_port, &bound)
+            .await?;
     let (replicas, advertised, cluster_id) =
         (joined.replicas, joined.advertised, joined.cluster_id);
 
@@ -177,7 +192,9 @@ pub async fn run(
         txn,
         producer_ids,
         replicas,
+        scram: security.sasl.scram.clone(),
     });
+    spawn_scram_follower(&broker);
     crate::txn::spawn_ticker(&broker);
     info!(
         kafka = %kafka_addr,
@@ -205,14 +222,30 @@ pub async fn run(
         },
     ));
 
-    // Machine-read by tests and scripts: the ports actually bound.
-    println!("LISTENING kafka={kafka_addr} metrics={http_addr}");
+    // Machine-read by tests and scripts: the ports actually bound
+    // (kafka= is the inter-broker listener; with --listeners,
+    // listener.NAME= names every one).
+    let named: String = listeners
+        .iter()
+        .filter(|_| broker.config.security.named)
+        .map(|(l, _, addr)| format!(" listener.{}={addr}", l.name))
+        .collect();
+    println!("LISTENING kafka={kafka_addr} metrics={http_addr}{named}");
     ready.store(true, Ordering::Release);
 
     // Each connection holds a clone; when all are dropped, recv() returns None.
     let (conn_done_tx, mut conn_done_rx) = mpsc::channel::<()>(1);
+    let limiter = ConnectionLimiter::new(
+        broker.config.limits.max_connections,
+        broker.config.limits.max_connections_per_ip,
+    );
+    let accept_loops = futures::future::join_all(listeners.iter().map(|(config, bound, _)| {
+        let context = security.context(config);
+        info!(listener = %config.name, protocol = %config.protocol, addr = %bound.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), "accepting");
+        accept_loop(bound, context, &limiter, &broker, &shutdown_tx, &conn_done_tx)
+    }));
     tokio::select! {
-        _ = accept_loop(&listener, &broker, &shutdown_tx, &conn_done_tx) => {}
+        _ = accept_loops => {}
         _ = shutdown => info!("shutdown requested"),
     }
     // Shutdown in order, each phase bounded whatever clients or peers do
@@ -232,8 +265,8 @@ pub async fn run(
         .await;
     }
     ready.store(false, Ordering::Release);
-    drop(listener);
-    info!("shutdown: Kafka listener closed; closing client connections");
+    drop(listeners);
+    info!("shutdown: Kafka listener closed (every one); closing client connections");
     let _ = shutdown_tx.send(());
     drop(conn_done_tx);
     phase("client connections closed", CONNECTIONS_DRAIN, async {
@@ -268,6 +301,24 @@ pub async fn run(
         "chronik-server stopped"
     );
     Ok(())
+}
+
+/// Keeps the SCRAM credentials of the metadata quorum (committed by
+/// AlterUserScramCredentials on any node) in step with the latest image.
+fn spawn_scram_follower(broker: &Arc<Broker>) {
+    let scram = broker.scram.clone();
+    let mut images = broker.replicas.cluster.subscribe();
+    let mut current = images.borrow_and_update().scram_credentials.clone();
+    scram.replace_quorum(&current);
+    tokio::spawn(async move {
+        while images.changed().await.is_ok() {
+            let image = images.borrow_and_update().clone();
+            if image.scram_credentials != current {
+                current = image.scram_credentials.clone();
+                scram.replace_quorum(&current);
+            }
+        }
+    });
 }
 
 /// Asks the controller to move this broker's leaderships to other ISR
@@ -316,16 +367,15 @@ async fn phase(what: &str, bound: Duration, work: impl std::future::Future<Outpu
     }
 }
 
+/// Accepts connections on one listener; every listener shares `limiter`.
 async fn accept_loop(
     listener: &TcpListener,
+    context: crate::security::ListenerContext,
+    limiter: &Arc<ConnectionLimiter>,
     broker: &Arc<Broker>,
     shutdown_tx: &broadcast::Sender<()>,
     conn_done_tx: &mpsc::Sender<()>,
 ) {
-    let limiter = ConnectionLimiter::new(
-        broker.config.limits.max_connections,
-        broker.config.limits.max_connections_per_ip,
-    );
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
@@ -348,8 +398,9 @@ async fn accept_loop(
                 let broker = broker.clone();
                 let shutdown = shutdown_tx.subscribe();
                 let done = conn_done_tx.clone();
+                let context = context.clone();
                 tokio::spawn(async move {
-                    connection::serve(broker, stream, peer, shutdown, slot).await;
+                    connection::serve(broker, stream, peer, context, shutdown, slot).await;
                     drop(done);
                 });
             }

@@ -660,6 +660,23 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             )?;
             r.results.iter().map(|r| r.error_code).collect()
         }
+        // On a PLAINTEXT listener Kafka answers SASL requests with
+        // ILLEGAL_SASL_STATE (34) and keeps serving; the SASL listeners'
+        // exchange is covered by security_sasl.rs.
+        ApiKey::AlterUserScramCredentials => {
+            let upsertion =
+                alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                    .with_name(StrBytes::from_string(format!("sweep-user-v{version}")))
+                    .with_mechanism(2)
+                    .with_iterations(4096)
+                    .with_salt(bytes::Bytes::from_static(b"0123456789abcdef"))
+                    .with_salted_password(bytes::Bytes::from(vec![7u8; 64]));
+            let r = client.send(
+                &AlterUserScramCredentialsRequest::default().with_upsertions(vec![upsertion]),
+                version,
+            )?;
+            r.results.iter().map(|r| r.error_code).collect()
+        }
         ApiKey::DescribeAcls => {
             let r = client.send(
                 &DescribeAclsRequest::default()
@@ -690,6 +707,32 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
                 version,
             )?;
             r.filter_results.iter().map(|r| r.error_code).collect()
+        }
+        ApiKey::DescribeUserScramCredentials => {
+            let r = client.send(
+                &DescribeUserScramCredentialsRequest::default().with_users(None),
+                version,
+            )?;
+            let mut codes = vec![r.error_code];
+            codes.extend(r.results.iter().map(|r| r.error_code));
+            codes
+        }
+        ApiKey::SaslHandshake => {
+            let r = client.send(
+                &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+                version,
+            )?;
+            anyhow::ensure!(r.error_code == 34, "SaslHandshake v{version}: {r:?}");
+            vec![0]
+        }
+        ApiKey::SaslAuthenticate => {
+            let r = client.send(
+                &SaslAuthenticateRequest::default()
+                    .with_auth_bytes(bytes::Bytes::from_static(b"\0u\0p")),
+                version,
+            )?;
+            anyhow::ensure!(r.error_code == 34, "SaslAuthenticate v{version}: {r:?}");
+            vec![0]
         }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })

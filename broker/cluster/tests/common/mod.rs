@@ -74,6 +74,7 @@ impl TestCluster {
         ClusterConfig {
             node_id: id,
             peers: parse_peers("1@127.0.0.1,2@127.0.0.2,3@127.0.0.3").expect("peers"),
+            listeners: Default::default(),
             kafka_port: KAFKA_PORT,
             raft_port: self.raft_port,
             raft_listen: SocketAddr::from((

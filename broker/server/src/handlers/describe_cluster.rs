@@ -1,5 +1,6 @@
 //! DescribeCluster (Admin.describeCluster, kafka-cluster.sh, v0–2): the
-//! cluster id, the controller and the brokers as Metadata lists them —
+//! cluster id, the controller and the brokers as Metadata lists them (at
+//! their endpoints of the client's listener) —
 //! fenced brokers too when v2 asks. Only the broker endpoints exist here:
 //! asking for controller endpoints (v1+ endpoint type 2) is Kafka's
 //! UNSUPPORTED_ENDPOINT_TYPE.
@@ -30,6 +31,7 @@ pub fn handle(
     broker: &Arc<Broker>,
     version: i16,
     request: DescribeClusterRequest,
+    listener: &str,
 ) -> Option<Handled> {
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
@@ -56,12 +58,15 @@ pub fn handle(
         .brokers
         .values()
         .filter(|b| !b.fenced || (version >= 2 && request.include_fenced_brokers))
-        .map(|b| {
-            DescribeClusterBroker::default()
-                .with_broker_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(i32::from(b.port))
-                .with_is_fenced(b.fenced)
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(listener)?;
+            Some(
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.node_id))
+                    .with_host(StrBytes::from_string(host.to_string()))
+                    .with_port(i32::from(port))
+                    .with_is_fenced(b.fenced),
+            )
         })
         .collect();
     let controller = manager.cluster.status().controller_id.unwrap_or(-1);

@@ -119,11 +119,62 @@ fn broker_entries(broker: &Broker) -> Vec<Entry> {
     let c = &broker.config;
     let defaults = broker.log.default_log_config();
     let (host, port) = &broker.advertised;
+    let security = &c.security;
+    let joined = |items: Vec<String>| items.join(",");
+    let listeners = joined(
+        security
+            .listeners
+            .iter()
+            .map(|l| format!("{}://{}", l.name, l.bind))
+            .collect(),
+    );
+    let registered = broker
+        .replicas
+        .cluster
+        .image()
+        .brokers
+        .get(&c.node_id)
+        .map(|b| b.listeners.clone())
+        .unwrap_or_default();
+    let advertised = match registered.is_empty() {
+        true => format!("{}://{host}:{port}", security.inter_broker().name),
+        false => joined(
+            registered
+                .iter()
+                .map(|(name, e)| format!("{name}://{}:{}", e.host, e.port))
+                .collect(),
+        ),
+    };
+    let protocol_map = joined(
+        security
+            .listeners
+            .iter()
+            .map(|l| format!("{}:{}", l.name, l.protocol))
+            .collect(),
+    );
+    let mechanisms = joined(
+        security
+            .sasl
+            .enabled
+            .iter()
+            .map(|m| m.name().to_string())
+            .collect(),
+    );
     let pairs: Vec<(&str, String)> = vec![
         ("node.id", c.node_id.to_string()),
         ("broker.id", c.node_id.to_string()),
-        ("listeners", format!("PLAINTEXT://{}", c.listen)),
-        ("advertised.listeners", format!("PLAINTEXT://{host}:{port}")),
+        ("listeners", listeners),
+        ("advertised.listeners", advertised),
+        (
+            "inter.broker.listener.name",
+            security.inter_broker().name.clone(),
+        ),
+        ("listener.security.protocol.map", protocol_map),
+        ("sasl.enabled.mechanisms", mechanisms),
+        (
+            "connections.max.reauth.ms",
+            security.sasl.connections_max_reauth.as_millis().to_string(),
+        ),
         ("log.dirs", c.data_dir.display().to_string()),
         ("num.partitions", c.default_partitions.to_string()),
         (

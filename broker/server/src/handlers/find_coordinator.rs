@@ -1,4 +1,5 @@
-//! FindCoordinator: the leader of `__consumer_offsets` partition 0
+//! FindCoordinator (answered with the endpoint of the client's listener):
+//! the leader of `__consumer_offsets` partition 0
 //! coordinates every consumer group (it holds the committed offsets), the
 //! leader of `__transaction_state` partition 0 every transactional id. Any
 //! other key type (share groups, KIP-932; unknown ones) is INVALID_REQUEST,
@@ -31,9 +32,10 @@ pub fn handle(
     broker: &Arc<Broker>,
     version: i16,
     request: FindCoordinatorRequest,
+    listener: &str,
 ) -> Option<Handled> {
     let (node, host, port, error) = match coordinator_topic(request.key_type) {
-        Some(topic) => coordinator(broker, topic),
+        Some(topic) => coordinator(broker, topic, listener),
         None => {
             tracing::debug!(
                 key_type = request.key_type,
@@ -74,12 +76,18 @@ pub fn handle(
     Handled::new(Response::FindCoordinator(response), error != 0)
 }
 
-/// (node id, host, port, error code) of the leader of `topic`-0.
-fn coordinator(broker: &Broker, topic: &str) -> (i32, String, u16, i16) {
+/// (node id, host, port, error code) of the leader of `topic`-0, at its
+/// endpoint of `listener` (the client's).
+fn coordinator(broker: &Broker, topic: &str, listener: &str) -> (i32, String, u16, i16) {
     let image = broker.replicas.cluster.image();
     let leader = image.partition(topic, 0).map_or(-1, |p| p.leader);
-    match image.brokers.get(&leader).filter(|b| !b.fenced) {
-        Some(b) => (b.node_id, b.host.clone(), b.port, 0),
+    let endpoint = image
+        .brokers
+        .get(&leader)
+        .filter(|b| !b.fenced)
+        .and_then(|b| Some((b.node_id, b.endpoint(listener)?)));
+    match endpoint {
+        Some((node_id, (host, port))) => (node_id, host.to_string(), port, 0),
         None => (
             -1,
             String::new(),

@@ -1,4 +1,5 @@
-//! Metadata: the listed brokers, the controller and every partition's
+//! Metadata: the listed brokers (their endpoints of the listener the
+//! client connected on), the controller and every partition's
 //! leader, leader epoch, replicas and ISR exactly as the metadata quorum's
 //! latest applied image has them (a quorum of one alike). Unknown topics
 //! are created through the controller when auto-creation is on and
@@ -31,8 +32,9 @@ pub async fn handle(
     broker: &Arc<Broker>,
     version: i16,
     request: MetadataRequest,
+    listener: &str,
 ) -> Option<Handled> {
-    let response = metadata(broker, &broker.replicas, version, request).await;
+    let response = metadata(broker, &broker.replicas, version, request, listener).await;
     let has_error = response.topics.iter().any(|t| t.error_code != 0);
     Handled::new(Response::Metadata(response), has_error)
 }
@@ -42,6 +44,7 @@ async fn metadata(
     manager: &Arc<ReplicaManager>,
     version: i16,
     request: MetadataRequest,
+    listener: &str,
 ) -> MetadataResponse {
     let wants_all = match &request.topics {
         None => true,
@@ -52,7 +55,12 @@ async fn metadata(
     let mut topics = Vec::new();
     let mut image = manager.cluster.image();
     if wants_all {
-        topics.extend(image.topics.values().map(|t| describe_topic(&image, t)));
+        topics.extend(
+            image
+                .topics
+                .values()
+                .map(|t| describe_topic(&image, t, listener, version)),
+        );
     } else {
         for requested in request.topics.unwrap_or_default() {
             let name = requested
@@ -75,7 +83,7 @@ async fn metadata(
                 Err(ResponseError::UnknownTopicOrPartition)
             };
             topics.push(match found {
-                Ok(topic) => describe_topic(&image, &topic),
+                Ok(topic) => describe_topic(&image, &topic, listener, version),
                 Err(error) => MetadataResponseTopic::default()
                     .with_error_code(error.code())
                     .with_name(requested.name.clone())
@@ -84,13 +92,18 @@ async fn metadata(
             });
         }
     }
+    // Each broker's endpoint of the listener this client connected on;
+    // a broker without that listener is left out, as Kafka does.
     let brokers = image
         .listed_brokers()
-        .map(|b| {
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(b.node_id))
-                .with_host(StrBytes::from_string(b.host.clone()))
-                .with_port(i32::from(b.port))
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.node_id))
+                    .with_host(StrBytes::from_string(host.to_string()))
+                    .with_port(i32::from(port)),
+            )
         })
         .collect();
     let controller = manager.cluster.status().controller_id.unwrap_or(-1);
@@ -141,7 +154,15 @@ async fn auto_create(
     }
 }
 
-fn describe_topic(image: &MetadataImage, topic: &TopicImage) -> MetadataResponseTopic {
+/// A partition whose leader has no endpoint on the client's listener is
+/// LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before (Kafka's
+/// `errorUnavailableListeners`).
+fn describe_topic(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    listener: &str,
+    version: i16,
+) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .iter()
@@ -152,8 +173,14 @@ fn describe_topic(image: &MetadataImage, topic: &TopicImage) -> MetadataResponse
                 .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
                 .map(|&r| BrokerId(r))
                 .collect();
-            let error = if p.leader < 0 {
+            let unreachable = image
+                .brokers
+                .get(&p.leader)
+                .is_some_and(|b| b.endpoint(listener).is_none());
+            let error = if p.leader < 0 || (unreachable && version < 6) {
                 ResponseError::LeaderNotAvailable.code()
+            } else if unreachable {
+                ResponseError::ListenerNotFound.code()
             } else {
                 0
             };
@@ -173,4 +200,74 @@ fn describe_topic(image: &MetadataImage, topic: &TopicImage) -> MetadataResponse
         .with_is_internal(is_internal_topic(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chronik_cluster::{BrokerImage, Endpoint, PartitionImage};
+
+    fn broker(node_id: i32, listeners: &[&str]) -> BrokerImage {
+        BrokerImage {
+            node_id,
+            host: format!("h{node_id}"),
+            port: 9092,
+            fenced: false,
+            in_controlled_shutdown: false,
+            listeners: listeners
+                .iter()
+                .map(|name| {
+                    let endpoint = Endpoint {
+                        host: format!("h{node_id}"),
+                        port: 9092,
+                    };
+                    (name.to_string(), endpoint)
+                })
+                .collect(),
+        }
+    }
+
+    fn partition(partition: i32, leader: i32) -> PartitionImage {
+        PartitionImage {
+            partition,
+            replicas: vec![leader],
+            isr: vec![leader],
+            leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }
+    }
+
+    /// A leader without the client's listener: LISTENER_NOT_FOUND from v6,
+    /// LEADER_NOT_AVAILABLE before, nothing on a listener it has.
+    #[test]
+    fn leaders_unreachable_on_the_clients_listener_are_reported() {
+        let mut image = MetadataImage::default();
+        image.brokers.insert(1, broker(1, &["PLAINTEXT"]));
+        image
+            .brokers
+            .insert(2, broker(2, &["PLAINTEXT", "SASL_SSL"]));
+        let topic = TopicImage {
+            name: "t".into(),
+            topic_id: [1; 16],
+            configs: BTreeMap::new(),
+            partitions: vec![partition(0, 1), partition(1, 2)],
+        };
+        let errors = |listener: &str, version: i16| -> Vec<i16> {
+            describe_topic(&image, &topic, listener, version)
+                .partitions
+                .iter()
+                .map(|p| p.error_code)
+                .collect()
+        };
+        assert_eq!(
+            errors("SASL_SSL", 12),
+            [ResponseError::ListenerNotFound.code(), 0]
+        );
+        assert_eq!(
+            errors("SASL_SSL", 5),
+            [ResponseError::LeaderNotAvailable.code(), 0]
+        );
+        assert_eq!(errors("PLAINTEXT", 12), [0, 0]);
+    }
 }

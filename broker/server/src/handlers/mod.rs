@@ -8,6 +8,7 @@ mod acl_wire;
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
+mod alter_user_scram_credentials;
 mod api_versions;
 mod authorize;
 mod cluster_errors;
@@ -26,6 +27,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_transactions;
+mod describe_user_scram_credentials;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
@@ -45,6 +47,8 @@ mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
 pub mod request_size;
+pub mod sasl_authenticate;
+pub mod sasl_handshake;
 mod sync_group;
 mod topic_caps;
 mod topic_configs;
@@ -58,7 +62,20 @@ use std::sync::Arc;
 use chronik_protocol::{DecodedRequest, Request, Response};
 
 use crate::broker::Broker;
-use crate::session::Session;
+use crate::security::KafkaPrincipal;
+
+/// Who sent a request and how: what handlers may need of the connection.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The client's address (replica fetches are checked against it).
+    pub peer: std::net::SocketAddr,
+    /// The listener the connection came in on: Metadata and
+    /// FindCoordinator answer with the brokers' endpoints of this listener.
+    pub listener: Arc<str>,
+    /// The authenticated principal (`User:ANONYMOUS` without
+    /// authentication), for authorization.
+    pub principal: KafkaPrincipal,
+}
 
 /// A response plus whether any of its error codes is non-zero (for metrics).
 #[derive(Debug)]
@@ -76,12 +93,13 @@ impl Handled {
     }
 }
 
-/// Runs the handler for `request` on behalf of `session`, behind the
-/// authorizer (`authorize`). `None` means no response is sent (acks=0).
+/// Runs the handler for `request` on behalf of `context` (its peer,
+/// listener and principal), behind the authorizer (`authorize`). `None`
+/// means no response is sent (acks=0).
 pub async fn handle(
     broker: &Arc<Broker>,
     request: DecodedRequest,
-    session: &Session,
+    context: &RequestContext,
 ) -> Option<Handled> {
     let version = request.version();
     let client_id = request
@@ -90,29 +108,31 @@ pub async fn handle(
         .as_ref()
         .map(|c| c.to_string())
         .unwrap_or_default();
-    let (body, after) = match authorize::admit(broker, session, version, request.body) {
+    let (body, after) = match authorize::admit(broker, context, version, request.body) {
         authorize::Admission::Refused(response) => return Handled::new(response, true),
         authorize::Admission::Admitted(body, after) => (body, after),
     };
-    let mut handled = dispatch(broker, version, &client_id, body, session.peer).await?;
-    if after.apply(broker, session, version, &mut handled.response) {
+    let mut handled = dispatch(broker, version, &client_id, body, context).await?;
+    if after.apply(broker, context, version, &mut handled.response) {
         handled.has_error = true;
     }
     Some(handled)
 }
 
-/// The handler of each API. `peer` is the client's address (replica
-/// fetches and marker writes are checked against it).
+/// The handler of each API. The peer address checks replica fetches and
+/// marker writes; the listener picks the endpoints Metadata answers with.
 async fn dispatch(
     broker: &Arc<Broker>,
     version: i16,
     client_id: &str,
     request: Request,
-    peer: std::net::SocketAddr,
+    context: &RequestContext,
 ) -> Option<Handled> {
+    let peer = context.peer;
+    let listener = &*context.listener;
     match request {
         Request::ApiVersions(r) => api_versions::handle(version, r),
-        Request::Metadata(r) => metadata::handle(broker, version, r).await,
+        Request::Metadata(r) => metadata::handle(broker, version, r, listener).await,
         Request::CreateTopics(r) => create_topics::handle(broker, version, r).await,
         Request::DeleteTopics(r) => delete_topics::handle(broker, version, r).await,
         Request::CreatePartitions(r) => create_partitions::handle(broker, version, r).await,
@@ -120,7 +140,7 @@ async fn dispatch(
         Request::IncrementalAlterConfigs(r) => {
             alter_configs::handle_incremental(broker, version, r).await
         }
-        Request::DescribeCluster(r) => describe_cluster::handle(broker, version, r),
+        Request::DescribeCluster(r) => describe_cluster::handle(broker, version, r, listener),
         Request::DescribeLogDirs(r) => describe_log_dirs::handle(broker, version, r),
         Request::OffsetDelete(r) => offset_delete::handle(broker, version, r).await,
         Request::DeleteRecords(r) => delete_records::handle(broker, version, r).await,
@@ -128,7 +148,7 @@ async fn dispatch(
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
         Request::Produce(r) => produce::handle(broker, version, r).await,
         Request::Fetch(r) => fetch::handle(broker, version, r, peer).await,
-        Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r),
+        Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r, listener),
         Request::JoinGroup(r) => join_group::handle(broker, version, client_id, r).await,
         Request::SyncGroup(r) => sync_group::handle(broker, version, r).await,
         Request::Heartbeat(r) => heartbeat::handle(broker, version, r),
@@ -154,5 +174,13 @@ async fn dispatch(
         Request::DescribeAcls(r) => describe_acls::handle(broker, r),
         Request::CreateAcls(r) => create_acls::handle(broker, r).await,
         Request::DeleteAcls(r) => delete_acls::handle(broker, r).await,
+        Request::SaslHandshake(r) => sasl_handshake::handle(version, r),
+        Request::SaslAuthenticate(r) => sasl_authenticate::handle(version, r),
+        Request::DescribeUserScramCredentials(r) => {
+            describe_user_scram_credentials::handle(broker, version, r)
+        }
+        Request::AlterUserScramCredentials(r) => {
+            alter_user_scram_credentials::handle(broker, version, r).await
+        }
     }
 }

@@ -48,6 +48,8 @@ pub fn entries_named(request: &Request) -> usize {
             1 + sum(&m.topics, |t| t.partition_indexes.len().max(1))
         }),
         Request::DescribeTransactions(r) => r.transactional_ids.len(),
+        Request::DescribeUserScramCredentials(r) => r.users.as_ref().map_or(0, Vec::len),
+        Request::AlterUserScramCredentials(r) => r.deletions.len() + r.upsertions.len(),
         _ => 0,
     }
 }

@@ -35,31 +35,7 @@ impl Client {
 
     pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
         self.correlation_id += 1;
-        let header = RequestHeader::default()
-            .with_request_api_key(R::KEY)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_static_str("idempotence-test")));
-        let mut body = BytesMut::new();
-        header.encode(&mut body, R::header_version(version))?;
-        request.encode(&mut body, version)?;
-        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
-        frame.extend_from_slice(&body);
-        self.stream.write_all(&frame)?;
-        let mut size = [0u8; 4];
-        self.stream.read_exact(&mut size)?;
-        let mut response = vec![0u8; i32::from_be_bytes(size) as usize];
-        self.stream.read_exact(&mut response)?;
-        let mut response = Bytes::from(response);
-        let header = ResponseHeader::decode(
-            &mut response,
-            <R::Response as HeaderVersion>::header_version(version),
-        )?;
-        ensure!(
-            header.correlation_id == self.correlation_id,
-            "correlation id mismatch"
-        );
-        R::Response::decode(&mut response, version)
+        round_trip(&mut self.stream, self.correlation_id, request, version)
     }
 
     pub fn create_topic(&mut self, name: &str) -> Result<()> {
@@ -389,4 +365,42 @@ pub fn plain_record(offset: i64, value: Bytes) -> Record {
         value: Some(value),
         headers: IndexMap::new(),
     }
+}
+
+/// Sends one request on any byte stream (TCP or TLS) and reads its
+/// response, checking the correlation id.
+pub fn round_trip<R: Request, S: Read + Write>(
+    stream: &mut S,
+    correlation_id: i32,
+    request: &R,
+    version: i16,
+) -> Result<R::Response> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("idempotence-test")));
+    let mut body = BytesMut::new();
+    header.encode(&mut body, R::header_version(version))?;
+    request.encode(&mut body, version)?;
+    let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame)?;
+    stream.flush()?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size)?;
+    let len = usize::try_from(i32::from_be_bytes(size))?;
+    ensure!(len < 256 << 20, "a response of {len} bytes");
+    let mut response = vec![0u8; len];
+    stream.read_exact(&mut response)?;
+    let mut response = Bytes::from(response);
+    let header = ResponseHeader::decode(
+        &mut response,
+        <R::Response as HeaderVersion>::header_version(version),
+    )?;
+    ensure!(
+        header.correlation_id == correlation_id,
+        "correlation id mismatch"
+    );
+    R::Response::decode(&mut response, version)
 }

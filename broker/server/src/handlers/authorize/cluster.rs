@@ -1,18 +1,21 @@
 //! Cluster-scoped APIs: configs (ALTER_CONFIGS / DESCRIBE_CONFIGS on a
 //! topic, or on the cluster for broker resources; refused resources answer
 //! TOPIC_ or CLUSTER_AUTHORIZATION_FAILED next to the others), DESCRIBE on
-//! the cluster for DescribeCluster, DescribeLogDirs and DescribeAcls, ALTER
-//! on the cluster for CreateAcls and DeleteAcls.
+//! the cluster for DescribeCluster, DescribeLogDirs, DescribeAcls and
+//! DescribeUserScramCredentials, ALTER on the cluster for CreateAcls,
+//! DeleteAcls and AlterUserScramCredentials.
 
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::{
-    CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse, DescribeClusterResponse,
-    DescribeLogDirsResponse,
+    AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
+    DescribeAclsResponse, DescribeClusterResponse, DescribeLogDirsResponse,
+    DescribeUserScramCredentialsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -125,6 +128,29 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
                 .with_controller_id((-1).into())
                 .with_cluster_authorized_operations(i32::MIN),
         )),
+        Request::DescribeUserScramCredentials(_) if !gate.cluster(operation::DESCRIBE) => {
+            refused(Response::DescribeUserScramCredentials(
+                DescribeUserScramCredentialsResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::AlterUserScramCredentials(r) if !gate.cluster(operation::ALTER) => {
+            let users = r
+                .upsertions
+                .iter()
+                .map(|u| u.name.clone())
+                .chain(r.deletions.iter().map(|d| d.name.clone()));
+            refused(Response::AlterUserScramCredentials(
+                AlterUserScramCredentialsResponse::default().with_results(
+                    users
+                        .map(|user| {
+                            AlterUserScramCredentialsResult::default()
+                                .with_user(user)
+                                .with_error_code(cluster_denied)
+                        })
+                        .collect(),
+                ),
+            ))
+        }
         Request::DescribeLogDirs(_) if !gate.cluster(operation::DESCRIBE) => {
             refused(Response::DescribeLogDirs(
                 DescribeLogDirsResponse::default().with_error_code(cluster_denied),

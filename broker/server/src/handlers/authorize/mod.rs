@@ -29,8 +29,8 @@ mod txn;
 use chronik_cluster::acl::{operation, resource, CLUSTER_RESOURCE_NAME};
 use chronik_protocol::{Request, Response};
 
+use super::RequestContext;
 use crate::broker::Broker;
-use crate::session::Session;
 
 /// What happens to a request before its handler runs.
 pub enum Admission {
@@ -58,14 +58,14 @@ pub enum After {
 /// One session's view of the authorizer.
 pub struct Gate<'a> {
     broker: &'a Broker,
-    session: &'a Session,
+    context: &'a RequestContext,
 }
 
 impl Gate<'_> {
     fn allows(&self, op: i8, resource_type: i8, name: &str) -> bool {
         self.broker
             .authorizer
-            .allows(self.session, op, resource_type, name)
+            .allows(self.context, op, resource_type, name)
     }
 
     fn topic(&self, op: i8, name: &str) -> bool {
@@ -97,11 +97,16 @@ fn split<T>(items: Vec<T>, mut allowed: impl FnMut(&T) -> bool) -> (Vec<T>, Vec<
 }
 
 /// Checks `request` against the ACLs (a no-op without an authorizer).
-pub fn admit(broker: &Broker, session: &Session, version: i16, request: Request) -> Admission {
+pub fn admit(
+    broker: &Broker,
+    context: &RequestContext,
+    version: i16,
+    request: Request,
+) -> Admission {
     if !broker.authorizer.enabled() {
         return Admission::Admitted(request, After::Nothing);
     }
-    let gate = Gate { broker, session };
+    let gate = Gate { broker, context };
     let governors: [fn(&Gate<'_>, i16, Request) -> Routed; 4] =
         [topics::admit, groups::admit, txn::admit, cluster::admit];
     let mut request = request;
@@ -121,11 +126,11 @@ impl After {
     pub fn apply(
         self,
         broker: &Broker,
-        session: &Session,
+        context: &RequestContext,
         version: i16,
         response: &mut Response,
     ) -> bool {
-        let gate = Gate { broker, session };
+        let gate = Gate { broker, context };
         match self {
             After::Nothing => false,
             After::Topics(denied) => denied.apply(&gate, response),

@@ -1,0 +1,230 @@
+//! The security flags of `chronik-server`, each Kafka's setting in
+//! kebab case (and a `CHRONIK_*` env var), flattened into `config::Args`,
+//! and the plain `SecurityConfig` they become.
+//!
+//! Owns: defaults and cross-checks (`--listeners` or `--listen`, never
+//! both; TLS listeners need a key store; client auth needs a trust store;
+//! a cluster's inter-broker listener is PLAINTEXT). Must not: open files
+//! or sockets (`Security::load` and the server do).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args as ClapArgs;
+
+use super::listeners::{self, ListenerConfig, SecurityProtocol, DEFAULT_PROTOCOL_MAP};
+use super::sasl::Mechanism;
+use super::tls::{ClientAuth, TlsSettings};
+
+/// How long a TLS handshake may take before the connection is dropped.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// `--listen` when neither it nor `--listeners` is given.
+const DEFAULT_LISTEN: &str = "0.0.0.0:9092";
+
+#[derive(Debug, Clone, ClapArgs)]
+pub struct SecurityArgs {
+    /// Kafka's `listeners`: every listener as NAME://host:port, comma
+    /// separated (e.g. `PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094`;
+    /// an empty host binds every interface). An alternative to --listen /
+    /// --advertise; giving both is an error.
+    #[arg(long, env = "CHRONIK_LISTENERS")]
+    pub listeners: Option<String>,
+    /// Kafka's `advertised.listeners`: NAME://host:port clients are given
+    /// for each listener (default: its bound address; a wildcard host is
+    /// replaced by this node's host).
+    #[arg(long, env = "CHRONIK_ADVERTISED_LISTENERS")]
+    pub advertised_listeners: Option<String>,
+    /// Kafka's `listener.security.protocol.map`: NAME:PROTOCOL pairs.
+    #[arg(long, env = "CHRONIK_LISTENER_SECURITY_PROTOCOL_MAP", default_value = DEFAULT_PROTOCOL_MAP)]
+    pub listener_security_protocol_map: String,
+    /// Kafka's `inter.broker.listener.name`: the listener other brokers'
+    /// replica fetchers use, registered with the metadata quorum (default
+    /// PLAINTEXT if there is one, else the first). In a cluster of several
+    /// nodes it must be a PLAINTEXT listener.
+    #[arg(long, env = "CHRONIK_INTER_BROKER_LISTENER_NAME")]
+    pub inter_broker_listener_name: Option<String>,
+    /// Kafka's `ssl.keystore.location` with `ssl.keystore.type=PEM`: one
+    /// PEM file with the private key and the certificate chain.
+    #[arg(long, env = "CHRONIK_SSL_KEYSTORE_LOCATION")]
+    pub ssl_keystore_location: Option<PathBuf>,
+    /// Kafka's `ssl.truststore.location` with `ssl.truststore.type=PEM`:
+    /// the CA certificates client certificates must chain to.
+    #[arg(long, env = "CHRONIK_SSL_TRUSTSTORE_LOCATION")]
+    pub ssl_truststore_location: Option<PathBuf>,
+    /// Kafka's `ssl.client.auth`: none | requested | required.
+    #[arg(
+        long,
+        env = "CHRONIK_SSL_CLIENT_AUTH",
+        value_enum,
+        default_value = "none"
+    )]
+    pub ssl_client_auth: ClientAuth,
+    /// How often the key store and trust store files are checked for
+    /// changes (no Kafka equivalent: Kafka reloads them through a dynamic
+    /// config update); new connections use the new files.
+    #[arg(long, env = "CHRONIK_SSL_RELOAD_INTERVAL_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub ssl_reload_interval_ms: u64,
+    /// Kafka's `sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+    #[arg(
+        long,
+        env = "CHRONIK_SASL_ENABLED_MECHANISMS",
+        default_value = "SCRAM-SHA-256,SCRAM-SHA-512"
+    )]
+    pub sasl_enabled_mechanisms: String,
+    /// A JAAS file whose PlainLoginModule `user_<name>="<password>"`
+    /// entries are the PLAIN users (Kafka's
+    /// `listener.name.<listener>.plain.sasl.jaas.config`, or the
+    /// `KafkaServer` section of `java.security.auth.login.config`).
+    #[arg(long, env = "CHRONIK_SASL_JAAS_CONFIG_FILE")]
+    pub sasl_jaas_config_file: Option<PathBuf>,
+    /// SCRAM users loaded at start: one `SCRAM-SHA-512=[name=alice,password=…]`
+    /// per line, the syntax of `kafka-storage.sh format --add-scram`. Only
+    /// the salted keys are kept in memory.
+    #[arg(long, env = "CHRONIK_SASL_SCRAM_CREDENTIALS_FILE")]
+    pub sasl_scram_credentials_file: Option<PathBuf>,
+    /// Kafka's `sasl.server.max.receive.size`: the largest frame accepted
+    /// before a connection has authenticated.
+    #[arg(long, env = "CHRONIK_SASL_SERVER_MAX_RECEIVE_SIZE", default_value_t = 524_288,
+          value_parser = clap::value_parser!(u32).range(1024..=104_857_600))]
+    pub sasl_server_max_receive_size: u32,
+    /// Kafka's `connections.max.reauth.ms` (KIP-368): a SASL session
+    /// expires this long after authentication; the client must
+    /// re-authenticate or is disconnected. 0 = never.
+    #[arg(long, env = "CHRONIK_CONNECTIONS_MAX_REAUTH_MS", default_value_t = 0)]
+    pub connections_max_reauth_ms: u64,
+    /// Kafka's `connection.failed.authentication.delay.ms`: a refused SASL
+    /// step is answered (and the connection closed) this much later.
+    #[arg(long, env = "CHRONIK_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS", default_value_t = 100,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub connection_failed_authentication_delay_ms: u64,
+}
+
+/// SASL settings as the server uses them.
+#[derive(Debug, Clone)]
+pub struct SaslSettings {
+    pub enabled: Vec<Mechanism>,
+    pub jaas_config_file: Option<PathBuf>,
+    pub scram_credentials_file: Option<PathBuf>,
+    pub max_receive_size: usize,
+    pub connections_max_reauth: Duration,
+    pub failed_authentication_delay: Duration,
+}
+
+/// The effective security configuration.
+#[derive(Debug, Clone)]
+pub struct SecurityConfig {
+    /// Every listener; from `--listen` alone, one PLAINTEXT listener.
+    pub listeners: Vec<ListenerConfig>,
+    /// Index of the inter-broker listener in `listeners`.
+    pub inter_broker: usize,
+    /// Whether `--listeners` named them (then every advertised listener
+    /// is registered with the quorum by name).
+    pub named: bool,
+    pub tls: Option<TlsSettings>,
+    pub sasl: SaslSettings,
+}
+
+impl SecurityConfig {
+    pub fn inter_broker(&self) -> &ListenerConfig {
+        &self.listeners[self.inter_broker]
+    }
+
+    /// `listen` / `advertise` are the legacy `--listen` / `--advertise`.
+    pub fn from_args(
+        args: &SecurityArgs,
+        listen: Option<SocketAddr>,
+        advertise: Option<(String, u16)>,
+        several_voters: bool,
+    ) -> anyhow::Result<SecurityConfig> {
+        let (listeners, named) = match &args.listeners {
+            Some(spec) => {
+                if listen.is_some() || advertise.is_some() {
+                    bail!("--listeners replaces --listen / --advertise: give one or the other");
+                }
+                let parsed = listeners::parse_listeners(
+                    spec,
+                    args.advertised_listeners.as_deref(),
+                    &args.listener_security_protocol_map,
+                )?;
+                (parsed, true)
+            }
+            None => {
+                if args.advertised_listeners.is_some() {
+                    bail!("--advertised-listeners needs --listeners");
+                }
+                let default: SocketAddr = DEFAULT_LISTEN
+                    .parse()
+                    .unwrap_or_else(|_| unreachable!("a literal address"));
+                (
+                    vec![listeners::legacy_listener(
+                        listen.unwrap_or(default),
+                        advertise,
+                    )],
+                    false,
+                )
+            }
+        };
+        let inter_broker =
+            listeners::inter_broker_index(&listeners, args.inter_broker_listener_name.as_deref())?;
+        if several_voters && listeners[inter_broker].protocol != SecurityProtocol::Plaintext {
+            bail!(
+                "the inter-broker listener {} is {}: replica fetchers speak PLAINTEXT only; name a PLAINTEXT listener with --inter-broker-listener-name",
+                listeners[inter_broker].name,
+                listeners[inter_broker].protocol
+            );
+        }
+        let uses_tls = listeners.iter().any(|l| l.protocol.uses_tls());
+        let tls = match (&args.ssl_keystore_location, uses_tls) {
+            (Some(keystore), _) => Some(TlsSettings {
+                keystore: keystore.clone(),
+                truststore: args.ssl_truststore_location.clone(),
+                client_auth: args.ssl_client_auth,
+                reload_interval: Duration::from_millis(args.ssl_reload_interval_ms),
+                handshake_timeout: TLS_HANDSHAKE_TIMEOUT,
+            }),
+            (None, true) => bail!("an SSL or SASL_SSL listener needs --ssl-keystore-location"),
+            (None, false) => None,
+        };
+        if args.ssl_client_auth != ClientAuth::None && args.ssl_truststore_location.is_none() {
+            bail!("--ssl-client-auth requested/required needs --ssl-truststore-location");
+        }
+        let mut enabled = Vec::new();
+        for name in args
+            .sasl_enabled_mechanisms
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            let mechanism = Mechanism::parse(&name.to_ascii_uppercase()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--sasl-enabled-mechanisms: {name} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+                )
+            })?;
+            if !enabled.contains(&mechanism) {
+                enabled.push(mechanism);
+            }
+        }
+        if enabled.is_empty() && listeners.iter().any(|l| l.protocol.uses_sasl()) {
+            bail!("a SASL listener needs at least one --sasl-enabled-mechanisms");
+        }
+        Ok(SecurityConfig {
+            listeners,
+            inter_broker,
+            named,
+            tls,
+            sasl: SaslSettings {
+                enabled,
+                jaas_config_file: args.sasl_jaas_config_file.clone(),
+                scram_credentials_file: args.sasl_scram_credentials_file.clone(),
+                max_receive_size: args.sasl_server_max_receive_size as usize,
+                connections_max_reauth: Duration::from_millis(args.connections_max_reauth_ms),
+                failed_authentication_delay: Duration::from_millis(
+                    args.connection_failed_authentication_delay_ms,
+                ),
+            },
+        })
+    }
+}

@@ -1,0 +1,132 @@
+//! Who may talk to the broker: Kafka's listeners with their security
+//! protocols, TLS (rustls), SASL (PLAIN, SCRAM-SHA-256/512) with KIP-368
+//! re-authentication, and the principal every request carries.
+//!
+//! Layout:
+//! - `args`      — the clap flags (Kafka's names) and the plain `SecurityConfig`.
+//! - `listeners` — `listeners`, `advertised.listeners`, the protocol map.
+//! - `tls`       — PEM key/trust stores, `ssl.client.auth`, the handshake, reload.
+//! - `principal` — `KafkaPrincipal`, a certificate's subject DN (RFC 2253).
+//! - `sasl/`     — the per-connection SASL state machine and mechanisms.
+//!
+//! Owns: turning the configuration into what connections need
+//! (`Security`, `ListenerContext`). Must not: authorize requests (no ACLs
+//! here), or read frames beyond the SASL gate.
+
+pub mod args;
+pub mod listeners;
+pub mod principal;
+pub mod sasl;
+pub mod tls;
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use tracing::{info, warn};
+
+pub use args::SecurityConfig;
+pub use listeners::{ListenerConfig, SecurityProtocol};
+pub use principal::KafkaPrincipal;
+use sasl::scram::ScramCredentials;
+use sasl::SaslConfig;
+use tls::TlsAcceptor;
+
+/// Reads an operator-supplied file (key store, credentials), refusing one
+/// larger than `max` bytes; `what` names the flag in errors.
+pub fn read_bounded_file(path: &std::path::Path, max: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("{what} {}", path.display()))?
+        .len();
+    if len > max {
+        anyhow::bail!("{what} {} is larger than {max} bytes", path.display());
+    }
+    std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))
+}
+
+/// Largest credentials file (JAAS, SCRAM bootstrap) read.
+const MAX_CREDENTIALS_FILE: u64 = 1024 * 1024;
+
+/// What one listener's connections need to know.
+#[derive(Debug, Clone)]
+pub struct ListenerContext {
+    pub name: Arc<str>,
+    pub protocol: SecurityProtocol,
+    /// Set on SSL and SASL_SSL listeners.
+    pub tls: Option<Arc<TlsAcceptor>>,
+    /// Set on SASL_PLAINTEXT and SASL_SSL listeners.
+    pub sasl: Option<Arc<SaslConfig>>,
+}
+
+/// The loaded security state every listener shares.
+#[derive(Debug)]
+pub struct Security {
+    pub tls: Option<Arc<TlsAcceptor>>,
+    pub sasl: Arc<SaslConfig>,
+}
+
+impl Security {
+    /// Loads key stores and credential files; errors are fatal at start.
+    /// Must run inside the runtime (the TLS reload loop is spawned).
+    pub fn load(config: &SecurityConfig) -> anyhow::Result<Security> {
+        let tls = match &config.tls {
+            Some(settings) => {
+                let acceptor = TlsAcceptor::load(settings.clone())?;
+                acceptor.spawn_reloader();
+                Some(acceptor)
+            }
+            None => None,
+        };
+        let plain_users = match &config.sasl.jaas_config_file {
+            Some(path) => {
+                let bytes =
+                    read_bounded_file(path, MAX_CREDENTIALS_FILE, "--sasl-jaas-config-file")?;
+                let text = String::from_utf8(bytes).with_context(|| {
+                    format!("--sasl-jaas-config-file {} is not UTF-8", path.display())
+                })?;
+                sasl::plain::PlainUsers::from_jaas(&text)
+                    .with_context(|| format!("--sasl-jaas-config-file {}", path.display()))?
+            }
+            None => sasl::plain::PlainUsers::default(),
+        };
+        let scram = Arc::new(ScramCredentials::default());
+        if let Some(path) = &config.sasl.scram_credentials_file {
+            let count = sasl::bootstrap::load_file(path, &scram)?;
+            info!(path = %path.display(), credentials = count, "SCRAM credentials loaded");
+        }
+        let uses_sasl = config.listeners.iter().any(|l| l.protocol.uses_sasl());
+        if uses_sasl
+            && config.sasl.enabled.contains(&sasl::Mechanism::Plain)
+            && plain_users.is_empty()
+        {
+            warn!("PLAIN is enabled but --sasl-jaas-config-file names no user_ entries: every PLAIN login fails");
+        }
+        let mut fake_salt_key = [0u8; 32];
+        sasl::fill_random(&mut fake_salt_key);
+        Ok(Security {
+            tls,
+            sasl: Arc::new(SaslConfig {
+                enabled: config.sasl.enabled.clone(),
+                plain_users,
+                scram,
+                max_reauth: config.sasl.connections_max_reauth,
+                max_receive_size: config.sasl.max_receive_size,
+                failed_authentication_delay: config.sasl.failed_authentication_delay,
+                fake_salt_key,
+            }),
+        })
+    }
+
+    /// The context of connections on `listener`.
+    pub fn context(&self, listener: &ListenerConfig) -> ListenerContext {
+        ListenerContext {
+            name: Arc::from(listener.name.as_str()),
+            protocol: listener.protocol,
+            tls: listener
+                .protocol
+                .uses_tls()
+                .then(|| self.tls.clone())
+                .flatten(),
+            sasl: listener.protocol.uses_sasl().then(|| self.sasl.clone()),
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! TLS for SSL and SASL_SSL listeners (rustls with the ring provider), from
+//! PEM files as Kafka's `ssl.keystore.type=PEM` / `ssl.truststore.type=PEM`
+//! name them, reloaded when the files change.
+//!
+//! Owns: building the rustls server config (key store = private key and
+//! certificate chain, trust store = CA certificates, Kafka's
+//! `ssl.client.auth` none | requested | required), the bounded handshake,
+//! the client certificate's principal, and the reload loop: every
+//! `reload_interval` the files' modification times and sizes are compared
+//! and on a change the config is rebuilt; new connections use it, a broken
+//! file is logged and the previous config kept. Must not: read or write
+//! Kafka frames.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock, Weak};
+use std::time::{Duration, SystemTime};
+
+use anyhow::{bail, Context};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tracing::{info, warn};
+
+use super::principal::KafkaPrincipal;
+use super::read_bounded_file;
+
+/// Kafka's `ssl.client.auth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClientAuth {
+    /// No client certificate is asked for.
+    None,
+    /// Asked for; a client without one is `User:ANONYMOUS`, one with a
+    /// certificate the trust store does not vouch for is refused.
+    Requested,
+    /// Required: the handshake fails without a trusted certificate.
+    Required,
+}
+
+/// The TLS settings of every TLS listener.
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    /// `ssl.keystore.location`: PEM private key and certificate chain.
+    pub keystore: PathBuf,
+    /// `ssl.truststore.location`: PEM CA certificates client certificates
+    /// must chain to.
+    pub truststore: Option<PathBuf>,
+    pub client_auth: ClientAuth,
+    pub reload_interval: Duration,
+    pub handshake_timeout: Duration,
+}
+
+/// Largest PEM file read (a key store or trust store is a few KiB).
+const MAX_PEM_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The current server config, replaced when the files change.
+#[derive(Debug)]
+pub struct TlsAcceptor {
+    settings: TlsSettings,
+    current: RwLock<Arc<ServerConfig>>,
+}
+
+/// What identifies a file's version: (modified, length) of each file.
+type Stamp = Vec<Option<(SystemTime, u64)>>;
+
+impl TlsAcceptor {
+    /// Loads the files; any error is fatal at start.
+    pub fn load(settings: TlsSettings) -> anyhow::Result<Arc<TlsAcceptor>> {
+        let config = build(&settings)?;
+        Ok(Arc::new(TlsAcceptor {
+            settings,
+            current: RwLock::new(Arc::new(config)),
+        }))
+    }
+
+    fn config(&self) -> Arc<ServerConfig> {
+        match self.current.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Runs the TLS handshake within the handshake timeout. The principal
+    /// is the client certificate's subject, or ANONYMOUS without one.
+    pub async fn accept(
+        &self,
+        stream: TcpStream,
+    ) -> anyhow::Result<(TlsStream<TcpStream>, KafkaPrincipal)> {
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.config());
+        let tls = tokio::time::timeout(self.settings.handshake_timeout, acceptor.accept(stream))
+            .await
+            .context("TLS handshake timed out")?
+            .context("TLS handshake failed")?;
+        let principal = match tls.get_ref().1.peer_certificates() {
+            Some([leaf, ..]) => KafkaPrincipal::from_certificate(leaf)
+                .context("client certificate without a readable subject")?,
+            _ => KafkaPrincipal::anonymous(),
+        };
+        Ok((tls, principal))
+    }
+
+    /// Polls the files every `reload_interval` while the acceptor lives.
+    pub fn spawn_reloader(self: &Arc<Self>) {
+        let weak: Weak<TlsAcceptor> = Arc::downgrade(self);
+        let interval = self.settings.reload_interval;
+        let mut seen = stamp(&self.settings);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(interval).await;
+                let Some(acceptor) = weak.upgrade() else {
+                    return;
+                };
+                let now = stamp(&acceptor.settings);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                let settings = acceptor.settings.clone();
+                match tokio::task::spawn_blocking(move || build(&settings)).await {
+                    Ok(Ok(config)) => {
+                        match acceptor.current.write() {
+                            Ok(mut c) => *c = Arc::new(config),
+                            Err(poisoned) => *poisoned.into_inner() = Arc::new(config),
+                        }
+                        info!(keystore = %acceptor.settings.keystore.display(), "TLS key store / trust store reloaded");
+                    }
+                    Ok(Err(e)) => warn!(
+                        error = format!("{e:#}"),
+                        "TLS files changed but do not load; keeping the previous ones"
+                    ),
+                    Err(e) => warn!(error = %e, "TLS reload task failed"),
+                }
+            }
+        });
+    }
+}
+
+fn stamp(settings: &TlsSettings) -> Stamp {
+    std::iter::once(&settings.keystore)
+        .chain(settings.truststore.as_ref())
+        .map(|path| {
+            let meta = std::fs::metadata(path).ok()?;
+            Some((meta.modified().ok()?, meta.len()))
+        })
+        .collect()
+}
+
+/// Builds a server config from the files as they are now.
+fn build(settings: &TlsSettings) -> anyhow::Result<ServerConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let keystore = read_bounded_file(&settings.keystore, MAX_PEM_BYTES, "--ssl-keystore-location")?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&keystore)
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("--ssl-keystore-location: bad certificate: {e}"))?;
+    if chain.is_empty() {
+        bail!("--ssl-keystore-location holds no certificate");
+    }
+    let key = PrivateKeyDer::from_pem_slice(&keystore)
+        .map_err(|e| anyhow::anyhow!("--ssl-keystore-location: no usable private key: {e}"))?;
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?;
+    let builder = match settings.client_auth {
+        ClientAuth::None => builder.with_no_client_auth(),
+        auth => {
+            let path = settings
+                .truststore
+                .as_ref()
+                .context("--ssl-client-auth requested/required needs --ssl-truststore-location")?;
+            let pem = read_bounded_file(path, MAX_PEM_BYTES, "--ssl-truststore-location")?;
+            let mut roots = RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&pem) {
+                let cert = cert.map_err(|e| {
+                    anyhow::anyhow!("--ssl-truststore-location: bad certificate: {e}")
+                })?;
+                roots
+                    .add(cert)
+                    .context("--ssl-truststore-location: unusable CA certificate")?;
+            }
+            if roots.is_empty() {
+                bail!("--ssl-truststore-location holds no CA certificate");
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match auth {
+                ClientAuth::Requested => verifier.allow_unauthenticated(),
+                _ => verifier,
+            };
+            builder.with_client_cert_verifier(verifier.build().context("client verifier")?)
+        }
+    };
+    builder
+        .with_single_cert(chain, key)
+        .context("--ssl-keystore-location: key does not match the certificate")
+}
