@@ -115,16 +115,21 @@ else:
 }
 
 # start_chronik DIR [ARGS...] - start chronik-server with its data in DIR/data
-# and logs in DIR/{stdout,stderr}.log, on 127.0.0.1 port 0 (Kafka and metrics),
-# extra ARGS appended. Waits for the LISTENING line and for /ready.
-# Sets CHRONIK_PID, CHRONIK_KAFKA (host:port), CHRONIK_METRICS (host:port).
+# and logs in DIR/{stdout,stderr}.log, on 127.0.0.1 port 0 (Kafka and metrics;
+# ARGS with --listeners replace the one PLAINTEXT listener), extra ARGS
+# appended. Waits for the LISTENING line and for /ready.
+# Sets CHRONIK_PID, CHRONIK_KAFKA (host:port, the first listener),
+# CHRONIK_METRICS (host:port), CHRONIK_LISTENING_LINE (with listener.NAME=ADDR).
 start_chronik() {
   local dir=$1; shift
   [[ -x "$CHRONIK_SERVER_BIN" ]] \
     || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
   mkdir -p "$dir/data"
   : > "$dir/stdout.log"
-  "$CHRONIK_SERVER_BIN" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  # one PLAINTEXT listener on a free port unless the caller names its own (--listeners)
+  local listen=(--listen 127.0.0.1:0)
+  [[ " $* " == *" --listeners "* ]] && listen=()
+  "$CHRONIK_SERVER_BIN" "${listen[@]}" --metrics-listen 127.0.0.1:0 \
     --data-dir "$dir/data" "$@" > "$dir/stdout.log" 2> "$dir/stderr.log" < /dev/null &
   CHRONIK_PID=$!
   pid_record "$CHRONIK_PID" chronik-server
@@ -139,7 +144,9 @@ start_chronik() {
     sleep 0.1
   done
   [[ -n "$line" ]] || die "chronik-server printed no LISTENING line within ${CHRONIK_START_TIMEOUT}s (logs: $dir)"
-  # LISTENING kafka=127.0.0.1:PORT metrics=127.0.0.1:PORT
+  # LISTENING kafka=127.0.0.1:PORT metrics=127.0.0.1:PORT [listener.NAME=ADDR ...]
+  # shellcheck disable=SC2034  # read by callers (cpu-per-message.sh --tls)
+  CHRONIK_LISTENING_LINE=$line
   CHRONIK_KAFKA=$(sed -nE 's/.*kafka=([^ ]+).*/\1/p' <<<"$line")
   CHRONIK_METRICS=$(sed -nE 's/.*metrics=([^ ]+).*/\1/p' <<<"$line")
   [[ -n "$CHRONIK_KAFKA" && -n "$CHRONIK_METRICS" ]] || die "cannot parse '$line'"

@@ -6,9 +6,10 @@ perf.sh result rows (TSV), with the chronik/kafka ratio.
 
 One row per (broker tag, message size); repeated runs are shown side by side
 as "run1 / run2" (never averaged away). "broker CPU µs/msg" = broker utime +
-stime during the produce run / records. The ratio row per size divides the
-medians of chronik's and kafka's µs/msg; rows tagged "chronik*" are chronik,
-"kafka*" are Apache Kafka. Standard library only.
+stime during the produce run / records. The ratio row per (transport, size)
+divides the medians of chronik's and kafka's µs/msg; rows tagged "chronik*"
+are chronik, "kafka*" are Apache Kafka, a "-tls" suffix means over TLS (then
+a third table gives each broker's TLS/PLAINTEXT cost). Standard library only.
 """
 
 import csv
@@ -45,22 +46,45 @@ def main(path):
         ]) + " |")
 
     sizes = sorted({size for _, size in groups})
+
+    def rows_of(broker, tls, size):
+        return [r for (tag, s), rows in groups.items()
+                if s == size and tag.startswith(broker) and tag.endswith("-tls") == tls for r in rows]
+
+    def median(rows, fn):
+        return statistics.median(fn(r) for r in rows)
+
     ratios = []
-    for size in sizes:
-        chronik = [r for (tag, s), rows in groups.items() if s == size and tag.startswith("chronik") for r in rows]
-        kafka = [r for (tag, s), rows in groups.items() if s == size and tag.startswith("kafka") for r in rows]
-        if chronik and kafka:
-            c = statistics.median(cpu_us_per_msg(r) for r in chronik)
-            k = statistics.median(cpu_us_per_msg(r) for r in kafka)
-            t_c = statistics.median(float(r["msg_s"]) for r in chronik)
-            t_k = statistics.median(float(r["msg_s"]) for r in kafka)
-            ratios.append((size, c, k, c / k if k > 0 else float("inf"), t_c / t_k if t_k > 0 else float("inf")))
+    for tls in (False, True):
+        for size in sizes:
+            chronik, kafka = rows_of("chronik", tls, size), rows_of("kafka", tls, size)
+            if chronik and kafka:
+                c, k = median(chronik, cpu_us_per_msg), median(kafka, cpu_us_per_msg)
+                t_c, t_k = median(chronik, lambda r: float(r["msg_s"])), median(kafka, lambda r: float(r["msg_s"]))
+                ratios.append(("TLS" if tls else "PLAINTEXT", size, c, k, c / k if k > 0 else float("inf"),
+                               t_c / t_k if t_k > 0 else float("inf")))
     if ratios:
         print()
-        print("| message size | chronik CPU µs/msg | kafka CPU µs/msg | CPU ratio chronik/kafka | msg/s ratio chronik/kafka |")
-        print("|---|---|---|---|---|")
-        for size, c, k, ratio, tput in ratios:
-            print(f"| {size} B | {c:.2f} | {k:.2f} | **{ratio:.2f}** | {tput:.2f} |")
+        print("| transport | message size | chronik CPU µs/msg | kafka CPU µs/msg | CPU ratio chronik/kafka | msg/s ratio chronik/kafka |")
+        print("|---|---|---|---|---|---|")
+        for transport, size, c, k, ratio, tput in ratios:
+            print(f"| {transport} | {size} B | {c:.2f} | {k:.2f} | **{ratio:.2f}** | {tput:.2f} |")
+
+    costs = []
+    for broker in ("chronik", "kafka"):
+        for size in sizes:
+            plain, tls = rows_of(broker, False, size), rows_of(broker, True, size)
+            if plain and tls:
+                p_cpu, t_cpu = median(plain, cpu_us_per_msg), median(tls, cpu_us_per_msg)
+                p_tput, t_tput = median(plain, lambda r: float(r["msg_s"])), median(tls, lambda r: float(r["msg_s"]))
+                costs.append((broker, size, p_cpu, t_cpu, t_cpu / p_cpu if p_cpu > 0 else float("inf"),
+                              t_tput / p_tput if p_tput > 0 else float("inf")))
+    if costs:
+        print()
+        print("| broker | message size | PLAINTEXT CPU µs/msg | TLS CPU µs/msg | TLS/PLAINTEXT CPU | TLS/PLAINTEXT msg/s |")
+        print("|---|---|---|---|---|---|")
+        for broker, size, p_cpu, t_cpu, cpu_ratio, tput_ratio in costs:
+            print(f"| {broker} | {size} B | {p_cpu:.2f} | {t_cpu:.2f} | **{cpu_ratio:.2f}** | {tput_ratio:.2f} |")
 
 
 if __name__ == "__main__":
