@@ -4,18 +4,34 @@
 //! given every broker at that listener's endpoint; replica fetches keep
 //! working over the PLAINTEXT listener (an acks=all produce to a topic of
 //! replication factor 3 is acknowledged and the ISR holds all three).
+//!
+//! Two 3-node clusters whose only listener is secured — SASL_SSL with
+//! SCRAM-SHA-512, and SSL with `--ssl-client-auth required` — with the
+//! StandardAuthorizer and the brokers' principal as the only super user:
+//! brokers replicate to each other over that listener (acks=all, the ISR
+//! holds all three, the record is read from the new leader after the old
+//! one is killed), and a client of another principal sending a Fetch with
+//! replica_id >= 0 gets CLUSTER_AUTHORIZATION_FAILED.
 
 mod common;
 mod security_support;
 
 use std::time::{Duration, Instant};
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
+use bytes::{Bytes, BytesMut};
 use common::clients::{producer_at, CLIENT_TIMEOUT};
 use common::cluster::free_port;
+use common::kafka_client::plain_record;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, FetchRequest, MetadataRequest, MetadataResponse, ProduceRequest,
+    TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
 use rdkafka::producer::FutureRecord;
 use security_support::{Certs, Conn, SecureBroker};
 
@@ -155,4 +171,305 @@ fn every_node_answers_each_listener_with_that_listeners_endpoints() -> Result<()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// CLUSTER_AUTHORIZATION_FAILED.
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+const RECORD: &str = "replicated-over-a-secured-listener";
+
+/// How the secured clusters' clients (and brokers) authenticate.
+#[derive(Clone, Copy)]
+enum Secured {
+    /// SASL_SSL, SCRAM-SHA-512; brokers log in as `broker`.
+    SaslSsl,
+    /// SSL with required client certificates; brokers present theirs
+    /// (`CN=broker`).
+    MutualTls,
+}
+
+impl Secured {
+    /// A connection authenticated as the brokers' principal (a super user).
+    fn as_broker(self, certs: &Certs, addr: std::net::SocketAddr) -> Result<Conn> {
+        match self {
+            Secured::SaslSsl => {
+                let mut conn = Conn::tls(addr, certs.client_tls(None)?)?;
+                let login = conn.login_scram512("broker", "broker-secret")?;
+                ensure!(login.error_code == 0, "broker login: {login:?}");
+                Ok(conn)
+            }
+            Secured::MutualTls => Conn::tls(addr, certs.client_tls(Some("broker"))?),
+        }
+    }
+
+    /// A connection authenticated as an ordinary user (no ACLs).
+    fn as_user(self, certs: &Certs, addr: std::net::SocketAddr) -> Result<Conn> {
+        match self {
+            Secured::SaslSsl => {
+                let mut conn = Conn::tls(addr, certs.client_tls(None)?)?;
+                let login = conn.login_scram512("alice", "alice-secret")?;
+                ensure!(login.error_code == 0, "alice login: {login:?}");
+                Ok(conn)
+            }
+            Secured::MutualTls => Conn::tls(addr, certs.client_tls(Some("client"))?),
+        }
+    }
+}
+
+/// Starts 3 nodes (127.0.0.1–3) whose only listener is `secured`.
+fn secured_cluster(secured: Secured, certs: &Certs) -> Result<(Vec<SecureBroker>, u16)> {
+    let (port, raft) = loop {
+        let ports = (free_port()?, free_port()?);
+        if ports.0 != ports.1 {
+            break ports;
+        }
+    };
+    std::fs::write(
+        certs.path("jaas.conf"),
+        "KafkaServer { org.apache.kafka.common.security.scram.ScramLoginModule required\n\
+         username=\"broker\" password=\"broker-secret\"; };\n",
+    )?;
+    std::fs::write(
+        certs.path("scram.txt"),
+        "SCRAM-SHA-512=[name=broker,password=broker-secret]\n\
+         SCRAM-SHA-512=[name=alice,password=alice-secret]\n",
+    )?;
+    let mut common: Vec<String> = [
+        "--peers",
+        "1@127.0.0.1,2@127.0.0.2,3@127.0.0.3",
+        "--cluster-secret-file",
+        &certs.arg("cluster.secret"),
+        "--ssl-keystore-location",
+        &certs.arg("broker.keystore.pem"),
+        "--ssl-truststore-location",
+        &certs.arg("ca.pem"),
+        "--authorizer-class-name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let protocol = match secured {
+        Secured::SaslSsl => {
+            common.extend(
+                [
+                    "--super-users",
+                    "User:broker",
+                    "--sasl-enabled-mechanisms",
+                    "SCRAM-SHA-512",
+                    "--sasl-mechanism-inter-broker-protocol",
+                    "SCRAM-SHA-512",
+                    "--sasl-jaas-config-file",
+                    &certs.arg("jaas.conf"),
+                    "--sasl-scram-credentials-file",
+                    &certs.arg("scram.txt"),
+                ]
+                .map(String::from),
+            );
+            "SASL_SSL"
+        }
+        Secured::MutualTls => {
+            common.extend(
+                [
+                    "--super-users",
+                    "User:CN=broker",
+                    "--ssl-client-auth",
+                    "required",
+                ]
+                .map(String::from),
+            );
+            "SSL"
+        }
+    };
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        let host = format!("127.0.0.{id}");
+        let mut args = common.clone();
+        args.extend([
+            "--node-id".to_string(),
+            id.to_string(),
+            "--raft-listen".into(),
+            format!("{host}:{raft}"),
+            "--metrics-listen".into(),
+            format!("{host}:0"),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        nodes.push(SecureBroker::spawn(
+            &format!("{protocol}://{host}:{port}"),
+            &args,
+        )?);
+    }
+    for node in &mut nodes {
+        node.wait_listening()?;
+    }
+    Ok((nodes, port))
+}
+
+/// Partition 0 of `topic` in `metadata`: (leader, ISR size).
+fn partition_state(metadata: &MetadataResponse, topic: &str) -> Option<(i32, usize)> {
+    metadata
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+        .and_then(|t| t.partitions.first())
+        .map(|p| (p.leader_id.0, p.isr_nodes.len()))
+}
+
+/// Waits (bounded) until `check` holds for the metadata `conn` returns.
+fn wait_metadata(
+    conn: &mut Conn,
+    what: &str,
+    log: &dyn Fn() -> String,
+    check: &dyn Fn(&MetadataResponse) -> bool,
+) -> Result<MetadataResponse> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let metadata = conn.metadata()?;
+        if check(&metadata) {
+            return Ok(metadata);
+        }
+        ensure!(Instant::now() < deadline, "{what}:\n{}", log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn produce_request(topic: &str) -> Result<ProduceRequest> {
+    let record = plain_record(0, Bytes::from_static(RECORD.as_bytes()));
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        &[record],
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )?;
+    Ok(ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(15_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch.freeze()))])]))
+}
+
+/// A Fetch v12 of partition 0 of `topic` from offset 0 as `replica_id`.
+fn fetch_request(topic: &str, replica_id: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(replica_id))
+        .with_max_bytes(1 << 20)
+        .with_max_wait_ms(0)
+        .with_min_bytes(1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+fn secured_cluster_replicates(secured: Secured) -> Result<()> {
+    let certs = Certs::make()?;
+    let (mut nodes, port) = secured_cluster(secured, &certs)?;
+    let addr =
+        |id: i32| -> Result<std::net::SocketAddr> { Ok(format!("127.0.0.{id}:{port}").parse()?) };
+    let mut admin = secured.as_broker(&certs, addr(1)?)?;
+    wait_metadata(
+        &mut admin,
+        "fewer than 3 brokers registered",
+        &|| nodes[0].log_tail(),
+        &|m| m.brokers.len() == 3,
+    )?;
+    let topic = "secured-replication";
+    let created = admin.send(
+        &CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(topic)))
+                .with_num_partitions(1)
+                .with_replication_factor(3)])
+            .with_timeout_ms(15_000),
+        5,
+    )?;
+    ensure!(created.topics[0].error_code == 0, "{created:?}");
+    let metadata = wait_metadata(&mut admin, "no leader", &|| nodes[0].log_tail(), &|m| {
+        partition_state(m, topic).is_some_and(|(leader, _)| leader > 0)
+    })?;
+    let (leader, _) = partition_state(&metadata, topic).context("partition")?;
+    let mut producer = secured.as_broker(&certs, addr(leader)?)?;
+    let produced = producer.send(&produce_request(topic)?, 9)?;
+    let code = produced.responses[0].partition_responses[0].error_code;
+    ensure!(
+        code == 0,
+        "acks=all produce: error {code}\n{}",
+        nodes[usize::try_from(leader - 1)?].log_tail()
+    );
+    let logs = |nodes: &[SecureBroker]| {
+        nodes
+            .iter()
+            .map(SecureBroker::log_tail)
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+    wait_metadata(&mut admin, "the ISR is not full", &|| logs(&nodes), &|m| {
+        partition_state(m, topic).is_some_and(|(_, isr)| isr == 3)
+    })?;
+
+    // A user that is not a broker may not fetch as a replica.
+    let mut user = secured.as_user(&certs, addr(leader)?)?;
+    let refused = user.send(&fetch_request(topic, 2), 12)?;
+    ensure!(
+        refused.error_code == CLUSTER_AUTHORIZATION_FAILED,
+        "replica fetch by a user: {refused:?}"
+    );
+    ensure!(
+        refused
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .all(|p| p.error_code == CLUSTER_AUTHORIZATION_FAILED
+                && p.records.as_ref().is_none_or(|r| r.is_empty())),
+        "replica fetch by a user returned data: {refused:?}"
+    );
+
+    // The leader dies; a follower takes over with the record.
+    drop(admin);
+    drop(producer);
+    drop(user);
+    nodes.remove(usize::try_from(leader - 1)?);
+    let survivor = if leader == 1 { 2 } else { 1 };
+    let mut admin = secured.as_broker(&certs, addr(survivor)?)?;
+    let metadata = wait_metadata(&mut admin, "no new leader", &|| logs(&nodes), &|m| {
+        partition_state(m, topic).is_some_and(|(l, _)| l > 0 && l != leader)
+    })?;
+    let (new_leader, _) = partition_state(&metadata, topic).context("partition")?;
+    let mut reader = secured.as_broker(&certs, addr(new_leader)?)?;
+    let fetched = reader.send(&fetch_request(topic, -1), 12)?;
+    let partition = fetched
+        .responses
+        .first()
+        .and_then(|t| t.partitions.first())
+        .context("no partition in the fetch")?;
+    ensure!(
+        partition.error_code == 0,
+        "fetch from the new leader: {fetched:?}"
+    );
+    let records = partition.records.clone().unwrap_or_default();
+    ensure!(
+        records
+            .windows(RECORD.len())
+            .any(|w| w == RECORD.as_bytes()),
+        "the record is not on the new leader {new_leader} (high watermark {})",
+        partition.high_watermark
+    );
+    Ok(())
+}
+
+#[test]
+fn sasl_ssl_scram_only_cluster_replicates_and_guards_replica_fetches() -> Result<()> {
+    secured_cluster_replicates(Secured::SaslSsl)
+}
+
+#[test]
+fn mutual_tls_only_cluster_replicates_and_guards_replica_fetches() -> Result<()> {
+    secured_cluster_replicates(Secured::MutualTls)
 }
