@@ -11,7 +11,7 @@
 //! brokers replicate to each other over that listener (acks=all, the ISR
 //! holds all three, the record is read from the new leader after the old
 //! one is killed), and a client of another principal sending a Fetch with
-//! replica_id >= 0 gets CLUSTER_AUTHORIZATION_FAILED.
+//! replica_id >= 0 or WriteTxnMarkers gets CLUSTER_AUTHORIZATION_FAILED.
 
 mod common;
 mod security_support;
@@ -26,9 +26,12 @@ use common::kafka_client::plain_record;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
 use kafka_protocol::messages::{
     BrokerId, CreateTopicsRequest, FetchRequest, MetadataRequest, MetadataResponse, ProduceRequest,
-    TopicName,
+    ProducerId, TopicName, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
@@ -44,6 +47,21 @@ fn endpoints(metadata: &MetadataResponse) -> Vec<(i32, String, i32)> {
         .collect();
     found.sort();
     found
+}
+
+/// Creates `topic` with one partition and replication factor 3.
+fn create_replicated(admin: &mut Conn, topic: &'static str) -> Result<()> {
+    let created = admin.send(
+        &CreateTopicsRequest::default()
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(topic)))
+                .with_num_partitions(1)
+                .with_replication_factor(3)])
+            .with_timeout_ms(15_000),
+        5,
+    )?;
+    ensure!(created.topics[0].error_code == 0, "{created:?}");
+    Ok(())
 }
 
 #[test]
@@ -132,16 +150,7 @@ fn every_node_answers_each_listener_with_that_listeners_endpoints() -> Result<()
     // Replication over the inter-broker (PLAINTEXT) listener.
     let topic = "replicated";
     let mut admin = Conn::plain(nodes[0].addr("PLAINTEXT")?)?;
-    let created = admin.send(
-        &CreateTopicsRequest::default()
-            .with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str(topic)))
-                .with_num_partitions(1)
-                .with_replication_factor(3)])
-            .with_timeout_ms(15_000),
-        5,
-    )?;
-    ensure!(created.topics[0].error_code == 0, "{created:?}");
+    create_replicated(&mut admin, topic)?;
     let bootstrap = format!("127.0.0.1:{plain}");
     let producer = producer_at(&bootstrap, &[("acks", "all")])?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -381,16 +390,7 @@ fn secured_cluster_replicates(secured: Secured) -> Result<()> {
         &|m| m.brokers.len() == 3,
     )?;
     let topic = "secured-replication";
-    let created = admin.send(
-        &CreateTopicsRequest::default()
-            .with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str(topic)))
-                .with_num_partitions(1)
-                .with_replication_factor(3)])
-            .with_timeout_ms(15_000),
-        5,
-    )?;
-    ensure!(created.topics[0].error_code == 0, "{created:?}");
+    create_replicated(&mut admin, topic)?;
     let metadata = wait_metadata(&mut admin, "no leader", &|| nodes[0].log_tail(), &|m| {
         partition_state(m, topic).is_some_and(|(leader, _)| leader > 0)
     })?;
@@ -429,6 +429,27 @@ fn secured_cluster_replicates(secured: Secured) -> Result<()> {
             .all(|p| p.error_code == CLUSTER_AUTHORIZATION_FAILED
                 && p.records.as_ref().is_none_or(|r| r.is_empty())),
         "replica fetch by a user returned data: {refused:?}"
+    );
+
+    let markers = user.send(
+        &WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(ProducerId(1))
+            .with_producer_epoch(0)
+            .with_transaction_result(true)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(topic)))
+                .with_partition_indexes(vec![0])])]),
+        1,
+    )?;
+    ensure!(
+        markers
+            .markers
+            .iter()
+            .flat_map(|m| &m.topics)
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.error_code)
+            .eq([CLUSTER_AUTHORIZATION_FAILED]),
+        "WriteTxnMarkers by a user: {markers:?}"
     );
 
     // The leader dies; a follower takes over with the record.

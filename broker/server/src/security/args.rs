@@ -280,3 +280,80 @@ fn inter_broker_mechanism(args: &SecurityArgs, enabled: &[Mechanism]) -> anyhow:
     }
     Ok(mechanism)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    use crate::security::sasl::scram::ScramMechanism;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        security: SecurityArgs,
+    }
+
+    fn config(flags: &[&str], several_voters: bool) -> anyhow::Result<SecurityConfig> {
+        let cli = Cli::try_parse_from([&["chronik-server"], flags].concat())?;
+        SecurityConfig::from_args(&cli.security, None, None, several_voters)
+    }
+
+    #[test]
+    fn any_inter_broker_protocol_with_what_brokers_need_to_log_in() {
+        let sasl_ssl = [
+            "--listeners",
+            "SASL_SSL://127.0.0.1:9094",
+            "--ssl-keystore-location",
+            "broker.pem",
+        ];
+        let with = |extra: &[&'static str]| [&sasl_ssl[..], extra].concat();
+        let mechanism = |flags: &[&str]| {
+            config(flags, false)
+                .expect("config")
+                .sasl
+                .inter_broker_mechanism
+        };
+        assert_eq!(
+            mechanism(&with(&["--sasl-enabled-mechanisms", "SCRAM-SHA-512,PLAIN"])),
+            Some(Mechanism::Plain),
+            "PLAIN when enabled"
+        );
+        assert_eq!(
+            mechanism(&sasl_ssl),
+            Some(Mechanism::Scram(ScramMechanism::Sha256)),
+            "else the first enabled"
+        );
+        assert_eq!(
+            mechanism(&with(&[
+                "--sasl-mechanism-inter-broker-protocol",
+                "scram-sha-512"
+            ])),
+            Some(Mechanism::Scram(ScramMechanism::Sha512))
+        );
+        assert!(config(
+            &with(&["--sasl-mechanism-inter-broker-protocol", "PLAIN"]),
+            false
+        )
+        .is_err());
+        assert!(config(
+            &with(&["--sasl-mechanism-inter-broker-protocol", "GSSAPI"]),
+            false
+        )
+        .is_err());
+        // With other brokers: a trust store to verify them and a JAAS
+        // file with this broker's login.
+        assert!(config(&sasl_ssl, true).is_err());
+        assert!(config(&with(&["--ssl-truststore-location", "ca.pem"]), true).is_err());
+        let full = with(&[
+            "--ssl-truststore-location",
+            "ca.pem",
+            "--sasl-jaas-config-file",
+            "jaas.conf",
+        ]);
+        let cluster = config(&full, true).expect("a SASL_SSL inter-broker listener");
+        assert_eq!(cluster.inter_broker().protocol.to_string(), "SASL_SSL");
+        let plain = config(&["--listeners", "PLAINTEXT://127.0.0.1:9092"], true).expect("plain");
+        assert_eq!(plain.sasl.inter_broker_mechanism, None);
+    }
+}
