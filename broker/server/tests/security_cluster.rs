@@ -1,9 +1,10 @@
 //! A 3-node cluster (127.0.0.1–3) whose nodes name two listeners each,
-//! PLAINTEXT (inter-broker) and SASL_PLAINTEXT: every node registers both
-//! with the metadata quorum, so a client of either listener on any node is
-//! given every broker at that listener's endpoint; replica fetches keep
-//! working over the PLAINTEXT listener (an acks=all produce to a topic of
-//! replication factor 3 is acknowledged and the ISR holds all three).
+//! PLAINTEXT and SASL_PLAINTEXT (inter-broker, brokers log in with PLAIN
+//! as the JAAS file's username): every node registers both with the
+//! metadata quorum, so a client of either listener on any node is given
+//! every broker at that listener's endpoint; replica fetches work over the
+//! SASL_PLAINTEXT listener (an acks=all produce to a topic of replication
+//! factor 3 is acknowledged and the ISR holds all three).
 //!
 //! Two 3-node clusters whose only listener is secured — SASL_SSL with
 //! SCRAM-SHA-512, and SSL with `--ssl-client-auth required` — with the
@@ -70,7 +71,8 @@ fn every_node_answers_each_listener_with_that_listeners_endpoints() -> Result<()
     let jaas = certs.path("jaas.conf");
     std::fs::write(
         &jaas,
-        "KafkaServer { PlainLoginModule required user_alice=\"alice-secret\"; };",
+        "KafkaServer { PlainLoginModule required username=\"broker\" password=\"broker-secret\"\n\
+         user_broker=\"broker-secret\" user_alice=\"alice-secret\"; };",
     )?;
     let (plain, sasl, raft) = loop {
         let ports = (free_port()?, free_port()?, free_port()?);
@@ -107,6 +109,8 @@ fn every_node_answers_each_listener_with_that_listeners_endpoints() -> Result<()
                 "PLAIN",
                 "--sasl-jaas-config-file",
                 &jaas,
+                "--inter-broker-listener-name",
+                "SASL_PLAINTEXT",
             ],
         )?);
     }
@@ -147,7 +151,7 @@ fn every_node_answers_each_listener_with_that_listeners_endpoints() -> Result<()
         );
     }
 
-    // Replication over the inter-broker (PLAINTEXT) listener.
+    // Replication over the inter-broker (SASL_PLAINTEXT) listener.
     let topic = "replicated";
     let mut admin = Conn::plain(nodes[0].addr("PLAINTEXT")?)?;
     create_replicated(&mut admin, topic)?;
