@@ -13,6 +13,8 @@
 //! holds all three, the record is read from the new leader after the old
 //! one is killed), and a client of another principal sending a Fetch with
 //! replica_id >= 0 or WriteTxnMarkers gets CLUSTER_AUTHORIZATION_FAILED.
+//! A transaction over partitions led by each broker commits there (the
+//! coordinator's markers cross the secured listener).
 
 mod common;
 mod security_support;
@@ -24,6 +26,7 @@ use bytes::{Bytes, BytesMut};
 use common::clients::{producer_at, CLIENT_TIMEOUT};
 use common::cluster::free_port;
 use common::kafka_client::plain_record;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -31,8 +34,9 @@ use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, FetchRequest, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProducerId, TopicName, WriteTxnMarkersRequest,
+    AddPartitionsToTxnRequest, BrokerId, CreateTopicsRequest, EndTxnRequest, FetchRequest,
+    FindCoordinatorRequest, InitProducerIdRequest, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
@@ -50,13 +54,13 @@ fn endpoints(metadata: &MetadataResponse) -> Vec<(i32, String, i32)> {
     found
 }
 
-/// Creates `topic` with one partition and replication factor 3.
-fn create_replicated(admin: &mut Conn, topic: &'static str) -> Result<()> {
+/// Creates `topic` with `partitions` and replication factor 3.
+fn create_replicated(admin: &mut Conn, topic: &'static str, partitions: i32) -> Result<()> {
     let created = admin.send(
         &CreateTopicsRequest::default()
             .with_topics(vec![CreatableTopic::default()
                 .with_name(TopicName(StrBytes::from_static_str(topic)))
-                .with_num_partitions(1)
+                .with_num_partitions(partitions)
                 .with_replication_factor(3)])
             .with_timeout_ms(15_000),
         5,
@@ -154,7 +158,7 @@ fn every_node_answers_each_listener_with_that_listeners_endpoints() -> Result<()
     // Replication over the inter-broker (SASL_PLAINTEXT) listener.
     let topic = "replicated";
     let mut admin = Conn::plain(nodes[0].addr("PLAINTEXT")?)?;
-    create_replicated(&mut admin, topic)?;
+    create_replicated(&mut admin, topic, 1)?;
     let bootstrap = format!("127.0.0.1:{plain}");
     let producer = producer_at(&bootstrap, &[("acks", "all")])?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -345,8 +349,20 @@ fn wait_metadata(
     }
 }
 
-fn produce_request(topic: &str) -> Result<ProduceRequest> {
-    let record = plain_record(0, Bytes::from_static(RECORD.as_bytes()));
+/// One record to `partition`, acks=all; `txn` = (transactional id,
+/// producer id, epoch) makes it the first batch of that transaction.
+fn produce_request(
+    topic: &str,
+    partition: i32,
+    txn: Option<(&'static str, i64, i16)>,
+) -> Result<ProduceRequest> {
+    let mut record = plain_record(0, Bytes::from_static(RECORD.as_bytes()));
+    if let Some((_, producer_id, epoch)) = txn {
+        record.transactional = true;
+        record.producer_id = producer_id;
+        record.producer_epoch = epoch;
+        record.sequence = 0;
+    }
     let mut batch = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut batch,
@@ -357,17 +373,22 @@ fn produce_request(topic: &str) -> Result<ProduceRequest> {
         },
     )?;
     Ok(ProduceRequest::default()
+        .with_transactional_id(txn.map(|(id, _, _)| txn_id(id)))
         .with_acks(-1)
         .with_timeout_ms(15_000)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
+                .with_index(partition)
                 .with_records(Some(batch.freeze()))])]))
 }
 
-/// A Fetch v12 of partition 0 of `topic` from offset 0 as `replica_id`.
-fn fetch_request(topic: &str, replica_id: i32) -> FetchRequest {
+fn txn_id(id: &'static str) -> TransactionalId {
+    TransactionalId(StrBytes::from_static_str(id))
+}
+
+/// A Fetch v12 of `partition` of `topic` from offset 0 as `replica_id`.
+fn fetch_request(topic: &str, partition: i32, replica_id: i32) -> FetchRequest {
     FetchRequest::default()
         .with_replica_id(BrokerId(replica_id))
         .with_max_bytes(1 << 20)
@@ -376,9 +397,158 @@ fn fetch_request(topic: &str, replica_id: i32) -> FetchRequest {
         .with_topics(vec![FetchTopic::default()
             .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partitions(vec![FetchPartition::default()
-                .with_partition(0)
+                .with_partition(partition)
                 .with_fetch_offset(0)
                 .with_partition_max_bytes(1 << 20)])])
+}
+
+/// Retries `send` (bounded) until its error code is 0.
+fn until_ok<T: std::fmt::Debug>(
+    what: &str,
+    log: &dyn Fn() -> String,
+    mut send: impl FnMut() -> Result<(i16, T)>,
+) -> Result<T> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, answer) = send()?;
+        if code == 0 {
+            return Ok(answer);
+        }
+        ensure!(Instant::now() < deadline, "{what}: {answer:?}\n{}", log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Produces the record to `partition` (acks=all), retrying while the
+/// leader named by Metadata has not yet taken the partition over.
+fn produce(
+    conn: &mut Conn,
+    topic: &str,
+    partition: i32,
+    txn: Option<(&'static str, i64, i16)>,
+    log: &dyn Fn() -> String,
+) -> Result<()> {
+    until_ok("acks=all produce", log, || {
+        let produced = conn.send(&produce_request(topic, partition, txn)?, 9)?;
+        let p = &produced.responses[0].partition_responses[0];
+        Ok((p.error_code, (partition, p.error_code)))
+    })?;
+    Ok(())
+}
+
+/// A transaction over partitions led by every broker commits: the
+/// coordinator's WriteTxnMarkers (and the leaders' AddPartitionsToTxn
+/// verification) cross the secured listener, so each partition's last
+/// stable offset reaches its high watermark (record and marker).
+fn transaction_commits_across_brokers(
+    secured: Secured,
+    certs: &Certs,
+    addr: &dyn Fn(i32) -> Result<std::net::SocketAddr>,
+    log: &dyn Fn() -> String,
+) -> Result<()> {
+    let (topic, id) = ("secured-txn", "secured-txn-id");
+    let mut admin = secured.as_broker(certs, addr(1)?)?;
+    create_replicated(&mut admin, topic, 3)?;
+    let leaders_of = |m: &MetadataResponse| -> Vec<(i32, i32)> {
+        m.topics
+            .iter()
+            .filter(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.leader_id.0 > 0)
+            .map(|p| (p.partition_index, p.leader_id.0))
+            .collect()
+    };
+    let metadata = wait_metadata(&mut admin, "partitions without leaders", log, &|m| {
+        leaders_of(m).len() == 3
+    })?;
+    let leaders = leaders_of(&metadata);
+    let coordinator = until_ok("FindCoordinator", log, || {
+        let r = admin.send(
+            &FindCoordinatorRequest::default()
+                .with_key(StrBytes::from_static_str(id))
+                .with_key_type(1),
+            3,
+        )?;
+        Ok((r.error_code, r))
+    })?
+    .node_id
+    .0;
+    ensure!(
+        leaders.iter().any(|(_, leader)| *leader != coordinator),
+        "every partition is led by the coordinator {coordinator}: {leaders:?}"
+    );
+    let mut coord = secured.as_broker(certs, addr(coordinator)?)?;
+    let init = until_ok("InitProducerId", log, || {
+        let r = coord.send(
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn_id(id)))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+            4,
+        )?;
+        Ok((r.error_code, r))
+    })?;
+    let (pid, epoch) = (init.producer_id.0, init.producer_epoch);
+    let added = coord.send(
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(txn_id(id))
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str(topic)))
+                .with_partitions(vec![0, 1, 2])]),
+        3,
+    )?;
+    ensure!(
+        added
+            .results_by_topic_v3_and_below
+            .iter()
+            .flat_map(|t| &t.results_by_partition)
+            .all(|p| p.partition_error_code == 0),
+        "AddPartitionsToTxn: {added:?}"
+    );
+    for (partition, leader) in &leaders {
+        let mut conn = secured.as_broker(certs, addr(*leader)?)?;
+        produce(&mut conn, topic, *partition, Some((id, pid, epoch)), log)?;
+    }
+    let ended = coord.send(
+        &EndTxnRequest::default()
+            .with_transactional_id(txn_id(id))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(true),
+        3,
+    )?;
+    ensure!(ended.error_code == 0, "EndTxn: {ended:?}");
+    for (partition, leader) in &leaders {
+        let mut conn = secured.as_broker(certs, addr(*leader)?)?;
+        until_ok("the commit marker", log, || {
+            let fetched = conn.send(
+                &fetch_request(topic, *partition, -1).with_isolation_level(1),
+                12,
+            )?;
+            let p = fetched
+                .responses
+                .first()
+                .and_then(|t| t.partitions.first())
+                .context("no partition in the fetch")?;
+            let committed = p.error_code == 0
+                && p.high_watermark >= 2
+                && p.last_stable_offset == p.high_watermark;
+            Ok((
+                i16::from(!committed),
+                (
+                    partition,
+                    leader,
+                    coordinator,
+                    p.high_watermark,
+                    p.last_stable_offset,
+                ),
+            ))
+        })?;
+    }
+    Ok(())
 }
 
 fn secured_cluster_replicates(secured: Secured) -> Result<()> {
@@ -394,19 +564,15 @@ fn secured_cluster_replicates(secured: Secured) -> Result<()> {
         &|m| m.brokers.len() == 3,
     )?;
     let topic = "secured-replication";
-    create_replicated(&mut admin, topic)?;
+    create_replicated(&mut admin, topic, 1)?;
     let metadata = wait_metadata(&mut admin, "no leader", &|| nodes[0].log_tail(), &|m| {
         partition_state(m, topic).is_some_and(|(leader, _)| leader > 0)
     })?;
     let (leader, _) = partition_state(&metadata, topic).context("partition")?;
     let mut producer = secured.as_broker(&certs, addr(leader)?)?;
-    let produced = producer.send(&produce_request(topic)?, 9)?;
-    let code = produced.responses[0].partition_responses[0].error_code;
-    ensure!(
-        code == 0,
-        "acks=all produce: error {code}\n{}",
-        nodes[usize::try_from(leader - 1)?].log_tail()
-    );
+    produce(&mut producer, topic, 0, None, &|| {
+        nodes[usize::try_from(leader - 1).unwrap_or(0)].log_tail()
+    })?;
     let logs = |nodes: &[SecureBroker]| {
         nodes
             .iter()
@@ -418,9 +584,11 @@ fn secured_cluster_replicates(secured: Secured) -> Result<()> {
         partition_state(m, topic).is_some_and(|(_, isr)| isr == 3)
     })?;
 
+    transaction_commits_across_brokers(secured, &certs, &addr, &|| logs(&nodes))?;
+
     // A user that is not a broker may not fetch as a replica.
     let mut user = secured.as_user(&certs, addr(leader)?)?;
-    let refused = user.send(&fetch_request(topic, 2), 12)?;
+    let refused = user.send(&fetch_request(topic, 0, 2), 12)?;
     ensure!(
         refused.error_code == CLUSTER_AUTHORIZATION_FAILED,
         "replica fetch by a user: {refused:?}"
@@ -468,7 +636,7 @@ fn secured_cluster_replicates(secured: Secured) -> Result<()> {
     })?;
     let (new_leader, _) = partition_state(&metadata, topic).context("partition")?;
     let mut reader = secured.as_broker(&certs, addr(new_leader)?)?;
-    let fetched = reader.send(&fetch_request(topic, -1), 12)?;
+    let fetched = reader.send(&fetch_request(topic, 0, -1), 12)?;
     let partition = fetched
         .responses
         .first()
