@@ -22,25 +22,21 @@ mod security_support;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use bytes::{Bytes, BytesMut};
 use common::clients::{producer_at, CLIENT_TIMEOUT};
 use common::cluster::free_port;
-use common::kafka_client::plain_record;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, BrokerId, CreateTopicsRequest, EndTxnRequest, FetchRequest,
-    FindCoordinatorRequest, InitProducerIdRequest, MetadataRequest, MetadataResponse,
-    ProduceRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
+    AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest, FindCoordinatorRequest,
+    InitProducerIdRequest, MetadataRequest, MetadataResponse, ProducerId, TopicName,
+    WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
 use rdkafka::producer::FutureRecord;
+use security_support::requests::{fetch_request, partition_state, produce_request, txn_id};
 use security_support::{Certs, Conn, SecureBroker};
 
 /// (host, port) of every broker a Metadata answer lists, by node id.
@@ -321,16 +317,6 @@ fn secured_cluster(secured: Secured, certs: &Certs) -> Result<(Vec<SecureBroker>
     Ok((nodes, port))
 }
 
-/// Partition 0 of `topic` in `metadata`: (leader, ISR size).
-fn partition_state(metadata: &MetadataResponse, topic: &str) -> Option<(i32, usize)> {
-    metadata
-        .topics
-        .iter()
-        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
-        .and_then(|t| t.partitions.first())
-        .map(|p| (p.leader_id.0, p.isr_nodes.len()))
-}
-
 /// Waits (bounded) until `check` holds for the metadata `conn` returns.
 fn wait_metadata(
     conn: &mut Conn,
@@ -347,59 +333,6 @@ fn wait_metadata(
         ensure!(Instant::now() < deadline, "{what}:\n{}", log());
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// One record to `partition`, acks=all; `txn` = (transactional id,
-/// producer id, epoch) makes it the first batch of that transaction.
-fn produce_request(
-    topic: &str,
-    partition: i32,
-    txn: Option<(&'static str, i64, i16)>,
-) -> Result<ProduceRequest> {
-    let mut record = plain_record(0, Bytes::from_static(RECORD.as_bytes()));
-    if let Some((_, producer_id, epoch)) = txn {
-        record.transactional = true;
-        record.producer_id = producer_id;
-        record.producer_epoch = epoch;
-        record.sequence = 0;
-    }
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )?;
-    Ok(ProduceRequest::default()
-        .with_transactional_id(txn.map(|(id, _, _)| txn_id(id)))
-        .with_acks(-1)
-        .with_timeout_ms(15_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch.freeze()))])]))
-}
-
-fn txn_id(id: &'static str) -> TransactionalId {
-    TransactionalId(StrBytes::from_static_str(id))
-}
-
-/// A Fetch v12 of `partition` of `topic` from offset 0 as `replica_id`.
-fn fetch_request(topic: &str, partition: i32, replica_id: i32) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id(BrokerId(replica_id))
-        .with_max_bytes(1 << 20)
-        .with_max_wait_ms(0)
-        .with_min_bytes(1)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partitions(vec![FetchPartition::default()
-                .with_partition(partition)
-                .with_fetch_offset(0)
-                .with_partition_max_bytes(1 << 20)])])
 }
 
 /// Retries `send` (bounded) until its error code is 0.
@@ -429,7 +362,7 @@ fn produce(
     log: &dyn Fn() -> String,
 ) -> Result<()> {
     until_ok("acks=all produce", log, || {
-        let produced = conn.send(&produce_request(topic, partition, txn)?, 9)?;
+        let produced = conn.send(&produce_request(topic, partition, RECORD, txn)?, 9)?;
         let p = &produced.responses[0].partition_responses[0];
         Ok((p.error_code, (partition, p.error_code)))
     })?;
