@@ -53,7 +53,8 @@ pub struct SecurityArgs {
     #[arg(long, env = "CHRONIK_SSL_KEYSTORE_LOCATION")]
     pub ssl_keystore_location: Option<PathBuf>,
     /// Kafka's `ssl.truststore.location` with `ssl.truststore.type=PEM`:
-    /// the CA certificates client certificates must chain to.
+    /// the CA certificates client certificates (and, on a TLS
+    /// inter-broker listener, other brokers' certificates) must chain to.
     #[arg(long, env = "CHRONIK_SSL_TRUSTSTORE_LOCATION")]
     pub ssl_truststore_location: Option<PathBuf>,
     /// Kafka's `ssl.client.auth`: none | requested | required.
