@@ -1,6 +1,7 @@
-//! A minimal async Kafka client over one TCP connection, used by one broker
+//! A minimal async Kafka client over one connection, used by one broker
 //! to talk to another (the replica fetcher to a partition leader, the
-//! transaction coordinator to send markers), always from this broker's
+//! transaction coordinator to send markers, a leader verifying a
+//! transaction with its coordinator), always from this broker's
 //! registered host (the receiver checks broker-only requests against it)
 //! with the inter-broker listener's security protocol (TLS handshake and
 //! SASL login from `security::client`, done before the first request):

@@ -13,8 +13,8 @@
 //!   connections to other brokers.
 //!
 //! Owns: turning the configuration into what connections need
-//! (`Security`, `ListenerContext`, `InterBrokerSecurity`). Must not: authorize requests (no ACLs
-//! here), or read frames beyond the SASL gate.
+//! (`Security`, `ListenerContext`, `InterBrokerSecurity`). Must not:
+//! authorize requests (no ACLs here), or read frames beyond the SASL gate.
 
 pub mod args;
 pub mod client;
