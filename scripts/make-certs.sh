@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes the certificates the TLS tests use (openssl, EC P-256 keys, PEM):
 #   ca.pem                  the test CA (the broker's trust store)
-#   broker.keystore.pem     broker key + certificate (SAN 127.0.0.1, localhost) + CA
+#   broker.keystore.pem     broker key + certificate (SAN 127.0.0.1-3, localhost; server and
+#                           client auth: brokers present it to each other) + CA
 #   broker2.keystore.pem    a second broker certificate (CN=broker-reloaded), for reload tests
 #   client.pem/.key         a client certificate of the CA (CN=client,O=Chronik,C=US)
 #   foreign-ca.pem          a CA the broker does not trust
@@ -40,8 +41,8 @@ leaf() { # name subject ca extensions
 
 server_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
-extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,DNS:localhost"
+extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=IP:127.0.0.1,IP:127.0.0.2,IP:127.0.0.3,DNS:localhost"
 client_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"

@@ -46,6 +46,7 @@ pub async fn start(
     local_cluster_id: &str,
     kafka_port: u16,
     bound: &[(crate::security::ListenerConfig, std::net::SocketAddr)],
+    inter_broker: Arc<crate::security::client::InterBrokerSecurity>,
 ) -> anyhow::Result<Joined> {
     let raw = config.peers.as_str();
     let peers = chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?;
@@ -122,6 +123,7 @@ pub async fn start(
         usize::try_from(config.min_insync_replicas).unwrap_or(1),
         config.replica_lag_time_max_ms,
         purgatory.clone(),
+        inter_broker,
     );
     let image = cluster.image();
     let first = manager.clone();

@@ -7,7 +7,8 @@
 //! - `cluster_start` — start-up: join the metadata quorum, agree on the cluster id, adopt a quorum-less data dir,
 //!   create `__consumer_offsets` and `__transaction_state`, first sync.
 //! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
-//! - `security/`   — listeners and their security protocols, TLS (rustls), SASL PLAIN/SCRAM, KIP-368, principals.
+//! - `security/`   — listeners and their security protocols, TLS (rustls), SASL PLAIN/SCRAM, KIP-368, principals,
+//!   and the inter-broker protocol of this broker's own connections to other brokers.
 //! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time.
 //! - `limits`      — every bound a client cannot push the broker past (flags and values).
 //! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `leader_append`).

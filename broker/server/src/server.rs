@@ -99,9 +99,16 @@ pub async fn run(
         .iter()
         .map(|(l, _, addr)| (l.clone(), *addr))
         .collect();
-    let joined =
-        crate::cluster_start::start(&config, &log, &purgatory, &cluster_id, kafka_port, &bound)
-            .await?;
+    let joined = crate::cluster_start::start(
+        &config,
+        &log,
+        &purgatory,
+        &cluster_id,
+        kafka_port,
+        &bound,
+        security.inter_broker.clone(),
+    )
+    .await?;
     let (replicas, advertised, cluster_id) =
         (joined.replicas, joined.advertised, joined.cluster_id);
 

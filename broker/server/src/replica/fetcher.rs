@@ -51,6 +51,7 @@ fn follow_log_start(replica: &Replica, leader_log_start: i64) {
 
 pub async fn run(manager: Arc<ReplicaManager>, leader: i32) {
     let mut client: Option<LeaderClient> = None;
+    let mut connect_failures = 0u32;
     loop {
         let work: Work = manager
             .all_replicas()
@@ -64,7 +65,8 @@ pub async fn run(manager: Arc<ReplicaManager>, leader: i32) {
             debug!(leader, "no partitions follow this leader; fetcher stops");
             return;
         }
-        let Some(conn) = connected(&manager, leader, &mut client).await else {
+        let Some(conn) = connected(&manager, leader, &mut client, &mut connect_failures).await
+        else {
             tokio::time::sleep(BACKOFF * 2).await;
             continue;
         };
@@ -88,17 +90,37 @@ pub async fn run(manager: Arc<ReplicaManager>, leader: i32) {
     }
 }
 
+/// Connects (TCP, then the inter-broker listener's TLS / SASL) if not
+/// connected. The first failure of a run of them is a warning (a refused
+/// TLS handshake or SASL login needs the operator), the rest debug.
 async fn connected<'a>(
     manager: &ReplicaManager,
     leader: i32,
     client: &'a mut Option<LeaderClient>,
+    failures: &mut u32,
 ) -> Option<&'a mut LeaderClient> {
     if client.is_none() {
         let client_id = format!("chronik-replica-{}", manager.node_id);
         match LeaderClient::connect_to_broker(manager, leader, client_id, CONNECT_TIMEOUT).await {
-            Ok(c) => *client = Some(c),
+            Ok(c) => {
+                *client = Some(c);
+                *failures = 0;
+            }
             Err(e) => {
-                debug!(leader, error = %e, "cannot reach leader");
+                *failures = failures.saturating_add(1);
+                if *failures == 1 {
+                    warn!(
+                        leader,
+                        error = format!("{e:#}"),
+                        "cannot connect to the leader; retrying"
+                    );
+                } else {
+                    debug!(
+                        leader,
+                        error = format!("{e:#}"),
+                        "cannot connect to the leader"
+                    );
+                }
                 return None;
             }
         }

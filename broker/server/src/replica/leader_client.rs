@@ -1,7 +1,10 @@
-//! A minimal async Kafka client over one TCP connection, used by one broker
+//! A minimal async Kafka client over one connection, used by one broker
 //! to talk to another (the replica fetcher to a partition leader, the
-//! transaction coordinator to send markers), always from this broker's
-//! registered host (the receiver checks broker-only requests against it):
+//! transaction coordinator to send markers, a leader verifying a
+//! transaction with its coordinator), always from this broker's
+//! registered host (the receiver checks broker-only requests against it)
+//! with the inter-broker listener's security protocol (TLS handshake and
+//! SASL login from `security::client`, done before the first request):
 //! encodes any kafka-protocol request
 //! at a given version, reads the framed response and checks its correlation
 //! id. Bounded: connect and every round trip have a timeout, and response
@@ -12,38 +15,96 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{
+    RequestHeader, ResponseHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use crate::security::client::{BrokerStream, InterBrokerSecurity};
 
 const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
 pub struct LeaderClient {
-    stream: TcpStream,
+    stream: Box<dyn BrokerStream>,
     correlation_id: i32,
     client_id: StrBytes,
 }
 
 impl LeaderClient {
-    /// Connects to `addr` from `source` (this broker's own address: the
-    /// leader accepts replica fetches only from a broker's registered host).
+    /// Connects to `host:port` from `source` (this broker's own address:
+    /// the leader accepts replica fetches only from a broker's registered
+    /// host), then secures the connection as `security` says: TLS
+    /// handshake, SASL login. All of it within `timeout`.
     pub async fn connect(
-        addr: &str,
+        (host, port): (&str, u16),
         source: Option<IpAddr>,
+        security: &InterBrokerSecurity,
         client_id: String,
         timeout: Duration,
     ) -> Result<LeaderClient> {
-        let stream = tokio::time::timeout(timeout, chronik_cluster::connect_from(addr, source))
-            .await
-            .with_context(|| format!("connecting to {addr} timed out"))?
-            .with_context(|| format!("connecting to {addr}"))?;
-        stream.set_nodelay(true)?;
-        Ok(LeaderClient {
-            stream,
-            correlation_id: 0,
-            client_id: StrBytes::from_string(client_id),
+        let addr = format!("{host}:{port}");
+        tokio::time::timeout(timeout, async {
+            let stream = chronik_cluster::connect_from(&addr, source)
+                .await
+                .with_context(|| format!("connecting to {addr}"))?;
+            stream.set_nodelay(true)?;
+            let mut client = LeaderClient {
+                stream: security.secure(stream, host).await?,
+                correlation_id: 0,
+                client_id: StrBytes::from_string(client_id),
+            };
+            if let Some(login) = security.login()? {
+                client
+                    .authenticate(login)
+                    .await
+                    .with_context(|| format!("SASL login to {addr}"))?;
+            }
+            Ok(client)
         })
+        .await
+        .with_context(|| format!("connecting to {addr} timed out"))?
+    }
+
+    /// SaslHandshake v1, then SaslAuthenticate until the exchange is done.
+    async fn authenticate(
+        &mut self,
+        login: &crate::security::sasl::client::SaslLogin,
+    ) -> Result<()> {
+        let mechanism = login.mechanism.name();
+        let handshake = self
+            .round_trip(
+                &SaslHandshakeRequest::default()
+                    .with_mechanism(StrBytes::from_static_str(mechanism)),
+                1,
+            )
+            .await?;
+        ensure!(
+            handshake.error_code == 0,
+            "SaslHandshake {mechanism}: error {} (enabled: {:?})",
+            handshake.error_code,
+            handshake.mechanisms
+        );
+        let (mut exchange, mut message) = login.start();
+        loop {
+            let answer = self
+                .round_trip(
+                    &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(message)),
+                    2,
+                )
+                .await?;
+            ensure!(
+                answer.error_code == 0,
+                "SaslAuthenticate as {}: error {} ({})",
+                login.username,
+                answer.error_code,
+                answer.error_message.as_deref().unwrap_or("")
+            );
+            match exchange.step(&answer.auth_bytes)? {
+                Some(next) => message = next,
+                None => return Ok(()),
+            }
+        }
     }
 
     /// Connects to broker `node_id` of the current metadata image (fenced
@@ -54,7 +115,7 @@ impl LeaderClient {
         client_id: String,
         timeout: Duration,
     ) -> Result<LeaderClient> {
-        let (addr, own_host) = {
+        let (host, port, own_host) = {
             let image = manager.cluster.image();
             let broker = image
                 .brokers
@@ -62,7 +123,8 @@ impl LeaderClient {
                 .filter(|b| !b.fenced)
                 .with_context(|| format!("broker {node_id} is not live"))?;
             (
-                format!("{}:{}", broker.host, broker.port),
+                broker.host.clone(),
+                broker.port,
                 image.brokers.get(&manager.node_id).map(|b| b.host.clone()),
             )
         };
@@ -70,7 +132,14 @@ impl LeaderClient {
             Some(host) => own_address(&host).await,
             None => None,
         };
-        LeaderClient::connect(&addr, source, client_id, timeout).await
+        LeaderClient::connect(
+            (&host, port),
+            source,
+            &manager.inter_broker,
+            client_id,
+            timeout,
+        )
+        .await
     }
 
     /// One request/response round trip, within `timeout`.

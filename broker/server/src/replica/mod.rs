@@ -79,6 +79,8 @@ pub struct ReplicaManager {
     sync_lock: Mutex<()>,
     pub stats: ReplicationStats,
     leader_listeners: Mutex<Vec<LeaderListener>>,
+    /// The security protocol of connections to other brokers.
+    pub inter_broker: Arc<crate::security::client::InterBrokerSecurity>,
 }
 
 impl std::fmt::Debug for ReplicaManager {
@@ -97,6 +99,7 @@ impl ReplicaManager {
         default_min_insync: usize,
         replica_lag_time_max_ms: u64,
         purgatory: Arc<Purgatory>,
+        inter_broker: Arc<crate::security::client::InterBrokerSecurity>,
     ) -> Arc<ReplicaManager> {
         Arc::new(ReplicaManager {
             node_id,
@@ -112,6 +115,7 @@ impl ReplicaManager {
             sync_lock: Mutex::new(()),
             stats: ReplicationStats::default(),
             leader_listeners: Mutex::new(Vec::new()),
+            inter_broker,
         })
     }
 

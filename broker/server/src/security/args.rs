@@ -4,8 +4,10 @@
 //!
 //! Owns: defaults and cross-checks (`--listeners` or `--listen`, never
 //! both; TLS listeners need a key store; client auth needs a trust store;
-//! a cluster's inter-broker listener is PLAINTEXT). Must not: open files
-//! or sockets (`Security::load` and the server do).
+//! in a cluster, a TLS inter-broker listener needs a trust store and a SASL
+//! one the JAAS file with the broker's own login and an enabled
+//! `--sasl-mechanism-inter-broker-protocol`). Must not: open files or
+//! sockets (`Security::load` and the server do).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +16,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args as ClapArgs;
 
-use super::listeners::{self, ListenerConfig, SecurityProtocol, DEFAULT_PROTOCOL_MAP};
+use super::listeners::{self, ListenerConfig, DEFAULT_PROTOCOL_MAP};
 use super::sasl::Mechanism;
 use super::tls::{ClientAuth, TlsSettings};
 
@@ -41,8 +43,9 @@ pub struct SecurityArgs {
     pub listener_security_protocol_map: String,
     /// Kafka's `inter.broker.listener.name`: the listener other brokers'
     /// replica fetchers use, registered with the metadata quorum (default
-    /// PLAINTEXT if there is one, else the first). In a cluster of several
-    /// nodes it must be a PLAINTEXT listener.
+    /// PLAINTEXT if there is one, else the first). Brokers connect to each
+    /// other with its security protocol (TLS with the key store as client
+    /// certificate, SASL with `--sasl-mechanism-inter-broker-protocol`).
     #[arg(long, env = "CHRONIK_INTER_BROKER_LISTENER_NAME")]
     pub inter_broker_listener_name: Option<String>,
     /// Kafka's `ssl.keystore.location` with `ssl.keystore.type=PEM`: one
@@ -50,7 +53,8 @@ pub struct SecurityArgs {
     #[arg(long, env = "CHRONIK_SSL_KEYSTORE_LOCATION")]
     pub ssl_keystore_location: Option<PathBuf>,
     /// Kafka's `ssl.truststore.location` with `ssl.truststore.type=PEM`:
-    /// the CA certificates client certificates must chain to.
+    /// the CA certificates client certificates (and, on a TLS
+    /// inter-broker listener, other brokers' certificates) must chain to.
     #[arg(long, env = "CHRONIK_SSL_TRUSTSTORE_LOCATION")]
     pub ssl_truststore_location: Option<PathBuf>,
     /// Kafka's `ssl.client.auth`: none | requested | required.
@@ -77,9 +81,17 @@ pub struct SecurityArgs {
     /// A JAAS file whose PlainLoginModule `user_<name>="<password>"`
     /// entries are the PLAIN users (Kafka's
     /// `listener.name.<listener>.plain.sasl.jaas.config`, or the
-    /// `KafkaServer` section of `java.security.auth.login.config`).
+    /// `KafkaServer` section of `java.security.auth.login.config`); its
+    /// `username="…" password="…"` options are this broker's own login to
+    /// other brokers on a SASL inter-broker listener.
     #[arg(long, env = "CHRONIK_SASL_JAAS_CONFIG_FILE")]
     pub sasl_jaas_config_file: Option<PathBuf>,
+    /// Kafka's `sasl.mechanism.inter.broker.protocol`: the mechanism this
+    /// broker logs in to other brokers with on a SASL inter-broker
+    /// listener (Kafka's default is GSSAPI, not served here; the default
+    /// is PLAIN if enabled, else the first of --sasl-enabled-mechanisms).
+    #[arg(long, env = "CHRONIK_SASL_MECHANISM_INTER_BROKER_PROTOCOL")]
+    pub sasl_mechanism_inter_broker_protocol: Option<String>,
     /// SCRAM users loaded at start: one `SCRAM-SHA-512=[name=alice,password=…]`
     /// per line, the syntax of `kafka-storage.sh format --add-scram`. Only
     /// the salted keys are kept in memory.
@@ -111,6 +123,9 @@ pub struct SaslSettings {
     pub max_receive_size: usize,
     pub connections_max_reauth: Duration,
     pub failed_authentication_delay: Duration,
+    /// The mechanism of outgoing inter-broker connections (set when the
+    /// inter-broker listener uses SASL).
+    pub inter_broker_mechanism: Option<Mechanism>,
 }
 
 /// The effective security configuration.
@@ -125,6 +140,9 @@ pub struct SecurityConfig {
     pub named: bool,
     pub tls: Option<TlsSettings>,
     pub sasl: SaslSettings,
+    /// Whether other brokers exist (then the inter-broker login must be
+    /// complete at start).
+    pub several_voters: bool,
 }
 
 impl SecurityConfig {
@@ -169,13 +187,6 @@ impl SecurityConfig {
         };
         let inter_broker =
             listeners::inter_broker_index(&listeners, args.inter_broker_listener_name.as_deref())?;
-        if several_voters && listeners[inter_broker].protocol != SecurityProtocol::Plaintext {
-            bail!(
-                "the inter-broker listener {} is {}: replica fetchers speak PLAINTEXT only; name a PLAINTEXT listener with --inter-broker-listener-name",
-                listeners[inter_broker].name,
-                listeners[inter_broker].protocol
-            );
-        }
         let uses_tls = listeners.iter().any(|l| l.protocol.uses_tls());
         let tls = match (&args.ssl_keystore_location, uses_tls) {
             (Some(keystore), _) => Some(TlsSettings {
@@ -210,6 +221,23 @@ impl SecurityConfig {
         if enabled.is_empty() && listeners.iter().any(|l| l.protocol.uses_sasl()) {
             bail!("a SASL listener needs at least one --sasl-enabled-mechanisms");
         }
+        let inter_protocol = listeners[inter_broker].protocol;
+        if several_voters && inter_protocol.uses_tls() && args.ssl_truststore_location.is_none() {
+            bail!(
+                "the inter-broker listener {} is {inter_protocol}: brokers verify each other with --ssl-truststore-location",
+                listeners[inter_broker].name
+            );
+        }
+        let inter_broker_mechanism = match inter_protocol.uses_sasl() {
+            true => Some(inter_broker_mechanism(args, &enabled)?),
+            false => None,
+        };
+        if several_voters && inter_protocol.uses_sasl() && args.sasl_jaas_config_file.is_none() {
+            bail!(
+                "the inter-broker listener {} is {inter_protocol}: --sasl-jaas-config-file must give this broker's username=\"…\" password=\"…\"",
+                listeners[inter_broker].name
+            );
+        }
         Ok(SecurityConfig {
             listeners,
             inter_broker,
@@ -224,7 +252,109 @@ impl SecurityConfig {
                 failed_authentication_delay: Duration::from_millis(
                     args.connection_failed_authentication_delay_ms,
                 ),
+                inter_broker_mechanism,
             },
+            several_voters,
         })
+    }
+}
+
+/// `--sasl-mechanism-inter-broker-protocol`, or PLAIN if enabled, else the
+/// first enabled mechanism; it must be enabled.
+fn inter_broker_mechanism(args: &SecurityArgs, enabled: &[Mechanism]) -> anyhow::Result<Mechanism> {
+    let mechanism = match &args.sasl_mechanism_inter_broker_protocol {
+        Some(name) => Mechanism::parse(&name.trim().to_ascii_uppercase()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--sasl-mechanism-inter-broker-protocol: {name} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+            )
+        })?,
+        None if enabled.contains(&Mechanism::Plain) => Mechanism::Plain,
+        None => *enabled
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("a SASL listener needs at least one --sasl-enabled-mechanisms"))?,
+    };
+    if !enabled.contains(&mechanism) {
+        bail!(
+            "--sasl-mechanism-inter-broker-protocol {} is not in --sasl-enabled-mechanisms",
+            mechanism.name()
+        );
+    }
+    Ok(mechanism)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    use crate::security::sasl::scram::ScramMechanism;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        security: SecurityArgs,
+    }
+
+    fn config(flags: &[&str], several_voters: bool) -> anyhow::Result<SecurityConfig> {
+        let cli = Cli::try_parse_from([&["chronik-server"], flags].concat())?;
+        SecurityConfig::from_args(&cli.security, None, None, several_voters)
+    }
+
+    #[test]
+    fn any_inter_broker_protocol_with_what_brokers_need_to_log_in() {
+        let sasl_ssl = [
+            "--listeners",
+            "SASL_SSL://127.0.0.1:9094",
+            "--ssl-keystore-location",
+            "broker.pem",
+        ];
+        let with = |extra: &[&'static str]| [&sasl_ssl[..], extra].concat();
+        let mechanism = |flags: &[&str]| {
+            config(flags, false)
+                .expect("config")
+                .sasl
+                .inter_broker_mechanism
+        };
+        assert_eq!(
+            mechanism(&with(&["--sasl-enabled-mechanisms", "SCRAM-SHA-512,PLAIN"])),
+            Some(Mechanism::Plain),
+            "PLAIN when enabled"
+        );
+        assert_eq!(
+            mechanism(&sasl_ssl),
+            Some(Mechanism::Scram(ScramMechanism::Sha256)),
+            "else the first enabled"
+        );
+        assert_eq!(
+            mechanism(&with(&[
+                "--sasl-mechanism-inter-broker-protocol",
+                "scram-sha-512"
+            ])),
+            Some(Mechanism::Scram(ScramMechanism::Sha512))
+        );
+        assert!(config(
+            &with(&["--sasl-mechanism-inter-broker-protocol", "PLAIN"]),
+            false
+        )
+        .is_err());
+        assert!(config(
+            &with(&["--sasl-mechanism-inter-broker-protocol", "GSSAPI"]),
+            false
+        )
+        .is_err());
+        // With other brokers: a trust store to verify them and a JAAS
+        // file with this broker's login.
+        assert!(config(&sasl_ssl, true).is_err());
+        assert!(config(&with(&["--ssl-truststore-location", "ca.pem"]), true).is_err());
+        let full = with(&[
+            "--ssl-truststore-location",
+            "ca.pem",
+            "--sasl-jaas-config-file",
+            "jaas.conf",
+        ]);
+        let cluster = config(&full, true).expect("a SASL_SSL inter-broker listener");
+        assert_eq!(cluster.inter_broker().protocol.to_string(), "SASL_SSL");
+        let plain = config(&["--listeners", "PLAINTEXT://127.0.0.1:9092"], true).expect("plain");
+        assert_eq!(plain.sasl.inter_broker_mechanism, None);
     }
 }

@@ -7,13 +7,17 @@
 //! - `listeners` — `listeners`, `advertised.listeners`, the protocol map.
 //! - `tls`       — PEM key/trust stores, `ssl.client.auth`, the handshake, reload.
 //! - `principal` — `KafkaPrincipal`, a certificate's subject DN (RFC 2253).
-//! - `sasl/`     — the per-connection SASL state machine and mechanisms.
+//! - `sasl/`     — the per-connection SASL state machine and mechanisms,
+//!   and the client side of PLAIN and SCRAM.
+//! - `client`    — the inter-broker protocol on this broker's outgoing
+//!   connections to other brokers.
 //!
 //! Owns: turning the configuration into what connections need
-//! (`Security`, `ListenerContext`). Must not: authorize requests (no ACLs
-//! here), or read frames beyond the SASL gate.
+//! (`Security`, `ListenerContext`, `InterBrokerSecurity`). Must not:
+//! authorize requests (no ACLs here), or read frames beyond the SASL gate.
 
 pub mod args;
+pub mod client;
 pub mod listeners;
 pub mod principal;
 pub mod sasl;
@@ -62,6 +66,8 @@ pub struct ListenerContext {
 pub struct Security {
     pub tls: Option<Arc<TlsAcceptor>>,
     pub sasl: Arc<SaslConfig>,
+    /// What this broker's connections to other brokers use.
+    pub inter_broker: Arc<client::InterBrokerSecurity>,
 }
 
 impl Security {
@@ -76,18 +82,44 @@ impl Security {
             }
             None => None,
         };
-        let plain_users = match &config.sasl.jaas_config_file {
+        let (plain_users, own_login) = match &config.sasl.jaas_config_file {
             Some(path) => {
                 let bytes =
                     read_bounded_file(path, MAX_CREDENTIALS_FILE, "--sasl-jaas-config-file")?;
                 let text = String::from_utf8(bytes).with_context(|| {
                     format!("--sasl-jaas-config-file {} is not UTF-8", path.display())
                 })?;
-                sasl::plain::PlainUsers::from_jaas(&text)
-                    .with_context(|| format!("--sasl-jaas-config-file {}", path.display()))?
+                let users = sasl::plain::PlainUsers::from_jaas(&text)
+                    .with_context(|| format!("--sasl-jaas-config-file {}", path.display()))?;
+                (users, sasl::plain::jaas_login(&text))
             }
-            None => sasl::plain::PlainUsers::default(),
+            None => (sasl::plain::PlainUsers::default(), None),
         };
+        let inter_protocol = config.inter_broker().protocol;
+        let login = match config.sasl.inter_broker_mechanism {
+            Some(mechanism) => match own_login {
+                Some((username, password)) => {
+                    info!(mechanism = mechanism.name(), username = %username, "inter-broker SASL login");
+                    Some(sasl::client::SaslLogin::new(mechanism, username, password))
+                }
+                None if config.several_voters => anyhow::bail!(
+                    "the inter-broker listener is {inter_protocol}: --sasl-jaas-config-file must give this broker's username=\"…\" password=\"…\""
+                ),
+                None => None,
+            },
+            None => None,
+        };
+        if config.several_voters
+            && inter_protocol.uses_tls()
+            && !tls.as_ref().is_some_and(|t| t.has_client_config())
+        {
+            anyhow::bail!("the inter-broker listener is {inter_protocol}: brokers verify each other with --ssl-truststore-location");
+        }
+        let inter_broker = Arc::new(client::InterBrokerSecurity::new(
+            inter_protocol,
+            tls.clone().filter(|_| inter_protocol.uses_tls()),
+            login,
+        ));
         let scram = Arc::new(ScramCredentials::default());
         if let Some(path) = &config.sasl.scram_credentials_file {
             let count = sasl::bootstrap::load_file(path, &scram)?;
@@ -104,6 +136,7 @@ impl Security {
         sasl::fill_random(&mut fake_salt_key);
         Ok(Security {
             tls,
+            inter_broker,
             sasl: Arc::new(SaslConfig {
                 enabled: config.sasl.enabled.clone(),
                 plain_users,

@@ -5,11 +5,14 @@
 //! Owns: building the rustls server config (key store = private key and
 //! certificate chain, trust store = CA certificates, Kafka's
 //! `ssl.client.auth` none | requested | required), the bounded handshake,
-//! the client certificate's principal, and the reload loop: every
+//! the client certificate's principal, the client config of this broker's
+//! own inter-broker connections (the trust store as roots, the key store
+//! as client certificate, so mTLS listeners accept it) and its bounded
+//! handshake, and the reload loop: every
 //! `reload_interval` the files' modification times and sizes are compared
-//! and on a change the config is rebuilt; new connections use it, a broken
-//! file is logged and the previous config kept. Must not: read or write
-//! Kafka frames.
+//! and on a change both configs are rebuilt; new connections use them, a
+//! broken file is logged and the previous configs kept. Must not: read or
+//! write Kafka frames.
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, Weak};
@@ -17,9 +20,10 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context};
 use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::ServerName;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tracing::{info, warn};
@@ -55,11 +59,19 @@ pub struct TlsSettings {
 /// Largest PEM file read (a key store or trust store is a few KiB).
 const MAX_PEM_BYTES: u64 = 4 * 1024 * 1024;
 
-/// The current server config, replaced when the files change.
+/// The current server config (and client config, when there is a trust
+/// store), replaced when the files change.
 #[derive(Debug)]
 pub struct TlsAcceptor {
     settings: TlsSettings,
-    current: RwLock<Arc<ServerConfig>>,
+    current: RwLock<Configs>,
+}
+
+#[derive(Debug, Clone)]
+struct Configs {
+    server: Arc<ServerConfig>,
+    /// For outgoing inter-broker connections; None without a trust store.
+    client: Option<Arc<ClientConfig>>,
 }
 
 /// What identifies a file's version: (modified, length) of each file.
@@ -68,18 +80,47 @@ type Stamp = Vec<Option<(SystemTime, u64)>>;
 impl TlsAcceptor {
     /// Loads the files; any error is fatal at start.
     pub fn load(settings: TlsSettings) -> anyhow::Result<Arc<TlsAcceptor>> {
-        let config = build(&settings)?;
+        let configs = build(&settings)?;
         Ok(Arc::new(TlsAcceptor {
             settings,
-            current: RwLock::new(Arc::new(config)),
+            current: RwLock::new(configs),
         }))
     }
 
-    fn config(&self) -> Arc<ServerConfig> {
+    fn configs(&self) -> Configs {
         match self.current.read() {
             Ok(c) => c.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         }
+    }
+
+    /// Whether outgoing connections can verify other brokers (a trust
+    /// store is configured).
+    pub fn has_client_config(&self) -> bool {
+        self.configs().client.is_some()
+    }
+
+    /// The client handshake of an outgoing inter-broker connection to
+    /// `host` (its certificate must name it), within the handshake timeout.
+    pub async fn connect(
+        &self,
+        stream: TcpStream,
+        host: &str,
+    ) -> anyhow::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        let config = self
+            .configs()
+            .client
+            .context("TLS to other brokers needs --ssl-truststore-location")?;
+        let name = ServerName::try_from(host.to_string())
+            .with_context(|| format!("{host} is not a valid TLS server name"))?;
+        let connector = tokio_rustls::TlsConnector::from(config);
+        tokio::time::timeout(
+            self.settings.handshake_timeout,
+            connector.connect(name, stream),
+        )
+        .await
+        .context("TLS handshake timed out")?
+        .with_context(|| format!("TLS handshake with {host} failed"))
     }
 
     /// Runs the TLS handshake within the handshake timeout. The principal
@@ -88,7 +129,7 @@ impl TlsAcceptor {
         &self,
         stream: TcpStream,
     ) -> anyhow::Result<(TlsStream<TcpStream>, KafkaPrincipal)> {
-        let acceptor = tokio_rustls::TlsAcceptor::from(self.config());
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.configs().server);
         let tls = tokio::time::timeout(self.settings.handshake_timeout, acceptor.accept(stream))
             .await
             .context("TLS handshake timed out")?
@@ -119,10 +160,10 @@ impl TlsAcceptor {
                 seen = now;
                 let settings = acceptor.settings.clone();
                 match tokio::task::spawn_blocking(move || build(&settings)).await {
-                    Ok(Ok(config)) => {
+                    Ok(Ok(configs)) => {
                         match acceptor.current.write() {
-                            Ok(mut c) => *c = Arc::new(config),
-                            Err(poisoned) => *poisoned.into_inner() = Arc::new(config),
+                            Ok(mut c) => *c = configs,
+                            Err(poisoned) => *poisoned.into_inner() = configs,
                         }
                         info!(keystore = %acceptor.settings.keystore.display(), "TLS key store / trust store reloaded");
                     }
@@ -147,8 +188,8 @@ fn stamp(settings: &TlsSettings) -> Stamp {
         .collect()
 }
 
-/// Builds a server config from the files as they are now.
-fn build(settings: &TlsSettings) -> anyhow::Result<ServerConfig> {
+/// Builds the configs from the files as they are now.
+fn build(settings: &TlsSettings) -> anyhow::Result<Configs> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let keystore = read_bounded_file(&settings.keystore, MAX_PEM_BYTES, "--ssl-keystore-location")?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&keystore)
@@ -159,30 +200,21 @@ fn build(settings: &TlsSettings) -> anyhow::Result<ServerConfig> {
     }
     let key = PrivateKeyDer::from_pem_slice(&keystore)
         .map_err(|e| anyhow::anyhow!("--ssl-keystore-location: no usable private key: {e}"))?;
+    let roots = match &settings.truststore {
+        Some(path) => Some(Arc::new(trust_roots(path)?)),
+        None => None,
+    };
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .context("TLS protocol versions")?;
-    let builder = match settings.client_auth {
-        ClientAuth::None => builder.with_no_client_auth(),
-        auth => {
-            let path = settings
-                .truststore
-                .as_ref()
-                .context("--ssl-client-auth requested/required needs --ssl-truststore-location")?;
-            let pem = read_bounded_file(path, MAX_PEM_BYTES, "--ssl-truststore-location")?;
-            let mut roots = RootCertStore::empty();
-            for cert in CertificateDer::pem_slice_iter(&pem) {
-                let cert = cert.map_err(|e| {
-                    anyhow::anyhow!("--ssl-truststore-location: bad certificate: {e}")
-                })?;
-                roots
-                    .add(cert)
-                    .context("--ssl-truststore-location: unusable CA certificate")?;
-            }
-            if roots.is_empty() {
-                bail!("--ssl-truststore-location holds no CA certificate");
-            }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+    let builder = match (settings.client_auth, &roots) {
+        (ClientAuth::None, _) => builder.with_no_client_auth(),
+        (_, None) => {
+            bail!("--ssl-client-auth requested/required needs --ssl-truststore-location")
+        }
+        (auth, Some(roots)) => {
+            let verifier =
+                WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone());
             let verifier = match auth {
                 ClientAuth::Requested => verifier.allow_unauthenticated(),
                 _ => verifier,
@@ -190,7 +222,39 @@ fn build(settings: &TlsSettings) -> anyhow::Result<ServerConfig> {
             builder.with_client_cert_verifier(verifier.build().context("client verifier")?)
         }
     };
-    builder
+    let client = match roots {
+        Some(roots) => Some(Arc::new(
+            ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .context("TLS protocol versions")?
+                .with_root_certificates(roots)
+                .with_client_auth_cert(chain.clone(), key.clone_key())
+                .context("--ssl-keystore-location: key does not match the certificate")?,
+        )),
+        None => None,
+    };
+    let server = builder
         .with_single_cert(chain, key)
-        .context("--ssl-keystore-location: key does not match the certificate")
+        .context("--ssl-keystore-location: key does not match the certificate")?;
+    Ok(Configs {
+        server: Arc::new(server),
+        client,
+    })
+}
+
+/// The CA certificates of the trust store.
+fn trust_roots(path: &std::path::Path) -> anyhow::Result<RootCertStore> {
+    let pem = read_bounded_file(path, MAX_PEM_BYTES, "--ssl-truststore-location")?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert =
+            cert.map_err(|e| anyhow::anyhow!("--ssl-truststore-location: bad certificate: {e}"))?;
+        roots
+            .add(cert)
+            .context("--ssl-truststore-location: unusable CA certificate")?;
+    }
+    if roots.is_empty() {
+        bail!("--ssl-truststore-location holds no CA certificate");
+    }
+    Ok(roots)
 }

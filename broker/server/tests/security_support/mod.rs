@@ -6,6 +6,8 @@
 //! Nothing here asserts on broker behaviour: helpers return what they saw.
 #![allow(dead_code)]
 
+pub mod requests;
+
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};

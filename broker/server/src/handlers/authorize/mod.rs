@@ -11,14 +11,14 @@
 //! ACLs. Must not: decide access (the authorizer does) or run any API.
 //!
 //! Without an authorizer (`--authorizer-class-name` unset) every request
-//! passes untouched. Inter-broker requests (replica Fetch, WriteTxnMarkers)
-//! are checked by the handlers against the registered brokers' addresses,
-//! not by ACLs.
+//! passes untouched. Inter-broker requests (replica Fetch, WriteTxnMarkers,
+//! AddPartitionsToTxn v4+) need CLUSTER_ACTION on the cluster here, and the
+//! handlers also check them against the registered brokers' addresses.
 //!
 //! - `topics`  — Produce, Fetch, ListOffsets, Metadata, CreateTopics, DeleteTopics,
 //!   CreatePartitions, DeleteRecords, OffsetForLeaderEpoch.
 //! - `groups`  — the group APIs (classic and KIP-848), offsets, FindCoordinator.
-//! - `txn`     — InitProducerId and the transaction APIs.
+//! - `txn`     — InitProducerId, the transaction APIs and WriteTxnMarkers.
 //! - `cluster` — configs, cluster and log-dir descriptions, the ACL APIs.
 
 mod cluster;

@@ -3,7 +3,9 @@
 //!
 //! Produce: WRITE on each topic (a transactional one also WRITE on its
 //! transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every
-//! partition); consumer Fetch: READ; ListOffsets: DESCRIBE; Metadata:
+//! partition); consumer Fetch: READ; a follower's Fetch (replica_id >= 0):
+//! CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the
+//! whole request; ListOffsets: DESCRIBE; Metadata:
 //! DESCRIBE (listing all topics shows only those), auto-creation needs
 //! CREATE on the cluster or the topic; CreateTopics: CREATE on the cluster
 //! or the topic; DeleteTopics and DeleteRecords: DELETE; CreatePartitions:
@@ -29,7 +31,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
 use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::{FetchResponse, TopicName};
 use uuid::Uuid;
 
 use super::{split, Admission, After, Gate, Routed};
@@ -99,7 +101,25 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                 r.replica_id.0
             };
             if replica_id >= 0 {
-                return Routed::Governed(Admission::Admitted(Request::Fetch(r), After::Nothing));
+                // A follower's fetch: CLUSTER_ACTION (the handler also
+                // checks the sender's registered address).
+                if gate.cluster(operation::CLUSTER_ACTION) {
+                    return Routed::Governed(Admission::Admitted(
+                        Request::Fetch(r),
+                        After::Nothing,
+                    ));
+                }
+                let code = ResponseError::ClusterAuthorizationFailed.code();
+                return Routed::Governed(Admission::Refused(Response::Fetch(
+                    FetchResponse::default()
+                        .with_error_code(code)
+                        .with_responses(
+                            r.topics
+                                .into_iter()
+                                .map(|t| refused_fetch(t, code))
+                                .collect(),
+                        ),
+                )));
             }
             let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
                 name_of(gate, &t.topic, t.topic_id).is_none_or(|n| gate.topic(operation::READ, &n))
@@ -226,25 +246,8 @@ impl Denied {
             }
             (Denied::Fetch(refused), Response::Fetch(resp)) => {
                 let any = !refused.is_empty();
-                resp.responses.extend(refused.into_iter().map(|t| {
-                    FetchableTopicResponse::default()
-                        .with_topic(t.topic)
-                        .with_topic_id(t.topic_id)
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    PartitionData::default()
-                                        .with_partition_index(p.partition)
-                                        .with_error_code(code)
-                                        .with_high_watermark(-1)
-                                        .with_last_stable_offset(-1)
-                                        .with_log_start_offset(-1)
-                                        .with_records(Some(Bytes::new()))
-                                })
-                                .collect(),
-                        )
-                }));
+                resp.responses
+                    .extend(refused.into_iter().map(|t| refused_fetch(t, code)));
                 any
             }
             (Denied::ListOffsets(refused), Response::ListOffsets(resp)) => {
@@ -336,4 +339,25 @@ impl Denied {
             _ => false,
         }
     }
+}
+
+/// A fetched topic answered with `code` for each of its partitions.
+fn refused_fetch(t: FetchTopic, code: i16) -> FetchableTopicResponse {
+    FetchableTopicResponse::default()
+        .with_topic(t.topic)
+        .with_topic_id(t.topic_id)
+        .with_partitions(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    PartitionData::default()
+                        .with_partition_index(p.partition)
+                        .with_error_code(code)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1)
+                        .with_records(Some(Bytes::new()))
+                })
+                .collect(),
+        )
 }

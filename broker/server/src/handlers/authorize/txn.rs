@@ -5,7 +5,9 @@
 //! topic (CLUSTER_AUTHORIZATION_FAILED); AddOffsetsToTxn and TxnOffsetCommit
 //! also READ on the group (GROUP_AUTHORIZATION_FAILED); DESCRIBE on the id
 //! to describe or list a transaction. AddPartitionsToTxn v4+ from brokers
-//! (verification) needs CLUSTER_ACTION. Topics added to a transaction are
+//! (verification) and WriteTxnMarkers need CLUSTER_ACTION (else
+//! CLUSTER_AUTHORIZATION_FAILED; the handlers also check the sender's
+//! registered address). Topics added to a transaction are
 //! checked when the records are produced (WRITE, in `topics`).
 
 use chronik_cluster::acl::operation;
@@ -17,9 +19,12 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
 use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, EndTxnResponse, InitProducerIdResponse,
-    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponse, WriteTxnMarkersResponse,
 };
 
 use super::{Admission, After, Gate, Routed};
@@ -109,6 +114,45 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                 .collect();
             refused(Response::AddPartitionsToTxn(
                 AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
+            ))
+        }
+        Request::WriteTxnMarkers(r) => {
+            if gate.cluster(operation::CLUSTER_ACTION) {
+                return Routed::Governed(Admission::Admitted(
+                    Request::WriteTxnMarkers(r),
+                    After::Nothing,
+                ));
+            }
+            let denied = ResponseError::ClusterAuthorizationFailed.code();
+            let markers = r
+                .markers
+                .into_iter()
+                .map(|m| {
+                    WritableTxnMarkerResult::default()
+                        .with_producer_id(m.producer_id)
+                        .with_topics(
+                            m.topics
+                                .into_iter()
+                                .map(|t| {
+                                    WritableTxnMarkerTopicResult::default()
+                                        .with_name(t.name)
+                                        .with_partitions(
+                                            t.partition_indexes
+                                                .into_iter()
+                                                .map(|p| {
+                                                    WritableTxnMarkerPartitionResult::default()
+                                                        .with_partition_index(p)
+                                                        .with_error_code(denied)
+                                                })
+                                                .collect(),
+                                        )
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            refused(Response::WriteTxnMarkers(
+                WriteTxnMarkersResponse::default().with_markers(markers),
             ))
         }
         Request::AddOffsetsToTxn(r) => {

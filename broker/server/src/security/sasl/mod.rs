@@ -8,10 +8,13 @@
 //! - `plain`     — PLAIN against a JAAS file's `user_<name>` entries.
 //! - `scram`     — SCRAM-SHA-256/512 and the `ScramCredentials` store.
 //! - `bootstrap` — SCRAM users loaded at start (kafka-storage's `--add-scram` syntax).
+//! - `client`    — the client side (PLAIN, SCRAM) of this broker's own
+//!   inter-broker connections.
 //!
 //! Must not: decide what an authenticated principal may do.
 
 pub mod bootstrap;
+pub mod client;
 pub mod plain;
 pub mod scram;
 pub mod session;

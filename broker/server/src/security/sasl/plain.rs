@@ -3,7 +3,8 @@
 //! (the `sasl.jaas.config` / `KafkaServer` section of Kafka's
 //! `java.security.auth.login.config` file).
 //!
-//! Owns: parsing the JAAS file's `user_` entries and checking one PLAIN
+//! Owns: parsing the JAAS file's `user_` entries (and its `username` /
+//! `password` options, the broker's own inter-broker login) and checking one PLAIN
 //! message (`authzid NUL authcid NUL password`) in constant time. Must
 //! not: say whether a user exists (wrong password and unknown user fail
 //! alike).
@@ -101,6 +102,38 @@ impl PlainUsers {
     }
 }
 
+/// The `username="…"` and `password="…"` options of a JAAS file: the
+/// login this broker uses towards other brokers (as Kafka's login modules
+/// take them). None unless both are there.
+pub fn jaas_login(text: &str) -> Option<(String, String)> {
+    Some((
+        jaas_option(text, "username")?,
+        jaas_option(text, "password")?,
+    ))
+}
+
+/// The quoted value of option `key` (at a word boundary) in a JAAS file.
+fn jaas_option(text: &str, key: &str) -> Option<String> {
+    let mut rest = text;
+    while let Some(at) = rest.find(key) {
+        let boundary = rest[..at]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || c == ';' || c == '{');
+        let after = &rest[at + key.len()..];
+        rest = after;
+        if !boundary {
+            continue;
+        }
+        let Some(value) = after.trim_start().strip_prefix('=') else {
+            continue;
+        };
+        let quoted = value.trim_start().strip_prefix('"')?;
+        return quoted.find('"').map(|end| quoted[..end].to_string());
+    }
+    None
+}
+
 /// Kafka's message for a failed PLAIN login (the same for any cause).
 const PLAIN_FAILED: &str = "Authentication failed: Invalid username or password";
 
@@ -143,5 +176,10 @@ mod tests {
             assert!(users.authenticate(bad).is_err(), "{bad:?}");
         }
         assert!(PlainUsers::from_jaas("user_x=unquoted;").is_err());
+        assert_eq!(
+            jaas_login(JAAS),
+            Some(("admin".to_string(), "admin-secret".to_string()))
+        );
+        assert_eq!(jaas_login("KafkaServer { user_admin=\"x\"; };"), None);
     }
 }

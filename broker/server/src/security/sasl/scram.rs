@@ -1,5 +1,6 @@
 //! SCRAM-SHA-256 and SCRAM-SHA-512, server side (RFC 5802, RFC 7677), as
-//! Kafka's `ScramSaslServer` runs them, and the `ScramCredentials` store.
+//! Kafka's `ScramSaslServer` runs them, and the `ScramCredentials` store;
+//! its HMAC, hash and Hi() are also the client side's (`client`).
 //!
 //! Owns: salted credentials (salt, iterations, stored key, server key —
 //! never a password), the three-message exchange (client-first →
@@ -64,7 +65,7 @@ impl ScramMechanism {
         }
     }
 
-    fn hmac(self, key: &[u8], data: &[&[u8]]) -> Vec<u8> {
+    pub(super) fn hmac(self, key: &[u8], data: &[&[u8]]) -> Vec<u8> {
         fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], data: &[&[u8]]) -> Vec<u8> {
             // HMAC takes keys of any length.
             let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key)
@@ -80,7 +81,7 @@ impl ScramMechanism {
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub(super) fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
             ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
@@ -88,7 +89,7 @@ impl ScramMechanism {
     }
 
     /// RFC 5802's Hi(): PBKDF2 with this HMAC, one block.
-    fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
+    pub(super) fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
         let mut u = self.hmac(password, &[salt, &1u32.to_be_bytes()]);
         let mut result = u.clone();
         for _ in 1..iterations {
