@@ -45,6 +45,13 @@
 #     --batch-size N     messages per POST (default 100)   --message-size B (default 256)
 #     --keys fixed|fresh k6 KEYS: one prebuilt body per VU (default), or new keys every request
 #     --wal-profile P    chronik WAL profile (default medium)
+#     --secure           the whole pipeline secured (scripts/secure.sh): every Kafka
+#                        connection SASL_SSL with SCRAM-SHA-512 (brokers among
+#                        themselves too), the StandardAuthorizer with ACLs giving the
+#                        ingestor and consumer users only their topic and group, and
+#                        the ingestors' HTTP port over TLS with a bearer token (k6
+#                        sends it); Prometheus scrapes the plain metrics ports.
+#                        Chronik only
 #     --results DIR      results root (default results/)   --run-id ID
 #     --keep             keep the broker's data and scratch files (.run/<run-id>/)
 #     --no-build         use the existing release binaries
@@ -67,6 +74,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 source scripts/lib.sh
 # shellcheck source=scripts/pipeline.sh
 source scripts/pipeline.sh
+# shellcheck source=scripts/secure.sh
+source scripts/secure.sh
 
 TEST="${TEST:-smoke}"
 DURATION="${DURATION:-60s}"
@@ -97,6 +106,7 @@ DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-120}"
 SETTLE_TIMEOUT="${SETTLE_TIMEOUT:-60}"
 KEYS="${KEYS:-fixed}"
 LEVELS="${LEVELS:-}"
+SECURE="${SECURE:-0}"
 STEP="${STEP:-}"
 REPEAT="${REPEAT:-}"
 
@@ -126,6 +136,7 @@ while (($#)); do
     --message-size) MESSAGE_SIZE=$2; shift 2 ;;
     --keys) KEYS=$2; shift 2 ;;
     --wal-profile) WAL_PROFILE=$2; shift 2 ;;
+    --secure) SECURE=1; shift ;;
     --results) RESULTS_ROOT=$2; shift 2 ;;
     --run-id) RUN_ID=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
@@ -144,6 +155,7 @@ else
   SCALE=${SCALE:-0.01}; DURATION_SCALE=${DURATION_SCALE:-0.05}
 fi
 [[ "$BROKER" == chronik || "$BROKER" == kafka ]] || die "--broker must be chronik or kafka"
+[[ "$SECURE" == 0 || "$BROKER" == chronik ]] || die "--secure runs Chronik only (the kafka-anchor starts PLAINTEXT brokers)"
 [[ "$ACKS" == 1 || "$ACKS" == all || "$ACKS" == -1 || "$ACKS" == 0 ]] || die "--acks must be 0, 1 or all"
 [[ "$NODES" =~ ^[1-9]$ ]] || die "--nodes must be 1..9"
 [[ "$BROKER" == chronik || "$NODES" == 1 || "$NODES" == 3 ]] || die "--broker kafka runs 1 or 3 nodes (the anchor's topologies)"
@@ -182,7 +194,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
-log "run $RUN_ID: test=$TEST broker=$BROKER nodes=$NODES rf=$REPLICATION_FACTOR min.insync=$MIN_INSYNC acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
+log "run $RUN_ID: test=$TEST broker=$BROKER$( ((SECURE)) && echo " (secure: $SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, HTTPS)") nodes=$NODES rf=$REPLICATION_FACTOR min.insync=$MIN_INSYNC acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
 
 # -- build and install ---------------------------------------------------------
 # apt's output goes to a log (a fresh machine's first run would flood the terminal).
@@ -213,6 +225,13 @@ if [[ "$BROKER" == chronik ]]; then
   CHRONIK_ARGS=(--wal-profile "$WAL_PROFILE" --produce-profile "$PRODUCE_PROFILE"
     --default-partitions "$PARTITIONS" --group-initial-rebalance-delay-ms 0
     --default-replication-factor "$REPLICATION_FACTOR" --min-insync-replicas "$MIN_INSYNC")
+  if ((SECURE)); then
+    secure_setup "$WORK/secure"
+    CHRONIK_ARGS+=("${SECURE_BROKER_ARGS[@]}")
+    ((NODES == 1)) && CHRONIK_ARGS+=(--listeners "$SECURE_PROTOCOL://127.0.0.1:0")
+    # start_chronik_cluster: every node's one listener, also inter-broker
+    CHRONIK_CLUSTER_PROTOCOL=$SECURE_PROTOCOL
+  fi
   if ((NODES == 1)); then
     start_chronik "$WORK/broker" "${CHRONIK_ARGS[@]}"
     STARTED+=("broker=$CHRONIK_PID")
@@ -241,18 +260,21 @@ else
   BROKER_VERSION="4.3.1"
 fi
 create_topic "$BOOTSTRAP" "$TOPIC" "$PARTITIONS" "$REPLICATION_FACTOR" "$MIN_INSYNC"
+((SECURE)) && secure_grant "$BOOTSTRAP" "$TOPIC" "$GROUP"
+INGESTOR_ARGS=(--acks)
+case $ACKS in all) INGESTOR_ARGS+=(-1) ;; *) INGESTOR_ARGS+=("$ACKS") ;; esac
+((SECURE)) && INGESTOR_ARGS+=("${SECURE_INGESTOR_ARGS[@]}")
 
 # -- consumers, ingestors, prometheus -----------------------------------------------------
 declare -a CONSUMER_URLS=() INGESTOR_URL_LIST=() SCRAPE=()
 SCRAPE+=("${BROKER_METRICS_LIST[@]}")
 for ((i = 0; i < CONSUMERS; i++)); do
   start_consumer "consumer-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-$i.json"
-  STARTED+=("consumer-$i=$STARTED_PID"); CONSUMER_URLS+=("$STARTED_URL"); SCRAPE+=("${STARTED_URL#http://}")
+  STARTED+=("consumer-$i=$STARTED_PID"); CONSUMER_URLS+=("$STARTED_URL"); SCRAPE+=("$STARTED_METRICS")
 done
-case $ACKS in all) INGESTOR_ACKS=-1 ;; *) INGESTOR_ACKS=$ACKS ;; esac
 for ((i = 0; i < INGESTORS; i++)); do
-  start_ingestor "ingestor-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" --acks "$INGESTOR_ACKS"
-  STARTED+=("ingestor-$i=$STARTED_PID"); INGESTOR_URL_LIST+=("$STARTED_URL"); SCRAPE+=("${STARTED_URL#http://}")
+  start_ingestor "ingestor-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "${INGESTOR_ARGS[@]}"
+  STARTED+=("ingestor-$i=$STARTED_PID"); INGESTOR_URL_LIST+=("$STARTED_URL"); SCRAPE+=("$STARTED_METRICS")
 done
 start_prometheus "$WORK/prometheus" "${SCRAPE[@]}"
 [[ -n "${PROM_PID:-}" ]] && STARTED+=("prometheus=$PROM_PID")
@@ -284,6 +306,7 @@ write_meta() {  # [FINISHED_AT]
     --setting "warmup_s=$(duration_seconds "$WARMUP")" --setting "late_consumer=\"$LATE_CONSUMER\"" \
     --setting "load_from=${LOAD_FROM:-null}" --setting "measured_from=${MEASURED_FROM:-null}" \
     --setting "measured_until=${MEASURED_UNTIL:-null}" \
+    --setting "security=\"$( ((SECURE)) && echo "$SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, ingestor HTTPS + bearer token" || echo PLAINTEXT)\"" \
     --version "k6=$("$K6_BIN" version 2>/dev/null | head -1)"
 }
 write_meta ""
@@ -298,6 +321,9 @@ write_meta ""
   || die "the verifying consumers' group or the topic's ISR did not settle within ${SETTLE_TIMEOUT}s (logs/settle.log)"
 
 # -- warm-up: its own k6 run, kept out of the headline -----------------------------------
+# --secure: k6 sends the ingestors' token and trusts the run's CA (Go's SSL_CERT_FILE)
+K6_ENV=()
+((SECURE)) && K6_ENV=("INGESTOR_AUTH_TOKEN=$(cat "$INGESTOR_AUTH_TOKEN_FILE")" "SSL_CERT_FILE=$INGESTOR_CA_FILE")
 INGESTOR_URLS=$(IFS=,; echo "${INGESTOR_URL_LIST[*]}")
 LOAD_FROM=$(date +%s.%N)
 if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
@@ -305,7 +331,7 @@ if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
   INGESTOR_URLS="$INGESTOR_URLS" RESULTS_DIR="$OUT/warmup" RUN_ID="$RUN_ID-warmup" \
     TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
     RATE="$RATE" DURATION="$WARMUP" KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" \
-    k6/run.sh smoke --quiet > "$OUT/logs/k6-warmup.log" 2>&1 \
+    env "${K6_ENV[@]}" k6/run.sh smoke --quiet > "$OUT/logs/k6-warmup.log" 2>&1 \
     || log "warm-up k6 exited $? (its thresholds do not decide the run; logs/k6-warmup.log)"
 fi
 
@@ -343,7 +369,7 @@ INGESTOR_URLS="$INGESTOR_URLS" RESULTS_DIR="$OUT/k6" RUN_ID="$RUN_ID" \
   TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
   RATE="$RATE" DURATION="$DURATION" VU_SCALE="$SCALE" DURATION_SCALE="$DURATION_SCALE" \
   KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" LEVELS="$LEVELS" STEP="$STEP" REPEAT="$REPEAT" \
-  k6/run.sh "$TEST" --quiet --out "csv=$OUT/k6/raw-$TEST.csv.gz" > "$OUT/logs/k6.log" 2>&1 || K6_RC=$?
+  env "${K6_ENV[@]}" k6/run.sh "$TEST" --quiet --out "csv=$OUT/k6/raw-$TEST.csv.gz" > "$OUT/logs/k6.log" 2>&1 || K6_RC=$?
 MEASURED_UNTIL=$(date +%s.%N)
 log "k6 finished with exit status $K6_RC (99 = a threshold failed)"
 if [[ -n "$LATE_CONSUMER" ]]; then
@@ -372,8 +398,8 @@ for ((i = 0; i < INGESTORS; i++)); do
     [[ "$inflight" == 0 ]] && break
     sleep 1
   done
-  curl -fsS --max-time 5 "$url/ledger" > "$OUT/ingestors/ingestor-$i-ledger.json"
-  curl -fsS --max-time 5 "$url/metrics" > "$OUT/ingestors/ingestor-$i-metrics.prom" || true
+  ingestor_get "$url/ledger" > "$OUT/ingestors/ingestor-$i-ledger.json"
+  ingestor_get "$url/metrics" > "$OUT/ingestors/ingestor-$i-metrics.prom" || true
   LEDGERS+=("$OUT/ingestors/ingestor-$i-ledger.json")
 done
 ACKED=$("$VENV_PY" scripts/runctl.py ledger-total "${LEDGERS[@]}")

@@ -185,6 +185,10 @@ def _configuration(report: Report) -> list[str]:
     flags = flags[flags["broker_flags"] != ""]
     if len(flags):
         out += ["", *(f"- `{r.run_id}` broker flags: `{r.broker_flags}`" for r in flags.itertuples())]
+    secured = report.settings.dropna(subset=["security"])
+    secured = secured[~secured["security"].isin(["", "PLAINTEXT"])]
+    if len(secured):
+        out += ["", *(f"- `{r.run_id}` security: {r.security}" for r in secured.itertuples())]
     return out
 
 

@@ -24,7 +24,7 @@ CONSUMER_COUNT_COLUMNS = ["run_id", "consumer", "kind", "counter", "value"]
 LEDGER_COLUMNS = ["run_id", "ingestor", "producer_id_hex", "outcome", "first", "last", "count"]
 PROM_COLUMNS = ["run_id", "scope", "source", "metric", "labels", "value"]
 SETTINGS_COLUMNS = [
-    "run_id", "test", "broker", "broker_version", "broker_flags", "acks", "message_size", "batch_size",
+    "run_id", "test", "broker", "broker_version", "broker_flags", "security", "acks", "message_size", "batch_size",
     "ingestors", "consumers", "partitions", "wal_profile", "produce_profile", "planned_duration_s", "scale",
     "started_at", "finished_at", "git_commit", "host_cores", "host_memory_bytes", "hostname",
 ]
@@ -94,6 +94,8 @@ def run_settings(run: Run) -> pd.DataFrame:
         "broker": broker.get("kind"),
         "broker_version": broker.get("version"),
         "broker_flags": " ".join(str(f) for f in broker.get("flags") or []),
+        # run-all.sh --secure: "SASL_SSL SCRAM-SHA-512, ACLs, ..."; older runs: None
+        "security": settings.get("security"),
         "acks": acks_label(settings.get("acks")),
         "message_size": settings.get("message_size"),
         "batch_size": settings.get("batch_size"),

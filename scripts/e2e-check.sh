@@ -5,25 +5,33 @@
 # zero-loss verdict and name the rebalance the late consumer caused inside
 # the measured window; each message must be timed once (its first delivery:
 # the merged end-to-end histogram holds exactly the verified messages, and
-# no re-reads). Run by `make e2e` (part of `make test`).
+# no re-reads). Then a short `./run-all.sh --secure` (SASL_SSL SCRAM-SHA-512
+# everywhere, ACLs, the ingestors over HTTPS with a bearer token) whose
+# report must state the same verified zero-loss verdict. Run by `make e2e`
+# (part of `make test`).
 #
 # Needs: what run-all.sh needs. Env: E2E_DURATION (default 60s), E2E_RATE
-# (batches/s, default 20).
+# (batches/s, default 20), E2E_SECURE_DURATION (default 20s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 E2E_DURATION="${E2E_DURATION:-60s}"
 E2E_RATE="${E2E_RATE:-20}"
+E2E_SECURE_DURATION="${E2E_SECURE_DURATION:-20s}"
 RUN_ID="ci-e2e-$(date -u +%Y%m%dT%H%M%SZ)"
+
+# verdict REPORT - the report states a verified zero-loss verdict
+verdict() {
+  [[ -s "$1" ]] || { echo "e2e: $1 was not written" >&2; return 1; }
+  grep -q "Verified: 0 lost, 0 duplicated, 0 reordered, 0 corrupt" "$1" && return 0
+  echo "e2e: $1 does not state a verified zero-loss verdict:" >&2
+  grep -n -i -E "verified|loss|lost" "$1" >&2 || true
+  return 1
+}
 
 ./run-all.sh --duration "$E2E_DURATION" --rate "$E2E_RATE" --run-id "$RUN_ID" --late-consumer 20s
 report="results/$RUN_ID/report.md"
-[[ -s "$report" ]] || { echo "e2e: $report was not written" >&2; exit 1; }
-if ! grep -q "Verified: 0 lost, 0 duplicated, 0 reordered, 0 corrupt" "$report"; then
-  echo "e2e: the report does not state a verified zero-loss verdict:" >&2
-  grep -n -i -E "verified|loss|lost" "$report" >&2 || true
-  exit 1
-fi
+verdict "$report" || exit 1
 if ! grep -q "Rebalances during the measured window" "$report"; then
   echo "e2e: the late consumer's rebalance is not named in the report's Verification:" >&2
   grep -n -i "rebalance" "$report" >&2 || true
@@ -41,4 +49,11 @@ then
   echo "e2e: a message was read (and timed) more than once across the rebalance" >&2
   exit 1
 fi
-echo "e2e: 1 passed, 0 failed"
+
+# the same pipeline secured end to end
+./run-all.sh --secure --no-build --warmup 0 --duration "$E2E_SECURE_DURATION" --rate "$E2E_RATE" \
+  --run-id "$RUN_ID-secure"
+verdict "results/$RUN_ID-secure/report.md" || exit 1
+grep -q '"security": "SASL_SSL SCRAM-SHA-512' "results/$RUN_ID-secure/meta.json" \
+  || { echo "e2e: the secure run's meta.json does not record its security" >&2; exit 1; }
+echo "e2e: 2 passed, 0 failed"

@@ -158,7 +158,9 @@ start_chronik() {
 # start_chronik_cluster DIR N [ARGS...] - start an N-node chronik cluster:
 # node I on 127.0.0.I with the same Kafka, raft and metrics ports on every node
 # (as pods have), data in DIR/node-I/data, peers 1@127.0.0.1,...; extra ARGS go
-# to every node. Nodes wait for each other before listening, so all are
+# to every node; CHRONIK_CLUSTER_PROTOCOL (default PLAINTEXT) names the one
+# listener's protocol (e.g. SASL_SSL: --listeners SASL_SSL://127.0.0.I:PORT,
+# also the inter-broker listener). Nodes wait for each other before listening, so all are
 # started first and then awaited.
 # Sets CHRONIK_PIDS (array), CHRONIK_KAFKA (bootstrap list of every node),
 # CHRONIK_METRICS_LIST (array of host:port), CHRONIK_PID (node 1).
@@ -166,7 +168,7 @@ start_chronik_cluster() {
   local dir=$1 n=$2; shift 2
   [[ -x "$CHRONIK_SERVER_BIN" ]] \
     || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
-  local kport rport mport peers="" i
+  local kport rport mport peers="" i proto=${CHRONIK_CLUSTER_PROTOCOL:-PLAINTEXT}
   kport=$(free_port); rport=$(free_port); mport=$(free_port)
   while [[ "$rport" == "$kport" || "$mport" == "$kport" || "$mport" == "$rport" ]]; do
     rport=$(free_port); mport=$(free_port)
@@ -178,8 +180,11 @@ start_chronik_cluster() {
   CHRONIK_PIDS=(); CHRONIK_METRICS_LIST=(); CHRONIK_KAFKA=""
   for ((i = 1; i <= n; i++)); do
     mkdir -p "$dir/node-$i/data"
+    local listen=(--listen "127.0.0.$i:$kport")
+    [[ "$proto" == PLAINTEXT ]] \
+      || listen=(--listeners "$proto://127.0.0.$i:$kport" --inter-broker-listener-name "$proto")
     "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" \
-      --listen "127.0.0.$i:$kport" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
+      "${listen[@]}" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
       --data-dir "$dir/node-$i/data" --cluster-secret-file "$dir/cluster.secret" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &
     CHRONIK_PIDS+=("$!")
     pid_record "$!" "chronik-server-$i"

@@ -14,8 +14,10 @@ INGESTOR_BIN="${INGESTOR_BIN:-$REPO_ROOT/target/release/chronik-ingestor}"
 CONSUMER_BIN="${CONSUMER_BIN:-$REPO_ROOT/target/release/chronik-consumer}"
 VENV_PY="${VENV_PY:-$REPO_ROOT/.venv/bin/python}"
 
-# wait_listening PID LOGFILE NAME - echo the ADDR from the first
-# "LISTENING http=ADDR" line the process prints, or die.
+# wait_listening PID LOGFILE NAME - wait for the process's first
+# "LISTENING http=ADDR [metrics=ADDR]" line (https=ADDR when it serves TLS)
+# and set LISTENING_URL (scheme://ADDR) and LISTENING_METRICS (the plain
+# metrics address, else ADDR), or die.
 wait_listening() {
   local pid=$1 out=$2 name=$3 i line=""
   for ((i = 0; i < 600; i++)); do
@@ -25,33 +27,59 @@ wait_listening() {
     sleep 0.1
   done
   [[ -n "$line" ]] || die "$name printed no LISTENING line within 60 s"
-  sed -nE 's/.*http=([^ ]+).*/\1/p' <<<"$line"
+  LISTENING_URL=$(sed -nE 's/^LISTENING (https?)=([^ ]+).*/\1:\/\/\2/p' <<<"$line")
+  [[ -n "$LISTENING_URL" ]] || die "$name: cannot parse '$line'"
+  LISTENING_METRICS=$(sed -nE 's/.* metrics=([^ ]+).*/\1/p' <<<"$line")
+  LISTENING_METRICS=${LISTENING_METRICS:-${LISTENING_URL#*://}}
 }
 
-# start_ingestor NAME DIR BOOTSTRAP TOPIC [ARGS...] - sets STARTED_PID, STARTED_URL.
+# INGESTOR_ENV / CONSUMER_ENV - NAME=VALUE pairs the ingestors / consumers
+# are started with (scripts/secure.sh: their Kafka credentials)
+INGESTOR_ENV=()
+CONSUMER_ENV=()
+
+# start_ingestor NAME DIR BOOTSTRAP TOPIC [ARGS...] - sets STARTED_PID,
+# STARTED_URL (http:// or https://) and STARTED_METRICS (host:port of /metrics).
 start_ingestor() {
   local name=$1 dir=$2 bootstrap=$3 topic=$4; shift 4
   mkdir -p "$dir"
-  "$INGESTOR_BIN" --listen 127.0.0.1:0 --bootstrap-servers "$bootstrap" --topic "$topic" \
+  env "${INGESTOR_ENV[@]}" "$INGESTOR_BIN" --listen 127.0.0.1:0 --bootstrap-servers "$bootstrap" --topic "$topic" \
     --ingestor-id "$name" "$@" > "$dir/$name.stdout.log" 2> "$dir/$name.stderr.log" < /dev/null &
   STARTED_PID=$!
   pid_record "$STARTED_PID" "$name"
-  STARTED_URL="http://$(wait_listening "$STARTED_PID" "$dir/$name.stdout.log" "$name")"
-  wait_http_ok "$STARTED_URL/ready" 60 "$STARTED_PID" || die "$name not ready at $STARTED_URL/ready"
+  wait_listening "$STARTED_PID" "$dir/$name.stdout.log" "$name"
+  STARTED_URL=$LISTENING_URL
+  STARTED_METRICS=$LISTENING_METRICS
+  # /ready is open (no token) on the plain metrics address too
+  wait_http_ok "http://$STARTED_METRICS/ready" 60 "$STARTED_PID" || die "$name not ready at $STARTED_METRICS/ready"
   log "$name pid $STARTED_PID at $STARTED_URL"
 }
 
-# start_consumer NAME DIR BOOTSTRAP TOPIC GROUP REPORT [ARGS...] - sets STARTED_PID, STARTED_URL.
+# start_consumer NAME DIR BOOTSTRAP TOPIC GROUP REPORT [ARGS...] - sets
+# STARTED_PID, STARTED_URL and STARTED_METRICS.
 start_consumer() {
   local name=$1 dir=$2 bootstrap=$3 topic=$4 group=$5 report=$6; shift 6
   mkdir -p "$dir"
-  "$CONSUMER_BIN" --bootstrap-servers "$bootstrap" --topic "$topic" --group "$group" \
+  env "${CONSUMER_ENV[@]}" "$CONSUMER_BIN" --bootstrap-servers "$bootstrap" --topic "$topic" --group "$group" \
     --listen 127.0.0.1:0 --report "$report" --from-beginning --client-id "$name" "$@" \
     > "$dir/$name.stdout.log" 2> "$dir/$name.stderr.log" < /dev/null &
   STARTED_PID=$!
   pid_record "$STARTED_PID" "$name"
-  STARTED_URL="http://$(wait_listening "$STARTED_PID" "$dir/$name.stdout.log" "$name")"
+  wait_listening "$STARTED_PID" "$dir/$name.stdout.log" "$name"
+  STARTED_URL=$LISTENING_URL
+  STARTED_METRICS=$LISTENING_METRICS
   log "$name pid $STARTED_PID at $STARTED_URL"
+}
+
+# ingestor_get URL - GET an ingestor URL to stdout; for https:// with
+# INGESTOR_CA_FILE as CA and INGESTOR_AUTH_HEADER_FILE's header (secure.sh)
+ingestor_get() {
+  local opts=()
+  if [[ "$1" == https://* ]]; then
+    [[ -n "${INGESTOR_CA_FILE:-}" ]] && opts+=(--cacert "$INGESTOR_CA_FILE")
+    [[ -n "${INGESTOR_AUTH_HEADER_FILE:-}" ]] && opts+=(-H "@$INGESTOR_AUTH_HEADER_FILE")
+  fi
+  curl -fsS --max-time 5 "${opts[@]}" "$1"
 }
 
 # create_topic BOOTSTRAP TOPIC PARTITIONS [RF [MIN_INSYNC]] - with confluent-kafka's admin client.

@@ -1,10 +1,13 @@
 """scripts/runctl.py - the steps of a pipeline run that are program logic, not
 process plumbing, shared by run-all.sh and k8s-perf/run.sh.
 
-Owns (standard library only, except `create-topic` and the ISR check of
-`settle`, which import confluent-kafka from the project's .venv):
+Owns (standard library only, except `create-topic`, `acl` and the ISR check
+of `settle`, which import confluent-kafka from the project's .venv):
   create-topic BOOTSTRAP TOPIC PARTITIONS RF MIN_INSYNC
                          create the run's topic with the admin client
+  acl BOOTSTRAP PRINCIPAL:TYPE:NAME:OP[,OP...]...
+                         create ALLOW ACLs (LITERAL, any host), e.g.
+                         User:ingestor:topic:t:WRITE,DESCRIBE
   settle --partitions P [--bootstrap B --topic T --rf R] [--timeout S] URL...
                          wait until the verifying consumers' group is stable
                          (every partition assigned to exactly one consumer,
@@ -35,6 +38,11 @@ Owns (standard library only, except `create-topic` and the ISR check of
                          print the literal value of env NAME of WORKLOAD in a
                          rendered manifest (k8s-perf), or nothing
 
+Secured runs (./run-all.sh --secure, scripts/secure.sh) set KAFKA_CLIENT_CONFIG
+(a librdkafka properties file every admin client here adds to its config),
+and INGESTOR_CA_FILE / INGESTOR_AUTH_TOKEN_FILE (the CA https:// URLs are
+verified against and the bearer token sent to them; never to http:// ones).
+
 SOURCE / URL: a verifying consumer's (or for in-flight, an ingestor's) base
 URL, whose /summary (/ledger) is read; a SOURCE may also be "-" (that JSON
 on stdin) or a file holding it (how k8s-perf passes what kubectl fetched).
@@ -46,6 +54,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import ssl
 import sys
 import time
 import urllib.request
@@ -54,13 +64,43 @@ from pathlib import Path
 SUMMARY_TIMEOUT_S = 2.0
 
 
+def kafka_config(bootstrap: str) -> dict[str, str]:
+    """An admin client's config: BOOTSTRAP plus KAFKA_CLIENT_CONFIG's
+    key=value lines (security.protocol, sasl.*, ssl.*), if set."""
+    config = {"bootstrap.servers": bootstrap}
+    path = os.environ.get("KAFKA_CLIENT_CONFIG")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    key, sep, value = line.partition("=")
+                    if not sep:
+                        raise SystemExit(f"KAFKA_CLIENT_CONFIG {path}: '{key}' is not key=value")
+                    config[key.strip()] = value.strip()
+    return config
+
+
+def open_url(url: str):
+    """urlopen, with the ingestors' CA and bearer token for https:// URLs."""
+    request = urllib.request.Request(url)
+    context = None
+    if url.startswith("https://"):
+        context = ssl.create_default_context(cafile=os.environ.get("INGESTOR_CA_FILE") or None)
+        token_file = os.environ.get("INGESTOR_AUTH_TOKEN_FILE")
+        if token_file:
+            with open(token_file, encoding="utf-8") as f:
+                request.add_header("Authorization", f"Bearer {f.read().strip()}")
+    return urllib.request.urlopen(request, timeout=SUMMARY_TIMEOUT_S, context=context)
+
+
 def read_source(source: str, path: str) -> dict | None:
     """The JSON of SOURCE: an http(s) URL (PATH appended), "-" (stdin) or a
     file that holds a saved answer (a Kubernetes pod's, fetched by kubectl);
     None when it cannot be read or parsed."""
     try:
         if source.startswith(("http://", "https://")):
-            with urllib.request.urlopen(source.rstrip("/") + path, timeout=SUMMARY_TIMEOUT_S) as r:
+            with open_url(source.rstrip("/") + path) as r:
                 return json.load(r)
         if source == "-":
             return json.load(sys.stdin)
@@ -94,7 +134,7 @@ def isr_short(bootstrap: str, topic: str, rf: int) -> list[str]:
     """Partitions of `topic` whose ISR is smaller than `rf` (or unreadable)."""
     from confluent_kafka.admin import AdminClient  # the .venv's; only here
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(kafka_config(bootstrap))
     md = admin.list_topics(topic=topic, timeout=5)
     t = md.topics.get(topic)
     if t is None or t.error is not None or not t.partitions:
@@ -277,12 +317,35 @@ def manifest_env(args: argparse.Namespace) -> int:
 def create_topic(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import AdminClient, NewTopic  # the .venv's; only here
 
-    admin = AdminClient({"bootstrap.servers": args.bootstrap})
+    admin = AdminClient(kafka_config(args.bootstrap))
     new = NewTopic(args.topic, args.partitions, args.rf, config={"min.insync.replicas": str(args.min_insync)})
     for f in admin.create_topics([new], operation_timeout=30).values():
         f.result(timeout=60)
     print(f"created {args.topic} with {args.partitions} partitions, replication factor {args.rf}, "
           f"min.insync.replicas {args.min_insync}", file=sys.stderr)
+    return 0
+
+
+def acl(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,  # the .venv's
+                                       AdminClient, ResourcePatternType, ResourceType)
+
+    bindings = []
+    for spec in args.specs:
+        try:
+            kind, user, rtype, name, ops = spec.split(":", 4)
+            # confluent-kafka names the cluster resource BROKER
+            resource = ResourceType["BROKER" if rtype.lower() == "cluster" else rtype.upper()]
+            operations = [AclOperation[op.strip().upper()] for op in ops.split(",")]
+        except (ValueError, KeyError) as e:
+            raise SystemExit(f"acl: bad spec '{spec}' ({e}); expected User:NAME:TYPE:NAME:OP[,OP...]")
+        for op in operations:
+            bindings.append(AclBinding(resource, name, ResourcePatternType.LITERAL, f"{kind}:{user}", "*",
+                                       op, AclPermissionType.ALLOW))
+    admin = AdminClient(kafka_config(args.bootstrap))
+    for f in admin.create_acls(bindings, request_timeout=30).values():
+        f.result(timeout=60)
+    print(f"created {len(bindings)} ACLs: {', '.join(args.specs)}", file=sys.stderr)
     return 0
 
 
@@ -297,6 +360,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("rf", type=int)
     c.add_argument("min_insync", type=int)
     c.set_defaults(run=create_topic)
+    a = sub.add_parser("acl")
+    a.add_argument("bootstrap")
+    a.add_argument("specs", nargs="+", metavar="PRINCIPAL:TYPE:NAME:OPS")
+    a.set_defaults(run=acl)
     s = sub.add_parser("settle")
     s.add_argument("--partitions", type=int, required=True)
     s.add_argument("--bootstrap")

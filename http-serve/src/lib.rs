@@ -2,7 +2,7 @@
 //! clients one does not control needs. The broker's metrics endpoint, the
 //! ingestor and the verifying consumer all serve through `serve` (one
 //! crate rather than one copy per server: the broker may depend on it, it
-//! depends on nothing of Chronik's).
+//! depends on nothing of Chronik's but `chronik-tls`).
 //!
 //! Owns: the accept loop and per-connection HTTP/1.1 serving (hyper): at
 //! most `max_connections` at once (more are closed at accept; the open
@@ -13,8 +13,12 @@
 //! headers (`deadlines::DeadlineBody`), writes that make progress within
 //! `write_timeout` (`deadlines::WriteStall`: a client that never reads
 //! its response), and graceful shutdown (stop accepting, let requests in
-//! progress finish, close idle connections). Request body sizes are the
-//! routes' business (each knows its own limit). Must not: know any route.
+//! progress finish, close idle connections), and HTTPS when given a
+//! `chronik_tls::TlsAcceptor` (`serve_tls`: the handshake runs in the
+//! connection's own task, inside its slot, bounded by the acceptor's
+//! handshake timeout; a failed handshake closes only that connection).
+//! Request body sizes are the routes' business (each knows its own
+//! limit). Must not: know any route.
 
 mod deadlines;
 
@@ -26,9 +30,11 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::Router;
+use chronik_tls::TlsAcceptor;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tower::ServiceExt;
@@ -71,6 +77,27 @@ pub async fn serve(
     limits: HttpLimits,
     shutdown: impl Future<Output = ()>,
 ) {
+    serve_with(listener, router, limits, None, shutdown).await
+}
+
+/// `serve` over TLS: every connection's handshake first (HTTPS).
+pub async fn serve_tls(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    tls: Arc<TlsAcceptor>,
+    shutdown: impl Future<Output = ()>,
+) {
+    serve_with(listener, router, limits, Some(tls), shutdown).await
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    limits: HttpLimits,
+    tls: Option<Arc<TlsAcceptor>>,
+    shutdown: impl Future<Output = ()>,
+) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -85,32 +112,18 @@ pub async fn serve(
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let service = hyper::service::service_fn({
-                        let router = router.clone();
-                        move |request: Request<Incoming>| {
-                            let router = router.clone();
-                            let request = request.map(|body| Body::new(DeadlineBody::new(body, limits.body_read_timeout)));
-                            async move { Ok::<_, Infallible>(router.oneshot(request).await.unwrap_or_else(|e| match e {})) }
-                        }
-                    });
-                    let mut stop = stop_rx.clone();
+                    let router = router.clone();
+                    let stop = stop_rx.clone();
+                    let tls = tls.clone();
                     connections.spawn(async move {
                         let _slot = slot;
-                        let connection = hyper::server::conn::http1::Builder::new()
-                            .timer(TokioTimer::new())
-                            .header_read_timeout(limits.header_read_timeout)
-                            .serve_connection(TokioIo::new(WriteStall::new(stream, limits.write_timeout)), service);
-                        tokio::pin!(connection);
-                        tokio::select! {
-                            result = connection.as_mut() => {
-                                if let Err(e) = result {
-                                    tracing::debug!(%peer, error = %e, "HTTP connection ended");
-                                }
-                            }
-                            _ = async { let _ = stop.wait_for(|stopping| *stopping).await; } => {
-                                connection.as_mut().graceful_shutdown();
-                                let _ = connection.await;
-                            }
+                        match tls {
+                            None => serve_connection(stream, router, limits, stop, peer).await,
+                            Some(tls) => match handshake(&tls, stream, stop.clone()).await {
+                                Some(Ok(stream)) => serve_connection(stream, router, limits, stop, peer).await,
+                                Some(Err(e)) => tracing::debug!(%peer, error = format!("{e:#}"), "HTTPS connection refused"),
+                                None => {}
+                            },
                         }
                     });
                 }
@@ -126,6 +139,56 @@ pub async fn serve(
     drop(listener);
     let _ = stop_tx.send(true);
     while connections.join_next().await.is_some() {}
+}
+
+/// The TLS handshake, or None when shutdown comes first.
+async fn handshake(
+    tls: &TlsAcceptor,
+    stream: TcpStream,
+    mut stop: watch::Receiver<bool>,
+) -> Option<anyhow::Result<chronik_tls::TlsStream<TcpStream>>> {
+    tokio::select! {
+        accepted = tls.accept(stream) => Some(accepted),
+        _ = stop.wait_for(|stopping| *stopping) => None,
+    }
+}
+
+/// Serves one connection's requests until it ends or shutdown begins
+/// (then the request in progress finishes and the connection closes).
+async fn serve_connection<S>(
+    stream: S,
+    router: Router,
+    limits: HttpLimits,
+    mut stop: watch::Receiver<bool>,
+    peer: std::net::SocketAddr,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let router = router.clone();
+        let request =
+            request.map(|body| Body::new(DeadlineBody::new(body, limits.body_read_timeout)));
+        async move { Ok::<_, Infallible>(router.oneshot(request).await.unwrap_or_else(|e| match e {})) }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .serve_connection(
+            TokioIo::new(WriteStall::new(stream, limits.write_timeout)),
+            service,
+        );
+    tokio::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(%peer, error = %e, "HTTP connection ended");
+            }
+        }
+        _ = async { let _ = stop.wait_for(|stopping| *stopping).await; } => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
 }
 
 #[cfg(test)]

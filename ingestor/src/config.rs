@@ -110,6 +110,11 @@ pub struct Args {
     /// too, e.g. for a Prometheus that holds no token; unset: only --listen.
     #[arg(long, env = "CHRONIK_INGESTOR_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// HTTPS on --listen: `--ssl-keystore-location` (PEM key + chain), and
+    /// mTLS with `--ssl-truststore-location` and `--ssl-client-auth`, as the
+    /// broker's flags (chronik-tls). --metrics-listen stays plain HTTP.
+    #[command(flatten)]
+    pub tls: chronik_tls::TlsArgs,
     /// Kafka bootstrap servers (host:port[,host:port...]).
     #[arg(
         long,
@@ -205,6 +210,8 @@ pub struct Config {
     pub auth_token: Option<crate::auth::BearerToken>,
     /// A second listener for /metrics, /health and /ready only (no token).
     pub metrics_listen: Option<SocketAddr>,
+    /// HTTPS on `listen` (and mTLS) when set.
+    pub tls: Option<chronik_tls::TlsSettings>,
 }
 
 impl TryFrom<Args> for Config {
@@ -267,6 +274,7 @@ impl TryFrom<Args> for Config {
                 .map(crate::auth::load_token)
                 .transpose()?,
             metrics_listen: args.metrics_listen,
+            tls: args.tls.settings(false)?,
         })
     }
 }

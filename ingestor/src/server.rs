@@ -42,8 +42,19 @@ pub async fn run(
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     let addr = listener.local_addr()?;
+    let tls = match &config.tls {
+        Some(settings) => {
+            let acceptor = chronik_tls::TlsAcceptor::load(settings.clone())?;
+            acceptor.spawn_reloader();
+            Some(acceptor)
+        }
+        None => None,
+    };
+    // the LISTENING line names the scheme: http=ADDR or https=ADDR
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
         %addr,
+        %scheme,
         ingestor_id = %config.ingestor_id,
         producer_id = %format!("{:016x}", state.producer.producer_id()),
         "listening"
@@ -55,7 +66,7 @@ pub async fn run(
                 .await
                 .with_context(|| format!("binding --metrics-listen {metrics_addr}"))?;
             let bound = status_listener.local_addr()?;
-            println!("LISTENING http={addr} metrics={bound}");
+            println!("LISTENING {scheme}={addr} metrics={bound}");
             let mut stopped = stopping_rx.clone();
             let stop = async move {
                 let _ = stopped.wait_for(|stopping| *stopping).await;
@@ -68,20 +79,29 @@ pub async fn run(
             )))
         }
         None => {
-            println!("LISTENING http={addr}");
+            println!("LISTENING {scheme}={addr}");
             None
         }
     };
     let _ = std::io::stdout().flush();
 
     let signal_state = state.clone();
+    let state_for_serve = state.clone();
     let signal = async move {
         shutdown.await;
         tracing::info!("shutdown requested: no longer accepting; finishing open requests");
         signal_state.begin_shutdown();
         let _ = stopping_tx.send(true);
     };
-    let serve = chronik_http::serve(listener, app(state.clone()), config.http, signal);
+    let http = config.http;
+    let serve = async move {
+        match tls {
+            Some(tls) => {
+                chronik_http::serve_tls(listener, app(state_for_serve), http, tls, signal).await
+            }
+            None => chronik_http::serve(listener, app(state_for_serve), http, signal).await,
+        }
+    };
     let drain_limit = config.message_timeout + DRAIN_SLACK;
     let drain_deadline = async move {
         // Only counts from the moment shutdown began.

@@ -128,6 +128,9 @@ export function loadConfig(defaults) {
     errorRate: envNumber('ERROR_RATE', defaults.errorRate ?? 0.001, { min: 0 }),
     droppedRatio: envNumber('DROPPED_RATIO', defaults.droppedRatio ?? 0.01, { min: 0 }),
     httpTimeout: envString('HTTP_TIMEOUT', defaults.httpTimeout ?? '30s'),
+    // bearer token for an ingestor started with --auth-token-file; never
+    // written to summaries (runMetadata records only whether one is set)
+    authToken: envString('INGESTOR_AUTH_TOKEN', ''),
   };
   if (!KEY_MODES.includes(cfg.keys)) throw new Error(`KEYS=${cfg.keys}: expected one of ${KEY_MODES.join(', ')}`);
   parseDuration(cfg.httpTimeout); // validate early

@@ -8,10 +8,12 @@
 //! - `process` — a guard for any child process: stdout lines collected,
 //!   stderr in a log file, bounded waits, killed on drop.
 //! - `http`    — a minimal blocking HTTP/1.1 client (GET, POST JSON).
+//! - `certs`   — test certificates from `scripts/make-certs.sh`.
 //!
 //! Nothing here asserts on behaviour: helpers return what they saw and the
 //! tests decide.
 
+pub mod certs;
 pub mod http;
 pub mod process;
 pub mod server;

@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use anyhow::Context as _;
 use bytes::{Bytes, BytesMut};
 use chronik_protocol::api::{api_name, api_versions_response};
 use chronik_protocol::frame::{peek_frame_len, split_frame, SIZE_PREFIX_LEN};
@@ -131,6 +132,14 @@ pub async fn serve(
         accepted = tls.accept(stream) => accepted,
         _ = shutdown.recv() => return,
     };
+    let accepted = accepted.and_then(|stream| {
+        let principal = match chronik_tls::peer_certificate(&stream) {
+            Some(leaf) => KafkaPrincipal::from_certificate(leaf)
+                .context("client certificate without a readable subject")?,
+            None => KafkaPrincipal::anonymous(),
+        };
+        Ok((stream, principal))
+    });
     match accepted {
         Ok((stream, principal)) => {
             if principal.name == KafkaPrincipal::ANONYMOUS {

@@ -74,7 +74,8 @@ impl Ingestor {
             &scratch.path().join("ingestor.log"),
         )?;
         let line = proc.wait_line("LISTENING ", STARTUP_TIMEOUT)?;
-        let http = addr_in(&line, "http")?;
+        // http=ADDR, or https=ADDR when it serves TLS
+        let http = addr_in(&line, "http").or_else(|_| addr_in(&line, "https"))?;
         let metrics = addr_in(&line, "metrics").ok();
         Ok(Ingestor {
             proc,

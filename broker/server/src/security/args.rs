@@ -18,10 +18,8 @@ use clap::Args as ClapArgs;
 
 use super::listeners::{self, ListenerConfig, DEFAULT_PROTOCOL_MAP};
 use super::sasl::Mechanism;
-use super::tls::{ClientAuth, TlsSettings};
+use super::TlsSettings;
 
-/// How long a TLS handshake may take before the connection is dropped.
-const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// `--listen` when neither it nor `--listeners` is given.
 const DEFAULT_LISTEN: &str = "0.0.0.0:9092";
 
@@ -48,29 +46,10 @@ pub struct SecurityArgs {
     /// certificate, SASL with `--sasl-mechanism-inter-broker-protocol`).
     #[arg(long, env = "CHRONIK_INTER_BROKER_LISTENER_NAME")]
     pub inter_broker_listener_name: Option<String>,
-    /// Kafka's `ssl.keystore.location` with `ssl.keystore.type=PEM`: one
-    /// PEM file with the private key and the certificate chain.
-    #[arg(long, env = "CHRONIK_SSL_KEYSTORE_LOCATION")]
-    pub ssl_keystore_location: Option<PathBuf>,
-    /// Kafka's `ssl.truststore.location` with `ssl.truststore.type=PEM`:
-    /// the CA certificates client certificates (and, on a TLS
-    /// inter-broker listener, other brokers' certificates) must chain to.
-    #[arg(long, env = "CHRONIK_SSL_TRUSTSTORE_LOCATION")]
-    pub ssl_truststore_location: Option<PathBuf>,
-    /// Kafka's `ssl.client.auth`: none | requested | required.
-    #[arg(
-        long,
-        env = "CHRONIK_SSL_CLIENT_AUTH",
-        value_enum,
-        default_value = "none"
-    )]
-    pub ssl_client_auth: ClientAuth,
-    /// How often the key store and trust store files are checked for
-    /// changes (no Kafka equivalent: Kafka reloads them through a dynamic
-    /// config update); new connections use the new files.
-    #[arg(long, env = "CHRONIK_SSL_RELOAD_INTERVAL_MS", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
-    pub ssl_reload_interval_ms: u64,
+    /// `ssl.keystore.location`, `ssl.truststore.location`,
+    /// `ssl.client.auth` (chronik-tls, shared with the ingestor).
+    #[command(flatten)]
+    pub tls: chronik_tls::TlsArgs,
     /// Kafka's `sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
     #[arg(
         long,
@@ -188,20 +167,7 @@ impl SecurityConfig {
         let inter_broker =
             listeners::inter_broker_index(&listeners, args.inter_broker_listener_name.as_deref())?;
         let uses_tls = listeners.iter().any(|l| l.protocol.uses_tls());
-        let tls = match (&args.ssl_keystore_location, uses_tls) {
-            (Some(keystore), _) => Some(TlsSettings {
-                keystore: keystore.clone(),
-                truststore: args.ssl_truststore_location.clone(),
-                client_auth: args.ssl_client_auth,
-                reload_interval: Duration::from_millis(args.ssl_reload_interval_ms),
-                handshake_timeout: TLS_HANDSHAKE_TIMEOUT,
-            }),
-            (None, true) => bail!("an SSL or SASL_SSL listener needs --ssl-keystore-location"),
-            (None, false) => None,
-        };
-        if args.ssl_client_auth != ClientAuth::None && args.ssl_truststore_location.is_none() {
-            bail!("--ssl-client-auth requested/required needs --ssl-truststore-location");
-        }
+        let tls = args.tls.settings(uses_tls)?;
         let mut enabled = Vec::new();
         for name in args
             .sasl_enabled_mechanisms
@@ -222,7 +188,8 @@ impl SecurityConfig {
             bail!("a SASL listener needs at least one --sasl-enabled-mechanisms");
         }
         let inter_protocol = listeners[inter_broker].protocol;
-        if several_voters && inter_protocol.uses_tls() && args.ssl_truststore_location.is_none() {
+        if several_voters && inter_protocol.uses_tls() && args.tls.ssl_truststore_location.is_none()
+        {
             bail!(
                 "the inter-broker listener {} is {inter_protocol}: brokers verify each other with --ssl-truststore-location",
                 listeners[inter_broker].name

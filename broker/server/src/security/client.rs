@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 use super::listeners::SecurityProtocol;
 use super::sasl::client::SaslLogin;
-use super::tls::TlsAcceptor;
+use super::TlsAcceptor;
 
 /// A byte stream to another broker, plain or TLS.
 pub trait BrokerStream: AsyncRead + AsyncWrite + Unpin + Send {}

@@ -5,7 +5,8 @@
 //! Layout:
 //! - `args`      — the clap flags (Kafka's names) and the plain `SecurityConfig`.
 //! - `listeners` — `listeners`, `advertised.listeners`, the protocol map.
-//! - `tls`       — PEM key/trust stores, `ssl.client.auth`, the handshake, reload.
+//! - TLS itself (PEM key/trust stores, `ssl.client.auth`, handshakes,
+//!   reload) is the `chronik-tls` crate, shared with the ingestor.
 //! - `principal` — `KafkaPrincipal`, a certificate's subject DN (RFC 2253).
 //! - `sasl/`     — the per-connection SASL state machine and mechanisms,
 //!   and the client side of PLAIN and SCRAM.
@@ -21,7 +22,6 @@ pub mod client;
 pub mod listeners;
 pub mod principal;
 pub mod sasl;
-pub mod tls;
 
 use std::sync::Arc;
 
@@ -29,23 +29,11 @@ use anyhow::Context;
 use tracing::{info, warn};
 
 pub use args::SecurityConfig;
+pub use chronik_tls::{read_bounded_file, ClientAuth, TlsAcceptor, TlsSettings};
 pub use listeners::{ListenerConfig, SecurityProtocol};
 pub use principal::KafkaPrincipal;
 use sasl::scram::ScramCredentials;
 use sasl::SaslConfig;
-use tls::TlsAcceptor;
-
-/// Reads an operator-supplied file (key store, credentials), refusing one
-/// larger than `max` bytes; `what` names the flag in errors.
-pub fn read_bounded_file(path: &std::path::Path, max: u64, what: &str) -> anyhow::Result<Vec<u8>> {
-    let len = std::fs::metadata(path)
-        .with_context(|| format!("{what} {}", path.display()))?
-        .len();
-    if len > max {
-        anyhow::bail!("{what} {} is larger than {max} bytes", path.display());
-    }
-    std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))
-}
 
 /// Largest credentials file (JAAS, SCRAM bootstrap) read.
 const MAX_CREDENTIALS_FILE: u64 = 1024 * 1024;

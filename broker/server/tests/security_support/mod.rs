@@ -11,7 +11,7 @@ pub mod requests;
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,30 +31,20 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use sha2::{Digest, Sha512};
 
-/// Certificates made by `scripts/make-certs.sh` in a temporary directory.
-pub struct Certs {
-    dir: tempfile::TempDir,
+/// The test certificates (chronik-testkit's), with the TLS client pieces
+/// these tests need.
+pub struct Certs(chronik_testkit::certs::Certs);
+
+impl std::ops::Deref for Certs {
+    type Target = chronik_testkit::certs::Certs;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Certs {
     pub fn make() -> Result<Certs> {
-        let dir = scratch_dir("chronik-certs-")?;
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/make-certs.sh");
-        let out = Command::new("bash").arg(&script).arg(dir.path()).output()?;
-        ensure!(
-            out.status.success(),
-            "make-certs.sh failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(Certs { dir })
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    pub fn arg(&self, name: &str) -> String {
-        self.path(name).display().to_string()
+        Ok(Certs(chronik_testkit::certs::Certs::make()?))
     }
 
     /// The DER of the first certificate in a PEM file.

@@ -52,7 +52,9 @@ export class IngestorClient {
     this.batchUrl = `${this.baseUrl}${cfg.mode === 'fire' ? '/produce/fire/batch' : '/produce/batch'}`;
     this.singleUrl = `${this.baseUrl}/produce`;
     this.params = {
-      headers: { 'Content-Type': 'application/json' },
+      headers: cfg.authToken === ''
+        ? { 'Content-Type': 'application/json' }
+        : { 'Content-Type': 'application/json', Authorization: `Bearer ${cfg.authToken}` },
       timeout: cfg.httpTimeout,
       tags: { name: cfg.mode === 'fire' ? 'POST /produce/fire/batch' : 'POST /produce/batch' },
     };

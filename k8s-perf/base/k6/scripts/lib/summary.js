@@ -124,6 +124,7 @@ function runMetadata(cfg, options) {
       error_rate: cfg.errorRate,
       dropped_ratio: cfg.droppedRatio,
       http_timeout: cfg.httpTimeout,
+      auth_token: cfg.authToken !== '',
     },
   };
 }

@@ -1,18 +1,20 @@
-//! TLS for SSL and SASL_SSL listeners (rustls with the ring provider), from
-//! PEM files as Kafka's `ssl.keystore.type=PEM` / `ssl.truststore.type=PEM`
-//! name them, reloaded when the files change.
+//! `chronik-tls`: TLS for every Chronik port that serves or speaks it —
+//! the broker's SSL and SASL_SSL listeners and its inter-broker
+//! connections, the ingestor's HTTPS port — with rustls and the ring
+//! provider, from PEM files as Kafka's `ssl.keystore.type=PEM` /
+//! `ssl.truststore.type=PEM` name them, reloaded when the files change.
 //!
 //! Owns: building the rustls server config (key store = private key and
 //! certificate chain, trust store = CA certificates, Kafka's
-//! `ssl.client.auth` none | requested | required), the bounded handshake,
-//! the client certificate's principal, the client config of this broker's
-//! own inter-broker connections (the trust store as roots, the key store
-//! as client certificate, so mTLS listeners accept it) and its bounded
-//! handshake, and the reload loop: every
+//! `ssl.client.auth` none | requested | required), the bounded server
+//! handshake, the client config of outgoing connections (the trust store
+//! as roots, the key store as client certificate, so mTLS listeners
+//! accept it) and its bounded handshake, and the reload loop: every
 //! `reload_interval` the files' modification times and sizes are compared
 //! and on a change both configs are rebuilt; new connections use them, a
-//! broken file is logged and the previous configs kept. Must not: read or
-//! write Kafka frames.
+//! broken file is logged and the previous configs kept. Must not: know
+//! what is spoken over the stream (Kafka frames, HTTP) or map a
+//! certificate to a principal (the broker's `security::principal` does).
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, Weak};
@@ -25,11 +27,26 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use tokio::net::TcpStream;
-use tokio_rustls::server::TlsStream;
 use tracing::{info, warn};
 
-use super::principal::KafkaPrincipal;
-use super::read_bounded_file;
+mod args;
+pub use args::{TlsArgs, TLS_HANDSHAKE_TIMEOUT};
+
+pub use rustls::pki_types::CertificateDer as Certificate;
+pub use tokio_rustls::server::TlsStream;
+
+/// Reads a whole file of at most `max` bytes; `what` names it (the flag)
+/// in errors. Key stores, trust stores and credential files are small:
+/// a larger one is refused rather than read.
+pub fn read_bounded_file(path: &std::path::Path, max: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("{what} {}", path.display()))?
+        .len();
+    if len > max {
+        bail!("{what} {} is larger than {max} bytes", path.display());
+    }
+    std::fs::read(path).with_context(|| format!("reading {what} {}", path.display()))
+}
 
 /// Kafka's `ssl.client.auth`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -43,7 +60,7 @@ pub enum ClientAuth {
     Required,
 }
 
-/// The TLS settings of every TLS listener.
+/// The TLS settings of a server's TLS ports.
 #[derive(Debug, Clone)]
 pub struct TlsSettings {
     /// `ssl.keystore.location`: PEM private key and certificate chain.
@@ -94,14 +111,14 @@ impl TlsAcceptor {
         }
     }
 
-    /// Whether outgoing connections can verify other brokers (a trust
-    /// store is configured).
+    /// Whether outgoing connections can verify their peer (a trust store
+    /// is configured).
     pub fn has_client_config(&self) -> bool {
         self.configs().client.is_some()
     }
 
-    /// The client handshake of an outgoing inter-broker connection to
-    /// `host` (its certificate must name it), within the handshake timeout.
+    /// The client handshake of an outgoing connection to `host` (its
+    /// certificate must name it), within the handshake timeout.
     pub async fn connect(
         &self,
         stream: TcpStream,
@@ -110,7 +127,7 @@ impl TlsAcceptor {
         let config = self
             .configs()
             .client
-            .context("TLS to other brokers needs --ssl-truststore-location")?;
+            .context("outgoing TLS needs --ssl-truststore-location")?;
         let name = ServerName::try_from(host.to_string())
             .with_context(|| format!("{host} is not a valid TLS server name"))?;
         let connector = tokio_rustls::TlsConnector::from(config);
@@ -123,23 +140,13 @@ impl TlsAcceptor {
         .with_context(|| format!("TLS handshake with {host} failed"))
     }
 
-    /// Runs the TLS handshake within the handshake timeout. The principal
-    /// is the client certificate's subject, or ANONYMOUS without one.
-    pub async fn accept(
-        &self,
-        stream: TcpStream,
-    ) -> anyhow::Result<(TlsStream<TcpStream>, KafkaPrincipal)> {
+    /// Runs the TLS handshake within the handshake timeout.
+    pub async fn accept(&self, stream: TcpStream) -> anyhow::Result<TlsStream<TcpStream>> {
         let acceptor = tokio_rustls::TlsAcceptor::from(self.configs().server);
-        let tls = tokio::time::timeout(self.settings.handshake_timeout, acceptor.accept(stream))
+        tokio::time::timeout(self.settings.handshake_timeout, acceptor.accept(stream))
             .await
             .context("TLS handshake timed out")?
-            .context("TLS handshake failed")?;
-        let principal = match tls.get_ref().1.peer_certificates() {
-            Some([leaf, ..]) => KafkaPrincipal::from_certificate(leaf)
-                .context("client certificate without a readable subject")?,
-            _ => KafkaPrincipal::anonymous(),
-        };
-        Ok((tls, principal))
+            .context("TLS handshake failed")
     }
 
     /// Polls the files every `reload_interval` while the acceptor lives.
@@ -257,4 +264,10 @@ fn trust_roots(path: &std::path::Path) -> anyhow::Result<RootCertStore> {
         bail!("--ssl-truststore-location holds no CA certificate");
     }
     Ok(roots)
+}
+
+/// The client certificate a finished handshake verified (its leaf), if the
+/// client presented one.
+pub fn peer_certificate<S>(stream: &TlsStream<S>) -> Option<&Certificate<'static>> {
+    stream.get_ref().1.peer_certificates()?.first()
 }
