@@ -10,9 +10,15 @@
 # the same data dir), idempotent, transactions and admin; the clients in
 # EOS_FAILOVER_CLIENTS also run eos-failover against a fresh 3-node cluster
 # (exactly-once consume-transform-produce while the runner SIGKILLs the node the
-# driver names: the leader of the output's partition 0). Every broker runs
-# with --group-initial-rebalance-delay-ms 0 except confluent-kafka's, which
-# keeps Kafka's default 3000 ms to prove it works.
+# driver names: the leader of the output's partition 0); the clients in
+# SECURITY_CLIENTS also run security against a fresh broker with a SASL_SSL
+# (SCRAM-SHA-512) and an SSL listener (client certificate required) and the
+# StandardAuthorizer without allow-everyone (python/security_acls.py grants the
+# SCRAM user and the client certificate's subject ALL on the compat-sec- topic
+# and group prefixes); the other rows get n/a there. Certificates come from
+# scripts/make-certs.sh, once per run. Every broker runs with
+# --group-initial-rebalance-delay-ms 0 except confluent-kafka's, which keeps
+# Kafka's default 3000 ms to prove it works.
 # Prints the matrix, writes results/compat/<run-id>/{matrix.md,matrix.json}
 # (plus every driver's and broker's log), exits 1 if any check failed.
 #
@@ -33,7 +39,8 @@
 #      driver run, default 300), STAGE_TIMEOUT (s, one wait inside a check,
 #      default 60), MESSAGES (default 1000), PERF_RECORDS (default 100000),
 #      DEFAULT_DELAY_CLIENTS (default "confluent-kafka"), WAL_PROFILE (default medium),
-#      EOS_FAILOVER_CLIENTS (default "java"), EOS_MESSAGES (default 3000).
+#      EOS_FAILOVER_CLIENTS (default "java"), EOS_MESSAGES (default 3000),
+#      SECURITY_CLIENTS (default "confluent-kafka java kcat franz-go").
 # Processes it starts are in .run/pids (./cleanup.sh stops leftovers); the trap
 # stops every broker and driver process group it started, by pid.
 set -euo pipefail
@@ -55,6 +62,13 @@ DEFAULT_DELAY_CLIENTS="${DEFAULT_DELAY_CLIENTS:-confluent-kafka}"
 WAL_PROFILE="${WAL_PROFILE:-medium}"
 EOS_FAILOVER_CLIENTS="${EOS_FAILOVER_CLIENTS:-java}"
 EOS_MESSAGES="${EOS_MESSAGES:-3000}"
+SECURITY_CLIENTS="${SECURITY_CLIENTS:-confluent-kafka java kcat franz-go}"
+# the security check's users and names (its certificates: $WORK/security)
+SECURITY_ADMIN="admin"
+SECURITY_USER="alice"
+SECURITY_PASSWORD="alice-secret"
+SECURITY_PREFIX="compat-sec-"
+SECURITY_DENIED_TOPIC="compat-denied"
 # the cluster eos-failover runs on: fast failure detection, RF 3, min.insync 2
 EOS_CLUSTER_ARGS=(--wal-profile low --broker-session-timeout-ms 3000 --replica-lag-time-max-ms 3000
   --min-insync-replicas 2 --default-replication-factor 3 --group-initial-rebalance-delay-ms 0)
@@ -154,11 +168,13 @@ run_client() {
   logs="$OUT/logs/$client"
   mkdir -p "$work" "$logs"
   client_cmd "$client"
-  local broker_args=(--wal-profile "$WAL_PROFILE")
-  [[ " $DEFAULT_DELAY_CLIENTS " == *" $client "* ]] || broker_args+=(--group-initial-rebalance-delay-ms 0)
+  local base_args=(--wal-profile "$WAL_PROFILE")
+  [[ " $DEFAULT_DELAY_CLIENTS " == *" $client "* ]] || base_args+=(--group-initial-rebalance-delay-ms 0)
+  local broker_args=("${base_args[@]}")
   # kafka-acls.sh needs an authorizer; open where no ACL applies, so the other tools pass
   [[ $client == kafka-cli ]] && broker_args+=(--authorizer-class-name
     org.apache.kafka.metadata.authorizer.StandardAuthorizer --allow-everyone-if-no-acl-found)
+  BROKER_DIR="$work"
   DRIVER_PID=""
   CHRONIK_PID=""
   CHRONIK_PIDS=()
@@ -170,8 +186,10 @@ run_client() {
     for a in "${ASSIGNORS[@]}"; do group_name "$a"; done
     echo commit-resume idempotent transactions admin
     eos_client && echo eos-failover
+    security_client && echo security
   }
   eos_client() { [[ " $EOS_FAILOVER_CLIENTS " == *" $client "* ]]; }
+  security_client() { [[ " $SECURITY_CLIENTS " == *" $client "* ]]; }
   group_name() { if [[ $1 == default ]]; then echo group; else echo "group:$1"; fi; }
   # owe STATUS LOG CHECK... - matrix.py fails any owed check that has no result line
   owe() {
@@ -182,14 +200,31 @@ run_client() {
       printf '\n'
     } >> "$OUT/invocations.$client.tsv"
   }
+  # not_checked CHECK DETAIL - the runner's own n/a line for a check this row does not run
+  not_checked() {
+    local line
+    line=$("$VENV/bin/python" - "$label" "$1" "$2" "$OUT/results.$client.jsonl" <<'EOF'
+import json, sys
+label, check, detail, results = sys.argv[1:]
+version = "?"  # the version the client's own result lines name
+try:
+    with open(results) as f:
+        version = next((json.loads(line)["version"] for line in f if line.strip()), version)
+except (OSError, ValueError, KeyError):
+    pass
+print(json.dumps({"client": label, "version": version, "check": check, "result": "n/a", "detail": detail}))
+EOF
+    ) && printf '%s\n' "$line" >> "$OUT/results.$client.jsonl"
+  }
   broker_start() {
+    BROKER_DIR="$work"
     start_chronik "$work" "${broker_args[@]}"
     echo "$CHRONIK_KAFKA" > "$work/bootstrap"
   }
   broker_stop() {
     [[ -n "$CHRONIK_PID" ]] || return 0
     stop_chronik || log "$client: broker did not stop cleanly (exit status $?)"
-    cp "$work/stderr.log" "$logs/broker.$((++seq)).stderr.log" 2> /dev/null || true
+    cp "$BROKER_DIR/stderr.log" "$logs/broker.$((++seq)).stderr.log" 2> /dev/null || true
   }
   cluster_stop() {
     local pid i=0
@@ -269,6 +304,11 @@ run_client() {
   invoke admin admin -- --check admin
   broker_stop
   eos_client && eos_failover
+  if security_client; then
+    security_check
+  else
+    not_checked security "no security step in this client's driver (compat/run.sh SECURITY_CLIENTS: $SECURITY_CLIENTS)"
+  fi
   return 0
 }
 
@@ -307,12 +347,60 @@ eos_failover() {
   cluster_stop
 }
 
+# security_check - (inside run_client) the security check on a fresh broker:
+# SASL_SSL (SCRAM-SHA-512 users from $WORK/security/scram.txt) and SSL
+# listeners, a client certificate required on both, the StandardAuthorizer
+# with the admin as super user and no allow-everyone; security_acls.py grants
+# the SCRAM user and the client certificate's subject ALL on the topic and
+# group prefix SECURITY_PREFIX and creates SECURITY_DENIED_TOPIC with no ACL.
+# shellcheck disable=SC2317  # called from run_client only
+security_check() {
+  local certs="$WORK/security" sasl ssl acl_log
+  log "$client: starting a secured broker for security"
+  BROKER_DIR="$work/secure"
+  start_chronik "$BROKER_DIR" "${base_args[@]}" --listeners SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0 \
+    --ssl-keystore-location "$certs/broker.keystore.pem" --ssl-truststore-location "$certs/ca.pem" \
+    --ssl-client-auth required --sasl-enabled-mechanisms SCRAM-SHA-512 \
+    --sasl-scram-credentials-file "$certs/scram.txt" \
+    --authorizer-class-name org.apache.kafka.metadata.authorizer.StandardAuthorizer \
+    --super-users "User:$SECURITY_ADMIN"
+  sasl=$(sed -nE 's/.* listener\.SASL_SSL=([^ ]+).*/\1/p' <<< "$CHRONIK_LISTENING_LINE")
+  ssl=$(sed -nE 's/.* listener\.SSL=([^ ]+).*/\1/p' <<< "$CHRONIK_LISTENING_LINE")
+  local tls=(--ssl-ca "$certs/ca.pem" --ssl-cert "$certs/client.pem" --ssl-key "$certs/client.key")
+  acl_log="$logs/$((++seq))-security-acls.log"
+  rc=0
+  timeout -k 10 "$CHECK_TIMEOUT" "$VENV/bin/python" "$COMPAT_DIR/python/security_acls.py" --bootstrap "$sasl" \
+    "${tls[@]}" --admin-username "$SECURITY_ADMIN" --admin-password "$SECURITY_ADMIN-secret" \
+    --principal "User:$SECURITY_USER" --cert-principal "$certs/client.pem" --topic-prefix "$SECURITY_PREFIX" \
+    --group-prefix "$SECURITY_PREFIX" --denied-topic "$SECURITY_DENIED_TOPIC" --timeout "$STAGE_TIMEOUT" \
+    > /dev/null 2> "$acl_log" < /dev/null || rc=$?
+  if ((rc != 0)); then
+    log "$client: security: the ACL setup failed (exit status $rc, ${acl_log#"$REPO_ROOT"/})"
+    owe "$rc" "${acl_log#"$REPO_ROOT"/}" security
+  else
+    invoke security security -- --check security --messages "$MESSAGES" --sasl-bootstrap "$sasl" \
+      --ssl-bootstrap "$ssl" "${tls[@]}" --sasl-username "$SECURITY_USER" --sasl-password "$SECURITY_PASSWORD" \
+      --topic-prefix "$SECURITY_PREFIX" --group-prefix "$SECURITY_PREFIX" --denied-topic "$SECURITY_DENIED_TOPIC"
+  fi
+  broker_stop
+}
+
 # every client runs against the same broker build, even if target/ is rebuilt meanwhile
 BROKER_BUILT=$(date -u -r "$CHRONIK_SERVER_BIN" +%FT%TZ)
 BROKER_SOURCE=$CHRONIK_SERVER_BIN
 GIT_COMMIT=$(git_describe)
 cp "$CHRONIK_SERVER_BIN" "$WORK/chronik-server"
 CHRONIK_SERVER_BIN="$WORK/chronik-server"
+
+# the security check's certificates and SCRAM users, once per run
+for c in $CLIENTS; do
+  if [[ " $SECURITY_CLIENTS " == *" $c "* ]]; then
+    bash "$REPO_ROOT/scripts/make-certs.sh" "$WORK/security" > /dev/null
+    printf 'SCRAM-SHA-512=[name=%s,password=%s]\n' "$SECURITY_ADMIN" "$SECURITY_ADMIN-secret" \
+      "$SECURITY_USER" "$SECURITY_PASSWORD" > "$WORK/security/scram.txt"
+    break
+  fi
+done
 
 started=$(date +%s)
 log "compat run $RUN_ID: clients [$CLIENTS], $JOBS at a time; results in $OUT"

@@ -1,7 +1,8 @@
 // Command franz-go-driver: the compatibility driver for Go franz-go
 // (compat/README.md). One check per invocation against -bootstrap; prints its
 // JSON result line(s) on stdout, logs on stderr. Owns only the franz-go calls;
-// verification lives in verify.go.
+// verification lives in verify.go, the transactions and security checks in
+// transactions.go and security.go.
 package main
 
 import (
@@ -25,17 +26,29 @@ type args struct {
 	bootstrap, check, assignor, phase, state string
 	messages                                 int
 	stage                                    time.Duration
+	sec                                      securityArgs
+	extra                                    []kgo.Opt // every client's options (security: TLS, SASL)
 }
 
 func main() {
 	var a args
 	flag.StringVar(&a.bootstrap, "bootstrap", "", "host:port of the broker")
-	flag.StringVar(&a.check, "check", "", "produce-fetch | group | commit-resume | idempotent | transactions | admin")
+	flag.StringVar(&a.check, "check", "", "produce-fetch | group | commit-resume | idempotent | transactions | admin | security")
 	flag.StringVar(&a.assignor, "assignor", "default", "default | range | roundrobin | cooperative-sticky")
 	flag.StringVar(&a.phase, "phase", "", "commit-resume phase: a | b")
 	flag.StringVar(&a.state, "state", "", "commit-resume state file")
 	flag.IntVar(&a.messages, "messages", 1000, "messages per check")
 	stage := flag.Float64("stage-timeout", 60, "seconds one wait may take")
+	flag.StringVar(&a.sec.saslBootstrap, "sasl-bootstrap", "", "security: host:port of the SASL_SSL listener")
+	flag.StringVar(&a.sec.sslBootstrap, "ssl-bootstrap", "", "security: host:port of the SSL listener")
+	flag.StringVar(&a.sec.ca, "ssl-ca", "", "security: PEM CA file")
+	flag.StringVar(&a.sec.cert, "ssl-cert", "", "security: PEM client certificate")
+	flag.StringVar(&a.sec.key, "ssl-key", "", "security: PEM key of -ssl-cert")
+	flag.StringVar(&a.sec.username, "sasl-username", "", "security: SCRAM user")
+	flag.StringVar(&a.sec.password, "sasl-password", "", "security: its password")
+	flag.StringVar(&a.sec.topicPrefix, "topic-prefix", "", "security: topic prefix both principals may use")
+	flag.StringVar(&a.sec.groupPrefix, "group-prefix", "", "security: group prefix both principals may use")
+	flag.StringVar(&a.sec.deniedTopic, "denied-topic", "", "security: a topic neither principal has an ACL on")
 	flag.Parse()
 	a.stage = time.Duration(*stage * float64(time.Second))
 
@@ -43,7 +56,7 @@ func main() {
 	checks := map[string]func(*reporter, args) error{
 		"produce-fetch": checkProduceFetch, "group": checkGroup,
 		"commit-resume": checkCommitResume, "idempotent": checkIdempotent,
-		"transactions": checkTransactions, "admin": checkAdmin,
+		"transactions": checkTransactions, "admin": checkAdmin, "security": checkSecurity,
 	}
 	run, ok := checks[a.check]
 	if !ok || a.bootstrap == "" {
@@ -87,7 +100,8 @@ func franzVersion() string {
 }
 
 func newClient(a args, opts ...kgo.Opt) (*kgo.Client, error) {
-	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(a.bootstrap)}, opts...)...)
+	base := append([]kgo.Opt{kgo.SeedBrokers(a.bootstrap)}, a.extra...)
+	return kgo.NewClient(append(base, opts...)...)
 }
 
 func createTopic(a args, topic string, partitions int32) error {

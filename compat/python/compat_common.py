@@ -2,9 +2,11 @@
 
 Owns: the driver command line, the result line format, the payload of the
 test messages and the checks on what came back (exact set, per-partition
-order, commit-resume start offsets, group split). Knows no Kafka client: the
-drivers (confluent_driver.py, kafka_python_driver.py, kcat_driver.py,
-perf_driver.py) bring one and call these pure functions.
+order, commit-resume start offsets, group split), and the `security` check's
+four steps. Knows no Kafka client: the drivers (confluent_driver.py,
+kafka_python_driver.py, kcat_driver.py, perf_driver.py) bring one and call
+these pure functions; the security settings are spelled in librdkafka's
+property names, which confluent-kafka and kcat (-X) both take.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ import traceback
 import uuid
 from typing import Callable, Iterable
 
-CHECK_NAMES = ("produce-fetch", "group", "commit-resume", "idempotent", "transactions", "admin")
+CHECK_NAMES = ("produce-fetch", "group", "commit-resume", "idempotent", "transactions", "admin", "security")
 # What a driver that does not implement a check reports for it.
 NOT_CHECKED = {
     "admin": "admin APIs are checked with Kafka's own CLI tools (the kafka-cli row)",
     "transactions": "this client has no transactional producer",
+    "security": "this driver has no TLS/SASL step (compat/run.sh SECURITY_CLIENTS)",
 }
+# The SASL mechanism of the `security` check (the broker enables only this one).
+SCRAM_MECHANISM = "SCRAM-SHA-512"
 ASSIGNORS = ("default", "range", "roundrobin", "cooperative-sticky")
 # Partitions of the topics each check creates (the brief of compat/README.md).
 PRODUCE_PARTITIONS = 3
@@ -39,7 +44,27 @@ def parse_args(description: str) -> argparse.Namespace:
     p.add_argument("--messages", type=int, default=1000)
     p.add_argument("--stage-timeout", type=float, default=60.0,
                    help="seconds one wait (a rebalance, a read-back) may take")
-    return p.parse_args()
+    sec = p.add_argument_group("security check")
+    sec.add_argument("--sasl-bootstrap", help="host:port of the SASL_SSL listener")
+    sec.add_argument("--ssl-bootstrap", help="host:port of the SSL listener (client certificate required)")
+    sec.add_argument("--ssl-ca", help="PEM CA file the broker's certificate chains to")
+    sec.add_argument("--ssl-cert", help="PEM client certificate")
+    sec.add_argument("--ssl-key", help="PEM key of --ssl-cert")
+    sec.add_argument("--sasl-username")
+    sec.add_argument("--sasl-password")
+    sec.add_argument("--topic-prefix", help="the topic prefix both principals may use (ALL)")
+    sec.add_argument("--group-prefix", help="the group prefix both principals may use (ALL)")
+    sec.add_argument("--denied-topic", help="an existing topic neither principal has an ACL on")
+    args = p.parse_args()
+    if args.check == "security":
+        missing = [a for a in SECURITY_ARGS if getattr(args, a) is None]
+        if missing:
+            p.error("--check security needs " + ", ".join("--" + a.replace("_", "-") for a in missing))
+    return args
+
+
+SECURITY_ARGS = ("sasl_bootstrap", "ssl_bootstrap", "ssl_ca", "ssl_cert", "ssl_key", "sasl_username",
+                 "sasl_password", "topic_prefix", "group_prefix", "denied_topic")
 
 
 class Reporter:
@@ -291,6 +316,104 @@ def run_main(reporter: Reporter, args: argparse.Namespace, checks: dict[str, Cal
             if check not in reporter.emitted:
                 reporter.emit(check, "fail", f"driver error: {e!r}")
         return 1
+
+
+# -- security ----------------------------------------------------------------
+
+StepResult = tuple[list[str], str]  # (problems, what happened)
+
+
+def librdkafka_security(ca: str, cert: str, key: str, sasl: tuple[str, str] | None = None) -> dict[str, str]:
+    """librdkafka settings for the secured broker: TLS with the client certificate
+    (ssl.client.auth=required covers every TLS listener) and, given (user, password),
+    SASL_SSL with SCRAM_MECHANISM; else SSL, whose principal is the certificate's."""
+    conf = {"ssl.ca.location": ca, "ssl.certificate.location": cert, "ssl.key.location": key,
+            "security.protocol": "SSL"}
+    if sasl is not None:
+        conf.update({"security.protocol": "SASL_SSL", "sasl.mechanism": SCRAM_MECHANISM,
+                     "sasl.username": sasl[0], "sasl.password": sasl[1]})
+    return conf
+
+
+def security_endpoint(args: argparse.Namespace, listener: str,
+                      password: str | None = None) -> tuple[str, dict[str, str]]:
+    """(bootstrap, librdkafka settings) of "SASL_SSL" (as --sasl-username, with
+    `password` or --sasl-password) or "SSL" (as the client certificate)."""
+    if listener == "SASL_SSL":
+        sasl = (args.sasl_username, password if password is not None else args.sasl_password)
+        return args.sasl_bootstrap, librdkafka_security(args.ssl_ca, args.ssl_cert, args.ssl_key, sasl)
+    return args.ssl_bootstrap, librdkafka_security(args.ssl_ca, args.ssl_cert, args.ssl_key)
+
+
+def wrong_password(args: argparse.Namespace) -> str:
+    return "not-" + args.sasl_password
+
+
+def librdkafka_scram_note(version: str) -> str:
+    """Why a librdkafka older than 2.6.1 fails SCRAM here: it repeats its client
+    nonce in the client-final message (confluentinc/librdkafka#4895); Kafka 4.x
+    refuses that, and so does chronik (RFC 5802: the nonce must be echoed exactly)."""
+    nums = [int(x) for x in version.split(".")[:3] if x.isdigit()]
+    if len(nums) == 3 and tuple(nums) < (2, 6, 1):
+        return (f"librdkafka {version} < 2.6.1 repeats the client nonce in SCRAM's client-final message "
+                "(confluentinc/librdkafka#4895), which Kafka 4.x and chronik refuse")
+    return ""
+
+
+class ClientCannot(Exception):
+    """Raised by a security step the client cannot do at all (a known client
+    defect, named in the message): the step is reported as not possible."""
+
+
+def security_check(rep: Reporter, args: argparse.Namespace,
+                   produce_consume: Callable[[str, str, str], StepResult],
+                   refused_login: Callable[[], StepResult],
+                   denied_produce: Callable[[str], StepResult]) -> None:
+    """The `security` check on any client, four steps (compat/README.md):
+      (1) produce_consume("SASL_SSL", topic, group): N messages as the SCRAM
+          user to a new granted topic, all read back in a granted group;
+      (2) the same over "SSL" as the client certificate's principal;
+      (3) refused_login(): a wrong SCRAM password fails with an authentication error;
+      (4) denied_produce(listener), for each listener: producing to the
+          ungranted topic fails with TOPIC_AUTHORIZATION_FAILED.
+    A step returns (problems, what happened); one that raises has that as its
+    problem, unless it raises ClientCannot. Emits one `security` line naming
+    every step's outcome: fail if any step has a problem, else n/a if some
+    step was not possible for this client, else pass."""
+    sasl_as = f"SASL_SSL {SCRAM_MECHANISM} as {args.sasl_username}"
+    steps: list[tuple[str, Callable[[], StepResult]]] = [
+        (f"(1) {sasl_as}",
+         lambda: produce_consume("SASL_SSL", unique(args.topic_prefix + "sasl"),
+                                 unique(args.group_prefix + "sasl"))),
+        ("(2) SSL, client certificate required, as its subject",
+         lambda: produce_consume("SSL", unique(args.topic_prefix + "mtls"), unique(args.group_prefix + "mtls"))),
+        ("(3) wrong password", refused_login),
+        (f"(4) produce to ungranted {args.denied_topic} over {sasl_as}", lambda: denied_produce("SASL_SSL")),
+        (f"(4) produce to ungranted {args.denied_topic} over SSL as the certificate",
+         lambda: denied_produce("SSL")),
+    ]
+    failed, impossible, details = False, False, []
+    for name, step in steps:
+        t0 = time.monotonic()
+        try:
+            problems, what = step()
+        except ClientCannot as e:
+            impossible = True
+            details.append(f"{name}: not possible with this client: {e}")
+            log(details[-1])
+            continue
+        except Exception as e:  # the step's failure, not the driver's
+            traceback.print_exc()
+            problems, what = [f"error: {e!r}"], ""
+        took = f"{time.monotonic() - t0:.1f}s"
+        if problems:
+            failed = True
+            details.append(f"{name}: FAILED after {took}: " + "; ".join(problems))
+        else:
+            details.append(f"{name}: {what} ({took})")
+        log(details[-1])
+    result = "fail" if failed else "n/a" if impossible else "pass"
+    rep.emit("security", result, "; ".join(details)[:2000])
 
 
 def verify_transactions(n: int, committed: Iterable[bytes], aborted_tag: str,

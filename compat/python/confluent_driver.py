@@ -11,7 +11,7 @@ import threading
 import time
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import compat_common as cc
@@ -23,8 +23,11 @@ ASSIGNOR_CONFIG = {"range": "range", "roundrobin": "roundrobin",
                    "cooperative-sticky": "cooperative-sticky"}
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout: float,
+                 conf: dict | None = None) -> None:
+    """CreateTopics, then wait until Metadata shows every partition; `conf`
+    adds client settings (the security check's TLS/SASL)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, **(conf or {})})
     futures = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=timeout)
     futures[topic].result(timeout=timeout)
     ok = cc.wait_until(
@@ -60,12 +63,8 @@ def produce(bootstrap: str, topic: str, tag: str, n: int, timeout: float,
     return acks, errors
 
 
-def read_assigned(bootstrap: str, topic: str, partitions: int, n: int, timeout: float) -> list:
-    """Read partitions 0..partitions-1 from the beginning until n records (or timeout)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": cc.unique("compat-reader"),
-                         "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
-                     for p in range(partitions)])
+def poll_records(consumer: Consumer, n: int, timeout: float) -> list:
+    """Poll until n records (or timeout), then close the consumer; an error record raises."""
     records = []
     deadline = time.monotonic() + timeout
     try:
@@ -79,6 +78,15 @@ def read_assigned(bootstrap: str, topic: str, partitions: int, n: int, timeout: 
     finally:
         consumer.close()
     return records
+
+
+def read_assigned(bootstrap: str, topic: str, partitions: int, n: int, timeout: float) -> list:
+    """Read partitions 0..partitions-1 from the beginning until n records (or timeout)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": cc.unique("compat-reader"),
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(partitions)])
+    return poll_records(consumer, n, timeout)
 
 
 def check_produce_fetch(rep: cc.Reporter, args) -> None:
@@ -320,13 +328,69 @@ def check_transactions(rep: cc.Reporter, args) -> None:
                 f"transactions with send_offsets_to_transaction; lag after {lag}")
 
 
+def read_group(bootstrap: str, conf: dict, topic: str, group: str, n: int, timeout: float) -> list:
+    """A member of `group` subscribed to `topic` reads from the start until n records (or timeout)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, **conf})
+    consumer.subscribe([topic])
+    return poll_records(consumer, n, timeout)
+
+
+def check_security(rep: cc.Reporter, args) -> None:
+    """The four steps of compat_common.security_check through confluent-kafka."""
+    n, timeout = args.messages, args.stage_timeout
+
+    def produce_consume(listener: str, topic: str, group: str) -> cc.StepResult:
+        bootstrap, conf = cc.security_endpoint(args, listener)
+        create_topic(bootstrap, topic, cc.PRODUCE_PARTITIONS, timeout, conf)
+        acks, errors = produce(bootstrap, topic, topic, n, timeout, conf)
+        problems = cc.verify_acks(n, acks, errors)
+        if problems:
+            return problems, ""
+        records = read_group(bootstrap, conf, topic, group, n, timeout)
+        return (cc.verify_read_back(topic, n, records, acks),
+                f"{n} produced to {topic} (acks=all), read back by group {group}")
+
+    def refused_login() -> cc.StepResult:
+        bootstrap, conf = cc.security_endpoint(args, "SASL_SSL", cc.wrong_password(args))
+        errors: list[KafkaError] = []
+        # a producer connects to its bootstrap broker at once; error_cb is served by poll()
+        producer = Producer({"bootstrap.servers": bootstrap, **conf, "error_cb": errors.append})
+        auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        deadline = time.monotonic() + timeout
+        while not auth and time.monotonic() < deadline:
+            producer.poll(0.2)
+            auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+        if not auth:
+            return [f"no _AUTHENTICATION error within {timeout:.0f}s (errors: "
+                    f"{[e.str() for e in errors][:3]})"], ""
+        return [], f"refused: _AUTHENTICATION {auth[0].str()[:300]}"
+
+    def denied_produce(listener: str) -> cc.StepResult:
+        bootstrap, conf = cc.security_endpoint(args, listener)
+        failures: list[KafkaError] = []
+        delivered = []
+        producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": int(timeout * 1000),
+                             **conf})
+        producer.produce(args.denied_topic, value=b"denied",
+                         on_delivery=lambda err, msg: (failures if err else delivered).append(err or msg))
+        producer.flush(timeout)
+        if [e.code() for e in failures] != [KafkaError.TOPIC_AUTHORIZATION_FAILED]:
+            return [f"want TOPIC_AUTHORIZATION_FAILED, got {[e.str() for e in failures]}, "
+                    f"{len(delivered)} delivered"], ""
+        return [], "delivery failed with TOPIC_AUTHORIZATION_FAILED"
+
+    cc.security_check(rep, args, produce_consume, refused_login, denied_produce)
+
+
 def main() -> int:
     args = cc.parse_args(__doc__.splitlines()[0])
     rep = cc.Reporter(CLIENT, VERSION)
     return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
                                    "commit-resume": check_commit_resume,
                                    "idempotent": check_idempotent,
-                                   "transactions": check_transactions})
+                                   "transactions": check_transactions,
+                                   "security": check_security})
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ creates no topics, so topics are created with confluent-kafka's AdminClient
   commit-resume  kcat -G -c N/2 (auto-commit of consumed offsets on close),
                  then kcat -G again after the broker restart
   idempotent     kcat -P -X enable.idempotence=true, read back with -C -e
+  security       -X security.protocol=SASL_SSL|SSL, sasl.*, ssl.*: kcat -P then
+                 kcat -G; kcat -L with a wrong password; kcat -P to the ungranted topic
 """
 
 from __future__ import annotations
@@ -31,12 +33,16 @@ CLIENT = "kcat"
 REBALANCED = re.compile(r"rebalanced.*?(assigned:|revoked:|incremental assignment|incremental revoke)")
 PARTITION = re.compile(r"\[(\d+)\]")
 FORMAT = r"%p\t%o\t%s\n"
+# librdkafka's log line when a broker refuses a SASL login (it then retries, forever)
+AUTH_FAILED = re.compile(r"SASL authentication error.*")
+TOPIC_DENIED = "Topic authorization failed"
 
 
-def kcat_version() -> str:
+def kcat_version() -> tuple[str, str]:
+    """(kcat's version with its librdkafka's, the librdkafka version)."""
     out = subprocess.run([KCAT, "-V"], capture_output=True, text=True, timeout=10).stdout
     m = re.search(r"Version (\S+) .*librdkafka (\S+)", out)
-    return f"{m.group(1)} (librdkafka {m.group(2)})" if m else "unknown"
+    return (f"{m.group(1)} (librdkafka {m.group(2)})", m.group(2)) if m else ("unknown", "unknown")
 
 
 def stderr_summary(text: str) -> str:
@@ -253,12 +259,102 @@ def check_idempotent(rep: cc.Reporter, args) -> None:
                 f"-X enable.idempotence=true: {args.messages} read back once, in order")
 
 
+def x_options(conf: dict[str, str]) -> tuple[str, ...]:
+    return tuple(a for k, v in conf.items() for a in ("-X", f"{k}={v}"))
+
+
+def kcat_until_auth_error(argv: list[str], timeout: float) -> tuple[KcatProcess, str]:
+    """Runs kcat until it exits, or until librdkafka logs a SASL authentication
+    error (it would retry until the timeout), or the timeout; returns the
+    process and that error line ("" if none)."""
+    proc = KcatProcess(argv)
+
+    def auth_error() -> str:
+        return next((m.group(0) for ln in list(proc.stderr) if (m := AUTH_FAILED.search(ln))), "")
+
+    cc.wait_until(lambda: proc.proc.poll() is not None or bool(auth_error()), timeout)
+    proc.close()
+    return proc, auth_error()[:300]
+
+
+def check_security(rep: cc.Reporter, args, librdkafka: str) -> None:
+    """The four steps of compat_common.security_check through kcat; each kcat
+    gets the security settings as -X options and message.timeout.ms bounded
+    by the stage timeout. A librdkafka that cannot log in with SCRAM at all
+    (cc.librdkafka_scram_note) makes the SCRAM steps not possible."""
+    n, timeout = args.messages, args.stage_timeout
+    bound = ("-X", f"message.timeout.ms={int(timeout * 1000)}")
+    scram_defect = cc.librdkafka_scram_note(librdkafka)
+    right_password_refused: list[str] = []
+
+    def login_refused(auth: str) -> list[str]:
+        """The problem of a refused login with the right password."""
+        right_password_refused.append(auth)
+        if scram_defect:
+            raise cc.ClientCannot(f"{auth}; {scram_defect}")
+        return [auth]
+
+    def produce_one(bootstrap: str, conf: dict[str, str], topic: str) -> tuple[KcatProcess, str]:
+        # kcat -P serves librdkafka's log queue while it runs (kcat -L would print
+        # the authentication error only when its metadata wait is over)
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+            f.write("one\n")
+            f.flush()
+            return kcat_until_auth_error([KCAT, "-b", bootstrap, "-P", "-t", topic, "-X", "acks=all",
+                                          *x_options(conf), *bound, "-l", f.name], timeout)
+
+    def produce_consume(listener: str, topic: str, group: str) -> cc.StepResult:
+        bootstrap, conf = cc.security_endpoint(args, listener)
+        create_topic(bootstrap, topic, cc.PRODUCE_PARTITIONS, timeout, conf)  # setup: kcat creates no topics
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+            f.writelines(f"{cc.message_key(i).decode()}\t{cc.message_value(topic, i).decode()}\n"
+                         for i in range(n))
+            f.flush()
+            proc, auth = kcat_until_auth_error(
+                [KCAT, "-b", bootstrap, "-P", "-t", topic, "-K", r"\t", "-X", "acks=all",
+                 *x_options(conf), *bound, "-l", f.name], timeout)
+        if auth:
+            return login_refused(auth), ""
+        err = stderr_summary("\n".join(proc.stderr))
+        if proc.proc.returncode != 0 or "ERROR" in err:
+            return [f"kcat -P exit status {proc.proc.returncode}: {err}"], ""
+        reader = consume_group(bootstrap, group, topic, lambda rs: len(rs) >= n, timeout, x_options(conf))
+        problems = cc.verify_read_back(topic, n, reader.records, None)
+        if problems and reader.error:
+            problems.append(f"kcat -G: {reader.error}")
+        return problems, f"kcat -P {n} to {topic}, kcat -G {group} read them back"
+
+    def refused_login() -> cc.StepResult:
+        if right_password_refused and scram_defect:
+            raise cc.ClientCannot("the right password is refused too, so a refusal shows nothing")
+        bootstrap, conf = cc.security_endpoint(args, "SASL_SSL", cc.wrong_password(args))
+        proc, auth = produce_one(bootstrap, conf, cc.unique(args.topic_prefix + "login"))
+        if not auth:
+            return [f"no SASL authentication error within {timeout:.0f}s (kcat -P exit status "
+                    f"{proc.proc.returncode}: {stderr_summary(chr(10).join(proc.stderr))})"], ""
+        return [], f"kcat -P refused: {auth}"
+
+    def denied_produce(listener: str) -> cc.StepResult:
+        bootstrap, conf = cc.security_endpoint(args, listener)
+        proc, auth = produce_one(bootstrap, conf, args.denied_topic)
+        if auth:
+            return login_refused(auth), ""
+        err = stderr_summary("\n".join(proc.stderr))
+        if TOPIC_DENIED not in err or proc.proc.returncode == 0:
+            return [f"want '{TOPIC_DENIED}', kcat -P exit status {proc.proc.returncode}: {err}"], ""
+        return [], f"kcat -P exit status {proc.proc.returncode}, {err}"
+
+    cc.security_check(rep, args, produce_consume, refused_login, denied_produce)
+
+
 def main() -> int:
     args = cc.parse_args(__doc__.splitlines()[0])
-    rep = cc.Reporter(CLIENT, kcat_version())
+    version, librdkafka = kcat_version()
+    rep = cc.Reporter(CLIENT, version)
     return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
                                    "commit-resume": check_commit_resume,
-                                   "idempotent": check_idempotent})
+                                   "idempotent": check_idempotent,
+                                   "security": lambda r, a: check_security(r, a, librdkafka)})
 
 
 if __name__ == "__main__":

@@ -55,6 +55,8 @@ public final class Driver {
     final int messages;
     final long stageMs;
     final Set<String> emitted = new HashSet<>();
+    /** Settings every client of this driver gets (the security check's TLS and SASL). */
+    final Properties common = new Properties();
 
     Driver(Map<String, String> args) {
         this.args = args;
@@ -71,7 +73,9 @@ public final class Driver {
         if (!args.containsKey("bootstrap") || !args.containsKey("check")) {
             System.err.println("usage: Driver --bootstrap HOST:PORT --check CHECK [--assignor A] "
                     + "[--phase a|b --state FILE] [--messages N] [--stage-timeout S] "
-                    + "[--kill-request FILE --kill-done FILE (eos-failover)]");
+                    + "[--kill-request FILE --kill-done FILE (eos-failover)] "
+                    + "[--sasl-bootstrap H:P --ssl-bootstrap H:P --ssl-ca F --ssl-cert F --ssl-key F "
+                    + "--sasl-username U --sasl-password P --topic-prefix T --group-prefix G --denied-topic T (security)]");
             System.exit(2);
         }
         Driver d = new Driver(args);
@@ -91,6 +95,7 @@ public final class Driver {
                 case "idempotent" -> d.idempotent();
                 case "transactions" -> d.transactions();
                 case "eos-failover" -> new EosFailover(d, args).run();
+                case "security" -> new SecurityCheck(d, args).run();
                 case "admin" -> d.emit("admin", "n/a",
                         "admin APIs are checked with Kafka's own CLI tools (the kafka-cli row)");
                 default -> throw new IllegalArgumentException("unknown check " + check);
@@ -260,6 +265,7 @@ public final class Driver {
     Properties props(Object... kv) {
         Properties p = new Properties();
         p.put("bootstrap.servers", bootstrap);
+        p.putAll(common);
         for (int i = 0; i + 1 < kv.length; i += 2) {
             p.put(kv[i], kv[i + 1]);
         }
