@@ -85,7 +85,7 @@ impl LeaderClient {
             handshake.error_code,
             handshake.mechanisms
         );
-        let (mut exchange, mut message) = login.start();
+        let (mut exchange, mut message) = login.start()?;
         loop {
             let answer = self
                 .round_trip(

@@ -6,7 +6,8 @@
 //! both; TLS listeners need a key store; client auth needs a trust store;
 //! in a cluster, a TLS inter-broker listener needs a trust store and a SASL
 //! one the JAAS file with the broker's own login and an enabled
-//! `--sasl-mechanism-inter-broker-protocol`). Must not: open files or
+//! `--sasl-mechanism-inter-broker-protocol`, never OAUTHBEARER;
+//! OAUTHBEARER needs a JWKS file). Must not: open files or
 //! sockets (`Security::load` and the server do).
 
 use std::net::SocketAddr;
@@ -50,7 +51,8 @@ pub struct SecurityArgs {
     /// `ssl.client.auth` (chronik-tls, shared with the ingestor).
     #[command(flatten)]
     pub tls: chronik_tls::TlsArgs,
-    /// Kafka's `sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+    /// Kafka's `sasl.enabled.mechanisms`: PLAIN, SCRAM-SHA-256,
+    /// SCRAM-SHA-512, OAUTHBEARER.
     #[arg(
         long,
         env = "CHRONIK_SASL_ENABLED_MECHANISMS",
@@ -91,6 +93,45 @@ pub struct SecurityArgs {
     #[arg(long, env = "CHRONIK_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub connection_failed_authentication_delay_ms: u64,
+    /// Kafka's `sasl.oauthbearer.jwks.endpoint.url`: the JSON Web Key Set
+    /// OAUTHBEARER tokens are verified with, as a `file:` URL or a path
+    /// (http(s) endpoints are not supported). Required with OAUTHBEARER.
+    #[arg(long, env = "CHRONIK_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL")]
+    pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+    /// Kafka's `sasl.oauthbearer.jwks.endpoint.refresh.ms`: how often the
+    /// JWKS file is checked for changes (also soon after a token names an
+    /// unknown key id).
+    #[arg(long, env = "CHRONIK_SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS", default_value_t = 3_600_000,
+          value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: u64,
+    /// Kafka's `sasl.oauthbearer.expected.audience`: comma-separated; a
+    /// token's `aud` must name one of them (unset: not checked).
+    #[arg(long, env = "CHRONIK_SASL_OAUTHBEARER_EXPECTED_AUDIENCE")]
+    pub sasl_oauthbearer_expected_audience: Option<String>,
+    /// Kafka's `sasl.oauthbearer.expected.issuer`: a token's `iss` must be
+    /// this (unset: not checked).
+    #[arg(long, env = "CHRONIK_SASL_OAUTHBEARER_EXPECTED_ISSUER")]
+    pub sasl_oauthbearer_expected_issuer: Option<String>,
+    /// Kafka's `sasl.oauthbearer.sub.claim.name`: the claim naming the
+    /// principal (`User:<value>`).
+    #[arg(long, env = "CHRONIK_SASL_OAUTHBEARER_SUB_CLAIM_NAME", default_value = "sub")]
+    pub sasl_oauthbearer_sub_claim_name: String,
+    /// Kafka's `sasl.oauthbearer.clock.skew.seconds`: allowed clock
+    /// difference when checking `exp`, `nbf` and `iat`.
+    #[arg(long, env = "CHRONIK_SASL_OAUTHBEARER_CLOCK_SKEW_SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub sasl_oauthbearer_clock_skew_seconds: u64,
+}
+
+/// OAUTHBEARER token validation settings (set when it is enabled).
+#[derive(Debug, Clone)]
+pub struct OAuthBearerSettings {
+    pub jwks_file: PathBuf,
+    pub jwks_refresh: Duration,
+    pub expected_audience: Vec<String>,
+    pub expected_issuer: Option<String>,
+    pub sub_claim_name: String,
+    pub clock_skew_seconds: u64,
 }
 
 /// SASL settings as the server uses them.
@@ -105,6 +146,7 @@ pub struct SaslSettings {
     /// The mechanism of outgoing inter-broker connections (set when the
     /// inter-broker listener uses SASL).
     pub inter_broker_mechanism: Option<Mechanism>,
+    pub oauthbearer: Option<OAuthBearerSettings>,
 }
 
 /// The effective security configuration.
@@ -177,7 +219,7 @@ impl SecurityConfig {
         {
             let mechanism = Mechanism::parse(&name.to_ascii_uppercase()).ok_or_else(|| {
                 anyhow::anyhow!(
-                    "--sasl-enabled-mechanisms: {name} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"
+                    "--sasl-enabled-mechanisms: {name} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)"
                 )
             })?;
             if !enabled.contains(&mechanism) {
@@ -187,6 +229,7 @@ impl SecurityConfig {
         if enabled.is_empty() && listeners.iter().any(|l| l.protocol.uses_sasl()) {
             bail!("a SASL listener needs at least one --sasl-enabled-mechanisms");
         }
+        let oauthbearer = oauthbearer_settings(args, &enabled)?;
         let inter_protocol = listeners[inter_broker].protocol;
         if several_voters && inter_protocol.uses_tls() && args.tls.ssl_truststore_location.is_none()
         {
@@ -196,7 +239,7 @@ impl SecurityConfig {
             );
         }
         let inter_broker_mechanism = match inter_protocol.uses_sasl() {
-            true => Some(inter_broker_mechanism(args, &enabled)?),
+            true => inter_broker_mechanism(args, &enabled, several_voters)?,
             false => None,
         };
         if several_voters && inter_protocol.uses_sasl() && args.sasl_jaas_config_file.is_none() {
@@ -220,6 +263,7 @@ impl SecurityConfig {
                     args.connection_failed_authentication_delay_ms,
                 ),
                 inter_broker_mechanism,
+                oauthbearer,
             },
             several_voters,
         })
@@ -227,8 +271,13 @@ impl SecurityConfig {
 }
 
 /// `--sasl-mechanism-inter-broker-protocol`, or PLAIN if enabled, else the
-/// first enabled mechanism; it must be enabled.
-fn inter_broker_mechanism(args: &SecurityArgs, enabled: &[Mechanism]) -> anyhow::Result<Mechanism> {
+/// first enabled mechanism but OAUTHBEARER; it must be enabled. None when
+/// only OAUTHBEARER is enabled and there are no other brokers.
+fn inter_broker_mechanism(
+    args: &SecurityArgs,
+    enabled: &[Mechanism],
+    several_voters: bool,
+) -> anyhow::Result<Option<Mechanism>> {
     let mechanism = match &args.sasl_mechanism_inter_broker_protocol {
         Some(name) => Mechanism::parse(&name.trim().to_ascii_uppercase()).ok_or_else(|| {
             anyhow::anyhow!(
@@ -236,17 +285,61 @@ fn inter_broker_mechanism(args: &SecurityArgs, enabled: &[Mechanism]) -> anyhow:
             )
         })?,
         None if enabled.contains(&Mechanism::Plain) => Mechanism::Plain,
-        None => *enabled
-            .first()
-            .ok_or_else(|| anyhow::anyhow!("a SASL listener needs at least one --sasl-enabled-mechanisms"))?,
+        None => match enabled.iter().find(|m| **m != Mechanism::OAuthBearer) {
+            Some(m) => *m,
+            None if !several_voters && !enabled.is_empty() => return Ok(None),
+            None => bail!(
+                "a SASL inter-broker listener needs PLAIN or SCRAM in --sasl-enabled-mechanisms"
+            ),
+        },
     };
+    if mechanism == Mechanism::OAuthBearer {
+        bail!("--sasl-mechanism-inter-broker-protocol: brokers log in to each other with PLAIN or SCRAM, not OAUTHBEARER");
+    }
     if !enabled.contains(&mechanism) {
         bail!(
             "--sasl-mechanism-inter-broker-protocol {} is not in --sasl-enabled-mechanisms",
             mechanism.name()
         );
     }
-    Ok(mechanism)
+    Ok(Some(mechanism))
+}
+
+/// The OAUTHBEARER settings when it is enabled; it needs a JWKS file.
+fn oauthbearer_settings(
+    args: &SecurityArgs,
+    enabled: &[Mechanism],
+) -> anyhow::Result<Option<OAuthBearerSettings>> {
+    if !enabled.contains(&Mechanism::OAuthBearer) {
+        return Ok(None);
+    }
+    let Some(url) = &args.sasl_oauthbearer_jwks_endpoint_url else {
+        bail!("OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url (a JWKS file) to verify tokens");
+    };
+    let claim = args.sasl_oauthbearer_sub_claim_name.trim();
+    if claim.is_empty() {
+        bail!("--sasl-oauthbearer-sub-claim-name must not be empty");
+    }
+    let list = |value: &Option<String>| -> Vec<String> {
+        value
+            .iter()
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    Ok(Some(OAuthBearerSettings {
+        jwks_file: super::sasl::jwks::jwks_path(url)?,
+        jwks_refresh: Duration::from_millis(args.sasl_oauthbearer_jwks_endpoint_refresh_ms),
+        expected_audience: list(&args.sasl_oauthbearer_expected_audience),
+        expected_issuer: args
+            .sasl_oauthbearer_expected_issuer
+            .clone()
+            .filter(|i| !i.is_empty()),
+        sub_claim_name: claim.to_string(),
+        clock_skew_seconds: args.sasl_oauthbearer_clock_skew_seconds,
+    }))
 }
 
 #[cfg(test)]
@@ -323,5 +416,64 @@ mod tests {
         assert_eq!(cluster.inter_broker().protocol.to_string(), "SASL_SSL");
         let plain = config(&["--listeners", "PLAINTEXT://127.0.0.1:9092"], true).expect("plain");
         assert_eq!(plain.sasl.inter_broker_mechanism, None);
+    }
+
+    #[test]
+    fn oauthbearer_needs_a_jwks_file_and_is_not_inter_broker() {
+        let sasl = [
+            "--listeners",
+            "SASL_PLAINTEXT://127.0.0.1:9094",
+            "--sasl-enabled-mechanisms",
+        ];
+        let with = |extra: &[&'static str]| [&sasl[..], extra].concat();
+        let no_jwks = config(&with(&["OAUTHBEARER,PLAIN"]), false).expect_err("no JWKS");
+        assert!(no_jwks.to_string().contains("--sasl-oauthbearer-jwks-endpoint-url"));
+        let http = config(
+            &with(&[
+                "OAUTHBEARER,PLAIN",
+                "--sasl-oauthbearer-jwks-endpoint-url",
+                "https://idp.test/jwks",
+            ]),
+            false,
+        )
+        .expect_err("https");
+        assert!(http.to_string().contains("only files are supported"));
+        let ok = config(
+            &with(&[
+                "OAUTHBEARER,SCRAM-SHA-512",
+                "--sasl-oauthbearer-jwks-endpoint-url",
+                "file:///etc/jwks.json",
+                "--sasl-oauthbearer-expected-audience",
+                "kafka, other",
+            ]),
+            false,
+        )
+        .expect("OAUTHBEARER");
+        let oauth = ok.sasl.oauthbearer.expect("settings");
+        assert_eq!(oauth.jwks_file, PathBuf::from("/etc/jwks.json"));
+        assert_eq!(oauth.expected_audience, ["kafka", "other"]);
+        assert_eq!((oauth.sub_claim_name.as_str(), oauth.clock_skew_seconds), ("sub", 30));
+        assert_eq!(
+            ok.sasl.inter_broker_mechanism,
+            Some(Mechanism::Scram(ScramMechanism::Sha512)),
+            "the first enabled that brokers can log in with"
+        );
+        let jwks = ["--sasl-oauthbearer-jwks-endpoint-url", "jwks.json"];
+        let only = [&with(&["OAUTHBEARER"])[..], &jwks].concat();
+        assert_eq!(
+            config(&only, false).expect("one broker").sasl.inter_broker_mechanism,
+            None
+        );
+        assert!(config(&only, true).is_err(), "other brokers cannot log in");
+        assert!(config(
+            &[
+                &with(&["OAUTHBEARER,PLAIN"])[..],
+                &jwks,
+                &["--sasl-mechanism-inter-broker-protocol", "OAUTHBEARER"]
+            ]
+            .concat(),
+            false
+        )
+        .is_err());
     }
 }

@@ -1,5 +1,6 @@
 //! Who may talk to the broker: Kafka's listeners with their security
-//! protocols, TLS (rustls), SASL (PLAIN, SCRAM-SHA-256/512) with KIP-368
+//! protocols, TLS (rustls), SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER
+//! with JWT validation against a JWKS file) with KIP-368
 //! re-authentication, and the principal every request carries.
 //!
 //! Layout:
@@ -9,7 +10,8 @@
 //!   reload) is the `chronik-tls` crate, shared with the ingestor.
 //! - `principal` — `KafkaPrincipal`, a certificate's subject DN (RFC 2253).
 //! - `sasl/`     — the per-connection SASL state machine and mechanisms,
-//!   and the client side of PLAIN and SCRAM.
+//!   (OAUTHBEARER's JWKS file is reloaded like the TLS files), and the
+//!   client side of PLAIN and SCRAM.
 //! - `client`    — the inter-broker protocol on this broker's outgoing
 //!   connections to other brokers.
 //!
@@ -120,6 +122,23 @@ impl Security {
         {
             warn!("PLAIN is enabled but --sasl-jaas-config-file names no user_ entries: every PLAIN login fails");
         }
+        let oauthbearer = match &config.sasl.oauthbearer {
+            Some(settings) => {
+                let jwks = sasl::jwks::JwksFile::load(
+                    settings.jwks_file.clone(),
+                    settings.jwks_refresh,
+                )?;
+                jwks.spawn_reloader();
+                Some(Arc::new(sasl::oauthbearer::OAuthBearerValidator {
+                    jwks,
+                    expected_audience: settings.expected_audience.clone(),
+                    expected_issuer: settings.expected_issuer.clone(),
+                    sub_claim_name: settings.sub_claim_name.clone(),
+                    clock_skew_seconds: settings.clock_skew_seconds,
+                }))
+            }
+            None => None,
+        };
         let mut fake_salt_key = [0u8; 32];
         sasl::fill_random(&mut fake_salt_key);
         Ok(Security {
@@ -129,6 +148,7 @@ impl Security {
                 enabled: config.sasl.enabled.clone(),
                 plain_users,
                 scram,
+                oauthbearer,
                 max_reauth: config.sasl.connections_max_reauth,
                 max_receive_size: config.sasl.max_receive_size,
                 failed_authentication_delay: config.sasl.failed_authentication_delay,

@@ -47,12 +47,17 @@ impl SaslLogin {
     }
 
     /// Starts an exchange: its state and the first message to send.
-    pub fn start(&self) -> (SaslClient, Vec<u8>) {
-        match self.mechanism {
+    /// OAUTHBEARER has no client side here (brokers log in to each other
+    /// with PLAIN or SCRAM; `args` refuses it as the inter-broker mechanism).
+    pub fn start(&self) -> Result<(SaslClient, Vec<u8>)> {
+        Ok(match self.mechanism {
             Mechanism::Plain => (
                 SaslClient::Plain,
                 format!("\0{}\0{}", self.username, self.password).into_bytes(),
             ),
+            Mechanism::OAuthBearer => {
+                bail!("OAUTHBEARER cannot be the inter-broker mechanism")
+            }
             Mechanism::Scram(mechanism) => {
                 let mut nonce = [0u8; 24];
                 super::fill_random(&mut nonce);
@@ -70,7 +75,7 @@ impl SaslLogin {
                     message,
                 )
             }
-        }
+        })
     }
 }
 
@@ -177,7 +182,7 @@ mod tests {
             bail!("not SCRAM");
         };
         let mut server = ScramExchange::new(m);
-        let (mut client, first) = login.start();
+        let (mut client, first) = login.start()?;
         let random = |buf: &mut [u8]| super::super::fill_random(buf);
         let ScramStep::Challenge(challenge) = server
             .step(&first, credentials, &random, b"k")
@@ -229,13 +234,13 @@ mod tests {
             format!("r=NONCEx,s={salt},i=99999999"),
             format!("r=NONCE,s={salt},i=4096"),
         ] {
-            let (mut client, first) = login.start();
+            let (mut client, first) = login.start().expect("SCRAM");
             let nonce = String::from_utf8(first).expect("utf8");
             let nonce = nonce.rsplit("r=").next().expect("r=").to_string();
             let message = bad.replace("NONCE", &nonce);
             assert!(client.step(message.as_bytes()).is_err(), "{bad}");
         }
-        let (mut client, first) = login.start();
+        let (mut client, first) = login.start().expect("SCRAM");
         let nonce = String::from_utf8(first).expect("utf8");
         let nonce = nonce.rsplit("r=").next().expect("r=").to_string();
         let ok = format!("r={nonce}xyz,s={salt},i=4096");

@@ -7,6 +7,8 @@
 //!   frame passes on a SASL listener.
 //! - `plain`     — PLAIN against a JAAS file's `user_<name>` entries.
 //! - `scram`     — SCRAM-SHA-256/512 and the `ScramCredentials` store.
+//! - `oauthbearer` — OAUTHBEARER: RFC 7628 messages, JWT validation.
+//! - `jwks`      — the JWKS file OAUTHBEARER tokens are verified with.
 //! - `bootstrap` — SCRAM users loaded at start (kafka-storage's `--add-scram` syntax).
 //! - `client`    — the client side (PLAIN, SCRAM) of this broker's own
 //!   inter-broker connections.
@@ -15,6 +17,8 @@
 
 pub mod bootstrap;
 pub mod client;
+pub mod jwks;
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 pub mod session;
@@ -22,6 +26,7 @@ pub mod session;
 use std::sync::Arc;
 use std::time::Duration;
 
+use oauthbearer::OAuthBearerValidator;
 use plain::PlainUsers;
 use scram::{ScramCredentials, ScramMechanism};
 
@@ -30,12 +35,14 @@ use scram::{ScramCredentials, ScramMechanism};
 pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl Mechanism {
     pub fn parse(name: &str) -> Option<Mechanism> {
         match name {
             "PLAIN" => Some(Mechanism::Plain),
+            "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
             other => ScramMechanism::parse(other).map(Mechanism::Scram),
         }
     }
@@ -44,6 +51,7 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -80,6 +88,8 @@ pub struct SaslConfig {
     pub enabled: Vec<Mechanism>,
     pub plain_users: PlainUsers,
     pub scram: Arc<ScramCredentials>,
+    /// Set when OAUTHBEARER is enabled.
+    pub oauthbearer: Option<Arc<OAuthBearerValidator>>,
     /// Kafka's `connections.max.reauth.ms`; zero = sessions never expire.
     pub max_reauth: Duration,
     /// Kafka's `sasl.server.max.receive.size`: largest frame accepted

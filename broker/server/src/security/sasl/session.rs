@@ -15,7 +15,9 @@
 //!   closed;
 //! - KIP-368: with `connections.max.reauth.ms` set, a session expires that
 //!   long after authentication; a request other than SaslHandshake after
-//!   expiry closes the connection. SaslHandshake on an authenticated
+//!   expiry closes the connection; an OAUTHBEARER session also ends when
+//!   its token expires (whichever comes first), and the lifetime
+//!   SaslAuthenticate reports says so. SaslHandshake on an authenticated
 //!   connection starts a re-authentication, which must use the same
 //!   mechanism and end with the same principal.
 //!
@@ -23,12 +25,13 @@
 //! (`handlers::sasl_handshake` / `sasl_authenticate` do) or do I/O.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use chronik_protocol::{decode_request, encode_response, RawHeader, Request};
 use kafka_protocol::messages::ApiKey;
 
+use super::oauthbearer::{OAuthBearerExchange, OAuthStep};
 use super::scram::{ScramExchange, ScramStep};
 use super::{fill_random, Mechanism, SaslConfig, SaslError};
 use crate::handlers::{sasl_authenticate, sasl_handshake};
@@ -52,6 +55,32 @@ pub enum Admission {
 enum Exchange {
     Plain,
     Scram(Box<ScramExchange>),
+    OAuthBearer(OAuthBearerExchange),
+}
+
+/// One step of any mechanism.
+enum Step {
+    Challenge(Vec<u8>),
+    Authenticated {
+        user: String,
+        response: Vec<u8>,
+        /// When the credential expires (an OAUTHBEARER token's `exp`), in
+        /// milliseconds since the epoch.
+        credential_expires_ms: Option<u64>,
+    },
+}
+
+impl From<ScramStep> for Step {
+    fn from(step: ScramStep) -> Step {
+        match step {
+            ScramStep::Challenge(challenge) => Step::Challenge(challenge),
+            ScramStep::Authenticated { user, response } => Step::Authenticated {
+                user,
+                response,
+                credential_expires_ms: None,
+            },
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -225,6 +254,9 @@ impl SaslSession {
                     exchange: match mechanism {
                         Mechanism::Plain => Exchange::Plain,
                         Mechanism::Scram(m) => Exchange::Scram(Box::new(ScramExchange::new(m))),
+                        Mechanism::OAuthBearer => {
+                            Exchange::OAuthBearer(OAuthBearerExchange::default())
+                        }
                     },
                     raw_tokens: version == 0,
                 };
@@ -255,30 +287,56 @@ impl SaslSession {
                 config
                     .plain_users
                     .authenticate(message)
-                    .map(|user| ScramStep::Authenticated {
+                    .map(|user| Step::Authenticated {
                         user,
                         response: Vec::new(),
+                        credential_expires_ms: None,
                     })
             }
-            Exchange::Scram(scram) => {
-                scram.step(message, &config.scram, &fill_random, &config.fake_salt_key)
-            }
+            Exchange::Scram(scram) => scram
+                .step(message, &config.scram, &fill_random, &config.fake_salt_key)
+                .map(Step::from),
+            Exchange::OAuthBearer(oauth) => match &config.oauthbearer {
+                Some(validator) => oauth
+                    .step(message, validator, epoch_ms())
+                    .map(|step| match step {
+                        OAuthStep::Challenge(challenge) => Step::Challenge(challenge),
+                        OAuthStep::Authenticated(token) => Step::Authenticated {
+                            user: token.principal,
+                            response: Vec::new(),
+                            credential_expires_ms: Some(token.expires_at_ms),
+                        },
+                    }),
+                None => Err(SaslError::IllegalState(
+                    "OAUTHBEARER has no JWKS configured".into(),
+                )),
+            },
         };
-        let result = match step {
-            Ok(ScramStep::Challenge(challenge)) => {
+        let (result, lifetime) = match step {
+            Ok(Step::Challenge(challenge)) => {
                 return AuthenticateOutcome {
                     result: Ok(challenge),
                     session_lifetime_ms: 0,
                 }
             }
-            Ok(ScramStep::Authenticated { user, response }) => self
-                .complete(KafkaPrincipal::user(user), mechanism)
-                .map(|()| response),
-            Err(e) => Err(e),
+            Ok(Step::Authenticated {
+                user,
+                response,
+                credential_expires_ms,
+            }) => match self.complete(
+                KafkaPrincipal::user(user),
+                mechanism,
+                credential_expires_ms,
+            ) {
+                Ok(lifetime) => (Ok(response), lifetime),
+                Err(e) => (Err(e), None),
+            },
+            Err(e) => (Err(e), None),
         };
         self.state = State::Idle;
-        let lifetime = match (&result, version) {
-            (Ok(_), 1..) => i64::try_from(config.max_reauth.as_millis()).unwrap_or(i64::MAX),
+        let lifetime = match (lifetime, version) {
+            // 0 would tell the client the session never expires.
+            (Some(l), 1..) => i64::try_from(l.as_millis()).unwrap_or(i64::MAX).max(1),
             _ => 0,
         };
         AuthenticateOutcome {
@@ -287,11 +345,15 @@ impl SaslSession {
         }
     }
 
+    /// Records the session; returns its lifetime, as Kafka computes it:
+    /// `connections.max.reauth.ms` and the credential's expiry, whichever
+    /// comes first (None = no expiry).
     fn complete(
         &mut self,
         principal: KafkaPrincipal,
         mechanism: Mechanism,
-    ) -> Result<(), SaslError> {
+        credential_expires_ms: Option<u64>,
+    ) -> Result<Option<Duration>, SaslError> {
         if let Some(previous) = &self.session {
             if previous.principal != principal {
                 return Err(SaslError::AuthenticationFailed(
@@ -300,13 +362,26 @@ impl SaslSession {
             }
         }
         let max = self.config.max_reauth;
+        let credential =
+            credential_expires_ms.map(|at| Duration::from_millis(at.saturating_sub(epoch_ms())));
+        let lifetime = match ((max > Duration::ZERO).then_some(max), credential) {
+            (Some(max), Some(credential)) => Some(max.min(credential)),
+            (max, credential) => max.or(credential),
+        };
         self.session = Some(Session {
             principal,
             mechanism,
-            expires_at: (max > Duration::ZERO).then(|| Instant::now() + max),
+            expires_at: lifetime.map(|l| Instant::now() + l),
         });
-        Ok(())
+        Ok(lifetime)
     }
+}
+
+/// Milliseconds since the epoch (0 if the clock is before it).
+fn epoch_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn respond(
@@ -340,6 +415,7 @@ mod tests {
             enabled: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha512)],
             plain_users: PlainUsers::from_jaas(r#"user_alice="a"; user_bob="b";"#).expect("jaas"),
             scram: Arc::new(ScramCredentials::default()),
+            oauthbearer: None,
             max_reauth,
             max_receive_size: 1024,
             failed_authentication_delay: Duration::ZERO,
