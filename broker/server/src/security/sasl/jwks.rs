@@ -107,11 +107,12 @@ impl JwksFile {
                 let path = jwks.path.clone();
                 match tokio::task::spawn_blocking(move || read_keys(&path)).await {
                     Ok(Ok(keys)) => {
-                        info!(path = %jwks.path.display(), keys = keys.len(), "OAUTHBEARER JWKS reloaded");
+                        let count = keys.len();
                         match jwks.current.write() {
                             Ok(mut k) => *k = Arc::new(keys),
                             Err(poisoned) => *poisoned.into_inner() = Arc::new(keys),
                         }
+                        info!(path = %jwks.path.display(), keys = count, "OAUTHBEARER JWKS reloaded");
                     }
                     Ok(Err(e)) => warn!(
                         error = format!("{e:#}"),
