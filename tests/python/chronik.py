@@ -265,6 +265,14 @@ class DeliveryLog:
             self.ok.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
 
 
+# Python-side callbacks keep their names; librdkafka's properties are dotted.
+_CALLBACKS = {"error_cb", "oauth_cb", "stats_cb", "throttle_cb", "logger"}
+
+
+def _dotted(conf: dict) -> dict:
+    return {k if k in _CALLBACKS else k.replace("_", "."): v for k, v in conf.items()}
+
+
 def producer(bootstrap: str, **conf) -> Producer:
     base = {
         "bootstrap.servers": bootstrap,
@@ -273,7 +281,7 @@ def producer(bootstrap: str, **conf) -> Producer:
         # idempotence needs InitProducerId, not (yet) in the broker contract tested here
         "enable.idempotence": False,
     }
-    base.update({k.replace("_", "."): v for k, v in conf.items()})
+    base.update(_dotted(conf))
     return Producer(base)
 
 
@@ -289,7 +297,7 @@ def consumer(bootstrap: str, **conf) -> Consumer:
         "fetch.wait.max.ms": 100,
         "socket.timeout.ms": 10000,
     }
-    base.update({k.replace("_", "."): v for k, v in conf.items()})
+    base.update(_dotted(conf))
     return Consumer(base)
 
 

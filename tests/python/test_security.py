@@ -4,11 +4,17 @@ A broker started by the test with its own --listeners: PLAINTEXT (topic
 admin), SASL_SSL with SCRAM-SHA-512 users from a bootstrap file, and SSL
 with ssl.client.auth=required. Records produced over SASL_SSL and over mTLS
 are read back over the same listener; a wrong SCRAM password gets no data.
-Certificates come from scripts/make-certs.sh.
+OAUTHBEARER on the same SASL_SSL listener: librdkafka's oauth_cb hands over
+an RS256 JWT signed here with the openssl CLI, verified by the broker with a
+JWKS file; a token signed by another key is refused. Certificates come from
+scripts/make-certs.sh.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import subprocess
 import time
 
 import pytest
@@ -28,21 +34,53 @@ def certs(tmp_path_factory):
     return make_certs(tmp_path_factory.mktemp("certs"))
 
 
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def rsa_key(path):
+    """An RSA-2048 key made with openssl; returns its JWK modulus (base64url)."""
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+                    "-out", str(path)], check=True, capture_output=True)
+    modulus = subprocess.run(["openssl", "rsa", "-in", str(path), "-noout", "-modulus"],
+                             check=True, capture_output=True, text=True).stdout
+    return b64url(bytes.fromhex(modulus.strip().split("=", 1)[1]))
+
+
+def rs256_token(key_path, kid: str, sub: str, lifetime: int = 600) -> tuple[str, float]:
+    """A JWT signed by the openssl CLI, and its expiry (seconds since the epoch)."""
+    exp = int(time.time()) + lifetime
+    header = b64url(json.dumps({"alg": "RS256", "kid": kid, "typ": "JWT"}).encode())
+    claims = b64url(json.dumps({"sub": sub, "aud": "kafka", "iss": "https://issuer.test",
+                                "iat": int(time.time()), "exp": exp}).encode())
+    signed = f"{header}.{claims}"
+    signature = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(key_path)],
+                               input=signed.encode(), check=True, capture_output=True).stdout
+    return f"{signed}.{b64url(signature)}", float(exp)
+
+
 @pytest.fixture(scope="module")
 def secure_broker(server_bin, certs, tmp_path_factory):
     work = tmp_path_factory.mktemp("secure-broker")
     scram = work / "scram.txt"
     scram.write_text("SCRAM-SHA-512=[name=alice,password=alice-secret,iterations=8192]\n")
+    modulus = rsa_key(work / "jwt.key")
+    jwks = work / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [{"kty": "RSA", "kid": "k1", "alg": "RS256",
+                                          "n": modulus, "e": "AQAB"}]}))
     broker = ListenersBroker(server_bin, work, [
         "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0",
         "--ssl-keystore-location", certs / "broker.keystore.pem",
         "--ssl-truststore-location", certs / "ca.pem",
         "--ssl-client-auth", "required",
-        "--sasl-enabled-mechanisms", "SCRAM-SHA-512",
+        "--sasl-enabled-mechanisms", "SCRAM-SHA-512,OAUTHBEARER",
         "--sasl-scram-credentials-file", scram,
+        "--sasl-oauthbearer-jwks-endpoint-url", f"file://{jwks}",
+        "--sasl-oauthbearer-expected-audience", "kafka",
+        "--sasl-oauthbearer-expected-issuer", "https://issuer.test",
     ])
     try:
-        yield broker.start(), certs
+        yield broker.start(), certs, work
     finally:
         broker.stop()
 
@@ -79,18 +117,18 @@ def scram_conf(certs, password: str) -> dict:
 
 
 def test_sasl_ssl_scram_sha_512_produce_and_consume(secure_broker):
-    listeners, certs = secure_broker
+    listeners, certs, _ = secure_broker
     security = scram_conf(certs, "alice-secret")
     produce_and_read(listeners["SASL_SSL"], listeners["PLAINTEXT"], security)
 
 
 def test_mtls_produce_and_consume(secure_broker):
-    listeners, certs = secure_broker
+    listeners, certs, _ = secure_broker
     produce_and_read(listeners["SSL"], listeners["PLAINTEXT"], tls_conf(certs, "SSL"))
 
 
 def test_wrong_scram_password_is_refused(secure_broker):
-    listeners, certs = secure_broker
+    listeners, certs, _ = secure_broker
     errors = []
     conf = {k.replace("_", "."): v for k, v in scram_conf(certs, "not-her-password").items()}
     p = Producer({"bootstrap.servers": listeners["SASL_SSL"], **conf, "error_cb": errors.append})
@@ -107,7 +145,7 @@ def test_scram_user_added_through_the_admin_api(secure_broker):
     """AlterUserScramCredentials (what kafka-configs.sh --alter --add-config
     'SCRAM-SHA-512=[password=...]' --entity-type users sends) through the
     metadata quorum; the new user then produces and consumes over SASL_SSL."""
-    listeners, certs = secure_broker
+    listeners, certs, _ = secure_broker
     admin = admin_client(listeners["PLAINTEXT"])
     info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
     upsertion = UserScramCredentialUpsertion("dave", info, b"dave-secret")
@@ -118,3 +156,30 @@ def test_scram_user_added_through_the_admin_api(secure_broker):
     assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
     security = {**scram_conf(certs, "dave-secret"), "sasl_username": "dave"}
     produce_and_read(listeners["SASL_SSL"], listeners["PLAINTEXT"], security, count=10)
+
+
+def oauth_conf(certs, key_path, kid: str = "k1") -> dict:
+    def oauth_cb(_config):
+        token, expiry = rs256_token(key_path, kid, "carol")
+        return token, expiry, "carol", {}
+    return {**tls_conf(certs, "SASL_SSL"), "sasl_mechanism": "OAUTHBEARER", "oauth_cb": oauth_cb}
+
+
+def test_sasl_ssl_oauthbearer_produce_and_consume(secure_broker):
+    listeners, certs, work = secure_broker
+    produce_and_read(listeners["SASL_SSL"], listeners["PLAINTEXT"], oauth_conf(certs, work / "jwt.key"),
+                     count=20)
+
+
+def test_oauthbearer_token_of_another_key_is_refused(secure_broker, tmp_path):
+    listeners, certs, _ = secure_broker
+    rsa_key(tmp_path / "other.key")
+    errors = []
+    p = producer(listeners["SASL_SSL"], **oauth_conf(certs, tmp_path / "other.key"), error_cb=errors.append)
+    with pytest.raises(KafkaException):
+        p.list_topics(timeout=10)
+    # error_cb is served by poll().
+    deadline = time.monotonic() + 20
+    while not errors and time.monotonic() < deadline:
+        p.poll(0.5)
+    assert any("invalid_token" in e.str() for e in errors), [e.str() for e in errors]

@@ -27,8 +27,8 @@ use ring::signature::{
     EcdsaKeyPair, KeyPair, RsaKeyPair, RsaPublicKeyComponents, ECDSA_P256_SHA256_FIXED_SIGNING,
     RSA_PKCS1_SHA256,
 };
-use serde_json::{json, Value};
 use security_support::{Conn, SecureBroker};
+use serde_json::{json, Value};
 
 const SASL_AUTHENTICATION_FAILED: i16 = 58;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
@@ -56,7 +56,13 @@ impl Signer {
     fn rsa(dir: &Path) -> Result<Signer> {
         let path = dir.join("rsa.der");
         let output = Command::new("openssl")
-            .args(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"])
+            .args([
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+            ])
             .args(["-outform", "DER", "-out"])
             .arg(&path)
             .output()
@@ -302,8 +308,14 @@ fn invalid_tokens_get_the_error_challenge_then_fail() -> Result<()> {
             "expired",
             ec.token("ec-1", &with("exp", json!(now() - 3600)))?,
         ),
-        ("wrong audience", ec.token("ec-1", &with("aud", json!("billing-x")))?),
-        ("wrong issuer", ec.token("ec-1", &with("iss", json!("https://evil.test")))?),
+        (
+            "wrong audience",
+            ec.token("ec-1", &with("aud", json!("billing-x")))?,
+        ),
+        (
+            "wrong issuer",
+            ec.token("ec-1", &with("iss", json!("https://evil.test")))?,
+        ),
         ("no subject", ec.token("ec-1", &with("sub", json!("")))?),
         ("bad signature", other_key.token("ec-1", &valid)?),
         (

@@ -114,7 +114,11 @@ pub struct SecurityArgs {
     pub sasl_oauthbearer_expected_issuer: Option<String>,
     /// Kafka's `sasl.oauthbearer.sub.claim.name`: the claim naming the
     /// principal (`User:<value>`).
-    #[arg(long, env = "CHRONIK_SASL_OAUTHBEARER_SUB_CLAIM_NAME", default_value = "sub")]
+    #[arg(
+        long,
+        env = "CHRONIK_SASL_OAUTHBEARER_SUB_CLAIM_NAME",
+        default_value = "sub"
+    )]
     pub sasl_oauthbearer_sub_claim_name: String,
     /// Kafka's `sasl.oauthbearer.clock.skew.seconds`: allowed clock
     /// difference when checking `exp`, `nbf` and `iat`.
@@ -314,7 +318,9 @@ fn oauthbearer_settings(
         return Ok(None);
     }
     let Some(url) = &args.sasl_oauthbearer_jwks_endpoint_url else {
-        bail!("OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url (a JWKS file) to verify tokens");
+        bail!(
+            "OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url (a JWKS file) to verify tokens"
+        );
     };
     let claim = args.sasl_oauthbearer_sub_claim_name.trim();
     if claim.is_empty() {
@@ -427,7 +433,9 @@ mod tests {
         ];
         let with = |extra: &[&'static str]| [&sasl[..], extra].concat();
         let no_jwks = config(&with(&["OAUTHBEARER,PLAIN"]), false).expect_err("no JWKS");
-        assert!(no_jwks.to_string().contains("--sasl-oauthbearer-jwks-endpoint-url"));
+        assert!(no_jwks
+            .to_string()
+            .contains("--sasl-oauthbearer-jwks-endpoint-url"));
         let http = config(
             &with(&[
                 "OAUTHBEARER,PLAIN",
@@ -452,7 +460,10 @@ mod tests {
         let oauth = ok.sasl.oauthbearer.expect("settings");
         assert_eq!(oauth.jwks_file, PathBuf::from("/etc/jwks.json"));
         assert_eq!(oauth.expected_audience, ["kafka", "other"]);
-        assert_eq!((oauth.sub_claim_name.as_str(), oauth.clock_skew_seconds), ("sub", 30));
+        assert_eq!(
+            (oauth.sub_claim_name.as_str(), oauth.clock_skew_seconds),
+            ("sub", 30)
+        );
         assert_eq!(
             ok.sasl.inter_broker_mechanism,
             Some(Mechanism::Scram(ScramMechanism::Sha512)),
@@ -461,7 +472,10 @@ mod tests {
         let jwks = ["--sasl-oauthbearer-jwks-endpoint-url", "jwks.json"];
         let only = [&with(&["OAUTHBEARER"])[..], &jwks].concat();
         assert_eq!(
-            config(&only, false).expect("one broker").sasl.inter_broker_mechanism,
+            config(&only, false)
+                .expect("one broker")
+                .sasl
+                .inter_broker_mechanism,
             None
         );
         assert!(config(&only, true).is_err(), "other brokers cannot log in");

@@ -124,10 +124,8 @@ impl Security {
         }
         let oauthbearer = match &config.sasl.oauthbearer {
             Some(settings) => {
-                let jwks = sasl::jwks::JwksFile::load(
-                    settings.jwks_file.clone(),
-                    settings.jwks_refresh,
-                )?;
+                let jwks =
+                    sasl::jwks::JwksFile::load(settings.jwks_file.clone(), settings.jwks_refresh)?;
                 jwks.spawn_reloader();
                 Some(Arc::new(sasl::oauthbearer::OAuthBearerValidator {
                     jwks,

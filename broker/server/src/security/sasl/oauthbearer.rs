@@ -28,8 +28,7 @@ use std::sync::Arc;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ring::signature::{
-    RsaPublicKeyComponents, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED,
-    RSA_PKCS1_2048_8192_SHA256,
+    RsaPublicKeyComponents, UnparsedPublicKey, ECDSA_P256_SHA256_FIXED, RSA_PKCS1_2048_8192_SHA256,
 };
 use serde_json::{Map, Value};
 use tracing::debug;
@@ -113,7 +112,11 @@ impl OAuthBearerExchange {
         let keys = validator.jwks.keys();
         match validate(first.token, &keys, validator, now_ms) {
             Ok(token) => {
-                if first.authzid.as_ref().is_some_and(|a| *a != token.principal) {
+                if first
+                    .authzid
+                    .as_ref()
+                    .is_some_and(|a| *a != token.principal)
+                {
                     return Err(SaslError::AuthenticationFailed(
                         "Authentication failed: Client requested an authorization id that is different from the token's principal name".into(),
                     ));
@@ -296,9 +299,8 @@ fn time_claim(claims: &Map<String, Value>, name: &str) -> Result<Option<u64>, To
     match claims.get(name) {
         None => Ok(None),
         Some(value) => match value.as_f64() {
-            Some(secs) if secs.is_finite() && secs >= 0.0 && secs < 1e13 => {
+            Some(secs) if (0.0..1e13).contains(&secs) => {
                 // Within u64 milliseconds by the bound above.
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
                 Ok(Some((secs * 1000.0) as u64))
             }
             _ => Err(invalid(format!("{name} is not a NumericDate"))),
@@ -382,12 +384,18 @@ mod tests {
     }
 
     fn rsa_jwks(kid: &str, alg: &str) -> String {
-        format!(r#"{{"keys":[{{"kty":"RSA","kid":"{kid}","alg":"{alg}","n":"{RSA_N}","e":"AQAB"}}]}}"#)
+        format!(
+            r#"{{"keys":[{{"kty":"RSA","kid":"{kid}","alg":"{alg}","n":"{RSA_N}","e":"AQAB"}}]}}"#
+        )
     }
 
     #[test]
     fn rs256_tokens_are_checked_like_kafkas_validator() {
-        let v = validator(&rsa_jwks("rsa-1", "RS256"), &["kafka"], Some("https://issuer.test"));
+        let v = validator(
+            &rsa_jwks("rsa-1", "RS256"),
+            &["kafka"],
+            Some("https://issuer.test"),
+        );
         let keys = v.jwks.keys();
         let at = |ms| validate(RS256_TOKEN, &keys, &v, ms);
         assert_eq!(
@@ -397,7 +405,10 @@ mod tests {
                 expires_at_ms: ISSUED_MS + 3_600_000
             })
         );
-        assert!(at(ISSUED_MS + 3_600_000 + 29_000).is_ok(), "within the skew");
+        assert!(
+            at(ISSUED_MS + 3_600_000 + 29_000).is_ok(),
+            "within the skew"
+        );
         assert_eq!(at(ISSUED_MS + 3_600_000 + 30_000), Err(invalid("expired")));
         assert!(at(ISSUED_MS - 29_000).is_ok(), "iat within the skew");
         assert!(at(ISSUED_MS - 31_000).is_err(), "issued in the future");
@@ -447,7 +458,14 @@ mod tests {
             parts[1]
         );
         assert!(validate(&none, &keys, &v, now).is_err());
-        for garbage in ["", "a.b", "a.b.c.d", "x.y.z", "é.a.b", &"A".repeat(MAX_TOKEN + 1)] {
+        for garbage in [
+            "",
+            "a.b",
+            "a.b.c.d",
+            "x.y.z",
+            "é.a.b",
+            &"A".repeat(MAX_TOKEN + 1),
+        ] {
             assert!(validate(garbage, &keys, &v, now).is_err(), "{garbage:.20}");
         }
     }

@@ -297,16 +297,18 @@ impl SaslSession {
                 .step(message, &config.scram, &fill_random, &config.fake_salt_key)
                 .map(Step::from),
             Exchange::OAuthBearer(oauth) => match &config.oauthbearer {
-                Some(validator) => oauth
-                    .step(message, validator, epoch_ms())
-                    .map(|step| match step {
-                        OAuthStep::Challenge(challenge) => Step::Challenge(challenge),
-                        OAuthStep::Authenticated(token) => Step::Authenticated {
-                            user: token.principal,
-                            response: Vec::new(),
-                            credential_expires_ms: Some(token.expires_at_ms),
-                        },
-                    }),
+                Some(validator) => {
+                    oauth
+                        .step(message, validator, epoch_ms())
+                        .map(|step| match step {
+                            OAuthStep::Challenge(challenge) => Step::Challenge(challenge),
+                            OAuthStep::Authenticated(token) => Step::Authenticated {
+                                user: token.principal,
+                                response: Vec::new(),
+                                credential_expires_ms: Some(token.expires_at_ms),
+                            },
+                        })
+                }
                 None => Err(SaslError::IllegalState(
                     "OAUTHBEARER has no JWKS configured".into(),
                 )),
@@ -323,11 +325,8 @@ impl SaslSession {
                 user,
                 response,
                 credential_expires_ms,
-            }) => match self.complete(
-                KafkaPrincipal::user(user),
-                mechanism,
-                credential_expires_ms,
-            ) {
+            }) => match self.complete(KafkaPrincipal::user(user), mechanism, credential_expires_ms)
+            {
                 Ok(lifetime) => (Ok(response), lifetime),
                 Err(e) => (Err(e), None),
             },
