@@ -222,8 +222,9 @@ fi
 # -- the raft port's shared secret: one random Secret per namespace, kept across runs ----------
 if [[ "$DRY_RUN" == 1 ]] || ! kc_read get secret -n "$NAMESPACE" chronik-cluster-secret > /dev/null 2>&1; then
   kc create namespace "$NAMESPACE" --dry-run=client -o yaml | kc apply -f -
+  # (from a pipe: the value is never on a command line, nor printed by --dry-run)
   kc create secret generic chronik-cluster-secret -n "$NAMESPACE" \
-    --from-literal=cluster.secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+    --from-file=cluster.secret=<(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 fi
 # -- components/secure: its certificates, SCRAM users and token as Secrets -------------------------
 SECURE=0

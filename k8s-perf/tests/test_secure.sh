@@ -37,7 +37,7 @@ finish() { echo "secure: $passed passed, $failed failed"; ((failed == 0)); exit;
 
 REAL_KUBECTL=$(command -v kubectl || true)
 [[ -n "$REAL_KUBECTL" ]] || { fail "no kubectl on PATH"; finish; }
-NS=ns-sec
+NS="ns-sec"
 SEC="$WORK/material"
 
 # -- the stand-in kubectl ---------------------------------------------------------------------
