@@ -49,7 +49,8 @@
 # the remote-write receiver and native histograms), the images built and
 # pullable (k8s-perf/README.md), python3; the report needs .venv
 # (scripts/install-python-deps.sh, scripts/install-report-deps.sh) and
-# target/release/chronik-consumer (built when missing).
+# target/release/chronik-consumer (built when missing); an overlay with
+# components/secure also openssl (secure-secrets.sh) and curl (the ledgers).
 set -euo pipefail
 # shellcheck source=k8s-perf/lib/k8s.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/k8s.sh"
