@@ -10,12 +10,16 @@
 #                      and the admin's client properties with the same
 #                      passwords, material private (0700/0600); applies the
 #                      Secrets; a second run applies the very same Secrets
+#   live               secure_live.py: the real chronik-server with the overlay's
+#                      broker env and Secret files, the ACL Job's grants, the
+#                      ingestor's and consumer's librdkafka properties
 #   collect.sh         ingestor_get over `kubectl port-forward` + curl: a real
 #                      HTTPS server holding the ingestor's certificate and
 #                      wanting the token answers /ledger; with another token
 #                      it refuses and ingestor_get fails; the port-forward ends
 # Usage: test_secure.sh BUILT_SECURE_YAML (kustomize build of overlays/secure)
-# Prints "secure: N passed, N failed". Needs: kubectl, openssl, curl, python3.
+# Prints "secure: N passed, N failed". Needs: kubectl, openssl, curl, python3,
+# target/release/chronik-server, .venv (scripts/install-python-deps.sh).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -139,6 +143,25 @@ if bash "$K8S/secure-secrets.sh" --namespace "$NS" --dir "$SEC" > "$WORK/run2.ou
   ok "a second run reuses the material and applies the same Secrets (idempotent)"
 else
   fail "second run: $(tail -n 2 "$WORK/run2.out")"
+fi
+
+# -- the broker's settings and the Job's ACLs, live (secure_live.py) ---------------------------------
+REPO="$(cd "$K8S/.." && pwd)"
+bash "$REPO/scripts/install-python-deps.sh" > "$WORK/pydeps.log" 2>&1 || true
+if [[ ! -x "$REPO/target/release/chronik-server" ]]; then
+  fail "live: no target/release/chronik-server"
+elif ! "$REPO/.venv/bin/python" -c 'import confluent_kafka, yaml' 2> /dev/null; then
+  fail "live: .venv lacks confluent-kafka (scripts/install-python-deps.sh: $(tail -n 1 "$WORK/pydeps.log"))"
+else
+  rc=0
+  "$REPO/.venv/bin/python" "$HERE/secure_live.py" "$RENDERED" "$WORK/applied-1.yaml" \
+    "$REPO/target/release/chronik-server" > "$WORK/live.out" 2>&1 || rc=$?
+  grep -E '^(ok|FAIL) ' "$WORK/live.out" || true
+  passed=$((passed + $(grep -c '^ok ' "$WORK/live.out" || true)))
+  failed=$((failed + $(grep -c '^FAIL ' "$WORK/live.out" || true)))
+  if [[ $rc != 0 ]] && ! grep -q '^FAIL ' "$WORK/live.out"; then
+    fail "secure_live.py exited $rc: $(tail -n 3 "$WORK/live.out")"
+  fi
 fi
 
 # -- collect.sh: a ledger over HTTPS with the token -------------------------------------------------
