@@ -26,9 +26,10 @@
 #                    `python -m reports render` (tests/test_results.sh)
 #   8. scripts       run.sh / cleanup.sh: --help, argument errors, --dry-run
 #                    (tests/test_cli.sh)
-#   9. secure        secure-secrets.sh's certificates, users and Secrets, and
-#                    collect.sh fetching a ledger over HTTPS with the token
-#                    (tests/test_secure.sh); check_manifests' secret checks
+#   9. secure        secure-secrets.sh's certificates, users and Secrets, the
+#                    real chronik-server with the secure broker env and the ACL
+#                    Job's grants (secure_live.py), and collect.sh fetching a
+#                    ledger over HTTPS with the token (tests/test_secure.sh); check_manifests' secret checks
 #                    fail on a literal password, a $(VAR) used before it is
 #                    defined and a probe on the HTTPS port (mutants)
 # Prints "k8s: N passed, N failed" last; exit 1 if anything failed.
