@@ -23,23 +23,8 @@ Owns, per built overlay (one YAML file each, named <overlay>.yaml):
             the ingestors' acks; TOPOLOGY tag = broker count
   entrypoint  base/broker/entrypoint.sh run with each overlay's env and a
             stand-in chronik-server: node id, advertised name (or listeners) and peers
-  secrets   no Secret object and no literal password, token or key in any
-            manifest: password-bearing properties are $(VAR) of an env var
-            from a secretKeyRef; every $(VAR) names an env var defined before
-            it; every Secret (and key) a pod or the TestRun names is one
-            secure-secrets.sh makes (--secrets, from its dry run); every file
-            an env var points to lies in a mounted volume
-  tls       with components/secure: the brokers listen only on SASL_SSL/SSL,
-            the inter-broker listener is one of them, the StandardAuthorizer is
-            on with super users and no allow-everyone; every Kafka client
-            (ingestor, consumer) uses the brokers' protocol and an enabled
-            mechanism and trusts a mounted CA; the ingestors' HTTPS port is
-            probed and scraped nowhere (the plain metrics port is)
-  security  the namespace enforces PodSecurity "restricted" and every pod
-            (workloads and the TestRun's initializer, starter, runner)
-            satisfies that profile's rules; a NetworkPolicy admits raft
-            (9093) only from brokers and Kafka (9092) only from brokers and
-            the harness's pods, and selects every broker pod
+  secrets, tls  check_secure.py (no literal secret; Secrets and files a pod
+            names exist; components/secure's protocol, authorizer and clients)
 Prints "ok"/"FAIL" lines; exit 1 if anything failed. Must not: build
 overlays (test.sh does) or start servers (scrape.sh does).
 """
@@ -56,8 +41,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
-
+from check_secure import VAR_REF, check_secrets, check_tls
+from checklib import by_kind, check, counts, docs_of, env_of
 from helpinfo import Help, read_help
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,31 +67,6 @@ PENDING_ENV = {"chronik-ingestor": {"CHRONIK_INGESTOR_SSL_KEYSTORE_LOCATION", "C
                                     "CHRONIK_INGESTOR_SSL_CLIENT_AUTH"}}
 # k6 env the scenarios will read with the k6 change being made beside this one
 PENDING_K6_ENV = {"INGESTOR_AUTH_TOKEN"}
-# words that make a property, env var or file content secret
-SECRET_WORD = re.compile(r"password|passwd|secret|token|jaas|private", re.I)
-VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-
-passed = failed = 0
-
-
-def check(ok: bool, what: str, detail: str = "") -> bool:
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {what}")
-    else:
-        failed += 1
-        print(f"FAIL {what}{': ' + detail if detail else ''}")
-    return ok
-
-
-def docs_of(path: Path) -> list[dict]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
-
-
-def by_kind(docs, kind):
-    return [d for d in docs if d["kind"] == kind]
-
 
 def pod_templates(docs):
     """(workload, pod spec, labels) of every Deployment/StatefulSet."""
@@ -353,10 +313,6 @@ def check_k6(overlay, docs, k6_names):
     return env_cm
 
 
-def env_of(wl) -> dict:
-    return {e["name"]: e.get("value") for e in wl["spec"]["template"]["spec"]["containers"][0].get("env", [])}
-
-
 def check_topology(overlay, docs, k6_env):
     sts = by_kind(docs, "StatefulSet")
     if not check(len(sts) == 1, f"{overlay}: one broker StatefulSet"):
@@ -502,132 +458,6 @@ def check_entrypoint(overlay, docs):
                   f"got {out.stdout.strip()!r} {out.stderr.strip()!r}, want {want!r}")
 
 
-def containers_of(docs):
-    """(where, container, pod spec) of every workload's containers and the TestRun's pods."""
-    for d in docs:
-        if d["kind"] in ("Deployment", "StatefulSet", "Job"):
-            spec = d["spec"]["template"]["spec"]
-            for c in spec.get("containers", []) + spec.get("initContainers", []):
-                yield f"{d['kind']}/{d['metadata']['name']} container {c['name']}", c, spec
-        elif d["kind"] == "TestRun":
-            for part in ("initializer", "runner"):
-                p = d["spec"].get(part) or {}
-                yield f"TestRun {part}", {"name": part, **p}, p
-
-
-def property_secrets(text: str):
-    """(key, value) pairs of a key=value list (comma- or line-separated) whose key is secret."""
-    for kv in re.split(r"[,\n]", text):
-        k, sep, v = kv.partition("=")
-        if sep and SECRET_WORD.search(k.strip()):
-            yield k.strip(), v.strip()
-
-
-def check_secrets(overlay, docs, known_secrets):
-    check(not by_kind(docs, "Secret"), f"{overlay}: no Secret object in the manifests (secure-secrets.sh makes them)")
-    for cm in by_kind(docs, "ConfigMap"):
-        bad = [k for key, text in (cm.get("data") or {}).items()
-               if not key.endswith((".js", ".json", ".sh"))   # code: reads secrets from env/files, holds none
-               for k, v in property_secrets(f"{key}={text}") if v and not VAR_REF.fullmatch(v)]
-        check(not bad, f"{overlay}: ConfigMap {cm['metadata']['name']} holds no literal secret", str(bad))
-    for where, c, spec in containers_of(docs):
-        env = c.get("env") or []
-        from_secret = {e["name"] for e in env if "secretKeyRef" in (e.get("valueFrom") or {})}
-        defined: set[str] = set()
-        literal = []
-        for e in env:
-            value = e.get("value")
-            if value is not None:
-                for ref in VAR_REF.findall(value):
-                    check(ref in defined, f"{overlay}: {where}: env {e['name']} expands $({ref}), defined before it",
-                          "Kubernetes leaves $(VAR) of a later or missing variable as it is")
-                if SECRET_WORD.search(e["name"]) and not e["name"].endswith(("_FILE", "_LOCATION")) and value:
-                    literal.append(e["name"])
-                literal += [f"{e['name']}: {k}" for k, v in property_secrets(value)
-                            if not (VAR_REF.fullmatch(v) and VAR_REF.fullmatch(v).group(1) in from_secret)]
-            defined.add(e["name"])
-        args = " ".join(c.get("command", []) + c.get("args", []))
-        literal += [f"command: {k}" for k, v in property_secrets(args.replace(" ", ","))
-                    if v and not VAR_REF.fullmatch(v) and not v.startswith("$")]
-        check(not literal, f"{overlay}: {where}: no literal password or token (only $(VAR) of a secretKeyRef)",
-              "; ".join(literal))
-        # every Secret (and key) named is one secure-secrets.sh makes; optional ones may be absent
-        named = [(e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
-                 for e in env if "secretKeyRef" in (e.get("valueFrom") or {})]
-        mounts = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
-        vols = {v["name"]: v for v in spec.get("volumes") or []}
-        for vname in mounts:
-            sec = (vols.get(vname) or {}).get("secret")
-            if sec and not sec.get("optional"):
-                named.append((sec["secretName"], None))
-        if known_secrets is not None:
-            for name, key in named:
-                keys = known_secrets.get(name)
-                check(keys is not None and (key is None or key in keys),
-                      f"{overlay}: {where}: Secret {name}{'/' + key if key else ''} is made by secure-secrets.sh",
-                      f"it makes {sorted(known_secrets)}")
-        # a file an env var names lies in a volume the container mounts (with its key, for a Secret)
-        for e in env:
-            value = e.get("value") or ""
-            if re.search(r"_(FILE|LOCATION)$", e["name"]) and value.startswith("/"):
-                mount = next((n for n, p in mounts.items() if value.startswith(p.rstrip("/") + "/")), None)
-                ok = mount is not None
-                sec = (vols.get(mount) or {}).get("secret") if mount else None
-                if ok and sec and known_secrets is not None and sec["secretName"] in known_secrets:
-                    ok = value[len(mounts[mount].rstrip("/")) + 1:] in known_secrets[sec["secretName"]]
-                check(ok, f"{overlay}: {where}: {e['name']}={value} is in a mounted volume")
-            for m in re.finditer(r"(?:ssl\.ca\.location|ssl\.certificate\.location|ssl\.key\.location)=([^,]+)", value):
-                check(any(m.group(1).startswith(p.rstrip("/") + "/") for p in mounts.values()),
-                      f"{overlay}: {where}: {m.group(0)} is in a mounted volume")
-
-
-def client_properties(env: dict) -> dict:
-    text = env.get("CHRONIK_INGESTOR_PRODUCER_CONFIG") or env.get("CHRONIK_CONSUMER_PROPERTIES") or ""
-    return dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
-
-
-def check_tls(overlay, docs):
-    """components/secure: what the brokers require, every client gives."""
-    s = by_kind(docs, "StatefulSet")[0]
-    benv = env_of(s)
-    listeners = benv.get("CHRONIK_LISTENERS")
-    if not listeners:
-        return
-    protocols = {entry.split("://")[0] for entry in listeners.split(",")}
-    check(protocols <= {"SASL_SSL", "SSL"}, f"{overlay}: brokers listen only on SASL_SSL/SSL ({listeners})")
-    check(benv.get("CHRONIK_INTER_BROKER_LISTENER_NAME") in protocols,
-          f"{overlay}: the inter-broker listener is one of them ({benv.get('CHRONIK_INTER_BROKER_LISTENER_NAME')})")
-    mechanisms = set((benv.get("CHRONIK_SASL_ENABLED_MECHANISMS") or "").split(","))
-    check(benv.get("CHRONIK_SASL_MECHANISM_INTER_BROKER_PROTOCOL") in mechanisms,
-          f"{overlay}: brokers log in to each other with an enabled mechanism")
-    check(benv.get("CHRONIK_AUTHORIZER_CLASS_NAME") == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-          and benv.get("CHRONIK_ALLOW_EVERYONE_IF_NO_ACL_FOUND", "false") == "false"
-          and "User:broker" in (benv.get("CHRONIK_SUPER_USERS") or "").split(";"),
-          f"{overlay}: StandardAuthorizer on, the brokers' user a super user, no allow-everyone")
-    for d in by_kind(docs, "Deployment"):
-        env = env_of(d)
-        if "KAFKA_BOOTSTRAP_SERVERS" not in env:
-            continue
-        props = client_properties(env)
-        check(props.get("security.protocol") in protocols and props.get("sasl.mechanism") in mechanisms
-              and props.get("ssl.ca.location", "").startswith("/")
-              and props.get("ssl.endpoint.identification.algorithm", "https") == "https",
-              f"{overlay}: {d['metadata']['name']} speaks {props.get('security.protocol')} "
-              f"{props.get('sasl.mechanism')} to the brokers and verifies them", str(props))
-    ing = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "chronik-ingestor")
-    ienv = env_of(ing)
-    if ienv.get("CHRONIK_INGESTOR_SSL_KEYSTORE_LOCATION"):
-        check(bool(ienv.get("CHRONIK_INGESTOR_AUTH_TOKEN_FILE")) and bool(ienv.get("CHRONIK_INGESTOR_METRICS_LISTEN")),
-              f"{overlay}: the HTTPS ingestors want a bearer token and serve /metrics on a plain port")
-        for sm in by_kind(docs, "ServiceMonitor"):
-            if sm["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/name") == "chronik-ingestor":
-                check(all(ep["port"] == "metrics" for ep in sm["spec"]["endpoints"]),
-                      f"{overlay}: Prometheus scrapes the ingestors on the plain metrics port")
-        k6_env = next((cm["data"] for cm in by_kind(docs, "ConfigMap") if cm["metadata"]["name"].startswith("k6-env")), {})
-        check(all(u.startswith("https://") for u in k6_env.get("INGESTOR_URLS", "").split(",")) and "SSL_CERT_FILE" in k6_env,
-              f"{overlay}: k6 posts to https:// and trusts the CA (SSL_CERT_FILE)")
-
-
 class LazyHelps(dict):
     """`BIN --help` of a binary the first time a manifest runs it."""
 
@@ -682,6 +512,7 @@ def main() -> int:
         check_security(overlay, docs)
         check_secrets(overlay, docs, known_secrets)
         check_tls(overlay, docs)
+    passed, failed = counts()
     print(f"manifests: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
