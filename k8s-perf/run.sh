@@ -31,14 +31,16 @@
 # testid and remote-write URL); for an overlay with components/secure (label
 # chronik.perf/security), make or reuse its certificates, SCRAM users and
 # token and create their Secrets (secure-secrets.sh); apply everything but the
-# TestRun; wait for the rollouts (and the ACL Job); delete a previous TestRun; apply the TestRun and follow its stage
-# (progress every 15 s); then collect: each runner's k6 summary from its log,
-# the ingestors' ledgers, every consumer's report, broker /metrics,
-# Prometheus queries (percentiles from histograms merged across pods) and
-# container CPU/RSS; merge the consumers' reports with the ledgers
-# (chronik-consumer merge) and render report.md (python -m reports render).
+# TestRun; wait for the rollouts (and the ACL Job); delete a previous TestRun;
+# apply the TestRun and follow its stage (progress every 15 s); then collect:
+# each runner's k6 summary from its log, the ingestors' ledgers, every
+# consumer's report, broker /metrics, Prometheus queries (percentiles from
+# histograms merged across pods) and container CPU/RSS; merge the consumers'
+# reports with the ledgers (chronik-consumer merge) and render report.md
+# (python -m reports render).
 # The workloads stay up for inspection; ./cleanup.sh --k8s removes everything.
 # Env: K8S_RUN_DIR (default .run/k8s) holds each run's generated kustomization.
+# SECURE_DIR: where secure-secrets.sh keeps its material (default .run/k8s-secure/<namespace>).
 #
 # Exit status: 0 when every k6 runner passed its thresholds and verification
 # found no loss, duplication, reordering or corruption; 3 when no k6-operator

@@ -9,7 +9,8 @@
 #     --namespace NS      where the Secrets go, and the namespace in the
 #                         certificates' DNS names (default chronik-perf)
 #     --dir DIR           where the material is kept (default
-#                         .run/k8s-secure/<namespace>; git-ignored, mode 0700)
+#                         .run/k8s-secure/<namespace>; git-ignored, mode 0700;
+#                         env SECURE_DIR too)
 #     --cluster-domain D  the cluster's DNS domain (default cluster.local)
 #     --brokers N         broker pods named in the broker certificate besides
 #                         the wildcard (default 3)

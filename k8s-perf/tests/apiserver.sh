@@ -21,6 +21,8 @@
 #      everything is scheduled onto the kwok nodes and rolls out Ready, the
 #      TestRun is created, and the run stops at the boundary it must state:
 #      no k6-operator runs here, so no load (exit 3, "BOUNDARY" in its output).
+#   5. the same for overlays/secure in namespace chronik-secure: run.sh makes
+#      its Secrets (secure-secrets.sh) and waits for the ACL Job before the TestRun.
 # Prints "k8s-apiserver: N passed, N failed"; exit 1 if anything failed. The
 # cluster is deleted on exit.
 #
@@ -254,6 +256,23 @@ if kc get testruns.k6.io -n chronik-perf chronik-load > /dev/null 2>&1; then
   ok "the TestRun chronik-load exists (what a k6-operator would act on)"
 else
   fail "the TestRun was not created"
+fi
+
+# -- 5. ./run-all.sh --k8s --overlay secure: run.sh makes its Secrets and waits for the ACL Job ----------
+# (a namespace of its own: a StatefulSet's volume claims cannot change in place, so
+# switching overlays in one namespace needs ./cleanup.sh --k8s first)
+pvs chronik-secure-pv 3 | kc apply -f - > /dev/null
+rc=0
+KUBECONFIG="$KUBECONFIG" SECURE_DIR="$WORK/secure-run" "$REPO/run-all.sh" --k8s --overlay secure \
+  --namespace chronik-secure --prometheus none --operator-wait 30 --timeout 60 --results "$WORK/results" \
+  > "$WORK/run-secure.log" 2>&1 || rc=$?
+secrets=$(kc get secrets -n chronik-secure -o name | grep -c '^secret/chronik-' || true)
+if [[ "$rc" == 3 ]] && grep -q "BOUNDARY: the TestRun" "$WORK/run-secure.log" && ((secrets == 9)) \
+   && grep -q "made a CA" "$WORK/run-secure.log" && grep -q "Secret chronik-secure/chronik-broker-sasl" "$WORK/run-secure.log" \
+   && kc wait -n chronik-secure --for=condition=complete job/chronik-acls --timeout=10s > /dev/null 2>&1; then
+  ok "run-all.sh --k8s --overlay secure: secure-secrets.sh's Secrets made ($secrets with the cluster secret), 3 brokers rolled out, the ACL Job complete, stopped at the k6-operator boundary (exit 3)"
+else
+  fail "run-all.sh --k8s --overlay secure exited $rc, $secrets chronik-* Secrets: $(tail -n 6 "$WORK/run-secure.log" | tr '\n' ' ')"
 fi
 
 echo "k8s-apiserver: $passed passed, $failed failed"
