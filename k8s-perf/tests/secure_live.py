@@ -35,15 +35,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
                                    ResourceType)
 
-passed = failed = 0
-
-
-def check(ok: bool, what: str, detail: str = "") -> bool:
-    global passed, failed
-    passed, failed = passed + ok, failed + (not ok)
-    print(f"{'ok  ' if ok else 'FAIL'} {what}{'' if ok or not detail else ': ' + detail}")
-    return ok
-
+from checklib import check, counts
 
 def secrets_of(applied: Path) -> dict[str, dict[str, bytes]]:
     return {d["metadata"]["name"]: {k: base64.b64decode(v) for k, v in d["data"].items()}
@@ -232,6 +224,7 @@ def main() -> int:
         broker.kill()
         broker.wait()
         shutil.rmtree(root, ignore_errors=True)
+    passed, failed = counts()
     print(f"secure-live: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
