@@ -43,7 +43,7 @@ else
     # the operator's jobs go with their TestRun; wait for the runner pods too
     kc wait -n "$NAMESPACE" --for=delete pod -l app=k6 --timeout=120s || true
   fi
-  kinds=statefulsets,deployments,services,poddisruptionbudgets,configmaps
+  kinds=statefulsets,deployments,jobs,services,poddisruptionbudgets,configmaps
   if [[ "$DRY_RUN" == 1 ]] || [[ -n "$(kc_read api-resources --api-group=monitoring.coreos.com -o name 2> /dev/null)" ]]; then
     kinds+=,servicemonitors.monitoring.coreos.com,podmonitors.monitoring.coreos.com
   fi

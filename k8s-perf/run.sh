@@ -6,7 +6,7 @@
 #   ./run-all.sh --k8s [options]        (or k8s-perf/run.sh [options])
 #     --overlay NAME       k8s-perf/overlays/NAME (default small; test-1..test-7,
 #                          baremetal-256b, baremetal-1kib, baremetal-1kib-36,
-#                          standalone, cluster)
+#                          standalone, cluster, secure)
 #     --context CTX        kubectl context (default: the current one)
 #     --namespace NS       namespace of the run (default chronik-perf)
 #     --run-id ID          (default <UTC time>-k8s-<overlay>)
@@ -28,15 +28,19 @@
 #
 # Steps: render overlays/NAME plus a per-run kustomization (.run/k8s/<run-id>/:
 # namespace, images, run id, a topic and consumer group of its own, k6's
-# testid and remote-write URL); apply everything but the TestRun; wait for the
-# rollouts; delete a previous TestRun; apply the TestRun and follow its stage
-# (progress every 15 s); then collect: each runner's k6 summary from its log,
-# the ingestors' ledgers, every consumer's report, broker /metrics,
-# Prometheus queries (percentiles from histograms merged across pods) and
-# container CPU/RSS; merge the consumers' reports with the ledgers
-# (chronik-consumer merge) and render report.md (python -m reports render).
+# testid and remote-write URL); for an overlay with components/secure (label
+# chronik.perf/security), make or reuse its certificates, SCRAM users and
+# token and create their Secrets (secure-secrets.sh); apply everything but the
+# TestRun; wait for the rollouts (and the ACL Job); delete a previous TestRun;
+# apply the TestRun and follow its stage (progress every 15 s); then collect:
+# each runner's k6 summary from its log, the ingestors' ledgers, every
+# consumer's report, broker /metrics, Prometheus queries (percentiles from
+# histograms merged across pods) and container CPU/RSS; merge the consumers'
+# reports with the ledgers (chronik-consumer merge) and render report.md
+# (python -m reports render).
 # The workloads stay up for inspection; ./cleanup.sh --k8s removes everything.
 # Env: K8S_RUN_DIR (default .run/k8s) holds each run's generated kustomization.
+# SECURE_DIR: where secure-secrets.sh keeps its material (default .run/k8s-secure/<namespace>).
 #
 # Exit status: 0 when every k6 runner passed its thresholds and verification
 # found no loss, duplication, reordering or corruption; 3 when no k6-operator
@@ -47,7 +51,8 @@
 # the remote-write receiver and native histograms), the images built and
 # pullable (k8s-perf/README.md), python3; the report needs .venv
 # (scripts/install-python-deps.sh, scripts/install-report-deps.sh) and
-# target/release/chronik-consumer (built when missing).
+# target/release/chronik-consumer (built when missing); an overlay with
+# components/secure also openssl (secure-secrets.sh) and curl (the ledgers).
 set -euo pipefail
 # shellcheck source=k8s-perf/lib/k8s.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/k8s.sh"
@@ -220,8 +225,18 @@ fi
 # -- the raft port's shared secret: one random Secret per namespace, kept across runs ----------
 if [[ "$DRY_RUN" == 1 ]] || ! kc_read get secret -n "$NAMESPACE" chronik-cluster-secret > /dev/null 2>&1; then
   kc create namespace "$NAMESPACE" --dry-run=client -o yaml | kc apply -f -
+  # (from a pipe: the value is never on a command line, nor printed by --dry-run)
   kc create secret generic chronik-cluster-secret -n "$NAMESPACE" \
-    --from-literal=cluster.secret="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+    --from-file=cluster.secret=<(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+fi
+# -- components/secure: its certificates, SCRAM users and token as Secrets -------------------------
+SECURE=0
+if grep -q '^    chronik.perf/security: sasl-ssl$' "$RENDERED"; then
+  SECURE=1
+  secure_args=(--namespace "$NAMESPACE")
+  [[ -n "$CONTEXT" ]] && secure_args+=(--context "$CONTEXT")
+  [[ "$DRY_RUN" == 1 ]] && secure_args+=(--dry-run)
+  bash "$K8S_DIR/secure-secrets.sh" "${secure_args[@]}" || die "secure-secrets.sh failed"
 fi
 
 # -- deploy: everything but the TestRun, rollouts, then the TestRun ---------------------------
@@ -229,6 +244,10 @@ kc apply -f "$RENDERED" -l 'app.kubernetes.io/component!=k6'
 kc rollout status -n "$NAMESPACE" statefulset/chronik --timeout=900s
 kc rollout status -n "$NAMESPACE" deployment/chronik-ingestor --timeout=600s
 kc rollout status -n "$NAMESPACE" deployment/chronik-consumer --timeout=600s
+# the harness users' ACLs (components/secure): none of their requests is allowed before
+if [[ "$SECURE" == 1 ]]; then
+  kc wait -n "$NAMESPACE" --for=condition=complete job/chronik-acls --timeout=600s
+fi
 kc delete -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" --ignore-not-found --wait=true
 kc apply -f "$RENDERED" -l 'app.kubernetes.io/component=k6'
 if [[ "$DRY_RUN" == 1 ]]; then

@@ -8,14 +8,27 @@
 #   foreign-ca.pem          a CA the broker does not trust
 #   foreign-client.pem/.key a client certificate of that foreign CA
 #   expired-client.pem/.key a client certificate of the CA that expired in 2020
-# Usage: scripts/make-certs.sh OUTPUT_DIR
+#   NAME.keystore.pem       for each --server NAME=SANS: key + certificate (CN=NAME, the
+#                           subjectAltName SANS in openssl's syntax, e.g.
+#                           'DNS:*.svc.example,DNS:broker,IP:10.0.0.1'; server and client
+#                           auth) + CA, signed by the same CA (k8s-perf/secure-secrets.sh
+#                           makes its pods' certificates this way)
+# Usage: scripts/make-certs.sh OUTPUT_DIR [--server NAME=SANS]...
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-    echo "usage: $0 OUTPUT_DIR" >&2
+usage() {
+    echo "usage: $0 OUTPUT_DIR [--server NAME=SANS]..." >&2
     exit 2
-fi
+}
+[[ $# -ge 1 && $1 != -* ]] || usage
 out=$1
+shift
+servers=()
+while (($#)); do
+    [[ $1 == --server && $# -ge 2 && $2 =~ ^[A-Za-z0-9][-A-Za-z0-9_.]*=[A-Z] ]] || usage
+    servers+=("$2")
+    shift 2
+done
 mkdir -p "$out"
 cd "$out"
 
@@ -84,5 +97,10 @@ rm -rf expired-db expired-client.csr
 
 cat broker.key broker.pem ca.pem >broker.keystore.pem
 cat broker2.key broker2.pem ca.pem >broker2.keystore.pem
+for server in "${servers[@]}"; do
+    name=${server%%=*}
+    leaf "$name" "/CN=$name" ca "${server_ext%subjectAltName=*}subjectAltName=${server#*=}"
+    cat "$name.key" "$name.pem" ca.pem >"$name.keystore.pem"
+done
 rm -f ./*.srl
 echo "certificates written to $out"

@@ -9,6 +9,7 @@
 # on SIGTERM), metrics/broker-<pod>.prom, metrics/prometheus-*.json,
 # resources.csv, logs/. Must not: decide pass/fail (run.sh does).
 #
+# Needs: curl when the ingestors serve HTTPS (components/secure).
 # Globals read: NAMESPACE, OUT, RUN_ID, TESTRUN, STARTED_EPOCH, DRAIN_TIMEOUT, RENDERED,
 # PROM_SERVICE (empty = skip Prometheus queries). Sets (read by run.sh):
 # K6_FAILED (1 when a runner exited non-zero or left no summary), LEDGERS.
@@ -32,21 +33,89 @@ collect_k6() {
   done
 }
 
+# -- reaching an ingestor's routes (one code path, plain or secured) ------------------------------
+# Plain HTTP: through the API server's pod proxy. With components/secure the
+# ingestor's --listen port is HTTPS and wants the bearer token, and the API
+# server's proxy drops the Authorization header: then a `kubectl
+# port-forward` to the pod and curl, verifying the ingestor's certificate
+# against the CA from the Secret chronik-tls-ca under the Service's name
+# (--resolve), the token (Secret chronik-ingestor-token) sent from a 0600
+# header file, never on a command line. /metrics is read from the plain
+# --metrics-listen port when there is one.
+INGESTOR_PORT=8080
+INGESTOR_PF_PID=""
+
+ingestor_env() {  # NAME - a literal env value of the ingestor Deployment in the rendered manifests
+  python3 "$RUNCTL" manifest-env "$RENDERED" chronik-ingestor "$1" 2> /dev/null || true
+}
+
+# ingestor_open POD - make POD's routes reachable for ingestor_get (a port-forward when secured)
+ingestor_open() {
+  INGESTOR_TLS_DIR=${INGESTOR_TLS_DIR:-}
+  [[ -n "$(ingestor_env CHRONIK_INGESTOR_SSL_KEYSTORE_LOCATION)" ]] || return 0
+  if [[ -z "$INGESTOR_TLS_DIR" ]]; then
+    INGESTOR_TLS_DIR=$(mktemp -d)
+    kc_read get secret -n "$NAMESPACE" chronik-tls-ca -o jsonpath='{.data.ca\.pem}' | base64 -d > "$INGESTOR_TLS_DIR/ca.pem"
+    (umask 077 && printf 'Authorization: Bearer %s\n' \
+      "$(kc_read get secret -n "$NAMESPACE" chronik-ingestor-token -o jsonpath='{.data.token}' | base64 -d)" \
+      > "$INGESTOR_TLS_DIR/auth-header")
+  fi
+  local cmd t
+  mapfile -t cmd < <(kubectl_cmd)
+  "${cmd[@]}" port-forward -n "$NAMESPACE" "pod/$1" ":$INGESTOR_PORT" > "$INGESTOR_TLS_DIR/pf.out" 2>&1 &
+  INGESTOR_PF_PID=$!
+  INGESTOR_PF_LOCAL=""
+  for ((t = 0; t < 100; t++)); do
+    INGESTOR_PF_LOCAL=$(sed -n 's/^Forwarding from 127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$INGESTOR_TLS_DIR/pf.out" | head -n 1)
+    [[ -n "$INGESTOR_PF_LOCAL" ]] && return 0
+    kill -0 "$INGESTOR_PF_PID" 2> /dev/null || break
+    sleep 0.1
+  done
+  log "$1: kubectl port-forward did not start: $(tr '\n' ' ' < "$INGESTOR_TLS_DIR/pf.out")"
+  ingestor_close
+  return 1
+}
+
+# ingestor_close - end the port-forward ingestor_open started, if any
+ingestor_close() {
+  if [[ -n "$INGESTOR_PF_PID" ]]; then
+    kill "$INGESTOR_PF_PID" 2> /dev/null || true
+    wait "$INGESTOR_PF_PID" 2> /dev/null || true
+    INGESTOR_PF_PID=""
+  fi
+}
+
+# ingestor_get POD PATH - GET an ingestor route (after ingestor_open POD)
+ingestor_get() {
+  local metrics
+  if [[ "$2" == /metrics ]] && metrics=$(ingestor_env CHRONIK_INGESTOR_METRICS_LISTEN) && [[ -n "$metrics" ]]; then
+    pod_get "$1" "${metrics##*:}" /metrics
+  elif [[ -z "$INGESTOR_PF_PID" ]]; then
+    pod_get "$1" "$INGESTOR_PORT" "$2"
+  else
+    curl -sS --fail --max-time 30 --cacert "$INGESTOR_TLS_DIR/ca.pem" -H "@$INGESTOR_TLS_DIR/auth-header" \
+      --resolve "chronik-ingestor:$INGESTOR_PF_LOCAL:127.0.0.1" "https://chronik-ingestor:$INGESTOR_PF_LOCAL$2"
+  fi
+}
+
 # ingestors: wait until nothing is in flight, then keep each ledger and /metrics
 collect_ingestors() {
   local pod t inflight
   LEDGERS=()
   for pod in $(pods app.kubernetes.io/component=ingestor); do
+    ingestor_open "$pod" || continue
     for ((t = 0; t < DRAIN_TIMEOUT; t += 2)); do
-      inflight=$(pod_get "$pod" 8080 /ledger 2> /dev/null | python3 "$RUNCTL" in-flight - 2> /dev/null || echo 1)
+      inflight=$(ingestor_get "$pod" /ledger 2> /dev/null | python3 "$RUNCTL" in-flight - 2> /dev/null || echo 1)
       [[ "$inflight" == 0 ]] && break
       sleep 2
     done
-    pod_get "$pod" 8080 /ledger > "$OUT/ingestors/$pod-ledger.json"
-    pod_get "$pod" 8080 /metrics > "$OUT/ingestors/$pod-metrics.prom" || true
+    ingestor_get "$pod" /ledger > "$OUT/ingestors/$pod-ledger.json" || log "$pod: no ledger"
+    ingestor_get "$pod" /metrics > "$OUT/ingestors/$pod-metrics.prom" || true
+    ingestor_close
     kc_read logs -n "$NAMESPACE" "$pod" > "$OUT/logs/$pod.log" 2>&1 || true
     LEDGERS+=("$OUT/ingestors/$pod-ledger.json")
   done
+  [[ -z "${INGESTOR_TLS_DIR:-}" ]] || rm -rf "$INGESTOR_TLS_DIR"
 }
 
 # drained: every partition of the topic is assigned with zero lag and the

@@ -24,12 +24,13 @@ kubectl_cmd() {
   printf '%s\n' "${cmd[@]}"
 }
 
-# kc ARGS... - a kubectl command that changes the cluster (printed in dry-run).
+# kc ARGS... - a kubectl command that changes the cluster (printed in dry-run,
+# on stderr, so `kc create ... -o yaml | kc apply -f -` shows both commands).
 kc() {
   local cmd
   mapfile -t cmd < <(kubectl_cmd)
   if [[ "${DRY_RUN:-0}" == 1 ]]; then
-    printf '+ %s\n' "${cmd[*]} $*"
+    printf '+ %s\n' "${cmd[*]} $*" >&2
     # `... | kc apply -f -`: read what is piped in, as kubectl would; a
     # reader that exits first kills the writer with SIGPIPE (and, under
     # pipefail, the dry run).

@@ -13,13 +13,16 @@
 #   2. Every overlay applied server-side for real (schema, defaulting,
 #      admission with PodSecurity "restricted" in the namespace it makes, no
 #      PodSecurity warning): every pod is scheduled on the kwok nodes and
-#      turns Ready; then the overlay is removed.
+#      turns Ready, every Job completes; then the overlay is removed. The
+#      secure overlay's Secrets are made first by k8s-perf/secure-secrets.sh.
 #   3. PodSecurity really enforced: a pod that breaks "restricted" is refused.
 #   4. overlays/small applied for real through ./run-all.sh --k8s --overlay
 #      small: the StatefulSet's pods bind PersistentVolumes made here,
 #      everything is scheduled onto the kwok nodes and rolls out Ready, the
 #      TestRun is created, and the run stops at the boundary it must state:
 #      no k6-operator runs here, so no load (exit 3, "BOUNDARY" in its output).
+#   5. the same for overlays/secure in namespace chronik-secure: run.sh makes
+#      its Secrets (secure-secrets.sh) and waits for the ACL Job before the TestRun.
 # Prints "k8s-apiserver: N passed, N failed"; exit 1 if anything failed. The
 # cluster is deleted on exit.
 #
@@ -113,6 +116,14 @@ for dir in "$K8S"/overlays/*/; do
   kc apply --server-side -f "$WORK/$name.ns.yaml" > /dev/null
   ns=$(kc get -f "$WORK/$name.ns.yaml" -o jsonpath='{.metadata.name}')
   kc create secret generic chronik-cluster-secret -n "$ns" --from-literal=cluster.secret=test > /dev/null 2>&1 || true
+  # components/secure: its Secrets made by the script run.sh uses, for real
+  if grep -q '^    chronik.perf/security: sasl-ssl$' "$WORK/$name.yaml"; then
+    if bash "$K8S/secure-secrets.sh" --namespace "$ns" --dir "$WORK/secure-$name" > "$WORK/$name.secrets.log" 2>&1; then
+      ok "overlays/$name: secure-secrets.sh created $(kc get secrets -n "$ns" -o name | grep -c '^secret/chronik-' || true) Secrets in $ns: $(kc get secrets -n "$ns" -o name | sed 's|secret/||' | tr '\n' ' ')"
+    else
+      fail "overlays/$name: secure-secrets.sh: $(tail -n 3 "$WORK/$name.secrets.log" | tr '\n' ' ')"
+    fi
+  fi
   want=$("$PY" -c 'import sys, yaml
 print(sum(d["spec"].get("replicas", 1) for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] in ("StatefulSet", "Deployment")))' "$WORK/$name.yaml")
   brokers=$("$PY" -c 'import sys, yaml
@@ -129,7 +140,15 @@ print(sum(d["spec"].get("replicas", 1) for d in yaml.safe_load_all(open(sys.argv
   for w in $(kc get statefulset,deployment -n "$ns" -o name); do
     kc rollout status -n "$ns" "$w" --timeout=180s > /dev/null 2>&1 || rolled=0
   done
-  ready=$(kc get pods -n "$ns" -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$' || true)
+  # Jobs (components/secure's ACL Job) complete; their pods are not counted as Ready ones
+  for j in $(kc get jobs -n "$ns" -o name); do
+    if kc wait -n "$ns" --for=condition=complete "$j" --timeout=120s > /dev/null 2>&1; then
+      ok "overlays/$name: $j completed (scheduled; kwok completes the pod, nothing runs in it)"
+    else
+      fail "overlays/$name: $j did not complete: $(kc get pods -n "$ns" -l batch.kubernetes.io/job-name --no-headers 2>&1 | head -n 2 | tr '\n' ' ')"
+    fi
+  done
+  ready=$(kc get pods -n "$ns" -l '!batch.kubernetes.io/job-name' -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$' || true)
   nodes=$(kc get pods -n "$ns" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | grep -c . || true)
   if [[ "$rolled" == 1 && "$ready" == "$want" ]]; then
     ok "overlays/$name: $(grep -c '^kind:' "$WORK/$name.yaml") objects applied server-side, no PodSecurity warning; $want pods scheduled on $nodes kwok nodes and Ready"
@@ -237,6 +256,23 @@ if kc get testruns.k6.io -n chronik-perf chronik-load > /dev/null 2>&1; then
   ok "the TestRun chronik-load exists (what a k6-operator would act on)"
 else
   fail "the TestRun was not created"
+fi
+
+# -- 5. ./run-all.sh --k8s --overlay secure: run.sh makes its Secrets and waits for the ACL Job ----------
+# (a namespace of its own: a StatefulSet's volume claims cannot change in place, so
+# switching overlays in one namespace needs ./cleanup.sh --k8s first)
+pvs chronik-secure-pv 3 | kc apply -f - > /dev/null
+rc=0
+KUBECONFIG="$KUBECONFIG" SECURE_DIR="$WORK/secure-run" "$REPO/run-all.sh" --k8s --overlay secure \
+  --namespace chronik-secure --prometheus none --operator-wait 30 --timeout 60 --results "$WORK/results" \
+  > "$WORK/run-secure.log" 2>&1 || rc=$?
+secrets=$(kc get secrets -n chronik-secure -o name | grep -c '^secret/chronik-' || true)
+if [[ "$rc" == 3 ]] && grep -q "BOUNDARY: the TestRun" "$WORK/run-secure.log" && ((secrets == 9)) \
+   && grep -q "made a CA" "$WORK/run-secure.log" && grep -q "Secret chronik-secure/chronik-broker-sasl" "$WORK/run-secure.log" \
+   && kc wait -n chronik-secure --for=condition=complete job/chronik-acls --timeout=10s > /dev/null 2>&1; then
+  ok "run-all.sh --k8s --overlay secure: secure-secrets.sh's Secrets made ($secrets with the cluster secret), 3 brokers rolled out, the ACL Job complete, stopped at the k6-operator boundary (exit 3)"
+else
+  fail "run-all.sh --k8s --overlay secure exited $rc, $secrets chronik-* Secrets: $(tail -n 6 "$WORK/run-secure.log" | tr '\n' ' ')"
 fi
 
 echo "k8s-apiserver: $passed passed, $failed failed"

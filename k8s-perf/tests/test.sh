@@ -26,6 +26,12 @@
 #                    `python -m reports render` (tests/test_results.sh)
 #   8. scripts       run.sh / cleanup.sh: --help, argument errors, --dry-run
 #                    (tests/test_cli.sh)
+#   9. secure        secure-secrets.sh's certificates, users and Secrets, the
+#                    real chronik-server with the secure broker env and the ACL
+#                    Job's grants (secure_live.py), and collect.sh fetching a
+#                    ledger over HTTPS with the token (tests/test_secure.sh); check_manifests' secret checks
+#                    fail on a literal password, a $(VAR) used before it is
+#                    defined and a probe on the HTTPS port (mutants)
 # Prints "k8s: N passed, N failed" last; exit 1 if anything failed.
 #
 # Needs: the release binaries chronik-server, chronik-ingestor and
@@ -202,9 +208,64 @@ grep -E '^(ok|FAIL) ' "$WORK/scrape.out" | grep '^FAIL' || true
 tally "$WORK/scrape.out" "live dashboards (scrape.sh)"
 served=()
 [[ -s "$WORK/scrape/served.json" ]] && served=(--served "$WORK/scrape/served.json")
-"$PY" "$HERE/check_manifests.py" "${served[@]}" "${overlays[@]}" > "$WORK/manifests.out" 2>&1 || true
+# the Secrets (and keys) secure-secrets.sh makes, from its dry run
+bash "$K8S/secure-secrets.sh" --dry-run --dir "$WORK/secure-dry" 2>&1 \
+  | sed -n 's/^+ kubectl create secret generic \([^ ]*\) .*/\1 &/p' \
+  | while read -r name line; do echo "$name $(grep -o -- '--from-file=[^=]*' <<< "$line" | sed 's/--from-file=//' | tr '\n' ' ')"; done \
+  > "$WORK/secrets.txt"
+if [[ $(wc -l < "$WORK/secrets.txt") -ge 5 ]]; then
+  ok "secure-secrets.sh --dry-run names $(wc -l < "$WORK/secrets.txt") Secrets: $(cut -d' ' -f1 "$WORK/secrets.txt" | tr '\n' ' ')"
+else
+  fail "secure-secrets.sh --dry-run named no Secrets: $(head -c 300 "$WORK/secrets.txt")"
+fi
+"$PY" "$HERE/check_manifests.py" "${served[@]}" --secrets "$WORK/secrets.txt" "${overlays[@]}" > "$WORK/manifests.out" 2>&1 || true
 grep '^FAIL' "$WORK/manifests.out" || true
 tally "$WORK/manifests.out" "check_manifests.py"
+# names a binary or k6/ will know after a change being made beside this one: said, not hidden
+pending=$(grep -o 'env [A-Z0-9_]* is PENDING' "$WORK/manifests.out" | awk '{print $2}' | sort -u | tr '\n' ' ' || true)
+[[ -z "$pending" ]] || echo "note: PENDING (not in today's binaries / k6 yet, see check_manifests.py): $pending"
+
+# -- 5a. the secret checks can fail: mutants of the secure overlay -----------------------------------
+if [[ -f "$WORK/built/secure.yaml" ]]; then
+  mkdir -p "$WORK/secure-mutants"
+  "$PY" - "$WORK/built/secure.yaml" "$WORK/secure-mutants" << 'PY'
+import copy, sys, yaml
+from pathlib import Path
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+out = Path(sys.argv[2])
+def mutant(name, edit):
+    ds = copy.deepcopy(docs)
+    ing = next(d for d in ds if d["kind"] == "Deployment" and d["metadata"]["name"] == "chronik-ingestor")
+    edit(ing["spec"]["template"]["spec"]["containers"][0])
+    (out / f"{name}.yaml").write_text(yaml.safe_dump_all(ds))
+def env(c, name):
+    return next(e for e in c["env"] if e["name"] == name)
+def literal(c):
+    e = env(c, "CHRONIK_INGESTOR_PRODUCER_CONFIG")
+    e["value"] = e["value"].replace("$(SASL_PASSWORD)", "hunter2")
+def late(c):
+    c["env"].append(c["env"].pop(next(i for i, e in enumerate(c["env"]) if e["name"] == "SASL_PASSWORD")))
+def https_probe(c):
+    c["readinessProbe"]["httpGet"]["port"] = "http"
+mutant("literal-password", literal)
+mutant("password-defined-late", late)
+mutant("probe-on-https", https_probe)
+PY
+  for m in literal-password:'no literal password' password-defined-late:'defined before it' probe-on-https:'readinessProbe speaks plain HTTP'; do
+    name=${m%%:*} want=${m#*:}
+    cp "$WORK/secure-mutants/$name.yaml" "$WORK/secure-mutants/secure.yaml"
+    if "$PY" "$HERE/check_manifests.py" --secrets "$WORK/secrets.txt" "$WORK/secure-mutants/secure.yaml" \
+         > "$WORK/mutant.out" 2>&1; then
+      fail "check_manifests accepts the secure mutant $name"
+    elif grep -q "^FAIL .*$want" "$WORK/mutant.out"; then
+      ok "check_manifests refuses the secure mutant $name ($want)"
+    else
+      fail "check_manifests on the secure mutant $name failed otherwise: $(grep '^FAIL' "$WORK/mutant.out" | head -n 2)"
+    fi
+  done
+else
+  fail "no built secure overlay to make mutants of"
+fi
 
 # -- 7. the results layout renders with the project's report -----------------------------------------
 bash "$HERE/test_results.sh" "$WORK/scrape" > "$WORK/results.out" 2>&1 || true
@@ -215,6 +276,11 @@ tally "$WORK/results.out" "test_results.sh"
 bash "$HERE/test_cli.sh" > "$WORK/cli.out" 2>&1 || true
 grep '^FAIL' "$WORK/cli.out" || true
 tally "$WORK/cli.out" "test_cli.sh"
+
+# -- 9. secure-secrets.sh and the HTTPS ledger fetch ----------------------------------------------------
+bash "$HERE/test_secure.sh" "$WORK/built/secure.yaml" > "$WORK/secure.out" 2>&1 || true
+grep '^FAIL' "$WORK/secure.out" || true
+tally "$WORK/secure.out" "test_secure.sh"
 
 echo "k8s: $passed passed, $failed failed"
 ((failed == 0))

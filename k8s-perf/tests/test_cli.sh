@@ -4,7 +4,8 @@
 # per-run kustomization must build, carry the run id into the TestRun's k6
 # testid and env, give ingestors and consumers one topic of their own, move
 # everything into --namespace, swap images, and the kubectl commands must
-# come in the right order). Also the --k8s dispatch of ./run-all.sh and
+# come in the right order; an overlay with components/secure shows
+# secure-secrets.sh's Secrets first and waits for the ACL Job). Also the --k8s dispatch of ./run-all.sh and
 # ./cleanup.sh. Prints "cli: N passed, N failed".
 # Needs: kubectl or .tools/bin/kustomize, .tools/k8s-venv (install-k8s-tools.sh).
 set -euo pipefail
@@ -80,6 +81,17 @@ cmds = [l for l in out.splitlines() if l.startswith("+ kubectl")]
 need(all("--context ctx-test" in c for c in cmds), "a kubectl command without --context")
 order = ["component!=k6", "rollout status -n ns-test statefulset/chronik", "rollout status -n ns-test deployment/chronik-ingestor",
          "delete -n ns-test testruns.k6.io/chronik-load", "component=k6"]
+secure = any(d["metadata"].get("labels", {}).get("chronik.perf/security") for d in docs)
+made = [c for c in cmds if "create secret generic chronik-" in c and "cluster-secret" not in c]
+if secure:
+    # components/secure: secure-secrets.sh's Secrets before the workloads, the ACL Job before the load
+    need(len(made) == 8 and all("-n ns-test" in c and "--dry-run=client" in c for c in made),
+         f"secure overlay: the dry run does not show secure-secrets.sh's 8 Secrets in ns-test: {made}")
+    order = ["create secret generic chronik-tls-ca"] + order
+    order.insert(order.index("delete -n ns-test testruns.k6.io/chronik-load"),
+                 "wait -n ns-test --for=condition=complete job/chronik-acls")
+else:
+    need(not made and "job/chronik-acls" not in out, "an overlay without components/secure makes its Secrets")
 pos = [next((i for i, c in enumerate(cmds) if o in c), -1) for o in order]
 need(-1 not in pos and pos == sorted(pos), f"kubectl commands out of order: {cmds}")
 if errors:

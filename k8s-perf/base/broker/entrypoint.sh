@@ -8,12 +8,17 @@
 # the binary reads itself):
 #   CHRONIK_NODE_ID    pod ordinal + 1            (chronik-2 -> 3)
 #   CHRONIK_ADVERTISE  own stable DNS name : Kafka port of CHRONIK_LISTEN
+#   CHRONIK_ADVERTISED_LISTENERS  instead, when CHRONIK_LISTENERS names the
+#                      listeners (NAME://host:port,...): each listener's name
+#                      and port at the own stable DNS name (what the
+#                      certificates' SANs cover in the secure overlay)
 #   CHRONIK_PEERS      with BROKER_REPLICAS > 1: every voter, this one included,
 #                      "1@chronik-0.<headless>.<ns>.svc.<domain>,2@chronik-1...,..."
 #                      (and CHRONIK_CLUSTER_SECRET_FILE must name the mounted Secret)
 # Inputs (env): POD_NAME, POD_NAMESPACE (downward API),
 # HEADLESS_SERVICE, BROKER_REPLICAS (must equal the StatefulSet's replicas;
-# CI checks that), CLUSTER_DOMAIN (default cluster.local), CHRONIK_LISTEN.
+# CI checks that), CLUSTER_DOMAIN (default cluster.local), CHRONIK_LISTEN or
+# CHRONIK_LISTENERS.
 # Must not: choose ports or tuning (those stay in the manifest's env).
 set -eu
 
@@ -42,8 +47,21 @@ esac
 
 suffix="$HEADLESS_SERVICE.$POD_NAMESPACE.svc.$domain"
 CHRONIK_NODE_ID=$((ordinal + 1))
-CHRONIK_ADVERTISE="$POD_NAME.$suffix:$kafka_port"
-export CHRONIK_NODE_ID CHRONIK_ADVERTISE
+export CHRONIK_NODE_ID
+if [ -n "${CHRONIK_LISTENERS:-}" ]; then
+  advertised=""
+  old_ifs=$IFS
+  IFS=,
+  for listener in $CHRONIK_LISTENERS; do
+    advertised="${advertised:+$advertised,}${listener%%://*}://$POD_NAME.$suffix:${listener##*:}"
+  done
+  IFS=$old_ifs
+  CHRONIK_ADVERTISED_LISTENERS=$advertised
+  export CHRONIK_ADVERTISED_LISTENERS
+else
+  CHRONIK_ADVERTISE="$POD_NAME.$suffix:$kafka_port"
+  export CHRONIK_ADVERTISE
+fi
 
 if [ "$replicas" -gt 1 ]; then
   peers=""
@@ -62,5 +80,5 @@ if [ "$replicas" -gt 1 ]; then
   fi
 fi
 
-echo "entrypoint: node id $CHRONIK_NODE_ID, advertised as $CHRONIK_ADVERTISE, peers ${CHRONIK_PEERS:-none (standalone)}" >&2
+echo "entrypoint: node id $CHRONIK_NODE_ID, advertised as ${CHRONIK_ADVERTISED_LISTENERS:-$CHRONIK_ADVERTISE}, peers ${CHRONIK_PEERS:-none (standalone)}" >&2
 exec chronik-server "$@"
