@@ -52,7 +52,7 @@ ingestor_env() {  # NAME - a literal env value of the ingestor Deployment in the
 # ingestor_open POD - make POD's routes reachable for ingestor_get (a port-forward when secured)
 ingestor_open() {
   INGESTOR_TLS_DIR=${INGESTOR_TLS_DIR:-}
-  [[ -n "$(ingestor_env CHRONIK_INGESTOR_SSL_KEYSTORE_LOCATION)" ]] || return 0
+  [[ -n "$(ingestor_env CHRONIK_SSL_KEYSTORE_LOCATION)" ]] || return 0
   if [[ -z "$INGESTOR_TLS_DIR" ]]; then
     INGESTOR_TLS_DIR=$(mktemp -d)
     kc_read get secret -n "$NAMESPACE" chronik-tls-ca -o jsonpath='{.data.ca\.pem}' | base64 -d > "$INGESTOR_TLS_DIR/ca.pem"

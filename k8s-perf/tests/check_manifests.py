@@ -58,15 +58,6 @@ ENDPOINT_FLAG = {("chronik-server", "/metrics"): "--metrics-listen", ("chronik-s
                  ("chronik-consumer", "/metrics"): "--listen", ("chronik-consumer", "/health"): "--listen",
                  ("chronik-consumer", "/summary"): "--listen"}
 KAFKA_PORT_FLAG = {"chronik-server": {"kafka": "--listen", "raft": "--raft-listen"}}
-# Flags a binary gains in a change being made beside this one (the ingestor's
-# HTTPS: --ssl-keystore-location, --ssl-truststore-location, --ssl-client-auth,
-# named as the broker's). A manifest may use them before the binary in
-# target/release has them; the check then says so instead of passing
-# silently, and checks them normally once --help lists them.
-PENDING_ENV = {"chronik-ingestor": {"CHRONIK_INGESTOR_SSL_KEYSTORE_LOCATION", "CHRONIK_INGESTOR_SSL_TRUSTSTORE_LOCATION",
-                                    "CHRONIK_INGESTOR_SSL_CLIENT_AUTH"}}
-# k6 env the scenarios will read with the k6 change being made beside this one
-PENDING_K6_ENV = {"INGESTOR_AUTH_TOKEN"}
 
 def pod_templates(docs):
     """(workload, pod spec, labels) of every Deployment/StatefulSet."""
@@ -133,10 +124,7 @@ def check_binaries(overlay, docs, helps, served):
             for name, value in env.items():
                 if name in LOG_ENV:
                     continue
-                if name not in h.envs and name in PENDING_ENV.get(binary, set()):
-                    check(True, f"{where}: env {name} is PENDING: not in this {binary}'s --help yet "
-                          "(the ingestor's HTTPS change adds it; checked normally once it does)")
-                elif name in h.envs:
+                if name in h.envs:
                     opt = h.envs[name]
                     ok = True
                     detail = ""
@@ -181,7 +169,7 @@ def check_binaries(overlay, docs, helps, served):
                 check(flag is not None and listen_port(h, env, flag) == number,
                       f"{where}: {kind} {path} on port {port} is served by {binary} {flag}")
                 check(g.get("scheme", "HTTP") == "HTTP" and not (binary == "chronik-ingestor" and flag == "--listen"
-                                                               and env.get("CHRONIK_INGESTOR_SSL_KEYSTORE_LOCATION")),
+                                                               and env.get("CHRONIK_SSL_KEYSTORE_LOCATION")),
                       f"{where}: {kind} speaks plain HTTP to a plain HTTP port (not the ingestor's HTTPS --listen)")
                 if served is not None:
                     status = served.get(binary, {}).get(path)
@@ -306,10 +294,7 @@ def check_k6(overlay, docs, k6_names):
     for name in sorted(env_cm):
         check(name in k6_names, f"{overlay}: k6 env {name} is read by the scenarios or known to k6")
     for e in runner.get("env", []):
-        if e["name"] not in k6_names and e["name"] in PENDING_K6_ENV:
-            check(True, f"{overlay}: TestRun env {e['name']} is PENDING: not read by k6/ yet (the k6 change reads it)")
-        else:
-            check(e["name"] in k6_names, f"{overlay}: TestRun env {e['name']} is read by the scenarios or known to k6")
+        check(e["name"] in k6_names, f"{overlay}: TestRun env {e['name']} is read by the scenarios or known to k6")
     return env_cm
 
 

@@ -142,7 +142,7 @@ def check_tls(overlay, docs):
               f"{props.get('sasl.mechanism')} to the brokers and verifies them", str(props))
     ing = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "chronik-ingestor")
     ienv = env_of(ing)
-    if ienv.get("CHRONIK_INGESTOR_SSL_KEYSTORE_LOCATION"):
+    if ienv.get("CHRONIK_SSL_KEYSTORE_LOCATION"):
         check(bool(ienv.get("CHRONIK_INGESTOR_AUTH_TOKEN_FILE")) and bool(ienv.get("CHRONIK_INGESTOR_METRICS_LISTEN")),
               f"{overlay}: the HTTPS ingestors want a bearer token and serve /metrics on a plain port")
         for sm in by_kind(docs, "ServiceMonitor"):
