@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # the variables set here are read by run-all.sh and pipeline.sh
 # scripts/secure.sh - the security of a local run (`./run-all.sh --secure`):
 # every Kafka connection SASL_SSL with SCRAM-SHA-512 (brokers among
 # themselves too), the StandardAuthorizer with ACLs granting each harness
