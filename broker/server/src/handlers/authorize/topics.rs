@@ -11,7 +11,6 @@
 //! or the topic; DeleteTopics and DeleteRecords: DELETE; CreatePartitions:
 //! ALTER.
 
-use bytes::Bytes;
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
@@ -23,7 +22,6 @@ use kafka_protocol::messages::delete_records_response::{
 };
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::fetch_request::FetchTopic;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::list_offsets_request::ListOffsetsTopic;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -35,6 +33,7 @@ use kafka_protocol::messages::{FetchResponse, TopicName};
 use uuid::Uuid;
 
 use super::{split, Admission, After, Gate, Routed};
+use crate::handlers::fetch::refused_topic;
 use crate::handlers::topic_lookup::topic_name;
 
 const TOPIC_DENIED: ResponseError = ResponseError::TopicAuthorizationFailed;
@@ -116,7 +115,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                         .with_responses(
                             r.topics
                                 .into_iter()
-                                .map(|t| refused_fetch(t, code))
+                                .map(|t| refused_topic(&t, code))
                                 .collect(),
                         ),
                 )));
@@ -247,7 +246,7 @@ impl Denied {
             (Denied::Fetch(refused), Response::Fetch(resp)) => {
                 let any = !refused.is_empty();
                 resp.responses
-                    .extend(refused.into_iter().map(|t| refused_fetch(t, code)));
+                    .extend(refused.into_iter().map(|t| refused_topic(&t, code)));
                 any
             }
             (Denied::ListOffsets(refused), Response::ListOffsets(resp)) => {
@@ -339,25 +338,4 @@ impl Denied {
             _ => false,
         }
     }
-}
-
-/// A fetched topic answered with `code` for each of its partitions.
-fn refused_fetch(t: FetchTopic, code: i16) -> FetchableTopicResponse {
-    FetchableTopicResponse::default()
-        .with_topic(t.topic)
-        .with_topic_id(t.topic_id)
-        .with_partitions(
-            t.partitions
-                .iter()
-                .map(|p| {
-                    PartitionData::default()
-                        .with_partition_index(p.partition)
-                        .with_error_code(code)
-                        .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1)
-                        .with_records(Some(Bytes::new()))
-                })
-                .collect(),
-        )
 }
