@@ -40,7 +40,7 @@
 #      default 60), MESSAGES (default 1000), PERF_RECORDS (default 100000),
 #      DEFAULT_DELAY_CLIENTS (default "confluent-kafka"), WAL_PROFILE (default medium),
 #      EOS_FAILOVER_CLIENTS (default "java"), EOS_MESSAGES (default 3000),
-#      SECURITY_CLIENTS (default "confluent-kafka java kcat franz-go").
+#      SECURITY_CLIENTS (default "rdkafka confluent-kafka java kcat franz-go").
 # Processes it starts are in .run/pids (./cleanup.sh stops leftovers); the trap
 # stops every broker and driver process group it started, by pid.
 set -euo pipefail
@@ -62,7 +62,7 @@ DEFAULT_DELAY_CLIENTS="${DEFAULT_DELAY_CLIENTS:-confluent-kafka}"
 WAL_PROFILE="${WAL_PROFILE:-medium}"
 EOS_FAILOVER_CLIENTS="${EOS_FAILOVER_CLIENTS:-java}"
 EOS_MESSAGES="${EOS_MESSAGES:-3000}"
-SECURITY_CLIENTS="${SECURITY_CLIENTS:-confluent-kafka java kcat franz-go}"
+SECURITY_CLIENTS="${SECURITY_CLIENTS:-rdkafka confluent-kafka java kcat franz-go}"
 # the security check's users and names (its certificates: $WORK/security)
 SECURITY_ADMIN="admin"
 SECURITY_USER="alice"

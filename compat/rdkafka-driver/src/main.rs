@@ -1,8 +1,10 @@
 //! chronik-compat-rdkafka: the compatibility driver for the Rust `rdkafka`
-//! client (compat/README.md). One check per run against `--bootstrap`; its
-//! JSON result line(s) go to stdout, logs to stderr. Owns only the rdkafka
-//! calls; verification lives in `verify`.
+//! client (compat/README.md). One check per run against `--bootstrap` (the
+//! security check: its SASL_SSL and SSL listeners, `security`); its JSON
+//! result line(s) go to stdout, logs to stderr. Owns only the rdkafka calls;
+//! verification lives in `verify`.
 
+mod security;
 mod transactions;
 mod verify;
 
@@ -28,13 +30,13 @@ use verify::{Position, Record, Reporter, ResumeState};
 const PRODUCE_PARTITIONS: i32 = 3;
 const GROUP_PARTITIONS: i32 = 6;
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(about = "rdkafka compatibility driver (compat/README.md)")]
 struct Args {
     /// host:port of the broker
     #[arg(long, env = "COMPAT_BOOTSTRAP")]
     bootstrap: String,
-    /// produce-fetch | group | commit-resume | idempotent | transactions | admin
+    /// produce-fetch | group | commit-resume | idempotent | transactions | admin | security
     #[arg(long, env = "COMPAT_CHECK")]
     check: String,
     /// default | range | roundrobin | cooperative-sticky (group check)
@@ -51,6 +53,11 @@ struct Args {
     /// seconds one wait (a rebalance, a read-back) may take
     #[arg(long, env = "COMPAT_STAGE_TIMEOUT", default_value_t = 60.0)]
     stage_timeout: f64,
+    #[command(flatten)]
+    security: security::SecurityArgs,
+    /// client settings every client of this run gets (the security check's TLS/SASL)
+    #[arg(skip)]
+    client_settings: Vec<(String, String)>,
 }
 
 impl Args {
@@ -61,6 +68,9 @@ impl Args {
     fn config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", &self.bootstrap);
+        for (k, v) in &self.client_settings {
+            c.set(k, v);
+        }
         c
     }
 
@@ -91,6 +101,7 @@ async fn main() {
         "commit-resume" => commit_resume(&mut rep, &args).await,
         "idempotent" => idempotent(&mut rep, &args).await,
         "transactions" => transactions::check(&mut rep, &args).await,
+        "security" => security::check(&mut rep, &args).await,
         "admin" => {
             // n/a: the admin APIs have their own row
             rep.emit(
