@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use chronik_cluster::authorizer::{authorize, AuthorizerConfig};
-use chronik_cluster::Cluster;
+use chronik_cluster::{Cluster, MetadataImage};
 use clap::Args as ClapArgs;
 
 use crate::handlers::RequestContext;
@@ -85,12 +85,19 @@ impl Authorizer {
         self.config.is_some()
     }
 
+    /// The ACLs to check a request against: one snapshot of the metadata
+    /// image per request (every check of the request sees the same set).
+    pub fn snapshot(&self) -> Arc<MetadataImage> {
+        self.cluster.image()
+    }
+
     /// May the sender of a request (`context`: its principal and address)
-    /// perform `operation` on the resource `name` of
-    /// `resource_type` (codes of `chronik_cluster::acl`)? Always yes
-    /// without an authorizer.
+    /// perform `operation` on the resource `name` of `resource_type`
+    /// (codes of `chronik_cluster::acl`), by the ACLs of `image`? Always
+    /// yes without an authorizer.
     pub fn allows(
         &self,
+        image: &MetadataImage,
         context: &RequestContext,
         operation: i8,
         resource_type: i8,
@@ -99,12 +106,11 @@ impl Authorizer {
         let Some(config) = &self.config else {
             return true;
         };
-        let image = self.cluster.image();
         authorize(
             config,
             &image.acls,
-            &context.principal.to_string(),
-            &context.peer.ip().to_string(),
+            &context.acl_principal,
+            &context.acl_host,
             operation,
             resource_type,
             name,

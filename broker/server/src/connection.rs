@@ -171,11 +171,7 @@ async fn serve_stream<R, W>(
     W: AsyncWrite + Unpin,
 {
     let mut sasl = listener.sasl.clone().map(SaslSession::new);
-    let mut context = Arc::new(RequestContext {
-        peer,
-        listener: listener.name.clone(),
-        principal,
-    });
+    let mut context = Arc::new(RequestContext::new(peer, listener.name.clone(), principal));
     // Set once the SASL gate refused a frame: nothing more is read.
     let mut closing = false;
     let max_request = broker.config.max_request_bytes;
@@ -253,10 +249,11 @@ async fn serve_stream<R, W>(
                                 session.principal().filter(|p| **p != context.principal)
                             {
                                 info!(%peer, listener = %listener.name, principal = %p, "SASL authenticated");
-                                context = Arc::new(RequestContext {
-                                    principal: p.clone(),
-                                    ..(*context).clone()
-                                });
+                                context = Arc::new(RequestContext::new(
+                                    peer,
+                                    listener.name.clone(),
+                                    p.clone(),
+                                ));
                             }
                             admission
                         }

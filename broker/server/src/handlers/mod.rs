@@ -75,6 +75,26 @@ pub struct RequestContext {
     /// The authenticated principal (`User:ANONYMOUS` without
     /// authentication), for authorization.
     pub principal: KafkaPrincipal,
+    /// `principal` and the peer's IP as ACLs name them, formatted once
+    /// per connection (and per authentication), not per ACL check.
+    pub acl_principal: String,
+    pub acl_host: String,
+}
+
+impl RequestContext {
+    pub fn new(
+        peer: std::net::SocketAddr,
+        listener: Arc<str>,
+        principal: KafkaPrincipal,
+    ) -> RequestContext {
+        RequestContext {
+            peer,
+            listener,
+            acl_principal: principal.to_string(),
+            acl_host: peer.ip().to_string(),
+            principal,
+        }
+    }
 }
 
 /// A response plus whether any of its error codes is non-zero (for metrics).

@@ -26,7 +26,10 @@ mod groups;
 mod topics;
 mod txn;
 
+use std::sync::Arc;
+
 use chronik_cluster::acl::{operation, resource, CLUSTER_RESOURCE_NAME};
+use chronik_cluster::MetadataImage;
 use chronik_protocol::{Request, Response};
 
 use super::RequestContext;
@@ -55,17 +58,27 @@ pub enum After {
     Cluster(cluster::Denied),
 }
 
-/// One session's view of the authorizer.
+/// One request's view of the authorizer: the session and one snapshot of
+/// the ACLs.
 pub struct Gate<'a> {
     broker: &'a Broker,
     context: &'a RequestContext,
+    image: Arc<MetadataImage>,
 }
 
-impl Gate<'_> {
+impl<'a> Gate<'a> {
+    fn new(broker: &'a Broker, context: &'a RequestContext) -> Gate<'a> {
+        Gate {
+            broker,
+            context,
+            image: broker.authorizer.snapshot(),
+        }
+    }
+
     fn allows(&self, op: i8, resource_type: i8, name: &str) -> bool {
         self.broker
             .authorizer
-            .allows(self.context, op, resource_type, name)
+            .allows(&self.image, self.context, op, resource_type, name)
     }
 
     fn topic(&self, op: i8, name: &str) -> bool {
@@ -106,7 +119,7 @@ pub fn admit(
     if !broker.authorizer.enabled() {
         return Admission::Admitted(request, After::Nothing);
     }
-    let gate = Gate { broker, context };
+    let gate = Gate::new(broker, context);
     let governors: [fn(&Gate<'_>, i16, Request) -> Routed; 4] =
         [topics::admit, groups::admit, txn::admit, cluster::admit];
     let mut request = request;
@@ -130,7 +143,10 @@ impl After {
         version: i16,
         response: &mut Response,
     ) -> bool {
-        let gate = Gate { broker, context };
+        if matches!(self, After::Nothing) {
+            return false;
+        }
+        let gate = Gate::new(broker, context);
         match self {
             After::Nothing => false,
             After::Topics(denied) => denied.apply(&gate, response),
