@@ -121,6 +121,16 @@ async fn one_transaction(
         vec![result; partitions.len()]
     };
     let mut errors = errors.into_iter();
+    topic_results(topics, || errors.next().flatten().map_or(0, |e| e.code()))
+}
+
+/// The per-partition results of `topics`, each partition's error code
+/// from `code` in request order; also the ACL gate's answer for a refused
+/// transactional id.
+pub(crate) fn topic_results(
+    topics: &[AddPartitionsToTxnTopic],
+    mut code: impl FnMut() -> i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     topics
         .iter()
         .map(|t| {
@@ -132,9 +142,7 @@ async fn one_transaction(
                         .map(|p| {
                             AddPartitionsToTxnPartitionResult::default()
                                 .with_partition_index(*p)
-                                .with_partition_error_code(
-                                    errors.next().flatten().map_or(0, |e| e.code()),
-                                )
+                                .with_partition_error_code(code())
                         })
                         .collect(),
                 )

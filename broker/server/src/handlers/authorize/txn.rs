@@ -13,9 +13,6 @@
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
-};
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -28,6 +25,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{Admission, After, Gate, Routed};
+use crate::handlers::add_partitions_to_txn::topic_results;
 
 const TXN_DENIED: ResponseError = ResponseError::TransactionalIdAuthorizationFailed;
 
@@ -94,24 +92,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
         Request::AddPartitionsToTxn(r)
             if !gate.transactional_id(operation::WRITE, &r.v3_and_below_transactional_id.0) =>
         {
-            let results = r
-                .v3_and_below_topics
-                .iter()
-                .map(|t| {
-                    AddPartitionsToTxnTopicResult::default()
-                        .with_name(t.name.clone())
-                        .with_results_by_partition(
-                            t.partitions
-                                .iter()
-                                .map(|&p| {
-                                    AddPartitionsToTxnPartitionResult::default()
-                                        .with_partition_index(p)
-                                        .with_partition_error_code(code)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
+            let results = topic_results(&r.v3_and_below_topics, || code);
             refused(Response::AddPartitionsToTxn(
                 AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
             ))
