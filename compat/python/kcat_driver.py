@@ -22,6 +22,8 @@ import subprocess
 import tempfile
 import threading
 
+from pathlib import Path
+
 import compat_common as cc
 from confluent_driver import create_topic
 
@@ -277,14 +279,41 @@ def kcat_until_auth_error(argv: list[str], timeout: float) -> tuple[KcatProcess,
     return proc, auth_error()[:300]
 
 
+def newer_librdkafka(scratch: str) -> str:
+    """A directory holding librdkafka.so.1 = the librdkafka the venv's
+    confluent-kafka wheel ships (a real, current librdkafka build), for kcat
+    to load instead of the system's through LD_LIBRARY_PATH; "" if none."""
+    import confluent_kafka  # the .venv's
+
+    libs = sorted(Path(confluent_kafka.__file__).resolve().parent.parent.glob("confluent_kafka.libs/librdkafka*.so*"))
+    if not libs:
+        return ""
+    os.symlink(libs[0], os.path.join(scratch, "librdkafka.so.1"))
+    return scratch
+
+
 def check_security(rep: cc.Reporter, args, librdkafka: str) -> None:
     """The four steps of compat_common.security_check through kcat; each kcat
     gets the security settings as -X options and message.timeout.ms bounded
     by the stage timeout. A librdkafka that cannot log in with SCRAM at all
-    (cc.librdkafka_scram_note) makes the SCRAM steps not possible."""
+    (cc.librdkafka_scram_note: Debian bookworm's 2.0.2) is replaced for these
+    steps by the confluent-kafka wheel's (newer_librdkafka), and the detail
+    says so; without one the SCRAM steps are not possible."""
     n, timeout = args.messages, args.stage_timeout
     bound = ("-X", f"message.timeout.ms={int(timeout * 1000)}")
     scram_defect = cc.librdkafka_scram_note(librdkafka)
+    on_lib = ""
+    if scram_defect:
+        libdir = newer_librdkafka(tempfile.mkdtemp(prefix="kcat-librdkafka-"))
+        if libdir:
+            os.environ["LD_LIBRARY_PATH"] = libdir  # every kcat started from here on
+            _, replaced = kcat_version()
+            if not cc.librdkafka_scram_note(replaced):
+                cc.log(f"kcat runs on librdkafka {replaced} (the confluent-kafka wheel's) for the security "
+                       f"steps: {scram_defect}")
+                on_lib = f" (kcat on librdkafka {replaced}, the confluent-kafka wheel's: Debian's {librdkafka} " \
+                         "repeats the SCRAM client nonce, confluentinc/librdkafka#4895)"
+                scram_defect = ""
     right_password_refused: list[str] = []
 
     def login_refused(auth: str) -> list[str]:
@@ -322,7 +351,7 @@ def check_security(rep: cc.Reporter, args, librdkafka: str) -> None:
         problems = cc.verify_read_back(topic, n, reader.records, None)
         if problems and reader.error:
             problems.append(f"kcat -G: {reader.error}")
-        return problems, f"kcat -P {n} to {topic}, kcat -G {group} read them back"
+        return problems, f"kcat -P {n} to {topic}, kcat -G {group} read them back{on_lib}"
 
     def refused_login() -> cc.StepResult:
         if right_password_refused and scram_defect:
