@@ -67,6 +67,67 @@ pub fn open_partition(log: &LogManager, topic: &str) -> anyhow::Result<Arc<Parti
         .clone())
 }
 
+/// Partition 0 of an internal topic as the coordinators use it: looked up
+/// in the log manager at every use, never kept. The replica manager
+/// replaces a local topic whose id is not the quorum's (here: created by
+/// `open_partition` before the quorum's image arrived), and a handle kept
+/// from before would keep writing to the deleted log.
+#[derive(Clone)]
+pub struct InternalPartition {
+    log: Arc<LogManager>,
+    topic: &'static str,
+}
+
+impl std::fmt::Debug for InternalPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InternalPartition")
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
+
+impl InternalPartition {
+    /// `open_partition`, and the partition as it is now (to replay).
+    pub fn open(
+        log: &Arc<LogManager>,
+        topic: &'static str,
+    ) -> anyhow::Result<(InternalPartition, Arc<PartitionLog>)> {
+        let now = open_partition(log, topic)?;
+        Ok((
+            InternalPartition {
+                log: log.clone(),
+                topic,
+            },
+            now,
+        ))
+    }
+
+    /// The partition now; None while the local topic is being replaced.
+    pub fn current(&self) -> Option<Arc<PartitionLog>> {
+        self.log.topic(self.topic)?.partition(0).cloned()
+    }
+
+    /// `current`, or an error naming the topic (for replays).
+    pub fn require(&self) -> anyhow::Result<Arc<PartitionLog>> {
+        self.current()
+            .with_context(|| format!("{} partition 0 is not open here", self.topic))
+    }
+
+    /// Appends one batch of the coordinator's records (`append_records`);
+    /// COORDINATOR_LOAD_IN_PROGRESS while the local topic is being replaced.
+    pub async fn append(
+        &self,
+        broker: &Broker,
+        batch: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<(), ResponseError> {
+        let log = self
+            .current()
+            .ok_or(ResponseError::CoordinatorLoadInProgress)?;
+        append_records(broker, &log, batch, timeout).await
+    }
+}
+
 /// The leader epoch an internal topic's in-memory state was loaded for.
 #[derive(Debug)]
 pub struct Loaded {

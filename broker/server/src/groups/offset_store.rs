@@ -24,7 +24,7 @@ use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
 use crate::broker::Broker;
-use crate::internal_topic::{append_records, open_partition, replay_records, Loaded};
+use crate::internal_topic::{replay_records, InternalPartition, Loaded};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Key schema version of an offset-commit record.
@@ -51,7 +51,7 @@ pub struct CommittedOffset {
 type OffsetKey = (String, String, i32);
 
 pub struct OffsetStore {
-    log: Arc<PartitionLog>,
+    partition: InternalPartition,
     state: Mutex<Offsets>,
     /// Records passed over at replay because they could not be read.
     skipped: Counter,
@@ -79,15 +79,15 @@ impl std::fmt::Debug for OffsetStore {
 
 impl OffsetStore {
     /// Opens the offsets topic (creating it on first start) and replays it.
-    pub fn open(log: &LogManager, skipped: Counter) -> anyhow::Result<OffsetStore> {
-        let partition = open_partition(log, OFFSETS_TOPIC)?;
-        let state = replay(&partition, &skipped)?;
+    pub fn open(log: &Arc<LogManager>, skipped: Counter) -> anyhow::Result<OffsetStore> {
+        let (partition, now) = InternalPartition::open(log, OFFSETS_TOPIC)?;
+        let state = replay(&now, &skipped)?;
         tracing::info!(
             committed = state.committed.len(),
             "loaded committed offsets"
         );
         Ok(OffsetStore {
-            log: partition,
+            partition,
             state: Mutex::new(state),
             skipped,
             loaded: Loaded::new(OFFSETS_TOPIC),
@@ -102,7 +102,7 @@ impl OffsetStore {
     /// the leader of the offsets partition in `leader_epoch`, whose records
     /// it replicated as a follower).
     pub fn reload(&self, leader_epoch: i32) -> anyhow::Result<()> {
-        let state = replay(&self.log, &self.skipped)?;
+        let state = replay(&*self.partition.require()?, &self.skipped)?;
         tracing::info!(
             committed = state.committed.len(),
             pending_transactions = state.pending.len(),
@@ -330,7 +330,9 @@ impl OffsetStore {
         records: &[SimpleRecord],
         timeout: Duration,
     ) -> Result<(), ResponseError> {
-        append_records(broker, &self.log, build_batch(records), timeout).await
+        self.partition
+            .append(broker, build_batch(records), timeout)
+            .await
     }
 }
 

@@ -21,7 +21,7 @@ use prometheus_client::metrics::counter::Counter;
 use super::records::{decode_key, decode_value, encode_key, encode_value};
 use crate::broker::Broker;
 use crate::groups::offset_store::now_ms;
-use crate::internal_topic::{append_records, open_partition, replay_records, Loaded};
+use crate::internal_topic::{replay_records, InternalPartition, Loaded};
 
 pub const TXN_TOPIC: &str = "__transaction_state";
 
@@ -34,7 +34,7 @@ pub struct Due {
 }
 
 pub struct TxnStore {
-    log: Arc<PartitionLog>,
+    partition: InternalPartition,
     txns: Mutex<HashMap<String, TxnMetadata>>,
     skipped: Counter,
     loaded: Loaded,
@@ -49,11 +49,11 @@ impl std::fmt::Debug for TxnStore {
 }
 
 impl TxnStore {
-    pub fn open(log: &LogManager, skipped: Counter) -> anyhow::Result<TxnStore> {
-        let partition = open_partition(log, TXN_TOPIC)?;
-        let txns = replay(&partition, &skipped)?;
+    pub fn open(log: &Arc<LogManager>, skipped: Counter) -> anyhow::Result<TxnStore> {
+        let (partition, now) = InternalPartition::open(log, TXN_TOPIC)?;
+        let txns = replay(&now, &skipped)?;
         Ok(TxnStore {
-            log: partition,
+            partition,
             txns: Mutex::new(txns),
             skipped,
             loaded: Loaded::new(TXN_TOPIC),
@@ -67,7 +67,7 @@ impl TxnStore {
     /// Re-reads every transactional id's state (this broker just became
     /// the coordinator, in `leader_epoch`).
     pub fn reload(&self, leader_epoch: i32) -> anyhow::Result<()> {
-        let txns = replay(&self.log, &self.skipped)?;
+        let txns = replay(&*self.partition.require()?, &self.skipped)?;
         tracing::info!(
             transactional_ids = txns.len(),
             leader_epoch,
@@ -137,7 +137,9 @@ impl TxnStore {
             value: state.as_ref().map(encode_value),
             timestamp: now_ms(),
         };
-        append_records(broker, &self.log, build_batch(&[record]), timeout).await?;
+        self.partition
+            .append(broker, build_batch(&[record]), timeout)
+            .await?;
         let mut txns = self.lock();
         match state {
             Some(m) => txns.insert(transactional_id.to_string(), m),
