@@ -1,0 +1,390 @@
+// run.go - one generator's run: ready check, start barrier, the attack, the record.
+//
+// Owns: wiring the plan's schedule and bodies into a vegeta Attacker, turning
+// every vegeta Result into a Row (due time, lateness, the ingestor's
+// per-message answer), counting the requests never sent, and writing this
+// generator's results (gen-I/requests-<plan>.csv.gz, gen-I/summary-<plan>.json;
+// with one generator also merged-<plan>.json).
+// Must not: compute figures itself (summary.go) or parse answers (answer.go).
+package main
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+)
+
+type RunConfig struct {
+	Plan            *Plan
+	Targets         []string
+	ResultsDir      string
+	Generators      int
+	Index           int
+	BarrierListen   string
+	BarrierPeer     string
+	BarrierTimeout  time.Duration
+	PromAddr        string
+	ServeResultsFor time.Duration
+	ReadyTimeout    time.Duration
+	RunID           string
+	GitCommit       string
+	Token           string
+	CAFile          string
+	Log             io.Writer
+}
+
+// Exit statuses of `run` and `merge`.
+const (
+	exitOK         = 0
+	exitFailed     = 1
+	exitUsage      = 2
+	exitNotReady   = 3
+	exitThresholds = 99
+)
+
+func (c *RunConfig) logf(format string, a ...any) {
+	fmt.Fprintf(c.Log, "[chronik-loadgen %d/%d] "+format+"\n", append([]any{c.Index, c.Generators}, a...)...)
+}
+
+func tlsConfig(caFile string) (*tls.Config, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if caFile == "" {
+		caFile = os.Getenv("SSL_CERT_FILE")
+	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %v", err)
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s: no PEM certificate in it", caFile)
+		}
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// waitReady polls GET /ready on every target until each answers 200.
+func waitReady(ctx context.Context, client *http.Client, targets []string, token string, timeout time.Duration) error {
+	for _, t := range targets {
+		deadline := time.Now().Add(timeout)
+		last := "no answer"
+		for {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t+"/ready", nil)
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			res, err := client.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<16))
+				res.Body.Close()
+				if res.StatusCode == http.StatusOK {
+					break
+				}
+				last = res.Status
+			} else {
+				last = err.Error()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s/ready not 200 after %s (last: %s)", t, timeout, last)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+func routeOf(url string) string {
+	switch {
+	case strings.HasSuffix(url, "/produce/fire/batch"):
+		return RouteFire
+	case strings.HasSuffix(url, "/produce"):
+		return RouteSingle
+	default:
+		return RouteBatch
+	}
+}
+
+func epoch(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// Run executes the plan and returns the exit status.
+func Run(ctx context.Context, c *RunConfig) int {
+	p := c.Plan
+	segs := p.Resolve(c.Generators)
+	sched := NewSchedule(segs)
+	genDir := filepath.Join(c.ResultsDir, fmt.Sprintf("gen-%d", c.Index))
+	if err := os.MkdirAll(genDir, 0o755); err != nil {
+		c.logf("error: %v", err)
+		return exitFailed
+	}
+	tlsc, err := tlsConfig(c.CAFile)
+	if err != nil {
+		c.logf("error: %v", err)
+		return exitUsage
+	}
+	live := NewLive(p.Name, c.Index)
+	var barrier *Barrier
+	resultsFetched := make(chan struct{})
+	var fetchedOnce, resultsReady atomic.Bool
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", live.Handler())
+	if c.Generators > 1 && c.Index == 0 {
+		barrier = NewBarrier(c.Generators)
+		mux.Handle("/arrive", barrier)
+	}
+	mux.HandleFunc("/results", func(w http.ResponseWriter, r *http.Request) {
+		if c.ServeResultsFor <= 0 || !resultsReady.Load() {
+			http.Error(w, "no results yet", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/gzip")
+		if err := writeTarGz(w, genDir, fmt.Sprintf("gen-%d", c.Index)); err == nil && fetchedOnce.CompareAndSwap(false, true) {
+			close(resultsFetched)
+		}
+	})
+	listened := map[string]bool{}
+	for _, addr := range []string{c.PromAddr, c.BarrierListen} {
+		if addr == "" || listened[addr] {
+			continue
+		}
+		listened[addr] = true
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			c.logf("error: listen %s: %v", addr, err)
+			return exitUsage
+		}
+		c.logf("LISTENING http=%s", ln.Addr())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+	}
+
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsc}}
+	if err := waitReady(ctx, client, c.Targets, c.Token, c.ReadyTimeout); err != nil {
+		c.logf("error: %v", err)
+		return exitNotReady
+	}
+	startAt := time.Now()
+	if c.Generators > 1 {
+		if c.Index == 0 {
+			startAt, err = barrier.Lead(ctx, c.BarrierTimeout)
+		} else {
+			startAt, err = Follow(ctx, c.BarrierPeer, c.Index, c.BarrierTimeout)
+		}
+		if err != nil {
+			c.logf("error: %v", err)
+			return exitFailed
+		}
+		c.logf("start barrier passed: all %d generators start at %s", c.Generators, startAt.UTC().Format(time.RFC3339Nano))
+		time.Sleep(time.Until(startAt))
+	}
+
+	bodies := NewBodies(p, c.Index)
+	header := http.Header{"Content-Type": []string{"application/json"}}
+	if c.Token != "" {
+		header.Set("Authorization", "Bearer "+c.Token)
+	}
+	batchPath := "/produce/batch"
+	if p.Route == RouteFire {
+		batchPath = "/produce/fire/batch"
+	}
+	var counter atomic.Uint64
+	targeter := func(t *vegeta.Target) error {
+		n := counter.Add(1) - 1
+		base := c.Targets[n%uint64(len(c.Targets))]
+		t.Method = http.MethodPost
+		t.Header = header
+		// single_ratio of the requests, spread evenly
+		if p.SingleRatio > 0 && uint64(float64(n+1)*p.SingleRatio) > uint64(float64(n)*p.SingleRatio) {
+			t.URL = base + "/produce"
+			t.Body = bodies.Single(n)
+			return nil
+		}
+		t.URL = base + batchPath
+		t.Body = bodies.Batch(n)
+		return nil
+	}
+	initial := min(p.MaxInFlight, 64)
+	attacker := vegeta.NewAttacker(
+		vegeta.Timeout(time.Duration(p.Timeout)),
+		vegeta.Workers(uint64(initial)),
+		vegeta.MaxWorkers(uint64(p.MaxInFlight)),
+		vegeta.Connections(p.MaxInFlight),
+		vegeta.KeepAlive(true),
+		vegeta.HTTP2(false),
+		vegeta.TLSConfig(tlsc),
+		vegeta.MaxBody(4<<20),
+		vegeta.Redirects(vegeta.NoFollow),
+	)
+	rowsPath := filepath.Join(genDir, "requests-"+p.Name+".csv.gz")
+	rw, err := NewRowWriter(rowsPath)
+	if err != nil {
+		c.logf("error: %v", err)
+		return exitFailed
+	}
+	planEnd := sched.End()
+	c.logf("plan %s: %d requests over %.1fs against %s", p.Name, sched.Hits(), planEnd, strings.Join(c.Targets, ","))
+	began := time.Now()
+	results := attacker.Attack(vegeta.Targeter(targeter), sched, 0, p.Name)
+	// Hard stop: a request due at the plan's end has its timeout to finish.
+	stopAt := time.Duration(planEnd*1e9) + time.Duration(p.Timeout) + 5*time.Second
+	stopTimer := time.AfterFunc(stopAt, func() { attacker.Stop() })
+	defer stopTimer.Stop()
+	stopCtx := context.AfterFunc(ctx, func() { attacker.Stop() })
+	defer stopCtx()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var answered atomic.Uint64
+	go func() {
+		for range tick.C {
+			el := time.Since(began).Seconds()
+			live.target.Set(sched.RateAt(el))
+			live.inFlight.Set(float64(sched.released.Load()) - float64(answered.Load()))
+		}
+	}()
+
+	startEpoch := epoch(began)
+	var rows []Row
+	seen := uint64(0)
+	for res := range results {
+		answered.Add(1)
+		due, seg, ok := sched.Due(res.Seq)
+		if !ok {
+			continue // cannot happen: the pacer stops at the last due hit
+		}
+		route := routeOf(res.URL)
+		messages := p.BatchSize
+		if route == RouteSingle {
+			messages = 1
+		}
+		status := int(res.Code)
+		good, reason := Count(route, status, res.Body, messages, res.Error)
+		row := Row{Seq: res.Seq, Scheduled: startEpoch + due, Sent: epoch(res.Timestamp),
+			LatencyMs: float64(res.Latency.Nanoseconds()) / 1e6, Route: route, Status: status,
+			Messages: messages, OK: good, BytesOut: res.BytesOut, BytesIn: res.BytesIn, Step: segs[seg].Name, Error: reason}
+		if err := rw.Write(&row); err != nil {
+			c.logf("error: writing %s: %v", rowsPath, err)
+			return exitFailed
+		}
+		live.Observe(&row, (row.Sent-row.Scheduled)*1000 > p.ScheduleSlackMs)
+		rows = append(rows, row)
+		seen = max(seen, res.Seq+1)
+	}
+	finished := time.Now()
+	// Requests the schedule asked for that never left (hard stop, cancel).
+	for k := seen; k < sched.Hits(); k++ {
+		due, seg, _ := sched.Due(k)
+		row := Row{Seq: k, Scheduled: startEpoch + due, Route: p.Route, Messages: p.BatchSize, Step: segs[seg].Name, Error: errNotSent}
+		if err := rw.Write(&row); err != nil {
+			c.logf("error: writing %s: %v", rowsPath, err)
+			return exitFailed
+		}
+		live.Observe(&row, false)
+		rows = append(rows, row)
+	}
+	if err := rw.Close(); err != nil {
+		c.logf("error: writing %s: %v", rowsPath, err)
+		return exitFailed
+	}
+	s := Summarize(rows, p, segs)
+	idx := c.Index
+	s.Index, s.Generators = &idx, c.Generators
+	c.stamp(s, began, finished)
+	if err := writeJSON(filepath.Join(genDir, "summary-"+p.Name+".json"), s); err != nil {
+		c.logf("error: %v", err)
+		return exitFailed
+	}
+	if c.Generators == 1 {
+		merged := *s
+		merged.Index = nil
+		if err := writeJSON(filepath.Join(c.ResultsDir, "merged-"+p.Name+".json"), &merged); err != nil {
+			c.logf("error: %v", err)
+			return exitFailed
+		}
+	}
+	fmt.Print(s.Text())
+	resultsReady.Store(true)
+	if c.ServeResultsFor > 0 {
+		c.logf("serving gen-%d results at /results for up to %s", c.Index, c.ServeResultsFor)
+		select {
+		case <-resultsFetched:
+			c.logf("results fetched")
+		case <-time.After(c.ServeResultsFor):
+			c.logf("results were not fetched within %s", c.ServeResultsFor)
+		case <-ctx.Done():
+		}
+	}
+	if !s.ThresholdsOK {
+		return exitThresholds
+	}
+	return exitOK
+}
+
+func (c *RunConfig) stamp(s *Summary, began, finished time.Time) {
+	s.RunID, s.GitCommit, s.Targets, s.AuthToken = c.RunID, c.GitCommit, c.Targets, c.Token != ""
+	s.StartedAt = began.UTC().Format(time.RFC3339Nano)
+	s.FinishedAt = finished.UTC().Format(time.RFC3339Nano)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// writeTarGz streams dir's regular files as prefix/<name> in a tar.gz.
+func writeTarGz(w io.Writer, dir, prefix string) error {
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: prefix + "/" + e.Name(), Mode: 0o644, Size: info.Size(), ModTime: info.ModTime()}); err != nil {
+			return err
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(tw, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return gz.Close()
+}
