@@ -25,15 +25,16 @@ of `settle`, which import confluent-kafka from the project's .venv):
   in-flight SOURCE       print an ingestor's in-flight message count (its
                          /ledger), or 1 when it does not answer
   meta OUT [--field value ...] [--setting k=v ...] [--version k=v ...]
-          [--host k=v ...] [--k6-dir DIR]
+          [--host k=v ...] [--load-dir DIR]
                          write a run's meta.json: every value arrives as an
                          argument (never spliced into code); setting values
                          that parse as JSON numbers, booleans, null or
                          strings ("\"1\"" is the string 1) are stored as such,
                          the rest as text. --host replaces this machine's
                          description (a Kubernetes run's context, namespace,
-                         nodes); --k6-dir fills batch_size, message_size and
-                         duration_s from the k6 summaries under DIR
+                         nodes); --load-dir fills batch_size, message_size and
+                         duration_s from the load generators' merged summary
+                         (chronik-loadgen's DIR/merged-*.json)
   manifest-env RENDERED WORKLOAD NAME
                          print the literal value of env NAME of WORKLOAD in a
                          rendered manifest (k8s-perf), or nothing
@@ -261,8 +262,8 @@ def meta(args: argparse.Namespace) -> int:
         "cores": os.cpu_count(), "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
         "hostname": platform.node(), "kernel": platform.release()}
     settings = _pairs(args.setting, typed=True)
-    if args.k6_dir:
-        settings.update(_from_k6(args.k6_dir))
+    if args.load_dir:
+        settings.update(_from_load(args.load_dir))
     doc = {
         "run_id": args.run_id, "started_at": args.started_at, "finished_at": args.finished_at or "",
         "git_commit": args.git_commit,
@@ -282,24 +283,23 @@ def meta(args: argparse.Namespace) -> int:
     return 0
 
 
-def _from_k6(k6_dir: Path) -> dict:
-    """batch_size, message_size (the scenarios' config) and duration_s (the
-    longest runner) from the k6 summaries under `k6_dir`."""
+def _from_load(load_dir: Path) -> dict:
+    """batch_size, message_size (the plan as run) and duration_s (the pooled
+    run's length) from chronik-loadgen's merged summary under `load_dir`."""
     found: dict = {}
-    for f in sorted(k6_dir.rglob("k6-*-summary.json")):
+    for f in sorted(load_dir.glob("merged-*.json")):
         try:
             d = json.loads(f.read_text())
         except (OSError, ValueError):
             continue
-        cfg = (d.get("chronik") or {}).get("config") or {}
+        plan = d.get("plan") or {}
         for key in ("batch_size", "message_size"):
             if found.get(key) is None:
-                found[key] = cfg.get(key)
+                found[key] = plan.get(key)
         ms = (d.get("state") or {}).get("testRunDurationMs")
         if isinstance(ms, (int, float)) and ms > 0:
             found["duration_s"] = max(found.get("duration_s") or 0, round(ms / 1000, 1))
     return {k: v for k, v in found.items() if v is not None}
-
 
 def manifest_env(args: argparse.Namespace) -> int:
     import re
@@ -401,7 +401,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--setting", action="append", default=[], metavar="KEY=VALUE")
     m.add_argument("--version", action="append", default=[], metavar="KEY=VALUE")
     m.add_argument("--host", action="append", default=[], metavar="KEY=VALUE")
-    m.add_argument("--k6-dir", type=Path)
+    m.add_argument("--load-dir", type=Path)
     m.set_defaults(run=meta)
     e = sub.add_parser("manifest-env")
     e.add_argument("rendered", type=Path)

@@ -134,27 +134,30 @@ def test_meta_keeps_values_as_data(tmp_path):
     r = runctl("meta", str(out), "--run-id", hostile, "--started-at", "2026-11-24T00:00:00Z", "--broker", "chronik",
                "--broker-flag=--wal-profile", "--broker-flag=medium", "--setting", 'acks="1"',
                "--setting", "rate=200", "--setting", "duration_s=null", "--setting", f"topic={hostile}",
-               "--version", "k6=k6 v1.8.1")
+               "--version", "loadgen=chronik-loadgen 1.0.0 (vegeta v12.13.0)")
     assert r.returncode == 0, r.stderr
     meta = json.loads(out.read_text())
     assert meta["run_id"] == hostile and meta["settings"]["topic"] == hostile
     assert meta["settings"]["acks"] == "1" and meta["settings"]["rate"] == 200
     assert meta["settings"]["duration_s"] is None
     assert meta["broker"]["flags"] == ["--wal-profile", "medium"]
-    assert meta["versions"]["k6"] == "k6 v1.8.1" and meta["host"]["cores"] >= 1
+    assert meta["versions"]["loadgen"] == "chronik-loadgen 1.0.0 (vegeta v12.13.0)" and meta["host"]["cores"] >= 1
     assert runctl("meta", str(out), "--run-id", "x", "--started-at", "t", "--broker", "b",
                   "--setting", "novalue").returncode != 0
 
 
-def test_meta_for_a_cluster_run_takes_the_host_and_the_k6_figures(tmp_path):
-    k6 = tmp_path / "k6" / "chronik-load-1"
-    k6.mkdir(parents=True)
-    (k6 / "k6-smoke-summary.json").write_text(json.dumps(
-        {"chronik": {"config": {"batch_size": 100, "message_size": 256}}, "state": {"testRunDurationMs": 61234}}))
+def test_meta_for_a_cluster_run_takes_the_host_and_the_load_figures(tmp_path):
+    load = tmp_path / "load"
+    (load / "gen-0").mkdir(parents=True)
+    (load / "merged-smoke.json").write_text(json.dumps(
+        {"plan": {"batch_size": 100, "message_size": 256}, "state": {"testRunDurationMs": 61234}}))
+    # a generator's own summary is not the run's figure
+    (load / "gen-0" / "summary-smoke.json").write_text(json.dumps(
+        {"plan": {"batch_size": 7, "message_size": 7}, "state": {"testRunDurationMs": 99999}}))
     out = tmp_path / "meta.json"
     r = runctl("meta", str(out), "--run-id", "k", "--started-at", "t0", "--broker", "chronik",
                "--host", "kind=kubernetes", "--host", "context=ctx; rm -rf /", "--host", "nodes=3",
-               "--setting", "acks=\"1\"", "--k6-dir", str(tmp_path / "k6"))
+               "--setting", "acks=\"1\"", "--load-dir", str(load))
     assert r.returncode == 0, r.stderr
     m = json.loads(out.read_text())
     assert m["host"] == {"kind": "kubernetes", "context": "ctx; rm -rf /", "nodes": 3}
