@@ -10,7 +10,9 @@
 #   make lint        rustfmt --check and clippy -D warnings on the whole workspace (and fuzz/ formatting)
 #   make pytest      Python client tests against target/release/chronik-server
 #   make shellcheck  shellcheck (warnings and errors) on every tracked shell script
-#   make k6-test     k6 inspect of every scenario + the k6 lib's offline tests (installs k6)
+#   make load-test   the load generator (load/test.sh): builds chronik-loadgen, go vet + go test
+#                    (open model, per-message answers, barrier, merge), every plan validated,
+#                    load/run.sh against a fake ingestor on 127.0.0.1
 #   make report-test the report library's tests and the notebook on fixture results
 #   make e2e         one short real ./run-all.sh whose report must say zero loss
 #   make k8s-test    k8s-perf/ without a cluster: kustomize build of every overlay,
@@ -19,14 +21,14 @@
 #                    (k8s-perf/tests/test.sh; installs kustomize/kubeconform/schemas)
 #   make k8s-apiserver-test  k8s-perf against a real kube-apiserver (+ etcd, controller-manager,
 #                    scheduler; kwok nodes): every overlay server-side, PodSecurity enforced,
-#                    ./run-all.sh --k8s --overlay small up to the k6-operator boundary
+#                    ./run-all.sh --k8s --overlay small up to the boundary where pods would run
 #                    (k8s-perf/tests/apiserver.sh; part of make test; builds the control plane
 #                    once into .tools/kube, ~5-8 min cold, then ~1.5 min)
 #   make images      the two container images with podman (scripts/build-images.sh: ordinary
 #                    bases when a registry answers, else a local debootstrap Debian base and
 #                    this host's release binaries)
 #   make images-test the images run as the cluster overlay's pods (3 brokers, an ingestor, a
-#                    consumer, each in its own network namespace) under k6, verified zero loss
+#                    consumer, each in its own network namespace) under chronik-loadgen, verified zero loss
 #                    (k8s-perf/tests/run_images.py; needs root; part of make test, ~3 min cold)
 #   make compat      real-client compatibility matrix (compat/run.sh: rdkafka, confluent-kafka,
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
@@ -62,7 +64,7 @@ ifdef CI
 export CARGO_INCREMENTAL := 0
 endif
 
-.PHONY: ci-free-debug images images-test k8s-apiserver-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck k6-test report-test e2e k8s-test run bench clean-run
+.PHONY: ci-free-debug images images-test k8s-apiserver-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck load-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -74,7 +76,7 @@ test: deps build
 	$(MAKE) --no-print-directory pytest || rc=1; \
 	$(MAKE) --no-print-directory compat || rc=1; \
 	$(MAKE) --no-print-directory shellcheck || rc=1; \
-	$(MAKE) --no-print-directory k6-test || rc=1; \
+	$(MAKE) --no-print-directory load-test || rc=1; \
 	$(MAKE) --no-print-directory report-test || rc=1; \
 	$(MAKE) --no-print-directory e2e || rc=1; \
 	$(MAKE) --no-print-directory k8s-test || rc=1; \
@@ -123,8 +125,8 @@ compat:
 shellcheck:
 	shellcheck -x -S warning $$(git ls-files '*.sh')
 
-k6-test:
-	bash k6/test.sh
+load-test:
+	bash load/test.sh
 
 report-test:
 	bash scripts/install-report-deps.sh

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run-all.sh - the product's main job: an end-to-end load test on this machine.
 #
-#   k6 -> N x chronik-ingestor (HTTP) -> broker -> M x chronik-consumer (verifying group)
+#   chronik-loadgen -> N x chronik-ingestor (HTTP) -> broker -> M x chronik-consumer (verifying group)
 #
 # By default the broker is a local 3-node Chronik cluster (nodes on 127.0.0.1-3,
 # same ports on each, as pods) with replication factor 3, min.insync.replicas 2
@@ -9,30 +9,34 @@
 #
 # Builds the release binaries, starts the broker (Chronik, or Apache Kafka with
 # --broker kafka), the ingestors, the verifying consumers and (if installed)
-# Prometheus scraping them all, runs a k6 scenario, then stops the load, lets
+# Prometheus scraping them all, runs a load plan (load/plans/, open model:
+# requests leave on the plan's schedule whatever the system does), then lets
 # the consumers drain, reconciles the ingestors' ledgers with what was consumed
 # and renders results/<run-id>/report.md. Everything it starts is stopped by pid
 # on exit or Ctrl-C; ./cleanup.sh stops leftovers of a killed run.
 #
 #   ./run-all.sh [options]
-#     --test NAME        k6 scenario in k6/scenarios/ (default smoke)
-#     --find-max         the max sustainable rate: k6/scenarios/find-max.js climbs a
+#     --test NAME        load plan in load/plans/ (default smoke)
+#     --find-max         the max sustainable rate: load/plans/find-max.json climbs a
 #                        staircase of constant rates (--levels 200,400,...
 #                        batches/s, --step 20s each, --repeat 2 climbs) and the
 #                        run prints the highest level that held batch p99 <
-#                        P99_MS (1000) and the dropped-iteration gate in every
+#                        P99_MS (1000) and the dropped-request gate in every
 #                        climb; the report shows it per level and step
 #     --duration D       load duration for smoke/rate scenarios, e.g. 60s (default 60s)
-#     --warmup D         a warm-up before the measured load (default 10s; 0 = none): k6's
-#                        smoke scenario at --rate, its own k6 run (results/<id>/warmup/),
+#     --warmup D         a warm-up before the measured load (default 10s; 0 = none): the
+#                        smoke plan at --rate, its own generator run (results/<id>/warmup/),
 #                        so JIT, page cache and connections are warm; the report's
 #                        headline throughput and latency cover only the measured load
 #                        and show the warm-up's end-to-end latency apart
 #     --late-consumer D  start one more verifying consumer D into the measured load (a
 #                        rebalance in the window: what the report's Verification names)
 #     --rate N           smoke: batches per second (default 200 = 20,000 msg/s)
-#     --scale X          k6 VU_SCALE (default 1 for smoke; 0.01 = laptop size for the seed scenarios)
-#     --duration-scale X k6 DURATION_SCALE (default 1 for smoke; 0.05 for the seed scenarios)
+#     --scale X          multiplies the plan's rates (default 1 for smoke and find-max; 0.01 =
+#                        laptop size for the seed plans)
+#     --duration-scale X multiplies the plan's stage durations (default 1; 0.05 for the seed plans)
+#     --generators N     load generators on this machine (default 1), each offering 1/N of
+#                        the plan's rates, all started by one barrier, results pooled
 #     --acks 1|all       ingestor acks (default all, as seed 000 Test 7)
 #     --nodes N          broker nodes (default 3; 1 = one node). --broker kafka
 #                        starts Apache Kafka with the same topology (1 or 3 KRaft
@@ -42,24 +46,24 @@
 #     --min-insync-replicas M  topic min.insync.replicas (default 2 with 3+ nodes, else 1)
 #     --broker chronik|kafka   broker under test (default chronik)
 #     --ingestors N      (default 2)   --consumers M (default 2)   --partitions P (default 6)
-#     --batch-size N     messages per POST (default 100)   --message-size B (default 256)
-#     --keys fixed|fresh k6 KEYS: one prebuilt body per VU (default), or new keys every request
+#     --batch-size N     messages per POST   --message-size B   (default: the plan's; smoke 100 x 256 B)
+#     --keys fixed|fresh prebuilt bodies rotated (default), or new keys every request
 #     --wal-profile P    chronik WAL profile (default medium)
 #     --secure           the whole pipeline secured (scripts/secure.sh): every Kafka
 #                        connection SASL_SSL with SCRAM-SHA-512 (brokers among
 #                        themselves too), the StandardAuthorizer with ACLs giving the
 #                        ingestor and consumer users only their topic and group, and
-#                        the ingestors' HTTP port over TLS with a bearer token (k6
-#                        sends it); Prometheus scrapes the plain metrics ports.
+#                        the ingestors' HTTP port over TLS with a bearer token (the
+#                        generator sends it); Prometheus scrapes the plain metrics ports.
 #                        Chronik only
 #     --results DIR      results root (default results/)   --run-id ID
 #     --keep             keep the broker's data and scratch files (.run/<run-id>/)
 #     --no-build         use the existing release binaries
 #     --no-report        skip rendering the report
 #
-# Exit status: 0 when the run completed, k6's thresholds held and verification
+# Exit status: 0 when the run completed, the plan's thresholds held and verification
 # found no loss, duplication, reordering or corruption; non-zero otherwise.
-# Needs: cargo, Go (k6 is built into .tools/bin on first use), python3, curl;
+# Needs: cargo, Go (chronik-loadgen is built into .tools/bin on first use), python3, curl;
 # Java 17 + Maven for --broker kafka.
 set -euo pipefail
 # --k8s: the same job on a Kubernetes cluster (k8s-perf/README.md); every other argument goes to k8s-perf/run.sh.
@@ -93,8 +97,9 @@ BROKER="${BROKER:-chronik}"
 INGESTORS="${INGESTORS:-2}"
 CONSUMERS="${CONSUMERS:-2}"
 PARTITIONS="${PARTITIONS:-6}"
-BATCH_SIZE="${BATCH_SIZE:-100}"
-MESSAGE_SIZE="${MESSAGE_SIZE:-256}"
+BATCH_SIZE="${BATCH_SIZE:-}"
+MESSAGE_SIZE="${MESSAGE_SIZE:-}"
+GENERATORS="${GENERATORS:-1}"
 WAL_PROFILE="${WAL_PROFILE:-medium}"
 PRODUCE_PROFILE="${PRODUCE_PROFILE:-balanced}"
 RESULTS_ROOT="${RESULTS_ROOT:-$REPO_ROOT/results}"
@@ -123,6 +128,7 @@ while (($#)); do
     --late-consumer) LATE_CONSUMER=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --scale) SCALE=$2; shift 2 ;;
+    --generators) GENERATORS=$2; shift 2 ;;
     --duration-scale) DURATION_SCALE=$2; shift 2 ;;
     --acks) ACKS=$2; shift 2 ;;
     --broker) BROKER=$2; shift 2 ;;
@@ -146,8 +152,9 @@ while (($#)); do
     *) echo "unknown option: $1" >&2; usage ;;
   esac
 done
-[[ -f "k6/scenarios/$TEST.js" ]] || die "no k6 scenario k6/scenarios/$TEST.js"
-# smoke is sized by --rate and --duration; the seed scenarios by their own
+[[ -f "load/plans/$TEST.json" ]] || die "no load plan load/plans/$TEST.json"
+[[ "$GENERATORS" =~ ^[1-9]$ ]] || die "--generators must be 1..9"
+# smoke is sized by --rate and --duration; the seed plans by their own
 # stages, scaled down to fit one machine unless told otherwise.
 if [[ "$TEST" == smoke || "$TEST" == find-max ]]; then
   SCALE=${SCALE:-1}; DURATION_SCALE=${DURATION_SCALE:-1}
@@ -170,7 +177,7 @@ if [[ -z "$MIN_INSYNC" ]]; then MIN_INSYNC=$((NODES >= 3 ? 2 : 1)); fi
 
 OUT="$RESULTS_ROOT/$RUN_ID"
 WORK="$RUN_DIR/$RUN_ID"
-mkdir -p "$OUT"/{k6,consumers,ingestors,metrics,logs,warmup} "$WORK"
+mkdir -p "$OUT"/{load,consumers,ingestors,metrics,logs,warmup} "$WORK"
 TOPIC="chronik-run-$RUN_ID"
 TOPIC=${TOPIC//[^a-zA-Z0-9._-]/-}
 GROUP="verify-$RUN_ID"
@@ -203,10 +210,10 @@ if bash scripts/install-system-deps.sh --run > "$OUT/logs/install-system-deps.lo
 else
   log "some system packages could not be installed; continuing (Prometheus is optional; see $OUT/logs/install-system-deps.log)"
 fi
-# k6 (a Go build on first use) and the Python packages install while cargo
-# builds: on a fresh machine that saves minutes of the first run.
-scripts/install-k6.sh > "$WORK/k6-path" 2> "$WORK/install-k6.log" &
-K6_INSTALL_PID=$!
+# chronik-loadgen (a Go build on first use) and the Python packages install
+# while cargo builds: on a fresh machine that saves minutes of the first run.
+scripts/install-loadgen.sh > "$WORK/loadgen-path" 2> "$WORK/install-loadgen.log" &
+LOADGEN_INSTALL_PID=$!
 { bash scripts/install-python-deps.sh && if [[ "$REPORT" == 1 ]]; then bash scripts/install-report-deps.sh; fi; } \
   > "$WORK/install-python.log" 2>&1 &
 PY_INSTALL_PID=$!
@@ -215,10 +222,14 @@ if [[ "$BUILD" == 1 ]]; then
   cargo build --release -p chronik-server -p chronik-ingestor -p chronik-consumer >&2
 fi
 wait "$PY_INSTALL_PID" || { cat "$WORK/install-python.log" >&2; die "installing the Python packages failed"; }
-wait "$K6_INSTALL_PID" || { cat "$WORK/install-k6.log" >&2; die "installing k6 failed"; }
-K6_BIN=$(cat "$WORK/k6-path")
-[[ -x "$K6_BIN" ]] || die "k6 not found after install (see $WORK/install-k6.log)"
-export K6_BIN
+wait "$LOADGEN_INSTALL_PID" || { cat "$WORK/install-loadgen.log" >&2; die "building chronik-loadgen failed"; }
+LOADGEN_BIN=$(cat "$WORK/loadgen-path")
+[[ -x "$LOADGEN_BIN" ]] || die "chronik-loadgen not found after install (see $WORK/install-loadgen.log)"
+export LOADGEN_BIN
+# the plan as this run offers it: its batch and message size unless given
+plan_field() { "$LOADGEN_BIN" describe "load/plans/$TEST.json" | "$VENV_PY" -c 'import json, sys; print(json.load(sys.stdin)["plan"][sys.argv[1]])' "$1"; }
+BATCH_SIZE=${BATCH_SIZE:-$(plan_field batch_size)}
+MESSAGE_SIZE=${MESSAGE_SIZE:-$(plan_field message_size)}
 
 # -- broker ----------------------------------------------------------------------
 if [[ "$BROKER" == chronik ]]; then
@@ -307,7 +318,7 @@ write_meta() {  # [FINISHED_AT]
     --setting "load_from=${LOAD_FROM:-null}" --setting "measured_from=${MEASURED_FROM:-null}" \
     --setting "measured_until=${MEASURED_UNTIL:-null}" \
     --setting "security=\"$( ((SECURE)) && echo "$SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, ingestor HTTPS + bearer token" || echo PLAINTEXT)\"" \
-    --version "k6=$("$K6_BIN" version 2>/dev/null | head -1)"
+    --setting "generators=$GENERATORS" --version "loadgen=$("$LOADGEN_BIN" version 2>/dev/null | head -1)"
 }
 write_meta ""
 
@@ -320,25 +331,26 @@ write_meta ""
   2> >(tee "$OUT/logs/settle.log" >&2) \
   || die "the verifying consumers' group or the topic's ISR did not settle within ${SETTLE_TIMEOUT}s (logs/settle.log)"
 
-# -- warm-up: its own k6 run, kept out of the headline -----------------------------------
-# --secure: k6 sends the ingestors' token and trusts the run's CA (Go's SSL_CERT_FILE)
-K6_ENV=()
-((SECURE)) && K6_ENV=("INGESTOR_AUTH_TOKEN=$(cat "$INGESTOR_AUTH_TOKEN_FILE")" "SSL_CERT_FILE=$INGESTOR_CA_FILE")
+# -- warm-up: its own generator run, kept out of the headline ----------------------------
+# --secure: the generator sends the ingestors' token and trusts the run's CA
+LOAD_SECURE=()
+((SECURE)) && LOAD_SECURE=(--token-file "$INGESTOR_AUTH_TOKEN_FILE" --ca-file "$INGESTOR_CA_FILE")
 INGESTOR_URLS=$(IFS=,; echo "${INGESTOR_URL_LIST[*]}")
+# every plan override this run sets (the plan file holds the rest)
+LOAD_ARGS=(--targets "$INGESTOR_URLS" --generators "$GENERATORS" --topic "$TOPIC" --acks "$ACKS"
+  --topology "$TOPOLOGY" --batch-size "$BATCH_SIZE" --message-size "$MESSAGE_SIZE" --keys "$KEYS" "${LOAD_SECURE[@]}")
 LOAD_FROM=$(date +%s.%N)
 if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
-  log "warm-up: k6 smoke at $RATE batches/s for $WARMUP (results in $OUT/warmup, not in the headline)"
-  INGESTOR_URLS="$INGESTOR_URLS" RESULTS_DIR="$OUT/warmup" RUN_ID="$RUN_ID-warmup" \
-    TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
-    RATE="$RATE" DURATION="$WARMUP" KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" \
-    env "${K6_ENV[@]}" k6/run.sh smoke --quiet > "$OUT/logs/k6-warmup.log" 2>&1 \
-    || log "warm-up k6 exited $? (its thresholds do not decide the run; logs/k6-warmup.log)"
+  log "warm-up: smoke at $RATE requests/s for $WARMUP (results in $OUT/warmup, not in the headline)"
+  RUN_ID="$RUN_ID-warmup" load/run.sh smoke --results "$OUT/warmup" "${LOAD_ARGS[@]}" \
+    --rate "$RATE" --duration "$WARMUP" > "$OUT/logs/loadgen-warmup.log" 2>&1 \
+    || log "warm-up generator exited $? (its thresholds do not decide the run; logs/loadgen-warmup.log)"
 fi
 
 # -- load ---------------------------------------------------------------------------
 sample_specs=()
 for spec in "${STARTED[@]}"; do sample_specs+=("$spec"); done
-sample_specs+=("k6=~$K6_BIN run")
+for ((i = 0; i < GENERATORS; i++)); do sample_specs+=("loadgen-$i=~$LOADGEN_BIN run .* --index $i( |$)"); done
 sample_resources "$OUT/resources.csv" "$SAMPLER_STOP" "${sample_specs[@]}" &
 SAMPLER_PID=$!
 
@@ -362,16 +374,21 @@ if [[ -n "$LATE_CONSUMER" ]]; then
   LATE_PID=$!
 fi
 
-log "running k6 scenario '$TEST' against ${INGESTOR_URL_LIST[*]}"
-K6_RC=0
+log "running load plan '$TEST' against ${INGESTOR_URL_LIST[*]} ($GENERATORS generator(s))"
+LOAD_RC=0
+PLAN_ARGS=(--scale "$SCALE" --duration-scale "$DURATION_SCALE")
+case $TEST in
+  smoke) PLAN_ARGS+=(--rate "$RATE" --duration "$DURATION") ;;
+  find-max)
+    [[ -n "$LEVELS" ]] && PLAN_ARGS+=(--levels "$LEVELS")
+    [[ -n "$STEP" ]] && PLAN_ARGS+=(--step "$STEP")
+    [[ -n "$REPEAT" ]] && PLAN_ARGS+=(--repeat "$REPEAT") ;;
+esac
 MEASURED_FROM=$(date +%s.%N)
-INGESTOR_URLS="$INGESTOR_URLS" RESULTS_DIR="$OUT/k6" RUN_ID="$RUN_ID" \
-  TOPIC="$TOPIC" ACKS="$ACKS" BATCH_SIZE="$BATCH_SIZE" MESSAGE_SIZE="$MESSAGE_SIZE" \
-  RATE="$RATE" DURATION="$DURATION" VU_SCALE="$SCALE" DURATION_SCALE="$DURATION_SCALE" \
-  KEYS="$KEYS" TOPOLOGY="$TOPOLOGY" LEVELS="$LEVELS" STEP="$STEP" REPEAT="$REPEAT" \
-  env "${K6_ENV[@]}" k6/run.sh "$TEST" --quiet --out "csv=$OUT/k6/raw-$TEST.csv.gz" > "$OUT/logs/k6.log" 2>&1 || K6_RC=$?
+RUN_ID="$RUN_ID" load/run.sh "$TEST" --results "$OUT/load" "${LOAD_ARGS[@]}" "${PLAN_ARGS[@]}" \
+  > "$OUT/logs/loadgen.log" 2>&1 || LOAD_RC=$?
 MEASURED_UNTIL=$(date +%s.%N)
-log "k6 finished with exit status $K6_RC (99 = a threshold failed)"
+log "load generator finished with exit status $LOAD_RC (99 = a threshold failed)"
 if [[ -n "$LATE_CONSUMER" ]]; then
   wait "$LATE_PID" 2>/dev/null || true
   if [[ -s "$WORK/late-consumer" ]]; then
@@ -382,11 +399,11 @@ if [[ -n "$LATE_CONSUMER" ]]; then
     log "the late consumer did not start (the load ended first?)"
   fi
 fi
-tail -n 25 "$OUT/logs/k6.log" >&2 || true
-if [[ "$TEST" == find-max && "$K6_RC" == 99 ]]; then
+tail -n 25 "$OUT/logs/loadgen.log" >&2 || true
+if [[ "$TEST" == find-max && "$LOAD_RC" == 99 ]]; then
   # The upper steps failing their gates is how the staircase finds the max;
   # the verdict below (reports capacity) decides the run.
-  K6_RC=0
+  LOAD_RC=0
 fi
 
 # -- drain: ingestors flush, consumers catch up, ledgers reconcile ----------------------
@@ -447,10 +464,10 @@ if [[ "$REPORT" == 1 ]]; then
 fi
 
 if [[ "$TEST" == find-max ]]; then
-  "$VENV_PY" -m reports capacity "$OUT" | tee "$OUT/capacity.txt" >&2 || K6_RC=$?
+  "$VENV_PY" -m reports capacity "$OUT" | tee "$OUT/capacity.txt" >&2 || LOAD_RC=$?
 fi
-if ((K6_RC != 0 || VERIFY_RC != 0)); then
-  log "run $RUN_ID FAILED (k6 exit $K6_RC, verification exit $VERIFY_RC)"
+if ((LOAD_RC != 0 || VERIFY_RC != 0)); then
+  log "run $RUN_ID FAILED (load generator exit $LOAD_RC, verification exit $VERIFY_RC)"
   exit 1
 fi
 log "run $RUN_ID passed: $ACKED messages acknowledged and verified; results in $OUT"

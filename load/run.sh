@@ -57,7 +57,7 @@ COMMON=(--results "$RESULTS" --run-id "$RUN_ID" --git-commit "$GIT_COMMIT" --gen
 
 if ((GENERATORS == 1)); then
   rc=0
-  "$LOADGEN_BIN" run "$PLAN" "${COMMON[@]}" "${ARGS[@]}" || rc=$?
+  "$LOADGEN_BIN" run "$PLAN" "${COMMON[@]}" --index 0 "${ARGS[@]}" || rc=$?
 else
   # a free loopback port for generator 0's barrier
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')

@@ -1,8 +1,8 @@
 # shellcheck shell=bash
 # scripts/go-scratch.sh - sourced by the install scripts that build Go tools
-# from source (install-k6.sh, install-k8s-tools.sh, install-kube.sh). Owns:
+# from source (install-k8s-tools.sh, install-kube.sh). Owns:
 # finding go, and a throwaway GOPATH/GOCACHE so the module sources and build
-# cache (about 5 GB for Kubernetes, 1 GB for k6) are deleted once the binaries
+# cache (about 5 GB for Kubernetes) are deleted once the binaries
 # exist instead of filling the disk of the machine that runs the tests.
 #
 #   go_find             put go on PATH (or /usr/local/go/bin); fails if absent

@@ -195,7 +195,7 @@ start_prometheus() {
 # sample_resources OUT_CSV STOP_FILE NAME=PID... - every second, one row per
 # process: timestamp,component,name,pid,cpu_seconds,rss_bytes (cumulative CPU
 # from /proc/PID/stat). A spec NAME=~PATTERN follows the newest process whose
-# command line matches PATTERN (pgrep -f), for processes started later (k6).
+# command line matches PATTERN (pgrep -f), for processes started later (the load generators).
 # Runs until STOP_FILE exists. Run it in the background.
 sample_resources() {
   local out=$1 stop=$2; shift 2

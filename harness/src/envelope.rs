@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn the_layout_is_stable() {
-        // Pinned bytes: other languages (k6 scripts, Python reports) decode this.
+        // Pinned bytes: other languages (the Python reports) decode this.
         let e = Envelope {
             producer_id: 1,
             sequence: 2,
