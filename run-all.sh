@@ -287,6 +287,10 @@ for ((i = 0; i < INGESTORS; i++)); do
   start_ingestor "ingestor-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "${INGESTOR_ARGS[@]}"
   STARTED+=("ingestor-$i=$STARTED_PID"); INGESTOR_URL_LIST+=("$STARTED_URL"); SCRAPE+=("$STARTED_METRICS")
 done
+# the load generators' live /metrics (request rate, latency, errors, dropped)
+LOADGEN_METRICS=()
+for ((i = 0; i < GENERATORS; i++)); do LOADGEN_METRICS+=("127.0.0.1:$(free_port)"); done
+SCRAPE+=("${LOADGEN_METRICS[@]}")
 start_prometheus "$WORK/prometheus" "${SCRAPE[@]}"
 [[ -n "${PROM_PID:-}" ]] && STARTED+=("prometheus=$PROM_PID")
 
@@ -338,6 +342,7 @@ LOAD_SECURE=()
 INGESTOR_URLS=$(IFS=,; echo "${INGESTOR_URL_LIST[*]}")
 # every plan override this run sets (the plan file holds the rest)
 LOAD_ARGS=(--targets "$INGESTOR_URLS" --generators "$GENERATORS" --topic "$TOPIC" --acks "$ACKS"
+  --prometheus-addrs "$(IFS=,; echo "${LOADGEN_METRICS[*]}")"
   --topology "$TOPOLOGY" --batch-size "$BATCH_SIZE" --message-size "$MESSAGE_SIZE" --keys "$KEYS" "${LOAD_SECURE[@]}")
 LOAD_FROM=$(date +%s.%N)
 if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then

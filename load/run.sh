@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # load/run.sh - run one load plan against running ingestors and keep its results.
 #
-#   load/run.sh PLAN --targets URL[,URL...] [--results DIR] [--generators N] [chronik-loadgen run flags...]
+#   load/run.sh PLAN --targets URL[,URL...] [--results DIR] [--generators N]
+#               [--prometheus-addrs ADDR[,ADDR...]] [chronik-loadgen run flags...]
 #   load/run.sh smoke --targets http://127.0.0.1:8080 --rate 50 --duration 30s
 #   load/run.sh blocking-batch --targets http://127.0.0.1:8080 --scale 0.01 --duration-scale 0.05 --generators 2
 #
@@ -11,6 +12,7 @@
 # on this machine behind one start barrier (generator 0 listens on a free
 # loopback port), each offering 1/N of the plan's rates, then pools their raw
 # results (`chronik-loadgen merge`) into DIR/merged-<plan>.json.
+# --prometheus-addrs gives generator i the i-th address for its live /metrics.
 #
 # Exit status: chronik-loadgen's (0 thresholds held, 99 a threshold failed,
 # 2 bad plan or flag, 3 a target not ready, 1 other); with several generators
@@ -36,13 +38,14 @@ PLAN="$1"; shift
 NAME="$(basename "$PLAN" .json)"
 
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
-RESULTS="" GENERATORS=1 ARGS=()
+RESULTS="" GENERATORS=1 PROM_ADDRS="" ARGS=()
 while (($#)); do
   case $1 in
     --results) RESULTS=$2; shift 2 ;;
     --results=*) RESULTS=${1#*=}; shift ;;
     --generators) GENERATORS=$2; shift 2 ;;
     --generators=*) GENERATORS=${1#*=}; shift ;;
+    --prometheus-addrs) PROM_ADDRS=$2; shift 2 ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done
@@ -54,17 +57,22 @@ LOADGEN_BIN="${LOADGEN_BIN:-$("$REPO_ROOT/scripts/install-loadgen.sh")}"
 mkdir -p "$RESULTS"
 rm -rf "$RESULTS"/gen-* "$RESULTS/merged-$NAME.json"
 COMMON=(--results "$RESULTS" --run-id "$RUN_ID" --git-commit "$GIT_COMMIT" --generators "$GENERATORS")
+IFS=, read -r -a PROM <<< "$PROM_ADDRS"
+# prom_flag I - generator I's --prometheus-addr, when one was given
+prom_flag() { [[ -n "${PROM[$1]:-}" ]] && echo "--prometheus-addr=${PROM[$1]}"; }
 
 if ((GENERATORS == 1)); then
   rc=0
-  "$LOADGEN_BIN" run "$PLAN" "${COMMON[@]}" --index 0 "${ARGS[@]}" || rc=$?
+  # shellcheck disable=SC2046 # prom_flag prints one word or nothing
+  "$LOADGEN_BIN" run "$PLAN" "${COMMON[@]}" --index 0 $(prom_flag 0) "${ARGS[@]}" || rc=$?
 else
   # a free loopback port for generator 0's barrier
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   pids=()
   for ((i = 0; i < GENERATORS; i++)); do
     if ((i == 0)); then barrier=(--barrier-listen "127.0.0.1:$port"); else barrier=(--barrier-peer "http://127.0.0.1:$port"); fi
-    "$LOADGEN_BIN" run "$PLAN" "${COMMON[@]}" --index "$i" "${barrier[@]}" "${ARGS[@]}" \
+    # shellcheck disable=SC2046 # prom_flag prints one word or nothing
+    "$LOADGEN_BIN" run "$PLAN" "${COMMON[@]}" --index "$i" $(prom_flag "$i") "${barrier[@]}" "${ARGS[@]}" \
       > "$RESULTS/gen-$i.log" 2>&1 &
     pids+=($!)
   done
