@@ -4,8 +4,11 @@ Layout (load -> tidy -> summarise, each step small pure functions):
 
 - ``load``          read one ``results/<run-id>/`` directory into raw objects and frames
 - ``tidy``          long-format frames, one observation per row, ``run_id`` on each
-- ``latency``       HdrHistogram ``.hlog`` decoding and merging; k6-style sample percentiles
-- ``summarise``     per-test throughput/latency, progression, acks and broker comparisons, end-to-end latency
+- ``latency``       HdrHistogram ``.hlog`` decoding and merging; percentiles of raw load-generator samples
+- ``summarise``     per-test throughput/latency/thresholds pooled over load generators, progression,
+                    acks and broker comparisons, end-to-end latency
+- ``capacity``      find-max: the max sustainable rate from the staircase's steps
+- ``regression``    whether two sets of runs differ beyond run-to-run noise
 - ``verification``  the consumers' verdict line, ingestor ledgers
 - ``resources``     CPU cores and RSS per process and component, msg/s per core, CPU µs/msg
 - ``broker``        key broker figures from Prometheus snapshots

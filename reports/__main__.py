@@ -8,8 +8,8 @@ find-max summary).
 
 ``python -m reports compare --baseline DIR... --candidate DIR...``: whether
 the candidate runs' throughput differs from the baseline runs' beyond
-run-to-run noise (``regression``); exit status 2 when a side has no raw k6
-samples."""
+run-to-run noise (``regression``); exit status 2 when a side has no raw
+request rows of the load generator (chronik-loadgen)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def _compare(baseline, candidate) -> int:
         rates = regression.interval_rates(runs)
         for run in runs:
             if run.run_id not in rates:
-                print(f"`{run.run_id}`: no raw k6 samples (k6/raw-*.csv.gz): left out", file=sys.stderr)
+                print(f"`{run.run_id}`: no raw request rows (load/gen-*/requests-*.csv.gz): left out",
+                      file=sys.stderr)
         sides.append(rates)
     try:
         verdict = regression.compare(*sides)

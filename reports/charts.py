@@ -18,6 +18,7 @@ from matplotlib.ticker import FuncFormatter
 
 from .report import Report
 from .resources import COMPONENT_ORDER
+from .summarise import NOT_POOLED
 
 PERCENTILE_TICKS = [50, 90, 99, 99.9, 99.99, 99.999]
 
@@ -27,7 +28,7 @@ def _empty() -> Figure:
 
 
 def throughput(report: Report) -> Figure | None:
-    """msg/s per second of each run with raw k6 samples."""
+    """msg/s per second of each run with raw request rows."""
     t = report.timeline
     if t.empty:
         return None
@@ -35,7 +36,8 @@ def throughput(report: Report) -> Figure | None:
     ax = fig.add_subplot()
     for run_id, group in t.groupby("run_id", sort=False):
         ax.plot(group["second"], group["msg_per_s"], label=run_id, linewidth=1.5)
-    ax.set(title="Throughput over time (k6 messages produced)", xlabel="seconds since start", ylabel="msg/s")
+    ax.set(title="Throughput over time (messages produced, per the load generators)", xlabel="seconds since start",
+           ylabel="msg/s")
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
     ax.set_ylim(0, t["msg_per_s"].max() * 1.15)
     ax.grid(alpha=0.3)
@@ -44,16 +46,16 @@ def throughput(report: Report) -> Figure | None:
 
 
 def batch_latency(report: Report) -> Figure | None:
-    """Batch latency p50/p90/p95/p99 per run; runs whose runners' percentiles
-    cannot be merged are drawn per runner, never averaged."""
+    """Batch latency p50/p90/p95/p99 per run; runs whose generators' percentiles
+    cannot be pooled are drawn per generator, never averaged."""
     stats = [("p50", "batch_p50_ms"), ("p90", "batch_p90_ms"), ("p95", "batch_p95_ms"), ("p99", "batch_p99_ms")]
     merged = report.summary.dropna(subset=["batch_p50_ms"]).assign(label=lambda d: d["run_id"])
-    unmerged_runs = report.summary[report.summary["latency_source"].str.startswith("not merged")]["run_id"]
-    per_runner = (
-        report.runners[report.runners["run_id"].isin(unmerged_runs)]
-        .assign(label=lambda d: d["run_id"] + "\n(" + d["runner"] + ")")
+    unpooled_runs = report.summary[report.summary["latency_source"].str.startswith(NOT_POOLED)]["run_id"]
+    per_generator = (
+        report.generators[report.generators["run_id"].isin(unpooled_runs)]
+        .assign(label=lambda d: d["run_id"] + "\n(" + d["generator"] + ")")
     )
-    bars = pd.concat([merged, per_runner], ignore_index=True)
+    bars = pd.concat([merged, per_generator], ignore_index=True)
     if bars.empty:
         return None
     fig = _empty()
@@ -63,7 +65,7 @@ def batch_latency(report: Report) -> Figure | None:
     for i, (name, column) in enumerate(stats):
         ax.bar(x + (i - (len(stats) - 1) / 2) * width, bars[column], width, label=name)
     ax.set_xticks(x, bars["label"], fontsize="x-small")
-    ax.set(title="Batch latency (k6)", ylabel="ms")
+    ax.set(title="Batch latency (load generator)", ylabel="ms")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize="small")
     return fig

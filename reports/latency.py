@@ -1,9 +1,9 @@
-"""Latency distributions: HdrHistogram interval logs and raw k6 samples.
+"""Latency distributions: HdrHistogram interval logs and the load generator's raw samples.
 
 Owns: decoding ``.hlog`` files (the chronik-harness ``HlogWriter`` layout,
 which is HdrHistogram's Java ``HistogramLogWriter`` layout), merging
-histograms, the percentile summary, and percentiles of raw samples the way k6
-computes them. Must not: know which file a histogram came from or what it
+histograms, the percentile summary, and percentiles of raw samples the way the
+load generator (chronik-loadgen) computes them. Must not: know which file a histogram came from or what it
 measured; average percentiles of different sources (the one thing this module
 exists to prevent: percentiles only come from merged distributions).
 """
@@ -167,8 +167,8 @@ def percentile_distribution(h: HdrHistogram, ticks_per_half_distance: int = 5) -
 
 def sample_percentiles(values: Sequence[float] | pd.Series) -> dict[str, float]:
     """count, mean, percentiles and max of raw samples, interpolated linearly
-    between closest ranks as k6's Trend summary does (so one runner's raw
-    samples reproduce its summary)."""
+    between closest ranks as chronik-loadgen's summary (and k6's Trend before
+    it) does, so one generator's raw samples reproduce its summary."""
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
         return {"count": 0, "mean": np.nan, **{name: np.nan for name, _ in PERCENTILES}, "max": np.nan}

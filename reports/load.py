@@ -1,12 +1,14 @@
 """Reads one results directory (``results/<run-id>/``) into raw Python objects and frames.
 
 Owns: the file names and formats of the results-directory contract (see
-``reports/README.md``): ``meta.json``, ``k6/``, ``consumers/``, ``ingestors/``,
-``metrics/``, ``resources.csv``; the Prometheus text parser. Must not:
-compute figures (``tidy``, ``summarise``) or crash on a missing or unreadable
-file: a file that is absent is simply absent (``render`` says "not
-available"); one that exists but cannot be read is recorded in
-``Run.problems`` and otherwise ignored.
+``reports/README.md`` and ``load/SPEC.md``): ``meta.json``, ``load/`` (the
+load generator, chronik-loadgen: ``gen-<i>/summary-<plan>.json``,
+``gen-<i>/requests-<plan>.csv.gz``, ``merged-<plan>.json``), a legacy run's
+``k6/``, ``consumers/``, ``ingestors/``, ``metrics/``, ``resources.csv``; the
+Prometheus text parser. Must not: compute figures (``tidy``, ``summarise``)
+or crash on a missing or unreadable file: a file that is absent is simply
+absent (``render`` says "not available"); one that exists but cannot be read
+is recorded in ``Run.problems`` and otherwise ignored.
 """
 
 from __future__ import annotations
@@ -18,26 +20,45 @@ from pathlib import Path
 
 import pandas as pd
 
+# chronik-loadgen (load/SPEC.md "Results")
+LOAD_DIR = "load"
+SUMMARY = re.compile(r"^summary-(?P<plan>.+)\.json$")
+MERGED = re.compile(r"^merged-(?P<plan>.+)\.json$")
+REQUESTS = re.compile(r"^requests-(?P<plan>.+)\.csv(?:\.gz)?$")
+REQUEST_COLUMNS = [
+    "seq", "scheduled_s", "sent_s", "latency_ms", "route", "status", "messages", "ok", "failed", "bytes_out",
+    "bytes_in", "step", "error",
+]
+# the generator name of files directly in load/ (not in a gen-<i>/ directory)
+SINGLE_GENERATOR = "loadgen"
+# legacy runs (before issue 33): k6's handleSummary and `--out csv` files
+K6_DIR = "k6"
 K6_SUMMARY = re.compile(r"^k6-(?P<scenario>.+)-summary\.json$")
 K6_RAW = re.compile(r"^raw-(?P<scenario>.+)\.csv(?:\.gz)?$")
-LEDGER = re.compile(r"^(?P<name>.+)-ledger\.json$")
-INGESTOR_METRICS = re.compile(r"^(?P<name>.+)-metrics\.prom$")
 # the runner name of files directly in k6/ (a single runner)
 SINGLE_RUNNER = "k6"
+LEDGER = re.compile(r"^(?P<name>.+)-ledger\.json$")
+INGESTOR_METRICS = re.compile(r"^(?P<name>.+)-metrics\.prom$")
 
-RAW_COLUMNS = ["runner", "scenario", "metric_name", "timestamp", "metric_value"]
+REQUEST_FRAME_COLUMNS = ["generator", "scenario", *REQUEST_COLUMNS]
+K6_RAW_COLUMNS = ["generator", "scenario", "metric_name", "timestamp", "metric_value"]
 PROM_COLUMNS = ["scope", "source", "metric", "labels", "value"]
 RESOURCE_COLUMNS = ["timestamp", "component", "name", "pid", "cpu_seconds", "rss_bytes"]
 
 
 @dataclass(frozen=True)
-class K6Summary:
-    """One k6 runner's ``handleSummary`` data object for one scenario."""
+class LoadSummary:
+    """One load generator's summary of one plan: chronik-loadgen's
+    ``summary-<plan>.json`` (``engine`` "loadgen"), its pooled
+    ``merged-<plan>.json`` (``generator`` "merged"), or a legacy k6 runner's
+    ``handleSummary`` data (``engine`` "k6"). All keep the
+    ``metrics.<name>.values.<stat>`` shape."""
 
-    runner: str
-    scenario: str
+    generator: str
+    scenario: str  # the plan's name (a legacy run: the k6 scenario's)
     path: Path
     data: dict
+    engine: str = "loadgen"
 
 
 @dataclass(frozen=True)
@@ -69,8 +90,13 @@ class Run:
     path: Path
     run_id: str
     meta: dict
-    k6_summaries: tuple[K6Summary, ...]
-    # runner, scenario, metric_name, timestamp (raw, as written), metric_value
+    # one per load generator and plan (never the merged summary)
+    load_summaries: tuple[LoadSummary, ...]
+    # load/merged-<plan>.json: the generators' raw rows pooled by chronik-loadgen merge
+    merged_summaries: tuple[LoadSummary, ...]
+    # generator, scenario, then the request columns of load/SPEC.md as written
+    load_requests: pd.DataFrame
+    # legacy runs: generator (the k6 runner), scenario, metric_name, timestamp (raw), metric_value
     k6_raw: pd.DataFrame
     consumers: tuple[ConsumerReport, ...]
     ledgers: tuple[Ledger, ...]
@@ -95,12 +121,13 @@ def load_run(path: Path) -> Run:
         raise FileNotFoundError(f"results directory not found: {path}")
     problems: list[str] = []
     meta = _read_json(path / "meta.json", problems) or {}
-    summaries = tuple(_k6_summaries(path, problems))
     return Run(
         path=path,
         run_id=str(meta.get("run_id") or path.name),
         meta=meta,
-        k6_summaries=summaries,
+        load_summaries=(*_loadgen_summaries(path, problems), *_k6_summaries(path, problems)),
+        merged_summaries=tuple(_merged_summaries(path, problems)),
+        load_requests=_load_requests(path, problems),
         k6_raw=_k6_raw(path, problems),
         consumers=tuple(_consumer_reports(path, problems)),
         ledgers=tuple(_ledgers(path, problems)),
@@ -124,43 +151,90 @@ def _read_json(path: Path, problems: list[str]) -> dict | None:
     return value
 
 
-def _runner_of(k6_dir: Path, file: Path) -> str:
-    parent = file.parent.relative_to(k6_dir)
-    return SINGLE_RUNNER if parent == Path(".") else parent.as_posix()
+def _generator_of(top: Path, file: Path, single: str) -> str:
+    parent = file.parent.relative_to(top)
+    return single if parent == Path(".") else parent.as_posix()
 
 
-def _k6_summaries(run_dir: Path, problems: list[str]):
-    k6_dir = run_dir / "k6"
-    if not k6_dir.is_dir():
-        return
-    for file in sorted(k6_dir.rglob("k6-*-summary.json")):
-        m = K6_SUMMARY.match(file.name)
+def _summaries(run_dir: Path, sub: str, files, pattern: re.Pattern, single: str, engine: str, problems: list[str]):
+    top = run_dir / sub
+    for file in files:
+        m = pattern.match(file.name)
         data = _read_json(file, problems) if m else None
         if data is None:
             continue
         if not isinstance(data.get("metrics"), dict):
-            problems.append(f"k6/{file.relative_to(k6_dir)}: no metrics object")
+            problems.append(f"{sub}/{file.relative_to(top)}: no metrics object")
             continue
-        yield K6Summary(_runner_of(k6_dir, file), m["scenario"], file, data)
+        yield LoadSummary(_generator_of(top, file, single), m.group(1), file, data, engine)
+
+
+def _loadgen_summaries(run_dir: Path, problems: list[str]):
+    top = run_dir / LOAD_DIR
+    if top.is_dir():
+        yield from _summaries(run_dir, LOAD_DIR, sorted(top.rglob("summary-*.json")), SUMMARY, SINGLE_GENERATOR,
+                              "loadgen", problems)
+
+
+def _merged_summaries(run_dir: Path, problems: list[str]):
+    top = run_dir / LOAD_DIR
+    if top.is_dir():
+        yield from _summaries(run_dir, LOAD_DIR, sorted(top.glob("merged-*.json")), MERGED, "merged", "loadgen",
+                              problems)
+
+
+def _k6_summaries(run_dir: Path, problems: list[str]):
+    top = run_dir / K6_DIR
+    if top.is_dir():
+        yield from _summaries(run_dir, K6_DIR, sorted(top.rglob("k6-*-summary.json")), K6_SUMMARY, SINGLE_RUNNER,
+                              "k6", problems)
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
+def _load_requests(run_dir: Path, problems: list[str]) -> pd.DataFrame:
+    top = run_dir / LOAD_DIR
+    frames = []
+    if top.is_dir():
+        for file in sorted(top.rglob("requests-*.csv*")):
+            m = REQUESTS.match(file.name)
+            if m is None:
+                continue
+            try:
+                frame = pd.read_csv(file, dtype={"route": str, "step": str, "error": str}, keep_default_na=False,
+                                    na_values={c: [""] for c in REQUEST_COLUMNS if c not in ("route", "step", "error")})
+            except (OSError, ValueError, EOFError) as e:
+                problems.append(f"{LOAD_DIR}/{file.relative_to(top)}: unreadable CSV ({e})")
+                continue
+            missing = [c for c in REQUEST_COLUMNS if c not in frame.columns]
+            if missing:
+                problems.append(f"{LOAD_DIR}/{file.relative_to(top)}: missing columns {', '.join(missing)}")
+                continue
+            frames.append(frame.assign(generator=_generator_of(top, file, SINGLE_GENERATOR), scenario=m["plan"]))
+    if not frames:
+        return _empty(REQUEST_FRAME_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[REQUEST_FRAME_COLUMNS]
 
 
 def _k6_raw(run_dir: Path, problems: list[str]) -> pd.DataFrame:
-    k6_dir = run_dir / "k6"
+    top = run_dir / K6_DIR
     frames = []
-    if k6_dir.is_dir():
-        for file in sorted(k6_dir.rglob("raw-*.csv*")):
+    if top.is_dir():
+        for file in sorted(top.rglob("raw-*.csv*")):
             m = K6_RAW.match(file.name)
             if m is None:
                 continue
             try:
                 frame = pd.read_csv(file, usecols=["metric_name", "timestamp", "metric_value"])
             except (OSError, ValueError, EOFError) as e:
-                problems.append(f"k6/{file.relative_to(k6_dir)}: unreadable CSV ({e})")
+                problems.append(f"{K6_DIR}/{file.relative_to(top)}: unreadable CSV ({e})")
                 continue
-            frames.append(frame.assign(runner=_runner_of(k6_dir, file), scenario=m["scenario"]))
+            frames.append(frame.assign(generator=_generator_of(top, file, SINGLE_RUNNER), scenario=m["scenario"]))
     if not frames:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in RAW_COLUMNS})
-    return pd.concat(frames, ignore_index=True)[RAW_COLUMNS]
+        return _empty(K6_RAW_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[K6_RAW_COLUMNS]
 
 
 def _consumer_reports(run_dir: Path, problems: list[str]):

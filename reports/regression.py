@@ -1,8 +1,9 @@
 """Whether two sets of runs differ beyond run-to-run noise.
 
-Owns: the per-second throughput series a comparison uses (raw k6 samples,
-the first and last ``TRIM_S`` seconds of each run dropped: ramp-up and drain),
-the two tests and the verdict. Must not: read files (``load``) or format a
+Owns: the per-second throughput series a comparison uses (from the load
+generators' raw request rows, or a legacy run's raw k6 samples; the first and
+last ``TRIM_S`` seconds of each run dropped: ramp-up and drain), the two
+tests and the verdict. Must not: read files (``load``) or format a
 report.
 
 Two tests must agree before a difference is called real:
@@ -100,7 +101,8 @@ def bootstrap_ratio(baseline: list[np.ndarray], candidate: list[np.ndarray], dra
 def compare(baseline: dict[str, np.ndarray], candidate: dict[str, np.ndarray]) -> Verdict:
     """The verdict on two sides' per-second rates (run id -> series)."""
     if not baseline or not candidate:
-        raise ValueError("each side needs at least one run with raw k6 samples (k6/raw-*.csv.gz)")
+        raise ValueError("each side needs at least one run with raw request rows "
+                         "(load/gen-*/requests-*.csv.gz; a legacy run: k6/raw-*.csv.gz)")
     b_runs, c_runs = list(baseline.values()), list(candidate.values())
     b_all, c_all = np.concatenate(b_runs), np.concatenate(c_runs)
     b_mean, c_mean = float(b_all.mean()), float(c_all.mean())

@@ -119,11 +119,13 @@ def _header(report: Report) -> list[str]:
         for h in hosts.itertuples()
     ) or "not available"
     commits = ", ".join(f"`{c[:12]}`" for c in s["git_commit"].dropna().unique()) if len(s) else ""
+    generators = ", ".join(s["load_generator"].dropna().unique()) if len(s) else ""
     return [
         "# Chronik load-test report",
         "",
         f"**Runs**: {len(report.runs)}{span}  ",
         f"**Host**: {host_text}  ",
+        f"**Load generator**: {generators or 'not available'}  ",
         f"**Commit**: {commits or 'not available'}",
     ]
 
@@ -196,38 +198,48 @@ def _results(report: Report, charts: Mapping[str, str]) -> list[str]:
     out = ["## Results per test", ""]
     s = report.summary
     if s["scenario"].isna().all():
-        out.append(f"{NOT_AVAILABLE}: no k6 summary in any run.")
+        out.append(f"{NOT_AVAILABLE}: no load generator summary in any run.")
     else:
         cols: list[Column] = [
             ("Run", "run_id", fmt_code), ("Scenario", "scenario", fmt_text), ("Broker", "broker", fmt_text),
-            ("Acks", "acks", fmt_text), ("k6 runners", "runners", fmt_int), ("Messages", "messages", fmt_int),
+            ("Acks", "acks", fmt_text), ("Load generators", "generators", fmt_int), ("Messages", "messages", fmt_int),
             ("Msg/s", "msg_per_s", fmt_int), ("MB/s", "mb_per_s", fmt_float), ("Wire MB/s", "wire_mb_per_s", fmt_float),
-            ("Error rate", "error_rate", fmt_pct), ("Batch p50", "batch_p50_ms", fmt_ms),
+            ("Error rate", "error_rate", fmt_pct), ("Failed msgs", "messages_failed", fmt_int),
+            ("Dropped reqs", "dropped", fmt_int), ("Batch p50", "batch_p50_ms", fmt_ms),
             ("p90", "batch_p90_ms", fmt_ms), ("p95", "batch_p95_ms", fmt_ms), ("p99", "batch_p99_ms", fmt_ms),
             ("p99.9", "batch_p99.9_ms", fmt_ms), ("max", "batch_max_ms", fmt_ms),
-            ("Percentiles from", "latency_source", fmt_text),
+            ("Percentiles from", "latency_source", fmt_text), ("Thresholds", "thresholds_ok", fmt_text),
         ]
         if s["accepted_per_s"].notna().any():
             # fire-and-forget: accepted is not delivered (the seeds' Test 5)
             cols.insert(7, ("Accepted msg/s", "accepted_per_s", fmt_int))
-        out.append(markdown_table(s, cols, _numbers(cols, ["Run", "Scenario", "Broker", "Acks", "Percentiles from"])))
-        out += ["", "Msg/s: messages the k6 runners counted as produced (HTTP 200: acknowledged by the broker) ÷ "
-                "the longest runner's duration; MB/s: payload bytes (k6 `payload_bytes`, else msg/s × message "
-                "size) in 10⁶ B; wire MB/s: k6 `data_sent`. "
-                "Error rate: failed produce requests ÷ all, pooled over runners. "
-                "Batch latency percentiles: from raw samples pooled over runners, or one runner's summary; "
-                "never averaged across runners."]
+        table = s.assign(thresholds_ok=[_fmt_thresholds(ok, failed) for ok, failed
+                                        in zip(s["thresholds_ok"], s["failed_thresholds"])])
+        out.append(markdown_table(table, cols, _numbers(cols, ["Run", "Scenario", "Broker", "Acks", "Percentiles from",
+                                                               "Thresholds"])))
+        out += ["", "Msg/s: messages the load generators (chronik-loadgen) counted as produced, from the ingestor's "
+                "per-message answers (acknowledged by the broker), ÷ the longest generator's duration; MB/s: "
+                "payload bytes (`payload_bytes`, else msg/s × message size) in 10⁶ B; wire MB/s: `data_sent`. "
+                "Error rate: failed produce requests (an error status, no answer, a malformed answer, or a message "
+                "not acknowledged) ÷ all, pooled over generators; failed msgs: messages not acknowledged; dropped "
+                "reqs: requests not sent on schedule. "
+                "Batch latency percentiles: from raw samples pooled over generators (here or in the generators' "
+                "merged summary), or one generator's summary; never averaged across generators. "
+                "Thresholds: the plan's gates that set the load generator's exit status (99 when one failed)."]
     for key, title in (("throughput", "Throughput over time"), ("batch_latency", "Batch latency percentiles")):
         if key in charts:
             out += ["", f"![{title}]({charts[key]})"]
-    if len(report.runners) and report.runners.groupby(["run_id", "scenario"])["runner"].nunique().max() > 1:
+    g = report.generators
+    if len(g) and g.groupby(["run_id", "scenario"])["generator"].nunique().max() > 1:
         cols = [
-            ("Run", "run_id", fmt_code), ("Runner", "runner", fmt_text), ("HTTP reqs", "requests", fmt_int),
+            ("Run", "run_id", fmt_code), ("Generator", "generator", fmt_text), ("HTTP reqs", "requests", fmt_int),
             ("Req/s", "req_per_s", fmt_float), ("Messages", "messages", fmt_int), ("Msg/s", "msg_per_s", fmt_int),
             ("Batch p50", "batch_p50_ms", fmt_ms), ("p90", "batch_p90_ms", fmt_ms), ("p95", "batch_p95_ms", fmt_ms),
             ("p99", "batch_p99_ms", fmt_ms), ("Errors", "error_rate", fmt_pct),
+            ("Failed msgs", "messages_failed", fmt_int), ("Dropped reqs", "dropped", fmt_int),
         ]
-        out += ["", "### Per k6 runner", "", markdown_table(report.runners, cols, _numbers(cols, ["Run", "Runner"]))]
+        out += ["", "### Per load generator", "", markdown_table(g, cols, _numbers(cols, ["Run", "Generator"])),
+                "", "Each generator's own share of the load; its percentiles are not pooled figures."]
     return out
 
 
@@ -341,16 +353,19 @@ def _resources(report: Report, charts: Mapping[str, str]) -> list[str]:
             "Share of machine: avg cores ÷ the host's cores."]
     if not report.sides.empty:
         scols: list[Column] = [
-            ("Run", "run_id", fmt_code), ("Load generator (k6)", "load_generator_share", _fmt_share),
+            ("Run", "run_id", fmt_code), ("Load generator (chronik-loadgen)", "load_generator_share", _fmt_share),
             ("System under test", "system_share", _fmt_share), ("Everything sampled", "total_share", _fmt_share),
             ("Pipeline CPU µs/msg", "pipeline_cpu_us_per_msg", fmt_float),
-            ("k6 over half the machine", "load_generator_limit",
-             lambda x: "**yes**: the figures may be k6's limit" if x else "no"),
+            ("Load generator over half the machine", "load_generator_limit",
+             lambda x: "**yes**: the figures may be the load generator's limit" if x else "no"),
         ]
-        out += ["", "### Where the cores go", "", markdown_table(report.sides, scols, _numbers(scols, ["Run", "k6 over half the machine"])),
-                "", "System under test: ingestors + brokers + consumers. Pipeline CPU µs/msg: k6 + system under test. "
-                "When k6 takes more than half of the machine, the run measured the load generator as much as the "
-                "system: the conclusions say so."]
+        out += ["", "### Where the cores go", "",
+                markdown_table(report.sides, scols, _numbers(scols, ["Run", "Load generator over half the machine"])),
+                "", "Load generator: the `loadgen` processes of resources.csv"
+                + (" (and a legacy run's `k6` ones)" if (report.components["component"] == "k6").any() else "")
+                + ". System under test: ingestors + brokers + consumers. Pipeline CPU µs/msg: load generator + "
+                "system under test. When the load generator takes more than half of the machine, the run measured "
+                "the load generator as much as the system: the conclusions say so."]
     if "cpu" in charts:
         out += ["", f"![CPU per component]({charts['cpu']})"]
     pcols: list[Column] = [
@@ -368,19 +383,20 @@ def _capacity(report: Report) -> list[list[str]]:
         return []
     out = ["## Max sustainable rate", ""]
     vcols: list[Column] = [
-        ("Run", "run_id", fmt_code), ("Broker", "broker", fmt_text), ("Max level (batches/s)", "max_level", fmt_int),
+        ("Run", "run_id", fmt_code), ("Broker", "broker", fmt_text), ("Max level (requests/s)", "max_level", fmt_int),
         ("Max msg/s offered", "max_offered_msg_per_s", fmt_int), ("Achieved msg/s min", "msg_per_s_min", fmt_int),
         ("max", "msg_per_s_max", fmt_int), ("Batch p99 min", "batch_p99_min_ms", fmt_ms),
         ("max", "batch_p99_max_ms", fmt_ms), ("First failing level", "first_failed_level", fmt_int),
         ("Climbs", "climbs", fmt_int), ("Every lower level held", "monotone", lambda x: "yes" if x else "**no**"),
     ]
     out += [markdown_table(report.capacity, vcols, _numbers(vcols, ["Run", "Broker", "Every lower level held"])), "",
-            "A level holds in a climb when its step's batch p99 is under the scenario's `P99_MS`, its produce errors "
-            "are within `ERROR_RATE` and its dropped + interrupted iterations are under `DROPPED_RATIO` of the "
-            "iterations it should have started. Max: the highest level that held in every climb; min–max: the "
-            "spread of that level's repeated steps."]
+            "A level holds in a climb when its step's batch p99 is under the plan's `thresholds.p99_ms`, its "
+            "produce errors are within `thresholds.error_rate` and its dropped (not sent on schedule) + "
+            "interrupted (unanswered when the step's gap ended) requests are under `thresholds.dropped_ratio` of "
+            "the requests it scheduled, pooled over every load generator. Max: the highest level that held in "
+            "every climb; min–max: the spread of that level's repeated steps."]
     lcols: list[Column] = [
-        ("Run", "run_id", fmt_code), ("Level (batches/s)", "level", fmt_int), ("Offered msg/s", "offered_msg_per_s", fmt_int),
+        ("Run", "run_id", fmt_code), ("Level (requests/s)", "level", fmt_int), ("Offered msg/s", "offered_msg_per_s", fmt_int),
         ("Held in", "held_in", fmt_int), ("of climbs", "climbs", fmt_int), ("Achieved msg/s min", "msg_per_s_min", fmt_int),
         ("max", "msg_per_s_max", fmt_int), ("Batch p99 min", "batch_p99_min_ms", fmt_ms), ("max", "batch_p99_max_ms", fmt_ms),
     ]
@@ -397,6 +413,12 @@ def _capacity(report: Report) -> list[list[str]]:
 
 def _fmt_share(x) -> str:
     return fmt_pct(x, 0)
+
+
+def _fmt_thresholds(ok, failed) -> str:
+    if _missing(ok):
+        return NA
+    return "held" if ok else f"**failed**: {failed}"
 
 
 def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> str:

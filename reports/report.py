@@ -20,8 +20,8 @@ from .load import Run, load_runs
 class Report:
     runs: list[Run]
     settings: pd.DataFrame  # one row per run
-    runners: pd.DataFrame  # per (run, scenario, k6 runner)
-    summary: pd.DataFrame  # per (run, scenario): msg/s, MB/s, errors, batch latency
+    generators: pd.DataFrame  # per (run, scenario, load generator)
+    summary: pd.DataFrame  # per (run, scenario): msg/s, MB/s, errors, batch latency, thresholds
     throughput: pd.DataFrame  # per run: messages, msg/s (scenarios added)
     timeline: pd.DataFrame  # msg/s per second of each run
     progression: pd.DataFrame
@@ -51,8 +51,8 @@ def build_report(runs_or_paths) -> Report:
     runs = list(runs_or_paths)
     if runs and not all(isinstance(r, Run) for r in runs):
         runs = load_runs(runs)
-    runners = summarise.k6_runners(runs)
-    summary = summarise.test_summary(runs, runners)
+    generators = summarise.generators(runs)
+    summary = summarise.test_summary(runs, generators)
     throughput = (
         summary.groupby("run_id", as_index=False, sort=False)
         .agg(messages=("messages", lambda s: s.sum(min_count=1)), msg_per_s=("msg_per_s", lambda s: s.sum(min_count=1)))
@@ -75,7 +75,7 @@ def build_report(runs_or_paths) -> Report:
     report = Report(
         runs=runs,
         settings=settings,
-        runners=runners,
+        generators=generators,
         summary=summary,
         throughput=throughput,
         timeline=summarise.throughput_timeline(runs),
@@ -111,10 +111,10 @@ def notes(report: Report) -> list[str]:
         missing = []
         if not run.meta:
             missing.append("meta.json (settings unknown)")
-        if not run.k6_summaries:
-            missing.append("k6 summary")
-        elif run.k6_raw.empty:
-            missing.append("raw k6 samples (no throughput-over-time chart)")
+        if not run.load_summaries:
+            missing.append("load generator summary")
+        elif run.load_requests.empty and run.k6_raw.empty:
+            missing.append("raw request rows (no throughput-over-time chart)")
         if not run.consumers:
             missing.append("consumer reports")
         if not run.ledgers:
@@ -129,11 +129,12 @@ def notes(report: Report) -> list[str]:
         if run.consumers and note:
             out.append(f"`{run.run_id}`: end-to-end latency: {note}.")
         out.extend(f"`{run.run_id}`: {problem}." for problem in run.problems)
-    unmerged = report.summary[report.summary["latency_source"].str.startswith("not merged")]
+    unpooled = report.summary[report.summary["latency_source"].str.startswith(summarise.NOT_POOLED)]
     out.extend(
-        f"`{row.run_id}` ({row.scenario}): batch-latency percentiles of {row.runners:.0f} k6 runners could not be "
-        "merged (summaries only, no raw samples); they are shown per runner and were not averaged."
-        for row in unmerged.itertuples()
+        f"`{row.run_id}` ({row.scenario}): batch-latency percentiles of {row.generators:.0f} load generators could "
+        "not be pooled (summaries only: no raw request rows, no merged summary); they are shown per generator and "
+        "were not averaged."
+        for row in unpooled.itertuples()
     )
     return out
 
@@ -169,8 +170,15 @@ def conclusions(report: Report) -> list[str]:
         errors = s[s["error_rate"] > 0]
         out.extend(
             f"**Errors** `{row.run_id}`: {row.error_rate:.2%} of produce requests failed "
-            f"({_n(row.errors)} of {_n(row.error_checks)})." for row in errors.itertuples()
+            f"({_n(row.errors)} of {_n(row.error_checks)})"
+            + (f"; {_n(row.messages_failed)} messages not acknowledged" if row.messages_failed > 0 else "")
+            + "." for row in errors.itertuples()
         )
+    failed = report.summary[report.summary["thresholds_ok"].eq(False)]
+    out.extend(
+        f"**Thresholds failed** `{row.run_id}` ({row.scenario}): {row.failed_thresholds} (from the "
+        f"{row.thresholds_from}; the load generator exits 99)." for row in failed.itertuples()
+    )
 
     def pick(table: pd.DataFrame, label: str) -> pd.DataFrame:
         return table[table["metric"] == label]
@@ -206,9 +214,10 @@ def conclusions(report: Report) -> list[str]:
     for side in report.sides.itertuples():
         if side.load_generator_limit:
             out.append(
-                f"**Load generator limit** `{side.run_id}`: k6 used {side.load_generator_share:.0%} of the machine "
-                f"(more than {resources.LOAD_GENERATOR_WARN_SHARE:.0%}): the figures may show what k6 could send, "
-                "not what the system could carry; give k6 its own machine or fewer requests per message."
+                f"**Load generator limit** `{side.run_id}`: the load generator used {side.load_generator_share:.0%} "
+                f"of the machine (more than {resources.LOAD_GENERATOR_WARN_SHARE:.0%}): the figures may show what "
+                "it could send, not what the system could carry; give the generators their own machines "
+                "(`--generators N`) or send more messages per request."
             )
     comps = report.components
     if len(comps):

@@ -1,11 +1,12 @@
-"""CPU and memory of each process of a run (broker, ingestors, consumers, k6),
+"""CPU and memory of each process of a run (broker, ingestors, consumers, the load generator),
 from the once-a-second ``resources.csv`` samples.
 
 Owns: average cores (CPU seconds over the sampled window), peak cores (the
 busiest sampling interval), peak RSS, their sums per component, and the
 efficiency figures: msg/s per core and CPU µs per message, each component's
 share of the machine (average cores ÷ the host's cores), and which side used
-the cores: the load generator (k6) or the system under test. Must not: decide
+the cores: the load generator (chronik-loadgen, component ``loadgen``; a
+legacy run's ``k6``) or the system under test. Must not: decide
 what a run's message count is (the caller passes it).
 """
 
@@ -25,9 +26,10 @@ COMPONENT_COLUMNS = [
     "msg_per_s_per_core", "cpu_us_per_msg", "machine_share",
 ]
 # components in the order a message passes them, then the observers
-COMPONENT_ORDER = ["k6", "ingestor", "broker", "consumer", "prometheus"]
-# the load generator; every other pipeline component is the system under test
-LOAD_GENERATOR = "k6"
+COMPONENT_ORDER = ["loadgen", "k6", "ingestor", "broker", "consumer", "prometheus"]
+# the load generator (run-all.sh labels chronik-loadgen's processes `loadgen`;
+# legacy runs `k6`); every other pipeline component is the system under test
+LOAD_GENERATORS = ["loadgen", "k6"]
 SYSTEM_UNDER_TEST = ["ingestor", "broker", "consumer"]
 # above this share of the machine the load generator may be the limit
 LOAD_GENERATOR_WARN_SHARE = 0.5
@@ -115,13 +117,13 @@ def sides(components: pd.DataFrame) -> pd.DataFrame:
     for run_id, g in components.groupby("run_id", sort=False):
         share = g.set_index("component")["machine_share"]
         us = g.set_index("component")["cpu_us_per_msg"]
-        gen = share.get(LOAD_GENERATOR, float("nan"))
+        gen = share.reindex(LOAD_GENERATORS).sum(min_count=1)
         rows.append({
             "run_id": run_id,
             "load_generator_share": gen,
             "system_share": share.reindex(SYSTEM_UNDER_TEST).sum(min_count=1),
             "total_share": share.sum(min_count=1),
-            "pipeline_cpu_us_per_msg": us.reindex([LOAD_GENERATOR, *SYSTEM_UNDER_TEST]).sum(min_count=1),
+            "pipeline_cpu_us_per_msg": us.reindex([*LOAD_GENERATORS, *SYSTEM_UNDER_TEST]).sum(min_count=1),
             "load_generator_limit": bool(pd.notna(gen) and gen > LOAD_GENERATOR_WARN_SHARE),
         })
     return pd.DataFrame(rows, columns=columns)

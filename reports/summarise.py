@@ -1,12 +1,15 @@
-"""Throughput and latency figures per test and per k6 runner, their progression,
+"""Throughput and latency figures per test and per load generator, their progression,
 the acks=1 vs acks=all and chronik vs Kafka comparisons, and end-to-end latency.
 
-Owns: how runners are combined (messages add up; a scenario's rate is its
-messages over its longest runner's duration; error rates are pooled counts,
-never averaged rates; batch-latency percentiles come from raw samples pooled
-across runners, or from a single runner's summary, and are otherwise left
-unmerged), and how end-to-end latency is taken from the consumers' merged
-``.hlog`` files. Must not: read files (``load``) or format text (``render``).
+Owns: how load generators are combined (messages add up; a scenario's rate is
+its messages over its longest generator's duration; error rates are pooled
+counts, never averaged rates; batch-latency percentiles come from raw samples
+pooled across generators, else from chronik-loadgen's merged summary (which
+pooled them), else from a single generator's summary, and are otherwise left
+unpooled; the thresholds that set the exit status come from the merged
+summary, else from each generator's), and how end-to-end latency is taken
+from the consumers' merged ``.hlog`` files. Must not: read files (``load``)
+or format text (``render``).
 """
 
 from __future__ import annotations
@@ -19,20 +22,21 @@ import pandas as pd
 
 from . import latency
 from .latency import HlogError
-from .load import ConsumerReport, Run
-from .tidy import empty, k6_samples, k6_values, measured_window, over_runs, run_settings
+from .load import ConsumerReport, LoadSummary, Run
+from .tidy import empty, load_samples, load_values, measured_window, merged_values, over_runs, run_settings
 
 MB = 1_000_000  # MB/s in decimal megabytes, as the seeds report them
 
-RUNNER_COLUMNS = [
-    "run_id", "scenario", "runner", "messages", "duration_s", "msg_per_s", "requests", "req_per_s",
-    "errors", "error_checks", "error_rate", "http_failed_rate", "dropped_iterations", "data_sent_bytes",
+GENERATOR_COLUMNS = [
+    "run_id", "scenario", "generator", "messages", "duration_s", "msg_per_s", "requests", "req_per_s",
+    "errors", "error_checks", "error_rate", "http_failed_rate", "dropped", "messages_failed", "data_sent_bytes",
     "payload_bytes", "accepted", "vus_max", "batch_avg_ms", "batch_p50_ms", "batch_p90_ms", "batch_p95_ms",
     "batch_p99_ms", "batch_p99.9_ms", "batch_max_ms",
 ]
 BATCH_LATENCY_COLUMNS = [
     "batch_avg_ms", "batch_p50_ms", "batch_p90_ms", "batch_p95_ms", "batch_p99_ms", "batch_p99.9_ms", "batch_max_ms",
 ]
+THRESHOLD_COLUMNS = ["run_id", "scenario", "thresholds_ok", "failed_thresholds", "thresholds_from"]
 E2E_COLUMNS = [
     "run_id", "source", "replicas", "count", "e2e_mean_ms", "e2e_p50_ms", "e2e_p90_ms", "e2e_p95_ms",
     "e2e_p99_ms", "e2e_p99.9_ms", "e2e_max_ms", "note",
@@ -51,6 +55,8 @@ COMPARED = (
 )
 # settings that must be equal for two runs to be compared
 COMPARABLE_ON = ["scenario", "message_size", "batch_size", "partitions", "ingestors"]
+# the start of latency_source when several generators' percentiles could not be pooled
+NOT_POOLED = "not pooled"
 
 
 def settings(runs: list[Run]) -> pd.DataFrame:
@@ -63,19 +69,36 @@ def _stat(wide: pd.DataFrame, metric: str, stat: str) -> pd.Series:
     return wide[key] if key in wide.columns else pd.Series(np.nan, index=wide.index)
 
 
-def k6_runners(runs: list[Run]) -> pd.DataFrame:
-    """One row per (run, scenario, k6 runner), from the runners' summaries.
-
-    Reads k6's default trend stats (``med``) and k6/lib/summary.js's
-    (``p(50)``, ``p(99.9)``); ``payload_bytes`` and ``messages_accepted``
-    (fire mode) when the scenario counts them."""
-    values = over_runs(runs, k6_values)
-    if values.empty:
-        return empty(RUNNER_COLUMNS)
-    wide = values.assign(key=lambda d: d["metric"] + "|" + d["stat"]).pivot_table(
-        index=["run_id", "scenario", "runner"], columns="key", values="value", aggfunc="first"
+def _wide(values: pd.DataFrame) -> pd.DataFrame:
+    return values.assign(key=lambda d: d["metric"] + "|" + d["stat"]).pivot_table(
+        index=["run_id", "scenario", "generator"], columns="key", values="value", aggfunc="first"
     )
-    # produce_errors is the scenario's own failure Rate; http_req_failed stands in without it
+
+
+def _batch_latency_stats(wide: pd.DataFrame) -> dict[str, pd.Series]:
+    """The batch-latency columns of summaries; ``med`` is plain k6's p50."""
+    return {
+        "batch_avg_ms": _stat(wide, "batch_latency", "avg"),
+        "batch_p50_ms": _stat(wide, "batch_latency", "p(50)").fillna(_stat(wide, "batch_latency", "med")),
+        "batch_p90_ms": _stat(wide, "batch_latency", "p(90)"),
+        "batch_p95_ms": _stat(wide, "batch_latency", "p(95)"),
+        "batch_p99_ms": _stat(wide, "batch_latency", "p(99)"),
+        "batch_p99.9_ms": _stat(wide, "batch_latency", "p(99.9)"),
+        "batch_max_ms": _stat(wide, "batch_latency", "max"),
+    }
+
+
+def generators(runs: list[Run]) -> pd.DataFrame:
+    """One row per (run, scenario, load generator), from the generators' summaries
+    (a legacy run: its k6 runners'; plain k6's trend stats have ``med``, no
+    ``p(99.9)``). ``dropped``: requests the generator could not send on
+    schedule (``requests_dropped``; k6: ``dropped_iterations``);
+    ``accepted``: messages a fire-and-forget plan handed over."""
+    values = over_runs(runs, load_values)
+    if values.empty:
+        return empty(GENERATOR_COLUMNS)
+    wide = _wide(values)
+    # produce_errors is the plan's own failure Rate; http_req_failed stands in without it
     errors = _stat(wide, "produce_errors", "passes").fillna(_stat(wide, "http_req_failed", "passes"))
     error_checks = (_stat(wide, "produce_errors", "passes") + _stat(wide, "produce_errors", "fails")).fillna(
         _stat(wide, "http_req_failed", "passes") + _stat(wide, "http_req_failed", "fails")
@@ -89,18 +112,13 @@ def k6_runners(runs: list[Run]) -> pd.DataFrame:
                 "errors": errors,
                 "error_checks": error_checks,
                 "http_failed_rate": _stat(wide, "http_req_failed", "rate"),
-                "dropped_iterations": _stat(wide, "dropped_iterations", "count"),
+                "dropped": _stat(wide, "requests_dropped", "count").fillna(_stat(wide, "dropped_iterations", "count")),
+                "messages_failed": _stat(wide, "messages_failed", "count"),
                 "data_sent_bytes": _stat(wide, "data_sent", "count"),
                 "payload_bytes": _stat(wide, "payload_bytes", "count"),
                 "accepted": _stat(wide, "messages_accepted", "count"),
                 "vus_max": _stat(wide, "vus_max", "max"),
-                "batch_avg_ms": _stat(wide, "batch_latency", "avg"),
-                "batch_p50_ms": _stat(wide, "batch_latency", "p(50)").fillna(_stat(wide, "batch_latency", "med")),
-                "batch_p90_ms": _stat(wide, "batch_latency", "p(90)"),
-                "batch_p95_ms": _stat(wide, "batch_latency", "p(95)"),
-                "batch_p99_ms": _stat(wide, "batch_latency", "p(99)"),
-                "batch_p99.9_ms": _stat(wide, "batch_latency", "p(99.9)"),
-                "batch_max_ms": _stat(wide, "batch_latency", "max"),
+                **_batch_latency_stats(wide),
             }
         )
         .assign(
@@ -109,62 +127,145 @@ def k6_runners(runs: list[Run]) -> pd.DataFrame:
             error_rate=lambda d: d["errors"] / d["error_checks"],
         )
         .reset_index()
-        [RUNNER_COLUMNS]
+        [GENERATOR_COLUMNS]
     )
 
 
-def batch_latency(runs: list[Run], runners: pd.DataFrame) -> pd.DataFrame:
+def _pooled_summaries(runs: list[Run]) -> pd.DataFrame:
+    """Batch latency of each run's ``merged-<plan>.json``, per (run, scenario)."""
+    values = over_runs(runs, merged_values)
+    if values.empty:
+        return empty(["run_id", "scenario", "generators", *BATCH_LATENCY_COLUMNS])
+    wide = _wide(values)
+    gens = {(r.run_id, s.scenario): s.data.get("generators") for r in runs for s in r.merged_summaries}
+    return (
+        pd.DataFrame(_batch_latency_stats(wide))
+        .reset_index()
+        .assign(generators=lambda d: [gens.get(k) for k in zip(d["run_id"], d["scenario"])])
+        .dropna(subset=["batch_p99_ms"])
+    )
+
+
+def batch_latency(runs: list[Run], gens: pd.DataFrame) -> pd.DataFrame:
     """Batch latency per (run, scenario), with where its percentiles came from.
 
-    Several runners' percentiles are only ever computed from their pooled raw
-    samples; with summaries alone they are not merged (and never averaged)."""
-    samples = over_runs(runs, k6_samples)
+    Several generators' percentiles are only ever computed from their pooled
+    raw samples (here, or by chronik-loadgen into the merged summary); with
+    per-generator summaries alone they are not pooled (and never averaged)."""
+    samples = over_runs(runs, load_samples)
     latency_samples = samples[samples["metric"] == "batch_latency"] if not samples.empty else samples
+    pooled = _pooled_summaries(runs).set_index(["run_id", "scenario"])
+    engines = {(r.run_id, s.scenario, s.generator): s.engine for r in runs for s in r.load_summaries}
     rows = []
-    for (run_id, scenario), group in runners.groupby(["run_id", "scenario"], sort=False):
-        names = set(group["runner"])
+    for (run_id, scenario), group in gens.groupby(["run_id", "scenario"], sort=False):
+        names = set(group["generator"])
         raw = latency_samples[(latency_samples["run_id"] == run_id) & (latency_samples["scenario"] == scenario)]
-        if len(raw) and names <= set(raw["runner"]):
+        if len(raw) and names <= set(raw["generator"]):
             p = latency.sample_percentiles(raw["value"])
-            source = f"raw samples of {len(names)} runners merged" if len(names) > 1 else "raw samples"
+            source = f"raw samples of {len(names)} generators pooled" if len(names) > 1 else "raw samples"
             figures = [p["mean"], p["p50"], p["p90"], p["p95"], p["p99"], p["p99.9"], p["max"]]
         elif len(names) == 1:
-            source = "k6 summary"
+            engine = engines.get((run_id, scenario, next(iter(names))))
+            source = "k6 summary (legacy run)" if engine == "k6" else "generator summary"
             figures = group[BATCH_LATENCY_COLUMNS].iloc[0].tolist()
+        elif (run_id, scenario) in pooled.index:
+            merged = pooled.loc[(run_id, scenario)]
+            source = f"merged summary ({len(names)} generators pooled by chronik-loadgen)"
+            figures = merged[BATCH_LATENCY_COLUMNS].tolist()
         else:
-            source = f"not merged: {len(names)} runners, summaries only (per runner below)"
+            source = f"{NOT_POOLED}: {len(names)} generators, summaries only (per generator below)"
             figures = [np.nan] * len(BATCH_LATENCY_COLUMNS)
         rows.append((run_id, scenario, *figures, source))
     return pd.DataFrame(rows, columns=["run_id", "scenario", *BATCH_LATENCY_COLUMNS, "latency_source"])
 
 
-def test_summary(runs: list[Run], runners: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per (run, scenario): messages, msg/s, MB/s, error rate, batch latency
-    (and, for fire-and-forget scenarios, messages accepted per second).
-    A run without k6 summaries keeps one row with the figures missing."""
-    runners = k6_runners(runs) if runners is None else runners
+def failed_thresholds(summary: LoadSummary) -> list[str] | None:
+    """The thresholds a summary records as failed ([] when all held), or None
+    when it records none: chronik-loadgen's ``thresholds_ok`` and
+    ``failed_thresholds``, else k6's per-metric ``thresholds`` (``{"ok": false}``)."""
+    data = summary.data
+    if isinstance(data.get("thresholds_ok"), bool):
+        failed = [str(f) for f in data.get("failed_thresholds") or []]
+        if data["thresholds_ok"]:
+            return []
+        if data.get("steps") and failed:
+            # a staircase gates per step and its upper steps are meant to fail
+            return [f"{len(failed)} step gates (find-max: see Max sustainable rate)"]
+        return failed or ["a threshold (not named)"]
+    found, failed = False, []
+    for metric, body in data["metrics"].items():
+        gates = body.get("thresholds") if isinstance(body, dict) else None
+        if isinstance(gates, dict):
+            for expression, result in gates.items():
+                found = True
+                if isinstance(result, dict) and result.get("ok") is False:
+                    failed.append(f"{metric}: {expression}")
+    return failed if found else None
+
+
+def thresholds(runs: list[Run]) -> pd.DataFrame:
+    """Per (run, scenario): whether the thresholds that set the load
+    generator's exit status held, and which failed. From the merged summary
+    (the pooled figures the exit status is decided on), else from each
+    generator's own summary (a failure named with its generator when there
+    are several)."""
+    rows = []
+    for run in runs:
+        merged = {s.scenario: s for s in run.merged_summaries}
+        by_scenario: dict[str, list[LoadSummary]] = {}
+        for s in run.load_summaries:
+            by_scenario.setdefault(s.scenario, []).append(s)
+        for scenario in dict.fromkeys([*by_scenario, *merged]):
+            if scenario in merged and failed_thresholds(merged[scenario]) is not None:
+                failed, source = failed_thresholds(merged[scenario]), "merged summary"
+            else:
+                each = [(s.generator, failed_thresholds(s)) for s in by_scenario.get(scenario, [])]
+                each = [(g, f) for g, f in each if f is not None]
+                if not each:
+                    continue
+                several = len(each) > 1
+                failed = [f"{g}: {f}" if several else f for g, fs in each for f in fs]
+                source = "each generator's summary" if several else "generator summary"
+            rows.append((run.run_id, scenario, not failed, "; ".join(failed), source))
+    if not rows:
+        return empty(THRESHOLD_COLUMNS)
+    return pd.DataFrame(rows, columns=THRESHOLD_COLUMNS)
+
+
+def test_summary(runs: list[Run], gens: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (run, scenario): messages, msg/s, MB/s, error rate, failed
+    messages, dropped requests, batch latency, thresholds (and, for
+    fire-and-forget plans, messages accepted per second). A run without load
+    generator summaries keeps one row with the figures missing."""
+    gens = generators(runs) if gens is None else gens
+
+    def total(s: pd.Series) -> float:
+        return s.sum(min_count=1)
+
     per_scenario = (
-        runners.groupby(["run_id", "scenario"], as_index=False, sort=False)
+        gens.groupby(["run_id", "scenario"], as_index=False, sort=False)
         .agg(
-            runners=("runner", "nunique"),
-            messages=("messages", lambda s: s.sum(min_count=1)),
+            generators=("generator", "nunique"),
+            messages=("messages", total),
             duration_s=("duration_s", "max"),
-            requests=("requests", lambda s: s.sum(min_count=1)),
-            errors=("errors", lambda s: s.sum(min_count=1)),
-            error_checks=("error_checks", lambda s: s.sum(min_count=1)),
-            data_sent_bytes=("data_sent_bytes", lambda s: s.sum(min_count=1)),
-            payload_bytes=("payload_bytes", lambda s: s.sum(min_count=1)),
-            accepted=("accepted", lambda s: s.sum(min_count=1)),
-            dropped_iterations=("dropped_iterations", lambda s: s.sum(min_count=1)),
+            requests=("requests", total),
+            errors=("errors", total),
+            error_checks=("error_checks", total),
+            messages_failed=("messages_failed", total),
+            data_sent_bytes=("data_sent_bytes", total),
+            payload_bytes=("payload_bytes", total),
+            accepted=("accepted", total),
+            dropped=("dropped", total),
         )
-        .merge(batch_latency(runs, runners), on=["run_id", "scenario"], how="left")
+        .merge(batch_latency(runs, gens), on=["run_id", "scenario"], how="left")
+        .merge(thresholds(runs), on=["run_id", "scenario"], how="left")
     )
     return (
         settings(runs)
         .merge(per_scenario, on="run_id", how="left")
         .assign(
             msg_per_s=lambda d: d["messages"] / d["duration_s"],
-            # payload bytes the scenario counted, else messages x the configured size
+            # payload bytes the plan counted, else messages x the configured size
             mb_per_s=lambda d: (d["payload_bytes"] / d["duration_s"] / MB).fillna(
                 d["msg_per_s"] * pd.to_numeric(d["message_size"], errors="coerce") / MB
             ),
@@ -179,13 +280,19 @@ def test_summary(runs: list[Run], runners: pd.DataFrame | None = None) -> pd.Dat
 
 
 def throughput_timeline(runs: list[Run]) -> pd.DataFrame:
-    """Messages produced per second of each run (all runners and scenarios), from raw k6 samples."""
-    samples = over_runs(runs, k6_samples)
+    """Messages per second of each run (all generators and scenarios), from
+    raw samples: messages produced (acknowledged), or for a run that produced
+    none through a blocking route, messages accepted (fire-and-forget)."""
+    samples = over_runs(runs, load_samples)
     if samples.empty:
         return empty(["run_id", "second", "msg_per_s"])
+    counted = samples[samples["metric"].isin(["messages_produced", "messages_accepted"])]
+    if counted.empty:
+        return empty(["run_id", "second", "msg_per_s"])
+    blocking = counted.groupby("run_id")["metric"].transform(lambda m: (m == "messages_produced").any())
+    counted = counted[(counted["metric"] == "messages_produced") | ~blocking]
     return (
-        samples[samples["metric"] == "messages_produced"]
-        .assign(second=lambda d: (d["time"] - d.groupby("run_id")["time"].transform("min")).dt.total_seconds() // 1)
+        counted.assign(second=lambda d: (d["time"] - d.groupby("run_id")["time"].transform("min")).dt.total_seconds() // 1)
         .groupby(["run_id", "second"], as_index=False)["value"]
         .sum()
         .rename(columns={"value": "msg_per_s"})

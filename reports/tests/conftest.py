@@ -16,6 +16,10 @@ ACKS1 = "20261122T100000Z-chronik-acks1"
 ACKSALL = "20261122T101000Z-chronik-acksall"
 KAFKA = "20261122T102000Z-kafka-acksall"
 RUN_IDS = [ACKS1, ACKSALL, KAFKA]
+PLAN = "blocking-batch"
+# one small run from before issue 33, as k6 wrote it (k6/runner-<i>/)
+LEGACY_DIR = FIXTURES / "legacy"
+LEGACY = "20261121T090000Z-chronik-k6"
 
 
 @pytest.fixture(scope="session")
@@ -30,11 +34,11 @@ def report(runs):
 
 @pytest.fixture
 def copy_run(tmp_path):
-    """copy_run(run_id) -> a writable copy of that fixture run."""
+    """copy_run(run_id) -> a writable copy of that fixture run (the legacy one too)."""
 
     def copy(run_id: str) -> Path:
         target = tmp_path / run_id
-        shutil.copytree(RUNS_DIR / run_id, target)
+        shutil.copytree((LEGACY_DIR if run_id == LEGACY else RUNS_DIR) / run_id, target)
         return target
 
     return copy

@@ -29,6 +29,7 @@ def test_render_writes_markdown_and_charts(tmp_path):
         assert section in md
     assert "**Verified: 0 lost, 0 duplicated, 0 reordered, 0 corrupt across 239,400 messages**" in md
     assert "| 239,400 | 11,970 | 3.06 |" in md
+    assert "### Per load generator" in md and "k6" not in md
     charts = sorted(p.name for p in (out.parent / "charts").glob("*.png"))
     assert charts == ["batch_latency.png", "cpu.png", "e2e_latency.png", "throughput.png"]
     for name in charts:

@@ -27,7 +27,7 @@ def test_notebook_executes_on_the_fixtures():
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     text = outputs_text(nb)
     assert "Verified: 0 lost, 0 duplicated, 0 reordered, 0 corrupt across 239,400 messages" in text
-    assert "raw samples of 2 runners merged" in text
+    assert "raw samples of 2 generators pooled" in text
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(images) == 4  # throughput, batch latency, e2e latency, cpu
     assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]

@@ -10,7 +10,7 @@ import pytest
 
 from reports.regression import compare, interval_rates, mann_whitney
 
-from .conftest import ACKS1, KAFKA
+from .conftest import ACKS1, KAFKA, LEGACY
 
 
 def test_mann_whitney_matches_the_normal_approximation_by_hand():
@@ -62,5 +62,16 @@ def test_interval_rates_and_compare_command(runs, capsys, copy_run):
     acks1 = str(copy_run(ACKS1))
     assert main(["compare", "--baseline", acks1, "--candidate", acks1]) == 0
     assert "within noise" in capsys.readouterr().out
-    # the Kafka fixture has summaries only, no raw samples: a usage error, said plainly
+    # the Kafka fixture has summaries only, no raw request rows: a usage error, said plainly
     assert main(["compare", "--baseline", acks1, "--candidate", str(copy_run(KAFKA))]) == 2
+    err = capsys.readouterr().err
+    assert "no raw request rows (load/gen-*/requests-*.csv.gz): left out" in err
+    assert "each side needs at least one run with raw request rows" in err
+
+
+def test_compare_reads_a_legacy_k6_run(copy_run, capsys):
+    from reports.__main__ import main
+
+    legacy = str(copy_run(LEGACY))
+    assert main(["compare", "--baseline", legacy, "--candidate", legacy]) == 0
+    assert "1 baseline run(s), 1 candidate run(s)" in capsys.readouterr().out

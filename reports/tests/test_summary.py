@@ -10,85 +10,162 @@ import json
 import numpy as np
 import pytest
 
-from .conftest import ACKS1, ACKSALL, KAFKA, RUNS_DIR, row
+from .conftest import ACKS1, ACKSALL, KAFKA, PLAN, RUNS_DIR, row
 
 
-def raw_values(run_id, runner_dir, metric):
-    path = RUNS_DIR / run_id / "k6" / runner_dir / "raw-produce-batch.csv.gz"
+def requests_of(run_id, gen):
+    path = RUNS_DIR / run_id / "load" / gen / f"requests-{PLAN}.csv.gz"
     with gzip.open(path, "rt") as f:
-        return [float(r["metric_value"]) for r in csv.DictReader(f) if r["metric_name"] == metric]
+        return list(csv.DictReader(f))
 
 
-def summary_stat(run_id, runner_dir, metric, stat):
-    path = RUNS_DIR / run_id / "k6" / runner_dir / "k6-produce-batch-summary.json"
-    return json.loads(path.read_text())["metrics"][metric]["values"][stat]
+def raw_latencies(run_id, gen):
+    """batch_latency samples of a generator: latency_ms of every request sent."""
+    return [float(r["latency_ms"]) for r in requests_of(run_id, gen) if r["error"] != "not_sent"]
+
+
+def summary_of(run_id, gen):
+    """gen-<i>'s summary, or ``merged`` for load/merged-<plan>.json."""
+    load = RUNS_DIR / run_id / "load"
+    path = load / f"merged-{PLAN}.json" if gen == "merged" else load / gen / f"summary-{PLAN}.json"
+    return json.loads(path.read_text())
+
+
+def summary_stat(run_id, gen, metric, stat):
+    return summary_of(run_id, gen)["metrics"][metric]["values"][stat]
 
 
 def test_throughput_and_errors_per_test(report):
     s = report.summary
     acks1 = row(s, run_id=ACKS1)
-    # 2 runners x 1200 iterations x 100 messages, 6 iterations refused (503); longest runner 20.0 s
+    # 2 generators x 1200 requests x 100 messages, 600 messages not acknowledged; longest generator 20.0 s
     assert acks1["messages"] == 239_400
     assert acks1["msg_per_s"] == pytest.approx(239_400 / 20.0)
-    # from k6's payload_bytes (239,400 x 256 B) over 20 s
+    # from the generators' payload_bytes (239,400 x 256 B) over 20 s
     assert acks1["payload_bytes"] == 239_400 * 256
     assert acks1["mb_per_s"] == pytest.approx(11_970 * 256 / 1e6)
-    assert acks1["error_rate"] == pytest.approx(6 / 2400)
-    assert acks1["runners"] == 2
+    # 3 x 503, a 500, a malformed answer, 2 partial failures: 7 failed requests of 2,400
+    assert acks1["error_rate"] == pytest.approx(7 / 2400)
+    assert acks1["messages_failed"] == 600
+    assert acks1["generators"] == 2
+    assert acks1["dropped"] == 1  # gen-0's one late request
     assert row(s, run_id=ACKSALL)["msg_per_s"] == pytest.approx(220_000 / 20.0)
     kafka = row(s, run_id=KAFKA)
     assert kafka["msg_per_s"] == pytest.approx(230_000 / 20.0)
-    # no payload_bytes in plain k6 summaries: msg/s x message size
     assert kafka["mb_per_s"] == pytest.approx(11_500 * 256 / 1e6)
     assert kafka["error_rate"] == 0
 
 
-def test_per_runner_rates_use_each_runners_duration(report):
-    r = row(report.runners, run_id=ACKS1, runner="runner-1")
+def test_the_merged_summary_is_not_another_generator(runs, report):
+    acks1 = next(r for r in runs if r.run_id == ACKS1)
+    assert [s.generator for s in acks1.load_summaries] == ["gen-0", "gen-1"]
+    assert [s.generator for s in acks1.merged_summaries] == ["merged"]
+    assert set(report.generators[report.generators["run_id"] == ACKS1]["generator"]) == {"gen-0", "gen-1"}
+    # the merged summary counts the same messages: counting it too would double them
+    assert row(report.summary, run_id=ACKS1)["messages"] == summary_stat(ACKS1, "merged", "messages_produced", "count")
+
+
+def test_per_generator_rates_use_each_generators_duration(report):
+    r = row(report.generators, run_id=ACKS1, generator="gen-1")
     assert r["msg_per_s"] == pytest.approx(119_400 / 19.95)
-    assert r["error_rate"] == pytest.approx(6 / 1200)
+    assert r["error_rate"] == pytest.approx(7 / 1200)
+    assert r["messages_failed"] == 600
 
 
-def test_several_runners_percentiles_come_from_pooled_raw_samples(report):
-    pooled = raw_values(ACKS1, "runner-0", "batch_latency") + raw_values(ACKS1, "runner-1", "batch_latency")
+def test_several_generators_percentiles_come_from_pooled_raw_samples(report):
+    pooled = raw_latencies(ACKS1, "gen-0") + raw_latencies(ACKS1, "gen-1")
     expected = np.percentile(pooled, 99, method="linear")
-    averaged = (summary_stat(ACKS1, "runner-0", "batch_latency", "p(99)")
-                + summary_stat(ACKS1, "runner-1", "batch_latency", "p(99)")) / 2
+    averaged = (summary_stat(ACKS1, "gen-0", "batch_latency", "p(99)")
+                + summary_stat(ACKS1, "gen-1", "batch_latency", "p(99)")) / 2
     got = row(report.summary, run_id=ACKS1)
-    assert got["latency_source"] == "raw samples of 2 runners merged"
+    assert got["latency_source"] == "raw samples of 2 generators pooled"
     assert got["batch_p99_ms"] == pytest.approx(expected)
     assert got["batch_p50_ms"] == pytest.approx(np.percentile(pooled, 50, method="linear"))
-    # the fixture's runners differ enough that averaging would be visibly wrong
+    # chronik-loadgen's merged summary pooled the same rows
+    assert got["batch_p99_ms"] == pytest.approx(summary_stat(ACKS1, "merged", "batch_latency", "p(99)"), abs=1e-3)
+    # the fixture's generators differ enough that averaging would be visibly wrong
     assert abs(got["batch_p99_ms"] - averaged) / expected > 0.05
 
 
-def test_one_runners_raw_samples_reproduce_its_k6_summary(report):
+def test_one_generators_raw_samples_reproduce_its_summary(report):
     got = row(report.summary, run_id=ACKSALL)
     assert got["latency_source"] == "raw samples"
-    # k6/lib/summary.js's trend stats: p(50) (not med) and p(99.9)
     for column, stat in (("batch_p50_ms", "p(50)"), ("batch_p95_ms", "p(95)"), ("batch_p99_ms", "p(99)"),
                          ("batch_p99.9_ms", "p(99.9)"), ("batch_max_ms", "max")):
-        assert got[column] == pytest.approx(summary_stat(ACKSALL, ".", "batch_latency", stat), abs=1e-3)
+        assert got[column] == pytest.approx(summary_stat(ACKSALL, "gen-0", "batch_latency", stat), abs=1e-3)
 
 
-def test_summaries_alone_are_not_merged_and_shown_per_runner(report):
+def test_requests_never_sent_are_dropped_not_latency_samples(runs, report):
+    from reports.tidy import load_samples
+
+    acksall = next(r for r in runs if r.run_id == ACKSALL)
+    samples = load_samples(acksall)
+    # 2,215 scheduled, 15 never sent: 2,200 latency samples, 15 dropped
+    assert (samples["metric"] == "batch_latency").sum() == 2200
+    assert samples.loc[samples["metric"] == "requests_dropped", "value"].sum() == 15
+    # their messages were never produced: failed, as chronik-loadgen counts them, yet no request failed
+    assert samples.loc[samples["metric"] == "messages_failed", "value"].sum() == 1500
+    assert samples.loc[samples["metric"] == "produce_errors", "value"].sum() == 0
+    # the summary's requests_dropped adds the 4 sent late (beyond schedule_slack_ms)
+    got = row(report.summary, run_id=ACKSALL)
+    assert got["dropped"] == 19 and got["messages_failed"] == 1500 and got["error_rate"] == 0
+    assert got["thresholds_ok"]
+
+
+def test_merged_summary_gives_the_percentiles_without_raw_rows(report):
     got = row(report.summary, run_id=KAFKA)
-    assert got["latency_source"].startswith("not merged: 2 runners")
+    assert got["latency_source"] == "merged summary (2 generators pooled by chronik-loadgen)"
+    for column, stat in (("batch_p50_ms", "p(50)"), ("batch_p99_ms", "p(99)"), ("batch_p99.9_ms", "p(99.9)")):
+        assert got[column] == summary_stat(KAFKA, "merged", "batch_latency", stat)
+    assert not any("could not be pooled" in n for n in report.notes)
+
+
+def test_summaries_alone_are_not_pooled_and_shown_per_generator(copy_run):
+    from reports import build_report, render_markdown
+
+    run = copy_run(KAFKA)
+    (run / "load" / f"merged-{PLAN}.json").unlink()
+    r = build_report([run])
+    got = row(r.summary, run_id=KAFKA)
+    assert got["latency_source"].startswith("not pooled: 2 generators")
     assert np.isnan(got["batch_p99_ms"])
-    per_runner = report.runners[report.runners["run_id"] == KAFKA].set_index("runner")
-    assert per_runner.loc["runner-0", "batch_p99_ms"] == summary_stat(KAFKA, "runner-0", "batch_latency", "p(99)")
-    assert per_runner.loc["runner-1", "batch_p99_ms"] == summary_stat(KAFKA, "runner-1", "batch_latency", "p(99)")
-    # plain k6 summaries: med is the p50, and there is no p(99.9)
-    assert per_runner.loc["runner-1", "batch_p50_ms"] == summary_stat(KAFKA, "runner-1", "batch_latency", "med")
-    assert per_runner["batch_p99.9_ms"].isna().all()
-    assert any("could not be merged" in n and KAFKA in n for n in report.notes)
+    per_gen = r.generators.set_index("generator")
+    assert per_gen.loc["gen-0", "batch_p99_ms"] == summary_stat(KAFKA, "gen-0", "batch_latency", "p(99)")
+    assert per_gen.loc["gen-1", "batch_p99_ms"] == summary_stat(KAFKA, "gen-1", "batch_latency", "p(99)")
+    assert any("could not be pooled" in n and KAFKA in n for n in r.notes)
+    # thresholds: each generator's own, without the merged summary
+    assert got["thresholds_from"] == "each generator's summary" and got["thresholds_ok"]
+    assert "### Per load generator" in render_markdown(r)
+
+
+def test_thresholds_that_set_the_exit_status(report):
+    from reports import render_markdown
+
+    acks1 = row(report.summary, run_id=ACKS1)
+    assert acks1["thresholds_from"] == "merged summary"
+    assert not acks1["thresholds_ok"]
+    assert acks1["failed_thresholds"] == "produce_errors: rate<=0.001; http_req_failed: rate<=0.001"
+    assert row(report.summary, run_id=ACKSALL)["thresholds_ok"]
+    assert any(c.startswith("**Thresholds failed** `20261122T100000Z-chronik-acks1`") for c in report.conclusions)
+    md = render_markdown(report)
+    assert "| **failed**: produce_errors: rate<=0.001; http_req_failed: rate<=0.001 |" in md
+    assert "| held |" in md
+
+
+def test_the_header_names_the_load_generator(report):
+    from reports import render_markdown
+
+    assert set(report.settings["load_generator"]) == {"chronik-loadgen 0.1.0 (vegeta v12.13.0)"}
+    assert "**Load generator**: chronik-loadgen 0.1.0 (vegeta v12.13.0)" in render_markdown(report)
 
 
 def test_throughput_over_time_counts_messages_per_second(report):
     t = report.timeline[report.timeline["run_id"] == ACKS1].set_index("second")["msg_per_s"]
     assert len(t) == 20
-    assert t[0] == 12_000  # 2 runners x 60 iterations x 100 messages
-    # runner-1's refused iterations 720-722 and 780-782 fall in seconds 12 and 13
+    assert t[0] == 12_000  # 2 generators x 60 requests x 100 messages
+    # gen-0's request 300 left 80 ms late: still in second 5
+    assert t[5] == 12_000
+    # gen-1's bad answers (requests 720-722 and 780-783) fall in seconds 12 and 13
     assert t[12] == t[13] == 12_000 - 300
     assert t.sum() == 239_400
 
@@ -150,12 +227,14 @@ def test_resources_per_component(report):
 
 
 def test_where_the_cores_go(report):
-    k6 = row(report.components, run_id=ACKS1, component="k6")
-    # two runners at 0.30 and 0.32 cores on a 2-core host
-    assert k6["machine_share"] == pytest.approx(k6["avg_cores"] / 2)
+    gen = row(report.components, run_id=ACKS1, component="loadgen")
+    # two generators at 0.06 and 0.07 cores on a 2-core host
+    assert gen["processes"] == 2
+    assert gen["avg_cores"] == pytest.approx((4 * 0.01 + 20 * 0.06 + 4 * 0.01 + 20 * 0.07) / 24)
+    assert gen["machine_share"] == pytest.approx(gen["avg_cores"] / 2)
     side = row(report.sides, run_id=ACKS1)
     comps = report.components[report.components["run_id"] == ACKS1].set_index("component")
-    assert side["load_generator_share"] == pytest.approx(comps.loc["k6", "machine_share"])
+    assert side["load_generator_share"] == pytest.approx(comps.loc["loadgen", "machine_share"])
     assert side["system_share"] == pytest.approx(comps.loc[["ingestor", "broker", "consumer"], "machine_share"].sum())
     assert side["pipeline_cpu_us_per_msg"] == pytest.approx(comps["cpu_us_per_msg"].sum())
     assert not side["load_generator_limit"]
@@ -170,7 +249,7 @@ def test_a_busy_load_generator_is_called_out(copy_run):
     out, n = [lines[0]], {}
     for line in lines[1:]:
         fields = line.split(",")
-        if fields[1] == "k6":  # 0.8 cores per runner each second: 1.6 of 2 cores
+        if fields[1] == "loadgen":  # 0.8 cores per generator each second: 1.6 of 2 cores
             n[fields[2]] = n.get(fields[2], -1) + 1
             fields[4] = f"{0.5 + 0.8 * n[fields[2]]:.4f}"
         out.append(",".join(fields))
@@ -180,7 +259,9 @@ def test_a_busy_load_generator_is_called_out(copy_run):
     assert side["load_generator_share"] == pytest.approx(0.8, rel=0.02)
     assert side["load_generator_limit"]
     assert any(c.startswith("**Load generator limit**") and "80%" in c for c in r.conclusions)
-    assert "**yes**: the figures may be k6's limit" in render_markdown(r)
+    md = render_markdown(r)
+    assert "**yes**: the figures may be the load generator's limit" in md
+    assert "| Load generator (chronik-loadgen) |" in md
 
 
 def test_resources_accept_epoch_timestamps(report):
@@ -227,7 +308,7 @@ def test_fire_mode_accepted_messages_are_shown_apart_from_produced(copy_run):
     from reports import build_report, render_markdown
 
     run = copy_run(ACKSALL)
-    path = run / "k6" / "k6-produce-batch-summary.json"
+    path = run / "load" / "gen-0" / f"summary-{PLAN}.json"
     data = json.loads(path.read_text())
     data["metrics"]["messages_accepted"] = {"type": "counter", "values": {"count": 300_000, "rate": 15_000}}
     path.write_text(json.dumps(data))
