@@ -38,6 +38,9 @@ func Count(route string, status int, body []byte, messages int, transportErr str
 	if status == 0 {
 		return 0, transportReason(transportErr)
 	}
+	if status == 200 && route == RouteBatch && allDelivered(body, messages) {
+		return messages, ""
+	}
 	var a answerBody
 	parsed := json.Unmarshal(body, &a) == nil
 	httpReason := "http_" + strconv.Itoa(status)
@@ -105,4 +108,75 @@ func transportReason(err string) string {
 	default:
 		return "no_response"
 	}
+}
+
+// allDelivered is the hot path: true only when body is exactly the
+// ingestor's compact all-delivered answer for `messages` messages,
+// {"delivered":N,"results":[{"partition":P,"offset":O},...]} with N entries.
+// Anything else (spaces, other fields, another order) goes through the full
+// JSON decoder, which then judges it; encoding/json was a third of the
+// generator's CPU at 1,000 requests/s.
+func allDelivered(body []byte, messages int) bool {
+	rest, ok := cutPrefix(body, `{"delivered":`)
+	if !ok {
+		return false
+	}
+	n, rest, ok := cutInt(rest)
+	if !ok || n != int64(messages) {
+		return false
+	}
+	if rest, ok = cutPrefix(rest, `,"results":[`); !ok {
+		return false
+	}
+	for i := 0; i < messages; i++ {
+		if i > 0 {
+			if rest, ok = cutPrefix(rest, `,`); !ok {
+				return false
+			}
+		}
+		if rest, ok = cutPrefix(rest, `{"partition":`); !ok {
+			return false
+		}
+		if _, rest, ok = cutInt(rest); !ok {
+			return false
+		}
+		if rest, ok = cutPrefix(rest, `,"offset":`); !ok {
+			return false
+		}
+		if _, rest, ok = cutInt(rest); !ok {
+			return false
+		}
+		if rest, ok = cutPrefix(rest, `}`); !ok {
+			return false
+		}
+	}
+	return string(rest) == "]}"
+}
+
+func cutPrefix(b []byte, prefix string) ([]byte, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return b, false
+	}
+	return b[len(prefix):], true
+}
+
+// cutInt reads a JSON integer (optional minus, no leading zeros, at most 18 digits).
+func cutInt(b []byte) (int64, []byte, bool) {
+	i, neg := 0, false
+	if i < len(b) && b[i] == '-' {
+		neg, i = true, 1
+	}
+	start := i
+	var v int64
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' && i-start < 18 {
+		v = v*10 + int64(b[i]-'0')
+		i++
+	}
+	if i == start || (b[start] == '0' && i-start > 1) || (i < len(b) && b[i] >= '0' && b[i] <= '9') {
+		return 0, b, false
+	}
+	if neg {
+		v = -v
+	}
+	return v, b[i:], true
 }

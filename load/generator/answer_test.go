@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestCountReadsPerMessageAnswers(t *testing.T) {
 	ok2 := `{"delivered":2,"results":[{"partition":0,"offset":1},{"partition":1,"offset":7}]}`
@@ -15,6 +18,10 @@ func TestCountReadsPerMessageAnswers(t *testing.T) {
 		reason      string
 	}{
 		{"all delivered", RouteBatch, 200, ok2, 2, "", 2, ""},
+		{"all delivered, spaced (full decoder)", RouteBatch, 200, `{ "delivered": 2, "results": [ {"offset":1,"partition":0}, {"partition":1,"offset":7} ] }`, 2, "", 2, ""},
+		{"200 with a trailing byte", RouteBatch, 200, ok2 + "x", 2, "", 0, "malformed_answer"},
+		{"200 with a leading-zero offset", RouteBatch, 200, `{"delivered":1,"results":[{"partition":0,"offset":01}]}`, 1, "", 0, "malformed_answer"},
+		{"200 with one entry too many", RouteBatch, 200, ok2, 1, "", 0, "malformed_answer"},
 		{"200 but one result short", RouteBatch, 200, `{"delivered":1,"results":[{"partition":0,"offset":1}]}`, 2, "", 0, "malformed_answer"},
 		{"200 with a count that lies", RouteBatch, 200, `{"delivered":2,"results":[{"partition":0,"offset":1},{"error":"x"}]}`, 2, "", 0, "malformed_answer"},
 		{"200 not JSON", RouteBatch, 200, `<html>ok</html>`, 2, "", 0, "malformed_answer"},
@@ -35,6 +42,22 @@ func TestCountReadsPerMessageAnswers(t *testing.T) {
 		ok, reason := Count(c.route, c.status, []byte(c.body), c.messages, c.transport)
 		if ok != c.ok || reason != c.reason {
 			t.Errorf("%s: Count = (%d, %q), want (%d, %q)", c.name, ok, reason, c.ok, c.reason)
+		}
+	}
+}
+
+func TestAllDeliveredIsStrict(t *testing.T) {
+	good := `{"delivered":3,"results":[{"partition":0,"offset":1},{"partition":-1,"offset":9223},{"partition":2,"offset":0}]}`
+	if !allDelivered([]byte(good), 3) {
+		t.Fatal("the compact answer must take the fast path")
+	}
+	for _, bad := range []string{
+		good[:len(good)-1], good + " ", strings.Replace(good, `"delivered":3`, `"delivered":2`, 1),
+		strings.Replace(good, `"offset":1}`, `"offset":1,"x":1}`, 1), strings.Replace(good, `"offset":0`, `"offset":-`, 1),
+		strings.Replace(good, `"offset":9223`, `"offset":9223.5`, 1), `{"delivered":3}`, ``,
+	} {
+		if allDelivered([]byte(bad), 3) {
+			t.Errorf("fast path took %q", bad)
 		}
 	}
 }
