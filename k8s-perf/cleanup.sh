@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # k8s-perf/cleanup.sh - remove everything k8s-perf/run.sh created in a
 # cluster (`./cleanup.sh --k8s`), in an order that leaves nothing running:
-#   1. TestRuns (k6-operator then removes its initializer/starter/runner jobs)
+#   1. the load Job chronik-load and its generator pods (first: nothing may
+#      keep sending to the ingestors while they go)
 #   2. the workloads, Services, PodDisruptionBudget, monitors and ConfigMaps
 #      (label app.kubernetes.io/part-of=chronik-perf)
 #   3. the brokers' PersistentVolumeClaims (the data)
 #   4. the namespace
 # and the local scratch of runs (.run/k8s/). results/ is kept.
 # Safe to run twice: every delete ignores what is already gone, and a missing
-# namespace or a cluster without the k6 CRD is not an error.
+# namespace or a cluster without the monitoring CRDs is not an error.
 #
 #   ./cleanup.sh --k8s [--context CTX] [--namespace NS] [--keep-namespace] [--dry-run]
 #
@@ -38,11 +39,9 @@ done
 if [[ "$DRY_RUN" != 1 ]] && ! kc_read get namespace "$NAMESPACE" > /dev/null 2>&1; then
   log "namespace $NAMESPACE does not exist: nothing to remove in the cluster"
 else
-  if [[ "$DRY_RUN" == 1 ]] || [[ -n "$(kc_read api-resources --api-group=k6.io -o name 2> /dev/null)" ]]; then
-    kc delete -n "$NAMESPACE" testruns.k6.io --all --ignore-not-found --wait=true --timeout=300s
-    # the operator's jobs go with their TestRun; wait for the runner pods too
-    kc wait -n "$NAMESPACE" --for=delete pod -l app=k6 --timeout=120s || true
-  fi
+  kc delete -n "$NAMESPACE" jobs -l app.kubernetes.io/name=chronik-loadgen --ignore-not-found \
+    --cascade=foreground --wait=true --timeout=300s
+  kc wait -n "$NAMESPACE" --for=delete pod -l app.kubernetes.io/name=chronik-loadgen --timeout=120s || true
   kinds=statefulsets,deployments,jobs,services,poddisruptionbudgets,configmaps
   if [[ "$DRY_RUN" == 1 ]] || [[ -n "$(kc_read api-resources --api-group=monitoring.coreos.com -o name 2> /dev/null)" ]]; then
     kinds+=,servicemonitors.monitoring.coreos.com,podmonitors.monitoring.coreos.com

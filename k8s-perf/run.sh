@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # k8s-perf/run.sh - the main job on a Kubernetes cluster (`./run-all.sh --k8s`):
-# k6-operator runners -> chronik-ingestor pods -> chronik brokers -> verifying
-# consumer pods, then the same results/<run-id>/ and report.md as a local run.
+# chronik-loadgen generators (an Indexed Job) -> chronik-ingestor pods ->
+# chronik brokers -> verifying consumer pods, then the same results/<run-id>/
+# and report.md as a local run.
 #
 #   ./run-all.sh --k8s [options]        (or k8s-perf/run.sh [options])
 #     --overlay NAME       k8s-perf/overlays/NAME (default small; test-1..test-7,
@@ -12,44 +13,51 @@
 #     --run-id ID          (default <UTC time>-k8s-<overlay>)
 #     --results DIR        results root (default results/)
 #     --broker-image IMG   image for chronik-server (default chronik-server:dev)
-#     --harness-image IMG  image for ingestors/consumers (default chronik-harness:dev)
-#     --k6-image IMG       k6 runner image (default grafana/k6:1.8.1)
-#     --prometheus NS/SVC:PORT  Prometheus for remote write and queries
+#     --harness-image IMG  image for ingestors, consumers and the load generators
+#                          (default chronik-harness:dev)
+#     --prometheus NS/SVC:PORT  Prometheus to query at the end
 #                          (default monitoring/prometheus-operated:9090; "none" = skip)
-#     --timeout S          longest the TestRun may run (default 3600)
+#     --timeout S          longest the load Job may run (default 3600)
 #     --drain-timeout S    wait for ingestors to flush / consumers to catch up (default 300)
-#     --operator-wait S    how long the k6-operator may take to pick up the TestRun
-#                          (default 120); if it never does, the run stops there and
-#                          says so (exit 3): nothing after that point is pretended
-#     --keep               leave the TestRun in place (default: deleted once collected)
+#     --start-wait S       how long the generator pods may take to answer once the
+#                          Job exists (default 120); if none ever does, the run stops
+#                          there and says so (exit 3): nothing after that point is pretended
+#     --keep               leave the finished Job in place (default: deleted once collected)
 #     --no-report          skip rendering report.md
 #     --dry-run            render the run's kustomization and print every kubectl
 #                          command that changes the cluster, run none
 #
-# Steps: render overlays/NAME plus a per-run kustomization (.run/k8s/<run-id>/:
-# namespace, images, run id, a topic and consumer group of its own, k6's
-# testid and remote-write URL); for an overlay with components/secure (label
-# chronik.perf/security), make or reuse its certificates, SCRAM users and
-# token and create their Secrets (secure-secrets.sh); apply everything but the
-# TestRun; wait for the rollouts (and the ACL Job); delete a previous TestRun;
-# apply the TestRun and follow its stage (progress every 15 s); then collect:
-# each runner's k6 summary from its log, the ingestors' ledgers, every
-# consumer's report, broker /metrics, Prometheus queries (percentiles from
-# histograms merged across pods) and container CPU/RSS; merge the consumers'
-# reports with the ledgers (chronik-consumer merge) and render report.md
-# (python -m reports render).
+# Steps: check the kustomization's copy of load/plans/ (sync_plans.py
+# --check); render overlays/NAME plus a per-run kustomization (.run/k8s/<run-id>/:
+# namespace, images, the run id and commit for the generators and their pods'
+# label, a topic and consumer group of its own); for an overlay with
+# components/secure (label chronik.perf/security), make or reuse its
+# certificates, SCRAM users and token and create their Secrets
+# (secure-secrets.sh); apply everything but the load Job; wait for the
+# rollouts (and the ACL Job); delete a previous load Job and its pods; apply
+# the Job (completionMode Indexed: N generators, each offering 1/N of the
+# plan, started together by index 0's barrier) and follow it (progress every
+# 15 s), fetching each generator's results (GET /results through the API
+# server's pod proxy) as soon as it has them; then chronik-loadgen merge pools
+# every generator's raw rows into load/merged-<plan>.json, and the rest is
+# collected: the ingestors' ledgers, every consumer's report, broker /metrics,
+# Prometheus queries (percentiles from histograms merged across pods) and
+# container CPU/RSS; the consumers' reports are merged with the ledgers
+# (chronik-consumer merge) and report.md rendered (python -m reports render).
 # The workloads stay up for inspection; ./cleanup.sh --k8s removes everything.
 # Env: K8S_RUN_DIR (default .run/k8s) holds each run's generated kustomization.
 # SECURE_DIR: where secure-secrets.sh keeps its material (default .run/k8s-secure/<namespace>).
 #
-# Exit status: 0 when every k6 runner passed its thresholds and verification
-# found no loss, duplication, reordering or corruption; 3 when no k6-operator
-# acted on the TestRun within --operator-wait (everything before the load
-# ran; the load did not); other non-zero otherwise.
-# Needs: kubectl with access to a cluster running k6-operator (TestRun CRD)
-# and kube-prometheus-stack (ServiceMonitor/PodMonitor CRDs; Prometheus with
-# the remote-write receiver and native histograms), the images built and
-# pullable (k8s-perf/README.md), python3; the report needs .venv
+# Exit status: 0 when every generator's results came back, the thresholds
+# held over all of them pooled (chronik-loadgen merge) and verification found
+# no loss, duplication, reordering or corruption; 3 when no generator pod ever
+# answered (within --start-wait, or before the Job ended): everything before
+# the load ran, the load did not (the simulated nodes of make
+# k8s-apiserver-test run nothing); other non-zero otherwise.
+# Needs: kubectl with access to a cluster running kube-prometheus-stack
+# (ServiceMonitor/PodMonitor CRDs), the images built and pullable
+# (k8s-perf/README.md), Go (scripts/install-loadgen.sh builds chronik-loadgen
+# here for the merge), python3; the report needs .venv
 # (scripts/install-python-deps.sh, scripts/install-report-deps.sh) and
 # target/release/chronik-consumer (built when missing); an overlay with
 # components/secure also openssl (secure-secrets.sh) and curl (the ledgers).
@@ -66,15 +74,14 @@ RUN_ID="${RUN_ID:-}"
 RESULTS_ROOT="${RESULTS_ROOT:-$REPO_ROOT/results}"
 BROKER_IMAGE="${BROKER_IMAGE:-}"
 HARNESS_IMAGE="${HARNESS_IMAGE:-}"
-K6_IMAGE="${K6_IMAGE:-}"
 PROM_SERVICE="${PROM_SERVICE:-monitoring/prometheus-operated:9090}"
 TIMEOUT="${TIMEOUT:-3600}"
 DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-300}"
-OPERATOR_WAIT="${OPERATOR_WAIT:-120}"
+START_WAIT="${START_WAIT:-120}"
 KEEP="${KEEP:-0}"
 REPORT="${REPORT:-1}"
 DRY_RUN="${DRY_RUN:-0}"
-TESTRUN=chronik-load
+LOAD_JOB=chronik-load
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 need() { [[ $# -ge 2 && -n "$2" && "$2" != --* ]] || { echo "option $1 needs a value" >&2; usage; }; }
@@ -87,11 +94,10 @@ while (($#)); do
     --results) need "$@"; RESULTS_ROOT=$2; shift 2 ;;
     --broker-image) need "$@"; BROKER_IMAGE=$2; shift 2 ;;
     --harness-image) need "$@"; HARNESS_IMAGE=$2; shift 2 ;;
-    --k6-image) need "$@"; K6_IMAGE=$2; shift 2 ;;
     --prometheus) need "$@"; PROM_SERVICE=$2; shift 2 ;;
     --timeout) need "$@"; TIMEOUT=$2; shift 2 ;;
     --drain-timeout) need "$@"; DRAIN_TIMEOUT=$2; shift 2 ;;
-    --operator-wait) need "$@"; OPERATOR_WAIT=$2; shift 2 ;;
+    --start-wait) need "$@"; START_WAIT=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --no-report) REPORT=0; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
@@ -102,8 +108,8 @@ done
 [[ -f "$K8S_DIR/overlays/$OVERLAY/kustomization.yaml" ]] \
   || die "no overlay k8s-perf/overlays/$OVERLAY (have: $(ls "$K8S_DIR/overlays" | tr '\n' ' '))"
 [[ "$NAMESPACE" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "--namespace $NAMESPACE is not a valid namespace name"
-[[ "$TIMEOUT" =~ ^[0-9]+$ && "$DRAIN_TIMEOUT" =~ ^[0-9]+$ && "$OPERATOR_WAIT" =~ ^[0-9]+$ ]] \
-  || die "--timeout, --drain-timeout and --operator-wait take seconds"
+[[ "$TIMEOUT" =~ ^[0-9]+$ && "$DRAIN_TIMEOUT" =~ ^[0-9]+$ && "$START_WAIT" =~ ^[0-9]+$ ]] \
+  || die "--timeout, --drain-timeout and --start-wait take seconds"
 [[ "$PROM_SERVICE" == none ]] && PROM_SERVICE=""
 [[ -z "$PROM_SERVICE" || "$PROM_SERVICE" =~ ^[a-z0-9-]+/[a-z0-9-]+:[0-9]+$ ]] \
   || die "--prometheus takes NAMESPACE/SERVICE:PORT (or none)"
@@ -112,6 +118,7 @@ RUN_ID=${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-k8s-$OVERLAY}
   || die "--run-id must be a valid label value (letters, digits, - _ ., at most 63)"
 TOPIC="chronik-perf-$RUN_ID"
 GROUP="verify-$RUN_ID"
+GIT_COMMIT=$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)
 
 # -- the run's kustomization --------------------------------------------------------------
 # image_entry NAME IMAGE[:TAG] - one `images:` entry of a kustomization
@@ -135,40 +142,35 @@ overlay_rel=$(realpath --relative-to="$RUN_KUSTOMIZATION" "$K8S_DIR/overlays/$OV
   echo "  - pairs:"
   echo "      chronik.perf/run-id: $RUN_ID"
   echo "    includeSelectors: false"
-  if [[ -n "$BROKER_IMAGE$HARNESS_IMAGE$K6_IMAGE" ]]; then
+  if [[ -n "$BROKER_IMAGE$HARNESS_IMAGE" ]]; then
     echo "images:"
     [[ -n "$BROKER_IMAGE" ]] && image_entry chronik-server "$BROKER_IMAGE"
     [[ -n "$HARNESS_IMAGE" ]] && image_entry chronik-harness "$HARNESS_IMAGE"
   fi
   echo "configMapGenerator:"
-  echo "  - name: k6-env"
+  echo "  - name: chronik-load-env"
   echo "    behavior: merge"
   echo "    literals:"
   echo "      - RUN_ID=$RUN_ID"
-  if [[ -n "$PROM_SERVICE" ]]; then
-    prom_ns=${PROM_SERVICE%%/*} prom_rest=${PROM_SERVICE#*/}
-    echo "      - K6_PROMETHEUS_RW_SERVER_URL=http://${prom_rest%%:*}.$prom_ns.svc:${prom_rest##*:}/api/v1/write"
-  fi
+  echo "      - GIT_COMMIT=$GIT_COMMIT"
+  # the run id on the generators' pods too: Prometheus' PodMonitor keeps it
+  # (label chronik_perf_run_id), the loadgen dashboard selects runs by it
   cat << YAML
 patches:
   - target:
-      kind: TestRun
-      name: $TESTRUN
+      kind: Job
+      name: $LOAD_JOB
     patch: |-
-      - op: replace
-        path: /spec/arguments
-        value: --include-system-env-vars --out experimental-prometheus-rw --tag testid=$RUN_ID
+      apiVersion: batch/v1
+      kind: Job
+      metadata:
+        name: $LOAD_JOB
+      spec:
+        template:
+          metadata:
+            labels:
+              chronik.perf/run-id: "$RUN_ID"
 YAML
-  if [[ -n "$K6_IMAGE" ]]; then
-    cat << YAML
-      - op: replace
-        path: /spec/runner/image
-        value: $K6_IMAGE
-      - op: replace
-        path: /spec/initializer/image
-        value: $K6_IMAGE
-YAML
-  fi
   cat << YAML
   - target:
       kind: Deployment
@@ -207,19 +209,19 @@ YAML
 YAML
 } > "$RUN_KUSTOMIZATION/kustomization.yaml"
 RENDERED="$RUN_KUSTOMIZATION/rendered.yaml"
-# The TestRun runs the kustomization's copy of k6/: it must be today's k6/.
-python3 "$K8S_DIR/sync_k6.py" --check \
-  || die "k8s-perf/base/k6/scripts differs from k6/: run k8s-perf/sync_k6.py (and commit the copy)"
+# The Job runs the kustomization's copy of load/plans/: it must be today's plans.
+python3 "$K8S_DIR/sync_plans.py" --check \
+  || die "k8s-perf/base/loadgen/plans differs from load/plans/: run k8s-perf/sync_plans.py (and commit the copy)"
 render "$RUN_KUSTOMIZATION" > "$RENDERED" || die "kustomize could not build $RUN_KUSTOMIZATION"
 log "run $RUN_ID: overlay $OVERLAY, namespace $NAMESPACE, context ${CONTEXT:-(current)}, topic $TOPIC"
 log "rendered $(grep -c '^kind:' "$RENDERED") objects into $RENDERED"
 
 # -- preflight: the CRDs the manifests use ----------------------------------------------------
 if [[ "$DRY_RUN" != 1 ]]; then
-  for group in k6.io monitoring.coreos.com; do
-    [[ -n "$(kc_read api-resources --api-group="$group" -o name 2> /dev/null)" ]] \
-      || die "the cluster has no $group resources: install k6-operator and kube-prometheus-stack first (k8s-perf/README.md)"
-  done
+  [[ -n "$(kc_read api-resources --api-group=monitoring.coreos.com -o name 2> /dev/null)" ]] \
+    || die "the cluster has no monitoring.coreos.com resources: install kube-prometheus-stack first (k8s-perf/README.md)"
+  # chronik-loadgen on this machine: it merges the generators' results
+  LOADGEN_BIN=$(bash "$REPO_ROOT/scripts/install-loadgen.sh") || die "scripts/install-loadgen.sh failed"
 fi
 
 # -- the raft port's shared secret: one random Secret per namespace, kept across runs ----------
@@ -239,8 +241,10 @@ if grep -q '^    chronik.perf/security: sasl-ssl$' "$RENDERED"; then
   bash "$K8S_DIR/secure-secrets.sh" "${secure_args[@]}" || die "secure-secrets.sh failed"
 fi
 
-# -- deploy: everything but the TestRun, rollouts, then the TestRun ---------------------------
-kc apply -f "$RENDERED" -l 'app.kubernetes.io/component!=k6'
+# -- deploy: everything but the load Job, rollouts, then the Job ------------------------------
+GENERATORS=$(sed -n 's/^  GENERATORS: "\{0,1\}\([0-9]*\)"\{0,1\}$/\1/p' "$RENDERED" | head -n 1)
+[[ "$GENERATORS" =~ ^[1-9][0-9]*$ ]] || die "no GENERATORS in the rendered chronik-load-env ConfigMap"
+kc apply -f "$RENDERED" -l 'app.kubernetes.io/component!=loadgen'
 kc rollout status -n "$NAMESPACE" statefulset/chronik --timeout=900s
 kc rollout status -n "$NAMESPACE" deployment/chronik-ingestor --timeout=600s
 kc rollout status -n "$NAMESPACE" deployment/chronik-consumer --timeout=600s
@@ -248,60 +252,61 @@ kc rollout status -n "$NAMESPACE" deployment/chronik-consumer --timeout=600s
 if [[ "$SECURE" == 1 ]]; then
   kc wait -n "$NAMESPACE" --for=condition=complete job/chronik-acls --timeout=600s
 fi
-kc delete -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" --ignore-not-found --wait=true
-kc apply -f "$RENDERED" -l 'app.kubernetes.io/component=k6'
+# a Job's pod template cannot change, and a previous run's generators must be
+# gone before new ones take their names: delete it with its pods first
+kc delete -n "$NAMESPACE" "job/$LOAD_JOB" --ignore-not-found --cascade=foreground --wait=true --timeout=300s
+kc apply -f "$RENDERED" -l 'app.kubernetes.io/component=loadgen'
 if [[ "$DRY_RUN" == 1 ]]; then
-  log "dry run: stopping before following the TestRun (nothing was changed)"
+  log "dry run: stopping before following the load Job (nothing was changed)"
   exit 0
 fi
 
 OUT="$RESULTS_ROOT/$RUN_ID"
-mkdir -p "$OUT"/{k6,consumers,ingestors,metrics,logs}
+mkdir -p "$OUT"/{load,consumers,ingestors,metrics,logs}
 cp "$RUN_KUSTOMIZATION/kustomization.yaml" "$OUT/logs/run-kustomization.yaml"
 STARTED_AT=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 STARTED_EPOCH=$(date +%s)
 
-# -- the boundary: a k6-operator must take the TestRun up -----------------------------------------
-# It sets .status.stage within seconds. Without one (a cluster without the
-# operator, or this project's test API server) nothing runs the load: say so
-# and stop, rather than wait out --timeout and collect empty results.
-stage=""
-for ((t = 0; t <= OPERATOR_WAIT; t += 5)); do
-  stage=$(kc_read get -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" -o jsonpath='{.status.stage}' 2> /dev/null || true)
-  [[ -n "$stage" ]] && break
-  sleep 5
-done
-if [[ -z "$stage" ]]; then
-  log "BOUNDARY: the TestRun $NAMESPACE/$TESTRUN exists, but no k6-operator took it up within ${OPERATOR_WAIT}s"
-  log "  (status.stage is still unset). Done against the cluster: rendered and applied $(grep -c '^kind:' "$RENDERED") objects,"
-  log "  the broker StatefulSet and the ingestor and consumer Deployments rolled out, the TestRun was created."
-  log "  NOT done: no k6 runner started, so no load ran, nothing was produced or verified, and no report is written."
+# -- follow the Job: fetch each generator's results as soon as it has them ---------------------------
+# A generator answers on :9102 from its start (/metrics) and serves its
+# results once complete (GET /results, 503 before), exiting once they are
+# fetched (lib/collect.sh: loadgen_follow). The boundary: if no generator pod
+# ever answers - within --start-wait, or before all of them ended without a
+# failure of their own (what the simulated nodes of make k8s-apiserver-test
+# report: nothing runs in their pods) - nothing ran the load: say so and
+# stop, rather than wait out --timeout and collect empty results.
+rc=0
+loadgen_follow || rc=$?
+if ((rc == 2)); then
+  loadgen_logs
+  kc_read get -n "$NAMESPACE" "job/$LOAD_JOB" -o yaml > "$OUT/logs/load-job.yaml" 2>&1 || true
+  die "the load Job failed before its generators answered (their logs: $OUT/logs/)"
+elif ((rc == 3)); then
+  kc_read get -n "$NAMESPACE" "job/$LOAD_JOB" -o yaml > "$OUT/logs/load-job.yaml" 2>&1 || true
+  log "BOUNDARY: the load Job $NAMESPACE/$LOAD_JOB exists and its pods were made (indexes and phases:${LOAD_PHASES:- none}),"
+  log "  but no load generator ever answered on :$LOADGEN_PORT through the API server within ${LOAD_ELAPSED}s"
+  log "  ($LOAD_ENDED of $GENERATORS pods ended, none with a failure of its own: nothing executed in them)."
+  log "  Done against the cluster: rendered and applied $(grep -c '^kind:' "$RENDERED") objects, the broker StatefulSet"
+  log "  and the ingestor and consumer Deployments rolled out, the Indexed Job of $GENERATORS generator(s) was created."
+  log "  NOT done: no load generator ran, so no load ran, nothing was produced or verified, and no report is written."
   exit 3
 fi
-
-# -- follow the TestRun ---------------------------------------------------------------------------
-for ((t = 0; t <= TIMEOUT; t += 15)); do
-  stage=$(kc_read get -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" -o jsonpath='{.status.stage}' 2> /dev/null || true)
-  runners=$(kc_read get pods -n "$NAMESPACE" -l "k6_cr=$TESTRUN,runner=true" \
-    -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' 2> /dev/null | sort | uniq -c | tr -s ' \n' ' ' || true)
-  verified=0
-  for pod in $(pods app.kubernetes.io/component=consumer 2> /dev/null); do
-    v=$(pod_get "$pod" 9645 /summary 2> /dev/null | python3 "$RUNCTL" verified - 2> /dev/null || echo 0)
-    verified=$((verified + v))
-  done
-  log "progress: ${t}s, TestRun stage ${stage:-pending}, runners:${runners:- none yet}, $verified messages verified"
-  [[ "$stage" == finished || "$stage" == error || "$stage" == stopped ]] && break
-  sleep 15
+# the generators exit once fetched: give them a moment to, so that each
+# index's exit status is recorded
+for ((t = 0; t < 60; t++)); do
+  loadgen_pods 2> /dev/null | awk '$3 == "Running" || $3 == "Pending" {busy = 1} END {exit busy}' && break
+  sleep 2
 done
-[[ "$stage" == finished ]] || log "TestRun ended in stage '${stage:-unknown}' (timeout ${TIMEOUT}s?)"
+((LOAD_FETCHED == GENERATORS)) || log "only $LOAD_FETCHED of $GENERATORS generators' results were fetched"
 
 # -- collect ------------------------------------------------------------------------------------------
-collect_k6
+loadgen_logs
+kc_read get -n "$NAMESPACE" "job/$LOAD_JOB" -o yaml > "$OUT/logs/load-job.yaml" 2>&1 || true
+loadgen_merge
 collect_ingestors
 collect_consumers
 collect_brokers
 collect_prometheus
-kc_read get -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" -o yaml > "$OUT/logs/testrun.yaml" 2>&1 || true
 
 CONSUMER_BIN="$REPO_ROOT/target/release/chronik-consumer"
 [[ -x "$CONSUMER_BIN" ]] || (cd "$REPO_ROOT" && cargo build --release -p chronik-consumer >&2)
@@ -323,7 +328,7 @@ log "verification (chronik-consumer merge): exit status $VERIFY_RC (0 = clean an
 env_of() {  # WORKLOAD NAME - a literal env value of a workload in the rendered manifests
   python3 "$RUNCTL" manifest-env "$RENDERED" "$1" "$2"
 }
-k6_of() {  # NAME - a value of the k6 ConfigMap in the rendered manifests
+load_env_of() {  # NAME - a value of the chronik-load-env ConfigMap in the rendered manifests
   sed -n "s/^  $1: \(.*\)\$/\1/p" "$RENDERED" | tr -d '"' | head -n 1
 }
 # Every value is an argument: nothing of a flag or manifest is spliced into code.
@@ -331,21 +336,23 @@ wal_profile=$(env_of chronik CHRONIK_WAL_PROFILE)
 produce_profile=$(env_of chronik CHRONIK_PRODUCE_PROFILE)
 python3 "$RUNCTL" meta "$OUT/meta.json" --run-id "$RUN_ID" --started-at "$STARTED_AT" \
   --finished-at "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-  --git-commit "$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2> /dev/null || echo unknown)" \
+  --git-commit "$GIT_COMMIT" \
   --broker chronik --bootstrap chronik:9092 \
   --broker-flag=--wal-profile --broker-flag="$wal_profile" \
   --broker-flag=--produce-profile --broker-flag="$produce_profile" \
   --host kind=kubernetes --host "context=${CONTEXT:-current}" --host "namespace=$NAMESPACE" \
   --host "nodes=$(kc_read get nodes -o name 2> /dev/null | wc -l)" \
-  --setting "test=$(k6_of CHRONIK_SCENARIO)" --setting "overlay=$OVERLAY" \
-  --setting "scale=$(k6_of VU_SCALE)" --setting "duration_scale=$(k6_of DURATION_SCALE)" \
+  --setting "test=$(load_env_of PLAN)" --setting "overlay=$OVERLAY" \
+  --setting "scale=$(load_env_of SCALE)" --setting "duration_scale=$(load_env_of DURATION_SCALE)" \
+  --setting "generators=$GENERATORS" \
   --setting "acks=\"$(env_of chronik-ingestor CHRONIK_INGESTOR_ACKS)\"" \
   --setting "ingestors=${#LEDGERS[@]}" --setting "consumers=$(pods app.kubernetes.io/component=consumer | wc -l)" \
   --setting "partitions=$(env_of chronik CHRONIK_DEFAULT_PARTITIONS)" \
   --setting "replication_factor=$(env_of chronik CHRONIK_DEFAULT_REPLICATION_FACTOR)" \
   --setting "wal_profile=$wal_profile" --setting "produce_profile=$produce_profile" \
   --setting "topic=$TOPIC" --setting "group=$GROUP" --setting "prometheus=$PROM_SERVICE" \
-  --k6-dir "$OUT/k6" \
+  --load-dir "$OUT/load" \
+  --version "loadgen=$("$LOADGEN_BIN" version 2> /dev/null | head -n1)" \
   --version "kubectl=$(kubectl version --client 2> /dev/null | head -n1)"
 
 if [[ "$REPORT" == 1 ]]; then
@@ -359,10 +366,10 @@ if [[ "$REPORT" == 1 ]]; then
   fi
 fi
 
-[[ "$KEEP" == 1 ]] || kc delete -n "$NAMESPACE" "testruns.k6.io/$TESTRUN" --ignore-not-found --wait=false
+[[ "$KEEP" == 1 ]] || kc delete -n "$NAMESPACE" "job/$LOAD_JOB" --ignore-not-found --wait=false
 log "the workloads stay up; ./cleanup.sh --k8s${CONTEXT:+ --context $CONTEXT} --namespace $NAMESPACE removes them"
-if ((K6_FAILED != 0 || VERIFY_RC != 0)) || [[ "$stage" != finished ]]; then
-  log "run $RUN_ID FAILED (k6 runners ok: $((1 - K6_FAILED)), verification exit $VERIFY_RC, stage ${stage:-unknown})"
+if ((LOAD_FETCHED != GENERATORS || LOAD_RC != 0 || VERIFY_RC != 0)); then
+  log "run $RUN_ID FAILED (generators' results fetched: $LOAD_FETCHED of $GENERATORS, chronik-loadgen merge exit $LOAD_RC, verification exit $VERIFY_RC)"
   exit 1
 fi
 log "run $RUN_ID passed; results in $OUT"

@@ -23,7 +23,7 @@
 #
 #   Secret               keys                          mounted by
 #   chronik-tls-ca       ca.pem                        every client: trust store (librdkafka
-#                                                      ssl.ca.location, Java PEM trust store, k6's SSL_CERT_FILE)
+#                                                      ssl.ca.location, Java PEM trust store, chronik-loadgen --ca-file)
 #   chronik-broker-tls   keystore.pem, ca.pem          brokers: --ssl-keystore-location / --ssl-truststore-location
 #                                                      (SAN: chronik-N.<headless>.<ns>.svc.<domain>, *.<headless>...,
 #                                                      chronik, chronik.<ns>[.svc[.<domain>]])
@@ -31,7 +31,7 @@
 #                                                      ingestor, consumer; kafka-storage --add-scram syntax),
 #                                                      --sasl-jaas-config-file (the broker's own login)
 #   chronik-ingestor-tls keystore.pem                  ingestors: --ssl-keystore-location (HTTPS; SAN chronik-ingestor[...])
-#   chronik-ingestor-token token                       ingestors: --auth-token-file; k6: INGESTOR_AUTH_TOKEN
+#   chronik-ingestor-token token                       ingestors: --auth-token-file; chronik-loadgen: --token-file
 #   chronik-sasl-admin   password, client.properties   the ACL Job (kafka-acls.sh --command-config)
 #   chronik-sasl-ingestor password                     ingestors (sasl.password)
 #   chronik-sasl-consumer password                     consumers (sasl.password)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build-images.sh - build the two container images with podman: chronik-server
 # (docker/chronik-server.Dockerfile) and chronik-harness (ingestor, consumer,
-# bench; docker/chronik-harness.Dockerfile). Run by `make images`.
+# bench and the load generator chronik-loadgen; docker/chronik-harness.Dockerfile).
+# Run by `make images`.
 #
 #   scripts/build-images.sh            -> localhost/chronik-server:dev, localhost/chronik-harness:dev
 #   TAG=v1 scripts/build-images.sh     another tag
@@ -9,14 +10,18 @@
 # The Dockerfiles take their base images as build arguments. When a registry
 # answers (docker.io's debian:bookworm-slim can be pulled), the ordinary bases
 # are used and the binaries compile inside rust:<version>-bookworm
-# (BINARIES=compile). When none answers (this project's CI machines), the
-# Debian base is made offline once with debootstrap from the Debian mirror
-# apt uses (localhost/debian:bookworm-slim, about 30 s) and the images take
-# the release binaries built here (BINARIES=host; the host is Debian
-# bookworm, so their glibc is the base's).
+# (BINARIES=compile; chronik-loadgen in golang:<version>-bookworm). When none
+# answers (this project's CI machines), the Debian base is made offline once
+# with debootstrap from the Debian mirror apt uses
+# (localhost/debian:bookworm-slim, about 30 s) and the images take the
+# release binaries built here (BINARIES=host; the host is Debian bookworm, so
+# their glibc is the base's) and chronik-loadgen as scripts/install-loadgen.sh
+# builds it (.tools/bin/chronik-loadgen, which the build context keeps; it
+# must be static - CGO_ENABLED=0 - and this script refuses one that is not).
 #
 # Needs: root (podman with runc and the cgroupfs manager, as the host's
-# hybrid cgroups require), cargo. Installs podman, runc and debootstrap.
+# hybrid cgroups require), cargo, Go (chronik-loadgen). Installs podman, runc
+# and debootstrap.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib.sh
@@ -56,6 +61,16 @@ else
   fi
   log "cargo build --release (server, ingestor, consumer, bench)"
   cargo build --release -p chronik-server -p chronik-ingestor -p chronik-consumer -p chronik-bench >&2
+  # chronik-loadgen: static, at the path the Dockerfile copies (.tools/bin, kept by .dockerignore)
+  loadgen=$(bash scripts/install-loadgen.sh) || die "scripts/install-loadgen.sh failed"
+  staged=.tools/bin/chronik-loadgen
+  if [[ "$(realpath "$loadgen")" != "$(realpath -m "$staged")" ]]; then
+    mkdir -p "$(dirname "$staged")" && cp "$loadgen" "$staged"
+  fi
+  # a dynamically linked Go binary names its loader (PT_INTERP); a static one does not
+  if LC_ALL=C readelf -l "$staged" 2> /dev/null | grep -q 'INTERP'; then
+    die "$loadgen is dynamically linked: scripts/install-loadgen.sh must build it with CGO_ENABLED=0"
+  fi
   BUILD_ARGS=(--build-arg BINARIES=host --build-arg "RUNTIME_IMAGE=$LOCAL_BASE")
 fi
 

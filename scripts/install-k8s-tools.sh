@@ -13,7 +13,7 @@
 #                 PodMonitor CRDs; its directory is written to
 #                 .tools/k8s-crd-dir for k8s-perf/tests/gen_schemas.py
 #   prometheus, promtool   Debian's package (scripts/install-system-deps.sh --run)
-#   k6            scripts/install-k6.sh (the dashboards' k6 metric names)
+# (chronik-loadgen, which the live checks run, is scripts/install-loadgen.sh's.)
 #
 # Idempotent and offline-tolerant: what is installed at the pinned version is
 # never fetched again (a re-run touches no network).
@@ -95,11 +95,10 @@ if [[ -z "$crd_dir" || ! -f "$crd_dir/monitoring.coreos.com_servicemonitors.yaml
 fi
 log "prometheus-operator CRDs: $crd_dir"
 
-# -- prometheus + promtool (Debian), k6 ----------------------------------------------------
+# -- prometheus + promtool (Debian) ----------------------------------------------------
 if ! command -v prometheus > /dev/null 2>&1 || ! command -v promtool > /dev/null 2>&1; then
   bash "$REPO_ROOT/scripts/install-system-deps.sh" --run >&2
 fi
 log "prometheus: $(prometheus --version 2>&1 | head -n1)"
-TOOLS_BIN="$TOOLS_BIN" "$REPO_ROOT/scripts/install-k6.sh" > /dev/null
 
 echo "$KUSTOMIZE_CMD"

@@ -3,34 +3,142 @@
 # results/<run-id>/ (the layout of a local run: reports/README.md). Sourced
 # by k8s-perf/run.sh after lib/k8s.sh, not run.
 #
-# Owns: where each pod's output lands: k6/<runner pod>/ (summaries cut from
-# the runner logs), ingestors/<pod>-ledger.json and -metrics.prom,
+# Owns: where each pod's output lands: load/gen-<index>/ (each load
+# generator's results, fetched from the generator itself: GET /results
+# through the API server's pod proxy) and load/merged-<plan>.json
+# (chronik-loadgen merge on this machine), ingestors/<pod>-ledger.json and -metrics.prom,
 # consumers/<pod>-<start>.json/.hlog (each consumer process's report, written
 # on SIGTERM), metrics/broker-<pod>.prom, metrics/prometheus-*.json,
 # resources.csv, logs/. Must not: decide pass/fail (run.sh does).
 #
 # Needs: curl when the ingestors serve HTTPS (components/secure).
-# Globals read: NAMESPACE, OUT, RUN_ID, TESTRUN, STARTED_EPOCH, DRAIN_TIMEOUT, RENDERED,
-# PROM_SERVICE (empty = skip Prometheus queries). Sets (read by run.sh):
-# K6_FAILED (1 when a runner exited non-zero or left no summary), LEDGERS.
+# Globals read: NAMESPACE, OUT, RUN_ID, STARTED_EPOCH, DRAIN_TIMEOUT, RENDERED,
+# GENERATORS, START_WAIT, TIMEOUT, LOADGEN_BIN (chronik-loadgen on this
+# machine), PROM_SERVICE (empty = skip Prometheus queries). Sets (read by
+# run.sh): LOAD_FETCHED, LOAD_ENDED, LOAD_PHASES, LOAD_ELAPSED (loadgen_follow),
+# LOAD_RC (chronik-loadgen merge's exit status: 0 thresholds held, 99 one
+# failed), LEDGERS.
 # shellcheck disable=SC2034
 
 RESULTS_PY="$K8S_DIR/lib/results.py"
 RUNCTL="$K8S_DIR/../scripts/runctl.py"  # run metadata and consumer summaries, shared with run-all.sh
 REPORTS_DIR=/var/lib/chronik/reports
 
-collect_k6() {
-  local pod
-  K6_FAILED=0
-  for pod in $(kc_read get pods -n "$NAMESPACE" -l "k6_cr=$TESTRUN,runner=true" -o name); do
-    pod=${pod#pod/}
-    kc_read logs -n "$NAMESPACE" "$pod" > "$OUT/logs/$pod.log" 2>&1 || true
-    python3 "$RESULTS_PY" k6-files "$OUT/logs/$pod.log" "$OUT/k6/$pod" || { log "$pod: no k6 summary in its log"; K6_FAILED=1; }
-    local code
-    code=$(kc_read get pod -n "$NAMESPACE" "$pod" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')
-    log "k6 runner $pod exited ${code:-?} (99 = a threshold failed)"
-    [[ "$code" == 0 ]] || K6_FAILED=1
+# -- the load generators (the Indexed Job chronik-load) ------------------------------------------
+# Each generator serves, on its --prometheus-addr port, /metrics while it runs
+# and GET /results (503 until its gen-<index>/ is complete, then a tar.gz of
+# it) until the first complete fetch, for at most --serve-results-for; then it
+# exits with its own status (0, or 99 when its share failed a threshold).
+LOADGEN_SELECTOR=app.kubernetes.io/name=chronik-loadgen
+LOADGEN_PORT=9102
+
+# loadgen_pods - "NAME INDEX PHASE EXIT" for each of the Job's pods (EXIT "-" until it ends)
+loadgen_pods() {
+  kc_read get pods -n "$NAMESPACE" -l "$LOADGEN_SELECTOR" -o json | python3 "$RESULTS_PY" job-pods -
+}
+
+# loadgen_answers POD - true when the generator's HTTP server answers (its /metrics)
+loadgen_answers() {
+  POD_GET_TIMEOUT=10s pod_get "$1" "$LOADGEN_PORT" /metrics > /dev/null 2>&1
+}
+
+# loadgen_fetch POD INDEX - the generator's results into $OUT/load/gen-INDEX/;
+# false while it is still running (503) or when what came is not complete
+loadgen_fetch() {
+  local tgz="$OUT/logs/.gen-$2.tar.gz" rc=0
+  POD_GET_TIMEOUT=30m pod_get "$1" "$LOADGEN_PORT" /results > "$tgz" 2> /dev/null \
+    && python3 "$RESULTS_PY" unpack "$tgz" "$OUT/load" "$2" || rc=1
+  rm -f "$tgz"
+  return "$rc"
+}
+
+# loadgen_follow - follow the load Job until every index's results are
+# fetched (loadgen_fetch as soon as a generator has them: it then exits) or
+# every pod has ended, or --timeout; progress every 15 s. Returns 0 then
+# (LOAD_FETCHED = indexes fetched); 2 when generators ended with a failure
+# before any answered (their logs say why); 3 at the boundary: no generator
+# pod ever answered - within START_WAIT, or before all of them ended
+# without a failure of their own (the simulated nodes of make
+# k8s-apiserver-test: nothing runs in their pods). Sets LOAD_PHASES
+# (" index:phase ..."), LOAD_ENDED (pods ended), LOAD_ELAPSED (s).
+# Globals read: GENERATORS, START_WAIT, TIMEOUT.
+loadgen_follow() {
+  local -A fetched=() ended=()
+  local answered=0 last_progress=-15 started=$SECONDS elapsed running phases name index phase code
+  local failed_early pod v verified
+  LOAD_FETCHED=0 LOAD_ENDED=0 LOAD_PHASES="" LOAD_ELAPSED=0
+  while :; do
+    elapsed=$((SECONDS - started))
+    running=0 phases=""
+    while read -r name index phase code; do
+      [[ "$index" =~ ^[0-9]+$ ]] || continue
+      phases+=" $index:$phase"
+      [[ -n "${fetched[$index]:-}" ]] && continue
+      if [[ "$phase" == Running ]]; then
+        running=$((running + 1))
+        if ((answered == 0)) && loadgen_answers "$name"; then
+          answered=1
+          log "load generator $index ($name) answers: the load runs"
+        fi
+        if ((answered)) && loadgen_fetch "$name" "$index"; then
+          fetched[$index]=$name
+          log "load generator $index ($name): results fetched (${#fetched[@]} of $GENERATORS)"
+        fi
+      elif [[ "$phase" == Succeeded || "$phase" == Failed ]]; then
+        ended[$index]="$name $phase $code"
+      fi
+    done < <(loadgen_pods 2> /dev/null)
+    LOAD_FETCHED=${#fetched[@]} LOAD_ENDED=${#ended[@]} LOAD_PHASES=$phases LOAD_ELAPSED=$elapsed
+    ((${#fetched[@]} >= GENERATORS)) && return 0
+    if ((answered == 0)); then
+      failed_early=""
+      for index in "${!ended[@]}"; do
+        read -r name phase code <<< "${ended[$index]}"
+        if [[ "$phase" == Failed ]] || [[ "$code" =~ ^[0-9]+$ && "$code" != 0 ]]; then
+          failed_early+=" $index:$name:$phase:exit-$code"
+        fi
+      done
+      if [[ -n "$failed_early" ]]; then
+        log "load generators ended before serving anything:$failed_early"
+        return 2
+      fi
+      ((${#ended[@]} >= GENERATORS || elapsed >= START_WAIT)) && return 3
+    fi
+    # every pod left has ended: what was not fetched is lost
+    ((answered && running == 0 && ${#ended[@]} + ${#fetched[@]} >= GENERATORS)) && return 0
+    if ((elapsed >= TIMEOUT)); then
+      log "the load Job ran out of --timeout ${TIMEOUT}s with ${#fetched[@]} of $GENERATORS results fetched"
+      return 0
+    fi
+    if ((elapsed - last_progress >= 15)); then
+      last_progress=$elapsed
+      verified=0
+      for pod in $(pods app.kubernetes.io/component=consumer 2> /dev/null); do
+        v=$(pod_get "$pod" 9645 /summary 2> /dev/null | python3 "$RUNCTL" verified - 2> /dev/null || echo 0)
+        verified=$((verified + v))
+      done
+      log "progress: ${elapsed}s, generators (index:phase):${phases:- none yet}, results fetched ${#fetched[@]} of $GENERATORS, $verified messages verified"
+    fi
+    sleep "${LOADGEN_POLL:-5}"
   done
+}
+
+# loadgen_logs - each generator pod's log into logs/, and its exit status
+loadgen_logs() {
+  local name index phase code
+  while read -r name index phase code; do
+    kc_read logs -n "$NAMESPACE" "$name" > "$OUT/logs/$name.log" 2>&1 || true
+    log "load generator $index ($name): $phase, exit ${code} (0 = its share held the thresholds, 99 = failed one)"
+  done < <(loadgen_pods 2> /dev/null)
+}
+
+# loadgen_merge - chronik-loadgen merge: the pooled figures of every generator's
+# raw rows (load/merged-<plan>.json); LOAD_RC = its exit status
+loadgen_merge() {
+  LOAD_RC=0
+  "$LOADGEN_BIN" merge --results "$OUT/load" > "$OUT/logs/loadgen-merge.txt" 2>&1 || LOAD_RC=$?
+  sed 's/^/  /' "$OUT/logs/loadgen-merge.txt" >&2
+  log "chronik-loadgen merge exited $LOAD_RC (0 = the thresholds held over every generator's rows, 99 = one failed)"
 }
 
 # -- reaching an ingestor's routes (one code path, plain or secured) ------------------------------
@@ -181,9 +289,10 @@ collect_prometheus() {
   [[ -n "$PROM_SERVICE" ]] || return 0
   local window q
   window=$(($(date +%s) - STARTED_EPOCH))s
-  local k6="testid=\"$RUN_ID\"" ns="namespace=\"$NAMESPACE\""
+  local ns="namespace=\"$NAMESPACE\""
   for q in 0.5 0.9 0.95 0.99 0.999; do
-    prom_save "k6-batch-latency-p$q" "histogram_quantile($q, sum(increase(k6_batch_latency_seconds{$k6}[$window])))"
+    prom_save "loadgen-request-latency-p$q" \
+      "histogram_quantile($q, sum by (le) (increase(chronik_loadgen_request_duration_seconds_bucket{$ns, route=~\"batch|fire\"}[$window])))"
     prom_save "ingestor-http-latency-p$q" \
       "histogram_quantile($q, sum by (le) (increase(ingestor_http_request_duration_seconds_bucket{$ns, route=~\"/produce.*\"}[$window])))"
     prom_save "consumer-e2e-latency-p$q" \
@@ -191,8 +300,8 @@ collect_prometheus() {
     prom_save "broker-produce-latency-p$q" \
       "histogram_quantile($q, sum by (le) (increase(chronik_request_duration_seconds_bucket{$ns, api=\"Produce\"}[$window])))"
   done
-  prom_save "k6-messages-produced-total" "sum(increase(k6_messages_produced_total{$k6}[$window]))"
-  prom_save "k6-messages-failed-total" "sum(increase(k6_messages_failed_total{$k6}[$window]))"
+  prom_save "loadgen-messages-produced-total" "sum(increase(chronik_loadgen_messages_total{$ns, outcome=~\"produced|accepted\"}[$window]))"
+  prom_save "loadgen-messages-failed-total" "sum(increase(chronik_loadgen_messages_total{$ns, outcome=\"failed\"}[$window]))"
   prom_save "ingestor-messages-delivered-total" "sum(increase(ingestor_messages_delivered_total{$ns}[$window]))"
   prom_save "consumer-verified-total" "sum(increase(chronik_consumer_verified_total{$ns}[$window]))"
   prom_save up "up{$ns}"

@@ -54,9 +54,12 @@ kc_read() {
 # urlencode TEXT
 urlencode() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
 
-# pod_get POD PORT PATH - GET http://POD:PORT/PATH through the API server proxy.
+# pod_get POD PORT PATH - GET http://POD:PORT/PATH through the API server proxy
+# (the body on stdout as it comes, binary included). POD_GET_TIMEOUT (a
+# kubectl duration, e.g. 10s) bounds it; unset: kubectl's default (none).
 pod_get() {
-  kc_read get --raw "/api/v1/namespaces/$NAMESPACE/pods/$1:$2/proxy/${3#/}"
+  kc_read get --raw "/api/v1/namespaces/$NAMESPACE/pods/$1:$2/proxy/${3#/}" \
+    ${POD_GET_TIMEOUT:+--request-timeout="$POD_GET_TIMEOUT"}
 }
 
 # prom_get PATH_AND_QUERY - GET against Prometheus (PROM_SERVICE = ns/name:port)

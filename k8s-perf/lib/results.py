@@ -2,9 +2,14 @@
 cluster into the results layout local runs have (reports/README.md).
 
 Owns (standard library only; run with any python3):
-  k6-files LOG DIR       cut the files runner.js printed between its
-                         CHRONIK-K6-FILE-BEGIN/END markers out of one runner's
-                         log into DIR (k6/<pod>/k6-<scenario>-summary.json)
+  job-pods JSON          the load Job's pods (`kubectl get pods -o json`, "-" =
+                         stdin) as lines "NAME INDEX PHASE EXIT_CODE" (index
+                         from the completion-index annotation, exit code "-"
+                         while the container has not terminated)
+  unpack TGZ DIR INDEX   check that TGZ (one generator's GET /results) holds
+                         exactly gen-INDEX/ with a summary, then extract it
+                         into DIR (load/gen-INDEX/); exit 1 without a change
+                         otherwise
   resources CPU MEM CSV  resources.csv (timestamp,component,name,pid,
                          cpu_seconds,rss_bytes) from Prometheus range queries
                          of cAdvisor's container_cpu_usage_seconds_total and
@@ -12,8 +17,9 @@ Owns (standard library only; run with any python3):
                          pid is always 1, restarts are not told apart)
   merged DIR MD          metrics/merged-percentiles.json and a Markdown section
                          from metrics/prometheus-*.json: percentiles across all
-                         pods from merged histograms (k6 native histograms,
-                         ingestor and consumer histograms), never averaged
+                         pods from merged histograms (the generators',
+                         ingestors', consumers' and brokers' histograms),
+                         never averaged
 Must not: talk to the cluster (run.sh does), or write meta.json
 (scripts/runctl.py meta does, for local and Kubernetes runs alike).
 """
@@ -24,26 +30,51 @@ import csv
 import json
 import re
 import sys
+import tarfile
 from pathlib import Path
 
-BEGIN, END = "CHRONIK-K6-FILE-BEGIN ", "CHRONIK-K6-FILE-END "
 COMPONENTS = [(re.compile(r"^chronik-\d+$"), "broker"), (re.compile(r"^chronik-ingestor-"), "ingestor"),
-              (re.compile(r"^chronik-consumer-"), "consumer"), (re.compile(r"^chronik-load-\d+-"), "k6")]
+              (re.compile(r"^chronik-consumer-"), "consumer"), (re.compile(r"^chronik-load-\d+-"), "loadgen")]
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
-def k6_files(log: Path, out: Path) -> int:
-    out.mkdir(parents=True, exist_ok=True)
-    current, lines, written = None, [], 0
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith(BEGIN):
-            current, lines = line[len(BEGIN):].strip(), []
-        elif line.startswith(END) and current is not None:
-            (out / Path(current).name).write_text("\n".join(lines) + "\n")
-            written, current = written + 1, None
-        elif current is not None:
-            lines.append(line)
-    print(f"{log.name}: {written} file(s) -> {out}", file=sys.stderr)
-    return 0 if written else 1
+def job_pods(source: str) -> int:
+    data = json.load(sys.stdin if source == "-" else open(source))
+    for pod in data.get("items", []):
+        meta, status = pod["metadata"], pod.get("status") or {}
+        index = (meta.get("annotations") or {}).get(INDEX_ANNOTATION, "-")
+        code = "-"
+        for cs in status.get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated")
+            if term is not None:
+                code = str(term.get("exitCode", "-"))
+        print(meta["name"], index, status.get("phase", "Unknown"), code)
+    return 0
+
+
+def unpack(tgz: Path, out: Path, index: str) -> int:
+    """Extract one generator's results, only when complete and only gen-INDEX/."""
+    prefix = f"gen-{index}/"
+    try:
+        with tarfile.open(tgz, "r:gz") as tar:
+            members = tar.getmembers()
+            names = [m.name for m in members]
+            bad = [n for n in names if not n.startswith(prefix) or ".." in n or n.count("/") != 1]
+            if bad or not any(re.fullmatch(rf"{re.escape(prefix)}summary-.+\.json", n) for n in names) \
+               or not all(m.isfile() for m in members):
+                print(f"{tgz.name}: not gen-{index}/ with a summary: {names[:5]}", file=sys.stderr)
+                return 1
+            out.mkdir(parents=True, exist_ok=True)
+            for m in members:
+                dest = out / m.name
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                with tar.extractfile(m) as src:
+                    dest.write_bytes(src.read())
+    except (OSError, tarfile.TarError, EOFError) as e:
+        print(f"{tgz.name}: {e}", file=sys.stderr)
+        return 1
+    print(f"gen-{index}: {len(names)} file(s) -> {out / prefix}", file=sys.stderr)
+    return 0
 
 
 def component_of(pod: str) -> str | None:
@@ -59,7 +90,7 @@ def resources(cpu: Path, mem: Path, out: Path) -> int:
             pod, component = m.get("pod", ""), component_of(m.get("pod", ""))
             if component is None or not m.get("container") or m.get("container") == "POD":
                 continue
-            name = pod if m["container"] in ("chronik", "ingestor", "consumer", "k6") else f"{pod}/{m['container']}"
+            name = pod if m["container"] in ("chronik", "ingestor", "consumer", "loadgen") else f"{pod}/{m['container']}"
             for ts, value in series["values"]:
                 key = (float(ts), component, name)
                 rows.setdefault(key, {"pid": 1, "cpu_seconds": "", "rss_bytes": ""})[field] = value
@@ -94,9 +125,10 @@ def merged(metrics: Path, md_out: Path) -> int:
             figures.setdefault(m.group(1), {})[key] = _scalar(f)
     (metrics / "merged-percentiles.json").write_text(json.dumps(figures, indent=2) + "\n")
     lines = ["", "## Kubernetes: across all pods (Prometheus, merged histograms)", "",
-             "Percentiles of histograms summed over every pod for the whole run (k6 runners by remote "
-             "write as native histograms; ingestors, consumers and brokers from their own histograms); "
-             "never averages of per-pod percentiles. Values in ms unless noted.", "",
+             "Percentiles of histograms summed over every pod for the whole run (the load generators', "
+             "ingestors', consumers' and brokers' own histograms); never averages of per-pod percentiles. "
+             "The load's exact percentiles are the pooled raw rows' (`load/merged-<plan>.json`). "
+             "Values in ms unless noted.", "",
              "| figure | p50 | p90 | p95 | p99 | p99.9 | total |", "|---|---|---|---|---|---|---|"]
     for what, v in figures.items():
         def fmt(k):
@@ -110,8 +142,10 @@ def merged(metrics: Path, md_out: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) >= 3 and argv[0] == "k6-files":
-        return k6_files(Path(argv[1]), Path(argv[2]))
+    if len(argv) == 2 and argv[0] == "job-pods":
+        return job_pods(argv[1])
+    if len(argv) == 4 and argv[0] == "unpack":
+        return unpack(Path(argv[1]), Path(argv[2]), argv[3])
     if len(argv) == 4 and argv[0] == "resources":
         return resources(Path(argv[1]), Path(argv[2]), Path(argv[3]))
     if len(argv) == 3 and argv[0] == "merged":

@@ -5,24 +5,30 @@
 #
 # Starts a control plane of this machine's own (scripts/install-kube.sh:
 # kube-apiserver, kube-controller-manager, kube-scheduler v1.36 built from
-# source, Debian's etcd) with kwokctl --runtime binary, and three kwok nodes
-# (simulated kubelets: pods get scheduled, "run" and turn Ready, nothing
-# executes). Then:
-#   1. CRDs: the project's own TestRun CRD (k8s-perf/crds/) and the
-#      ServiceMonitor/PodMonitor CRDs from the prometheus-operator module.
+# source, Debian's etcd) with kwokctl --runtime binary, and six kwok nodes
+# (simulated kubelets: pods get scheduled, "run" and turn Ready, Job pods
+# "complete", nothing executes; three nodes for the brokers' anti-affinity,
+# six so that the seed overlays' 8 load generators of 4 CPUs fit beside up to
+# 36 ingestors). Then:
+#   1. CRDs: the ServiceMonitor/PodMonitor CRDs from the prometheus-operator
+#      module (the load is a stock batch/v1 Job: no CRD of its own).
 #   2. Every overlay applied server-side for real (schema, defaulting,
 #      admission with PodSecurity "restricted" in the namespace it makes, no
 #      PodSecurity warning): every pod is scheduled on the kwok nodes and
-#      turns Ready, every Job completes; then the overlay is removed. The
+#      turns Ready, every Job completes; the load Job's pods are made by the
+#      real Job controller as an Indexed Job: one per index 0..N-1, each with
+#      the stable name chronik-load-<index> under the subdomain chronik-load
+#      that its barrier wiring relies on; then the overlay is removed. The
 #      secure overlay's Secrets are made first by k8s-perf/secure-secrets.sh.
 #   3. PodSecurity really enforced: a pod that breaks "restricted" is refused.
 #   4. overlays/small applied for real through ./run-all.sh --k8s --overlay
 #      small: the StatefulSet's pods bind PersistentVolumes made here,
 #      everything is scheduled onto the kwok nodes and rolls out Ready, the
-#      TestRun is created, and the run stops at the boundary it must state:
-#      no k6-operator runs here, so no load (exit 3, "BOUNDARY" in its output).
+#      load Job is created and its pod made, and the run stops at the
+#      boundary it must state: nothing executes in a kwok pod, so no
+#      generator ever answers and no load runs (exit 3, "BOUNDARY" in its output).
 #   5. the same for overlays/secure in namespace chronik-secure: run.sh makes
-#      its Secrets (secure-secrets.sh) and waits for the ACL Job before the TestRun.
+#      its Secrets (secure-secrets.sh) and waits for the ACL Job before the load Job.
 # Prints "k8s-apiserver: N passed, N failed"; exit 1 if anything failed. The
 # cluster is deleted on exit.
 #
@@ -69,22 +75,21 @@ else
   echo "k8s-apiserver: $passed passed, $failed failed"
   exit 1
 fi
-if "$BIN/kwokctl" scale node --name "$CLUSTER" --replicas 3 > "$WORK/nodes.log" 2>&1 \
+if "$BIN/kwokctl" scale node --name "$CLUSTER" --replicas 6 > "$WORK/nodes.log" 2>&1 \
    && kc wait --for condition=Ready --timeout=120s node --all > /dev/null 2>&1; then
-  ok "3 kwok nodes Ready: $(kc get nodes --no-headers | awk '{print $1}' | tr '\n' ' ')"
+  ok "6 kwok nodes Ready: $(kc get nodes --no-headers | awk '{print $1}' | tr '\n' ' ')"
 else
   fail "kwok nodes: $(tail -n 3 "$WORK/nodes.log") $(kc get nodes --no-headers 2>&1 | tr '\n' ' ')"
 fi
 
 # -- 1. CRDs ----------------------------------------------------------------------------------------
 crd_dir=$(cat "$REPO/.tools/k8s-crd-dir" 2> /dev/null || true)
-if kc apply --server-side -f "$K8S/crds/testruns.k6.io.yaml" > "$WORK/crd.log" 2>&1 \
-   && [[ -n "$crd_dir" ]] \
+if [[ -n "$crd_dir" ]] \
    && kc apply --server-side -f "$crd_dir/monitoring.coreos.com_servicemonitors.yaml" \
-        -f "$crd_dir/monitoring.coreos.com_podmonitors.yaml" >> "$WORK/crd.log" 2>&1 \
-   && kc wait --for condition=established --timeout=60s crd/testruns.k6.io crd/servicemonitors.monitoring.coreos.com \
+        -f "$crd_dir/monitoring.coreos.com_podmonitors.yaml" > "$WORK/crd.log" 2>&1 \
+   && kc wait --for condition=established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
         crd/podmonitors.monitoring.coreos.com >> "$WORK/crd.log" 2>&1; then
-  ok "CRDs established: testruns.k6.io (k8s-perf/crds), servicemonitors and podmonitors (prometheus-operator)"
+  ok "CRDs established: servicemonitors and podmonitors (prometheus-operator)"
 else
   fail "CRDs: $(tail -n 3 "$WORK/crd.log")"
 fi
@@ -107,6 +112,28 @@ pvs() {
     printf 'apiVersion: v1\nkind: PersistentVolume\nmetadata:\n  name: %s-%d\nspec:\n  capacity:\n    storage: 100Gi\n' "$1" "$i"
     printf '  accessModes: ["ReadWriteOnce"]\n  storageClassName: ""\n  hostPath:\n    path: /tmp/%s-%d\n---\n' "$1" "$i"
   done
+}
+# load_job_pods NS RENDERED - the Indexed Job's pods: indexes 0..N-1 (N = its
+# completions), hostname chronik-load-<index>, subdomain chronik-load
+load_job_pods() {
+  kc get pods -n "$1" -l app.kubernetes.io/name=chronik-loadgen -o json > "$WORK/job-pods.json"
+  "$PY" - "$WORK/job-pods.json" "$2" << 'EOF'
+import json, sys, yaml
+pods = json.load(open(sys.argv[1]))["items"]
+job = next(d for d in yaml.safe_load_all(open(sys.argv[2])) if d and d["kind"] == "Job"
+           and d["metadata"]["name"] == "chronik-load")
+n, sub = job["spec"]["completions"], job["spec"]["template"]["spec"]["subdomain"]
+got = {}
+for p in pods:
+    i = p["metadata"].get("annotations", {}).get("batch.kubernetes.io/job-completion-index")
+    got[i] = (p["spec"].get("hostname"), p["spec"].get("subdomain"))
+want = {str(i): (f"chronik-load-{i}", sub) for i in range(n)}
+if got != want:
+    print(f"pods by index {dict(sorted(got.items()))}, want {want}")
+    sys.exit(1)
+print(f"the load Job's {n} pod(s) made by the Job controller: indexes 0..{n - 1}, named chronik-load-<index> "
+      f"in subdomain {sub}")
+EOF
 }
 for dir in "$K8S"/overlays/*/; do
   name=$(basename "$dir")
@@ -140,14 +167,21 @@ print(sum(d["spec"].get("replicas", 1) for d in yaml.safe_load_all(open(sys.argv
   for w in $(kc get statefulset,deployment -n "$ns" -o name); do
     kc rollout status -n "$ns" "$w" --timeout=180s > /dev/null 2>&1 || rolled=0
   done
-  # Jobs (components/secure's ACL Job) complete; their pods are not counted as Ready ones
+  # Jobs (the load Job; components/secure's ACL Job) complete; their pods are not counted as Ready ones
   for j in $(kc get jobs -n "$ns" -o name); do
     if kc wait -n "$ns" --for=condition=complete "$j" --timeout=120s > /dev/null 2>&1; then
-      ok "overlays/$name: $j completed (scheduled; kwok completes the pod, nothing runs in it)"
+      ok "overlays/$name: $j completed (scheduled; kwok completes the pods, nothing runs in them)"
     else
       fail "overlays/$name: $j did not complete: $(kc get pods -n "$ns" -l batch.kubernetes.io/job-name --no-headers 2>&1 | head -n 2 | tr '\n' ' ')"
     fi
   done
+  # the load Job as the Job controller made it: one pod per completion index, each
+  # with the stable name the barrier peers use (chronik-load-<index>.chronik-load)
+  if load_job_pods "$ns" "$WORK/$name.yaml" > "$WORK/$name.job.out" 2>&1; then
+    ok "overlays/$name: $(cat "$WORK/$name.job.out")"
+  else
+    fail "overlays/$name: the load Job's pods: $(cat "$WORK/$name.job.out")"
+  fi
   ready=$(kc get pods -n "$ns" -l '!batch.kubernetes.io/job-name' -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$' || true)
   nodes=$(kc get pods -n "$ns" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | grep -c . || true)
   if [[ "$rolled" == 1 && "$ready" == "$want" ]]; then
@@ -228,13 +262,14 @@ else
   fail "no PodSecurity warning for a Deployment without a seccomp profile: $(tr '\n' ' ' < "$WORK/bad-deploy.out" | head -c 400)"
 fi
 
-# -- 4. ./run-all.sh --k8s --overlay small: up to the k6-operator ---------------------------------------
+# -- 4. ./run-all.sh --k8s --overlay small: up to where the generators would run ---------------------
 pvs chronik-test-pv 3 | kc apply -f - > /dev/null
 rc=0
-KUBECONFIG="$KUBECONFIG" "$REPO/run-all.sh" --k8s --overlay small --prometheus none --operator-wait 30 \
+KUBECONFIG="$KUBECONFIG" "$REPO/run-all.sh" --k8s --overlay small --prometheus none --start-wait 30 \
   --timeout 60 --results "$WORK/results" > "$WORK/run.log" 2>&1 || rc=$?
-if [[ "$rc" == 3 ]] && grep -q "BOUNDARY: the TestRun" "$WORK/run.log" && grep -q "NOT done: no k6 runner started" "$WORK/run.log"; then
-  ok "run-all.sh --k8s --overlay small: rolled out and stopped at the k6-operator boundary, saying so (exit 3)"
+if [[ "$rc" == 3 ]] && grep -q "BOUNDARY: the load Job" "$WORK/run.log" \
+   && grep -q "NOT done: no load generator ran" "$WORK/run.log"; then
+  ok "run-all.sh --k8s --overlay small: rolled out, created the load Job and stopped where its generators would run, saying so (exit 3)"
 else
   fail "run-all.sh --k8s --overlay small exited $rc: $(tail -n 6 "$WORK/run.log" | tr '\n' ' ')"
 fi
@@ -252,10 +287,11 @@ if [[ "$got" == "$want" ]]; then
 else
   fail "overlays/small: $got of $want pods Ready: $(tr '\n' ' ' <<< "$ready")"
 fi
-if kc get testruns.k6.io -n chronik-perf chronik-load > /dev/null 2>&1; then
-  ok "the TestRun chronik-load exists (what a k6-operator would act on)"
+if [[ "$(kc get job -n chronik-perf chronik-load -o jsonpath='{.spec.completionMode}' 2> /dev/null)" == Indexed ]] \
+   && load_job_pods chronik-perf "$WORK/small.yaml" > "$WORK/small-run.job.out" 2>&1; then
+  ok "run.sh created the Indexed Job chronik-load: $(cat "$WORK/small-run.job.out")"
 else
-  fail "the TestRun was not created"
+  fail "the load Job: $(cat "$WORK/small-run.job.out" 2> /dev/null) $(kc get job -n chronik-perf 2>&1 | tr '\n' ' ')"
 fi
 
 # -- 5. ./run-all.sh --k8s --overlay secure: run.sh makes its Secrets and waits for the ACL Job ----------
@@ -264,13 +300,13 @@ fi
 pvs chronik-secure-pv 3 | kc apply -f - > /dev/null
 rc=0
 KUBECONFIG="$KUBECONFIG" SECURE_DIR="$WORK/secure-run" "$REPO/run-all.sh" --k8s --overlay secure \
-  --namespace chronik-secure --prometheus none --operator-wait 30 --timeout 60 --results "$WORK/results" \
+  --namespace chronik-secure --prometheus none --start-wait 30 --timeout 60 --results "$WORK/results" \
   > "$WORK/run-secure.log" 2>&1 || rc=$?
 secrets=$(kc get secrets -n chronik-secure -o name | grep -c '^secret/chronik-' || true)
-if [[ "$rc" == 3 ]] && grep -q "BOUNDARY: the TestRun" "$WORK/run-secure.log" && ((secrets == 9)) \
+if [[ "$rc" == 3 ]] && grep -q "BOUNDARY: the load Job" "$WORK/run-secure.log" && ((secrets == 9)) \
    && grep -q "made a CA" "$WORK/run-secure.log" && grep -q "Secret chronik-secure/chronik-broker-sasl" "$WORK/run-secure.log" \
    && kc wait -n chronik-secure --for=condition=complete job/chronik-acls --timeout=10s > /dev/null 2>&1; then
-  ok "run-all.sh --k8s --overlay secure: secure-secrets.sh's Secrets made ($secrets with the cluster secret), 3 brokers rolled out, the ACL Job complete, stopped at the k6-operator boundary (exit 3)"
+  ok "run-all.sh --k8s --overlay secure: secure-secrets.sh's Secrets made ($secrets with the cluster secret), 3 brokers rolled out, the ACL Job complete, stopped where the generators would run (exit 3)"
 else
   fail "run-all.sh --k8s --overlay secure exited $rc, $secrets chronik-* Secrets: $(tail -n 6 "$WORK/run-secure.log" | tr '\n' ' ')"
 fi

@@ -1,5 +1,5 @@
 """k8s-perf/tests/check_dashboards.py - every Grafana panel query parses,
-names only metrics the binaries (or k6's remote write) really export, and
+names only metrics the binaries (chronik-loadgen included) really export, and
 returns data from a Prometheus that scraped them.
 
 Owns: reading the dashboards' PromQL (panel targets and template variable
@@ -29,7 +29,7 @@ import yaml
 
 # Grafana's variables as the live check sees them: every namespace / run, and
 # a window covering the whole scrape run.
-SUBSTITUTE = {"$__rate_interval": "2m", "$__interval": "15s", "$namespace": ".*", "$testid": ".*"}
+SUBSTITUTE = {"$__rate_interval": "2m", "$__interval": "15s", "$namespace": ".*", "$run": ".*", "$plan": ".*"}
 NOT_METRICS = {"sum", "min", "max", "avg", "count", "stddev", "stdvar", "topk", "bottomk", "quantile",
                "count_values", "group", "by", "without", "on", "ignoring", "group_left", "group_right",
                "bool", "and", "or", "unless", "offset", "inf", "nan", "le"}

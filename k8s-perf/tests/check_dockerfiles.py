@@ -4,12 +4,17 @@ manifests run, without a Docker engine (none on the CI machine).
 Owns, for docker/*.Dockerfile and the root .dockerignore:
   - every `cargo build -p PKG` names a workspace member, and every binary
     installed from target/release/ is a [[bin]] of one of the built packages
+  - every `go build -o /out/NAME` builds a Go main package the build context
+    holds (chronik-loadgen: load/generator), static (CGO_ENABLED=0), and the
+    host stage copies the same binary from .tools/bin/NAME
+    (scripts/install-loadgen.sh), which .dockerignore keeps
   - the runtime stage is a slim Debian base, runs as a numeric non-root USER,
     copies only from the build stage
   - .dockerignore keeps Cargo.toml, Cargo.lock and every workspace member in
     the build context (cargo needs all members' manifests)
   - every image the manifests use (chronik-server, chronik-harness) has its
     Dockerfile, and each binary a container runs is installed in that image
+    (chronik-loadgen, which the load Job runs, in chronik-harness)
 Prints "ok"/"FAIL" lines and "dockerfiles: N passed, N failed".
 """
 
@@ -92,10 +97,26 @@ def main() -> int:
         built = set().union(*(ws[p]["bins"] for p in pkgs if p in ws))
         check(bool(bins) and bins <= built, f"{df.name}: installs binaries of the built packages {sorted(bins)}",
               f"not built: {sorted(bins - built)}")
+        for stage_text in re.split(r"^FROM ", text, flags=re.M):
+            for gobin in re.findall(r"go build\b[^\n]*-o /out/([a-z0-9-]+) \.", stage_text):
+                src = re.search(r"^COPY\s+(\S+?)/?\s+\./?\s*$", stage_text, re.M)
+                gomod = REPO / src.group(1) / "go.mod" if src else None
+                check(gomod is not None and gomod.is_file() and "package main" in "".join(
+                      f.read_text() for f in gomod.parent.glob("*.go")),
+                      f"{df.name}: go build -o /out/{gobin} builds the Go main package in {src and src.group(1)}")
+                check(re.search(r"CGO_ENABLED=0\s[^\n]*go build", stage_text) is not None,
+                      f"{df.name}: {gobin} is built static (CGO_ENABLED=0)")
+                keep = f".tools/bin/{gobin}"
+                check(re.search(rf"^COPY\s[^\n]*{re.escape(keep)}\s", text, re.M) is not None,
+                      f"{df.name}: the host stage copies {keep} (scripts/install-loadgen.sh's build)")
+                check(not ignored(keep, patterns) and gomod is not None
+                      and not ignored(str(gomod.relative_to(REPO)), patterns),
+                      f".dockerignore keeps {keep} and {src and src.group(1)}/go.mod in the build context")
+                bins.add(gobin)
         check("--locked" in text, f"{df.name}: cargo build --locked (Cargo.lock decides versions)")
         images[name] = bins
     want = {"chronik-server": {"chronik-server"},
-            "chronik-harness": {"chronik-ingestor", "chronik-consumer", "chronik-bench"}}
+            "chronik-harness": {"chronik-ingestor", "chronik-consumer", "chronik-bench", "chronik-loadgen"}}
     for image, binaries in want.items():
         check(binaries <= images.get(image, set()), f"image {image} holds {sorted(binaries)}")
     print(f"dockerfiles: {passed} passed, {failed} failed")

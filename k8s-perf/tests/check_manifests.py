@@ -1,14 +1,23 @@
 """k8s-perf/tests/check_manifests.py - what kustomize builds must match what
-the binaries, k6 and kustomize itself really do.
+the binaries (chronik-loadgen included) and kustomize itself really do.
 
 Owns, per built overlay (one YAML file each, named <overlay>.yaml):
-  names     every ConfigMap a pod or the TestRun names exists (hashed by
-            kustomize: the TestRun's references must carry the hash, i.e.
-            base/k6/kustomizeconfig.yaml's nameReference rewrite happened)
-  k6        the k6-scripts ConfigMap holds every k6/scenarios/*.js and
-            k6/lib/*.js byte for byte, the TestRun's volume items rebuild
-            scenarios/ and lib/, CHRONIK_SCENARIO names a scenario, every k6-env
-            name is a knob the scenarios read or a k6 option the k6 binary knows
+  names     every ConfigMap a pod names (volume or envFrom) exists, with
+            kustomize's content hash
+  loadgen   the load Job: completionMode Indexed, completions = parallelism
+            = GENERATORS, no index re-run (backoffLimitPerIndex 0, restartPolicy
+            Never), the completion index from its annotation, a headless
+            Service named by the pods' subdomain; its script run for indexes
+            0, 1 and N-1 with a stand-in chronik-loadgen: `run
+            /plans/<PLAN>.json`, --index, --generators N, index 0
+            --barrier-listen on the barrier port, every other index
+            --barrier-peer http://<job>-0.<subdomain>:<that port>,
+            --prometheus-addr on the metrics port, --results an emptyDir,
+            --targets the ingestor Service (https when it serves HTTPS),
+            --acks / --topology the deployment's; every flag and value
+            accepted by `chronik-loadgen run --help`, the overrides by
+            `chronik-loadgen describe` on the plan; the plans ConfigMap holds
+            every load/plans/*.json byte for byte
   binaries  every env var and flag of a chronik container is in that binary's
             --help (enumerated values among the possible values, numbers where
             the default is a number); other env vars are read by the script
@@ -19,12 +28,14 @@ Owns, per built overlay (one YAML file each, named <overlay>.yaml):
             targetPorts match the pods
   topology  StatefulSet replicas = BROKER_REPLICAS; RF <= brokers;
             min.insync <= RF; required anti-affinity per host; headless
-            governing Service publishing not-ready addresses; k6 ACKS tag =
-            the ingestors' acks; TOPOLOGY tag = broker count
+            governing Service publishing not-ready addresses
   entrypoint  base/broker/entrypoint.sh run with each overlay's env and a
             stand-in chronik-server: node id, advertised name (or listeners) and peers
   secrets, tls  check_secure.py (no literal secret; Secrets and files a pod
             names exist; components/secure's protocol, authorizer and clients)
+  security  the namespace enforces PodSecurity restricted, every pod template
+            (Deployments, StatefulSet, Jobs) satisfies it; the brokers'
+            NetworkPolicy
 Prints "ok"/"FAIL" lines; exit 1 if anything failed. Must not: build
 overlays (test.sh does) or start servers (scrape.sh does).
 """
@@ -43,14 +54,21 @@ from pathlib import Path
 
 from check_secure import VAR_REF, check_secrets, check_tls
 from checklib import by_kind, check, counts, docs_of, env_of
-from helpinfo import Help, read_help
+from helpinfo import Help, go_type, read_help, read_loadgen_help
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "k8s-perf" / "base"
 LOG_ENV = {"CHRONIK_LOG"}          # tracing EnvFilter, read by every binary (not a clap flag)
-BINARIES = ("chronik-server", "chronik-ingestor", "chronik-consumer", "chronik-bench")
+LOADGEN = "chronik-loadgen"
+BINARIES = ("chronik-server", "chronik-ingestor", "chronik-consumer", "chronik-bench", LOADGEN)
 IMAGES = {"chronik-server": "chronik-server", "chronik-ingestor": "chronik-harness",
-          "chronik-consumer": "chronik-harness", "chronik-bench": "chronik-harness"}
+          "chronik-consumer": "chronik-harness", "chronik-bench": "chronik-harness", LOADGEN: "chronik-harness"}
+# `chronik-loadgen run` flags that are not plan overrides (`describe` takes the rest)
+LOADGEN_RUN_ONLY = {"--targets", "--results", "--generators", "--index", "--barrier-listen", "--barrier-peer",
+                    "--barrier-timeout", "--ready-timeout", "--prometheus-addr", "--serve-results-for", "--run-id",
+                    "--git-commit", "--token-file", "--ca-file"}
+INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+GO_DURATION = re.compile(r"(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+")
 # endpoint each binary serves on which of its listen options
 ENDPOINT_FLAG = {("chronik-server", "/metrics"): "--metrics-listen", ("chronik-server", "/health"): "--metrics-listen",
                  ("chronik-server", "/ready"): "--metrics-listen", ("chronik-ingestor", "/metrics"): "--listen",
@@ -60,9 +78,9 @@ ENDPOINT_FLAG = {("chronik-server", "/metrics"): "--metrics-listen", ("chronik-s
 KAFKA_PORT_FLAG = {"chronik-server": {"kafka": "--listen", "raft": "--raft-listen"}}
 
 def pod_templates(docs):
-    """(workload, pod spec, labels) of every Deployment/StatefulSet."""
+    """(workload, pod spec, labels) of every Deployment, StatefulSet and Job."""
     for d in docs:
-        if d["kind"] in ("Deployment", "StatefulSet"):
+        if d["kind"] in ("Deployment", "StatefulSet", "Job"):
             t = d["spec"]["template"]
             yield d, t["spec"], t["metadata"].get("labels", {})
 
@@ -115,10 +133,12 @@ def check_binaries(overlay, docs, helps, served):
                 check(not any(e["name"].startswith("CHRONIK_") for e in c.get("env", [])),
                       f"{where}: runs no chronik binary and sets no CHRONIK_* env")
                 continue
-            h = helps[binary]
             repo = c["image"].rsplit(":", 1)[0].rsplit("/", 1)[-1]
             check(repo == IMAGES[binary] and (REPO / "docker" / f"{repo}.Dockerfile").is_file(),
                   f"{where}: image {c['image']} is built by docker/{IMAGES[binary]}.Dockerfile")
+            if binary == LOADGEN:
+                continue   # Go flags, one script run per index: check_loadgen
+            h = helps[binary]
             env = {e["name"]: e.get("value") for e in c.get("env", [])}
             referenced = {v for e in c.get("env", []) for v in VAR_REF.findall(e.get("value") or "")}
             for name, value in env.items():
@@ -220,20 +240,15 @@ def check_names(overlay, docs):
         for v in spec.get("volumes", []):
             if "configMap" in v:
                 refs.append((f"{wl['kind']}/{wl['metadata']['name']} volume {v['name']}", v["configMap"]["name"]))
-    for tr in by_kind(docs, "TestRun"):
-        for role in ("runner", "initializer", "starter"):
-            pod = tr["spec"].get(role) or {}
-            for v in pod.get("volumes", []):
-                if "configMap" in v:
-                    refs.append((f"TestRun {role} volume {v['name']}", v["configMap"]["name"]))
-            for ef in pod.get("envFrom", []):
+        for c in spec.get("containers", []) + spec.get("initContainers", []):
+            for ef in c.get("envFrom", []):
                 if "configMapRef" in ef:
-                    refs.append((f"TestRun {role} envFrom", ef["configMapRef"]["name"]))
+                    refs.append((f"{wl['kind']}/{wl['metadata']['name']} container {c['name']} envFrom",
+                                 ef["configMapRef"]["name"]))
     for where, name in refs:
         check(name in cms, f"{overlay}: {where} -> ConfigMap {name} exists")
-        if where.startswith("TestRun"):
-            check(re.search(r"-[a-z0-9]{10}$", name) is not None,
-                  f"{overlay}: {where} carries the generated hash ({name}): nameReference rewrote it")
+        check(re.search(r"-[a-z0-9]{10}$", name) is not None,
+              f"{overlay}: {where} names the generated ConfigMap with its content hash ({name})")
     dash = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("chronik-dashboards")]
     ok = len(dash) == 1 and dash[0]["metadata"].get("labels", {}).get("grafana_dashboard") == "1"
     if ok:
@@ -245,60 +260,185 @@ def check_names(overlay, docs):
     check(ok, f"{overlay}: dashboards ConfigMap labelled grafana_dashboard=1 with JSON dashboards that have panels")
 
 
-def k6_known_env(k6_bin: str) -> set[str]:
-    src = "\n".join(p.read_text() for p in [*(REPO / "k6").rglob("*.js"), BASE / "k6" / "runner.js"])
-    names = set(re.findall(r"(?:env(?:String|Number)?\(|__ENV\.|__ENV\[)\s*['\"]?([A-Z][A-Z0-9_]*)", src))
-    # the options k6's Prometheus remote-write output reads, as the binary spells them
-    binary = Path(k6_bin).read_bytes()
-    names |= {m.decode() for m in re.findall(rb"K6_PROMETHEUS_RW_[A-Z_]+[A-Z]", binary)}
-    # Go's crypto/x509 reads the CA bundle named by SSL_CERT_FILE (linked into k6)
-    names |= {"SSL_CERT_FILE"} if b"SSL_CERT_FILE" in binary else set()
-    return names
+def script_argv(c: dict, env: dict) -> list[str] | str:
+    """The argv a container's command hands to chronik-loadgen, recorded by a
+    stand-in on PATH (the real one would start the load); an error text
+    when the command fails or never runs it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fake = Path(tmp) / LOADGEN
+        fake.write_text('#!/bin/sh\nprintf "%s\\0" "$@"\n')
+        fake.chmod(0o755)
+        cmd = c.get("command", []) + c.get("args", [])
+        out = subprocess.run(cmd, env={**env, "PATH": f"{tmp}:/usr/bin:/bin"}, capture_output=True, text=True,
+                             timeout=10)
+        if out.returncode != 0 or not out.stdout:
+            return f"exit {out.returncode}, stdout {out.stdout!r}, stderr {out.stderr.strip()!r}"
+        return out.stdout.split("\0")[:-1]
 
 
-def check_k6(overlay, docs, k6_names):
-    cms = {d["metadata"]["name"]: d for d in by_kind(docs, "ConfigMap")}
-    tr = by_kind(docs, "TestRun")
-    if not check(len(tr) == 1, f"{overlay}: one TestRun"):
-        return
-    spec = tr[0]["spec"]
-    script = spec["script"].get("localFile", "")
-    runner = spec["runner"]
-    vol = next((v for v in runner.get("volumes", []) if "configMap" in v), None)
-    mount = next((m for m in runner.get("volumeMounts", []) if vol and m["name"] == vol["name"]), None)
-    if not check(vol is not None and mount is not None and script == f"{mount['mountPath']}/runner.js",
-                 f"{overlay}: TestRun runs runner.js from the mounted k6-scripts volume"):
-        return
-    scripts = cms[vol["configMap"]["name"]]["data"]
-    items = {i["key"]: i["path"] for i in vol["configMap"]["items"]}
-    expected = {"runner.js": BASE / "k6" / "runner.js"}
-    for sub in ("lib", "scenarios"):
-        for f in sorted((REPO / "k6" / sub).glob("*.js")):
-            expected[f"{sub}/{f.name}"] = f
-    for path, src in expected.items():
-        key = next((k for k, p in items.items() if p == path), None)
-        check(key is not None and scripts.get(key) == src.read_text(),
-              f"{overlay}: k6 file {path} is in the ConfigMap (key {key}) as in the repository")
-    check(set(items.values()) == set(expected), f"{overlay}: no stale k6 files in the TestRun items",
-          str(sorted(set(items.values()) ^ set(expected))))
-    init = spec.get("initializer", {})
-    check(init.get("volumes") == runner.get("volumes") and init.get("volumeMounts") == runner.get("volumeMounts")
-          and init.get("envFrom") == runner.get("envFrom") and init.get("env") == runner.get("env")
-          and init.get("image") == runner.get("image"),
-          f"{overlay}: the initializer sees the runners' script, env and image")
-    check("--include-system-env-vars" in spec.get("arguments", "").split(),
-          f"{overlay}: TestRun passes the env to k6 archive (--include-system-env-vars)")
-    env_cm = next(cms[e["configMapRef"]["name"]]["data"] for e in runner["envFrom"])
-    scenario = env_cm.get("CHRONIK_SCENARIO", "")
-    check((REPO / "k6" / "scenarios" / f"{scenario}.js").is_file(), f"{overlay}: CHRONIK_SCENARIO={scenario} exists")
-    for name in sorted(env_cm):
-        check(name in k6_names, f"{overlay}: k6 env {name} is read by the scenarios or known to k6")
-    for e in runner.get("env", []):
-        check(e["name"] in k6_names, f"{overlay}: TestRun env {e['name']} is read by the scenarios or known to k6")
-    return env_cm
+def parse_run_argv(argv: list[str], help_: Help | None) -> tuple[list[str], dict[str, str], list[str]]:
+    """(positionals before the flags, {--flag: value}, flags given twice or
+    unknown to help_) of `chronik-loadgen run PLAN --flag value ...` (Go's
+    flag package: -f or --f, `--f value` or `--f=value`, bools take none)."""
+    pos, flags, odd, i = [], {}, [], 0
+    while i < len(argv) and not argv[i].startswith("-"):
+        pos.append(argv[i])
+        i += 1
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith("-"):
+            odd.append(f"stray argument {a!r}")
+            i += 1
+            continue
+        name, eq, value = ("--" + a.lstrip("-")).partition("=")
+        opt = help_.options.get(name) if help_ else None
+        if help_ is not None and opt is None:
+            odd.append(f"{name} unknown")
+        takes = opt.takes_value if opt else True
+        if takes and not eq:
+            i += 1
+            value = argv[i] if i < len(argv) else None
+        if name in flags:
+            odd.append(f"{name} given twice")
+        flags[name] = value
+        i += 1
+    return pos, flags, odd
 
 
-def check_topology(overlay, docs, k6_env):
+def value_ok(opt, value) -> bool:
+    kind = go_type(opt)
+    try:
+        if kind == "int":
+            int(value)
+        elif kind == "float":
+            float(value)
+        elif kind == "duration":
+            return value == "0" or GO_DURATION.fullmatch(value) is not None
+        elif kind == "bool":
+            return value in (None, "true", "false")
+    except (TypeError, ValueError):
+        return False
+    return value is not None
+
+
+def check_loadgen(overlay, docs, lg_help: Help | None, lg_bin: Path | None):
+    """The load Job (see the module's docstring). Returns the generators' env."""
+    jobs = [d for d in by_kind(docs, "Job")
+            if d["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "loadgen"]
+    if not check(len(jobs) == 1, f"{overlay}: one load Job (pods labelled app.kubernetes.io/component=loadgen)"):
+        return {}
+    job = jobs[0]
+    name, spec = job["metadata"]["name"], job["spec"]
+    pod, labels = spec["template"]["spec"], spec["template"]["metadata"].get("labels", {})
+    runs = [c for c in pod["containers"] if LOADGEN in " ".join(c.get("command", []) + c.get("args", []))]
+    if not check(len(runs) == 1, f"{overlay}: Job {name} has one container running {LOADGEN}"):
+        return {}
+    c = runs[0]
+    cms = {d["metadata"]["name"]: d.get("data") or {} for d in by_kind(docs, "ConfigMap")}
+    env: dict[str, str] = {}
+    for ef in c.get("envFrom", []):
+        env.update(cms.get((ef.get("configMapRef") or {}).get("name"), {}))
+    env.update({e["name"]: e["value"] for e in c.get("env", []) if e.get("value") is not None})
+    n = env.get("GENERATORS", "")
+    where = f"{overlay}: Job {name}"
+    check(spec.get("completionMode") == "Indexed", f"{where} is an Indexed Job (completionMode Indexed)",
+          f"completionMode {spec.get('completionMode')}")
+    check(str(spec.get("completions")) == str(spec.get("parallelism")) == n and n.isdigit() and int(n) >= 1,
+          f"{where}: completions = parallelism = GENERATORS ({n}): every index runs at once",
+          f"completions {spec.get('completions')}, parallelism {spec.get('parallelism')}, GENERATORS {n!r}")
+    check(spec.get("backoffLimitPerIndex") == 0 and pod.get("restartPolicy") == "Never",
+          f"{where}: no index is run again (backoffLimitPerIndex 0, restartPolicy Never)",
+          f"backoffLimitPerIndex {spec.get('backoffLimitPerIndex')}, restartPolicy {pod.get('restartPolicy')}")
+    idx = next((e for e in c.get("env", []) if e["name"] == "JOB_COMPLETION_INDEX"), None)
+    check(idx is None or ((idx.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") == INDEX_FIELD,
+          f"{where}: JOB_COMPLETION_INDEX is the pod's completion index")
+    sub = pod.get("subdomain")
+    svc = next((s for s in by_kind(docs, "Service") if s["metadata"]["name"] == sub), None)
+    check(svc is not None and svc["spec"].get("clusterIP") == "None"
+          and svc["spec"].get("publishNotReadyAddresses") is True
+          and bool(svc["spec"].get("selector")) and svc["spec"]["selector"].items() <= labels.items(),
+          f"{where}: subdomain {sub} is a headless Service selecting its pods (stable names {name}-<index>.{sub})",
+          f"Service {svc and svc['spec']}")
+    ports = {p_["name"]: p_["containerPort"] for p_ in c.get("ports", [])}
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    mounts = {m["mountPath"].rstrip("/"): vols.get(m["name"], {}) for m in c.get("volumeMounts", [])}
+    check({"barrier", "metrics"} <= ports.keys(), f"{where}: container ports barrier and metrics", str(ports))
+    ingestor = next((d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "chronik-ingestor"), None)
+    ing_labels = ingestor["spec"]["template"]["metadata"]["labels"] if ingestor else {}
+    ing_env = env_of(ingestor) if ingestor else {}
+    brokers = by_kind(docs, "StatefulSet")[0]["spec"].get("replicas", 1) if by_kind(docs, "StatefulSet") else 1
+    count = int(n) if n.isdigit() and int(n) >= 1 else 1
+    describe = None
+    for i in sorted({0, 1, count - 1} & set(range(count))):
+        w = f"{overlay}: generator {i} of {count}"
+        argv = script_argv(c, {**env, "JOB_COMPLETION_INDEX": str(i)})
+        if not check(isinstance(argv, list), f"{w}: the Job's command runs {LOADGEN}", str(argv)):
+            continue
+        pos, flags, odd = parse_run_argv(argv, lg_help)
+        check(not odd, f"{w}: every flag is one `{LOADGEN} run --help` lists, each given once"
+              + ("" if lg_help else f" (no {LOADGEN} binary: names not checked)"), "; ".join(odd))
+        if lg_help:
+            bad = [f"{f}={v!r} ({go_type(lg_help.options[f])})" for f, v in flags.items()
+                   if f in lg_help.options and not value_ok(lg_help.options[f], v)]
+            check(not bad, f"{w}: every flag value is of the flag's type", "; ".join(bad))
+        plan = env.get("PLAN", "")
+        cm = next((cms.get(v["configMap"]["name"]) for path, v in mounts.items()
+                   if "configMap" in v and len(pos) > 1 and pos[1] == f"{path}/{plan}.json"), None)
+        check(pos[:1] == ["run"] and len(pos) == 2 and cm is not None and f"{plan}.json" in cm,
+              f"{w}: runs `{LOADGEN} run /plans/{plan}.json`, the plan from a mounted ConfigMap", str(pos))
+        check(flags.get("--index") == str(i) and flags.get("--generators") == n,
+              f"{w}: --index {i} --generators {n}", f"--index {flags.get('--index')} --generators {flags.get('--generators')}")
+        if i == 0:
+            check(flags.get("--barrier-listen") == f":{ports.get('barrier')}" and "--barrier-peer" not in flags,
+                  f"{w}: holds the start barrier (--barrier-listen :{ports.get('barrier')}, the barrier port)",
+                  f"--barrier-listen {flags.get('--barrier-listen')}, --barrier-peer {flags.get('--barrier-peer')}")
+        else:
+            want = f"http://{name}-0.{sub}:{ports.get('barrier')}"
+            check(flags.get("--barrier-peer") == want and "--barrier-listen" not in flags,
+                  f"{w}: joins the barrier at index 0's stable name ({want})",
+                  f"--barrier-peer {flags.get('--barrier-peer')}, --barrier-listen {flags.get('--barrier-listen')}")
+        check(flags.get("--prometheus-addr") == f":{ports.get('metrics')}",
+              f"{w}: --prometheus-addr is the metrics port {ports.get('metrics')}", str(flags.get("--prometheus-addr")))
+        results = (flags.get("--results") or "").rstrip("/")
+        check("emptyDir" in mounts.get(results, {}), f"{w}: --results {results} is a mounted emptyDir")
+        serve = flags.get("--serve-results-for") or "0"
+        check(serve != "0" and GO_DURATION.fullmatch(serve) is not None and not re.fullmatch(r"[0.]+[a-zµ]+", serve),
+              f"{w}: --serve-results-for {serve}: the results stay reachable until run.sh fetches them")
+        for url in (flags.get("--targets") or "").split(","):
+            m = re.fullmatch(r"(https?)://([a-z0-9-]+):(\d+)", url)
+            s = next((x for x in by_kind(docs, "Service") if m and x["metadata"]["name"] == m.group(2)), None)
+            sel = (s or {}).get("spec", {}).get("selector") or {}
+            check(m is not None and s is not None and bool(sel) and sel.items() <= ing_labels.items()
+                  and any(p_["port"] == int(m.group(3)) for p_ in s["spec"]["ports"])
+                  and (m.group(1) == "https") == bool(ing_env.get("CHRONIK_SSL_KEYSTORE_LOCATION")),
+                  f"{w}: target {url} is the ingestors' Service, in the scheme they serve")
+        for f in ("--ca-file", "--token-file"):
+            if flags.get(f):
+                check(any(flags[f].startswith(path + "/") for path in mounts), f"{w}: {f} {flags[f]} is in a mounted volume")
+        acks = {"all": "all", "-1": "all"}.get(ing_env.get("CHRONIK_INGESTOR_ACKS", "1"), ing_env.get("CHRONIK_INGESTOR_ACKS", "1"))
+        check(flags.get("--acks") in (None, acks), f"{w}: --acks tag {flags.get('--acks')} = the ingestors' acks {acks}")
+        topo = flags.get("--topology")
+        check(topo is None or (topo == "cluster") == (brokers > 1), f"{w}: --topology tag {topo} matches {brokers} broker(s)")
+        if i == 0:
+            describe = [f for k, v in flags.items() if k not in LOADGEN_RUN_ONLY for f in (k, v) if f is not None]
+    # the plans: load/plans/ byte for byte
+    plans_cm = next((cms[v["configMap"]["name"]] for path, v in mounts.items() if "configMap" in v
+                     and v["configMap"]["name"] in cms and any(k.endswith(".json") for k in cms[v["configMap"]["name"]])), {})
+    want = {f.name: f.read_text() for f in sorted((REPO / "load" / "plans").glob("*.json"))}
+    check(bool(want), f"{overlay}: load/plans/ holds plans")
+    for fname, text in want.items():
+        check(plans_cm.get(fname) == text, f"{overlay}: plan {fname} is in the plans ConfigMap as in load/plans/")
+    check(set(plans_cm) == set(want), f"{overlay}: no stale plan in the ConfigMap", str(sorted(set(plans_cm) ^ set(want))))
+    # the overlay's overrides apply to its plan (chronik-loadgen describe, as `run` resolves it)
+    if lg_bin is not None and describe is not None and env.get("PLAN", "") + ".json" in want:
+        r = subprocess.run([str(lg_bin), "describe", str(REPO / "load" / "plans" / f"{env['PLAN']}.json"), *describe,
+                            "--generators", n], capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, f"{overlay}: `{LOADGEN} describe {env['PLAN']}.json {' '.join(describe)} --generators {n}` "
+              "accepts the plan and its overrides", (r.stderr or r.stdout).strip()[:300])
+    return env
+
+
+def check_topology(overlay, docs):
     sts = by_kind(docs, "StatefulSet")
     if not check(len(sts) == 1, f"{overlay}: one broker StatefulSet"):
         return
@@ -322,12 +462,6 @@ def check_topology(overlay, docs, k6_env):
     pdb = by_kind(docs, "PodDisruptionBudget")
     check(len(pdb) == 1 and pdb[0]["spec"]["selector"]["matchLabels"].items() <= labels.items(),
           f"{overlay}: a PodDisruptionBudget covers the brokers")
-    ing = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"] == "chronik-ingestor")
-    acks = env_of(ing).get("CHRONIK_INGESTOR_ACKS", "1")
-    tag = k6_env.get("ACKS", "1") if k6_env else "1"
-    check({"all": "all", "-1": "all"}.get(acks, acks) == tag, f"{overlay}: k6 ACKS tag {tag} = ingestors' acks {acks}")
-    topo = k6_env.get("TOPOLOGY", "standalone") if k6_env else "standalone"
-    check((topo == "cluster") == (replicas > 1), f"{overlay}: k6 TOPOLOGY tag {topo} matches {replicas} broker(s)")
 
 
 # PodSecurity "restricted" volume types (Kubernetes' Pod Security Standards)
@@ -377,12 +511,6 @@ def check_security(overlay, docs):
     for wl, spec, _ in pod_templates(docs):
         bad = restricted_violations(spec, spec.get("containers", []) + spec.get("initContainers", []))
         check(not bad, f"{overlay}: {wl['kind']} {wl['metadata']['name']} satisfies PodSecurity restricted", "; ".join(bad))
-    for tr in by_kind(docs, "TestRun"):
-        for part in ("initializer", "starter", "runner"):
-            p = tr["spec"].get(part) or {}
-            pod = {"securityContext": p.get("securityContext"), "volumes": p.get("volumes")}
-            bad = restricted_violations(pod, [{"name": part, "securityContext": p.get("containerSecurityContext")}])
-            check(not bad, f"{overlay}: TestRun {part} pods satisfy PodSecurity restricted", "; ".join(bad))
     sts = by_kind(docs, "StatefulSet")[0]
     broker_labels = sts["spec"]["template"]["metadata"]["labels"]
     policies = [n for n in by_kind(docs, "NetworkPolicy")
@@ -467,16 +595,17 @@ def write_env(docs, out: Path):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin-dir", type=Path, default=REPO / "target" / "release")
-    ap.add_argument("--k6-bin", default=str(REPO / ".tools" / "bin" / "k6"))
+    ap.add_argument("--loadgen-bin", type=Path, help=f"{LOADGEN} (its `run --help`); without it flag names "
+                    "are not checked and the overrides not tried")
     ap.add_argument("--served", type=Path, help="JSON {binary: {path: status}} from scrape.sh")
     ap.add_argument("--env-out", type=Path, help="only write <workload>.env of the first manifest here")
-    ap.add_argument("--only", choices=["names"], help="run only these checks")
+    ap.add_argument("--only", choices=["names", "loadgen", "security"], help="run only these checks")
     ap.add_argument("--secrets", type=Path, help="lines `SECRET KEY...` secure-secrets.sh makes (tests/test.sh)")
     ap.add_argument("built", nargs="+", type=Path, help="<overlay>.yaml files (kustomize build output)")
     a = ap.parse_args()
     helps = LazyHelps(a.bin_dir)
     served = json.loads(a.served.read_text()) if a.served else None
-    k6_names = k6_known_env(a.k6_bin)
+    lg_help = read_loadgen_help(str(a.loadgen_bin)) if a.loadgen_bin else None
     known_secrets = None
     if a.secrets:
         known_secrets = {line.split()[0]: set(line.split()[1:]) for line in a.secrets.read_text().splitlines() if line.strip()}
@@ -486,15 +615,18 @@ def main() -> int:
         if a.env_out:
             write_env(docs, a.env_out)
             return 0
-        check_names(overlay, docs)
-        if a.only == "names":
+        if a.only in (None, "names"):
+            check_names(overlay, docs)
+        if a.only in (None, "loadgen"):
+            check_loadgen(overlay, docs, lg_help, a.loadgen_bin)
+        if a.only in (None, "security"):
+            check_security(overlay, docs)
+        if a.only is not None:
             continue
-        k6_env = check_k6(overlay, docs, k6_names)
         check_binaries(overlay, docs, helps, served)
         check_monitors(overlay, docs)
-        check_topology(overlay, docs, k6_env)
+        check_topology(overlay, docs)
         check_entrypoint(overlay, docs)
-        check_security(overlay, docs)
         check_secrets(overlay, docs, known_secrets)
         check_tls(overlay, docs)
     passed, failed = counts()

@@ -5,15 +5,16 @@ Owns:
   secrets   no Secret object and no literal password, token or key in any
             manifest: password-bearing properties are $(VAR) of an env var
             from a secretKeyRef; every $(VAR) names an env var defined before
-            it; every Secret (and key) a pod or the TestRun names is one
-            secure-secrets.sh makes; every file an env var points to lies in
-            a mounted volume
+            it; every Secret (and key) a pod names is one secure-secrets.sh
+            makes; every file an env var (or an envFrom ConfigMap's key)
+            points to lies in a mounted volume
   tls       with components/secure: the brokers listen only on SASL_SSL/SSL,
             the inter-broker listener is one of them, the StandardAuthorizer is
             on with the brokers a super user and no allow-everyone; every Kafka
             client uses the brokers' protocol and an enabled mechanism and
             trusts a CA; the ingestors' HTTPS port wants a token, Prometheus
-            scrapes the plain port, k6 posts to https:// trusting the CA
+            scrapes the plain port, the load generators post to https://
+            trusting the CA and send the token from a file
 Must not: build overlays or start anything.
 """
 
@@ -29,16 +30,12 @@ VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def containers_of(docs):
-    """(where, container, pod spec) of every workload's containers and the TestRun's pods."""
+    """(where, container, pod spec) of every workload's containers."""
     for d in docs:
         if d["kind"] in ("Deployment", "StatefulSet", "Job"):
             spec = d["spec"]["template"]["spec"]
             for c in spec.get("containers", []) + spec.get("initContainers", []):
                 yield f"{d['kind']}/{d['metadata']['name']} container {c['name']}", c, spec
-        elif d["kind"] == "TestRun":
-            for part in ("initializer", "runner"):
-                p = d["spec"].get(part) or {}
-                yield f"TestRun {part}", {"name": part, **p}, p
 
 
 def property_secrets(text: str):
@@ -53,7 +50,8 @@ def check_secrets(overlay, docs, known_secrets):
     check(not by_kind(docs, "Secret"), f"{overlay}: no Secret object in the manifests (secure-secrets.sh makes them)")
     for cm in by_kind(docs, "ConfigMap"):
         bad = [k for key, text in (cm.get("data") or {}).items()
-               if not key.endswith((".js", ".json", ".sh"))   # code: reads secrets from env/files, holds none
+               if not key.endswith((".json", ".sh"))   # plans and scripts: read secrets from env/files, hold none
+               and not key.endswith(("_FILE", "_LOCATION"))   # a path (where the secret is), as for env vars
                for k, v in property_secrets(f"{key}={text}") if v and not VAR_REF.fullmatch(v)]
         check(not bad, f"{overlay}: ConfigMap {cm['metadata']['name']} holds no literal secret", str(bad))
     for where, c, spec in containers_of(docs):
@@ -93,7 +91,10 @@ def check_secrets(overlay, docs, known_secrets):
                       f"{overlay}: {where}: Secret {name}{'/' + key if key else ''} is made by secure-secrets.sh",
                       f"it makes {sorted(known_secrets)}")
         # a file an env var names lies in a volume the container mounts (with its key, for a Secret)
-        for e in env:
+        cm_data = {cm["metadata"]["name"]: cm.get("data") or {} for cm in by_kind(docs, "ConfigMap")}
+        from_cms = [{"name": k, "value": v} for ef in c.get("envFrom") or []
+                    for k, v in cm_data.get((ef.get("configMapRef") or {}).get("name"), {}).items()]
+        for e in env + from_cms:
             value = e.get("value") or ""
             if re.search(r"_(FILE|LOCATION)$", e["name"]) and value.startswith("/"):
                 mount = next((n for n, p in mounts.items() if value.startswith(p.rstrip("/") + "/")), None)
@@ -149,6 +150,9 @@ def check_tls(overlay, docs):
             if sm["spec"]["selector"]["matchLabels"].get("app.kubernetes.io/name") == "chronik-ingestor":
                 check(all(ep["port"] == "metrics" for ep in sm["spec"]["endpoints"]),
                       f"{overlay}: Prometheus scrapes the ingestors on the plain metrics port")
-        k6_env = next((cm["data"] for cm in by_kind(docs, "ConfigMap") if cm["metadata"]["name"].startswith("k6-env")), {})
-        check(all(u.startswith("https://") for u in k6_env.get("INGESTOR_URLS", "").split(",")) and "SSL_CERT_FILE" in k6_env,
-              f"{overlay}: k6 posts to https:// and trusts the CA (SSL_CERT_FILE)")
+        load_env = next((cm["data"] for cm in by_kind(docs, "ConfigMap")
+                         if cm["metadata"]["name"].startswith("chronik-load-env")), {})
+        check(all(u.startswith("https://") for u in load_env.get("TARGETS", "").split(","))
+              and bool(load_env.get("CA_FILE")) and bool(load_env.get("TOKEN_FILE")),
+              f"{overlay}: the load generators post to https://, trust the CA (--ca-file) and send the token "
+              "(--token-file)", str({k: load_env.get(k) for k in ("TARGETS", "CA_FILE", "TOKEN_FILE")}))

@@ -1,6 +1,6 @@
 """k8s-perf/tests/gen_schemas.py - offline JSON schemas for kubeconform.
 
-Owns: turning three sources into standalone (no remote $ref) strict schemas
+Owns: turning two sources into standalone (no remote $ref) strict schemas
 under OUT, laid out for kubeconform's -schema-location templates:
   OUT/<kind>-<group>-<version>.json     Kubernetes kinds, from the PyPI package
                                         kubernetes-validate (its "-local-strict"
@@ -8,8 +8,7 @@ under OUT, laid out for kubeconform's -schema-location templates:
                                         _definitions.json: inlined here)
   OUT/<group>/<kind>_<version>.json     CRDs: ServiceMonitor/PodMonitor from the
                                         prometheus-operator module's CRD YAML
-                                        (openAPIV3Schema -> JSON schema, strict),
-                                        and our TestRun schema (k8s-perf/schemas/)
+                                        (openAPIV3Schema -> JSON schema, strict)
 Only the kinds the given manifests use are written. Must not: validate (that
 is kubeconform's job) or fetch anything.
 
@@ -28,8 +27,6 @@ import kubernetes_validate
 import yaml
 
 DEFS_PREFIX = "/api/_definitions.json#"
-HERE = Path(__file__).resolve().parent
-OWN_SCHEMAS = {("k6.io", "v1alpha1", "TestRun"): HERE.parent / "schemas" / "testrun-k6.io-v1alpha1.json"}
 CRD_FILES = {"ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",
              "PodMonitor": "monitoring.coreos.com_podmonitors.yaml"}
 
@@ -125,11 +122,7 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     written = []
     for group, version, kind in sorted(kinds_used(a.manifests)):
-        key = (group, version, kind)
-        if key in OWN_SCHEMAS:
-            schema = inline_definitions(json.loads(OWN_SCHEMAS[key].read_text()), defs)
-            dest = a.out / group / f"{kind.lower()}_{version}.json"
-        elif kind in CRD_FILES and group == "monitoring.coreos.com":
+        if kind in CRD_FILES and group == "monitoring.coreos.com":
             crd = yaml.safe_load((a.crd_dir / CRD_FILES[kind]).read_text())
             served = {v["name"]: v for v in crd["spec"]["versions"]}
             if version not in served:

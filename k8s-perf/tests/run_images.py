@@ -2,30 +2,41 @@
 """k8s-perf/tests/run_images.py - the built images run the way the manifests run them.
 
 From the rendered ``cluster`` overlay (stock ``kubectl kustomize``), starts as
-podman containers: the broker StatefulSet's three pods, one ingestor pod and
-one consumer pod. Each gets what Kubernetes would give it:
+podman containers: the broker StatefulSet's three pods, one ingestor pod, one
+consumer pod and the load Job's pods (two indexes by default). Each gets what
+Kubernetes would give it:
 
 - its own network namespace on a bridge (a pod IP; the manifests' 0.0.0.0
   binds and fixed ports unchanged), and ``/etc/hosts`` entries for the
-  Services (``chronik``, ``chronik-ingestor``) and the StatefulSet's stable
-  names (``chronik-0.chronik-headless.<ns>.svc.cluster.local``);
+  Services (``chronik``, ``chronik-ingestor``), the StatefulSet's stable
+  names (``chronik-0.chronik-headless.<ns>.svc.cluster.local``) and the load
+  Job's (``chronik-load-0.chronik-load``: its subdomain);
 - the container's own command (the broker's ``/opt/chronik/entrypoint.sh``
-  from its ConfigMap, the consumer's ``/bin/sh -c`` line) and the manifest's
-  env, downward-API fields resolved (pod name, namespace);
-- its volumes as directories: the entrypoint ConfigMap, the cluster Secret
-  (generated here, as k8s-perf/run.sh does), emptyDirs for data and reports.
+  from its ConfigMap, the consumer's and the generators' ``/bin/sh -c``
+  lines) and the manifest's env and envFrom ConfigMaps, downward-API fields
+  resolved (pod name, namespace, the Job's completion index);
+- its volumes as directories: the entrypoint and plans ConfigMaps, the
+  cluster Secret (generated here, as k8s-perf/run.sh does), emptyDirs for
+  data, reports and the generators' results.
 
-Then k6's smoke scenario (on the host) drives the ingestor, the run drains
+The load is the Job's: chronik-loadgen from the harness image runs the smoke
+plan (--rate/--duration as LOADGEN_ARGS, the small overlay's way) as
+``--generators`` indexes, index 0 holding the start barrier the others join
+by its stable name; each generator's results are fetched from it as
+k8s-perf/lib/collect.sh does (GET :9102/results once complete, which lets it
+exit) and pooled on the host (``chronik-loadgen merge``). The run drains
 (scripts/runctl.py: in-flight, ledger-total, drained), the consumer gets
 SIGTERM and writes its report into its reports volume, and
 ``chronik-consumer merge`` reconciles it with the ingestor's ledger. Exit 0
-when that verification is clean and conclusive; every container, namespace
-and link is removed on exit.
+when every generator exited 0, the merged thresholds held and that
+verification is clean and conclusive; every container, namespace and link
+is removed on exit.
 
-  k8s-perf/tests/run_images.py [--tag dev] [--rate 50] [--duration 20s] [--keep DIR]
+  k8s-perf/tests/run_images.py [--tag dev] [--rate 50] [--duration 20s] [--generators 2] [--keep DIR]
 
 Needs: root, podman + runc (scripts/install-system-deps.sh --containers),
-the images (scripts/build-images.sh), release chronik-consumer, k6.
+the images (scripts/build-images.sh), release chronik-consumer, Go
+(scripts/install-loadgen.sh: chronik-loadgen on the host for the merge).
 Must not: build images, or touch addresses outside the bridge it creates
 (10.213.0.0/24) and 127.0.0.0/8.
 """
@@ -48,6 +59,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 RUNCTL = REPO / "scripts" / "runctl.py"
+RESULTS_PY = REPO / "k8s-perf" / "lib" / "results.py"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 NAMESPACE = "chronik-perf"
 DOMAIN = "cluster.local"
 BRIDGE, SUBNET = "chkbr0", "10.213.0"
@@ -112,15 +125,20 @@ class Pods:
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
             sh("ip", "-n", ns, "link", "set", "lo", "up")
 
-    def run(self, pod: str, container: dict, image: str, hosts: dict[str, str], volumes: dict[str, Path]) -> None:
+    def run(self, pod: str, container: dict, image: str, hosts: dict[str, str], volumes: dict[str, Path],
+            config_maps: dict[str, dict] | None = None, annotations: dict[str, str] | None = None) -> None:
         env = []
+        for ef in container.get("envFrom", []):
+            for k, v in (config_maps or {})[ef["configMapRef"]["name"]].items():
+                env += ["--env", f"{k}={v}"]
         for e in container.get("env", []):
             if "value" in e:
                 env += ["--env", f"{e['name']}={e['value']}"]
             else:
                 field = e["valueFrom"]["fieldRef"]["fieldPath"]
-                value = {"metadata.name": pod, "metadata.namespace": NAMESPACE}[field]
-                env += ["--env", f"{e['name']}={value}"]
+                fields = {"metadata.name": pod, "metadata.namespace": NAMESPACE,
+                          **{f"metadata.annotations['{k}']": v for k, v in (annotations or {}).items()}}
+                env += ["--env", f"{e['name']}={fields[field]}"]
         mounts = []
         for m in container.get("volumeMounts", []):
             ro = ",ro" if m.get("readOnly") else ""
@@ -153,6 +171,23 @@ def wait_http(url: str, what: str, timeout: float = 90) -> None:
         time.sleep(0.5)
 
 
+def fetch_results(url: str, dest: Path, index: int, timeout: float) -> bool:
+    """GET one generator's /results (503 until complete) as lib/collect.sh does,
+    unpacked by lib/results.py into dest/gen-<index>/."""
+    deadline = time.monotonic() + timeout
+    tgz = dest / f".gen-{index}.tar.gz"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=60) as r:
+                tgz.write_bytes(r.read())
+            ok = subprocess.run([sys.executable, str(RESULTS_PY), "unpack", str(tgz), str(dest), str(index)]).returncode == 0
+            tgz.unlink()
+            return ok
+        except OSError:
+            time.sleep(1)
+    return False
+
+
 def volume_dir(work: Path, name: str, owner: int = 10001) -> Path:
     d = work / "volumes" / name
     d.mkdir(parents=True, exist_ok=True)
@@ -164,8 +199,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tag", default="dev")
     ap.add_argument("--overlay", default="cluster")
-    ap.add_argument("--rate", type=int, default=50, help="k6 batches/s (default 50 = 5,000 msg/s)")
+    ap.add_argument("--rate", type=int, default=50, help="requests/s of 100 messages (default 50 = 5,000 msg/s)")
     ap.add_argument("--duration", default="20s")
+    ap.add_argument("--generators", type=int, default=2, help="indexes of the load Job to run (default 2: the barrier)")
     ap.add_argument("--keep", type=Path, help="keep logs and reports here")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -174,7 +210,17 @@ def main() -> int:
     sts = find(docs, "StatefulSet", "chronik")
     ingestor = find(docs, "Deployment", "chronik-ingestor")
     consumer = find(docs, "Deployment", "chronik-consumer")
+    job = find(docs, "Job", "chronik-load")
     entrypoint_cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("chronik-broker-entrypoint"))
+    config_maps = {d["metadata"]["name"]: d.get("data") or {} for d in docs if d["kind"] == "ConfigMap"}
+    job_spec = job["spec"]["template"]["spec"]
+    gen_container = job_spec["containers"][0]
+    load_env_name = gen_container["envFrom"][0]["configMapRef"]["name"]
+    # the smoke plan at --rate for --duration on --generators indexes (the small overlay's way)
+    config_maps[load_env_name] = {**config_maps[load_env_name], "PLAN": "smoke", "GENERATORS": str(args.generators),
+                                  "LOADGEN_ARGS": f"--rate {args.rate} --duration {args.duration}",
+                                  "RUN_ID": "images-test"}
+    generators = [f"chronik-load-{i}" for i in range(args.generators)]
     replicas = sts["spec"]["replicas"]
     headless = sts["spec"]["serviceName"]
     brokers = [f"chronik-{i}" for i in range(replicas)]
@@ -190,15 +236,21 @@ def main() -> int:
     for c in sh(*PODMAN, "ps", "-a", "--format", "{{.Names}}", check=False, quiet=True).stdout.split():
         if c.startswith(PREFIX):
             sh(*PODMAN, "rm", "-f", c, check=False, quiet=True)
-    pods.ips = {p: "" for p in [*brokers, "chronik-ingestor-0", "chronik-consumer-0"]}
+    all_pods = [*brokers, "chronik-ingestor-0", "chronik-consumer-0", *generators]
+    pods.ips = {p: "" for p in all_pods}
     pods.cleanup()
     pods.ips = {}
     rc = 1
     try:
-        pods.network([*brokers, "chronik-ingestor-0", "chronik-consumer-0"])
+        loadgen_bin = sh("bash", str(REPO / "scripts" / "install-loadgen.sh")).stdout.strip()
+        pods.network(all_pods)
         hosts = {f"{b}.{headless}.{NAMESPACE}.svc.{DOMAIN}": pods.ips[b] for b in brokers}
         hosts |= {"chronik": pods.ips[brokers[0]], f"chronik.{NAMESPACE}.svc.{DOMAIN}": pods.ips[brokers[0]],
                   "chronik-ingestor": pods.ips["chronik-ingestor-0"]}
+        # the generators' stable names (subdomain = the headless Service), as the barrier peers use them
+        sub = job_spec["subdomain"]
+        hosts |= {f"{g}.{sub}": pods.ips[g] for g in generators}
+        hosts |= {f"{g}.{sub}.{NAMESPACE}.svc.{DOMAIN}": pods.ips[g] for g in generators}
         cm = volume_dir(work, "entrypoint", 0)
         for key, text in entrypoint_cm["data"].items():
             (cm / key).write_text(text)
@@ -223,7 +275,6 @@ def main() -> int:
         pods.run("chronik-ingestor-0", ing, image_of(ing), hosts, {})
         ingestor_url = f"http://{pods.ips['chronik-ingestor-0']}:8080"
         wait_http(f"{ingestor_url}/health", "ingestor")
-        topic = next(e["value"] for e in ing["env"] if e["name"] == "CHRONIK_INGESTOR_TOPIC")
         # the first request creates the topic (broker auto-create, as in the cluster)
         body = json.dumps([{"value": "hello"}]).encode()
         req = urllib.request.Request(f"{ingestor_url}/produce/batch", data=body,
@@ -245,12 +296,28 @@ def main() -> int:
         py = str(REPO / ".venv" / "bin" / "python")
         sh(py, str(RUNCTL), "settle", "--partitions", str(partitions), "--timeout", "90", consumer_url)
 
-        log(f"k6 smoke: {args.rate} batches/s for {args.duration} against {ingestor_url}")
-        k6 = subprocess.run([str(REPO / "k6" / "run.sh"), "smoke", "--quiet"], env={
-            **os.environ, "INGESTOR_URLS": ingestor_url, "RATE": str(args.rate), "DURATION": args.duration,
-            "TOPIC": topic, "RESULTS_DIR": str(work / "k6"), "ACKS": "1", "TOPOLOGY": "cluster"},
-            capture_output=True, text=True)
-        print(k6.stdout[-1500:], file=sys.stderr)
+        # the load Job's pods: the generators in the harness image, with the Job's script and env
+        log(f"load Job: {args.generators} chronik-loadgen indexes, smoke at {args.rate} requests/s for "
+            f"{args.duration} against {ingestor_url} (the Service chronik-ingestor)")
+        plans = volume_dir(work, "plans", 0)
+        plans_cm = next(config_maps[v["configMap"]["name"]] for v in job_spec["volumes"] if "configMap" in v)
+        for key, text in plans_cm.items():
+            (plans / key).write_text(text)
+        for i, g in enumerate(generators):
+            volumes = {v["name"]: plans if "configMap" in v else volume_dir(work, f"{g}-{v['name']}")
+                       for v in job_spec["volumes"]}
+            pods.run(g, gen_container, image_of(gen_container), hosts, volumes, config_maps, {INDEX_ANNOTATION: str(i)})
+        load = work / "load"
+        load.mkdir()
+        fetched = [fetch_results(f"http://{pods.ips[g]}:9102/results", load, i, timeout=300)
+                   for i, g in enumerate(generators)]
+        exits = [sh(*PODMAN, "wait", f"{PREFIX}{g}-{gen_container['name']}", check=False).stdout.strip()
+                 for g in generators]
+        merge_load = subprocess.run([loadgen_bin, "merge", "--results", str(load)], capture_output=True, text=True)
+        print(merge_load.stdout[-1500:], merge_load.stderr[-500:], file=sys.stderr)
+        log(f"generators' results fetched: {fetched}, their exit statuses {exits}, "
+            f"chronik-loadgen merge exit {merge_load.returncode}")
+        load_ok = all(fetched) and all(e == "0" for e in exits) and merge_load.returncode == 0
         for _ in range(120):
             if sh(py, str(RUNCTL), "in-flight", ingestor_url).stdout.strip() == "0":
                 break
@@ -278,8 +345,8 @@ def main() -> int:
         c = m["counts"]
         log(f"verification: exit {merge.returncode}; {c['verified']} verified of {acked} acknowledged, "
             f"{c['lost']} lost, {c['duplicates']} duplicated, {c['reordered']} reordered, {c['corrupt']} corrupt; "
-            f"k6 exit {k6.returncode}")
-        rc = 0 if merge.returncode == 0 and k6.returncode == 0 and int(acked) > 0 else 1
+            f"load {'ok' if load_ok else 'FAILED'}")
+        rc = 0 if merge.returncode == 0 and load_ok and int(acked) > 0 else 1
         print(f"images: {'1 passed, 0 failed' if rc == 0 else '0 passed, 1 failed'}")
     except Exception as e:  # noqa: BLE001 - report, show the containers' logs, clean up
         log(f"failed: {e}")

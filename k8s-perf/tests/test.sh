@@ -1,29 +1,40 @@
 #!/usr/bin/env bash
 # k8s-perf/tests/test.sh - `make k8s-test`: everything about k8s-perf/ that
 # can be checked without a cluster. Installs its own tools
-# (scripts/install-k8s-tools.sh); idempotent; about a minute warm.
+# (scripts/install-k8s-tools.sh); idempotent; about 1.5 minutes warm.
 #
 #   0. images        docker/*.Dockerfile and .dockerignore build what the
 #                    manifests run (check_dockerfiles.py; no Docker engine here)
-#   1. dashboards    base/monitoring/dashboards/*.json = generate.py's output
-#   2. build         kustomize build of every overlay (load restrictor off: the
-#                    k6 scenarios come from the repository's k6/)
+#   1. dashboards    base/monitoring/dashboards/*.json = generate.py's output;
+#                    the kustomization's copy of load/plans/ is load/plans/
+#                    (sync_plans.py --check)
+#   2. build         kustomize build of every overlay (stock: no flags)
 #   3. schemas       kubeconform -strict on every built object: Kubernetes
-#                    schemas from kubernetes-validate, ServiceMonitor/PodMonitor
-#                    from the prometheus-operator CRDs, TestRun from
-#                    k8s-perf/schemas/ (gen_schemas.py); and misspelt fields
-#                    in a TestRun, a ServiceMonitor and a StatefulSet must fail
-#   4. nameReference the TestRun names the hashed ConfigMaps; and without
-#                    base/k6/kustomizeconfig.yaml it would not (negative check)
+#                    schemas from kubernetes-validate (the load Job's batch/v1
+#                    included), ServiceMonitor/PodMonitor from the
+#                    prometheus-operator CRDs (gen_schemas.py); and misspelt or
+#                    mistyped fields in the Job, a ServiceMonitor, a PodMonitor
+#                    and a StatefulSet must fail
+#   4. load Job      check_manifests.py --only loadgen on mutants of the built
+#                    overlays: a non-indexed Job, parallelism != completions, a
+#                    barrier peer that is not index 0's stable name, index 0
+#                    not listening, a plan missing from the ConfigMap, no
+#                    subdomain, an unknown flag, overrides the plan refuses, and
+#                    (--only security) a generator pod that may run as root -
+#                    each must fail
 #   5. manifests     check_manifests.py: env vars, flags, ports, probes, monitors,
-#                    topology, entrypoint against the real binaries' --help
+#                    topology, entrypoint against the real binaries' --help, the
+#                    load Job against `chronik-loadgen run --help`
 #   6. live          scrape.sh: the real binaries on 127.0.0.1 with the
-#                    manifests' env, a local Prometheus, k6 remote write; every
-#                    dashboard query parses (promtool), names only scraped
-#                    metrics and returns data; probe paths answered
-#   7. results       the results directory run.sh builds (lib/results.py on the
-#                    live run's k6 logs and consumer report) renders with
-#                    `python -m reports render` (tests/test_results.sh)
+#                    manifests' env, a local Prometheus scraping them and two
+#                    chronik-loadgen generators (the Job's barrier, results
+#                    fetched as lib/collect.sh fetches them); every dashboard
+#                    query parses (promtool), names only scraped metrics and
+#                    returns data; probe paths answered
+#   7. results       the results directory run.sh builds (the live run's
+#                    generator results merged by chronik-loadgen merge, its
+#                    consumer report) renders with `python -m reports render`
+#                    (tests/test_results.sh)
 #   8. scripts       run.sh / cleanup.sh: --help, argument errors, --dry-run
 #                    (tests/test_cli.sh)
 #   9. secure        secure-secrets.sh's certificates, users and Secrets, the
@@ -36,7 +47,8 @@
 #
 # Needs: the release binaries chronik-server, chronik-ingestor and
 # chronik-consumer in target/release (built here only when missing;
-# K8S_TEST_BUILD=1 rebuilds), Go, python3. Env: KEEP_WORK=1 keeps the scratch
+# K8S_TEST_BUILD=1 rebuilds), Go (chronik-loadgen: scripts/install-loadgen.sh),
+# python3. Env: KEEP_WORK=1 keeps the scratch
 # dir; TOOLS_DIR (default <repo>/.tools) as for scripts/install-k8s-tools.sh.
 set -euo pipefail
 
@@ -50,7 +62,7 @@ TOOLS_DIR="${TOOLS_DIR:-$REPO/.tools}"
 export TOOLS_DIR
 PY="$TOOLS_DIR/k8s-venv/bin/python"
 KUBECONFORM="$TOOLS_DIR/bin/kubeconform"
-export PY K6_BIN="${K6_BIN:-$TOOLS_DIR/bin/k6}"
+export PY
 WORK="$(mktemp -d)"
 trap '[[ "$KEEP_WORK" == 1 ]] && echo "kept $WORK" >&2 || rm -rf "$WORK"' EXIT
 
@@ -82,6 +94,16 @@ if ((${#missing[@]})); then
   (cd "$REPO" && cargo build --release "${missing[@]}") >&2
 fi
 
+# chronik-loadgen (static Go binary, load/generator): the Job's flags and the live run
+LOADGEN_BIN="${LOADGEN_BIN:-}"
+if [[ -z "$LOADGEN_BIN" ]] && ! LOADGEN_BIN=$(bash "$REPO/scripts/install-loadgen.sh" 2> "$WORK/install-loadgen.err"); then
+  fail "scripts/install-loadgen.sh: $(tail -n 3 "$WORK/install-loadgen.err" | tr '\n' ' ')"
+  LOADGEN_BIN=""
+fi
+export LOADGEN_BIN
+LOADGEN_ARGS=()
+[[ -x "$LOADGEN_BIN" ]] && LOADGEN_ARGS=(--loadgen-bin "$LOADGEN_BIN")
+
 build() {  # DIR OUT - stock kustomize build: no flags (what kubectl apply -k, Argo CD and Flux do)
   "${KUSTOMIZE[@]}" "$1" > "$2"
 }
@@ -102,7 +124,7 @@ fi
 "$PY" "$HERE/check_dashboard_schema.py" "$K8S"/base/monitoring/dashboards/*.json > "$WORK/dschema.out" 2>&1 || true
 grep '^FAIL' "$WORK/dschema.out" || true
 tally "$WORK/dschema.out" "check_dashboard_schema.py"
-"$PY" - "$K8S/base/monitoring/dashboards/chronik-k6.json" "$WORK/mutant-dashboard.json" << 'EOF'
+"$PY" - "$K8S/base/monitoring/dashboards/chronik-loadgen.json" "$WORK/mutant-dashboard.json" << 'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 d["panels"][0]["gridPos"]["hh"] = 8  # a misspelt field
@@ -114,17 +136,11 @@ else
   ok "dashboard schema: a misspelt panel field (gridPos.hh) is refused (check can fail)"
 fi
 
-# -- 1b. the kustomization's copy of k6/ is k6/ ------------------------------------------------
-if python3 "$K8S/sync_k6.py" --check 2> "$WORK/sync.err"; then
-  ok "k6 scripts: k8s-perf/base/k6/scripts = k6/ (sync_k6.py --check)"
+# -- 1b. the kustomization's copy of load/plans/ is load/plans/ ------------------------------------
+if python3 "$K8S/sync_plans.py" --check 2> "$WORK/sync.err"; then
+  ok "load plans: k8s-perf/base/loadgen/plans = load/plans/ (sync_plans.py --check)"
 else
-  fail "k6 scripts: the kustomization's copy differs from k6/: $(tr '\n' ' ' < "$WORK/sync.err")"
-fi
-
-if "$PY" "$K8S/crds/gen_testrun_crd.py" --check; then
-  ok "crds/testruns.k6.io.yaml = gen_testrun_crd.py output (from schemas/testrun-k6.io-v1alpha1.json)"
-else
-  fail "crds/testruns.k6.io.yaml differs from gen_testrun_crd.py output"
+  fail "load plans: the kustomization's copy differs from load/plans/: $(tr '\n' ' ' < "$WORK/sync.err")"
 fi
 
 # -- 2. build every overlay ---------------------------------------------------------------------
@@ -168,9 +184,16 @@ def mutant(name, kind, edit):
     d = copy.deepcopy(next(x for x in docs if x["kind"] == kind))
     edit(d)
     (out / f"{name}.yaml").write_text(yaml.safe_dump(d))
-mutant("testrun-nodeselector", "TestRun", lambda d: d["spec"]["runner"].update(nodeselector={"a": "b"}))
-mutant("testrun-parallelism-string", "TestRun", lambda d: d["spec"].update(parallelism="8"))
-mutant("testrun-two-scripts", "TestRun", lambda d: d["spec"]["script"].update(configMap={"name": "x"}))
+def load_job(kind):
+    return next(x for x in docs if x["kind"] == kind and x["metadata"]["name"] == "chronik-load")
+def mutant_job(name, edit):
+    d = copy.deepcopy(load_job("Job"))
+    edit(d)
+    (out / f"{name}.yaml").write_text(yaml.safe_dump(d))
+mutant_job("job-completionmode", lambda d: d["spec"].update(completionmode=d["spec"].pop("completionMode")))
+mutant_job("job-parallelism-string", lambda d: d["spec"].update(parallelism="8"))
+mutant_job("job-subdomian", lambda d: d["spec"]["template"]["spec"].update(subdomian=d["spec"]["template"]["spec"].pop("subdomain")))
+mutant_job("job-completion-mode-value", lambda d: d["spec"].update(completionMode=3))
 mutant("servicemonitor-prot", "ServiceMonitor", lambda d: d["spec"]["endpoints"][0].update(prot="metrics"))
 mutant("podmonitor-endpoints", "PodMonitor", lambda d: d["spec"].update(endpoints=d["spec"].pop("podMetricsEndpoints")))
 mutant("statefulset-portz", "StatefulSet", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(portz=[]))
@@ -188,18 +211,58 @@ else
   fail "gen_schemas.py: $(tail -n 5 "$WORK/gen_schemas.err")"
 fi
 
-# -- 4. nameReference: without the configuration the TestRun keeps stale names ----------------
-mkdir -p "$WORK/noconf/k8s-perf"
-cp -r "$K8S/base" "$WORK/noconf/k8s-perf/base"
-ln -s "$REPO/k6" "$WORK/noconf/k6"
-sed -i '/^configurations:/,/^$/d' "$WORK/noconf/k8s-perf/base/kustomization.yaml"
-if build "$WORK/noconf/k8s-perf/base" "$WORK/noconf.yaml" 2> "$WORK/noconf.err" \
-   && ! "$PY" "$HERE/check_manifests.py" --only names "$WORK/noconf.yaml" > "$WORK/noconf.out" 2>&1 \
-   && grep -q 'FAIL .*TestRun runner volume k6-scripts -> ConfigMap k6-scripts exists' "$WORK/noconf.out"; then
-  ok "nameReference: without base/k6/kustomizeconfig.yaml the TestRun names a missing ConfigMap (check can fail)"
-else
-  fail "nameReference negative check did not fail as expected: $(head -c 300 "$WORK/noconf.err" "$WORK/noconf.out" 2>/dev/null)"
-fi
+# -- 4. the load Job checks can fail: mutants of the built overlays ------------------------------------
+mkdir -p "$WORK/job-mutants"
+"$PY" - "$WORK/built" "$WORK/job-mutants" << 'PY'
+import copy, sys, yaml
+from pathlib import Path
+built, out = Path(sys.argv[1]), Path(sys.argv[2])
+def mutant(name, overlay, edit):
+    ds = [d for d in yaml.safe_load_all((built / f"{overlay}.yaml").read_text()) if d]
+    job = next(d for d in ds if d["kind"] == "Job" and d["metadata"]["name"] == "chronik-load")
+    env_cm = next(d for d in ds if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("chronik-load-env"))
+    plans = next(d for d in ds if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("chronik-load-plans"))
+    edit(job["spec"], job["spec"]["template"]["spec"], env_cm["data"], plans["data"])
+    (out / f"{name}.yaml").write_text(yaml.safe_dump_all(ds))
+def script(pod, old, new):
+    c = pod["containers"][0]
+    assert old in c["args"][0], old
+    c["args"][0] = c["args"][0].replace(old, new)
+def no_nonroot(pod):
+    pod["securityContext"].pop("runAsNonRoot")
+    pod["securityContext"]["runAsUser"] = 0
+mutant("not-indexed", "small", lambda job, pod, env, plans: job.update(completionMode="NonIndexed"))
+mutant("parallelism-short", "test-6", lambda job, pod, env, plans: job.update(parallelism=4))
+mutant("generators-env-differs", "test-6", lambda job, pod, env, plans: env.update(GENERATORS="6"))
+mutant("peer-not-index-0", "test-6", lambda job, pod, env, plans: script(pod, "chronik-load-0.chronik-load", "chronik-load.chronik-load"))
+mutant("index-0-not-listening", "test-6", lambda job, pod, env, plans: script(pod, '= 0 ]', '= 1 ]'))
+mutant("plan-missing", "small", lambda job, pod, env, plans: plans.pop("smoke.json"))
+mutant("no-subdomain", "test-6", lambda job, pod, env, plans: pod.pop("subdomain"))
+mutant("unknown-flag", "small", lambda job, pod, env, plans: env.update(LOADGEN_ARGS="--rat 200 --duration 60s"))
+mutant("overrides-refused", "small", lambda job, pod, env, plans: env.update(PLAN="blocking-batch"))
+mutant("runs-as-root", "small", lambda job, pod, env, plans: no_nonroot(pod))
+PY
+for m in not-indexed:'is an Indexed Job' parallelism-short:'completions = parallelism = GENERATORS' \
+         generators-env-differs:'completions = parallelism = GENERATORS' \
+         peer-not-index-0:"joins the barrier at index 0's stable name" index-0-not-listening:'holds the start barrier' \
+         plan-missing:'plan smoke.json is in the plans ConfigMap' no-subdomain:'is a headless Service selecting its pods' \
+         unknown-flag:'every flag is one `chronik-loadgen run --help` lists' \
+         overrides-refused:'accepts the plan and its overrides' runs-as-root:'satisfies PodSecurity restricted'; do
+  name=${m%%:*} want=${m#*:}
+  only=loadgen
+  [[ "$name" == runs-as-root ]] && only=security
+  if [[ -z "$LOADGEN_BIN" && ( "$name" == unknown-flag || "$name" == overrides-refused ) ]]; then
+    fail "load Job mutant $name: no chronik-loadgen binary to check against"; continue
+  fi
+  if "$PY" "$HERE/check_manifests.py" --only "$only" "${LOADGEN_ARGS[@]}" "$WORK/job-mutants/$name.yaml" \
+       > "$WORK/mutant.out" 2>&1; then
+    fail "check_manifests accepts the load Job mutant $name"
+  elif grep -qF "$want" <(grep '^FAIL' "$WORK/mutant.out"); then
+    ok "check_manifests refuses the load Job mutant $name ($want)"
+  else
+    fail "check_manifests on the load Job mutant $name failed otherwise: $(grep '^FAIL' "$WORK/mutant.out" | head -n 2)"
+  fi
+done
 
 # -- 5. + 6. manifests against the binaries, then live ---------------------------------------------
 "$PY" "$HERE/check_manifests.py" --env-out "$WORK/env" "$WORK/built/cluster.yaml"
@@ -218,7 +281,8 @@ if [[ $(wc -l < "$WORK/secrets.txt") -ge 5 ]]; then
 else
   fail "secure-secrets.sh --dry-run named no Secrets: $(head -c 300 "$WORK/secrets.txt")"
 fi
-"$PY" "$HERE/check_manifests.py" "${served[@]}" --secrets "$WORK/secrets.txt" "${overlays[@]}" > "$WORK/manifests.out" 2>&1 || true
+"$PY" "$HERE/check_manifests.py" "${served[@]}" "${LOADGEN_ARGS[@]}" --secrets "$WORK/secrets.txt" "${overlays[@]}" \
+  > "$WORK/manifests.out" 2>&1 || true
 grep '^FAIL' "$WORK/manifests.out" || true
 tally "$WORK/manifests.out" "check_manifests.py"
 

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # k8s-perf/tests/test_cli.sh - k8s-perf/run.sh and k8s-perf/cleanup.sh without
 # a cluster: --help, argument errors, and --dry-run of every overlay (the
-# per-run kustomization must build, carry the run id into the TestRun's k6
-# testid and env, give ingestors and consumers one topic of their own, move
-# everything into --namespace, swap images, and the kubectl commands must
-# come in the right order; an overlay with components/secure shows
+# per-run kustomization must build, carry the run id and commit into the
+# load generators' env and the run id onto their pods' label, give ingestors
+# and consumers one topic of their own, move everything into --namespace,
+# swap images (the generators' too), and the kubectl commands must come in
+# the right order - the load Job deleted with its pods, then applied, last;
+# an overlay with components/secure shows
 # secure-secrets.sh's Secrets first and waits for the ACL Job). Also the --k8s dispatch of ./run-all.sh and
 # ./cleanup.sh. Prints "cli: N passed, N failed".
 # Needs: kubectl or .tools/bin/kustomize, .tools/k8s-venv (install-k8s-tools.sh).
@@ -56,14 +58,17 @@ errors = []
 def need(cond, msg):
     if not cond:
         errors.append(msg)
-kinds = {d["kind"]: d for d in docs}
 cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
-tr = kinds["TestRun"]["spec"]
-need(f"--tag testid={run_id}" in tr["arguments"], "TestRun testid is not the run id")
-env_cm = cms.get(tr["runner"]["envFrom"][0]["configMapRef"]["name"])
-need(env_cm is not None and env_cm["data"].get("RUN_ID") == run_id, "k6-env lacks RUN_ID (or the TestRun names a missing ConfigMap)")
-need(env_cm is not None and env_cm["data"].get("K6_PROMETHEUS_RW_SERVER_URL") ==
-     "http://prometheus-operated.monitoring.svc:9090/api/v1/write", "remote-write URL")
+job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == "chronik-load")
+pod = job["spec"]["template"]
+gen = pod["spec"]["containers"][0]
+env_cm = cms.get(gen["envFrom"][0]["configMapRef"]["name"])
+need(env_cm is not None and env_cm["data"].get("RUN_ID") == run_id,
+     "chronik-load-env lacks RUN_ID (or the Job names a missing ConfigMap)")
+need(env_cm is not None and re.fullmatch(r"[0-9a-f]{7,40}|unknown", env_cm["data"].get("GIT_COMMIT", "")) is not None,
+     "chronik-load-env lacks the commit (GIT_COMMIT)")
+need(pod["metadata"]["labels"].get("chronik.perf/run-id") == run_id, "the generators' pods lack the run-id label")
+need(gen["image"] == "reg.local:5000/chronik-harness:v1", f"the generators' image not swapped: {gen['image']}")
 need(all(d["metadata"].get("namespace", "ns-test") == "ns-test" for d in docs if d["kind"] != "Namespace"), "namespace not applied")
 need(any(d["kind"] == "Namespace" and d["metadata"]["name"] == "ns-test" for d in docs), "Namespace object not renamed")
 def env(name):
@@ -79,8 +84,9 @@ need(con["CHRONIK_CONSUMER_GROUP"] == f"verify-{run_id}", "group not per run")
 need(ing_image == "reg.local:5000/chronik-harness:v1", f"harness image not swapped: {ing_image}")
 cmds = [l for l in out.splitlines() if l.startswith("+ kubectl")]
 need(all("--context ctx-test" in c for c in cmds), "a kubectl command without --context")
-order = ["component!=k6", "rollout status -n ns-test statefulset/chronik", "rollout status -n ns-test deployment/chronik-ingestor",
-         "delete -n ns-test testruns.k6.io/chronik-load", "component=k6"]
+order = ["component!=loadgen", "rollout status -n ns-test statefulset/chronik",
+         "rollout status -n ns-test deployment/chronik-ingestor",
+         "delete -n ns-test job/chronik-load --ignore-not-found --cascade=foreground", "component=loadgen"]
 secure = any(d["metadata"].get("labels", {}).get("chronik.perf/security") for d in docs)
 made = [c for c in cmds if "create secret generic chronik-" in c and "cluster-secret" not in c]
 if secure:
@@ -88,7 +94,7 @@ if secure:
     need(len(made) == 8 and all("-n ns-test" in c and "--dry-run=client" in c for c in made),
          f"secure overlay: the dry run does not show secure-secrets.sh's 8 Secrets in ns-test: {made}")
     order = ["create secret generic chronik-tls-ca"] + order
-    order.insert(order.index("delete -n ns-test testruns.k6.io/chronik-load"),
+    order.insert(order.index("delete -n ns-test job/chronik-load --ignore-not-found --cascade=foreground"),
                  "wait -n ns-test --for=condition=complete job/chronik-acls")
 else:
     need(not made and "job/chronik-acls" not in out, "an overlay without components/secure makes its Secrets")
@@ -103,9 +109,10 @@ PY
 done
 
 "$K8S/cleanup.sh" --dry-run --namespace ns-test --context ctx-test > "$WORK/clean.out" 2>&1
-if awk '/testruns.k6.io --all/{a=NR} /statefulsets,deployments/{b=NR} /delete -n ns-test pvc/{c=NR} /delete namespace ns-test/{d=NR}
+if awk '/delete -n ns-test jobs -l app.kubernetes.io\/name=chronik-loadgen/{a=NR} /statefulsets,deployments/{b=NR}
+        /delete -n ns-test pvc/{c=NR} /delete namespace ns-test/{d=NR}
         END {exit !(a && b && c && d && a < b && b < c && c < d)}' "$WORK/clean.out"; then
-  ok "cleanup.sh --dry-run: TestRuns, then workloads, then PVCs, then the namespace"
+  ok "cleanup.sh --dry-run: the load Job and its pods, then workloads, then PVCs, then the namespace"
 else
   fail "cleanup.sh --dry-run order: $(cat "$WORK/clean.out")"
 fi

@@ -1,8 +1,8 @@
 """k8s-perf/base/monitoring/dashboards/generate.py - writes the Grafana
-dashboards beside it (chronik-{broker,ingestor,consumer,k6}.json).
+dashboards beside it (chronik-{broker,ingestor,consumer,loadgen}.json).
 
 Owns: which panels exist and their PromQL. Every metric named here is one
-the binaries export (or k6's Prometheus remote write sends); CI
+the binaries export (chronik-loadgen's included); CI
 (k8s-perf/tests/check_dashboards.py) parses every query and runs it against
 a Prometheus that scraped the real binaries. Percentiles are always
 histogram_quantile over histograms summed across pods (merged), never an
@@ -35,11 +35,6 @@ def quantiles(bucket: str, qs=(0.5, 0.99), by: str = "", matchers: str = NS) -> 
     label = "{{" + by + "}} " if by else ""
     return [(f"histogram_quantile({q}, sum by (le{extra}) (rate({bucket}{{{matchers}}}[{RI}])))", f"{label}p{q * 100:g}")
             for q in qs]
-
-
-def native_quantiles(metric: str, qs, matchers: str) -> list[tuple[str, str]]:
-    """histogram_quantile of a native histogram (k6 trends) merged across runners."""
-    return [(f"histogram_quantile({q}, sum(rate({metric}{{{matchers}}}[{RI}])))", f"p{q * 100:g}") for q in qs]
 
 
 def panel(title: str, targets: list[tuple[str, str]], unit: str = "short", kind: str = "timeseries",
@@ -183,33 +178,47 @@ def consumer() -> dict:
     return dashboard("chronik-consumer", "Chronik verifying consumers", p, [NS_VAR])
 
 
-def k6() -> dict:
-    t = 'testid=~"$testid"'
+LG = f'{NS}, chronik_perf_run_id=~"$run", plan=~"$plan"'
+
+
+def loadgen() -> dict:
+    """chronik-loadgen's live figures (load/SPEC.md); every generator of a run
+    (the Job's indexes) summed. The run's exact figures are the merged raw
+    rows (chronik-loadgen merge), not these."""
+    req = "chronik_loadgen_requests_total"
     p = [
-        panel("Virtual users (all runners)", [("sum(k6_vus{%s})" % t, "VUs"),
-                                              ("count(count by (instance_id) (k6_vus{%s}))" % t, "runners")]),
-        panel("Messages/s confirmed by the ingestors",
-              [(rate("k6_messages_produced_total", matchers=t), "produced (200)"),
-               (rate("k6_messages_accepted_total", matchers=t), "accepted (fire, 202)")], "ops"),
-        panel("Failed messages/s by HTTP status", [(rate("k6_messages_failed_total", "status", t), "{{status}}")], "ops"),
-        panel("Payload MB/s", [(rate("k6_payload_bytes_total", matchers=t), "values")], "Bps"),
-        panel("Batch latency (runners merged: native histograms)",
-              native_quantiles("k6_batch_latency_seconds", (0.5, 0.9, 0.95, 0.99), t), "s"),
-        panel("HTTP request duration (runners merged)",
-              native_quantiles("k6_http_req_duration_seconds", (0.5, 0.99), t), "s"),
-        panel("HTTP requests/s", [(rate("k6_http_reqs_total", matchers=t), "requests")], "reqps"),
-        panel("Dropped iterations/s (the schedule was not offered)",
-              [(rate("k6_dropped_iterations_total", matchers=t), "dropped")], "ops"),
-        panel("Message error ratio (failed / confirmed + failed)",
-              [(f"{rate('k6_messages_failed_total', matchers=t)} / ({rate('k6_messages_produced_total', matchers=t)}"
-                f" + {rate('k6_messages_failed_total', matchers=t)})", "error ratio")], "percentunit"),
+        panel("Offered vs answered requests/s (all generators)",
+              [(f"sum(chronik_loadgen_target_rate{{{LG}}})", "offered (the plan now)"),
+               (rate(req, matchers=LG), "answered")], "reqps",
+              description="Open model: the plan's rate is offered whatever the ingestors do; "
+                          "a gap between the two lines is requests in flight, late or never sent."),
+        panel("Generators and requests in flight",
+              [(f"count(chronik_loadgen_target_rate{{{LG}}})", "generators"),
+               (f"sum(chronik_loadgen_in_flight{{{LG}}})", "in flight")]),
+        panel("Messages/s by outcome (per the ingestors' answers)",
+              [(rate("chronik_loadgen_messages_total", "outcome", LG), "{{outcome}}")], "ops"),
+        panel("Requests/s by route and status (0 = no answer)",
+              [(rate(req, "route, code", LG), "{{route}} {{code}}")], "reqps"),
+        panel("Request latency (all generators merged)",
+              quantiles("chronik_loadgen_request_duration_seconds_bucket", (0.5, 0.9, 0.95, 0.99), by="route",
+                        matchers=LG), "s"),
+        panel("Dropped requests/s (late or never sent: the schedule was not offered)",
+              [(rate("chronik_loadgen_requests_dropped_total", matchers=LG), "dropped")], "ops"),
+        panel("Failed request ratio (no answer or status >= 400)",
+              [(rate(req, matchers=LG + ', code=~"0|[45].."') + " / " + rate(req, matchers=LG), "failed / all")],
+              "percentunit"),
+        panel("Message failure ratio (failed / all answered messages)",
+              [(rate("chronik_loadgen_messages_total", matchers=LG + ', outcome="failed"') + " / "
+                + rate("chronik_loadgen_messages_total", matchers=LG), "failed / all")], "percentunit"),
     ]
-    testid = variable("testid", "label_values(k6_vus, testid)", "Test run (testid)")
-    return dashboard("chronik-k6", "Chronik k6 load (remote write)", p, [testid])
+    ns = variable("namespace", "label_values(chronik_loadgen_target_rate, namespace)", "Namespace")
+    run = variable("run", "label_values(chronik_loadgen_target_rate, chronik_perf_run_id)", "Run (run id)")
+    plan = variable("plan", "label_values(chronik_loadgen_target_rate, plan)", "Plan")
+    return dashboard("chronik-loadgen", "Chronik load generators (chronik-loadgen)", p, [ns, run, plan])
 
 
 DASHBOARDS = {"chronik-broker.json": broker, "chronik-ingestor.json": ingestor,
-              "chronik-consumer.json": consumer, "chronik-k6.json": k6}
+              "chronik-consumer.json": consumer, "chronik-loadgen.json": loadgen}
 
 
 def main() -> int:
