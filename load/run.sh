@@ -22,10 +22,6 @@
 #   LOADGEN_BIN   the binary            (default: scripts/install-loadgen.sh's)
 #   RUN_ID        recorded in the results (default load-<plan>-<UTC timestamp>)
 #   GIT_COMMIT    recorded in the results (default git rev-parse HEAD)
-#   GOMAXPROCS    cores one generator's Go runtime uses (default 1: on the
-#                 machine that also runs the system under test one generator
-#                 stays within one core, and cross-core wake-ups cost it a
-#                 quarter more CPU per request; --generators N for more)
 set -euo pipefail
 
 LOAD_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -60,7 +56,6 @@ GIT_COMMIT="${GIT_COMMIT:-$(git -C "$REPO_ROOT" rev-parse HEAD 2>/dev/null || ec
 LOADGEN_BIN="${LOADGEN_BIN:-$("$REPO_ROOT/scripts/install-loadgen.sh")}"
 mkdir -p "$RESULTS"
 rm -rf "$RESULTS"/gen-* "$RESULTS/merged-$NAME.json"
-export GOMAXPROCS="${GOMAXPROCS:-1}"
 COMMON=(--results "$RESULTS" --run-id "$RUN_ID" --git-commit "$GIT_COMMIT" --generators "$GENERATORS")
 IFS=, read -r -a PROM <<< "$PROM_ADDRS"
 # prom_flag I - generator I's --prometheus-addr, when one was given

@@ -48,7 +48,7 @@ func main() {
 	// less often costs memory this process has plenty of, and saves CPU the
 	// system under test shares.
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
+		debug.SetGCPercent(200)
 	}
 	os.Exit(mainArgs(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -124,7 +125,7 @@ func httpClient(p *Plan, tlsc *tls.Config) *http.Client {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		WriteBufferSize:     min(max(body, 4096), 1<<20),
-		ReadBufferSize:      64 << 10,
+		ReadBufferSize:      16 << 10,
 	}}
 }
 
@@ -241,7 +242,14 @@ func Run(ctx context.Context, c *RunConfig) int {
 		t.Body = bodies.Batch(n)
 		return nil
 	}
-	initial := min(p.MaxInFlight, 64)
+	// Workers (each one request in flight) started before the load, as k6
+	// pre-allocated VUs: enough for a quarter second of latency at the plan's
+	// peak rate, so the first seconds do not leave late while workers start.
+	peak := 0.0
+	for _, s := range segs {
+		peak = max(peak, s.FromRate, s.ToRate)
+	}
+	initial := min(p.MaxInFlight, max(16, int(math.Ceil(peak*0.25))))
 	attacker := vegeta.NewAttacker(
 		vegeta.Client(httpClient(p, tlsc)),
 		vegeta.Timeout(time.Duration(p.Timeout)),
