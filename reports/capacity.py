@@ -88,7 +88,8 @@ def _value(metrics: dict, name: str, stat: str, default=np.nan) -> float:
 def _loadgen_steps(data: dict) -> list[dict]:
     return [
         {"name": str(s["name"]), "repeat": int(s.get("repeat", 1)), "rate": float(s["rate"]),
-         "start_s": float(s.get("start_s", 0)), "duration_s": float(s["duration_s"])}
+         "start_s": float(s.get("start_s", 0)), "duration_s": float(s["duration_s"]),
+         "skipped": bool(s.get("skipped", False))}
         for s in data.get("steps") or []
         if isinstance(s, dict) and {"name", "rate", "duration_s"} <= s.keys()
     ]
@@ -234,7 +235,11 @@ def _step_row(run_id, broker, step: dict, sc: Staircase) -> dict:
     messages = max(value("messages_produced", "count", 0.0), value("messages_accepted", "count", 0.0))
     p99 = value("batch_latency", "p(99)")
     why = []
-    if messages <= 0:
+    if step.get("skipped"):
+        # one generator ends a climb at its first failing step: the levels
+        # above it were never offered, and never count as held
+        why.append("not offered: a lower level of this climb failed")
+    elif messages <= 0:
         why.append("nothing produced")
     if not (p99 < sc.p99_ms):
         why.append(f"p99 {p99:.0f} ms ≥ {sc.p99_ms:.0f}" if not np.isnan(p99) else "no latency samples")
@@ -249,7 +254,7 @@ def _step_row(run_id, broker, step: dict, sc: Staircase) -> dict:
         "repeat": int(step["repeat"]),
         "level": rate,
         "offered_msg_per_s": rate * sc.batch_size,
-        "msg_per_s": messages / duration,
+        "msg_per_s": messages / duration if duration else np.nan,
         "batch_p50_ms": value("batch_latency", "p(50)"),
         "batch_p99_ms": p99,
         "error_rate": error_rate,

@@ -332,8 +332,17 @@ func Merge(dir string) (*Summary, error) {
 		return nil, fmt.Errorf("%d of %d generators' results under %s", len(seen), first.Generators, dir)
 	}
 	p := first.Plan
-	s := Summarize(rows, p, p.Resolve(first.Generators))
-	s.Generators = first.Generators
+	segs := p.Resolve(first.Generators)
+	if len(first.Segments) > 0 && first.Generators == 1 {
+		segs = first.Segments // one generator's staircase as it ran
+	}
+	s := Summarize(rows, p, segs)
+	s.Generators, s.Segments, s.SkippedSteps = first.Generators, first.Segments, first.SkippedSteps
+	for _, st := range first.Steps {
+		if st.Skipped {
+			s.Steps = append(s.Steps, st)
+		}
+	}
 	s.RunID, s.GitCommit, s.Targets, s.AuthToken = first.RunID, first.GitCommit, first.Targets, first.AuthToken
 	sort.Strings(starts)
 	sort.Strings(ends)

@@ -53,6 +53,9 @@ type Staircase struct {
 	Step   Dur       `json:"step"`
 	Gap    Dur       `json:"gap"`
 	Repeat int       `json:"repeat"`
+	// After a failing step, how long the system is left to drain before the
+	// next climb (one generator ends a climb at its first failing step).
+	Recovery Dur `json:"recovery"`
 }
 
 type Thresholds struct {
@@ -199,8 +202,8 @@ func (p *Plan) Validate() error {
 				break
 			}
 		}
-		if s.Step <= 0 || s.Repeat < 1 {
-			bad("staircase: step must be > 0 and repeat ≥ 1")
+		if s.Step <= 0 || s.Repeat < 1 || s.Recovery < 0 {
+			bad("staircase: step must be > 0, repeat ≥ 1 and recovery ≥ 0")
 		}
 		if s.Gap < 0 || s.Gap.Seconds()*1000 < p.Thresholds.P99Ms {
 			bad("staircase.gap %s must be at least thresholds.p99_ms (%g ms): a step's requests finish in its gap", time.Duration(s.Gap), p.Thresholds.P99Ms)

@@ -250,89 +250,51 @@ func Run(ctx context.Context, c *RunConfig) int {
 		peak = max(peak, s.FromRate, s.ToRate)
 	}
 	initial := min(p.MaxInFlight, max(16, int(math.Ceil(peak*0.25))))
-	attacker := vegeta.NewAttacker(
-		vegeta.Client(httpClient(p, tlsc)),
-		vegeta.Timeout(time.Duration(p.Timeout)),
-		vegeta.Workers(uint64(initial)),
-		vegeta.MaxWorkers(uint64(p.MaxInFlight)),
-		vegeta.Connections(p.MaxInFlight),
-		vegeta.KeepAlive(true),
-		vegeta.HTTP2(false),
-		vegeta.TLSConfig(tlsc),
-		vegeta.MaxBody(4<<20),
-		vegeta.Redirects(vegeta.NoFollow),
-	)
+	attackClient := httpClient(p, tlsc)
+	newAttacker := func() *vegeta.Attacker {
+		return vegeta.NewAttacker(
+			vegeta.Client(attackClient),
+			vegeta.Timeout(time.Duration(p.Timeout)),
+			vegeta.Workers(uint64(initial)),
+			vegeta.MaxWorkers(uint64(p.MaxInFlight)),
+			vegeta.Connections(p.MaxInFlight),
+			vegeta.KeepAlive(true),
+			vegeta.HTTP2(false),
+			vegeta.TLSConfig(tlsc),
+			vegeta.MaxBody(4<<20),
+			vegeta.Redirects(vegeta.NoFollow),
+		)
+	}
 	rowsPath := filepath.Join(genDir, "requests-"+p.Name+".csv.gz")
 	rw, err := NewRowWriter(rowsPath)
 	if err != nil {
 		c.logf("error: %v", err)
 		return exitFailed
 	}
-	planEnd := sched.End()
-	c.logf("plan %s: %d requests over %.1fs against %s", p.Name, sched.Hits(), planEnd, strings.Join(c.Targets, ","))
+	a := &attack{c: c, live: live, rw: rw, targeter: targeter, newAttacker: newAttacker}
+	c.logf("plan %s: %d requests over %.1fs against %s", p.Name, sched.Hits(), sched.End(), strings.Join(c.Targets, ","))
 	began := time.Now()
-	results := attacker.Attack(vegeta.Targeter(targeter), sched, 0, p.Name)
-	// Hard stop: a request due at the plan's end has its timeout to finish.
-	stopAt := time.Duration(planEnd*1e9) + time.Duration(p.Timeout) + 5*time.Second
-	stopTimer := time.AfterFunc(stopAt, func() { attacker.Stop() })
-	defer stopTimer.Stop()
-	stopCtx := context.AfterFunc(ctx, func() { attacker.Stop() })
-	defer stopCtx()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var answered atomic.Uint64
-	go func() {
-		for range tick.C {
-			el := time.Since(began).Seconds()
-			live.target.Set(sched.RateAt(el))
-			live.inFlight.Set(float64(sched.released.Load()) - float64(answered.Load()))
-		}
-	}()
-
-	startEpoch := epoch(began)
-	var rows []Row
-	seen := uint64(0)
-	for res := range results {
-		answered.Add(1)
-		due, seg, ok := sched.Due(res.Seq)
-		if !ok {
-			continue // cannot happen: the pacer stops at the last due hit
-		}
-		route := routeOf(res.URL)
-		messages := p.BatchSize
-		if route == RouteSingle {
-			messages = 1
-		}
-		status := int(res.Code)
-		good, reason := Count(route, status, res.Body, messages, res.Error)
-		row := Row{Seq: res.Seq, Scheduled: startEpoch + due, Sent: epoch(res.Timestamp),
-			LatencyMs: float64(res.Latency.Nanoseconds()) / 1e6, Route: route, Status: status,
-			Messages: messages, OK: good, BytesOut: res.BytesOut, BytesIn: res.BytesIn, Step: segs[seg].Name, Error: reason}
-		if err := rw.Write(&row); err != nil {
-			c.logf("error: writing %s: %v", rowsPath, err)
-			return exitFailed
-		}
-		live.Observe(&row, (row.Sent-row.Scheduled)*1000 > p.ScheduleSlackMs)
-		rows = append(rows, row)
-		seen = max(seen, res.Seq+1)
+	var skipped []Segment
+	if p.Staircase != nil && c.Generators == 1 {
+		segs, skipped, err = a.climb(ctx, segs)
+	} else {
+		err = a.run(ctx, sched, began)
 	}
 	finished := time.Now()
-	// Requests the schedule asked for that never left (hard stop, cancel).
-	for k := seen; k < sched.Hits(); k++ {
-		due, seg, _ := sched.Due(k)
-		row := Row{Seq: k, Scheduled: startEpoch + due, Route: p.Route, Messages: p.BatchSize, Step: segs[seg].Name, Error: errNotSent}
-		if err := rw.Write(&row); err != nil {
-			c.logf("error: writing %s: %v", rowsPath, err)
-			return exitFailed
-		}
-		live.Observe(&row, false)
-		rows = append(rows, row)
+	if err == nil {
+		err = rw.Close()
 	}
-	if err := rw.Close(); err != nil {
+	if err != nil {
 		c.logf("error: writing %s: %v", rowsPath, err)
 		return exitFailed
 	}
+	rows := a.rows
 	s := Summarize(rows, p, segs)
+	s.Segments = segs
+	for _, k := range skipped {
+		s.SkippedSteps = append(s.SkippedSteps, k.Name)
+		s.Steps = append(s.Steps, StepInfo{Name: k.Name, Repeat: k.Repeat, Rate: k.Level, Duration: k.Duration, Skipped: true})
+	}
 	idx := c.Index
 	s.Index, s.Generators = &idx, c.Generators
 	c.stamp(s, began, finished)
@@ -364,6 +326,146 @@ func Run(ctx context.Context, c *RunConfig) int {
 		return exitThresholds
 	}
 	return exitOK
+}
+
+// attack turns the plan's schedule into requests and their answers into rows.
+type attack struct {
+	c           *RunConfig
+	live        *Live
+	rw          *RowWriter
+	targeter    vegeta.Targeter
+	newAttacker func() *vegeta.Attacker
+	rows        []Row
+	seqBase     uint64 // seq of the first request of the current schedule
+}
+
+// run sends sched's requests from began on (its times are offsets from
+// began), records every answer, and a not_sent row for every request due
+// but never sent (hard stop at the plan's end + the request timeout, or cancel).
+func (a *attack) run(ctx context.Context, sched *Schedule, began time.Time) error {
+	p := a.c.Plan
+	attacker := a.newAttacker()
+	if d := time.Until(began); d > 0 {
+		time.Sleep(d)
+	}
+	results := attacker.Attack(a.targeter, sched, 0, p.Name)
+	stopAt := time.Duration(sched.End()*1e9) + time.Duration(p.Timeout) + 5*time.Second
+	stopTimer := time.AfterFunc(stopAt, func() { attacker.Stop() })
+	defer stopTimer.Stop()
+	stopCtx := context.AfterFunc(ctx, func() { attacker.Stop() })
+	defer stopCtx()
+	tick := time.NewTicker(time.Second)
+	var answered atomic.Uint64
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				a.live.target.Set(sched.RateAt(time.Since(began).Seconds()))
+				a.live.inFlight.Set(float64(sched.released.Load()) - float64(answered.Load()))
+			}
+		}
+	}()
+	startEpoch := epoch(began)
+	seen := uint64(0)
+	var werr error
+	for res := range results {
+		answered.Add(1)
+		due, seg, ok := sched.Due(res.Seq)
+		if !ok || werr != nil {
+			continue // (the pacer stops at the last due hit; after a write error, drain)
+		}
+		route := routeOf(res.URL)
+		messages := p.BatchSize
+		if route == RouteSingle {
+			messages = 1
+		}
+		status := int(res.Code)
+		good, reason := Count(route, status, res.Body, messages, res.Error)
+		row := Row{Seq: a.seqBase + res.Seq, Scheduled: startEpoch + due, Sent: epoch(res.Timestamp),
+			LatencyMs: float64(res.Latency.Nanoseconds()) / 1e6, Route: route, Status: status,
+			Messages: messages, OK: good, BytesOut: res.BytesOut, BytesIn: res.BytesIn, Step: sched.Segs[seg].Name, Error: reason}
+		werr = a.record(row, (row.Sent-row.Scheduled)*1000 > p.ScheduleSlackMs)
+		seen = max(seen, res.Seq+1)
+	}
+	for k := seen; k < sched.Hits() && werr == nil; k++ {
+		due, seg, _ := sched.Due(k)
+		werr = a.record(Row{Seq: a.seqBase + k, Scheduled: startEpoch + due, Route: p.Route, Messages: p.BatchSize,
+			Step: sched.Segs[seg].Name, Error: errNotSent}, false)
+	}
+	a.seqBase += sched.Hits()
+	return werr
+}
+
+func (a *attack) record(row Row, late bool) error {
+	if err := a.rw.Write(&row); err != nil {
+		return err
+	}
+	a.live.Observe(&row, late)
+	a.rows = append(a.rows, row)
+	return nil
+}
+
+// climb runs a staircase step by step and ends a climb at its first failing
+// step: the levels above it are not offered (they are reported as skipped and
+// never count as held), and the next climb starts after the step's gap plus
+// the staircase's recovery time, so a system that fell behind drains first
+// and the next climb measures it, not the backlog. Used with one generator
+// (several would each judge only their share: they run the whole staircase).
+// Returns the segments as run (start times from the run's start).
+func (a *attack) climb(ctx context.Context, plan []Segment) ([]Segment, []Segment, error) {
+	p := a.c.Plan
+	recovery := time.Duration(p.Staircase.Recovery)
+	start := time.Now()
+	var ran []Segment
+	var skipped []Segment
+	failedClimb := 0
+	for i, seg := range plan {
+		if seg.Gap || ctx.Err() != nil {
+			continue
+		}
+		if seg.Repeat == failedClimb {
+			skipped = append(skipped, seg)
+			continue
+		}
+		gap := 0.0
+		if i+1 < len(plan) && plan[i+1].Gap {
+			gap = plan[i+1].Duration
+		}
+		at := time.Now()
+		step := seg
+		step.Start = at.Sub(start).Seconds()
+		sched := NewSchedule([]Segment{{Name: seg.Name, Duration: seg.Duration, FromRate: seg.FromRate, ToRate: seg.ToRate,
+			Repeat: seg.Repeat, Level: seg.Level}})
+		first := len(a.rows)
+		if err := a.run(ctx, sched, at); err != nil {
+			return ran, skipped, err
+		}
+		// the step's requests finish in its gap
+		if d := time.Until(at.Add(time.Duration((seg.Duration + gap) * 1e9))); d > 0 {
+			time.Sleep(d)
+		}
+		ran = append(ran, step)
+		if gap > 0 {
+			ran = append(ran, Segment{Name: "gap", Start: step.Start + seg.Duration, Duration: time.Since(at).Seconds() - seg.Duration, Gap: true})
+		}
+		probe := Summarize(a.rows[first:], p, []Segment{{Name: seg.Name, Duration: seg.Duration, FromRate: seg.FromRate,
+			ToRate: seg.ToRate, Repeat: seg.Repeat, Level: seg.Level}, {Name: "gap", Start: seg.Duration, Duration: time.Since(at).Seconds() - seg.Duration, Gap: true}})
+		if !probe.ThresholdsOK {
+			failedClimb = seg.Repeat
+			a.c.logf("step %s failed (%s): the rest of climb %d is skipped; %s to recover", seg.Name,
+				strings.Join(probe.FailedThresholds, "; "), seg.Repeat, recovery)
+			select {
+			case <-ctx.Done():
+			case <-time.After(recovery):
+			}
+		}
+	}
+	return ran, skipped, nil
 }
 
 func (c *RunConfig) stamp(s *Summary, began, finished time.Time) {

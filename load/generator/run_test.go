@@ -241,3 +241,51 @@ func freePort(t *testing.T) string {
 	srv.Close()
 	return port[strings.LastIndex(port, ":")+1:]
 }
+
+// One generator ends a climb at its first failing step: the levels above it
+// are skipped (reported, never offered) and the next climb starts again low.
+func TestStaircaseClimbEndsAtTheFirstFailingStep(t *testing.T) {
+	var mu sync.Mutex
+	var recent []time.Time
+	srv, _ := fakeIngestor(t, 0, func(n int64, messages int) (int, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		recent = append(recent, now)
+		for len(recent) > 0 && now.Sub(recent[0]) > 500*time.Millisecond {
+			recent = recent[1:]
+		}
+		if len(recent) > 15 { // over ~30 requests/s: overloaded
+			return 503, `{"error":"broker_unavailable"}`
+		}
+		return 0, ""
+	})
+	p := constantPlan(1, time.Second)
+	p.Constant = nil
+	p.Thresholds.P99Ms = 400
+	p.Staircase = &Staircase{Levels: []float64{10, 20, 60, 80}, Step: Dur(time.Second), Gap: Dur(500 * time.Millisecond),
+		Repeat: 2, Recovery: Dur(200 * time.Millisecond)}
+	rc, s, rows := runOnce(t, &RunConfig{Plan: p, Targets: []string{srv.URL}})
+	if rc != exitThresholds {
+		t.Fatalf("exit %d, want 99 (the 60/s steps fail)", rc)
+	}
+	if strings.Join(s.SkippedSteps, ",") != "r1_l80,r2_l80" {
+		t.Fatalf("skipped %v, want r1_l80 and r2_l80", s.SkippedSteps)
+	}
+	for _, r := range rows {
+		if strings.HasSuffix(r.Step, "_l80") {
+			t.Fatalf("a request of the skipped step %s was sent", r.Step)
+		}
+	}
+	held := map[string]bool{}
+	for _, st := range s.Steps {
+		failed := false
+		for _, f := range s.FailedThresholds {
+			failed = failed || strings.Contains(f, "{step:"+st.Name+"}")
+		}
+		held[st.Name] = !failed && !st.Skipped
+	}
+	if !held["r1_l10"] || !held["r1_l20"] || held["r1_l60"] || !held["r2_l10"] || held["r2_l60"] || held["r2_l80"] {
+		t.Fatalf("held %v (failed %v)", held, s.FailedThresholds)
+	}
+}

@@ -29,6 +29,8 @@ type Verdict struct {
 }
 
 type StepInfo struct {
+	// Skipped: not offered (a lower level of its climb failed first)
+	Skipped  bool    `json:"skipped,omitempty"`
 	Name     string  `json:"name"`
 	Repeat   int     `json:"repeat"`
 	Rate     float64 `json:"rate"`
@@ -37,24 +39,27 @@ type StepInfo struct {
 }
 
 type Summary struct {
-	Tool             string            `json:"tool"`
-	Engine           string            `json:"engine"`
-	SchemaVersion    int               `json:"schema_version"`
-	Version          string            `json:"version"`
-	Plan             *Plan             `json:"plan"`
-	Generators       int               `json:"generators"`
-	Index            *int              `json:"index"`
-	RunID            string            `json:"run_id,omitempty"`
-	GitCommit        string            `json:"git_commit,omitempty"`
-	Targets          []string          `json:"targets,omitempty"`
-	AuthToken        bool              `json:"auth_token"`
-	StartedAt        string            `json:"started_at,omitempty"`
-	FinishedAt       string            `json:"finished_at,omitempty"`
-	State            map[string]any    `json:"state"`
-	Metrics          map[string]Metric `json:"metrics"`
-	Steps            []StepInfo        `json:"steps,omitempty"`
-	ThresholdsOK     bool              `json:"thresholds_ok"`
-	FailedThresholds []string          `json:"failed_thresholds"`
+	Tool          string            `json:"tool"`
+	Engine        string            `json:"engine"`
+	SchemaVersion int               `json:"schema_version"`
+	Version       string            `json:"version"`
+	Plan          *Plan             `json:"plan"`
+	Generators    int               `json:"generators"`
+	Index         *int              `json:"index"`
+	RunID         string            `json:"run_id,omitempty"`
+	GitCommit     string            `json:"git_commit,omitempty"`
+	Targets       []string          `json:"targets,omitempty"`
+	AuthToken     bool              `json:"auth_token"`
+	StartedAt     string            `json:"started_at,omitempty"`
+	FinishedAt    string            `json:"finished_at,omitempty"`
+	State         map[string]any    `json:"state"`
+	Metrics       map[string]Metric `json:"metrics"`
+	Steps         []StepInfo        `json:"steps,omitempty"`
+	// the schedule as run (a staircase climb ends at its first failing step)
+	Segments         []Segment `json:"segments,omitempty"`
+	SkippedSteps     []string  `json:"skipped_steps,omitempty"`
+	ThresholdsOK     bool      `json:"thresholds_ok"`
+	FailedThresholds []string  `json:"failed_thresholds"`
 }
 
 // Percentile of sorted values, interpolated between the closest ranks.

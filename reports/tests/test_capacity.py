@@ -296,3 +296,25 @@ def test_capacity_command_prints_the_verdict(copy_run, capsys):
     out = capsys.readouterr().out
     assert "Max sustainable rate" in out and "20,000 msg/s offered" in out
     assert main(["capacity", str(copy_run(KAFKA))]) == 1
+
+
+def test_a_level_skipped_after_a_failure_in_its_climb_never_counts_as_held(copy_run):
+    """One generator ends a climb at its first failing step; the levels above
+    it are listed as skipped (never offered): they must not hold on the strength
+    of the other climbs alone."""
+    run = copy_run(ACKSALL)
+    write_find_max(run, {(1, 200): good(), (1, 400): good(), (2, 200): good(), (2, 400): {"p99": 1500}},
+                   levels=(200, 400), repeats=2)
+    for path in (run / "load" / "merged-find-max.json", run / "load" / "gen-0" / "summary-find-max.json"):
+        data = json.loads(path.read_text())
+        data["steps"].append({"name": "r2_l600", "repeat": 2, "rate": 600, "start_s": 0, "duration_s": 10, "skipped": True})
+        data["steps"].append({"name": "r1_l600", "repeat": 1, "rate": 600, "start_s": 0, "duration_s": 10})
+        data["metrics"].update(step_metrics("r1_l600", 600, 10, p99=100))
+        data["skipped_steps"] = ["r2_l600"]
+        path.write_text(json.dumps(data))
+    report = build_report(load_runs([run]))
+    skipped = row(report.capacity_steps, step="r2_l600")
+    assert not skipped.held and "not offered" in skipped.why
+    level600 = row(report.capacity_levels, level=600.0)
+    assert (level600.held_in, level600.climbs, bool(level600.held)) == (1, 2, False)
+    assert row(report.capacity, run_id=report.runs[0].run_id).max_level == 200
