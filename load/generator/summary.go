@@ -350,6 +350,10 @@ func (s *Summary) Text() string {
 	if len(s.Steps) > 0 {
 		fmt.Fprintf(&b, "  steps:\n")
 		for _, st := range s.Steps {
+			if st.Skipped {
+				fmt.Fprintf(&b, "    %-12s %8g req/s  skipped (a lower level of climb %d failed)\n", st.Name, st.Rate, st.Repeat)
+				continue
+			}
 			tag := "{step:" + st.Name + "}"
 			lat := s.Metrics["batch_latency"+tag].Values
 			ok := "held"
