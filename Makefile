@@ -16,7 +16,7 @@
 #   make report-test the report library's tests and the notebook on fixture results
 #   make e2e         one short real ./run-all.sh whose report must say zero loss
 #   make k8s-test    k8s-perf/ without a cluster: kustomize build of every overlay,
-#                    kubeconform (k8s + CRD + TestRun schemas), nameReference rewrite,
+#                    kubeconform (k8s + CRD schemas; the load generators' Indexed Job), nameReference rewrite,
 #                    manifests vs the binaries' --help, dashboards vs a live scrape
 #                    (k8s-perf/tests/test.sh; installs kustomize/kubeconform/schemas)
 #   make k8s-apiserver-test  k8s-perf against a real kube-apiserver (+ etcd, controller-manager,
