@@ -290,6 +290,8 @@ elif ((rc == 3)); then
   log "  and the ingestor and consumer Deployments rolled out, the Indexed Job of $GENERATORS generator(s) was created."
   log "  NOT done: no load generator ran, so no load ran, nothing was produced or verified, and no report is written."
   exit 3
+elif ((rc != 0)); then
+  die "following the load Job failed (status $rc)"
 fi
 # the generators exit once fetched: give them a moment to, so that each
 # index's exit status is recorded

@@ -114,7 +114,8 @@ loadgen_follow() {
       last_progress=$elapsed
       verified=0
       for pod in $(pods app.kubernetes.io/component=consumer 2> /dev/null); do
-        v=$(pod_get "$pod" 9645 /summary 2> /dev/null | python3 "$RUNCTL" verified - 2> /dev/null || echo 0)
+        v=$(pod_get "$pod" 9645 /summary 2> /dev/null | python3 "$RUNCTL" verified - 2> /dev/null) || v=0
+        [[ "$v" =~ ^[0-9]+$ ]] || v=0
         verified=$((verified + v))
       done
       log "progress: ${elapsed}s, generators (index:phase):${phases:- none yet}, results fetched ${#fetched[@]} of $GENERATORS, $verified messages verified"
