@@ -30,6 +30,13 @@
 #   make images-test the images run as the cluster overlay's pods (3 brokers, an ingestor, a
 #                    consumer, each in its own network namespace) under chronik-loadgen, verified zero loss
 #                    (k8s-perf/tests/run_images.py; needs root; part of make test, ~3 min cold)
+#   make k8s-node    a real one-machine Kubernetes node (scripts/k8s-node.sh up): control plane,
+#                    kubelet, containerd, runc, CNI bridge, kube-proxy, CoreDNS, local volumes,
+#                    Prometheus in a pod; then ./run-all.sh --k8s --overlay small runs on it for real
+#                    (~12 min cold: Go builds into .tools/k8s-node; make k8s-node-down stops it)
+#   make k8s-node-test  on that node: ./run-all.sh --k8s --overlay small with a broker pod deleted
+#                    mid-run, verified zero loss from the pods' ledgers and reports
+#                    (k8s-perf/tests/node.sh; not part of make test: the build and run take ~20 min)
 #   make compat      real-client compatibility matrix (compat/run.sh: rdkafka, confluent-kafka,
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
@@ -64,7 +71,7 @@ ifdef CI
 export CARGO_INCREMENTAL := 0
 endif
 
-.PHONY: ci-free-debug images images-test k8s-apiserver-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck load-test report-test e2e k8s-test run bench clean-run
+.PHONY: ci-free-debug images images-test k8s-apiserver-test k8s-node k8s-node-down k8s-node-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck load-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -149,6 +156,15 @@ images:
 APISERVER_OVERLAYS ?= small secure cluster test-6 baremetal-1kib-36
 k8s-apiserver-test: python-deps
 	APISERVER_OVERLAYS="$(APISERVER_OVERLAYS)" bash k8s-perf/tests/apiserver.sh
+
+k8s-node: images python-deps
+	bash scripts/k8s-node.sh up
+
+k8s-node-down:
+	bash scripts/k8s-node.sh down
+
+k8s-node-test: k8s-node
+	bash k8s-perf/tests/node.sh
 
 images-test: images python-deps
 	$(VENV)/bin/python k8s-perf/tests/run_images.py

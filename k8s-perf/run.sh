@@ -23,6 +23,16 @@
 #                          Job exists (default 120); if none ever does, the run stops
 #                          there and says so (exit 3): nothing after that point is pretended
 #     --keep               leave the finished Job in place (default: deleted once collected)
+#     --local-node         the one-machine node of `make k8s-node` (scripts/k8s-node.sh):
+#                          context chronik-local-node, components/local-node added to the
+#                          overlay, the images imported into the node first; implied when
+#                          the current context is chronik-local-node
+#     --acks 1|all         the ingestors' acks (default: the overlay's)
+#     --delete-pod POD@S   a fault: delete pod POD (e.g. chronik-0) S seconds after the
+#                          load Job starts; its controller brings it back (a StatefulSet's
+#                          pod with its volume); the event goes into meta.json and the report.
+#                          A run with a fault is judged by verification: the plan's
+#                          thresholds (errors, p99) are reported, but expected to fail
 #     --no-report          skip rendering report.md
 #     --dry-run            render the run's kustomization and print every kubectl
 #                          command that changes the cluster, run none
@@ -79,6 +89,9 @@ TIMEOUT="${TIMEOUT:-3600}"
 DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-300}"
 START_WAIT="${START_WAIT:-120}"
 KEEP="${KEEP:-0}"
+LOCAL_NODE="${LOCAL_NODE:-0}"
+DELETE_POD="${DELETE_POD:-}"
+ACKS="${ACKS:-}"
 REPORT="${REPORT:-1}"
 DRY_RUN="${DRY_RUN:-0}"
 LOAD_JOB=chronik-load
@@ -99,6 +112,9 @@ while (($#)); do
     --drain-timeout) need "$@"; DRAIN_TIMEOUT=$2; shift 2 ;;
     --start-wait) need "$@"; START_WAIT=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --local-node) LOCAL_NODE=1; shift ;;
+    --delete-pod) need "$@"; DELETE_POD=$2; shift 2 ;;
+    --acks) need "$@"; ACKS=$2; shift 2 ;;
     --no-report) REPORT=0; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage 0 ;;
@@ -113,6 +129,18 @@ done
 [[ "$PROM_SERVICE" == none ]] && PROM_SERVICE=""
 [[ -z "$PROM_SERVICE" || "$PROM_SERVICE" =~ ^[a-z0-9-]+/[a-z0-9-]+:[0-9]+$ ]] \
   || die "--prometheus takes NAMESPACE/SERVICE:PORT (or none)"
+[[ -z "$ACKS" || "$ACKS" == 1 || "$ACKS" == all ]] || die "--acks takes 1 or all"
+[[ -z "$DELETE_POD" || "$DELETE_POD" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?@[0-9]+$ ]] \
+  || die "--delete-pod takes POD@SECONDS (e.g. chronik-0@30)"
+# the node of `make k8s-node`: asked for, or the current context
+LOCAL_NODE_CONTEXT=chronik-local-node
+if [[ "$LOCAL_NODE" != 1 && "${CONTEXT:-$(kubectl config current-context 2> /dev/null || true)}" == "$LOCAL_NODE_CONTEXT" ]]; then
+  LOCAL_NODE=1
+fi
+if [[ "$LOCAL_NODE" == 1 ]]; then
+  CONTEXT=${CONTEXT:-$LOCAL_NODE_CONTEXT}
+  command -v kubectl > /dev/null 2>&1 || PATH="$REPO_ROOT/.tools/k8s-node/bin:$PATH"
+fi
 RUN_ID=${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-k8s-$OVERLAY}
 [[ "$RUN_ID" =~ ^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$ ]] \
   || die "--run-id must be a valid label value (letters, digits, - _ ., at most 63)"
@@ -138,6 +166,10 @@ overlay_rel=$(realpath --relative-to="$RUN_KUSTOMIZATION" "$K8S_DIR/overlays/$OV
   echo "namespace: $NAMESPACE"
   echo "resources:"
   echo "  - $overlay_rel"
+  if [[ "$LOCAL_NODE" == 1 ]]; then
+    echo "components:"
+    echo "  - $(realpath --relative-to="$RUN_KUSTOMIZATION" "$K8S_DIR/components/local-node")"
+  fi
   echo "labels:"
   echo "  - pairs:"
   echo "      chronik.perf/run-id: $RUN_ID"
@@ -188,6 +220,14 @@ YAML
                 env:
                   - name: CHRONIK_INGESTOR_TOPIC
                     value: "$TOPIC"
+YAML
+  if [[ -n "$ACKS" ]]; then
+    cat << YAML
+                  - name: CHRONIK_INGESTOR_ACKS
+                    value: "$ACKS"
+YAML
+  fi
+  cat << YAML
   - target:
       kind: Deployment
       name: chronik-consumer
@@ -241,6 +281,19 @@ if grep -q '^    chronik.perf/security: sasl-ssl$' "$RENDERED"; then
   bash "$K8S_DIR/secure-secrets.sh" "${secure_args[@]}" || die "secure-secrets.sh failed"
 fi
 
+# -- the local node: its containerd holds the images under the names the manifests use -------------
+if [[ "$LOCAL_NODE" == 1 && "$DRY_RUN" != 1 ]]; then
+  node_images=()
+  for img in $(sed -n 's/^ *image: *//p' "$RENDERED" | tr -d '"' | sort -u); do
+    case $img in
+      chronik-*|*/chronik-*) src=${BROKER_IMAGE:-}; [[ $img == *harness* ]] && src=${HARNESS_IMAGE:-}
+        node_images+=("${src:-localhost/${img##*/}}=$img") ;;
+    esac
+  done
+  bash "$REPO_ROOT/scripts/k8s-node.sh" images "${node_images[@]}" || die "importing the images into the local node failed"
+  bash "$REPO_ROOT/scripts/k8s-node.sh" volumes || die "making the local node's volumes failed"
+fi
+
 # -- deploy: everything but the load Job, rollouts, then the Job ------------------------------
 GENERATORS=$(sed -n 's/^  GENERATORS: "\{0,1\}\([0-9]*\)"\{0,1\}$/\1/p' "$RENDERED" | head -n 1)
 [[ "$GENERATORS" =~ ^[1-9][0-9]*$ ]] || die "no GENERATORS in the rendered chronik-load-env ConfigMap"
@@ -275,6 +328,42 @@ STARTED_EPOCH=$(date +%s)
 # failure of their own (what the simulated nodes of make k8s-apiserver-test
 # report: nothing runs in their pods) - nothing ran the load: say so and
 # stop, rather than wait out --timeout and collect empty results.
+# -- the fault (--delete-pod): a pod deleted mid-run, and when its controller has it back -----------
+EVENTS="$OUT/logs/events.jsonl"
+FAULT_PID=""
+event() {  # AT KIND TARGET DETAIL - one line of events.jsonl (names are validated, details ours)
+  printf '{"at": "%s", "kind": "%s", "target": "%s", "detail": "%s"}\n' "$@" >> "$EVENTS"
+}
+now_iso() { date -u +%Y-%m-%dT%H:%M:%S.%3NZ; }
+if [[ -n "$DELETE_POD" ]]; then
+  (
+    pod=${DELETE_POD%@*}
+    sleep "${DELETE_POD#*@}"
+    uid=$(kc_read get pod -n "$NAMESPACE" "$pod" -o jsonpath='{.metadata.uid}' 2> /dev/null || true)
+    claims=$(kc_read get pod -n "$NAMESPACE" "$pod" -o jsonpath='{range .spec.volumes[*]}{.persistentVolumeClaim.claimName} {end}' 2> /dev/null || true)
+    read -ra claims_list <<< "$claims"; claims="${claims_list[*]}"  # (volumes without a claim leave blanks)
+    at=$(now_iso); t0=$(date +%s)
+    if ! kc delete pod -n "$NAMESPACE" "$pod" --wait=false > /dev/null 2>&1; then
+      event "$at" delete-pod "$pod" "kubectl delete pod failed"; exit 0
+    fi
+    event "$at" delete-pod "$pod" "deleted (uid $uid)"
+    log "FAULT: deleted pod $pod (claims: ${claims:-none})"
+    for ((t = 0; t < 900; t++)); do
+      state=$(kc_read get pod -n "$NAMESPACE" "$pod" -o jsonpath='{.metadata.uid} {.status.conditions[?(@.type=="Ready")].status}' 2> /dev/null || true)
+      if [[ -n "$state" && "${state% *}" != "$uid" && "${state#* }" == True ]]; then
+        volumes=""
+        for c in $claims; do volumes+=" $c=$(kc_read get pvc -n "$NAMESPACE" "$c" -o jsonpath='{.spec.volumeName}' 2> /dev/null)"; done
+        event "$(now_iso)" pod-ready "$pod" "a new pod of that name Ready $(($(date +%s) - t0)) s after the delete; claims:${volumes:- none}"
+        log "FAULT: $pod is back Ready after $(($(date +%s) - t0)) s"
+        exit 0
+      fi
+      sleep 1
+    done
+    event "$(now_iso)" pod-ready "$pod" "not Ready again within 900 s"
+  ) &
+  FAULT_PID=$!
+fi
+
 rc=0
 loadgen_follow || rc=$?
 if ((rc == 2)); then
@@ -300,6 +389,13 @@ for ((t = 0; t < 60; t++)); do
   sleep 2
 done
 ((LOAD_FETCHED == GENERATORS)) || log "only $LOAD_FETCHED of $GENERATORS generators' results were fetched"
+
+if [[ -n "$FAULT_PID" ]]; then
+  # the fault's follower ends once the pod is back; a run that ended first stops it
+  for ((t = 0; t < 120; t++)); do kill -0 "$FAULT_PID" 2> /dev/null || break; sleep 1; done
+  kill "$FAULT_PID" 2> /dev/null || true
+  wait "$FAULT_PID" 2> /dev/null || true
+fi
 
 # -- collect ------------------------------------------------------------------------------------------
 loadgen_logs
@@ -354,6 +450,7 @@ python3 "$RUNCTL" meta "$OUT/meta.json" --run-id "$RUN_ID" --started-at "$STARTE
   --setting "wal_profile=$wal_profile" --setting "produce_profile=$produce_profile" \
   --setting "topic=$TOPIC" --setting "group=$GROUP" --setting "prometheus=$PROM_SERVICE" \
   --load-dir "$OUT/load" \
+  ${DELETE_POD:+--events "$EVENTS"} \
   --version "loadgen=$("$LOADGEN_BIN" version 2> /dev/null | head -n1)" \
   --version "kubectl=$(kubectl version --client 2> /dev/null | head -n1)"
 
@@ -370,6 +467,11 @@ fi
 
 [[ "$KEEP" == 1 ]] || kc delete -n "$NAMESPACE" "job/$LOAD_JOB" --ignore-not-found --wait=false
 log "the workloads stay up; ./cleanup.sh --k8s${CONTEXT:+ --context $CONTEXT} --namespace $NAMESPACE removes them"
+# a fault makes the plan's thresholds fail by design (merge exit 99): verification decides
+if [[ -n "$DELETE_POD" && "$LOAD_RC" == 99 ]]; then
+  log "the plan's thresholds failed under the fault (--delete-pod $DELETE_POD): expected; verification decides"
+  LOAD_RC=0
+fi
 if ((LOAD_FETCHED != GENERATORS || LOAD_RC != 0 || VERIFY_RC != 0)); then
   log "run $RUN_ID FAILED (generators' results fetched: $LOAD_FETCHED of $GENERATORS, chronik-loadgen merge exit $LOAD_RC, verification exit $VERIFY_RC)"
   exit 1

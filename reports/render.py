@@ -144,7 +144,24 @@ def _verification(report: Report) -> list[str]:
         ("Failed (ledgers)", "failed", fmt_int),
     ]
     out += ["", markdown_table(v, cols, _numbers(cols, ["Run", "Decided by"]))]
-    return out + _rebalances(report)
+    return out + _events(report) + _rebalances(report)
+
+
+def _events(report: Report) -> list[str]:
+    """Faults the run's driver caused, each with what throughput did around it."""
+    e = report.events
+    if e.empty:
+        return []
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("At (s into the load)", "second", lambda x: fmt_float(x, 1)),
+        ("Event", "kind", fmt_text), ("Target", "target", fmt_code), ("What happened", "detail", fmt_text),
+        ("msg/s in the 10 s before", "before_msg_per_s", fmt_int),
+        ("Lowest msg/s in the 30 s after", "lowest_after_msg_per_s", fmt_int),
+        ("Back to 90 % after (s)", "recovered_after_s", lambda x: fmt_float(x, 0)),
+    ]
+    return ["", "### Events during the run", "", markdown_table(e, cols, _numbers(cols, ["Run", "Event", "Target",
+                                                                                   "What happened"])),
+            "", "The verdict above covers the whole run, these events included."]
 
 
 def _rebalances(report: Report) -> list[str]:

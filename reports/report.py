@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import broker, capacity, resources, summarise, verification
+from . import broker, capacity, events, resources, summarise, verification
 from .load import Run, load_runs
 
 
@@ -42,6 +42,7 @@ class Report:
     capacity_steps: pd.DataFrame  # find-max runs: one row per staircase step
     capacity_levels: pd.DataFrame  # ... per level, across climbs
     capacity: pd.DataFrame  # ... per run: the max sustainable rate
+    events: pd.DataFrame  # faults the run's driver caused (meta.json events), on the load timeline
     notes: list[str] = field(default_factory=list)
     conclusions: list[str] = field(default_factory=list)
 
@@ -72,13 +73,14 @@ def build_report(runs_or_paths) -> Report:
     )
     steps = capacity.steps(runs)
     levels = capacity.levels(steps)
+    timeline = summarise.throughput_timeline(runs)
     report = Report(
         runs=runs,
         settings=settings,
         generators=generators,
         summary=summary,
         throughput=throughput,
-        timeline=summarise.throughput_timeline(runs),
+        timeline=timeline,
         progression=summarise.progression(summary),
         figures=figures,
         acks=summarise.acks_comparison(figures),
@@ -97,6 +99,7 @@ def build_report(runs_or_paths) -> Report:
         capacity_steps=steps,
         capacity_levels=levels,
         capacity=capacity.verdicts(levels),
+        events=events.events(runs, timeline),
     )
     report.notes.extend(notes(report))
     report.conclusions.extend(conclusions(report))

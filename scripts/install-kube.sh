@@ -6,6 +6,8 @@
 # nodes the pods are scheduled on. Prints the directory of the binaries.
 #
 #   scripts/install-kube.sh        -> .tools/kube/bin (kube-apiserver, ..., kwokctl)
+#   scripts/install-kube.sh --build OUTDIR CMD...   also build k8s.io/kubernetes/cmd/CMD
+#                                  (kubelet, kube-proxy: install-k8s-node.sh) into OUTDIR
 #
 # k8s.io/kubernetes is not meant to be a dependency: its go.mod points every
 # k8s.io/<staging> module at ./staging/src. A wrapper module
@@ -28,6 +30,11 @@ BIN="$HOME_DIR/bin"
 SRC="$HOME_DIR/src"
 STAMP="$BIN/.versions"
 WANT="kubernetes=$KUBE_VERSION kwok=$KWOK_VERSION"
+EXTRA_OUT=""
+EXTRA_CMDS=()
+if [[ "${1:-}" == "--build" ]]; then
+  EXTRA_OUT="$2"; shift 2; EXTRA_CMDS=("$@")
+fi
 
 log() { printf '[install-kube] %s\n' "$*" >&2; }
 mkdir -p "$BIN" "$SRC"
@@ -35,7 +42,7 @@ mkdir -p "$BIN" "$SRC"
 source "$REPO_ROOT/scripts/go-scratch.sh"
 go_find || { log "error: go not found"; exit 1; }
 
-if [[ "$(cat "$STAMP" 2>/dev/null || true)" == "$WANT" ]] \
+if [[ "$(cat "$STAMP" 2>/dev/null || true)" == "$WANT" ]] && ((${#EXTRA_CMDS[@]} == 0)) \
    && [[ -x "$BIN/kube-apiserver" && -x "$BIN/kwokctl" && -x "$BIN/etcd" ]]; then
   echo "$BIN"
   exit 0
@@ -84,6 +91,14 @@ for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     go build -trimpath -ldflags "$ldflags" -o "$BIN/$cmd" "k8s.io/kubernetes/cmd/$cmd" >&2
   fi
 done
+for cmd in "${EXTRA_CMDS[@]}"; do
+  log "go build $cmd $KUBE_VERSION -> $EXTRA_OUT"
+  go build -trimpath -ldflags "$ldflags" -o "$EXTRA_OUT/$cmd" "k8s.io/kubernetes/cmd/$cmd" >&2
+done
+if ((${#EXTRA_CMDS[@]})) && [[ "$(cat "$STAMP" 2>/dev/null || true)" == "$WANT" ]]; then
+  echo "$BIN"
+  exit 0
+fi
 
 # -- kwok ------------------------------------------------------------------------------------
 for cmd in kwok kwokctl; do

@@ -273,6 +273,9 @@ def meta(args: argparse.Namespace) -> int:
         "settings": settings,
         "versions": {**_pairs(args.version, typed=False), "python": platform.python_version()},
     }
+    if args.events and args.events.exists():
+        # one JSON object per line: at, kind, target, detail (k8s-perf/run.sh --delete-pod)
+        doc["events"] = [json.loads(line) for line in args.events.read_text().splitlines() if line.strip()]
     tmp = args.out.with_name(args.out.name + ".tmp")
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=2)
@@ -402,6 +405,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--version", action="append", default=[], metavar="KEY=VALUE")
     m.add_argument("--host", action="append", default=[], metavar="KEY=VALUE")
     m.add_argument("--load-dir", type=Path)
+    m.add_argument("--events", type=Path, help="JSON lines of events the run caused (at, kind, target, detail)")
     m.set_defaults(run=meta)
     e = sub.add_parser("manifest-env")
     e.add_argument("rendered", type=Path)

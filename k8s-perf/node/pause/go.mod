@@ -1,0 +1,3 @@
+module chronik/pause
+
+go 1.26
