@@ -25,7 +25,9 @@
 #     --keep               leave the finished Job in place (default: deleted once collected)
 #     --local-node         the one-machine node of `make k8s-node` (scripts/k8s-node.sh):
 #                          context chronik-local-node, components/local-node added to the
-#                          overlay, the images imported into the node first; implied when
+#                          overlay, the images imported into the node first, and every CPU
+#                          request scaled by one factor when the run asks more than the
+#                          node has free (k8s-perf/node/fit_requests.py); implied when
 #                          the current context is chronik-local-node
 #     --acks 1|all         the ingestors' acks (default: the overlay's)
 #     --delete-pod POD@S   a fault: delete pod POD (e.g. chronik-0) S seconds after the
@@ -142,6 +144,16 @@ if [[ "$LOCAL_NODE" == 1 ]]; then
   command -v kubectl > /dev/null 2>&1 || PATH="$REPO_ROOT/.tools/k8s-node/bin:$PATH"
 fi
 RUN_ID=${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-k8s-$OVERLAY}
+# node_free_millicores - the local node's allocatable CPU less what pods of other
+# namespaces request (the node's own Prometheus)
+node_free_millicores() {
+  local alloc used
+  alloc=$(kc_read get node chronik-node -o jsonpath='{.status.allocatable.cpu}') || return 1
+  used=$(kc_read get pods -A --field-selector=status.phase!=Succeeded,status.phase!=Failed \
+    -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{range .spec.containers[*]}{.resources.requests.cpu}{" "}{end}{"\n"}{end}' \
+    | awk -v ns="$NAMESPACE" '$1 != ns { for (i = 2; i <= NF; i++) s += ($i ~ /m$/) ? substr($i, 1, length($i) - 1) : $i * 1000 } END { print s + 0 }')
+  echo $(( $(awk -v a="$alloc" 'BEGIN { print (a ~ /m$/) ? substr(a, 1, length(a) - 1) : a * 1000 }') - used ))
+}
 [[ "$RUN_ID" =~ ^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$ ]] \
   || die "--run-id must be a valid label value (letters, digits, - _ ., at most 63)"
 TOPIC="chronik-perf-$RUN_ID"
@@ -253,6 +265,19 @@ RENDERED="$RUN_KUSTOMIZATION/rendered.yaml"
 python3 "$K8S_DIR/sync_plans.py" --check \
   || die "k8s-perf/base/loadgen/plans differs from load/plans/: run k8s-perf/sync_plans.py (and commit the copy)"
 render "$RUN_KUSTOMIZATION" > "$RENDERED" || die "kustomize could not build $RUN_KUSTOMIZATION"
+# the local node has this machine's cores only: a run asking more CPU than is
+# free there gets every CPU request scaled by one factor (node/fit_requests.py)
+if [[ "$LOCAL_NODE" == 1 && "$DRY_RUN" != 1 ]]; then
+  node_status=$(bash "$REPO_ROOT/scripts/k8s-node.sh" status) \
+    || die "the local node is not fully up (scripts/k8s-node.sh up starts what is missing): $(grep stopped <<< "$node_status" | tr -s ' \n' ' ')"
+  free=$(node_free_millicores) || die "could not read the local node's allocatable CPU"
+  "$REPO_ROOT/.venv/bin/python" "$K8S_DIR/node/fit_requests.py" "$RENDERED" "$free" > "$RUN_KUSTOMIZATION/fit.yaml" \
+    || die "fit_requests.py failed"
+  if [[ -s "$RUN_KUSTOMIZATION/fit.yaml" ]]; then
+    sed 's/^/  /' "$RUN_KUSTOMIZATION/fit.yaml" >> "$RUN_KUSTOMIZATION/kustomization.yaml"
+    render "$RUN_KUSTOMIZATION" > "$RENDERED" || die "kustomize could not build $RUN_KUSTOMIZATION (CPU requests fitted)"
+  fi
+fi
 log "run $RUN_ID: overlay $OVERLAY, namespace $NAMESPACE, context ${CONTEXT:-(current)}, topic $TOPIC"
 log "rendered $(grep -c '^kind:' "$RENDERED") objects into $RENDERED"
 

@@ -88,7 +88,7 @@ gobin() {
   for pkg in "$@"; do
     [[ -x "$BIN/$(basename "$pkg")" ]] && continue
     log "go install $pkg@${mod#*@}"
-    CGO_ENABLED=0 GOBIN="$BIN" go install -trimpath -tags "${GO_TAGS:-}" -ldflags "-s -w" "$pkg@${mod#*@}" >&2
+    CGO_ENABLED=0 GOBIN="$BIN" go install -trimpath -tags "${GO_TAGS:-}" -ldflags "-s -w ${GO_LDFLAGS:-}" "$pkg@${mod#*@}" >&2
   done
 }
 
@@ -116,7 +116,9 @@ fi
 gobin "x@$COREDNS_VERSION" github.com/coredns/coredns
 
 # -- Prometheus, for the monitoring pod -------------------------------------------------------------
-GO_TAGS=remove_all_sd,enable_kubernetes_sd gobin "x@$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus
+# (its version string: the module v0.3XY.Z is Prometheus 3.XY.Z)
+prom_version=${PROMETHEUS_VERSION#v0.3}; prom_version="3.$((10#${prom_version%%.*})).${prom_version#*.}"
+GO_LDFLAGS="-X github.com/prometheus/common/version.Version=$prom_version" GO_TAGS=remove_all_sd,enable_kubernetes_sd gobin "x@$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/prometheus
 
 all_present || { log "error: missing after build: $(for b in "${NEED[@]}"; do [[ -x "$BIN/$b" ]] || printf '%s ' "$b"; done)"; exit 1; }
 echo "$WANT" > "$STAMP"

@@ -103,6 +103,13 @@ render() {  # TEMPLATE - k8s-perf/node/TEMPLATE with the node's variables filled
   envsubst '${NODE_DIR} ${NODE_BIN} ${POD_CIDR} ${NODE_IP} ${NODE_BRIDGE} ${NODE_NAME} ${PAUSE_IMAGE}' < "$NODE_SRC/$1"
 }
 
+# render_to FILE TEMPLATE - FILE rewritten only when its content changes (kube-proxy
+# exits when its configuration file is written: "configuration file was updated")
+render_to() {
+  render "$2" > "$1.tmp"
+  if cmp -s "$1.tmp" "$1"; then rm -f "$1.tmp"; else mv "$1.tmp" "$1"; fi
+}
+
 kc() { "$NODE_BIN/kubectl" --kubeconfig "$KUBECONFIG_NODE" "$@"; }
 
 # -- certificates ----------------------------------------------------------------------------
@@ -318,20 +325,21 @@ up() {
     --authentication-kubeconfig "$KUBECONFIG_NODE" --authorization-kubeconfig "$KUBECONFIG_NODE" \
     --secure-port 0 --leader-elect=false
 
-  render containerd.toml > "$NODE_DIR/containerd.toml"
-  render cni.conflist > "$NODE_DIR/cni/net.d/10-chronik-node.conflist"
+  render_to "$NODE_DIR/containerd.toml" containerd.toml
+  render_to "$NODE_DIR/cni/net.d/10-chronik-node.conflist" cni.conflist
   start containerd --config "$NODE_DIR/containerd.toml"
   wait_for containerd 60 ctr_ version
   node_images
 
-  render kubelet.yaml > "$NODE_DIR/kubelet.yaml"
+  render_to "$NODE_DIR/kubelet.yaml" kubelet.yaml
   start kubelet --config "$NODE_DIR/kubelet.yaml" --kubeconfig "$KUBECONFIG_NODE" \
-    --root-dir "$NODE_DIR/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" -v 1
+    --root-dir "$NODE_DIR/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" -v 1 \
+    --containerd "$NODE_DIR/containerd.sock"  # cAdvisor's: per-container cgroups (CPU, RSS by container)
   wait_for "node $NODE_NAME" 180 kc wait --for condition=Ready --timeout 5s "node/$NODE_NAME"
 
-  render kube-proxy.yaml > "$NODE_DIR/kube-proxy.yaml"
+  render_to "$NODE_DIR/kube-proxy.yaml" kube-proxy.yaml
   start kube-proxy --config "$NODE_DIR/kube-proxy.yaml"
-  render Corefile > "$NODE_DIR/Corefile"
+  render_to "$NODE_DIR/Corefile" Corefile
   start coredns -conf "$NODE_DIR/Corefile"
   wait_for coredns 60 curl -sf http://127.0.0.1:18080/health
 

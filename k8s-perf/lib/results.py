@@ -83,24 +83,36 @@ def component_of(pod: str) -> str | None:
 
 def resources(cpu: Path, mem: Path, out: Path) -> int:
     rows: dict[tuple, dict] = {}
+    # A container restarted, or a pod deleted and made again under its name (a
+    # StatefulSet's), is a new cgroup (label id) whose CPU counter starts at 0:
+    # each incarnation is its own "pid" (1, 2, ... in order of its first sample),
+    # as a restarted local process is, so no counter reset is read as negative CPU.
+    incarnations: dict[str, dict[str, int]] = {}
+    loaded = []
     for path, field in ((cpu, "cpu_seconds"), (mem, "rss_bytes")):
         data = json.loads(path.read_text())
         for series in data.get("data", {}).get("result", []):
             m = series["metric"]
             pod, component = m.get("pod", ""), component_of(m.get("pod", ""))
-            if component is None or not m.get("container") or m.get("container") == "POD":
+            if component is None or not m.get("container") or m.get("container") == "POD" or not series["values"]:
                 continue
             name = pod if m["container"] in ("chronik", "ingestor", "consumer", "loadgen") else f"{pod}/{m['container']}"
-            for ts, value in series["values"]:
-                key = (float(ts), component, name)
-                rows.setdefault(key, {"pid": 1, "cpu_seconds": "", "rss_bytes": ""})[field] = value
+            loaded.append((field, component, name, m.get("id", ""), series["values"]))
+    for _, _, name, cid, values in sorted(loaded, key=lambda x: float(x[4][0][0])):
+        seen = incarnations.setdefault(name, {})
+        seen.setdefault(cid, len(seen) + 1)
+    for field, component, name, cid, values in loaded:
+        pid = incarnations[name][cid]
+        for ts, value in values:
+            key = (float(ts), component, name, pid)
+            rows.setdefault(key, {"cpu_seconds": "", "rss_bytes": ""})[field] = value
     with out.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["timestamp", "component", "name", "pid", "cpu_seconds", "rss_bytes"])
-        for (ts, component, name), r in sorted(rows.items()):
+        for (ts, component, name, pid), r in sorted(rows.items()):
             if r["cpu_seconds"] == "" or r["rss_bytes"] == "":
                 continue
-            w.writerow([f"{ts:.3f}", component, name, r["pid"], f"{float(r['cpu_seconds']):.3f}",
+            w.writerow([f"{ts:.3f}", component, name, pid, f"{float(r['cpu_seconds']):.3f}",
                         int(float(r["rss_bytes"]))])
     print(f"resources.csv: {len(rows)} samples", file=sys.stderr)
     return 0

@@ -8,7 +8,9 @@
 #   1. dashboards    base/monitoring/dashboards/*.json = generate.py's output;
 #                    the kustomization's copy of load/plans/ is load/plans/
 #                    (sync_plans.py --check)
-#   2. build         kustomize build of every overlay (stock: no flags)
+#   2. build         kustomize build of every overlay (stock: no flags); 2b. each
+#                    with components/local-node (check_local_node.py: never pulled,
+#                    no required anti-affinity on the one node)
 #   3. schemas       kubeconform -strict on every built object: Kubernetes
 #                    schemas from kubernetes-validate (the load Job's batch/v1
 #                    included), ServiceMonitor/PodMonitor from the
@@ -156,6 +158,23 @@ for dir in "$K8S"/overlays/*/; do
   fi
 done
 ((${#overlays[@]})) || { echo "k8s: $passed passed, $((failed + 1)) failed"; exit 1; }
+
+# -- 2b. every overlay as k8s-perf/run.sh --local-node renders it (components/local-node) ---------------
+mkdir -p "$WORK/local-node"
+for dir in "$K8S"/overlays/*/; do
+  name=$(basename "$dir")
+  kdir="$WORK/local-node/$name"
+  mkdir -p "$kdir"
+  printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - %s\ncomponents:\n  - %s\n' \
+    "$(realpath --relative-to="$kdir" "$dir")" "$(realpath --relative-to="$kdir" "$K8S/components/local-node")" \
+    > "$kdir/kustomization.yaml"
+  if build "$kdir" "$WORK/local-node/$name.yaml" 2> "$WORK/local-node/$name.err" \
+     && "$PY" "$HERE/check_local_node.py" "$WORK/local-node/$name.yaml" > "$WORK/local-node/$name.out" 2>&1; then
+    ok "overlays/$name + components/local-node: $(cut -d: -f2- "$WORK/local-node/$name.out")"
+  else
+    fail "overlays/$name + components/local-node: $(head -c 400 "$WORK/local-node/$name.err" "$WORK/local-node/$name.out" 2> /dev/null)"
+  fi
+done
 
 # -- 3. schemas ------------------------------------------------------------------------------------
 schemas="$WORK/schemas"
