@@ -30,6 +30,8 @@
 #                          node has free (k8s-perf/node/fit_requests.py); implied when
 #                          the current context is chronik-local-node
 #     --acks 1|all         the ingestors' acks (default: the overlay's)
+#     --test NAME          the load plan (load/plans/NAME.json) instead of the overlay's, run
+#                          as the plan says (the overlay's LOADGEN_ARGS, e.g. --rate, dropped)
 #     --delete-pod POD@S   a fault: delete pod POD (e.g. chronik-0) S seconds after the
 #                          load Job starts; its controller brings it back (a StatefulSet's
 #                          pod with its volume); the event goes into meta.json and the report.
@@ -94,6 +96,7 @@ KEEP="${KEEP:-0}"
 LOCAL_NODE="${LOCAL_NODE:-0}"
 DELETE_POD="${DELETE_POD:-}"
 ACKS="${ACKS:-}"
+PLAN_NAME="${PLAN_NAME:-}"
 REPORT="${REPORT:-1}"
 DRY_RUN="${DRY_RUN:-0}"
 LOAD_JOB=chronik-load
@@ -117,6 +120,7 @@ while (($#)); do
     --local-node) LOCAL_NODE=1; shift ;;
     --delete-pod) need "$@"; DELETE_POD=$2; shift 2 ;;
     --acks) need "$@"; ACKS=$2; shift 2 ;;
+    --test) need "$@"; PLAN_NAME=$2; shift 2 ;;
     --no-report) REPORT=0; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage 0 ;;
@@ -132,6 +136,8 @@ done
 [[ -z "$PROM_SERVICE" || "$PROM_SERVICE" =~ ^[a-z0-9-]+/[a-z0-9-]+:[0-9]+$ ]] \
   || die "--prometheus takes NAMESPACE/SERVICE:PORT (or none)"
 [[ -z "$ACKS" || "$ACKS" == 1 || "$ACKS" == all ]] || die "--acks takes 1 or all"
+[[ -z "$PLAN_NAME" || -f "$K8S_DIR/base/loadgen/plans/$PLAN_NAME.json" ]] \
+  || die "--test $PLAN_NAME: no plan k8s-perf/base/loadgen/plans/$PLAN_NAME.json (have: $(cd "$K8S_DIR/base/loadgen/plans" && ls -- *.json | sed 's/\.json$//' | tr '\n' ' '))"
 [[ -z "$DELETE_POD" || "$DELETE_POD" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?@[0-9]+$ ]] \
   || die "--delete-pod takes POD@SECONDS (e.g. chronik-0@30)"
 # the node of `make k8s-node`: asked for, or the current context
@@ -197,6 +203,10 @@ overlay_rel=$(realpath --relative-to="$RUN_KUSTOMIZATION" "$K8S_DIR/overlays/$OV
   echo "    literals:"
   echo "      - RUN_ID=$RUN_ID"
   echo "      - GIT_COMMIT=$GIT_COMMIT"
+  if [[ -n "$PLAN_NAME" ]]; then
+    echo "      - PLAN=$PLAN_NAME"
+    echo "      - LOADGEN_ARGS="
+  fi
   # the run id on the generators' pods too: Prometheus' PodMonitor keeps it
   # (label chronik_perf_run_id), the loadgen dashboard selects runs by it
   cat << YAML

@@ -100,7 +100,8 @@ fi
 
 # -- containerd v2 and its runc shim ------------------------------------------------------------
 cd_mod="github.com/containerd/containerd/v2@$CONTAINERD_VERSION"
-gobin "$cd_mod" github.com/containerd/containerd/v2/cmd/containerd \
+GO_LDFLAGS="-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+  gobin "$cd_mod" github.com/containerd/containerd/v2/cmd/containerd \
   github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
 
 # -- CNI plugins ------------------------------------------------------------------------------------
