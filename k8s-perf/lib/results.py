@@ -98,6 +98,12 @@ def resources(cpu: Path, mem: Path, out: Path) -> int:
                 continue
             name = pod if m["container"] in ("chronik", "ingestor", "consumer", "loadgen") else f"{pod}/{m['container']}"
             loaded.append((field, component, name, m.get("id", ""), series["values"]))
+    # cAdvisor goes on exporting a deleted container's cgroup for a while, its
+    # counter frozen: an incarnation that used no CPU over the window is left out
+    # (its RSS would otherwise count twice)
+    frozen = {(name, cid) for field, _, name, cid, values in loaded
+              if field == "cpu_seconds" and float(values[-1][1]) == float(values[0][1])}
+    loaded = [x for x in loaded if (x[2], x[3]) not in frozen]
     for _, _, name, cid, values in sorted(loaded, key=lambda x: float(x[4][0][0])):
         seen = incarnations.setdefault(name, {})
         seen.setdefault(cid, len(seen) + 1)
