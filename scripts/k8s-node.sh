@@ -280,6 +280,9 @@ unmerge_context() {
   local target
   target=$(user_kubeconfig)
   [[ -f "$target" ]] || return 0
+  if [[ "$(KUBECONFIG="$target" "$NODE_BIN/kubectl" config current-context 2> /dev/null)" == "$CONTEXT" ]]; then
+    KUBECONFIG="$target" "$NODE_BIN/kubectl" config unset current-context > /dev/null 2>&1 || true
+  fi
   KUBECONFIG="$target" "$NODE_BIN/kubectl" config delete-context "$CONTEXT" > /dev/null 2>&1 || true
   KUBECONFIG="$target" "$NODE_BIN/kubectl" config delete-cluster "$CONTEXT" > /dev/null 2>&1 || true
   KUBECONFIG="$target" "$NODE_BIN/kubectl" config delete-user "$CONTEXT-admin" > /dev/null 2>&1 || true
@@ -380,6 +383,7 @@ down() {
   done
   # kube-proxy's rules, the pods' network namespaces, the bridge
   if [[ -x "$NODE_BIN/kube-proxy" ]]; then "$NODE_BIN/kube-proxy" --cleanup > /dev/null 2>&1 || true; fi
+  iptables_cleanup
   for i in /run/netns/cni-*; do
     [[ -e "$i" ]] || continue
     umount "$i" 2> /dev/null || true
@@ -391,6 +395,22 @@ down() {
   grep -o " $NODE_DIR/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2> /dev/null || true; done
   [[ -x "$NODE_BIN/kubectl" ]] && unmerge_context
   log "down"
+}
+
+# iptables_cleanup - the kubelet's own chains (KUBE-FIREWALL, KUBE-KUBELET-CANARY,
+# KUBE-IPTABLES-HINT), which kube-proxy --cleanup leaves: the jumps to them, then them
+iptables_cleanup() {
+  local t rule chain
+  for t in filter nat mangle; do
+    while read -r rule; do
+      # shellcheck disable=SC2086 # a rule is words
+      iptables -t "$t" -D ${rule#-A } 2> /dev/null || true
+    done < <(iptables -t "$t" -S 2> /dev/null | grep -E '^-A (INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING) .*-j KUBE-' || true)
+    for chain in $(iptables -t "$t" -S 2> /dev/null | sed -n 's/^-N \(KUBE-[A-Z0-9-]*\)$/\1/p'); do
+      iptables -t "$t" -F "$chain" 2> /dev/null || true
+      iptables -t "$t" -X "$chain" 2> /dev/null || true
+    done
+  done
 }
 
 status() {

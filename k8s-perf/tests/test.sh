@@ -10,7 +10,8 @@
 #                    (sync_plans.py --check)
 #   2. build         kustomize build of every overlay (stock: no flags); 2b. each
 #                    with components/local-node (check_local_node.py: never pulled,
-#                    no required anti-affinity on the one node)
+#                    no required anti-affinity on the one node); 2c. the node's
+#                    Prometheus configuration and CPU fitting (check_node_config.py)
 #   3. schemas       kubeconform -strict on every built object: Kubernetes
 #                    schemas from kubernetes-validate (the load Job's batch/v1
 #                    included), ServiceMonitor/PodMonitor from the
@@ -175,6 +176,13 @@ for dir in "$K8S"/overlays/*/; do
     fail "overlays/$name + components/local-node: $(head -c 400 "$WORK/local-node/$name.err" "$WORK/local-node/$name.out" 2> /dev/null)"
   fi
 done
+
+# -- 2c. the local node's generated configuration (scrape_config.py, fit_requests.py) -------------------
+if [[ -f "$WORK/built/cluster.yaml" ]] && "$PY" "$HERE/check_node_config.py" "$WORK/built/cluster.yaml" > "$WORK/node-config.out" 2>&1; then
+  while read -r line; do ok "$line"; done < "$WORK/node-config.out"
+else
+  fail "local node configuration: $(grep -v '^scrape\|^fit' "$WORK/node-config.out" 2> /dev/null | head -c 400)"
+fi
 
 # -- 3. schemas ------------------------------------------------------------------------------------
 schemas="$WORK/schemas"

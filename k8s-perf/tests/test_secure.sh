@@ -43,6 +43,10 @@ REAL_KUBECTL=$(command -v kubectl || true)
 [[ -n "$REAL_KUBECTL" ]] || { fail "no kubectl on PATH"; finish; }
 NS="ns-sec"
 SEC="$WORK/material"
+# no cluster is needed: an empty kubeconfig, so whatever context this machine
+# has current (an unreachable or a deleted one) cannot change the result
+export KUBECONFIG="$WORK/kubeconfig"
+printf 'apiVersion: v1\nkind: Config\n' > "$KUBECONFIG"
 
 # -- the stand-in kubectl ---------------------------------------------------------------------
 mkdir -p "$WORK/bin"
