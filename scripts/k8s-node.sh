@@ -392,7 +392,7 @@ down() {
   ip link del "$NODE_BRIDGE" 2> /dev/null || true
   rm -rf "$NODE_DIR/cni/ipam"
   # everything mounted under the node's directory (pod volumes, container root filesystems)
-  grep -o " $NODE_DIR/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" 2> /dev/null || true; done
+  { grep -o " $NODE_DIR/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2> /dev/null || true; done
   [[ -x "$NODE_BIN/kubectl" ]] && unmerge_context
   log "down"
 }
