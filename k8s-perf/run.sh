@@ -140,14 +140,17 @@ done
   || die "--test $PLAN_NAME: no plan k8s-perf/base/loadgen/plans/$PLAN_NAME.json (have: $(cd "$K8S_DIR/base/loadgen/plans" && ls -- *.json | sed 's/\.json$//' | tr '\n' ' '))"
 [[ -z "$DELETE_POD" || "$DELETE_POD" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?@[0-9]+$ ]] \
   || die "--delete-pod takes POD@SECONDS (e.g. chronik-0@30)"
-# the node of `make k8s-node`: asked for, or the current context
+# the node of `make k8s-node`: asked for, or the current context (its kubectl
+# serves when the machine has none)
 LOCAL_NODE_CONTEXT=chronik-local-node
+if ! command -v kubectl > /dev/null 2>&1 && [[ -x "$REPO_ROOT/.tools/k8s-node/bin/kubectl" ]]; then
+  PATH="$REPO_ROOT/.tools/k8s-node/bin:$PATH"
+fi
 if [[ "$LOCAL_NODE" != 1 && "${CONTEXT:-$(kubectl config current-context 2> /dev/null || true)}" == "$LOCAL_NODE_CONTEXT" ]]; then
   LOCAL_NODE=1
 fi
 if [[ "$LOCAL_NODE" == 1 ]]; then
   CONTEXT=${CONTEXT:-$LOCAL_NODE_CONTEXT}
-  command -v kubectl > /dev/null 2>&1 || PATH="$REPO_ROOT/.tools/k8s-node/bin:$PATH"
 fi
 RUN_ID=${RUN_ID:-$(date -u +%Y%m%dT%H%M%SZ)-k8s-$OVERLAY}
 # node_free_millicores - the local node's allocatable CPU less what pods of other
@@ -281,6 +284,7 @@ if [[ "$LOCAL_NODE" == 1 && "$DRY_RUN" != 1 ]]; then
   node_status=$(bash "$REPO_ROOT/scripts/k8s-node.sh" status) \
     || die "the local node is not fully up (scripts/k8s-node.sh up starts what is missing): $(grep stopped <<< "$node_status" | tr -s ' \n' ' ')"
   free=$(node_free_millicores) || die "could not read the local node's allocatable CPU"
+  bash "$REPO_ROOT/scripts/install-python-deps.sh" > /dev/null || die "scripts/install-python-deps.sh failed"
   "$REPO_ROOT/.venv/bin/python" "$K8S_DIR/node/fit_requests.py" "$RENDERED" "$free" > "$RUN_KUSTOMIZATION/fit.yaml" \
     || die "fit_requests.py failed"
   if [[ -s "$RUN_KUSTOMIZATION/fit.yaml" ]]; then

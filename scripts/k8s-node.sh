@@ -346,13 +346,14 @@ up() {
   start coredns -conf "$NODE_DIR/Corefile"
   wait_for coredns 60 curl -sf http://127.0.0.1:18080/health
 
-  # the ServiceMonitor/PodMonitor CRDs k8s-perf applies (no operator acts on them here)
-  bash "$REPO_ROOT/scripts/install-k8s-tools.sh" > /dev/null
+  # the ServiceMonitor/PodMonitor CRDs k8s-perf applies (no operator acts on them
+  # here), and the venv with PyYAML that scrape_config.py needs
+  bash "$REPO_ROOT/scripts/install-k8s-tools.sh" > /dev/null 2>&1 || die "scripts/install-k8s-tools.sh failed"
   local crds
   crds=$(cat "$REPO_ROOT/.tools/k8s-crd-dir")
   kc apply --server-side -f "$crds/monitoring.coreos.com_servicemonitors.yaml" \
     -f "$crds/monitoring.coreos.com_podmonitors.yaml" > /dev/null
-  "$REPO_ROOT/.venv/bin/python" "$NODE_SRC/scrape_config.py" "$REPO_ROOT"/k8s-perf/base/monitoring/*monitors.yaml \
+  "$REPO_ROOT/.tools/k8s-venv/bin/python" "$NODE_SRC/scrape_config.py" "$REPO_ROOT"/k8s-perf/base/monitoring/*monitors.yaml \
     > "$NODE_DIR/prometheus.yml"
   kc apply -f "$NODE_SRC/addons.yaml" > /dev/null
   volumes
