@@ -400,3 +400,230 @@ fn an_acl_created_through_one_node_is_enforced_by_every_node() -> Result<()> {
     }
     Ok(())
 }
+
+const OPERATION_NOT_ATTEMPTED: i16 = 55;
+const CLUSTER_ACTION: i8 = 9;
+const DESCRIBE: i8 = 8;
+
+/// The holes of the second security pass, each through the version that had
+/// it: Metadata v0's empty list (every topic), Metadata v12 naming a topic
+/// by id only, FindCoordinator v2 (top-level answer) and v4 (coordinators),
+/// OffsetForLeaderEpoch v3 (had no check at all), AddPartitionsToTxn v3
+/// (checked the transactional id only, not the topics). "secret" carries an
+/// ACL for alice only, so User:ANONYMOUS may do nothing with it.
+#[test]
+fn second_pass_authorization_holes_are_closed() -> Result<()> {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, FindCoordinatorRequest, OffsetForLeaderEpochRequest,
+    };
+
+    let broker = Broker::start(AUTHORIZER)?;
+    let mut client = Client::connect(&broker)?;
+    client.create_topic("open")?;
+    client.create_topic("secret")?;
+    let secret_id = client.topic_id("secret")?;
+    let codes = create_acls(
+        &mut client,
+        vec![
+            acl(TOPIC, "secret", LITERAL, "User:alice", READ, ALLOW),
+            acl(GROUP, "denied-group", LITERAL, "User:ANONYMOUS", ALL, DENY),
+            // the cluster covered by an ACL: ANONYMOUS has no CLUSTER_ACTION
+            // (allow-everyone-if-no-acl-found would grant it otherwise)
+            acl(
+                CLUSTER,
+                "kafka-cluster",
+                LITERAL,
+                "User:broker",
+                CLUSTER_ACTION,
+                ALLOW,
+            ),
+            // ... but may still change ACLs (below)
+            acl(
+                CLUSTER,
+                "kafka-cluster",
+                LITERAL,
+                "User:ANONYMOUS",
+                ALTER,
+                ALLOW,
+            ),
+        ],
+    )?;
+    ensure!(codes == [0, 0, 0, 0], "CreateAcls: {codes:?}");
+
+    // Metadata v0: an empty list means every topic, and must hide secret
+    let v0 = client.send(&MetadataRequest::default().with_topics(Some(vec![])), 0)?;
+    let names: Vec<String> = v0
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.0.to_string()))
+        .collect();
+    ensure!(
+        names.contains(&"open".to_string()) && !names.contains(&"secret".to_string()),
+        "Metadata v0 (all topics) must hide secret: {names:?}"
+    );
+
+    // Metadata v12 by id: refused, and the answer does not name the topic
+    let by_id = client.send(
+        &MetadataRequest::default().with_topics(Some(vec![
+            MetadataRequestTopic::default().with_topic_id(secret_id)
+        ])),
+        12,
+    )?;
+    ensure!(
+        by_id.topics.len() == 1
+            && by_id.topics[0].error_code == TOPIC_AUTHORIZATION_FAILED
+            && by_id.topics[0].name.is_none()
+            && by_id.topics[0].topic_id == secret_id
+            && by_id.topics[0].partitions.is_empty(),
+        "Metadata v12 by id: {:?}",
+        by_id.topics
+    );
+
+    // FindCoordinator v2 (librdkafka's) and v4 for a group ANONYMOUS may not describe
+    let v2 = client.send(
+        &FindCoordinatorRequest::default().with_key(s("denied-group")),
+        2,
+    )?;
+    ensure!(
+        v2.error_code == GROUP_AUTHORIZATION_FAILED && v2.node_id.0 == -1 && v2.port == -1,
+        "FindCoordinator v2: error {} node {} port {}",
+        v2.error_code,
+        v2.node_id.0,
+        v2.port
+    );
+    let v2_open = client.send(
+        &FindCoordinatorRequest::default().with_key(s("open-group")),
+        2,
+    )?;
+    ensure!(
+        v2_open.error_code == 0 && v2_open.node_id.0 >= 0,
+        "FindCoordinator v2 open-group: {}",
+        v2_open.error_code
+    );
+    let v4 = client.send(
+        &FindCoordinatorRequest::default()
+            .with_coordinator_keys(vec![s("denied-group"), s("open-group")]),
+        4,
+    )?;
+    let answers: Vec<(String, i16)> = v4
+        .coordinators
+        .iter()
+        .map(|c| (c.key.to_string(), c.error_code))
+        .collect();
+    ensure!(
+        answers.contains(&("denied-group".into(), GROUP_AUTHORIZATION_FAILED))
+            && answers.contains(&("open-group".into(), 0)),
+        "FindCoordinator v4: {answers:?}"
+    );
+
+    // OffsetForLeaderEpoch v3 from a consumer: DESCRIBE on each topic
+    let epoch_request = |topic: &str| {
+        OffsetForLeaderTopic::default()
+            .with_topic(TopicName(s(topic)))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(-1)
+                .with_leader_epoch(0)])
+    };
+    let epochs = client.send(
+        &OffsetForLeaderEpochRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![epoch_request("secret"), epoch_request("open")]),
+        3,
+    )?;
+    let answers: Vec<(String, i16, i64)> = epochs
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.topic.0.to_string(),
+                t.partitions[0].error_code,
+                t.partitions[0].end_offset,
+            )
+        })
+        .collect();
+    ensure!(
+        answers.contains(&("secret".into(), TOPIC_AUTHORIZATION_FAILED, -1))
+            && answers.iter().any(|(t, code, _)| t == "open" && *code == 0),
+        "OffsetForLeaderEpoch v3: {answers:?}"
+    );
+
+    // AddPartitionsToTxn v3: a transactional id ANONYMOUS may write, a topic it may not
+    let init = client.send(
+        &InitProducerIdRequest::default()
+            .with_transactional_id(Some(TransactionalId(s("txn-ok"))))
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+        4,
+    )?;
+    ensure!(
+        init.error_code == 0,
+        "InitProducerId txn-ok: {}",
+        init.error_code
+    );
+    let add = client.send(
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(s("txn-ok")))
+            .with_v3_and_below_producer_id(init.producer_id)
+            .with_v3_and_below_producer_epoch(init.producer_epoch)
+            .with_v3_and_below_topics(vec![
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(s("secret")))
+                    .with_partitions(vec![0]),
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(s("open")))
+                    .with_partitions(vec![0]),
+            ]),
+        3,
+    )?;
+    let answers: Vec<(String, i16)> = add
+        .results_by_topic_v3_and_below
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.results_by_partition[0].partition_error_code,
+            )
+        })
+        .collect();
+    ensure!(
+        answers.contains(&("secret".into(), TOPIC_AUTHORIZATION_FAILED))
+            && answers.contains(&("open".into(), OPERATION_NOT_ATTEMPTED)),
+        "AddPartitionsToTxn v3: {answers:?}"
+    );
+    // nothing was added: ending the transaction writes no marker into secret
+    // (DESCRIBE now granted, to read its end offset; WRITE still is not)
+    let codes = create_acls(
+        &mut client,
+        vec![acl(
+            TOPIC,
+            "secret",
+            LITERAL,
+            "User:ANONYMOUS",
+            DESCRIBE,
+            ALLOW,
+        )],
+    )?;
+    ensure!(codes == [0], "CreateAcls DESCRIBE: {codes:?}");
+    let before = client.log_end_offset("secret")?;
+    let end = client.send(
+        &kafka_protocol::messages::EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(s("txn-ok")))
+            .with_producer_id(init.producer_id)
+            .with_producer_epoch(init.producer_epoch)
+            .with_committed(false),
+        3,
+    )?;
+    let after = client.log_end_offset("secret")?;
+    ensure!(
+        after == before,
+        "EndTxn (error {}) wrote into secret: end offset {before} -> {after}",
+        end.error_code
+    );
+    Ok(())
+}

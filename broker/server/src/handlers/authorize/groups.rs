@@ -40,7 +40,8 @@ pub enum Denied {
     Describe,
     /// OffsetFetch; v0–7 name one group here.
     OffsetFetch(GroupId),
-    FindCoordinator(i8),
+    /// The key type, and v0–3's one key (its answer is in top-level fields).
+    FindCoordinator(i8, Option<String>),
 }
 
 fn refused(response: Response) -> Routed {
@@ -74,7 +75,7 @@ fn commit_errors(
         .collect()
 }
 
-pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
+pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
     let code = GROUP_DENIED.code();
     match request {
         Request::JoinGroup(r) if !gate.group(operation::READ, &r.group_id.0) => {
@@ -141,9 +142,10 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
         }
         Request::FindCoordinator(r) => {
             let key_type = r.key_type;
+            let key = (version < 4).then(|| r.key.to_string());
             Routed::Governed(Admission::Admitted(
                 Request::FindCoordinator(r),
-                After::Groups(Denied::FindCoordinator(key_type)),
+                After::Groups(Denied::FindCoordinator(key_type, key)),
             ))
         }
         Request::OffsetFetch(r) => {
@@ -207,7 +209,7 @@ impl Denied {
                 }));
                 any
             }
-            (Denied::FindCoordinator(key_type), Response::FindCoordinator(resp)) => {
+            (Denied::FindCoordinator(key_type, key), Response::FindCoordinator(resp)) => {
                 let allowed = |key: &str| match key_type {
                     KEY_GROUP => gate.group(operation::DESCRIBE, key),
                     KEY_TRANSACTION => gate.transactional_id(operation::DESCRIBE, key),
@@ -217,6 +219,15 @@ impl Denied {
                     KEY_TRANSACTION => ResponseError::TransactionalIdAuthorizationFailed.code(),
                     _ => code,
                 };
+                // v0–3: one key, answered in the top-level fields (Node.noNode)
+                if key.as_deref().is_some_and(|k| !allowed(k)) {
+                    resp.error_code = denied_code;
+                    resp.error_message = None;
+                    resp.node_id = (-1).into();
+                    resp.host = StrBytes::default();
+                    resp.port = -1;
+                    return true;
+                }
                 let mut any = false;
                 for c in resp.coordinators.iter_mut().filter(|c| !allowed(&c.key)) {
                     *c = c

@@ -6,10 +6,13 @@
 //! partition); consumer Fetch: READ; a follower's Fetch (replica_id >= 0):
 //! CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the
 //! whole request; ListOffsets: DESCRIBE; Metadata:
-//! DESCRIBE (listing all topics shows only those), auto-creation needs
-//! CREATE on the cluster or the topic; CreateTopics: CREATE on the cluster
-//! or the topic; DeleteTopics and DeleteRecords: DELETE; CreatePartitions:
-//! ALTER.
+//! DESCRIBE (listing all topics - a null list, or v0's empty one - shows
+//! only those; a topic named by id only is refused without its name, as
+//! Kafka does), auto-creation needs CREATE on the cluster or the topic;
+//! CreateTopics: CREATE on the cluster or the topic; DeleteTopics and
+//! DeleteRecords: DELETE; CreatePartitions: ALTER; OffsetForLeaderEpoch:
+//! CLUSTER_ACTION on the cluster (a follower) passes every topic, else
+//! DESCRIBE on each.
 
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
@@ -27,6 +30,10 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::metadata_response::MetadataResponseTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{FetchResponse, TopicName};
@@ -43,11 +50,14 @@ pub enum Denied {
     Produce(Vec<TopicProduceData>, i16),
     Fetch(Vec<FetchTopic>),
     ListOffsets(Vec<ListOffsetsTopic>),
-    /// Named topics refused; `listing`: the request asked for every topic.
+    /// Topics refused (by name, or by id with no name: Kafka never names a
+    /// topic asked for by id to a session that may not describe it);
+    /// `listing`: the request asked for every topic.
     Metadata {
-        refused: Vec<TopicName>,
+        refused: Vec<(Option<TopicName>, Uuid)>,
         listing: bool,
     },
+    OffsetForLeaderEpoch(Vec<OffsetForLeaderTopic>),
     Names(Vec<TopicName>, Api),
     DeleteRecords(Vec<DeleteRecordsTopic>),
 }
@@ -134,7 +144,12 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
             admitted(Request::ListOffsets(r), Denied::ListOffsets(refused))
         }
         Request::Metadata(mut r) => {
-            let Some(topics) = r.topics.take() else {
+            // every topic: a null list, or an empty one in v0 (the handler's rule)
+            let listing = r
+                .topics
+                .as_ref()
+                .is_none_or(|t| t.is_empty() && version == 0);
+            if listing {
                 return admitted(
                     Request::Metadata(r),
                     Denied::Metadata {
@@ -142,10 +157,18 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                         listing: true,
                     },
                 );
-            };
+            }
+            let topics = r.topics.take().unwrap_or_default();
             let image = gate.broker.replicas.cluster.image();
             let auto_create = r.allow_auto_topic_creation;
             let (ok, refused) = split(topics, |t| {
+                if !t.topic_id.is_nil() {
+                    // by id: the name it has here; an unknown id is the
+                    // handler's UNKNOWN_TOPIC_ID (ids are not secret)
+                    return image
+                        .topic_by_id(*t.topic_id.as_bytes())
+                        .is_none_or(|topic| gate.topic(operation::DESCRIBE, &topic.name));
+                }
                 let Some(name) = &t.name else { return true };
                 gate.topic(operation::DESCRIBE, &name.0)
                     && (!auto_create
@@ -153,7 +176,16 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                         || gate.may_create_topic(&name.0))
             });
             r.topics = Some(ok);
-            let refused = refused.into_iter().filter_map(|t| t.name).collect();
+            let refused = refused
+                .into_iter()
+                .map(|t| {
+                    if t.topic_id.is_nil() {
+                        (t.name, Uuid::nil())
+                    } else {
+                        (None, t.topic_id)
+                    }
+                })
+                .collect();
             admitted(
                 Request::Metadata(r),
                 Denied::Metadata {
@@ -204,6 +236,22 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
             admitted(
                 Request::CreatePartitions(r),
                 Denied::Names(names, Api::CreatePartitions),
+            )
+        }
+        Request::OffsetForLeaderEpoch(mut r) => {
+            if gate.cluster(operation::CLUSTER_ACTION) {
+                return Routed::Governed(Admission::Admitted(
+                    Request::OffsetForLeaderEpoch(r),
+                    After::Nothing,
+                ));
+            }
+            let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
+                gate.topic(operation::DESCRIBE, &t.topic.0)
+            });
+            r.topics = ok;
+            admitted(
+                Request::OffsetForLeaderEpoch(r),
+                Denied::OffsetForLeaderEpoch(refused),
             )
         }
         Request::DeleteRecords(mut r) => {
@@ -279,10 +327,31 @@ impl Denied {
                     });
                 }
                 let any = !refused.is_empty() || resp.topics.len() != before;
-                resp.topics.extend(refused.into_iter().map(|name| {
+                resp.topics.extend(refused.into_iter().map(|(name, id)| {
                     MetadataResponseTopic::default()
-                        .with_name(Some(name))
+                        .with_name(name)
+                        .with_topic_id(id)
                         .with_error_code(code)
+                }));
+                any
+            }
+            (Denied::OffsetForLeaderEpoch(refused), Response::OffsetForLeaderEpoch(resp)) => {
+                let any = !refused.is_empty();
+                resp.topics.extend(refused.into_iter().map(|t| {
+                    OffsetForLeaderTopicResult::default()
+                        .with_topic(t.topic)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    EpochEndOffset::default()
+                                        .with_partition(p.partition)
+                                        .with_error_code(code)
+                                        .with_leader_epoch(-1)
+                                        .with_end_offset(-1)
+                                })
+                                .collect(),
+                        )
                 }));
                 any
             }

@@ -7,8 +7,9 @@
 //! to describe or list a transaction. AddPartitionsToTxn v4+ from brokers
 //! (verification) and WriteTxnMarkers need CLUSTER_ACTION (else
 //! CLUSTER_AUTHORIZATION_FAILED; the handlers also check the sender's
-//! registered address). Topics added to a transaction are
-//! checked when the records are produced (WRITE, in `topics`).
+//! registered address). AddPartitionsToTxn v0–3 also needs WRITE on every
+//! topic it adds: if any is refused, nothing is added (Kafka's rule):
+//! TOPIC_AUTHORIZATION_FAILED for those, OPERATION_NOT_ATTEMPTED for the rest.
 
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
@@ -93,6 +94,27 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
             if !gate.transactional_id(operation::WRITE, &r.v3_and_below_transactional_id.0) =>
         {
             let results = topic_results(&r.v3_and_below_topics, || code);
+            refused(Response::AddPartitionsToTxn(
+                AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
+            ))
+        }
+        Request::AddPartitionsToTxn(r)
+            if r.v3_and_below_topics
+                .iter()
+                .any(|t| !gate.topic(operation::WRITE, &t.name.0)) =>
+        {
+            let results = r
+                .v3_and_below_topics
+                .iter()
+                .flat_map(|t| {
+                    let code = if gate.topic(operation::WRITE, &t.name.0) {
+                        ResponseError::OperationNotAttempted.code()
+                    } else {
+                        ResponseError::TopicAuthorizationFailed.code()
+                    };
+                    topic_results(std::slice::from_ref(t), || code)
+                })
+                .collect();
             refused(Response::AddPartitionsToTxn(
                 AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
             ))
