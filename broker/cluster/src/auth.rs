@@ -78,6 +78,15 @@ impl ClusterSecret {
         Ok((ClusterSecret::from_bytes(&material), created))
     }
 
+    /// A key for another use of the secret (`label` names the use), so one
+    /// secret file gives every node the same keys without reusing it as is.
+    pub fn derive(&self, label: &[u8]) -> [u8; 32] {
+        self.mac(b"chronik derive ", &[label])
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
     fn mac(&self, label: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
         // An HMAC key of any length is accepted.
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0[..])

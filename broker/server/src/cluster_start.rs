@@ -46,8 +46,10 @@ pub async fn start(
     local_cluster_id: &str,
     kafka_port: u16,
     bound: &[(crate::security::ListenerConfig, std::net::SocketAddr)],
-    inter_broker: Arc<crate::security::client::InterBrokerSecurity>,
+    security: &crate::security::Security,
 ) -> anyhow::Result<Joined> {
+    let inter_broker = security.inter_broker.clone();
+    let secret = security.cluster_secret.clone();
     let raw = config.peers.as_str();
     let peers = chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?;
     let me = peers
@@ -64,7 +66,6 @@ pub async fn start(
             tracing::warn!(advertise = host, peer_host = me.host, "--advertise host differs from this node's --peers host; clients are given the --peers host");
         }
     }
-    let secret = load_secret(config)?;
     let listeners = match config.security.named {
         true => advertised_listeners(config, bound, &advertised),
         // `--listen`: registered as before, host and port alone.
@@ -227,8 +228,9 @@ async fn adopt_cluster_id(
 }
 
 /// The raft port's shared secret (`--cluster-secret-file`), created when
-/// missing.
-fn load_secret(config: &Config) -> anyhow::Result<ClusterSecret> {
+/// missing. Loaded once at start: the raft port and the SCRAM answers for
+/// unknown users (`Security::load`) key on it.
+pub fn load_secret(config: &Config) -> anyhow::Result<ClusterSecret> {
     let path = &config.cluster_secret_file;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)

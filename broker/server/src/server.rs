@@ -86,7 +86,8 @@ pub async fn run(
         listeners.push((listener.clone(), bound, addr));
     }
     let kafka_addr = listeners[config.security.inter_broker].2;
-    let security = crate::security::Security::load(&config.security)?;
+    let secret = crate::cluster_start::load_secret(&config)?;
+    let security = crate::security::Security::load(&config.security, &secret)?;
     let http_listener = TcpListener::bind(config.metrics_listen)
         .await
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
@@ -106,7 +107,7 @@ pub async fn run(
         &cluster_id,
         kafka_port,
         &bound,
-        security.inter_broker.clone(),
+        &security,
     )
     .await?;
     let (replicas, advertised, cluster_id) =

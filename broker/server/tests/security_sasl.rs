@@ -11,7 +11,7 @@ mod security_support;
 
 use std::time::Duration;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use bytes::Bytes;
 use kafka_protocol::messages::alter_user_scram_credentials_request::{
     ScramCredentialDeletion, ScramCredentialUpsertion,
@@ -402,6 +402,69 @@ fn handshake_v0_is_followed_by_bare_tokens() -> Result<()> {
     ensure!(
         refused.is_closed(),
         "a failed v0 login left the connection open"
+    );
+    Ok(())
+}
+
+/// The SCRAM-SHA-512 server-first answer to a client-first message for
+/// `user`: its salt (base64) and iteration count.
+fn server_first(addr: std::net::SocketAddr, user: &str) -> Result<(String, String)> {
+    let mut conn = Conn::plain(addr)?;
+    let shake = conn.handshake("SCRAM-SHA-512")?;
+    ensure!(shake.error_code == 0, "handshake: {shake:?}");
+    let answer = conn.authenticate(format!("n,,n={user},r=clientnonce").into_bytes())?;
+    ensure!(
+        answer.error_code == 0,
+        "client-first for {user}: {answer:?}"
+    );
+    let text = String::from_utf8(answer.auth_bytes.to_vec())?;
+    let field = |name: &str| {
+        text.split(',')
+            .find_map(|f| f.strip_prefix(name))
+            .map(str::to_string)
+            .with_context(|| format!("no {name} in {text:?}"))
+    };
+    Ok((field("s=")?, field("i=")?))
+}
+
+/// An unknown user's SCRAM answer looks like a real user's (salt length,
+/// iterations) and is the same from every broker sharing the cluster secret
+/// (every node of a cluster, and one broker after a restart), so a salt that
+/// changes between nodes or restarts cannot give an unknown name away.
+#[test]
+fn unknown_scram_users_get_one_stable_real_looking_salt() -> Result<()> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let certs = Certs::make()?;
+    let shared = certs.path("").join("shared.secret");
+    std::fs::write(&shared, b"one secret for every node of this cluster")?;
+    let shared_arg = shared.to_string_lossy().to_string();
+    let mut salts = Vec::new();
+    for _ in 0..2 {
+        let broker = sasl_broker(&certs, &["--cluster-secret-file", &shared_arg])?;
+        let addr = broker.addr("SASL_PLAINTEXT")?;
+        let (real_salt, real_iterations) = server_first(addr, "alice")?;
+        let (salt, iterations) = server_first(addr, "mallory")?;
+        ensure!(
+            b64.decode(&salt)?.len() == b64.decode(&real_salt)?.len() && iterations == real_iterations,
+            "mallory's answer (salt {salt}, i={iterations}) differs in shape from alice's (salt {real_salt}, i={real_iterations})"
+        );
+        ensure!(
+            server_first(addr, "mallory")?.0 == salt,
+            "two answers of one broker differ"
+        );
+        salts.push(salt);
+        drop(broker);
+    }
+    ensure!(
+        salts[0] == salts[1],
+        "another broker with the same cluster secret made up another salt: {salts:?}"
+    );
+    let other = sasl_broker(&certs, &[])?;
+    let (salt, _) = server_first(other.addr("SASL_PLAINTEXT")?, "mallory")?;
+    ensure!(
+        salt != salts[0],
+        "the salt is not keyed by the cluster secret"
     );
     Ok(())
 }

@@ -58,12 +58,19 @@ pub struct Security {
     pub sasl: Arc<SaslConfig>,
     /// What this broker's connections to other brokers use.
     pub inter_broker: Arc<client::InterBrokerSecurity>,
+    /// The raft port's shared secret (also the key of unknown SCRAM users' salts).
+    pub cluster_secret: chronik_cluster::ClusterSecret,
 }
 
 impl Security {
     /// Loads key stores and credential files; errors are fatal at start.
     /// Must run inside the runtime (the TLS reload loop is spawned).
-    pub fn load(config: &SecurityConfig) -> anyhow::Result<Security> {
+    /// `secret` (the cluster secret) keys the salts made up for unknown
+    /// SCRAM users, so every node and every restart gives the same one.
+    pub fn load(
+        config: &SecurityConfig,
+        secret: &chronik_cluster::ClusterSecret,
+    ) -> anyhow::Result<Security> {
         let tls = match &config.tls {
             Some(settings) => {
                 let acceptor = TlsAcceptor::load(settings.clone())?;
@@ -137,11 +144,12 @@ impl Security {
             }
             None => None,
         };
-        let mut fake_salt_key = [0u8; 32];
-        sasl::fill_random(&mut fake_salt_key);
+        let fake_salt_key = secret.derive(b"scram unknown-user salt");
+        let cluster_secret = secret.clone();
         Ok(Security {
             tls,
             inter_broker,
+            cluster_secret,
             sasl: Arc::new(SaslConfig {
                 enabled: config.sasl.enabled.clone(),
                 plain_users,

@@ -99,7 +99,8 @@ pub struct SaslConfig {
     /// refused SASL step waits before it is answered and the connection
     /// closed.
     pub failed_authentication_delay: Duration,
-    /// Keys the salt made up for unknown SCRAM users (random per process).
+    /// Keys the salt made up for unknown SCRAM users (derived from the
+    /// cluster secret: the same on every node and across restarts).
     pub fake_salt_key: [u8; 32],
 }
 

@@ -8,7 +8,9 @@
 //! client-final with the proof → server-final with the server signature),
 //! bounded message sizes and constant-time proof checks. An unknown user
 //! gets a made-up salt and fails only at the proof, with the same message
-//! as a wrong password. Must not: know about Kafka frames or connections.
+//! as a wrong password; that salt has the length and iteration count most
+//! of the mechanism's real users have, and is keyed by the cluster secret,
+//! so it is the same on every node and after a restart. Must not: know about Kafka frames or connections.
 
 use std::collections::HashMap;
 use std::sync::RwLock;
@@ -167,7 +169,30 @@ pub struct ScramCredentials {
     quorum: RwLock<CredentialMap>,
 }
 
+/// The salt length and iteration count an unknown user is answered with
+/// when no real user of the mechanism exists (bootstrap's salt, Kafka's
+/// default iterations).
+const DEFAULT_SHAPE: (usize, u32) = (16, MIN_ITERATIONS);
+
 impl ScramCredentials {
+    /// The (salt length, iterations) most of `mechanism`'s users have, so an
+    /// unknown user's answer looks like a real one (`DEFAULT_SHAPE` if none).
+    pub fn typical_shape(&self, mechanism: ScramMechanism) -> (usize, u32) {
+        let mut counts: HashMap<(usize, u32), usize> = HashMap::new();
+        for layer in [&self.quorum, &self.by_user] {
+            let map = layer.read().unwrap_or_else(|p| p.into_inner());
+            for ((m, _), c) in map.iter() {
+                if *m == mechanism {
+                    *counts.entry((c.salt.len(), c.iterations)).or_default() += 1;
+                }
+            }
+        }
+        counts
+            .into_iter()
+            .max_by_key(|&(shape, n)| (n, std::cmp::Reverse(shape)))
+            .map_or(DEFAULT_SHAPE, |(shape, _)| shape)
+    }
+
     pub fn get(&self, mechanism: ScramMechanism, user: &str) -> Option<ScramCredential> {
         let key = (mechanism, user.to_string());
         let quorum = self.quorum.read().unwrap_or_else(|p| p.into_inner());
@@ -296,7 +321,13 @@ impl ScramExchange {
                 let first = parse_client_first(message).ok_or_else(failed)?;
                 let (credential, known) = match credentials.get(self.mechanism, &first.user) {
                     Some(c) => (c, true),
-                    None => (self.made_up(&first.user, fake_salt_key, random), false),
+                    None => {
+                        let shape = credentials.typical_shape(self.mechanism);
+                        (
+                            self.made_up(&first.user, fake_salt_key, shape, random),
+                            false,
+                        )
+                    }
                 };
                 let mut server_nonce = [0u8; 24];
                 random(&mut server_nonce);
@@ -366,14 +397,31 @@ impl ScramExchange {
 
     /// A credential for a user that does not exist: a salt derived from the
     /// name (the same on every attempt) and keys no proof matches.
-    fn made_up(&self, user: &str, key: &[u8], random: &dyn Fn(&mut [u8])) -> ScramCredential {
-        let mut salt = self.mechanism.hmac(key, &[user.as_bytes()]);
-        salt.truncate(16);
+    /// An unknown user's credential: a salt of `shape`'s length derived
+    /// from `key` and the name (HMAC blocks, counter-extended), `shape`'s
+    /// iterations, and keys no proof can match.
+    fn made_up(
+        &self,
+        user: &str,
+        key: &[u8],
+        (salt_len, iterations): (usize, u32),
+        random: &dyn Fn(&mut [u8]),
+    ) -> ScramCredential {
+        let mut salt = Vec::with_capacity(salt_len);
+        let mut block = 0u32;
+        while salt.len() < salt_len {
+            salt.extend(
+                self.mechanism
+                    .hmac(key, &[user.as_bytes(), &block.to_be_bytes()]),
+            );
+            block += 1;
+        }
+        salt.truncate(salt_len);
         let mut keys = vec![0u8; self.mechanism.hash(b"").len()];
         random(&mut keys);
         ScramCredential {
             salt,
-            iterations: MIN_ITERATIONS,
+            iterations,
             stored_key: keys.clone(),
             server_key: keys,
         }
@@ -533,6 +581,81 @@ mod tests {
         assert_eq!(
             BASE64.encode(m.hmac(&c.server_key, &[auth.as_bytes()])),
             "6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+        );
+    }
+
+    /// The server-first message's salt (decoded) and iteration count.
+    fn salt_and_iterations(challenge: &[u8]) -> (Vec<u8>, u32) {
+        let text = std::str::from_utf8(challenge).expect("utf8");
+        let field = |name: &str| {
+            text.split(',')
+                .find_map(|f| f.strip_prefix(name))
+                .expect("field")
+                .to_string()
+        };
+        (
+            BASE64.decode(field("s=")).expect("salt"),
+            field("i=").parse().expect("iterations"),
+        )
+    }
+
+    fn first_answer(credentials: &ScramCredentials, user: &str, key: &[u8]) -> (Vec<u8>, u32) {
+        let random = |buf: &mut [u8]| fill_random_for_tests(buf);
+        let mut exchange = ScramExchange::new(ScramMechanism::Sha256);
+        let first = format!("n,,n={user},r=nonce");
+        match exchange.step(first.as_bytes(), credentials, &random, key) {
+            Ok(ScramStep::Challenge(c)) => salt_and_iterations(&c),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn fill_random_for_tests(buf: &mut [u8]) {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        static NEXT: AtomicU8 = AtomicU8::new(0);
+        buf.iter_mut()
+            .for_each(|b| *b = NEXT.fetch_add(7, Ordering::Relaxed));
+    }
+
+    /// An unknown user is answered as the real users are: their salt length
+    /// and iteration count, and the same salt whenever the same key (the
+    /// cluster secret's) asks - on another node, after a restart.
+    #[test]
+    fn unknown_users_look_like_the_real_ones() {
+        let credentials = ScramCredentials::default();
+        assert_eq!(
+            first_answer(&credentials, "ghost", b"k").1,
+            MIN_ITERATIONS,
+            "no real user: Kafka's default iterations"
+        );
+        for (user, salt_len, iterations) in
+            [("alice", 32, 8192), ("bob", 32, 8192), ("carol", 16, 4096)]
+        {
+            let c = ScramCredential::from_password(
+                ScramMechanism::Sha256,
+                "pw",
+                vec![7; salt_len],
+                iterations,
+            )
+            .expect("credential");
+            credentials.upsert(ScramMechanism::Sha256, user, c);
+        }
+        let (real_salt, real_iterations) = first_answer(&credentials, "alice", b"k");
+        let (salt, iterations) = first_answer(&credentials, "ghost", b"k");
+        assert_eq!((salt.len(), iterations), (real_salt.len(), real_iterations));
+        assert_eq!(
+            first_answer(&credentials, "ghost", b"k").0,
+            salt,
+            "stable for one key"
+        );
+        assert_ne!(
+            first_answer(&credentials, "ghost", b"other").0,
+            salt,
+            "keyed"
+        );
+        assert_ne!(
+            first_answer(&credentials, "ghost2", b"k").0,
+            salt,
+            "per user"
         );
     }
 
