@@ -64,14 +64,23 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The credentials of an `Authorization: Bearer <token>` value; the scheme's
+/// name is case-insensitive (RFC 7235 2.1, RFC 6750 2.1).
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("Bearer")
+        .then_some(credentials.trim())
+}
+
 /// Whether `request` carries `token` as its bearer credentials.
 fn presents(request: &Request, token: &BearerToken) -> bool {
     request
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|given| same(given.trim().as_bytes(), token.0.as_bytes()))
+        .and_then(bearer_credentials)
+        .is_some_and(|given| same(given.as_bytes(), token.0.as_bytes()))
 }
 
 /// The middleware: passes requests with the token (or to an open route).
@@ -93,6 +102,16 @@ pub async fn require_bearer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for value in ["Bearer tok", "bearer tok", "BEARER  tok ", "BeArEr tok"] {
+            assert_eq!(bearer_credentials(value), Some("tok"), "{value:?}");
+        }
+        for value in ["Basic tok", "Bearertok", "Bearer", "Token tok"] {
+            assert_eq!(bearer_credentials(value), None, "{value:?}");
+        }
+    }
 
     #[test]
     fn comparison_needs_equal_length_and_bytes() {

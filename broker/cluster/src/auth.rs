@@ -12,9 +12,11 @@
 //! server → client  HMAC(k, "chronik-raft/server" ‖ nonce_c ‖ nonce_s ‖ node_id)
 //! ```
 //!
-//! Owns: the secret (`--cluster-secret-file`, created when missing) and the
-//! handshake, each step within `HANDSHAKE_TIMEOUT`. Must not: carry frames
-//! (`rpc` does). The security work replaces this with mTLS.
+//! Owns: the secret (`--cluster-secret-file`, created when missing), the
+//! handshake, each step within `HANDSHAKE_TIMEOUT`, and keys derived from
+//! the secret for other uses (`derive`). Must not: carry frames (`rpc`
+//! does). The frames after the handshake are not encrypted: the raft port
+//! speaks cleartext (the Kafka listeners are where TLS applies).
 
 use std::fs;
 use std::io::{self, Write};

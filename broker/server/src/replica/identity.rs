@@ -10,8 +10,10 @@
 //! honoured only from the registered host of a live broker
 //! (`verify_broker_peer`).
 //!
-//! Owns: those checks. Must not: authenticate beyond the peer address (the
-//! security work adds mTLS or a broker principal on top of it).
+//! Owns: those checks. Must not: authenticate beyond the peer address and
+//! the ACLs: on an authenticated listener the request also needs
+//! CLUSTER_ACTION for its principal (`handlers/authorize`), which is the
+//! broker principal check; no mutual TLS is done here.
 
 use std::net::{IpAddr, SocketAddr};
 

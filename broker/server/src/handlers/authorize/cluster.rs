@@ -1,8 +1,9 @@
 //! Cluster-scoped APIs: configs (ALTER_CONFIGS / DESCRIBE_CONFIGS on a
 //! topic, or on the cluster for broker resources; refused resources answer
 //! TOPIC_ or CLUSTER_AUTHORIZATION_FAILED next to the others), DESCRIBE on
-//! the cluster for DescribeCluster, DescribeLogDirs, DescribeAcls and
-//! DescribeUserScramCredentials, ALTER on the cluster for CreateAcls,
+//! the cluster for DescribeLogDirs, DescribeAcls and
+//! DescribeUserScramCredentials (DescribeCluster is answered to everyone,
+//! as Kafka does; the cluster operations it reports are 0 without DESCRIBE), ALTER on the cluster for CreateAcls,
 //! DeleteAcls and AlterUserScramCredentials.
 
 use chronik_cluster::acl::operation;
@@ -14,8 +15,7 @@ use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::{
     AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
-    DescribeAclsResponse, DescribeClusterResponse, DescribeLogDirsResponse,
-    DescribeUserScramCredentialsResponse,
+    DescribeAclsResponse, DescribeLogDirsResponse, DescribeUserScramCredentialsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -119,15 +119,9 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
             r.resources = ok;
             admitted(Request::DescribeConfigs(r), Denied::Describe(denied))
         }
-        Request::DescribeCluster(r) if gate.cluster(operation::DESCRIBE) => {
+        Request::DescribeCluster(r) => {
             admitted(Request::DescribeCluster(r), Denied::ClusterOperations)
         }
-        Request::DescribeCluster(_) => refused(Response::DescribeCluster(
-            DescribeClusterResponse::default()
-                .with_error_code(cluster_denied)
-                .with_controller_id((-1).into())
-                .with_cluster_authorized_operations(i32::MIN),
-        )),
         Request::DescribeUserScramCredentials(_) if !gate.cluster(operation::DESCRIBE) => {
             refused(Response::DescribeUserScramCredentials(
                 DescribeUserScramCredentialsResponse::default().with_error_code(cluster_denied),
@@ -193,11 +187,17 @@ impl Denied {
     pub fn apply(self, gate: &Gate<'_>, response: &mut Response) -> bool {
         match (self, response) {
             (Denied::ClusterOperations, Response::DescribeCluster(resp)) => {
+                // asked for (not the schema's i32::MIN): the operations
+                // allowed, or none at all without DESCRIBE (Kafka's answer)
                 if resp.cluster_authorized_operations != i32::MIN {
-                    resp.cluster_authorized_operations = CLUSTER_OPERATIONS
-                        .iter()
-                        .filter(|&&op| gate.cluster(op))
-                        .fold(0, |bits, &op| bits | (1 << op));
+                    resp.cluster_authorized_operations = if gate.cluster(operation::DESCRIBE) {
+                        CLUSTER_OPERATIONS
+                            .iter()
+                            .filter(|&&op| gate.cluster(op))
+                            .fold(0, |bits, &op| bits | (1 << op))
+                    } else {
+                        0
+                    };
                 }
                 false
             }
