@@ -130,6 +130,26 @@ fn wrong_passwords_and_unknown_users_fail_alike_and_close() -> Result<()> {
         messages[0] == messages[2] && messages[1] == messages[3],
         "the messages tell wrong passwords from unknown users: {messages:?}"
     );
+    // each failure is logged with the attempted name and mechanism, never a password
+    let log = broker.log();
+    for (mechanism, user) in [
+        ("SCRAM-SHA-512", "alice"),
+        ("SCRAM-SHA-512", "mallory"),
+        ("PLAIN", "alice"),
+        ("PLAIN", "mallory"),
+    ] {
+        ensure!(
+            log.lines().any(|l| l.contains("SASL authentication failed")
+                && l.contains(mechanism)
+                && l.contains(&format!("user={user}"))),
+            "no failed-login line for {mechanism} {user} in:\n{}",
+            broker.log_tail()
+        );
+    }
+    ensure!(
+        !log.contains("alice-secret") && !log.contains("wrong"),
+        "a password reached the log"
+    );
     Ok(())
 }
 

@@ -74,6 +74,13 @@ impl PlainUsers {
     }
 
     /// Checks one PLAIN message; returns the authenticated user.
+    /// The user name a PLAIN message gives (`authzid NUL user NUL password`),
+    /// for the failed-login log; never the password.
+    pub fn attempted_user(message: &[u8]) -> Option<&str> {
+        let text = std::str::from_utf8(message.get(..MAX_MESSAGE.min(message.len()))?).ok()?;
+        text.split('\0').nth(1).filter(|u| !u.is_empty())
+    }
+
     pub fn authenticate(&self, message: &[u8]) -> Result<String, SaslError> {
         let failed = || SaslError::AuthenticationFailed(PLAIN_FAILED.to_string());
         if message.len() > MAX_MESSAGE {

@@ -292,6 +292,8 @@ pub enum ScramStep {
 pub struct ScramExchange {
     mechanism: ScramMechanism,
     state: State,
+    /// The name the client-first message gave (for the failed-login log).
+    user: Option<String>,
 }
 
 impl ScramExchange {
@@ -299,7 +301,13 @@ impl ScramExchange {
         ScramExchange {
             mechanism,
             state: State::AwaitClientFirst,
+            user: None,
         }
+    }
+
+    /// The user name the client gave, once its first message parsed.
+    pub fn attempted_user(&self) -> Option<&str> {
+        self.user.as_deref()
     }
 
     /// Feeds one client message. `random` fills the server nonce;
@@ -319,6 +327,7 @@ impl ScramExchange {
         match std::mem::replace(&mut self.state, State::Done) {
             State::AwaitClientFirst => {
                 let first = parse_client_first(message).ok_or_else(failed)?;
+                self.user = Some(first.user.clone());
                 let (credential, known) = match credentials.get(self.mechanism, &first.user) {
                     Some(c) => (c, true),
                     None => {

@@ -282,8 +282,10 @@ impl SaslSession {
             };
         };
         let mechanism = *mechanism;
+        let mut attempted: Option<String> = None;
         let step = match exchange {
             Exchange::Plain => {
+                attempted = super::plain::PlainUsers::attempted_user(message).map(String::from);
                 config
                     .plain_users
                     .authenticate(message)
@@ -293,9 +295,13 @@ impl SaslSession {
                         credential_expires_ms: None,
                     })
             }
-            Exchange::Scram(scram) => scram
-                .step(message, &config.scram, &fill_random, &config.fake_salt_key)
-                .map(Step::from),
+            Exchange::Scram(scram) => {
+                let step = scram
+                    .step(message, &config.scram, &fill_random, &config.fake_salt_key)
+                    .map(Step::from);
+                attempted = scram.attempted_user().map(String::from);
+                step
+            }
             Exchange::OAuthBearer(oauth) => match &config.oauthbearer {
                 Some(validator) => {
                     oauth
@@ -332,6 +338,15 @@ impl SaslSession {
             },
             Err(e) => (Err(e), None),
         };
+        if let Err(e) = &result {
+            // the attempted name (bounded, control characters replaced), never a password
+            tracing::warn!(
+                mechanism = mechanism.name(),
+                user = %loggable(attempted.as_deref()),
+                error = %e,
+                "SASL authentication failed"
+            );
+        }
         self.state = State::Idle;
         let lifetime = match (lifetime, version) {
             // 0 would tell the client the session never expires.
@@ -373,6 +388,19 @@ impl SaslSession {
             expires_at: lifetime.map(|l| Instant::now() + l),
         });
         Ok(lifetime)
+    }
+}
+
+/// A client-given name as it may appear in a log line: at most 64
+/// characters, control characters replaced by '?', "(none)" when absent.
+fn loggable(name: Option<&str>) -> String {
+    match name {
+        None => "(none)".to_string(),
+        Some(n) => n
+            .chars()
+            .take(64)
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect(),
     }
 }
 
