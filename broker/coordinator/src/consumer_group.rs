@@ -90,6 +90,10 @@ pub struct HeartbeatRequest {
     /// v1+: the client generates its member id; joining without one is
     /// INVALID_REQUEST.
     pub client_member_id: bool,
+    /// The topics this member's regex may resolve to: those its principal
+    /// may DESCRIBE (Kafka's rule), as of this heartbeat. None: no
+    /// authorizer, every topic.
+    pub regex_topics_allowed: Option<std::sync::Arc<BTreeSet<String>>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -601,6 +605,13 @@ fn update_subscription(
         member.subscribed_topic_regex = pattern;
         member.regex = regex;
     }
+    if member.regex.is_some() && request.regex_topics_allowed != member.regex_allowed {
+        // the ACLs (or the topics) changed what the regex may match
+        changed = true;
+    }
+    member
+        .regex_allowed
+        .clone_from(&request.regex_topics_allowed);
     if let Some(name) = &request.server_assignor {
         let assignor = Assignor::from_name(name);
         changed |= assignor != member.server_assignor;

@@ -34,6 +34,9 @@ pub struct ConsumerMember {
     pub subscribed_topic_names: Vec<String>,
     pub subscribed_topic_regex: Option<String>,
     pub(crate) regex: Option<Regex>,
+    /// The topics the regex may match (those the member's principal may
+    /// DESCRIBE); None: every topic (no authorizer).
+    pub(crate) regex_allowed: Option<std::sync::Arc<std::collections::BTreeSet<String>>>,
     pub server_assignor: Option<Assignor>,
     pub member_epoch: i32,
     pub previous_member_epoch: i32,
@@ -56,12 +59,17 @@ pub struct ConsumerMember {
 
 impl ConsumerMember {
     /// Whether `topic` is one of the member's subscribed names or matches
-    /// its subscribed regex.
+    /// its subscribed regex (and may be described by it: Kafka resolves a
+    /// regex only over the topics the member may DESCRIBE).
     pub fn subscribes_to(&self, topic: &str) -> bool {
         self.subscribed_topic_names
             .binary_search_by(|n| n.as_str().cmp(topic))
             .is_ok()
-            || self.regex.as_ref().is_some_and(|r| r.is_match(topic))
+            || (self.regex.as_ref().is_some_and(|r| r.is_match(topic))
+                && self
+                    .regex_allowed
+                    .as_ref()
+                    .is_none_or(|allowed| allowed.contains(topic)))
     }
 
     /// A member that just joined: epoch 0, nothing subscribed or assigned.
@@ -76,6 +84,7 @@ impl ConsumerMember {
             subscribed_topic_names: Vec::new(),
             subscribed_topic_regex: None,
             regex: None,
+            regex_allowed: None,
             server_assignor: None,
             member_epoch: 0,
             previous_member_epoch: 0,

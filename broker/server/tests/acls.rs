@@ -625,3 +625,93 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
     );
     Ok(())
 }
+
+/// The topic ids a KIP-848 member is assigned after heartbeating (epoch
+/// `epoch`, with `regex` on a join) until an assignment comes or 10 s pass.
+fn regex_member_assignment(
+    client: &mut Client,
+    group: &str,
+    member: &str,
+    regex: &str,
+) -> Result<std::collections::BTreeSet<uuid::Uuid>> {
+    use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut epoch = 0;
+    let mut assigned = std::collections::BTreeSet::new();
+    loop {
+        let response = client.send(
+            &ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s(group)))
+                .with_member_id(s(member))
+                .with_member_epoch(epoch)
+                .with_rebalance_timeout_ms(if epoch == 0 { 30_000 } else { -1 })
+                .with_subscribed_topic_regex((epoch == 0).then(|| s(regex)))
+                .with_topic_partitions((epoch == 0).then(Vec::new)),
+            1, // the regex is a v1 field
+        )?;
+        ensure!(
+            response.error_code == 0,
+            "heartbeat: {}",
+            response.error_code
+        );
+        epoch = response.member_epoch;
+        if let Some(a) = response.assignment {
+            assigned = a.topic_partitions.iter().map(|t| t.topic_id).collect();
+            if !assigned.is_empty() {
+                return Ok(assigned);
+            }
+        }
+        if Instant::now() > deadline {
+            return Ok(assigned);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A KIP-848 regex subscription resolves only to topics the member may
+/// DESCRIBE (Kafka's rule), and follows the ACLs as they change: a member
+/// with READ on its group is not handed a topic it may not describe.
+#[test]
+fn a_regex_subscription_gets_only_describable_topics() -> Result<()> {
+    let broker = Broker::start(&[
+        "--authorizer-class-name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--allow-everyone-if-no-acl-found",
+        "--group-initial-rebalance-delay-ms",
+        "0",
+    ])?;
+    let mut client = Client::connect(&broker)?;
+    client.create_topic("rx-open")?;
+    client.create_topic("rx-secret")?;
+    let open = client.topic_id("rx-open")?;
+    let secret = client.topic_id("rx-secret")?;
+    let codes = create_acls(
+        &mut client,
+        vec![acl(TOPIC, "rx-secret", LITERAL, "User:alice", READ, ALLOW)],
+    )?;
+    ensure!(codes == [0], "CreateAcls: {codes:?}");
+    let assigned = regex_member_assignment(&mut client, "rx-group", "m1", "rx-.*")?;
+    ensure!(
+        assigned == [open].into(),
+        "regex rx-.* assigned {assigned:?}; rx-open is {open}, rx-secret (not describable) {secret}"
+    );
+    // once ANONYMOUS may describe rx-secret, a new member's regex takes it too
+    let codes = create_acls(
+        &mut client,
+        vec![acl(
+            TOPIC,
+            "rx-secret",
+            LITERAL,
+            "User:ANONYMOUS",
+            DESCRIBE,
+            ALLOW,
+        )],
+    )?;
+    ensure!(codes == [0], "CreateAcls DESCRIBE: {codes:?}");
+    let assigned = regex_member_assignment(&mut client, "rx-group-2", "m2", "rx-.*")?;
+    ensure!(
+        assigned == [open, secret].into(),
+        "after the DESCRIBE ACL, regex rx-.* assigned {assigned:?}"
+    );
+    Ok(())
+}

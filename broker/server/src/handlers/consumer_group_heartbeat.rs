@@ -6,8 +6,10 @@
 //! behind the group manager. v0: the broker names a member that joins
 //! without an id; v1: the client does, and may subscribe by regex.
 
-use std::net::SocketAddr;
+use std::collections::BTreeSet;
 use std::sync::Arc;
+
+use chronik_cluster::acl::{operation, resource};
 
 use chronik_cluster::MetadataImage;
 use chronik_coordinator::{Assignment, HeartbeatReply, HeartbeatRequest, TopicMetadata};
@@ -21,7 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::group_errors::response_error;
 use super::topic_lookup::{is_internal_topic, to_uuid};
-use super::Handled;
+use super::{Handled, RequestContext};
 use crate::broker::Broker;
 use crate::groups::offset_store::MAX_GROUP_ID_BYTES;
 
@@ -30,9 +32,9 @@ pub fn handle(
     version: i16,
     request: ConsumerGroupHeartbeatRequest,
     client_id: &str,
-    peer: SocketAddr,
+    context: &RequestContext,
 ) -> Option<Handled> {
-    let response = match heartbeat(broker, version, request, client_id, peer) {
+    let response = match heartbeat(broker, version, request, client_id, context) {
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(StrBytes::from_string(reply.member_id)))
             .with_member_epoch(reply.member_epoch)
@@ -61,8 +63,9 @@ fn heartbeat(
     version: i16,
     request: ConsumerGroupHeartbeatRequest,
     client_id: &str,
-    peer: SocketAddr,
+    context: &RequestContext,
 ) -> Result<HeartbeatReply, ResponseError> {
+    let peer = context.peer;
     broker.offsets.readable(broker)?;
     let group_id = request.group_id.0.to_string();
     if group_id.is_empty() {
@@ -96,12 +99,35 @@ fn heartbeat(
         client_id: client_id.to_string(),
         client_host: format!("/{}", peer.ip()),
         client_member_id: version >= 1,
+        regex_topics_allowed: describable_topics(broker, context),
     };
     let topics = subscribable_topics(broker);
     broker
         .groups
         .consumer_heartbeat(&group_id, heartbeat, &topics)
         .map_err(response_error)
+}
+
+/// The topics `context`'s principal may DESCRIBE, which a regex
+/// subscription may resolve to (Kafka's rule); None without an authorizer.
+fn describable_topics(broker: &Broker, context: &RequestContext) -> Option<Arc<BTreeSet<String>>> {
+    if !broker.authorizer.enabled() {
+        return None;
+    }
+    let acls = broker.authorizer.snapshot();
+    let image = broker.replicas.cluster.image();
+    Some(Arc::new(
+        image
+            .topics
+            .keys()
+            .filter(|name| {
+                broker
+                    .authorizer
+                    .allows(&acls, context, operation::DESCRIBE, resource::TOPIC, name)
+            })
+            .cloned()
+            .collect(),
+    ))
 }
 
 /// The topics group members may subscribe to, as of the current metadata

@@ -188,7 +188,7 @@ async fn dispatch(
         Request::ListTransactions(r) => list_transactions::handle(broker, version, r),
         Request::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, version, r),
         Request::ConsumerGroupHeartbeat(r) => {
-            consumer_group_heartbeat::handle(broker, version, r, client_id, peer)
+            consumer_group_heartbeat::handle(broker, version, r, client_id, context)
         }
         Request::ConsumerGroupDescribe(r) => consumer_group_describe::handle(broker, version, r),
         Request::DescribeAcls(r) => describe_acls::handle(broker, r),
