@@ -2,7 +2,8 @@
 //! here (ES256 with a P-256 key ring makes, RS256 with an RSA key
 //! `openssl genpkey` makes) and verified by the broker with a JWKS file.
 //! A valid token authenticates `User:<sub>` (the authorizer proves it: a
-//! super user's DescribeCluster is served, another user's is refused) and
+//! super user's DescribeCluster reports DESCRIBE among its cluster
+//! operations, another user's reports none) and
 //! the session lifetime is bounded by the token's expiry; expired, wrong
 //! audience, wrong issuer, forged, unknown kid, `alg: none`, garbage and
 //! oversized tokens are answered with `{"status":"invalid_token"}`, the
@@ -189,15 +190,29 @@ fn login(
     Ok((conn, answer))
 }
 
-/// The session is served as `User:<sub>`: (DescribeCluster error, lifetime).
+/// The session is served as `User:<sub>`: (0 when DescribeCluster reports
+/// DESCRIBE on the cluster among the session's operations, else
+/// CLUSTER_AUTHORIZATION_FAILED; the session lifetime). DescribeCluster
+/// itself is answered to everyone, as Kafka does.
 fn logged_in(broker: &SecureBroker, token: &str) -> Result<(i16, i64)> {
+    const DESCRIBE_BIT: i32 = 1 << 8;
     let (mut conn, answer) = login(broker, first_message("", token))?;
     ensure!(answer.error_code == 0, "login: {answer:?}");
     let cluster = conn.send(
         &DescribeClusterRequest::default().with_include_cluster_authorized_operations(true),
         0,
     )?;
-    Ok((cluster.error_code, answer.session_lifetime_ms))
+    ensure!(
+        cluster.error_code == 0,
+        "DescribeCluster: {}",
+        cluster.error_code
+    );
+    let code = if cluster.cluster_authorized_operations & DESCRIBE_BIT != 0 {
+        0
+    } else {
+        CLUSTER_AUTHORIZATION_FAILED
+    };
+    Ok((code, answer.session_lifetime_ms))
 }
 
 /// A refused token: challenged, then 58 after `\x01`, then closed.
