@@ -35,6 +35,11 @@ pub struct Broker {
     /// Bytes of requests that may be held in memory at once; a connection
     /// stops reading when it cannot get permits for its next frame.
     pub produce_memory: Arc<Semaphore>,
+    /// The budget of frames read before a SASL connection has logged in
+    /// (`PRE_AUTH_MEMORY_BYTES`): apart from `produce_memory`, so
+    /// connections that never authenticate cannot stall those that did
+    /// (Kafka's pre-authentication reads do not draw on its memory pool).
+    pub pre_auth_memory: Arc<Semaphore>,
     /// Consumer groups coordinated by this broker.
     pub groups: Arc<GroupManager>,
     /// Committed offsets, durable in `__consumer_offsets`.

@@ -19,7 +19,11 @@
 //! ones: one small request per connection at a time runs without a
 //! reservation, within the per-connection margin. RSS is therefore bounded
 //! by the profile plus `max.connections` × 2 × 64 KiB (one read chunk and
-//! one small request per connection).
+//! one small request per connection). Before a SASL connection has logged
+//! in, its frames (at most `sasl.server.max.receive.size`) reserve from a
+//! budget of their own, `PRE_AUTH_MEMORY_BYTES`: a flood of connections that
+//! never log in waits among itself and never holds the memory authenticated
+//! producers need.
 //!
 //! A peer that closes its socket ends the read side for good (EOF is never
 //! polled again), so a dead client cannot leave this task spinning.
@@ -58,6 +62,11 @@ use crate::security::sasl::session::{Admission, SaslSession};
 use crate::security::{KafkaPrincipal, ListenerContext};
 
 /// Requests a single connection may have in progress at once.
+/// Bytes that frames of not-yet-authenticated SASL connections may hold at
+/// once, all of them together (64 full 512 KiB `sasl.server.max.receive.size`
+/// frames).
+pub const PRE_AUTH_MEMORY_BYTES: usize = 32 * 1024 * 1024;
+
 const MAX_IN_FLIGHT: usize = 128;
 /// The most one read takes off the socket.
 const READ_CHUNK: usize = 64 * 1024;
@@ -221,14 +230,18 @@ async fn serve_stream<R, W>(
                 if !complete && read_buf.len() <= SIZE_PREFIX_LEN {
                     break; // only the size prefix so far: it reserves nothing
                 }
-                let wanted = u32::try_from(frame_bytes.min(memory_limit)).unwrap_or(u32::MAX);
-                match broker.produce_memory.clone().try_acquire_many_owned(wanted) {
+                let pre_auth = sasl.as_ref().is_some_and(|s| s.principal().is_none());
+                let (pool, limit) = if pre_auth {
+                    (&broker.pre_auth_memory, PRE_AUTH_MEMORY_BYTES)
+                } else {
+                    (&broker.produce_memory, memory_limit)
+                };
+                let wanted = u32::try_from(frame_bytes.min(limit)).unwrap_or(u32::MAX);
+                match pool.clone().try_acquire_many_owned(wanted) {
                     Ok(p) => memory = Some(RequestMemory::Paid(p)),
                     Err(_) => {
                         broker.metrics.produce_backpressure_total.inc();
-                        permit_wait = Some(Box::pin(
-                            broker.produce_memory.clone().acquire_many_owned(wanted),
-                        ));
+                        permit_wait = Some(Box::pin(pool.clone().acquire_many_owned(wanted)));
                         break;
                     }
                 }

@@ -188,6 +188,7 @@ pub async fn run(
     let broker = Arc::new(Broker {
         authorizer,
         produce_memory: Arc::new(Semaphore::new(config.produce_profile.in_flight_bytes())),
+        pre_auth_memory: Arc::new(Semaphore::new(crate::connection::PRE_AUTH_MEMORY_BYTES)),
         config,
         log: log.clone(),
         metrics,

@@ -488,3 +488,62 @@ fn unknown_scram_users_get_one_stable_real_looking_salt() -> Result<()> {
     );
     Ok(())
 }
+
+/// Connections that never log in cannot take the memory logged-in clients
+/// need: 80 connections on the SASL listener each announce a 512 KiB frame
+/// (`sasl.server.max.receive.size`) and send 4 KiB of it - 40 MiB, more
+/// than the low-latency profile's 16 MiB of request memory - then stall.
+/// A logged-in client's 600 KiB Produce (a frame that must reserve
+/// request memory) is still answered at once, not after the 30 s read
+/// timeout frees the flood's reservations.
+#[test]
+fn unauthenticated_frames_do_not_stall_logged_in_producers() -> Result<()> {
+    use std::io::Write;
+    use std::time::Instant;
+
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::{MetadataRequest, TopicName};
+
+    let certs = Certs::make()?;
+    let broker = sasl_broker(&certs, &["--produce-profile", "low-latency"])?;
+    let addr = broker.addr("SASL_PLAINTEXT")?;
+    let mut flood = Vec::new();
+    for _ in 0..80 {
+        let mut s = std::net::TcpStream::connect(addr)?;
+        s.write_all(&(512 * 1024 - 4_i32).to_be_bytes())?;
+        s.write_all(&[0u8; 4096])?;
+        flood.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+
+    let mut conn = Conn::plain(addr)?;
+    let login = conn.login_plain("alice", "alice-secret")?;
+    ensure!(login.error_code == 0, "PLAIN alice: {login:?}");
+    let created = conn.send(
+        &MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("flooded"))))]))
+            .with_allow_auto_topic_creation(true),
+        9,
+    )?;
+    ensure!(
+        created.topics.iter().all(|t| t.error_code == 0),
+        "auto-creating the topic: {:?}",
+        created.topics
+    );
+    let value: &'static str = Box::leak("v".repeat(600 * 1024).into_boxed_str());
+    let started = Instant::now();
+    let produced = conn.send(
+        &security_support::requests::produce_request("flooded", 0, value, None)?,
+        9,
+    )?;
+    let took = started.elapsed();
+    let code = produced.responses[0].partition_responses[0].error_code;
+    ensure!(code == 0, "produce under the flood: error {code}");
+    ensure!(
+        took < Duration::from_secs(10),
+        "a logged-in producer waited {took:?} behind connections that never logged in"
+    );
+    drop(flood);
+    Ok(())
+}
