@@ -400,6 +400,23 @@ fn an_acl_created_through_one_node_is_enforced_by_every_node() -> Result<()> {
 }
 
 const OPERATION_NOT_ATTEMPTED: i16 = 55;
+
+/// Grants User:ANONYMOUS DESCRIBE on `topic`.
+fn allow_anonymous_describe(client: &mut Client, topic: &str) -> Result<()> {
+    let codes = create_acls(
+        client,
+        vec![acl(
+            TOPIC,
+            topic,
+            LITERAL,
+            "User:ANONYMOUS",
+            DESCRIBE,
+            ALLOW,
+        )],
+    )?;
+    ensure!(codes == [0], "CreateAcls DESCRIBE on {topic}: {codes:?}");
+    Ok(())
+}
 const CLUSTER_ACTION: i8 = 9;
 const DESCRIBE: i8 = 8;
 
@@ -596,18 +613,7 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
     );
     // nothing was added: ending the transaction writes no marker into secret
     // (DESCRIBE now granted, to read its end offset; WRITE still is not)
-    let codes = create_acls(
-        &mut client,
-        vec![acl(
-            TOPIC,
-            "secret",
-            LITERAL,
-            "User:ANONYMOUS",
-            DESCRIBE,
-            ALLOW,
-        )],
-    )?;
-    ensure!(codes == [0], "CreateAcls DESCRIBE: {codes:?}");
+    allow_anonymous_describe(&mut client, "secret")?;
     let before = client.log_end_offset("secret")?;
     let end = client.send(
         &kafka_protocol::messages::EndTxnRequest::default()
@@ -696,18 +702,7 @@ fn a_regex_subscription_gets_only_describable_topics() -> Result<()> {
         "regex rx-.* assigned {assigned:?}; rx-open is {open}, rx-secret (not describable) {secret}"
     );
     // once ANONYMOUS may describe rx-secret, a new member's regex takes it too
-    let codes = create_acls(
-        &mut client,
-        vec![acl(
-            TOPIC,
-            "rx-secret",
-            LITERAL,
-            "User:ANONYMOUS",
-            DESCRIBE,
-            ALLOW,
-        )],
-    )?;
-    ensure!(codes == [0], "CreateAcls DESCRIBE: {codes:?}");
+    allow_anonymous_describe(&mut client, "rx-secret")?;
     let assigned = regex_member_assignment(&mut client, "rx-group-2", "m2", "rx-.*")?;
     ensure!(
         assigned == [open, secret].into(),
