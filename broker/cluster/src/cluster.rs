@@ -35,6 +35,7 @@ use crate::network::{call_once, CallError, NetworkFactory};
 use crate::raft_types::{raft_id, Raft};
 use crate::request::{
     AlterPartition, ControllerReply, ControllerRequest, CreatePartitions, CreateTopic,
+    ElectionType, Reassignment,
 };
 use crate::rpc::{RpcRequest, RpcResponse};
 use crate::rpc_server::{self, RpcHandler};
@@ -367,6 +368,36 @@ impl Cluster {
             deletions,
         };
         self.submit(request).await.map(drop)
+    }
+
+    /// KIP-455: starts, replaces or cancels reassignments; per
+    /// reassignment, in order, `None` when the controller applied it.
+    pub async fn alter_partition_reassignments(
+        &self,
+        reassignments: Vec<Reassignment>,
+    ) -> Result<Vec<Option<ClusterError>>, ClusterError> {
+        let request = ControllerRequest::AlterPartitionReassignments(reassignments);
+        match self.submit(request).await? {
+            CommandResult::PerPartition(results) => Ok(results),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// KIP-460: elections of `partitions`; per partition, in order, `None`
+    /// when it got the leader the election type asks for.
+    pub async fn elect_leaders(
+        &self,
+        election: ElectionType,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<Vec<Option<ClusterError>>, ClusterError> {
+        let request = ControllerRequest::ElectLeaders {
+            election,
+            partitions,
+        };
+        match self.submit(request).await? {
+            CommandResult::PerPartition(results) => Ok(results),
+            other => Err(unexpected(other)),
+        }
     }
 
     pub async fn delete_topic(&self, name: &str) -> Result<(), ClusterError> {

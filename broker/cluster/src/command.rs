@@ -27,7 +27,8 @@ use crate::error::ClusterError;
 use crate::image::{
     BrokerImage, ListenerEndpoints, MetadataImage, PartitionImage, ScramCredentialImage, TopicImage,
 };
-use crate::request::AlterPartition;
+use crate::reassign;
+use crate::request::{AlterPartition, ElectionType, Reassignment};
 
 /// Kafka's NO_LEADER.
 pub const NO_LEADER: i32 = -1;
@@ -94,6 +95,15 @@ pub enum Command {
     DeleteAcls {
         filters: Vec<AclBindingFilter>,
     },
+    /// KIP-455: starts, replaces or cancels reassignments (`reassign`).
+    AlterPartitionReassignments {
+        reassignments: Vec<Reassignment>,
+    },
+    /// KIP-460: preferred or unclean elections (`reassign::elect`).
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Vec<(String, i32)>,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,6 +115,8 @@ pub enum CommandResult {
     Partition(PartitionImage),
     /// Per DeleteAcls filter, the ACLs it removed.
     DeletedAcls(Vec<Vec<AclBinding>>),
+    /// Per partition of the command, in its order: `None` when applied.
+    PerPartition(Vec<Option<ClusterError>>),
     /// The state machine refused the command; the image is unchanged.
     Rejected(ClusterError),
 }
@@ -206,6 +218,21 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             &mut image.acls,
             filters,
         ))),
+        Command::AlterPartitionReassignments { reassignments } => Ok(CommandResult::PerPartition(
+            reassignments
+                .iter()
+                .map(|r| reassign::alter(image, r).err())
+                .collect(),
+        )),
+        Command::ElectLeaders {
+            election,
+            partitions,
+        } => Ok(CommandResult::PerPartition(
+            partitions
+                .iter()
+                .map(|(topic, p)| reassign::elect(image, topic, *p, *election).err())
+                .collect(),
+        )),
     };
     outcome.unwrap_or_else(CommandResult::Rejected)
 }
@@ -336,6 +363,8 @@ fn new_partitions(
             leader: registration.leader.unwrap_or(NO_LEADER),
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         });
     }
     Ok(partitions)
@@ -420,6 +449,14 @@ fn alter_partition(
         .ok_or_else(unknown)?;
     partition.isr = req.new_isr.clone();
     partition.partition_epoch = next.partition_epoch;
+    // The ISR change that admits a reassignment's last newcomer finishes it.
+    let live = reassign::live_set(image);
+    let partition = image
+        .topics
+        .get_mut(&req.topic)
+        .and_then(|t| t.partitions.get_mut(index))
+        .ok_or_else(unknown)?;
+    reassign::maybe_complete(partition, &live);
     Ok(partition.clone())
 }
 

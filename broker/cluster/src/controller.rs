@@ -55,6 +55,19 @@ pub fn check_partition_growth(current: i32, requested: i32) -> Result<(), Cluste
     Ok(())
 }
 
+/// One reassignment or election command names at most this many
+/// partitions (its raft entry stays small).
+const MAX_PARTITIONS_PER_COMMAND: usize = 10_000;
+
+fn check_partition_request(count: usize) -> Result<(), ClusterError> {
+    if count > MAX_PARTITIONS_PER_COMMAND {
+        return Err(ClusterError::InvalidRequest(format!(
+            "{count} partitions in one request (at most {MAX_PARTITIONS_PER_COMMAND})"
+        )));
+    }
+    Ok(())
+}
+
 /// Heartbeat bookkeeping, valid for one leader term.
 struct Liveness {
     term: Option<u64>,
@@ -188,6 +201,30 @@ impl Controller {
                     return ControllerReply::Failed(e);
                 }
                 self.propose(Command::DeleteAcls { filters }).await
+            }
+            ControllerRequest::AlterPartitionReassignments(reassignments) => {
+                if let Err(e) = check_partition_request(reassignments.len()) {
+                    return ControllerReply::Failed(e);
+                }
+                for r in &reassignments {
+                    tracing::info!(topic = r.topic, partition = r.partition, target = ?r.target,
+                        "partition reassignment requested");
+                }
+                self.propose(Command::AlterPartitionReassignments { reassignments })
+                    .await
+            }
+            ControllerRequest::ElectLeaders {
+                election,
+                partitions,
+            } => {
+                if let Err(e) = check_partition_request(partitions.len()) {
+                    return ControllerReply::Failed(e);
+                }
+                self.propose(Command::ElectLeaders {
+                    election,
+                    partitions,
+                })
+                .await
             }
             ControllerRequest::ControlledShutdown { node_id } => {
                 if !self.voters.contains_key(&node_id) {

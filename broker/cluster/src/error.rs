@@ -34,6 +34,24 @@ pub enum ClusterError {
     /// broker being added: Kafka's INELIGIBLE_REPLICA)
     #[error("invalid request: {0}")]
     InvalidRequest(String),
+    /// INVALID_REPLICA_ASSIGNMENT (a reassignment naming an unregistered
+    /// broker, a duplicate, or no replica at all)
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
+    /// NO_REASSIGNMENT_IN_PROGRESS (cancelling a reassignment that is not
+    /// under way)
+    #[error("no reassignment in progress for {0}")]
+    NoReassignmentInProgress(String),
+    /// ELECTION_NOT_NEEDED (the wanted leader already leads)
+    #[error("election not needed: {0}")]
+    ElectionNotNeeded(String),
+    /// PREFERRED_LEADER_NOT_AVAILABLE (the preferred replica is not a live
+    /// ISR member)
+    #[error("preferred leader not available: {0}")]
+    PreferredLeaderNotAvailable(String),
+    /// ELIGIBLE_LEADERS_NOT_AVAILABLE (no live replica to lead)
+    #[error("eligible leaders not available: {0}")]
+    EligibleLeadersNotAvailable(String),
     /// NOT_CONTROLLER: the controller could not be reached to forward to.
     #[error("not the controller")]
     NotController,

@@ -68,6 +68,40 @@ pub struct PartitionImage {
     pub leader_epoch: i32,
     /// Bumped on every change; AlterPartition proposals must name it.
     pub partition_epoch: i32,
+    /// KIP-455: replicas an ongoing reassignment adds (also in `replicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<i32>,
+    /// KIP-455: replicas an ongoing reassignment removes once the target
+    /// replicas are all in the ISR (also in `replicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<i32>,
+}
+
+impl PartitionImage {
+    /// Whether a reassignment is under way (Kafka lists it in
+    /// ListPartitionReassignments).
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas the partition will have when its reassignment is done
+    /// (all of `replicas` when none is under way).
+    pub fn target_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
+    }
+
+    /// The replicas the partition had before its reassignment began.
+    pub fn original_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.adding_replicas.contains(r))
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@
 //! - `request`     — `CreateTopic`, `AlterPartition`, heartbeats, and the
 //!   forwarded controller request/reply.
 //! - `command`     — raft commands and their deterministic `apply`.
+//! - `reassign`    — KIP-455 reassignments and KIP-460 elections of one partition.
 //! - `error`       — `ClusterError` (each variant names its Kafka error).
 //! - `raft_types`  — openraft's type configuration.
 //! - `store_log`   — the durable raft log and vote.
@@ -51,6 +52,7 @@ mod image;
 mod monitor;
 mod network;
 mod raft_types;
+mod reassign;
 mod request;
 pub mod rpc;
 mod rpc_server;
@@ -70,7 +72,7 @@ pub use image::{
     TopicImage,
 };
 pub use network::connect_from;
-pub use request::{AlterPartition, CreatePartitions, CreateTopic};
+pub use request::{AlterPartition, CreatePartitions, CreateTopic, ElectionType, Reassignment};
 
 /// A snapshot of this node's view of the controller.
 #[derive(Clone, Debug, PartialEq, Eq)]

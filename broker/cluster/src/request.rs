@@ -48,6 +48,25 @@ pub struct AlterPartition {
     pub new_isr: Vec<i32>,
 }
 
+/// KIP-455 for one partition: move it to `target` (replica ids, the first
+/// preferred as leader), or cancel its reassignment (`None`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reassignment {
+    pub topic: String,
+    pub partition: i32,
+    pub target: Option<Vec<i32>>,
+}
+
+/// KIP-460's election types (ElectLeaders `election_type` 0 and 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// The first replica leads again, if it is a live ISR member.
+    Preferred,
+    /// A leaderless partition gets any live replica as leader, even one
+    /// outside the ISR (records only the old ISR held are lost).
+    Unclean,
+}
+
 /// A broker's liveness signal to the controller (Kafka's
 /// BrokerHeartbeat, with the registration's endpoint folded in).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,6 +108,11 @@ pub enum ControllerRequest {
     },
     CreateAcls(Vec<AclBinding>),
     DeleteAcls(Vec<AclBindingFilter>),
+    AlterPartitionReassignments(Vec<Reassignment>),
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Vec<(String, i32)>,
+    },
 }
 
 /// The controller's answer to a `ControllerRequest`.

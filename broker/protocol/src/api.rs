@@ -130,6 +130,9 @@ api_table! {
     SaslAuthenticate: SaslAuthenticateRequest => SaslAuthenticateResponse, versions 0 ..= 2;
     DescribeUserScramCredentials: DescribeUserScramCredentialsRequest => DescribeUserScramCredentialsResponse, versions 0 ..= 0;
     AlterUserScramCredentials: AlterUserScramCredentialsRequest => AlterUserScramCredentialsResponse, versions 0 ..= 0;
+    ElectLeaders: ElectLeadersRequest => ElectLeadersResponse, versions 0 ..= 2;
+    AlterPartitionReassignments: AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse, versions 0 ..= 1;
+    ListPartitionReassignments: ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -179,6 +182,9 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::SaslAuthenticate => "SaslAuthenticate",
         ApiKey::DescribeUserScramCredentials => "DescribeUserScramCredentials",
         ApiKey::AlterUserScramCredentials => "AlterUserScramCredentials",
+        ApiKey::ElectLeaders => "ElectLeaders",
+        ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
+        ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
         _ => "Other",
     }
 }

@@ -11,16 +11,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
 use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
 use common::kafka_client::Client;
+use common::paced;
 use kafka_protocol::messages::MetadataRequest;
-use rdkafka::producer::FutureRecord;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// (sequence number, offset or error, send-to-acknowledgement latency)
-type Delivery = (u64, Result<i64, String>, Duration);
 
 /// The session timeout the shutdown must beat: without controlled shutdown
 /// the leader's partitions move only after it.
@@ -96,52 +92,7 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
     // One message every 5 ms for 6 s; each records send and ack times.
     let count: u64 = 1200;
     const WARM: u64 = 200;
-    let producer_thread = std::thread::spawn(move || -> Result<Vec<Delivery>> {
-        let producer = producer_at(
-            &bootstrap,
-            &[
-                ("acks", "all"),
-                ("enable.idempotence", "true"),
-                ("message.timeout.ms", "30000"),
-                ("linger.ms", "0"),
-            ],
-        )?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(async move {
-            let start = Instant::now();
-            let mut tasks = Vec::new();
-            for seq in 0..count {
-                let value = seq.to_string();
-                let future = producer
-                    .send_result(
-                        FutureRecord::<(), _>::to(topic)
-                            .partition(0)
-                            .payload(&value),
-                    )
-                    .map_err(|(e, _)| anyhow::anyhow!("enqueue failed: {e}"))?;
-                let sent = Instant::now();
-                tasks.push(tokio::spawn(async move {
-                    let outcome = match future.await {
-                        Ok(Ok(delivery)) => Ok(delivery.offset),
-                        Ok(Err((e, _))) => Err(e.to_string()),
-                        Err(_) => Err("cancelled".to_string()),
-                    };
-                    (seq, outcome, sent.elapsed())
-                }));
-                let due = Duration::from_millis(seq * 5);
-                if let Some(wait) = due.checked_sub(start.elapsed()) {
-                    tokio::time::sleep(wait).await;
-                }
-            }
-            let mut results = Vec::new();
-            for task in tasks {
-                results.push(task.await?);
-            }
-            Ok(results)
-        })
-    });
+    let producer_thread = paced::spawn(bootstrap, topic, count, Duration::from_millis(5));
 
     std::thread::sleep(Duration::from_millis(2000));
     let leader = cluster.partitions(topic)?[0].leader;
@@ -156,15 +107,7 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
         "no controlled shutdown in the log:\n{log}"
     );
 
-    let results = producer_thread
-        .join()
-        .map_err(|_| anyhow::anyhow!("producer thread panicked"))??;
-    let failed: Vec<_> = results
-        .iter()
-        .filter(|(_, r, _)| r.is_err())
-        .take(5)
-        .collect();
-    ensure!(failed.is_empty(), "the producer saw errors: {failed:?}");
+    let results = paced::join_all_acknowledged(producer_thread)?;
     // The first messages wait for the producer id and connections; the
     // stall that matters is around the shutdown, 2 s in.
     let stall = results
@@ -182,17 +125,6 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
     // Every acknowledged message is there exactly once, in order.
     let survivor = (1..=3).find(|&n| n != leader).unwrap_or(1);
     let survivor_bootstrap = cluster.node(survivor).bootstrap();
-    let consumer = consumer_at(&survivor_bootstrap, &[])?;
-    assign_from_beginning(&consumer, topic, &[0])?;
-    let records = drain(&consumer, &[0], count as usize, Duration::from_secs(30))?;
-    let values: Vec<u64> = records
-        .iter()
-        .filter_map(|r| r.value_str().parse().ok())
-        .collect();
-    ensure!(
-        values == (0..count).collect::<Vec<_>>(),
-        "read back {} records, not 0..{count} in order",
-        values.len()
-    );
+    paced::check_read_back(&survivor_bootstrap, topic, count)?;
     Ok(())
 }

@@ -13,6 +13,11 @@ pub fn cluster_error_code(e: &ClusterError) -> ResponseError {
         ClusterError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
         ClusterError::InvalidUpdateVersion => ResponseError::InvalidUpdateVersion,
         ClusterError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        ClusterError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        ClusterError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,
+        ClusterError::ElectionNotNeeded(_) => ResponseError::ElectionNotNeeded,
+        ClusterError::PreferredLeaderNotAvailable(_) => ResponseError::PreferredLeaderNotAvailable,
+        ClusterError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
         ClusterError::NotController | ClusterError::Unavailable(_) => ResponseError::NotController,
         ClusterError::Timeout => ResponseError::RequestTimedOut,
     }

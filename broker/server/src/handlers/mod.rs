@@ -8,6 +8,7 @@ mod acl_wire;
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
+mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
 mod api_versions;
 mod authorize;
@@ -28,6 +29,7 @@ mod describe_groups;
 mod describe_log_dirs;
 mod describe_transactions;
 mod describe_user_scram_credentials;
+mod elect_leaders;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
@@ -39,6 +41,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod list_transactions;
 mod metadata;
 mod offset_commit;
@@ -202,5 +205,12 @@ async fn dispatch(
         Request::AlterUserScramCredentials(r) => {
             alter_user_scram_credentials::handle(broker, version, r).await
         }
+        Request::AlterPartitionReassignments(r) => {
+            alter_partition_reassignments::handle(broker, version, r).await
+        }
+        Request::ListPartitionReassignments(r) => {
+            list_partition_reassignments::handle(broker, version, r)
+        }
+        Request::ElectLeaders(r) => elect_leaders::handle(broker, version, r).await,
     }
 }

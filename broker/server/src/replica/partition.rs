@@ -207,6 +207,9 @@ impl Replica {
         } else {
             let was_active = !matches!(inner.role, Role::None);
             inner.role = Role::None;
+            if !image.replicas.contains(&local_id) {
+                self.delete_records_of_former_replica(&mut inner);
+            }
             (
                 if was_active {
                     Transition::Stopped
@@ -216,6 +219,30 @@ impl Replica {
                 Vec::new(),
             )
         }
+    }
+
+    /// A broker that is no longer a replica of this partition (a
+    /// reassignment moved it away, KIP-455) deletes what it held, as
+    /// Kafka's StopReplica with deletion does; should it become a replica
+    /// again it fetches everything afresh from the leader.
+    fn delete_records_of_former_replica(&self, inner: &mut Inner) {
+        if self.log.log_end_offset() == 0 && self.log.log_start_offset() == 0 {
+            return;
+        }
+        info!(
+            topic = self.topic,
+            partition = self.partition,
+            log_end_offset = self.log.log_end_offset(),
+            "no longer a replica: deleting its log"
+        );
+        if let Err(e) = self.log.truncate_fully_and_start_at(0) {
+            warn!(topic = self.topic, partition = self.partition, error = %e, "cannot delete the log of a former replica");
+            return;
+        }
+        inner.epochs.truncate_from_end(0);
+        self.save_epochs(&inner.epochs);
+        inner.high_watermark = 0;
+        inner.leader_high_watermark = 0;
     }
 
     /// Runs truncations and high-watermark updates in order; returns the

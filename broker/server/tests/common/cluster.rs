@@ -39,7 +39,7 @@ pub struct Cluster {
     _secret_dir: tempfile::TempDir,
 }
 
-/// A port free on 127.0.0.1–3 right now, below Linux's ephemeral range
+/// A port free on 127.0.0.1–8 (every host a test cluster may use) right now, below Linux's ephemeral range
 /// (32768–60999): nodes bind their outgoing connections to their own
 /// address, so a port from that range could be taken by one of those
 /// before the node that was given it binds its listener.
@@ -50,13 +50,13 @@ pub fn free_port() -> Result<u16> {
         ^ std::process::id();
     for attempt in 0..1000u32 {
         let port = 20_000 + u16::try_from(seed.wrapping_add(attempt.wrapping_mul(7919)) % 12_000)?;
-        if (1..=3)
+        if (1..=8)
             .all(|i| TcpListener::bind(("127.0.0.".to_string() + &i.to_string(), port)).is_ok())
         {
             return Ok(port);
         }
     }
-    bail!("no port free on 127.0.0.1-3 in 20000-31999")
+    bail!("no port free on 127.0.0.1-8 in 20000-31999")
 }
 
 /// (leader, isr) of one partition as a node's Metadata answers it.

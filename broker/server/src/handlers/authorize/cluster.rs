@@ -4,7 +4,8 @@
 //! the cluster for DescribeLogDirs, DescribeAcls and
 //! DescribeUserScramCredentials (DescribeCluster is answered to everyone,
 //! as Kafka does; the cluster operations it reports are 0 without DESCRIBE), ALTER on the cluster for CreateAcls,
-//! DeleteAcls and AlterUserScramCredentials.
+//! DeleteAcls and AlterUserScramCredentials, AlterPartitionReassignments
+//! and ElectLeaders, DESCRIBE on it for ListPartitionReassignments.
 
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
@@ -13,9 +14,11 @@ use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserSc
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{
-    AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
-    DescribeAclsResponse, DescribeLogDirsResponse, DescribeUserScramCredentialsResponse,
+    AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
+    DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse,
+    DescribeUserScramCredentialsResponse, ElectLeadersResponse, ListPartitionReassignmentsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -169,6 +172,43 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
                     .collect(),
             ),
         )),
+        Request::AlterPartitionReassignments(_) if !gate.cluster(operation::ALTER) => {
+            refused(Response::AlterPartitionReassignments(
+                AlterPartitionReassignmentsResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::ListPartitionReassignments(_) if !gate.cluster(operation::DESCRIBE) => {
+            refused(Response::ListPartitionReassignments(
+                ListPartitionReassignmentsResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::ElectLeaders(r) if !gate.cluster(operation::ALTER) => {
+            // v0 has no top-level error: every named partition carries it.
+            let results = r
+                .topic_partitions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| {
+                    ReplicaElectionResult::default()
+                        .with_topic(t.topic)
+                        .with_partition_result(
+                            t.partitions
+                                .into_iter()
+                                .map(|p| {
+                                    PartitionResult::default()
+                                        .with_partition_id(p)
+                                        .with_error_code(cluster_denied)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            refused(Response::ElectLeaders(
+                ElectLeadersResponse::default()
+                    .with_error_code(cluster_denied)
+                    .with_replica_election_results(results),
+            ))
+        }
         other => Routed::NotMine(other),
     }
 }
