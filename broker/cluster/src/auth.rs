@@ -10,19 +10,32 @@
 //! server → client  nonce_s (32 B)
 //! client → server  node_id (i32 BE) ‖ nonce_c (32 B) ‖ HMAC(k, "chronik-raft/client" ‖ nonce_s ‖ nonce_c ‖ node_id)
 //! server → client  HMAC(k, "chronik-raft/server" ‖ nonce_c ‖ nonce_s ‖ node_id)
+//!                   or, refusing, "chronik-refused\0" ‖ reason code (1 B) ‖ 15 zero bytes
 //! ```
 //!
+//! A refusal is as long as the answer it replaces, so a client reads it in
+//! the same place (one from before refusals existed reads it as a bad
+//! answer, as it read the close it used to get). It carries a code and
+//! nothing derived from the secret or either MAC: "wrong secret" goes only
+//! to the client whose proof failed, which learns nothing it did not know,
+//! and "not a voter" only to one that proved the secret.
+//!
 //! Owns: the secret (`--cluster-secret-file`, created when missing), the
-//! handshake, each step within `HANDSHAKE_TIMEOUT`, and keys derived from
-//! the secret for other uses (`derive`). Must not: carry frames (`rpc`
-//! does). The frames after the handshake are not encrypted: the raft port
-//! speaks cleartext (the Kafka listeners are where TLS applies).
+//! handshake, the whole of it within `HANDSHAKE_TIMEOUT`, why one failed
+//! (`HandshakeError`, the text both ends log), the bound on those log
+//! lines (`RefusalLog`), and keys derived from the secret for other uses
+//! (`derive`). Must not: carry frames (`rpc` does), or log a handshake
+//! (its callers know which peer it was). The frames after the handshake
+//! are not encrypted: the raft port speaks cleartext (the Kafka listeners
+//! are where TLS applies).
 
+use std::collections::HashMap;
 use std::fs;
+use std::hash::Hash;
 use std::io::{self, Write};
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -30,8 +43,16 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// How long either side may take over the whole handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Refused handshakes are logged at most once per peer this often (each
+/// line counts the ones held back), so a flood of bad connections cannot
+/// fill the disk.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
+const HELLO_LEN: usize = 4 + NONCE_LEN + MAC_LEN;
+/// Opens a refusal sent in place of the server's answer. An answer (a MAC)
+/// is checked first, and begins with these 16 bytes with probability 2^-128.
+const REFUSAL_PREFIX: &[u8; 16] = b"chronik-refused\0";
 const CLIENT_LABEL: &[u8] = b"chronik-raft/client";
 const SERVER_LABEL: &[u8] = b"chronik-raft/server";
 
@@ -138,11 +159,232 @@ fn nonce() -> [u8; NONCE_LEN] {
     n
 }
 
-fn refused(reason: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::PermissionDenied,
-        format!("raft handshake refused: {reason}"),
-    )
+/// Why a server refused a client, as it tells the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalReason {
+    /// The client's proof does not verify under the server's secret.
+    WrongSecret,
+    /// The client proved the secret as a node the server's voters do not include.
+    NotAVoter,
+    /// A code this build does not know (sent by a newer peer).
+    Other(u8),
+}
+
+impl RefusalReason {
+    fn code(self) -> u8 {
+        match self {
+            RefusalReason::WrongSecret => 1,
+            RefusalReason::NotAVoter => 2,
+            RefusalReason::Other(code) => code,
+        }
+    }
+
+    fn encode(self) -> [u8; MAC_LEN] {
+        let mut refusal = [0u8; MAC_LEN];
+        refusal[..REFUSAL_PREFIX.len()].copy_from_slice(REFUSAL_PREFIX);
+        refusal[REFUSAL_PREFIX.len()] = self.code();
+        refusal
+    }
+
+    /// The refusal in `answer`, if it is one.
+    fn decode(answer: &[u8; MAC_LEN]) -> Option<RefusalReason> {
+        let (prefix, rest) = answer.split_at(REFUSAL_PREFIX.len());
+        if prefix != REFUSAL_PREFIX {
+            return None;
+        }
+        Some(match rest[0] {
+            1 => RefusalReason::WrongSecret,
+            2 => RefusalReason::NotAVoter,
+            code => RefusalReason::Other(code),
+        })
+    }
+}
+
+/// The handshake's three messages, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    ServerNonce,
+    ClientHello,
+    ServerAnswer,
+}
+
+impl Step {
+    fn len(self) -> usize {
+        match self {
+            Step::ServerNonce => NONCE_LEN,
+            Step::ClientHello => HELLO_LEN,
+            Step::ServerAnswer => MAC_LEN,
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Step::ServerNonce => "the server's nonce",
+            Step::ClientHello => "the client's hello",
+            Step::ServerAnswer => "the server's answer",
+        })
+    }
+}
+
+/// Why a handshake failed, as the side that saw it can tell. Its text is
+/// what both ends log: it names the likely misconfiguration, never any
+/// secret or MAC material.
+#[derive(Debug)]
+pub enum HandshakeError {
+    /// (server) The client's proof does not verify under this node's secret.
+    WrongSecret,
+    /// (server) The client proved the secret as a node that is not a voter.
+    NotAVoter(i32),
+    /// (client) The server refused this node and said why.
+    Refused(RefusalReason),
+    /// (client) The server's answer is neither its proof nor a refusal.
+    ServerUnproven,
+    /// The peer closed the connection `received` bytes into `step`.
+    Closed {
+        step: Step,
+        received: usize,
+    },
+    /// The handshake was still at `step` when `HANDSHAKE_TIMEOUT` ran out.
+    TimedOut {
+        step: Step,
+    },
+    Io {
+        step: Step,
+        error: io::Error,
+    },
+}
+
+impl HandshakeError {
+    /// A refusal (the secret, the voters), as opposed to a connection that
+    /// failed or stalled.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            HandshakeError::WrongSecret
+                | HandshakeError::NotAVoter(_)
+                | HandshakeError::Refused(_)
+                | HandshakeError::ServerUnproven
+                | HandshakeError::Closed {
+                    step: Step::ServerAnswer,
+                    ..
+                }
+        )
+    }
+
+    /// A connection closed before the peer sent anything of its own: a
+    /// port probe, a peer shutting down, or (client side) the peer's
+    /// connection caps. Worth a debug line, not a warning.
+    pub fn is_routine(&self) -> bool {
+        matches!(
+            self,
+            HandshakeError::Closed {
+                step: Step::ServerNonce | Step::ClientHello,
+                received: 0
+            }
+        )
+    }
+
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            HandshakeError::Closed { .. } if !self.is_refusal() => io::ErrorKind::UnexpectedEof,
+            HandshakeError::TimedOut { .. } => io::ErrorKind::TimedOut,
+            HandshakeError::Io { error, .. } => error.kind(),
+            _ => io::ErrorKind::PermissionDenied,
+        }
+    }
+}
+
+impl std::fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const SECRETS_DIFFER: &str = "the two nodes' --cluster-secret-file contents differ";
+        match self {
+            HandshakeError::WrongSecret => write!(
+                f,
+                "its proof does not match this node's cluster secret (bad MAC): {SECRETS_DIFFER}"
+            ),
+            HandshakeError::NotAVoter(node_id) => write!(
+                f,
+                "it proved the cluster secret as node {node_id}, which this node's --peers do not list"
+            ),
+            HandshakeError::Refused(RefusalReason::WrongSecret) => write!(
+                f,
+                "the peer says this node's proof does not match its cluster secret (bad MAC): {SECRETS_DIFFER}"
+            ),
+            HandshakeError::Refused(RefusalReason::NotAVoter) => write!(
+                f,
+                "the peer does not list this node as a voter: the nodes' --peers differ"
+            ),
+            HandshakeError::Refused(RefusalReason::Other(code)) => {
+                write!(f, "the peer refused this node (reason code {code})")
+            }
+            HandshakeError::ServerUnproven => write!(
+                f,
+                "the peer's answer does not prove this node's cluster secret: {SECRETS_DIFFER}, or it is not a voter of this cluster"
+            ),
+            HandshakeError::Closed {
+                step: Step::ServerNonce,
+                received: 0,
+            } => write!(
+                f,
+                "the peer closed the connection before the handshake began (no connection place for this node on its raft port, or it is shutting down)"
+            ),
+            HandshakeError::Closed {
+                step: Step::ServerAnswer,
+                received: 0,
+            } => write!(
+                f,
+                "the peer closed the connection during the handshake without saying why: its cluster secret probably differs, or it does not list this node as a voter"
+            ),
+            HandshakeError::Closed { step, received } => write!(
+                f,
+                "the peer closed the connection after {received} of the {} bytes of {step}",
+                step.len()
+            ),
+            HandshakeError::TimedOut { step } => {
+                write!(f, "{step} did not arrive within {HANDSHAKE_TIMEOUT:?}")
+            }
+            HandshakeError::Io { step, error } => write!(f, "{error} during {step}"),
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {}
+
+/// Fills `buf` by `deadline`, or says how far it got before the peer closed.
+async fn read_step<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut [u8],
+    step: Step,
+    deadline: tokio::time::Instant,
+) -> Result<(), HandshakeError> {
+    let mut received = 0;
+    while received < buf.len() {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf[received..])).await {
+            Err(_) => return Err(HandshakeError::TimedOut { step }),
+            Ok(Ok(0)) => return Err(HandshakeError::Closed { step, received }),
+            Ok(Ok(n)) => received += n,
+            Ok(Err(error)) => return Err(HandshakeError::Io { step, error }),
+        }
+    }
+    Ok(())
+}
+
+async fn write_step<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    bytes: &[u8],
+    step: Step,
+    deadline: tokio::time::Instant,
+) -> Result<(), HandshakeError> {
+    let written = async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    };
+    match tokio::time::timeout_at(deadline, written).await {
+        Err(_) => Err(HandshakeError::TimedOut { step }),
+        Ok(written) => written.map_err(|error| HandshakeError::Io { step, error }),
+    }
 }
 
 /// The client side: proves this node (`node_id`) knows the secret and
@@ -151,175 +393,144 @@ pub async fn client_handshake<S>(
     stream: &mut S,
     secret: &ClusterSecret,
     node_id: i32,
-) -> io::Result<()>
+) -> Result<(), HandshakeError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let exchange = async {
-        let mut nonce_s = [0u8; NONCE_LEN];
-        stream.read_exact(&mut nonce_s).await?;
-        let nonce_c = nonce();
-        let id = node_id.to_be_bytes();
-        let tag = secret
-            .mac(CLIENT_LABEL, &[&nonce_s, &nonce_c, &id])
-            .finalize()
-            .into_bytes();
-        let mut hello = Vec::with_capacity(4 + NONCE_LEN + MAC_LEN);
-        hello.extend_from_slice(&id);
-        hello.extend_from_slice(&nonce_c);
-        hello.extend_from_slice(&tag);
-        stream.write_all(&hello).await?;
-        stream.flush().await?;
-        let mut answer = [0u8; MAC_LEN];
-        stream.read_exact(&mut answer).await?;
-        secret
-            .mac(SERVER_LABEL, &[&nonce_c, &nonce_s, &id])
-            .verify_slice(&answer)
-            .map_err(|_| refused("the server does not know the cluster secret"))
-    };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange)
-        .await
-        .map_err(|_| refused("timed out"))?
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let mut nonce_s = [0u8; NONCE_LEN];
+    read_step(stream, &mut nonce_s, Step::ServerNonce, deadline).await?;
+    let nonce_c = nonce();
+    let id = node_id.to_be_bytes();
+    let tag = secret
+        .mac(CLIENT_LABEL, &[&nonce_s, &nonce_c, &id])
+        .finalize()
+        .into_bytes();
+    let mut hello = Vec::with_capacity(HELLO_LEN);
+    hello.extend_from_slice(&id);
+    hello.extend_from_slice(&nonce_c);
+    hello.extend_from_slice(&tag);
+    write_step(stream, &hello, Step::ClientHello, deadline).await?;
+    let mut answer = [0u8; MAC_LEN];
+    read_step(stream, &mut answer, Step::ServerAnswer, deadline).await?;
+    if secret
+        .mac(SERVER_LABEL, &[&nonce_c, &nonce_s, &id])
+        .verify_slice(&answer)
+        .is_ok()
+    {
+        return Ok(());
+    }
+    Err(RefusalReason::decode(&answer)
+        .map_or(HandshakeError::ServerUnproven, HandshakeError::Refused))
 }
 
 /// The server side: returns the authenticated node id, which must be one
-/// of `voters`.
+/// of `voters`. A client refused for its proof or its id is told why
+/// before the connection closes.
 pub async fn server_handshake<S>(
     stream: &mut S,
     secret: &ClusterSecret,
     voters: &[i32],
-) -> io::Result<i32>
+) -> Result<i32, HandshakeError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let exchange = async {
-        let nonce_s = nonce();
-        stream.write_all(&nonce_s).await?;
-        stream.flush().await?;
-        let mut hello = [0u8; 4 + NONCE_LEN + MAC_LEN];
-        stream.read_exact(&mut hello).await?;
-        let id = [hello[0], hello[1], hello[2], hello[3]];
-        let nonce_c = &hello[4..4 + NONCE_LEN];
-        let tag = &hello[4 + NONCE_LEN..];
-        secret
-            .mac(CLIENT_LABEL, &[&nonce_s, nonce_c, &id])
-            .verify_slice(tag)
-            .map_err(|_| refused("the client does not know the cluster secret"))?;
-        let node_id = i32::from_be_bytes(id);
-        if !voters.contains(&node_id) {
-            return Err(refused(&format!(
-                "node {node_id} is not a configured voter"
-            )));
-        }
-        let answer = secret
-            .mac(SERVER_LABEL, &[nonce_c, &nonce_s, &id])
-            .finalize()
-            .into_bytes();
-        stream.write_all(&answer).await?;
-        stream.flush().await?;
-        Ok(node_id)
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    let nonce_s = nonce();
+    write_step(stream, &nonce_s, Step::ServerNonce, deadline).await?;
+    let mut hello = [0u8; HELLO_LEN];
+    read_step(stream, &mut hello, Step::ClientHello, deadline).await?;
+    let id = [hello[0], hello[1], hello[2], hello[3]];
+    let nonce_c = &hello[4..4 + NONCE_LEN];
+    let tag = &hello[4 + NONCE_LEN..];
+    let node_id = i32::from_be_bytes(id);
+    let refusal = if secret
+        .mac(CLIENT_LABEL, &[&nonce_s, nonce_c, &id])
+        .verify_slice(tag)
+        .is_err()
+    {
+        Some((RefusalReason::WrongSecret, HandshakeError::WrongSecret))
+    } else if !voters.contains(&node_id) {
+        Some((RefusalReason::NotAVoter, HandshakeError::NotAVoter(node_id)))
+    } else {
+        None
     };
-    tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange)
-        .await
-        .map_err(|_| refused("timed out"))?
+    if let Some((reason, error)) = refusal {
+        // Best effort: the connection closes either way.
+        let _ = write_step(stream, &reason.encode(), Step::ServerAnswer, deadline).await;
+        return Err(error);
+    }
+    let answer = secret
+        .mac(SERVER_LABEL, &[nonce_c, &nonce_s, &id])
+        .finalize()
+        .into_bytes();
+    write_step(stream, &answer, Step::ServerAnswer, deadline).await?;
+    Ok(node_id)
+}
+
+/// Keys a `RefusalLog` remembers at most; beyond that (a flood from many
+/// addresses) newcomers share one key.
+const REFUSAL_LOG_KEYS: usize = 1024;
+
+/// Keeps refused handshakes from flooding the log: at most one line per
+/// key (a peer) every `interval`, each saying how many were held back
+/// since the previous one for that key.
+pub struct RefusalLog<K> {
+    interval: Duration,
+    /// `None`: every key that found the map full.
+    seen: Mutex<HashMap<Option<K>, Seen>>,
+}
+
+struct Seen {
+    logged_at: Instant,
+    held_back: u64,
+}
+
+impl<K: Eq + Hash> RefusalLog<K> {
+    pub fn new(interval: Duration) -> RefusalLog<K> {
+        RefusalLog {
+            interval,
+            seen: Mutex::default(),
+        }
+    }
+
+    /// Whether a line about `key` may be written at `now`: `Some(n)`, with
+    /// the `n` refusals held back since its last line, or `None` (held
+    /// back, and counted).
+    pub fn admit(&self, key: K, now: Instant) -> Option<u64> {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = Some(key);
+        if !seen.contains_key(&slot) && seen.len() >= REFUSAL_LOG_KEYS {
+            // Forget keys whose next line would be written anyway.
+            seen.retain(|_, s| now.duration_since(s.logged_at) < self.interval);
+            if seen.len() >= REFUSAL_LOG_KEYS {
+                slot = None;
+            }
+        }
+        match seen.get_mut(&slot) {
+            Some(s) if now.duration_since(s.logged_at) < self.interval => {
+                s.held_back += 1;
+                None
+            }
+            Some(s) => {
+                let held_back = std::mem::take(&mut s.held_back);
+                s.logged_at = now;
+                Some(held_back)
+            }
+            None => {
+                seen.insert(
+                    slot,
+                    Seen {
+                        logged_at: now,
+                        held_back: 0,
+                    },
+                );
+                Some(0)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn run(
-        client_secret: &ClusterSecret,
-        server_secret: &ClusterSecret,
-        node_id: i32,
-    ) -> (io::Result<()>, io::Result<i32>) {
-        let (mut a, mut b) = tokio::io::duplex(1024);
-        let server_secret = server_secret.clone();
-        let server =
-            tokio::spawn(async move { server_handshake(&mut b, &server_secret, &[1, 2, 3]).await });
-        let client = client_handshake(&mut a, client_secret, node_id).await;
-        drop(a);
-        (client, server.await.expect("server task"))
-    }
-
-    #[tokio::test]
-    async fn a_shared_secret_authenticates_both_sides_and_names_the_node() {
-        let secret = ClusterSecret::from_bytes(b"0123456789abcdef");
-        let (client, server) = run(&secret, &secret, 2).await;
-        client.expect("client accepted");
-        assert_eq!(server.expect("server accepted"), 2);
-    }
-
-    #[tokio::test]
-    async fn a_wrong_secret_or_an_unknown_node_is_refused() {
-        let secret = ClusterSecret::from_bytes(b"0123456789abcdef");
-        let other = ClusterSecret::from_bytes(b"fedcba9876543210");
-        let (client, server) = run(&other, &secret, 2).await;
-        assert!(server.is_err() && client.is_err(), "wrong secret accepted");
-        let (_, server) = run(&secret, &secret, 7).await;
-        assert!(server.is_err(), "a node outside the voters accepted");
-    }
-
-    /// Attack: record an honest node's handshake, then replay its answer
-    /// on a new connection. The server's nonce is fresh per connection, so
-    /// the recorded MAC proves nothing there.
-    #[tokio::test]
-    async fn a_recorded_handshake_replayed_on_a_new_connection_is_refused() {
-        let secret = ClusterSecret::from_bytes(b"0123456789abcdef");
-        let (mut client, mut server) = tokio::io::duplex(1024);
-        let server_secret = secret.clone();
-        let honest =
-            tokio::spawn(
-                async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await },
-            );
-        // A client that records what it sends.
-        let mut nonce_s = [0u8; NONCE_LEN];
-        client.read_exact(&mut nonce_s).await.expect("nonce");
-        let nonce_c = [7u8; NONCE_LEN];
-        let id = 2i32.to_be_bytes();
-        let mut hello = id.to_vec();
-        hello.extend_from_slice(&nonce_c);
-        hello.extend_from_slice(
-            &secret
-                .mac(CLIENT_LABEL, &[&nonce_s, &nonce_c, &id])
-                .finalize()
-                .into_bytes(),
-        );
-        client.write_all(&hello).await.expect("hello");
-        assert_eq!(
-            honest.await.expect("task").expect("the honest handshake"),
-            2
-        );
-
-        let (mut attacker, mut server) = tokio::io::duplex(1024);
-        let server_secret = secret.clone();
-        let replayed =
-            tokio::spawn(
-                async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await },
-            );
-        let mut fresh_nonce = [0u8; NONCE_LEN];
-        attacker.read_exact(&mut fresh_nonce).await.expect("nonce");
-        assert_ne!(fresh_nonce, nonce_s, "the server reused a nonce");
-        attacker.write_all(&hello).await.expect("replay");
-        assert!(
-            replayed.await.expect("task").is_err(),
-            "a replayed handshake was accepted"
-        );
-    }
-
-    #[test]
-    fn the_secret_file_is_created_once_and_shared() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("cluster.secret");
-        let (a, created) = ClusterSecret::load_or_create(&path).expect("create");
-        assert!(created);
-        let (b, created) = ClusterSecret::load_or_create(&path).expect("load");
-        assert!(!created);
-        assert_eq!(a.0, b.0);
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(
-            fs::metadata(&path).expect("meta").permissions().mode() & 0o777,
-            0o600
-        );
-    }
-}
+#[path = "auth_tests.rs"]
+mod tests;

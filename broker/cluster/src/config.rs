@@ -91,7 +91,7 @@ impl ClusterConfig {
     }
 
     /// The raft RPC address of `node_id`, if it is a voter.
-    pub(crate) fn raft_addr(&self, node_id: i32) -> Option<String> {
+    pub fn raft_addr(&self, node_id: i32) -> Option<String> {
         self.peers
             .iter()
             .find(|p| p.node_id == node_id)

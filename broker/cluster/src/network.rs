@@ -7,12 +7,14 @@
 //! requests, heartbeats) connect per call, so "could not connect" reliably
 //! means "not sent" and may be retried elsewhere. Every connection first
 //! authenticates (`auth::client_handshake`; a refusal counts as "could not
-//! connect"). Every call is bounded by
+//! connect", and is logged with the target and what the peer said, at most
+//! once per target every `REFUSAL_LOG_INTERVAL`). Every call is bounded by
 //! a timeout (openraft's `RPCOption` TTL for raft RPCs). Must not: serve
 //! anything (`rpc_server` does).
 
 use std::collections::BTreeMap;
 use std::io;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use openraft::error::{
@@ -27,7 +29,9 @@ use openraft::{BasicNode, RPCTypes};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
-use crate::auth::{client_handshake, ClusterSecret};
+use crate::auth::{
+    client_handshake, ClusterSecret, HandshakeError, RefusalLog, REFUSAL_LOG_INTERVAL,
+};
 use crate::raft_types::{NodeId, TypeConfig};
 use crate::rpc::{decode, read_frame_bytes, write_frame, RpcRequest, RpcResponse};
 
@@ -104,11 +108,13 @@ impl Channel {
                     &self.credentials.secret,
                     self.credentials.node_id,
                 );
-                timeout_at(deadline, handshake)
-                    .await
-                    .map_err(|_| CallError::Timeout { sent: false })?
-                    .map_err(CallError::Connect)?;
-                stream
+                match timeout_at(deadline, handshake).await {
+                    Err(_) => return Err(CallError::Timeout { sent: false }),
+                    Ok(Err(e)) => {
+                        return Err(CallError::Connect(self.handshake_failed(&e)));
+                    }
+                    Ok(Ok(())) => stream,
+                }
             }
         };
         let exchange = async {
@@ -130,7 +136,34 @@ impl Channel {
             Err(_) => Err(CallError::Timeout { sent: true }),
         }
     }
+
+    /// Logs a failed handshake with this channel's peer (bounded, see
+    /// `HANDSHAKE_REFUSALS`) and turns it into the error callers (and
+    /// openraft's own log lines) see.
+    fn handshake_failed(&self, error: &HandshakeError) -> io::Error {
+        let outcome = if error.is_refusal() {
+            "refused"
+        } else {
+            "failed"
+        };
+        let key = (self.credentials.node_id, self.addr.clone());
+        if error.is_routine() {
+            tracing::debug!(target_addr = %self.addr, "raft handshake with {} {outcome}: {error}", self.addr);
+        } else if let Some(suppressed) = HANDSHAKE_REFUSALS.admit(key, std::time::Instant::now()) {
+            tracing::warn!(target_addr = %self.addr, suppressed, "raft handshake with {} {outcome}: {error}", self.addr);
+        }
+        io::Error::new(
+            error.kind(),
+            format!("raft handshake with {} {outcome}: {error}", self.addr),
+        )
+    }
 }
+
+/// Failed handshakes this process logged, by (own node id, target). One
+/// for the process, not per channel: heartbeats and forwarded requests
+/// open a channel per call, and a per-channel bound would bound nothing.
+static HANDSHAKE_REFUSALS: LazyLock<RefusalLog<(i32, String)>> =
+    LazyLock::new(|| RefusalLog::new(REFUSAL_LOG_INTERVAL));
 
 /// A TCP connection to `addr`, bound to `source` when given (the broker's
 /// replica fetchers use it too: a broker's connections come from its own address).

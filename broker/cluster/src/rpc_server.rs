@@ -7,7 +7,9 @@
 //! from `admission` (voters' addresses and strangers in separate pools,
 //! per-address caps; none free → closed at accept), the authentication
 //! handshake first (`auth`: only a configured voter knowing the cluster
-//! secret gets further), a frame body that must arrive within
+//! secret gets further; a refused one is logged with the peer's address
+//! and the reason, at most once per address every `REFUSAL_LOG_INTERVAL`),
+//! a frame body that must arrive within
 //! `FRAME_READ_TIMEOUT` of its length prefix, and `IDLE_TIMEOUT` without a
 //! frame. Raft RPCs go to openraft, controller requests to
 //! `Controller::handle` — a heartbeat or an ISR change only on the
@@ -16,6 +18,7 @@
 //! decodable as a frame at all) and the connection is closed; nothing a
 //! peer sends can panic the server.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +28,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::admission::Admission;
-use crate::auth::{server_handshake, ClusterSecret};
+use crate::auth::{
+    server_handshake, ClusterSecret, HandshakeError, RefusalLog, REFUSAL_LOG_INTERVAL,
+};
 use crate::controller::Controller;
 use crate::monitor::LeaderMonitor;
 use crate::raft_types::Raft;
@@ -36,9 +41,6 @@ use crate::rpc::{decode, read_frame_body, write_frame, RpcRequest, RpcResponse};
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection with no frame for this long is closed (peers reconnect).
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// Refused connections are logged at most this often (a flood of them
-/// must not flood the log).
-const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// What requests are dispatched to.
 pub struct RpcHandler {
@@ -56,6 +58,9 @@ pub fn spawn(listener: TcpListener, handler: Arc<RpcHandler>) -> JoinHandle<()> 
     tokio::spawn(async move {
         let _resolver = AbortOnDrop(handler.admission.spawn_resolver());
         let mut connections = JoinSet::new();
+        let handshake_refusals = Arc::new(RefusalLog::new(REFUSAL_LOG_INTERVAL));
+        // Connections refused at accept (no place free): one line for all
+        // addresses, as a flood of them comes from many.
         let mut refused_since_log = 0u64;
         let mut last_refusal_log: Option<Instant> = None;
         loop {
@@ -76,9 +81,10 @@ pub fn spawn(listener: TcpListener, handler: Arc<RpcHandler>) -> JoinHandle<()> 
                         };
                         let _ = stream.set_nodelay(true);
                         let handler = handler.clone();
+                        let refusals = handshake_refusals.clone();
                         connections.spawn(async move {
                             let _ticket = ticket;
-                            if let Err(e) = serve(stream, &handler).await {
+                            if let Err(e) = serve(stream, peer, &handler, &refusals).await {
                                 tracing::debug!(%peer, error = %e, "raft rpc connection closed");
                             }
                         });
@@ -103,8 +109,19 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn serve(mut stream: TcpStream, handler: &RpcHandler) -> std::io::Result<()> {
-    let peer_id = server_handshake(&mut stream, &handler.secret, &handler.voters).await?;
+async fn serve(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    handler: &RpcHandler,
+    refusals: &RefusalLog<IpAddr>,
+) -> std::io::Result<()> {
+    let peer_id = match server_handshake(&mut stream, &handler.secret, &handler.voters).await {
+        Ok(peer_id) => peer_id,
+        Err(e) => {
+            log_refused_handshake(peer, &e, refusals);
+            return Ok(());
+        }
+    };
     loop {
         let mut len = [0u8; 4];
         match tokio::time::timeout(IDLE_TIMEOUT, stream.read_exact(&mut len)).await {
@@ -138,6 +155,19 @@ async fn serve(mut stream: TcpStream, handler: &RpcHandler) -> std::io::Result<(
         }
         let response = dispatch(request, handler).await;
         write_frame(&mut stream, &response).await?;
+    }
+}
+
+/// Says why a handshake from `peer` was refused: at most one line per
+/// address every `REFUSAL_LOG_INTERVAL` (ports change per connection), and
+/// a connection closed before it sent a byte (a port probe) only at debug.
+fn log_refused_handshake(peer: SocketAddr, error: &HandshakeError, refusals: &RefusalLog<IpAddr>) {
+    if error.is_routine() {
+        tracing::debug!(%peer, "raft connection closed before its handshake: {error}");
+        return;
+    }
+    if let Some(suppressed) = refusals.admit(peer.ip(), Instant::now()) {
+        tracing::warn!(%peer, suppressed, "raft handshake from {peer} refused: {error}");
     }
 }
 

@@ -4,7 +4,8 @@
 //! broker), agrees on the cluster id, adopts the topics of a data directory
 //! written without a quorum, makes sure `__consumer_offsets` exists
 //! cluster-wide, creates the local logs of the current image and starts the
-//! replica manager. The Kafka listener serves only after this returns.
+//! replica manager. The Kafka listener serves only after this returns;
+//! until then `join_diagnosis` logs why not.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use tracing::info;
 
 use crate::config::Config;
 use crate::groups::OFFSETS_TOPIC;
+use crate::join_diagnosis::JoinDiagnosis;
 use crate::purgatory::Purgatory;
 use crate::replica::ReplicaManager;
 use crate::txn::TXN_TOPIC;
@@ -96,26 +98,35 @@ pub async fn start(
             peers.len()
         );
     }
+    let diagnosis = JoinDiagnosis::start(&cluster_config);
     let cluster = Cluster::start(cluster_config)
         .await
         .context("starting the metadata quorum")?;
     info!(
         node_id = config.node_id,
         peers = raw,
-        "waiting for the metadata quorum"
+        "waiting for the metadata quorum (the Kafka listeners refuse connections until this node has joined)"
     );
+    diagnosis.waiting_for("waiting to be registered by the metadata quorum's controller");
     cluster
         .wait_ready(START_TIMEOUT)
         .await
         .context("joining the metadata quorum")?;
+    diagnosis.waiting_for("agreeing on the cluster id");
     let cluster_id = adopt_cluster_id(config, &cluster, local_cluster_id).await?;
     if new_quorum {
+        diagnosis.waiting_for("adopting this data directory's topics");
         adopt_local_topics(&cluster, log).await?;
     }
     for topic in [OFFSETS_TOPIC, TXN_TOPIC] {
+        diagnosis.waiting_for(format!(
+            "creating {topic}, which needs {} live brokers",
+            peers.len().min(3)
+        ));
         let configs = crate::internal_topic::internal_topic_configs(config.segment_bytes);
         ensure_internal_topic(&cluster, topic, peers.len(), configs).await?;
     }
+    diagnosis.waiting_for("creating the local logs of the metadata image");
 
     let manager = ReplicaManager::new(
         config.node_id,
@@ -131,6 +142,7 @@ pub async fn start(
     tokio::task::spawn_blocking(move || first.sync(&image))
         .await
         .context("initial metadata sync panicked")?;
+    drop(diagnosis);
     info!(
         brokers = cluster.image().live_brokers().count(),
         cluster_id, "joined the cluster"

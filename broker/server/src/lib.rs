@@ -6,6 +6,7 @@
 //! - `server`      — start-up (log recovery, listeners) and ordered shutdown.
 //! - `cluster_start` — start-up: join the metadata quorum, agree on the cluster id, adopt a quorum-less data dir,
 //!   create `__consumer_offsets` and `__transaction_state`, first sync.
+//! - `join_diagnosis` — while start-up has not joined: why the node is not serving (peers' handshakes probed).
 //! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
 //! - `security/`   — listeners and their security protocols, TLS (rustls), SASL PLAIN/SCRAM, KIP-368, principals,
 //!   and the inter-broker protocol of this broker's own connections to other brokers.
@@ -46,6 +47,7 @@ pub mod groups;
 pub mod handlers;
 pub mod http;
 pub mod internal_topic;
+pub mod join_diagnosis;
 pub mod leader_append;
 pub mod limits;
 pub mod metrics;

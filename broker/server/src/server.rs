@@ -1,9 +1,11 @@
 //! Starting and stopping the broker: opens (and recovers) the log, binds the
 //! Kafka listeners (every `--listeners` entry, or `--listen`) and the HTTP
 //! one, loads TLS and SASL settings, joins the metadata quorum (`cluster_start`; of
-//! one without `--peers`), accepts connections until SIGINT/SIGTERM, then
+//! one without `--peers`), listens and accepts connections until SIGINT/SIGTERM, then
 //! shuts down in order — controlled shutdown (several voters), stop
-//! accepting, close connections, leave the quorum, flush the log.
+//! accepting, close connections, leave the quorum, flush the log. Until the
+//! node has joined, its ports are bound but not listening: a client's
+//! connection is refused at once (`bind_unlistened`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chronik_log::{FlushPolicy, LogConfig, LogManager, LogManagerConfig};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{debug, error, info, warn};
 
@@ -72,11 +74,19 @@ pub async fn run(
         .with_context(|| format!("opening the log in {}", data_dir.display()))?;
 
     // Bound first (the quorum registers the port clients are given), but
-    // nothing is accepted until the quorum is joined and the local logs of
-    // its image exist.
+    // not listening until the quorum is joined and the local logs of its
+    // image exist: until then a client's connection is refused at once.
+    // Kafka does the same for a configured port (its acceptors open their
+    // sockets only once the broker is ready to process requests), and it is
+    // what clients handle best: a refused connection sends them on to their
+    // next bootstrap server or into their reconnect backoff at once, while
+    // a socket that accepts and never answers holds them for a whole
+    // request timeout (librdkafka: 10 s in ApiVersions), and Kafka errors
+    // from a broker that is not yet part of the cluster would hand them a
+    // cluster view without brokers to act on.
     let mut listeners = Vec::new();
     for listener in &config.security.listeners {
-        let bound = TcpListener::bind(listener.bind).await.with_context(|| {
+        let bound = bind_unlistened(listener.bind).with_context(|| {
             format!(
                 "binding the Kafka listener {} on {}",
                 listener.name, listener.bind
@@ -88,8 +98,7 @@ pub async fn run(
     let kafka_addr = listeners[config.security.inter_broker].2;
     let secret = crate::cluster_start::load_secret(&config)?;
     let security = crate::security::Security::load(&config.security, &secret)?;
-    let http_listener = TcpListener::bind(config.metrics_listen)
-        .await
+    let http_listener = bind_unlistened(config.metrics_listen)
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
     let http_addr = http_listener.local_addr()?;
     let kafka_port = config
@@ -112,6 +121,18 @@ pub async fn run(
     .await?;
     let (replicas, advertised, cluster_id) =
         (joined.replicas, joined.advertised, joined.cluster_id);
+    let listeners = listeners
+        .into_iter()
+        .map(|(config, bound, addr)| {
+            let listening = bound
+                .listen(LISTEN_BACKLOG)
+                .with_context(|| format!("listening on {addr} (Kafka listener {})", config.name))?;
+            anyhow::Ok((config, listening, addr))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let http_listener = http_listener
+        .listen(LISTEN_BACKLOG)
+        .with_context(|| format!("listening on {http_addr} (metrics)"))?;
 
     metrics
         .produce_memory_limit_bytes
@@ -310,6 +331,23 @@ pub async fn run(
         "chronik-server stopped"
     );
     Ok(())
+}
+
+/// Pending connections a listening port queues (what `TcpListener::bind` uses).
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds `addr` without listening: the port is this node's (and known when
+/// port 0 was asked for), but a connection attempt is refused at once by
+/// the kernel until `listen`. `SO_REUSEADDR` as `TcpListener::bind` sets
+/// it: a restart need not wait out its last connections' TIME_WAIT.
+fn bind_unlistened(addr: std::net::SocketAddr) -> std::io::Result<TcpSocket> {
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok(socket)
 }
 
 /// Keeps the SCRAM credentials of the metadata quorum (committed by
