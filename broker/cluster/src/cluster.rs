@@ -370,6 +370,20 @@ impl Cluster {
         self.submit(request).await.map(drop)
     }
 
+    /// Replaces the dynamic configs of broker resource `resource` (a
+    /// broker id, or `""` for every broker's default).
+    pub async fn alter_broker_configs(
+        &self,
+        resource: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ClusterError> {
+        let request = ControllerRequest::AlterBrokerConfigs {
+            resource: resource.to_string(),
+            configs,
+        };
+        self.submit(request).await.map(drop)
+    }
+
     /// KIP-455: starts, replaces or cancels reassignments; per
     /// reassignment, in order, `None` when the controller applied it.
     pub async fn alter_partition_reassignments(

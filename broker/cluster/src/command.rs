@@ -95,6 +95,12 @@ pub enum Command {
     DeleteAcls {
         filters: Vec<AclBindingFilter>,
     },
+    /// Replaces the dynamic configs of one broker resource (a broker id,
+    /// or `""` for the cluster default); an empty set removes it.
+    AlterBrokerConfigs {
+        resource: String,
+        configs: BTreeMap<String, String>,
+    },
     /// KIP-455: starts, replaces or cancels reassignments (`reassign`).
     AlterPartitionReassignments {
         reassignments: Vec<Reassignment>,
@@ -218,6 +224,16 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             &mut image.acls,
             filters,
         ))),
+        Command::AlterBrokerConfigs { resource, configs } => {
+            if configs.is_empty() {
+                image.broker_configs.remove(resource);
+            } else {
+                image
+                    .broker_configs
+                    .insert(resource.clone(), configs.clone());
+            }
+            Ok(CommandResult::Done)
+        }
         Command::AlterPartitionReassignments { reassignments } => Ok(CommandResult::PerPartition(
             reassignments
                 .iter()

@@ -55,6 +55,9 @@ pub fn check_partition_growth(current: i32, requested: i32) -> Result<(), Cluste
     Ok(())
 }
 
+/// Dynamic configs one broker resource may hold.
+const MAX_BROKER_CONFIGS: usize = 64;
+
 /// One reassignment or election command names at most this many
 /// partitions (its raft entry stays small).
 const MAX_PARTITIONS_PER_COMMAND: usize = 10_000;
@@ -201,6 +204,17 @@ impl Controller {
                     return ControllerReply::Failed(e);
                 }
                 self.propose(Command::DeleteAcls { filters }).await
+            }
+            ControllerRequest::AlterBrokerConfigs { resource, configs } => {
+                let bad_resource = !resource.is_empty() && resource.parse::<i32>().is_err();
+                if bad_resource || configs.len() > MAX_BROKER_CONFIGS {
+                    return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
+                        "broker resource {resource:?} with {} configs (a broker id or \"\", at most {MAX_BROKER_CONFIGS})",
+                        configs.len()
+                    )));
+                }
+                self.propose(Command::AlterBrokerConfigs { resource, configs })
+                    .await
             }
             ControllerRequest::AlterPartitionReassignments(reassignments) => {
                 if let Err(e) = check_partition_request(reassignments.len()) {

@@ -130,6 +130,10 @@ pub struct MetadataImage {
     /// as Kafka keeps them in its metadata log (UserScramCredentialRecord).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub scram_credentials: BTreeMap<String, BTreeMap<String, ScramCredentialImage>>,
+    /// Dynamic broker configs (Kafka's ConfigRecord for BROKER resources):
+    /// by resource name, a broker id or `""` for the cluster-wide default.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// One user's salted SCRAM credential for one mechanism: never the
@@ -172,6 +176,15 @@ impl MetadataImage {
 
     pub fn topic_by_id(&self, id: [u8; 16]) -> Option<&TopicImage> {
         self.topics.values().find(|t| t.topic_id == id)
+    }
+
+    /// Dynamic broker config `name` for broker `node_id`: its own value,
+    /// else the cluster-wide default (Kafka's order of precedence).
+    pub fn broker_config(&self, node_id: i32, name: &str) -> Option<&str> {
+        let own = self.broker_configs.get(&node_id.to_string());
+        own.and_then(|c| c.get(name))
+            .or_else(|| self.broker_configs.get("").and_then(|c| c.get(name)))
+            .map(String::as_str)
     }
 
     pub(crate) fn is_live(&self, node_id: i32) -> bool {

@@ -108,6 +108,12 @@ pub enum ControllerRequest {
     },
     CreateAcls(Vec<AclBinding>),
     DeleteAcls(Vec<AclBindingFilter>),
+    /// Replaces one broker resource's dynamic configs (validated by the
+    /// server): a broker id, or `""` for the cluster default.
+    AlterBrokerConfigs {
+        resource: String,
+        configs: BTreeMap<String, String>,
+    },
     AlterPartitionReassignments(Vec<Reassignment>),
     ElectLeaders {
         election: ElectionType,

@@ -9,7 +9,14 @@
 //! 3. with that broker back, the move is made again and completes (its log
 //!    fetched afresh from the leader);
 //! 4. a reorder completes at once and ElectLeaders makes the new first
-//!    replica lead.
+//!    replica lead;
+//! 5. a topic trimmed by DeleteRecords moves whole onto a broker that never
+//!    held it: the newcomer's fetch from 0 is out of range, it starts its
+//!    log at the leader's log start and catches up from there;
+//! 6. with Kafka's replication throttles (dynamic broker configs
+//!    `leader.`/`follower.replication.throttled.rate` and the topic's
+//!    throttled-replica lists, as `kafka-reassign-partitions.sh --throttle`
+//!    sets them) a newcomer catches up at no more than the limit (+10 %).
 //!
 //! Every acknowledged record is read back exactly once, in order; the
 //! partition never answers without a leader for long (the producer sees
@@ -26,11 +33,18 @@ use common::paced;
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::list_partition_reassignments_response::OngoingPartitionReassignment;
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, BrokerId, ElectLeadersRequest,
-    ListPartitionReassignmentsRequest, TopicName,
+    AlterPartitionReassignmentsRequest, BrokerId, DeleteRecordsRequest, DescribeLogDirsRequest,
+    ElectLeadersRequest, IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -42,13 +56,17 @@ fn name(topic: &str) -> TopicName {
 
 /// AlterPartitionReassignments for partition 0 of `TOPIC`: its error code.
 fn reassign(client: &mut Client, target: Option<&[i32]>) -> Result<i16> {
+    reassign_topic(client, TOPIC, target)
+}
+
+fn reassign_topic(client: &mut Client, topic: &str, target: Option<&[i32]>) -> Result<i16> {
     let partition = ReassignablePartition::default()
         .with_partition_index(0)
         .with_replicas(target.map(|t| t.iter().copied().map(BrokerId).collect()));
     let request = AlterPartitionReassignmentsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![ReassignableTopic::default()
-            .with_name(name(TOPIC))
+            .with_name(name(topic))
             .with_partitions(vec![partition])]);
     let response = client.send(&request, 0)?;
     ensure!(
@@ -215,5 +233,183 @@ fn replicas_move_cancel_and_come_back_under_load_with_nothing_lost() -> Result<(
     let results = paced::join_all_acknowledged(producer)?;
     let slowest = results.iter().map(|(_, _, l)| *l).max().unwrap_or_default();
     println!("{count} messages acknowledged through 4 reassignments and an election; slowest {slowest:?}");
-    paced::check_read_back(&cluster.bootstrap(), TOPIC, count)
+    paced::check_read_back(&cluster.bootstrap(), TOPIC, count)?;
+    move_a_trimmed_topic_onto_a_broker_that_never_held_it(&mut cluster, &mut admin)?;
+    a_throttled_move_holds_its_rate(&mut cluster, &mut admin)
+}
+
+/// IncrementalAlterConfigs SET of `configs` on one resource; its error code.
+fn set_configs(client: &mut Client, resource: (i8, &str), configs: &[(&str, &str)]) -> Result<i16> {
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            AlterableConfig::default()
+                .with_name(StrBytes::from_string((*k).into()))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_string((*v).into())))
+        })
+        .collect();
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(resource.0)
+            .with_resource_name(StrBytes::from_string(resource.1.into()))
+            .with_configs(configs),
+    ]);
+    Ok(client.send(&request, 1)?.responses[0].error_code)
+}
+
+fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) -> Result<()> {
+    const LIMIT: u64 = 1_000_000;
+    let topic = "throttled";
+    admin.create_topic_replicated(topic, 1, 1, &[("min.insync.replicas", "1")])?;
+    let view = cluster.wait_for(topic, Duration::from_secs(20), "a leader", |ps| {
+        ps[0].leader > 0
+    })?;
+    let leader = view[0].leader;
+    let newcomer = (1..=4).find(|&n| n != leader).context("one node")?;
+    // About 6 MB in 1 KiB records, stamped now.
+    let producer = common::clients::producer_at(&cluster.bootstrap(), &[("acks", "1")])?;
+    let payload = vec![b'x'; 1024];
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut pending = Vec::new();
+        for _ in 0..6000 {
+            let record = rdkafka::producer::FutureRecord::<(), _>::to(topic)
+                .partition(0)
+                .payload(&payload);
+            pending.push(
+                producer
+                    .send_result(record)
+                    .map_err(|(e, _)| anyhow::anyhow!("enqueue: {e}"))?,
+            );
+        }
+        for delivery in pending {
+            delivery
+                .await
+                .map_err(|_| anyhow::anyhow!("cancelled"))?
+                .map_err(|(e, _)| anyhow::anyhow!("produce: {e}"))?;
+        }
+        anyhow::Ok(())
+    })?;
+    let limit = LIMIT.to_string();
+    let rates = [
+        ("leader.replication.throttled.rate", limit.as_str()),
+        ("follower.replication.throttled.rate", limit.as_str()),
+    ];
+    ensure!(
+        set_configs(admin, (4, ""), &rates)? == 0,
+        "broker throttle refused"
+    );
+    let (leader_list, follower_list) = (format!("0:{leader}"), format!("0:{newcomer}"));
+    let lists = [
+        (
+            "leader.replication.throttled.replicas",
+            leader_list.as_str(),
+        ),
+        (
+            "follower.replication.throttled.replicas",
+            follower_list.as_str(),
+        ),
+    ];
+    ensure!(
+        set_configs(admin, (2, topic), &lists)? == 0,
+        "topic throttle refused"
+    );
+    ensure!(
+        set_configs(admin, (4, ""), &[("num.io.threads", "8")])? == 42,
+        "a static broker config is not refused with INVALID_REQUEST"
+    );
+
+    let started = std::time::Instant::now();
+    ensure!(
+        reassign_topic(admin, topic, Some(&[leader, newcomer]))? == 0,
+        "move refused"
+    );
+    cluster
+        .wait_for(topic, Duration::from_secs(60), "the throttled move", |ps| {
+            ps[0].isr.contains(&newcomer) && ps[0].replicas.len() == 2
+        })
+        .with_context(|| cluster.logs())?;
+    let took = started.elapsed();
+    let mut on_newcomer = Client::connect(cluster.node(newcomer))?;
+    let dirs = on_newcomer.send(&DescribeLogDirsRequest::default().with_topics(None), 4)?;
+    let moved: i64 = dirs.results[0]
+        .topics
+        .iter()
+        .filter(|t| t.name.0.as_str() == topic)
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| p.partition_size)
+        .sum();
+    let rate = moved as f64 / took.as_secs_f64();
+    println!(
+        "throttled move: {moved} bytes in {took:?} = {rate:.0} B/s against a limit of {LIMIT} B/s"
+    );
+    ensure!(moved > 6_000_000, "only {moved} bytes moved");
+    ensure!(
+        rate <= LIMIT as f64 * 1.1,
+        "the throttle did not hold: {rate:.0} B/s against {LIMIT}"
+    );
+    // Slower only if this machine could not keep up (not a throttle fault).
+    ensure!(
+        rate >= LIMIT as f64 * 0.5,
+        "the move crawled at {rate:.0} B/s"
+    );
+    Ok(())
+}
+
+fn move_a_trimmed_topic_onto_a_broker_that_never_held_it(
+    cluster: &mut Cluster,
+    admin: &mut Client,
+) -> Result<()> {
+    let topic = "trimmed";
+    admin.create_topic_replicated(topic, 1, 2, &[("min.insync.replicas", "1")])?;
+    let view = cluster.wait_for(topic, Duration::from_secs(20), "a leader", |ps| {
+        ps[0].leader > 0 && ps[0].isr.len() == 2
+    })?;
+    let stranger = (1..=4)
+        .find(|n| !view[0].replicas.contains(n))
+        .context("every node holds it")?;
+    // Records stamped now (time retention must not take them).
+    paced::join_all_acknowledged(paced::spawn(
+        cluster.bootstrap(),
+        topic,
+        100,
+        Duration::ZERO,
+    ))?;
+    let mut leader = Client::connect(cluster.node(view[0].leader))?;
+    let trim = DeleteRecordsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name(topic))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(60)])]);
+    let trimmed = leader.send(&trim, 2)?;
+    ensure!(
+        trimmed.topics[0].partitions[0].error_code == 0,
+        "DeleteRecords: {trimmed:?}"
+    );
+    ensure!(
+        reassign_topic(admin, topic, Some(&[stranger]))? == 0,
+        "move refused"
+    );
+    cluster
+        .wait_for(
+            topic,
+            Duration::from_secs(30),
+            "the move onto the stranger",
+            |ps| ps[0].replicas == vec![stranger] && ps[0].leader == stranger,
+        )
+        .with_context(|| cluster.logs())?;
+    let mut moved = Client::connect(cluster.node(stranger))?;
+    ensure!(
+        moved.log_start_offset(topic)? == 60 && moved.log_end_offset(topic)? == 100,
+        "the stranger holds [{}, {}):\n{}",
+        moved.log_start_offset(topic)?,
+        moved.log_end_offset(topic)?,
+        cluster.node(stranger).log_tail(60)
+    );
+    Ok(())
 }

@@ -734,6 +734,58 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             anyhow::ensure!(r.error_code == 34, "SaslAuthenticate v{version}: {r:?}");
             vec![0]
         }
+        ApiKey::AlterPartitionReassignments => {
+            // Onto the replica it has: completes at once.
+            let partition = alter_partition_reassignments_request::ReassignablePartition::default()
+                .with_partition_index(0)
+                .with_replicas(Some(vec![BrokerId(1)]));
+            let r = client.send(
+                &AlterPartitionReassignmentsRequest::default()
+                    .with_timeout_ms(10_000)
+                    .with_topics(vec![
+                        alter_partition_reassignments_request::ReassignableTopic::default()
+                            .with_name(name(TOPIC))
+                            .with_partitions(vec![partition]),
+                    ]),
+                version,
+            )?;
+            let mut codes = vec![r.error_code];
+            codes.extend(
+                r.responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            );
+            codes
+        }
+        ApiKey::ListPartitionReassignments => {
+            let r = client.send(&ListPartitionReassignmentsRequest::default(), version)?;
+            anyhow::ensure!(
+                r.topics.is_empty(),
+                "ListPartitionReassignments v{version}: {r:?}"
+            );
+            vec![r.error_code]
+        }
+        // The only replica leads already: ELECTION_NOT_NEEDED (84).
+        ApiKey::ElectLeaders => {
+            let r = client.send(
+                &ElectLeadersRequest::default()
+                    .with_election_type(0)
+                    .with_timeout_ms(10_000)
+                    .with_topic_partitions(Some(vec![
+                        elect_leaders_request::TopicPartitions::default()
+                            .with_topic(name(TOPIC))
+                            .with_partitions(vec![0]),
+                    ])),
+                version,
+            )?;
+            let codes: Vec<i16> = r
+                .replica_election_results
+                .iter()
+                .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
+                .collect();
+            anyhow::ensure!(codes == [84], "ElectLeaders v{version}: {r:?}");
+            vec![r.error_code]
+        }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
 }

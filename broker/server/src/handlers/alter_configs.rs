@@ -6,9 +6,10 @@
 //!
 //! AlterConfigs replaces a topic's overrides with the request's; the
 //! incremental form SETs, DELETEs, APPENDs to or SUBTRACTs from list
-//! configs (`cleanup.policy`). Brokers have no dynamic configs here: a
-//! broker resource is refused with Kafka's INVALID_REQUEST, as Kafka
-//! refuses a static config.
+//! configs (`cleanup.policy`). A broker resource (an id, or `""` for the
+//! default) has two dynamic configs, the replication throttles
+//! (`replica::throttle`), kept in the quorum's image; any other is refused
+//! with Kafka's INVALID_REQUEST, as Kafka refuses a static config.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -28,6 +29,7 @@ use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::topic_lookup::INTERNAL_TOPICS;
 use super::Handled;
 use crate::broker::Broker;
+use crate::replica::throttle::{ALTER_LOG_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE};
 
 /// Configs whose value is a comma-separated list (APPEND/SUBTRACT apply).
 const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
@@ -215,10 +217,7 @@ async fn alter(
     match resource_type {
         RESOURCE_TOPIC => {}
         RESOURCE_BROKER => {
-            return Err((
-                ResponseError::InvalidRequest,
-                "this broker has no dynamic broker configs; set them at start-up".to_string(),
-            ))
+            return alter_broker(broker, name, changes, mode, validate_only).await;
         }
         other => {
             return Err((
@@ -256,6 +255,65 @@ async fn alter(
         .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
     info!(topic = name, ?overrides, "altered topic configs");
     broker.replicas.apply_latest().await;
+    Ok(())
+}
+
+/// A broker resource (a broker id, or `""` for every broker's default):
+/// only the replication throttles are dynamic; Kafka's other broker
+/// configs are refused as Kafka refuses a static one.
+async fn alter_broker(
+    broker: &Broker,
+    name: &str,
+    changes: Vec<(String, Op)>,
+    mode: Mode,
+    validate_only: bool,
+) -> Outcome {
+    if !name.is_empty() && name.parse::<i32>().map_or(true, |id| id < 0) {
+        return Err((
+            ResponseError::InvalidRequest,
+            format!("broker resource {name:?} is not a broker id (or \"\" for the default)"),
+        ));
+    }
+    let cluster = &broker.replicas.cluster;
+    let current = cluster
+        .image()
+        .broker_configs
+        .get(name)
+        .cloned()
+        .unwrap_or_default();
+    let configs = apply_changes(&current, changes, mode)?;
+    for (key, value) in &configs {
+        match key.as_str() {
+            LEADER_RATE | FOLLOWER_RATE => {
+                if !value.trim().parse::<i64>().is_ok_and(|v| v >= 0) {
+                    return Err((
+                        ResponseError::InvalidConfig,
+                        format!("{key} must be a number of bytes per second >= 0, got {value:?}"),
+                    ));
+                }
+            }
+            ALTER_LOG_DIRS_RATE => {
+                return Err((
+                    ResponseError::InvalidConfig,
+                    format!("{key}: a Chronik broker has one log directory, so there are no moves between directories to throttle"),
+                ))
+            }
+            other => {
+                return Err((
+                    ResponseError::InvalidRequest,
+                    format!("{other} is not a dynamic broker config here (only {LEADER_RATE} and {FOLLOWER_RATE}); set it at start-up"),
+                ))
+            }
+        }
+    }
+    if validate_only || configs == current {
+        return Ok(());
+    }
+    cluster
+        .alter_broker_configs(name, configs.clone())
+        .await
+        .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
+    info!(broker = name, ?configs, "altered dynamic broker configs");
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! DescribeConfigs for topics (effective log configs, overrides marked as
 //! topic configs) and for this broker (its static settings under Kafka's
-//! names, plus Chronik's profiles).
+//! names, plus Chronik's profiles, and its dynamic replication throttles).
 
 use std::sync::Arc;
 
@@ -15,10 +15,13 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
 use crate::broker::Broker;
+use crate::replica::throttle::{FOLLOWER_RATE, LEADER_RATE};
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const SOURCE_TOPIC: i8 = 1;
+pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
+pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
 
@@ -77,7 +80,9 @@ fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfi
             )),
         },
         RESOURCE_BROKER if name.is_empty() || name == broker.node_id().to_string() => {
-            Ok(broker_entries(broker))
+            let mut entries = broker_entries(broker);
+            entries.extend(dynamic_entries(broker, name.is_empty()));
+            Ok(entries)
         }
         RESOURCE_BROKER => Err((
             ResponseError::InvalidRequest,
@@ -113,6 +118,32 @@ fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfi
             .with_error_code(error.code())
             .with_error_message(Some(StrBytes::from_string(message))),
     }
+}
+
+/// The replication throttles (the only dynamic broker configs), for this
+/// broker or, with `default_resource`, as the cluster default: set values
+/// with their source, unset ones as Kafka's default (no limit).
+fn dynamic_entries(broker: &Broker, default_resource: bool) -> Vec<Entry> {
+    let image = broker.replicas.cluster.image();
+    let own = image.broker_configs.get(&broker.node_id().to_string());
+    let default = image.broker_configs.get("");
+    [LEADER_RATE, FOLLOWER_RATE]
+        .into_iter()
+        .map(|name| {
+            let own = own.filter(|_| !default_resource).and_then(|c| c.get(name));
+            let (value, source) = match (own, default.and_then(|c| c.get(name))) {
+                (Some(v), _) => (v.clone(), SOURCE_DYNAMIC_BROKER),
+                (None, Some(v)) => (v.clone(), SOURCE_DYNAMIC_DEFAULT_BROKER),
+                (None, None) => (i64::MAX.to_string(), SOURCE_DEFAULT),
+            };
+            Entry {
+                name: name.to_string(),
+                value,
+                read_only: false,
+                source,
+            }
+        })
+        .collect()
 }
 
 fn broker_entries(broker: &Broker) -> Vec<Entry> {

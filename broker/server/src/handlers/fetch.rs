@@ -42,6 +42,7 @@ use crate::broker::Broker;
 use crate::fetch_sessions::Owner;
 use crate::purgatory::{Watch, MAX_WAIT};
 use crate::replica::identity::verify_replica;
+use crate::replica::throttle::Side;
 
 /// Who is fetching: a consumer, or the follower replica with this id.
 #[derive(Clone, Copy)]
@@ -270,11 +271,20 @@ fn read_topic(
                 .min(broker.config.limits.fetch_max_bytes)
                 .min(*remaining);
             let budget = if *total == 0 { budget.max(1) } else { budget };
+            let throttled = match fetcher {
+                Fetcher::Follower(follower) => leader_throttle(broker, log, follower),
+                Fetcher::Consumer => None,
+            };
+            let budget = budget.min(throttled.unwrap_or(usize::MAX));
             if budget == 0 {
                 return data.with_records(Some(Bytes::new()));
             }
             match log.read(p.fetch_offset, budget, upper_bound) {
                 Ok(bytes) => {
+                    if throttled.is_some() {
+                        let sent = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+                        broker.replicas.throttle.record(Side::Leader, sent);
+                    }
                     *total += bytes.len();
                     *remaining = remaining.saturating_sub(bytes.len());
                     let aborted = match last_offset_in(&bytes) {
@@ -365,6 +375,23 @@ fn duplicate_partitions(request: &FetchRequest) -> HashSet<(usize, usize)> {
         }
     }
     duplicates
+}
+
+/// The leader side of a replication throttle: how much of `log` a
+/// follower outside the ISR may be sent now (`None`: not throttled).
+fn leader_throttle(
+    broker: &Broker,
+    log: &chronik_log::PartitionLog,
+    follower: i32,
+) -> Option<usize> {
+    let image = broker.replicas.cluster.image();
+    let in_sync = image
+        .partition(log.topic(), log.partition())
+        .is_some_and(|p| p.isr.contains(&follower));
+    broker
+        .replicas
+        .throttle
+        .allowance(&image, log.topic(), log.partition(), Side::Leader, in_sync)
 }
 
 /// (high watermark to report, offset reads stop before) for one partition.

@@ -5,7 +5,8 @@
 //! values, plus `min.insync.replicas`, which the log knows nothing of), and
 //! the effective value of every topic config Kafka names, from the topic's
 //! overrides, its log config and this broker's defaults (the default of
-//! `min.insync.replicas` is the broker's `--min-insync-replicas`). Must
+//! `min.insync.replicas` is the broker's `--min-insync-replicas`; the
+//! throttled-replica lists of `replica::throttle` are checked here). Must
 //! not: store configs.
 
 use std::collections::BTreeMap;
@@ -14,6 +15,7 @@ use chronik_log::{ConfigEntry, LogConfig};
 use kafka_protocol::error::ResponseError;
 
 use crate::broker::Broker;
+use crate::replica::throttle::{validate_replica_list, FOLLOWER_REPLICAS, LEADER_REPLICAS};
 use crate::replica::MIN_INSYNC_REPLICAS;
 
 /// The log config `overrides` (a topic's whole set) make from this broker's
@@ -29,6 +31,12 @@ pub fn validate(
                 ResponseError::InvalidConfig,
                 format!("{MIN_INSYNC_REPLICAS} must be an integer >= 1, got {v:?}"),
             ));
+        }
+    }
+    for name in [LEADER_REPLICAS, FOLLOWER_REPLICAS] {
+        if let Some(v) = log_overrides.get(name) {
+            validate_replica_list(v)
+                .map_err(|e| (ResponseError::InvalidConfig, format!("{name}: {e}")))?;
         }
     }
     broker

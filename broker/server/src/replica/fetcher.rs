@@ -8,7 +8,7 @@
 //! ReplicaFetcherThread. The task ends when no partition follows the leader
 //! any more; the manager starts a new one when needed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::{debug, warn};
 
 use super::leader_client::LeaderClient;
+use super::throttle::Side;
 use super::{FollowerStep, Replica, ReplicaManager};
 use chronik_replication::EpochEndOffset;
 
@@ -34,6 +35,9 @@ const RESPONSE_MAX_BYTES: i32 = 64 * 1024 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const BACKOFF: Duration = Duration::from_millis(100);
+/// How long a fetcher whose every partition is held back by the follower
+/// throttle waits before it looks again.
+const THROTTLED_WAIT: Duration = Duration::from_millis(100);
 
 type Work = Vec<(Arc<Replica>, FollowerStep)>;
 
@@ -216,21 +220,45 @@ async fn fetch_once(
     fetch: &Work,
 ) -> anyhow::Result<bool> {
     let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
+    let image = manager.cluster.image();
+    let mut throttled: BTreeSet<(&str, i32)> = BTreeSet::new();
     for (replica, step) in fetch {
         if let FollowerStep::Fetch {
             current_leader_epoch,
             fetch_offset,
         } = *step
         {
-            topics.entry(&replica.topic).or_default().push(
+            let (topic, partition) = (replica.topic.as_str(), replica.partition);
+            let in_sync = image
+                .partition(topic, partition)
+                .is_some_and(|p| p.isr.contains(&manager.node_id));
+            let allowance =
+                manager
+                    .throttle
+                    .allowance(&image, topic, partition, Side::Follower, in_sync);
+            let max_bytes = match allowance {
+                // The follower quota is spent: not fetched this round.
+                Some(0) => continue,
+                Some(piece) => {
+                    throttled.insert((topic, partition));
+                    i32::try_from(piece).unwrap_or(PARTITION_MAX_BYTES)
+                }
+                None => PARTITION_MAX_BYTES,
+            };
+            topics.entry(topic).or_default().push(
                 FetchPartition::default()
-                    .with_partition(replica.partition)
+                    .with_partition(partition)
                     .with_current_leader_epoch(current_leader_epoch)
                     .with_fetch_offset(fetch_offset)
                     .with_log_start_offset(replica.log.log_start_offset())
-                    .with_partition_max_bytes(PARTITION_MAX_BYTES),
+                    .with_partition_max_bytes(max_bytes.min(PARTITION_MAX_BYTES)),
             );
         }
+    }
+    if topics.is_empty() {
+        // Every partition waits for the follower throttle's window.
+        tokio::time::sleep(THROTTLED_WAIT).await;
+        return Ok(true);
     }
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(manager.node_id))
@@ -267,19 +295,29 @@ async fn fetch_once(
             else {
                 continue;
             };
-            if p.error_code != 0 {
+            if p.error_code == ResponseError::OffsetOutOfRange.code() {
                 clean = false;
-                if p.error_code == ResponseError::OffsetOutOfRange.code() {
-                    warn!(
-                        topic = replica.topic,
-                        partition = replica.partition,
-                        fetch_offset,
-                        "leader says offset out of range"
-                    );
+                let replica = replica.clone();
+                let (start, hw) = (p.log_start_offset, p.high_watermark);
+                let restarted = tokio::task::spawn_blocking(move || {
+                    replica.on_fetch_below_log_start(current_leader_epoch, fetch_offset, start, hw)
+                })
+                .await?;
+                if !matches!(restarted, Ok(true)) {
+                    warn!(topic = topic.topic.0.as_str(), partition = p.partition_index, fetch_offset,
+                          leader_log_start = start, outcome = ?restarted, "leader says offset out of range");
                 }
                 continue;
             }
+            if p.error_code != 0 {
+                clean = false;
+                continue;
+            }
             let records = p.records.unwrap_or_default();
+            if throttled.contains(&(replica.topic.as_str(), replica.partition)) {
+                let fetched = u64::try_from(records.len()).unwrap_or(u64::MAX);
+                manager.throttle.record(Side::Follower, fetched);
+            }
             let replica = replica.clone();
             let (hw, leader_log_start) = (p.high_watermark, p.log_start_offset);
             let appended = tokio::task::spawn_blocking(move || {

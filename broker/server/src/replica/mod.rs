@@ -12,13 +12,14 @@
 //! `identity` (who may fetch as a replica),
 //! `fetcher` (Fetch/OffsetForLeaderEpoch from the leader), `leader_client`
 //! (a minimal Kafka client over one TCP connection), `epoch_file`
-//! (leader-epoch checkpoints).
+//! (leader-epoch checkpoints), `throttle` (replication throttles).
 
 mod epoch_file;
 mod fetcher;
 pub mod identity;
 pub mod leader_client;
 mod partition;
+pub mod throttle;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -78,6 +79,8 @@ pub struct ReplicaManager {
     /// image they just changed).
     sync_lock: Mutex<()>,
     pub stats: ReplicationStats,
+    /// Leader and follower replication throttles (Kafka's quotas).
+    pub throttle: throttle::ReplicationThrottle,
     leader_listeners: Mutex<Vec<LeaderListener>>,
     /// The security protocol of connections to other brokers.
     pub inter_broker: Arc<crate::security::client::InterBrokerSecurity>,
@@ -114,6 +117,7 @@ impl ReplicaManager {
             fetching_stopped: AtomicBool::new(false),
             sync_lock: Mutex::new(()),
             stats: ReplicationStats::default(),
+            throttle: throttle::ReplicationThrottle::new(node_id),
             leader_listeners: Mutex::new(Vec::new()),
             inter_broker,
         })

@@ -516,10 +516,25 @@ impl Replica {
                 parse_batches(records).map_err(|e| format!("leader sent bad batches: {e}"))?;
             // Only whole batches from the fetch offset on (a batch may start
             // before it when the leader answered from a compressed batch).
-            let skipped = batches
+            let mut skipped = batches
                 .iter()
                 .take_while(|b| b.base_offset < fetch_offset)
                 .count();
+            // An empty log started at the leader's log start, which falls
+            // inside a batch: it takes that batch whole, from its base
+            // (Kafka's answer to UnexpectedAppendOffsetException); the log
+            // start then follows the leader's again (`follow_log_start`).
+            let log_is_empty = self.log.log_start_offset() == fetch_offset;
+            if skipped > 0
+                && log_is_empty
+                && batches[0].base_offset + i64::from(batches[0].last_offset_delta) >= fetch_offset
+            {
+                let base = batches[0].base_offset;
+                self.log
+                    .truncate_fully_and_start_at(base)
+                    .map_err(|e| format!("restarting the empty log at {base}: {e}"))?;
+                skipped = 0;
+            }
             if let Some(start) = batches.get(skipped).map(|b| b.position) {
                 let mut slice = records[start..].to_vec();
                 let reparsed = if start == 0 {
@@ -558,6 +573,55 @@ impl Replica {
             }
         }
         Ok(appended)
+    }
+
+    /// The leader answered OFFSET_OUT_OF_RANGE for `fetch_offset`, below its
+    /// log start offset (retention or DeleteRecords removed what this
+    /// follower would fetch next, e.g. for a replica a reassignment just
+    /// added): the follower starts an empty log at the leader's log start
+    /// and fetches from there, as Kafka's truncateFullyAndStartAt. Returns
+    /// whether it did (not when the role, epoch or log end moved on).
+    pub fn on_fetch_below_log_start(
+        &self,
+        fetched_in_epoch: i32,
+        fetch_offset: i64,
+        leader_log_start: i64,
+        leader_high_watermark: i64,
+    ) -> Result<bool, String> {
+        let mut inner = self.lock();
+        match &inner.role {
+            Role::Follower { state, .. }
+                if state.leader_epoch() == fetched_in_epoch
+                    && state.phase() == FollowerPhase::Fetching => {}
+            _ => return Ok(false),
+        }
+        if self.log.log_end_offset() != fetch_offset || leader_log_start <= fetch_offset {
+            return Ok(false);
+        }
+        info!(
+            topic = self.topic,
+            partition = self.partition,
+            fetch_offset,
+            leader_log_start,
+            "behind the leader's log start: starting the log afresh there"
+        );
+        self.log
+            .truncate_fully_and_start_at(leader_log_start)
+            .map_err(|e| e.to_string())?;
+        inner.epochs.truncate_from_end(0);
+        self.save_epochs(&inner.epochs);
+        inner.leader_high_watermark = leader_high_watermark;
+        let Role::Follower { state, .. } = &mut inner.role else {
+            return Ok(true);
+        };
+        if let Ok(actions) = state.on_fetch_response(leader_log_start, leader_high_watermark) {
+            for a in actions {
+                if let FollowerAction::HighWatermarkAdvanced(hw) = a {
+                    inner.high_watermark = hw;
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// Replica lag in messages as a follower knows it (leader HW - own end).
