@@ -155,6 +155,9 @@ impl Cluster {
             rpc_server::spawn(listener, handler),
             monitor.clone().spawn(raft.clone()),
             controller.clone().spawn_fencer(fencer_tick),
+            controller
+                .clone()
+                .spawn_leader_balancer(config.leader_balance.clone()),
             heartbeat::spawn(
                 config.clone(),
                 raft.clone(),

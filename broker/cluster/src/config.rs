@@ -82,6 +82,8 @@ pub struct ClusterConfig {
     pub heartbeat_interval: Duration,
     /// What every raft connection must prove knowledge of (`auth`).
     pub secret: crate::auth::ClusterSecret,
+    /// Automatic preferred-leader elections (`leader_balance`).
+    pub leader_balance: crate::leader_balance::LeaderBalance,
 }
 
 impl ClusterConfig {

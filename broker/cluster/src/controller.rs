@@ -22,9 +22,10 @@ use tokio::time::Instant;
 use crate::command::{validate_topic_name, Command, CommandResult};
 use crate::error::ClusterError;
 use crate::image::MetadataImage;
+use crate::leader_balance::{partitions_to_elect, LeaderBalance};
 use crate::raft_types::{kafka_id, Raft};
 use crate::request::{
-    ControllerReply, ControllerRequest, CreatePartitions, CreateTopic, Heartbeat,
+    ControllerReply, ControllerRequest, CreatePartitions, CreateTopic, ElectionType, Heartbeat,
 };
 
 /// A proposal that takes longer than this to commit is reported as failed.
@@ -442,6 +443,42 @@ impl Controller {
                     {
                         tracing::warn!(broker = node_id, error = %e, "fencing broker failed");
                     }
+                }
+            }
+        })
+    }
+
+    /// Kafka's `auto.leader.rebalance.enable`: while this node leads, every
+    /// check interval, preferred elections for the partitions of brokers
+    /// over the imbalance threshold (`leader_balance`). Runs until aborted.
+    pub fn spawn_leader_balancer(self: Arc<Self>, balance: LeaderBalance) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            if !balance.enabled {
+                return;
+            }
+            let mut interval = tokio::time::interval(balance.check_interval);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                if self.leader_term().is_err() {
+                    continue;
+                }
+                let image = self.images.borrow().clone();
+                let partitions = partitions_to_elect(&image, balance.imbalance_percentage);
+                if partitions.is_empty() {
+                    continue;
+                }
+                tracing::info!(
+                    partitions = partitions.len(),
+                    "leader imbalance: electing preferred leaders"
+                );
+                let command = Command::ElectLeaders {
+                    election: ElectionType::Preferred,
+                    partitions,
+                };
+                if let ControllerReply::Failed(e) = self.propose(command).await {
+                    tracing::warn!(error = %e, "preferred leader elections failed");
                 }
             }
         })

@@ -26,6 +26,7 @@
 //! - `rpc_server`  — incoming RPCs.
 //! - `monitor`     — raft leadership view and the election watchdog.
 //! - `controller`  — liveness, fencing, replica assignment, proposals.
+//! - `leader_balance` — which partitions automatic preferred elections move back.
 //! - `heartbeat`   — this broker's heartbeat to the controller.
 //! - `cluster`     — `Cluster`: startup, routing, shutdown.
 //!
@@ -49,6 +50,7 @@ mod controller;
 mod error;
 mod heartbeat;
 mod image;
+pub mod leader_balance;
 mod monitor;
 mod network;
 mod raft_types;

@@ -84,6 +84,7 @@ pub async fn start(
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
         secret,
+        leader_balance: config.leader_balance.clone(),
     };
     let new_quorum = !cluster_config.metadata_dir().exists();
     let unadopted: Vec<String> = log.topics().iter().map(|t| t.name.clone()).collect();

@@ -219,6 +219,21 @@ pub struct Args {
     #[arg(long, env = "CHRONIK_BROKER_SESSION_TIMEOUT_MS", default_value_t = 4_000,
           value_parser = clap::value_parser!(u64).range(500..=600_000))]
     pub broker_session_timeout_ms: u64,
+    /// Kafka's auto.leader.rebalance.enable: the controller gives partitions
+    /// back to their preferred (first) replica when a broker leads too few
+    /// of those it is preferred for.
+    #[arg(long, env = "CHRONIK_AUTO_LEADER_REBALANCE_ENABLE", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub auto_leader_rebalance_enable: bool,
+    /// Kafka's leader.imbalance.per.broker.percentage: the share of a
+    /// broker's preferred partitions led elsewhere that triggers a rebalance.
+    #[arg(long, env = "CHRONIK_LEADER_IMBALANCE_PER_BROKER_PERCENTAGE", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub leader_imbalance_per_broker_percentage: u32,
+    /// Kafka's leader.imbalance.check.interval.seconds.
+    #[arg(long, env = "CHRONIK_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub leader_imbalance_check_interval_seconds: u64,
     /// The file holding the secret every voter must prove on
     /// the raft port (created, random and mode 0600, when missing — nodes
     /// on one host pointing at one path share it; elsewhere copy it or
@@ -272,6 +287,7 @@ pub struct Config {
     pub min_insync_replicas: i16,
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
+    pub leader_balance: chronik_cluster::leader_balance::LeaderBalance,
     pub cluster_secret_file: PathBuf,
     pub limits: crate::limits::Limits,
     /// `None`: no authorizer (every request allowed).
@@ -369,6 +385,13 @@ impl TryFrom<Args> for Config {
             min_insync_replicas: args.min_insync_replicas,
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
             broker_session_timeout_ms: args.broker_session_timeout_ms,
+            leader_balance: chronik_cluster::leader_balance::LeaderBalance {
+                enabled: args.auto_leader_rebalance_enable,
+                imbalance_percentage: args.leader_imbalance_per_broker_percentage,
+                check_interval: std::time::Duration::from_secs(
+                    args.leader_imbalance_check_interval_seconds,
+                ),
+            },
             cluster_secret_file,
             limits,
             authorizer,

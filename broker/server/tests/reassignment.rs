@@ -413,3 +413,38 @@ fn move_a_trimmed_topic_onto_a_broker_that_never_held_it(
     );
     Ok(())
 }
+
+/// `auto.leader.rebalance.enable` (on by default, as in Kafka; here checked
+/// every second): a preferred leader that failed over and came back leads
+/// its partition again without anyone asking.
+#[test]
+fn a_returning_broker_gets_its_preferred_leadership_back() -> Result<()> {
+    let mut flags = FAST_FAILOVER.to_vec();
+    flags.extend(["--leader-imbalance-check-interval-seconds", "1"]);
+    let mut cluster = Cluster::start(3, &flags)?;
+    let topic = "balanced";
+    Client::connect(cluster.node(1))?.create_topic_replicated(topic, 1, 3, &[])?;
+    let view = cluster.wait_for(topic, Duration::from_secs(20), "a full ISR", |ps| {
+        ps[0].leader > 0 && ps[0].isr.len() == 3
+    })?;
+    let preferred = view[0].replicas[0];
+    ensure!(
+        view[0].leader == preferred,
+        "not led by its first replica: {view:?}"
+    );
+    cluster.node(preferred).kill_hard()?;
+    cluster.wait_for(topic, Duration::from_secs(20), "a failover", |ps| {
+        ps[0].leader > 0 && ps[0].leader != preferred
+    })?;
+    cluster.node(preferred).respawn()?;
+    cluster.node(preferred).finish_start()?;
+    cluster
+        .wait_for(
+            topic,
+            Duration::from_secs(30),
+            "the preferred leader back",
+            |ps| ps[0].leader == preferred,
+        )
+        .with_context(|| cluster.logs())?;
+    Ok(())
+}

@@ -85,6 +85,7 @@ impl TestCluster {
             broker_session_timeout: SESSION_TIMEOUT,
             heartbeat_interval: HEARTBEAT_INTERVAL,
             secret: ClusterSecret::from_bytes(b"the test cluster's shared secret"),
+            leader_balance: Default::default(),
         }
     }
 
