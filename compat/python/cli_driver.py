@@ -2,7 +2,8 @@
 
 Runs the tools behind kafka-topics.sh, kafka-configs.sh,
 kafka-consumer-groups.sh, kafka-delete-records.sh, kafka-transactions.sh,
-kafka-log-dirs.sh, kafka-cluster.sh and kafka-acls.sh with `java -cp` (kafka_tools.py), as
+kafka-log-dirs.sh, kafka-cluster.sh, kafka-metadata-quorum.sh and kafka-acls.sh
+with `java -cp` (kafka_tools.py), as
 a user of a Kafka cluster runs them, and prints the JSON result line:
   admin  every step below does what the tool says, checked through the
          tool's own output and, where it changes state, with confluent-kafka:
@@ -10,7 +11,10 @@ a user of a Kafka cluster runs them, and prints the JSON result line:
          (--add-config, --delete-config) / --describe; consumer-groups
          --describe / --reset-offsets --execute / --delete-offsets;
          delete-records; transactions list / describe; log-dirs --describe;
-         cluster cluster-id; acls --add / --list / --remove (the broker runs
+         cluster cluster-id; metadata-quorum describe --status / --replication
+         (a quorum of one: this broker leads); cluster unregister of an id
+         never registered (BrokerIdNotRegisteredException, exit 1);
+         acls --add / --list / --remove (the broker runs
          the StandardAuthorizer with allow.everyone.if.no.acl.found; the
          ACL's topic is then refused to this client, User:ANONYMOUS, with
          TOPIC_AUTHORIZATION_FAILED)
@@ -44,12 +48,12 @@ class Steps:
         self.done: list[str] = []
 
     def tool(self, name: str, main: str, *argv: str, expect: Callable[[str], bool],
-             subcommand: str | None = None) -> str:
+             subcommand: str | None = None, exit_code: int = 0) -> str:
         """Runs a tool (`subcommand` first, for tools that parse it first)."""
         head = [subcommand] if subcommand else []
         r = java(main, *head, "--bootstrap-server", self.bootstrap, *argv, timeout=self.timeout * 2)
         out = r.stdout + r.stderr
-        if r.returncode != 0 or not expect(out):
+        if r.returncode != exit_code or not expect(out):
             tail = " | ".join(out.strip().splitlines()[-4:])[:600]
             raise StepFailed(f"{name}: exit {r.returncode}, output: {tail}")
         self.done.append(name)
@@ -195,6 +199,17 @@ def check_admin(rep: cc.Reporter, args) -> None:
                expect=lambda o: f'"partition":"{topic}-3"' in o.replace(" ", ""))
         s.tool("cluster cluster-id", TOOLS + "ClusterTool", subcommand="cluster-id",
                expect=lambda o: re.search(r"Cluster ID: \S+", o) is not None)
+        quorum = TOOLS + "MetadataQuorumCommand"
+        s.tool("metadata-quorum describe --status", quorum, "describe", "--status",
+               expect=lambda o: re.search(r"^LeaderId:\s+\d+$", o, re.M) is not None
+               and re.search(r"^HighWatermark:\s+[1-9]\d*$", o, re.M) is not None
+               and "CONTROLLER://" in o)
+        s.tool("metadata-quorum describe --replication", quorum, "describe", "--replication",
+               expect=lambda o: re.search(r"^\d+\s+\S+\s+[1-9]\d*\s+0\s+\d+\s+\d+\s+Leader\b",
+                                          o, re.M) is not None)
+        s.tool("cluster unregister (never registered)", TOOLS + "ClusterTool", "--id", "4242",
+               subcommand="unregister", exit_code=1,
+               expect=lambda o: "BrokerIdNotRegisteredException" in o)
         acl_steps(s, b, timeout)
     except StepFailed as e:
         rep.emit("admin", "fail", f"after {len(s.done)} steps ok: {e}")

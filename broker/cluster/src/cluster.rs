@@ -6,9 +6,11 @@
 //! their shutdown, and request routing: a change is handled locally when
 //! this node is the controller, otherwise forwarded over the raft RPC
 //! transport, retried while no controller is reachable (bounded by
-//! `COMMAND_TIMEOUT`), and answered once applied locally. Must not: apply
-//! commands itself (the state machine does) or decide liveness (the
-//! controller does).
+//! `COMMAND_TIMEOUT`), and answered once applied locally (DescribeQuorum
+//! is routed the same way but answered by the controller from its raft
+//! state; this node adds the voters' raft listeners from its own
+//! configuration). Must not: apply commands itself (the state machine
+//! does) or decide liveness (the controller does).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +34,7 @@ use crate::error::ClusterError;
 use crate::image::{MetadataImage, PartitionImage, TopicImage};
 use crate::monitor::LeaderMonitor;
 use crate::network::{call_once, CallError, NetworkFactory};
+use crate::quorum::{QuorumInfo, ReplicationClock, VoterEndpoint};
 use crate::raft_types::{raft_id, Raft};
 use crate::request::{
     AlterPartition, ControllerReply, ControllerRequest, CreatePartitions, CreateTopic,
@@ -112,10 +115,12 @@ impl Cluster {
             .iter()
             .filter_map(|p| Some((raft_id(p.node_id), config.raft_addr(p.node_id)?)))
             .collect();
+        let clock = Arc::new(ReplicationClock::default());
         let network = NetworkFactory {
             own_id,
             peers: peers.clone(),
             credentials: config.credentials(),
+            clock: clock.clone(),
         };
         let raft = Raft::new(
             own_id,
@@ -126,6 +131,7 @@ impl Cluster {
         )
         .await
         .context("starting raft")?;
+        clock.watch(raft.metrics());
 
         let monitor = Arc::new(LeaderMonitor::new(own_id));
         let controller = Arc::new(Controller::new(
@@ -137,6 +143,7 @@ impl Cluster {
                 .iter()
                 .map(|p| (p.node_id, p.host.clone()))
                 .collect(),
+            clock,
         ));
         let (accepted_tx, heartbeat_accepted) = watch::channel(None);
         let handler = Arc::new(RpcHandler {
@@ -417,6 +424,41 @@ impl Cluster {
         }
     }
 
+    /// Kafka's UnregisterBroker: removes broker `node_id`'s registration
+    /// (`BrokerIdNotRegistered` when the image has none). A live broker
+    /// registers again at its next heartbeat.
+    pub async fn unregister_broker(&self, node_id: i32) -> Result<(), ClusterError> {
+        self.submit(ControllerRequest::UnregisterBroker { node_id })
+            .await
+            .map(drop)
+    }
+
+    /// KRaft's DescribeQuorum: the controller's view of every voter's
+    /// replication (nothing is proposed), with the voters' raft listeners.
+    pub async fn describe_quorum(&self) -> Result<QuorumInfo, ClusterError> {
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        match self
+            .route(&ControllerRequest::DescribeQuorum, deadline)
+            .await?
+        {
+            ControllerReply::Quorum(mut info) => {
+                info.endpoints = self
+                    .config
+                    .peers
+                    .iter()
+                    .map(|p| VoterEndpoint {
+                        node_id: p.node_id,
+                        host: p.host.clone(),
+                        port: self.config.raft_port,
+                    })
+                    .collect();
+                Ok(info)
+            }
+            ControllerReply::Failed(e) => Err(e),
+            other => Err(unexpected_reply(&other)),
+        }
+    }
+
     pub async fn delete_topic(&self, name: &str) -> Result<(), ClusterError> {
         self.submit(ControllerRequest::DeleteTopic(name.to_string()))
             .await
@@ -434,11 +476,30 @@ impl Cluster {
     }
 
     /// Routes `request` to the controller until it is applied here, the
-    /// controller rejects it, or `COMMAND_TIMEOUT` passes. Retries only
-    /// when the request was certainly not delivered (no controller known,
-    /// could not connect, the target is not the controller).
+    /// controller rejects it, or `COMMAND_TIMEOUT` passes.
     async fn submit(&self, request: ControllerRequest) -> Result<CommandResult, ClusterError> {
         let deadline = Instant::now() + COMMAND_TIMEOUT;
+        match self.route(&request, deadline).await? {
+            ControllerReply::Applied { log_index, result } => {
+                self.wait_applied(log_index, deadline).await?;
+                match result {
+                    CommandResult::Rejected(e) => Err(e),
+                    result => Ok(result),
+                }
+            }
+            ControllerReply::Failed(e) => Err(e),
+            other => Err(unexpected_reply(&other)),
+        }
+    }
+
+    /// The controller's answer to `request`, by `deadline`. Retries only
+    /// when the request was certainly not delivered (no controller known,
+    /// could not connect, the target is not the controller).
+    async fn route(
+        &self,
+        request: &ControllerRequest,
+        deadline: Instant,
+    ) -> Result<ControllerReply, ClusterError> {
         loop {
             if self.stopped.load(Ordering::Acquire) {
                 return Err(ClusterError::Unavailable(
@@ -451,18 +512,11 @@ impl Cluster {
                 Some(id) if id == self.config.node_id => {
                     Some(self.controller.handle(request.clone()).await)
                 }
-                Some(id) => self.forward(id, &request, deadline).await?,
+                Some(id) => self.forward(id, request, deadline).await?,
             };
             match reply {
-                Some(ControllerReply::Applied { log_index, result }) => {
-                    self.wait_applied(log_index, deadline).await?;
-                    return match result {
-                        CommandResult::Rejected(e) => Err(e),
-                        result => Ok(result),
-                    };
-                }
-                Some(ControllerReply::Failed(e)) => return Err(e),
                 Some(ControllerReply::NotController { .. }) | None => {}
+                Some(reply) => return Ok(reply),
             }
             if Instant::now() + RETRY_BACKOFF >= deadline {
                 return Err(match controller_id {
@@ -561,4 +615,8 @@ impl Drop for Cluster {
 
 fn unexpected(result: CommandResult) -> ClusterError {
     ClusterError::Unavailable(format!("unexpected controller result {result:?}"))
+}
+
+fn unexpected_reply(reply: &ControllerReply) -> ClusterError {
+    ClusterError::Unavailable(format!("unexpected controller reply {reply:?}"))
 }

@@ -15,7 +15,11 @@
 //! - an unfenced broker leads every leaderless partition whose ISR has it;
 //!   it rejoins other ISRs only through AlterPartition from their leaders;
 //! - a leader change bumps `leader_epoch` and `partition_epoch`, any other
-//!   change only `partition_epoch`.
+//!   change only `partition_epoch`;
+//! - an unregistered broker leaves the image's brokers; one that was live
+//!   first leaves ISRs and leaderships as on fencing. Its replica
+//!   assignments stay (offline replicas, as Kafka keeps them), and so does
+//!   a last-ISR place, which it leads again if it ever registers again.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -109,6 +113,10 @@ pub enum Command {
     ElectLeaders {
         election: ElectionType,
         partitions: Vec<(String, i32)>,
+    },
+    /// Kafka's UnregisterBroker: removes the broker's registration.
+    UnregisterBroker {
+        node_id: i32,
     },
 }
 
@@ -249,6 +257,9 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
                 .map(|(topic, p)| reassign::elect(image, topic, *p, *election).err())
                 .collect(),
         )),
+        Command::UnregisterBroker { node_id } => {
+            unregister_broker(image, *node_id).map(|()| CommandResult::Done)
+        }
     };
     outcome.unwrap_or_else(CommandResult::Rejected)
 }
@@ -303,6 +314,20 @@ fn begin_controlled_shutdown(image: &mut MetadataImage, node_id: i32) {
         _ => return,
     }
     move_off(image, node_id);
+}
+
+/// Kafka's `unregisterBroker`: the registration goes; a broker that was
+/// live moves its leaderships and ISR places off first, as fencing does (a
+/// fenced or shutting-down one has already).
+fn unregister_broker(image: &mut MetadataImage, node_id: i32) -> Result<(), ClusterError> {
+    let broker = image
+        .brokers
+        .remove(&node_id)
+        .ok_or(ClusterError::BrokerIdNotRegistered(node_id))?;
+    if !broker.fenced && !broker.in_controlled_shutdown {
+        move_off(image, node_id);
+    }
+    Ok(())
 }
 
 /// A broker that may no longer lead (just fenced or shutting down) leaves

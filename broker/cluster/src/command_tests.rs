@@ -1,6 +1,6 @@
 //! Tables of commands applied to small images: fencing, unfencing,
-//! topic creation, growth, config changes and deletion, AlterPartition
-//! checks.
+//! unregistering, topic creation, growth, config changes and deletion,
+//! AlterPartition checks.
 
 use super::*;
 
@@ -310,6 +310,70 @@ fn a_fenced_broker_cannot_be_added_to_an_isr() {
         CommandResult::Partition(p) => assert_eq!((p.isr, p.partition_epoch), (vec![1, 2, 3], 2)),
         other => panic!("{other:?}"),
     }
+}
+
+fn unregister(image: &mut MetadataImage, node_id: i32) -> CommandResult {
+    apply(image, &Command::UnregisterBroker { node_id })
+}
+
+#[test]
+fn unregistering_a_live_broker_moves_it_off_as_fencing_does() {
+    let mut image = image_with(&[&[1, 2, 3], &[2, 3, 1], &[1]]);
+    assert_eq!(unregister(&mut image, 1), CommandResult::Done);
+    assert!(!image.brokers.contains_key(&1), "registration removed");
+    assert!(
+        !image.listed_brokers().any(|b| b.node_id == 1)
+            && !image.live_brokers().any(|b| b.node_id == 1),
+        "neither listed (Metadata) nor live (replica assignment, elections)"
+    );
+    let table = [
+        (
+            0,
+            (2, vec![2, 3], 1, 1),
+            "led: leadership moved within the ISR",
+        ),
+        (1, (2, vec![2, 3], 0, 1), "followed: left the ISR"),
+        (
+            2,
+            (NO_LEADER, vec![1], 1, 1),
+            "sole replica: offline, ISR kept",
+        ),
+    ];
+    for (p, expected, why) in table {
+        assert_eq!(state(&image, p), expected, "{why}");
+    }
+    assert_eq!(
+        part(&image, 0).replicas,
+        vec![1, 2, 3],
+        "assignments keep it (an offline replica)"
+    );
+    assert_eq!(
+        unregister(&mut image, 1),
+        CommandResult::Rejected(ClusterError::BrokerIdNotRegistered(1)),
+        "twice: not registered"
+    );
+    assert_eq!(
+        unregister(&mut image, 99),
+        CommandResult::Rejected(ClusterError::BrokerIdNotRegistered(99))
+    );
+    // Registering again (its next heartbeat) brings it back.
+    register(&mut image, 1);
+    assert!(image.live_brokers().any(|b| b.node_id == 1));
+    assert_eq!(state(&image, 2).0, 1, "the sole replica leads again");
+}
+
+#[test]
+fn unregistering_a_fenced_broker_moves_nothing_again() {
+    let mut image = image_with(&[&[1, 2, 3], &[1]]);
+    fence(&mut image, 1);
+    let fenced = image.clone();
+    assert_eq!(unregister(&mut image, 1), CommandResult::Done);
+    assert!(!image.brokers.contains_key(&1));
+    assert_eq!(image.topics, fenced.topics, "partitions untouched");
+    // Fencing an unregistered broker is a no-op (the fencer never does:
+    // it only looks at listed brokers).
+    fence(&mut image, 1);
+    assert!(!image.brokers.contains_key(&1));
 }
 
 #[test]

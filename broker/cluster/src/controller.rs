@@ -5,8 +5,11 @@
 //! a full session of grace whenever this node starts a new term as
 //! leader), replica assignment and topic ids for new topics and partitions (decided here,
 //! before proposing, because `command::apply` may not use randomness), and
-//! the fencing loop. Must not: change the image other than by proposing
-//! commands, or answer when it is not the leader (`NotController`).
+//! the fencing loop. Only a heartbeat registers a broker: one removed by
+//! UnregisterBroker stays removed until it heartbeats again (the fencer
+//! only looks at listed brokers). Must not: change the image other than by
+//! proposing commands, or answer when it is not the leader (`NotController`);
+//! DescribeQuorum (`quorum`) proposes nothing.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,6 +26,7 @@ use crate::command::{validate_topic_name, Command, CommandResult};
 use crate::error::ClusterError;
 use crate::image::MetadataImage;
 use crate::leader_balance::{partitions_to_elect, LeaderBalance};
+use crate::quorum::{self, ReplicationClock};
 use crate::raft_types::{kafka_id, Raft};
 use crate::request::{
     ControllerReply, ControllerRequest, CreatePartitions, CreateTopic, ElectionType, Heartbeat,
@@ -92,6 +96,8 @@ pub struct Controller {
     /// Where the next topic's replica assignment starts (rotates per topic
     /// so partition leaders spread over the brokers).
     rotation: AtomicUsize,
+    /// The voters' replication times, for DescribeQuorum.
+    clock: Arc<ReplicationClock>,
 }
 
 impl Controller {
@@ -100,6 +106,7 @@ impl Controller {
         images: watch::Receiver<Arc<MetadataImage>>,
         session_timeout: Duration,
         voters: HashMap<i32, String>,
+        clock: Arc<ReplicationClock>,
     ) -> Self {
         Controller {
             raft,
@@ -112,6 +119,7 @@ impl Controller {
                 last_seen: HashMap::new(),
             }),
             rotation: AtomicUsize::new(0),
+            clock,
         }
     }
 
@@ -240,6 +248,15 @@ impl Controller {
                     partitions,
                 })
                 .await
+            }
+            ControllerRequest::DescribeQuorum => quorum::describe(&self.raft, &self.clock).await,
+            ControllerRequest::UnregisterBroker { node_id } => {
+                // The state machine refuses it too; this spares a log entry.
+                if !self.images.borrow().brokers.contains_key(&node_id) {
+                    return ControllerReply::Failed(ClusterError::BrokerIdNotRegistered(node_id));
+                }
+                tracing::info!(broker = node_id, "unregistering broker");
+                self.propose(Command::UnregisterBroker { node_id }).await
             }
             ControllerRequest::ControlledShutdown { node_id } => {
                 if !self.voters.contains_key(&node_id) {

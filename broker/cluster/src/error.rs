@@ -52,6 +52,10 @@ pub enum ClusterError {
     /// ELIGIBLE_LEADERS_NOT_AVAILABLE (no live replica to lead)
     #[error("eligible leaders not available: {0}")]
     EligibleLeadersNotAvailable(String),
+    /// BROKER_ID_NOT_REGISTERED (UnregisterBroker of a broker the image
+    /// does not have)
+    #[error("Broker ID {0} is not currently registered")]
+    BrokerIdNotRegistered(i32),
     /// NOT_CONTROLLER: the controller could not be reached to forward to.
     #[error("not the controller")]
     NotController,

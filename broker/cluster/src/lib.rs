@@ -13,6 +13,7 @@
 //!   forwarded controller request/reply.
 //! - `command`     — raft commands and their deterministic `apply`.
 //! - `reassign`    — KIP-455 reassignments and KIP-460 elections of one partition.
+//! - `quorum`      — DescribeQuorum: the leader's view of every voter's replication.
 //! - `error`       — `ClusterError` (each variant names its Kafka error).
 //! - `raft_types`  — openraft's type configuration.
 //! - `store_log`   — the durable raft log and vote.
@@ -53,6 +54,7 @@ mod image;
 pub mod leader_balance;
 mod monitor;
 mod network;
+mod quorum;
 mod raft_types;
 mod reassign;
 mod request;
@@ -74,6 +76,7 @@ pub use image::{
     TopicImage,
 };
 pub use network::connect_from;
+pub use quorum::{QuorumInfo, VoterEndpoint, VoterState};
 pub use request::{AlterPartition, CreatePartitions, CreateTopic, ElectionType, Reassignment};
 
 /// A snapshot of this node's view of the controller.

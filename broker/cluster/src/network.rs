@@ -9,12 +9,13 @@
 //! authenticates (`auth::client_handshake`; a refusal counts as "could not
 //! connect", and is logged with the target and what the peer said, at most
 //! once per target every `REFUSAL_LOG_INTERVAL`). Every call is bounded by
-//! a timeout (openraft's `RPCOption` TTL for raft RPCs). Must not: serve
-//! anything (`rpc_server` does).
+//! a timeout (openraft's `RPCOption` TTL for raft RPCs). Acknowledged
+//! AppendEntries are reported to the `quorum::ReplicationClock`. Must not:
+//! serve anything (`rpc_server` does).
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use openraft::error::{
@@ -32,6 +33,7 @@ use tokio::time::{timeout_at, Instant};
 use crate::auth::{
     client_handshake, ClusterSecret, HandshakeError, RefusalLog, REFUSAL_LOG_INTERVAL,
 };
+use crate::quorum::ReplicationClock;
 use crate::raft_types::{NodeId, TypeConfig};
 use crate::rpc::{decode, read_frame_bytes, write_frame, RpcRequest, RpcResponse};
 
@@ -215,6 +217,8 @@ pub struct NetworkFactory {
     /// takes effect on restart.
     pub peers: BTreeMap<NodeId, String>,
     pub credentials: Credentials,
+    /// Where acknowledged AppendEntries are recorded (DescribeQuorum).
+    pub clock: Arc<ReplicationClock>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -228,6 +232,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
                 self.peers.get(&target).unwrap_or(&node.addr).clone(),
                 self.credentials.clone(),
             ),
+            clock: self.clock.clone(),
         }
     }
 }
@@ -236,6 +241,7 @@ pub struct PeerConnection {
     own_id: NodeId,
     target: NodeId,
     channel: Channel,
+    clock: Arc<ReplicationClock>,
 }
 
 impl PeerConnection {
@@ -273,6 +279,12 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        let term = rpc.vote.leader_id().get_term();
+        let through = rpc
+            .entries
+            .last()
+            .map(|e| e.log_id.index)
+            .or(rpc.prev_log_id.map(|l| l.index));
         match self
             .call(
                 RPCTypes::AppendEntries,
@@ -281,7 +293,17 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
             )
             .await?
         {
-            RpcResponse::AppendEntries(Ok(response)) => Ok(response),
+            RpcResponse::AppendEntries(Ok(response)) => {
+                let matched = match &response {
+                    AppendEntriesResponse::Success => Some(through),
+                    AppendEntriesResponse::PartialSuccess(m) => Some(m.map(|l| l.index)),
+                    AppendEntriesResponse::Conflict | AppendEntriesResponse::HigherVote(_) => None,
+                };
+                if let Some(matched) = matched {
+                    self.clock.acknowledged(term, self.target, matched);
+                }
+                Ok(response)
+            }
             RpcResponse::AppendEntries(Err(e)) => {
                 Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
             }

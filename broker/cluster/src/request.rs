@@ -119,6 +119,14 @@ pub enum ControllerRequest {
         election: ElectionType,
         partitions: Vec<(String, i32)>,
     },
+    /// KRaft's DescribeQuorum: answered from the leader's raft state
+    /// (`ControllerReply::Quorum`), never proposed.
+    DescribeQuorum,
+    /// Kafka's UnregisterBroker: the broker's registration is removed (a
+    /// live broker registers again at its next heartbeat).
+    UnregisterBroker {
+        node_id: i32,
+    },
 }
 
 /// The controller's answer to a `ControllerRequest`.
@@ -135,4 +143,6 @@ pub enum ControllerReply {
     NotController { leader: Option<i32> },
     /// Rejected before proposing (validation), or the quorum failed.
     Failed(ClusterError),
+    /// The answer to `DescribeQuorum` (nothing was proposed).
+    Quorum(crate::quorum::QuorumInfo),
 }

@@ -133,6 +133,8 @@ api_table! {
     ElectLeaders: ElectLeadersRequest => ElectLeadersResponse, versions 0 ..= 2;
     AlterPartitionReassignments: AlterPartitionReassignmentsRequest => AlterPartitionReassignmentsResponse, versions 0 ..= 1;
     ListPartitionReassignments: ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, versions 0 ..= 0;
+    DescribeQuorum: DescribeQuorumRequest => DescribeQuorumResponse, versions 0 ..= 2;
+    UnregisterBroker: UnregisterBrokerRequest => UnregisterBrokerResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -185,6 +187,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ElectLeaders => "ElectLeaders",
         ApiKey::AlterPartitionReassignments => "AlterPartitionReassignments",
         ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
+        ApiKey::DescribeQuorum => "DescribeQuorum",
+        ApiKey::UnregisterBroker => "UnregisterBroker",
         _ => "Other",
     }
 }

@@ -5,7 +5,8 @@
 //! Produce, Fetch, ListOffsets and Metadata while an open topic in the same
 //! request is served; a denied group (GROUP_AUTHORIZATION_FAILED), a denied
 //! transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a denied
-//! cluster ALTER (CLUSTER_AUTHORIZATION_FAILED); super users pass every
+//! cluster ALTER or DESCRIBE (CLUSTER_AUTHORIZATION_FAILED: CreateAcls,
+//! UnregisterBroker, DescribeQuorum); super users pass every
 //! check. In the 3-node cluster an ACL created through one node is
 //! enforced by the others (ACLs live in the metadata quorum).
 //!
@@ -22,12 +23,13 @@ use common::cluster::Cluster;
 use common::kafka_client::Client;
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeClusterRequest, GroupId,
-    InitProducerIdRequest, JoinGroupRequest, ListOffsetsRequest, MetadataRequest, ProducerId,
-    TopicName, TransactionalId,
+    BrokerId, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeClusterRequest,
+    DescribeQuorumRequest, GroupId, InitProducerIdRequest, JoinGroupRequest, ListOffsetsRequest,
+    MetadataRequest, ProducerId, TopicName, TransactionalId, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -322,6 +324,25 @@ fn acls_are_enforced_with_kafkas_errors() -> Result<()> {
     // DescribeCluster is still answered (Kafka's rule), with no operations
     let ops = describe_cluster(&mut client)?;
     ensure!(ops == (0, 0), "DescribeCluster after the DENY: {ops:?}");
+    // nor DESCRIBE it (DescribeQuorum) or ALTER it (UnregisterBroker)
+    let quorum = client.send(
+        &DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(StrBytes::from_static_str("__cluster_metadata")))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]),
+        2,
+    )?;
+    ensure!(
+        quorum.error_code == CLUSTER_AUTHORIZATION_FAILED && quorum.topics.is_empty(),
+        "DescribeQuorum after the DENY: {quorum:?}"
+    );
+    let unregister = client.send(
+        &UnregisterBrokerRequest::default().with_broker_id(BrokerId(1)),
+        0,
+    )?;
+    ensure!(
+        unregister.error_code == CLUSTER_AUTHORIZATION_FAILED,
+        "UnregisterBroker after the DENY: {unregister:?}"
+    );
     Ok(())
 }
 

@@ -786,6 +786,38 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             anyhow::ensure!(codes == [84], "ElectLeaders v{version}: {r:?}");
             vec![r.error_code]
         }
+        // A quorum of one: this broker leads and is the only voter.
+        ApiKey::DescribeQuorum => {
+            let topic = describe_quorum_request::TopicData::default()
+                .with_topic_name(name("__cluster_metadata"))
+                .with_partitions(vec![
+                    describe_quorum_request::PartitionData::default().with_partition_index(0)
+                ]);
+            let r = client.send(
+                &DescribeQuorumRequest::default().with_topics(vec![topic]),
+                version,
+            )?;
+            let partitions: Vec<_> = r.topics.iter().flat_map(|t| &t.partitions).collect();
+            anyhow::ensure!(
+                partitions.len() == 1
+                    && partitions[0].leader_id.0 == 1
+                    && partitions[0].current_voters.len() == 1
+                    && (version < 2 || r.nodes.len() == 1),
+                "DescribeQuorum v{version}: {r:?}"
+            );
+            let mut codes = vec![r.error_code];
+            codes.extend(partitions.iter().map(|p| p.error_code));
+            codes
+        }
+        // An id never registered: BROKER_ID_NOT_REGISTERED (102).
+        ApiKey::UnregisterBroker => {
+            let r = client.send(
+                &UnregisterBrokerRequest::default().with_broker_id(BrokerId(4242)),
+                version,
+            )?;
+            anyhow::ensure!(r.error_code == 102, "UnregisterBroker v{version}: {r:?}");
+            vec![0]
+        }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
 }

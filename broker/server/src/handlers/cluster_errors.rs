@@ -18,6 +18,7 @@ pub fn cluster_error_code(e: &ClusterError) -> ResponseError {
         ClusterError::ElectionNotNeeded(_) => ResponseError::ElectionNotNeeded,
         ClusterError::PreferredLeaderNotAvailable(_) => ResponseError::PreferredLeaderNotAvailable,
         ClusterError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
+        ClusterError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
         ClusterError::NotController | ClusterError::Unavailable(_) => ResponseError::NotController,
         ClusterError::Timeout => ResponseError::RequestTimedOut,
     }

@@ -27,6 +27,7 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
+mod describe_quorum;
 mod describe_transactions;
 mod describe_user_scram_credentials;
 mod elect_leaders;
@@ -58,6 +59,7 @@ mod topic_configs;
 mod topic_lookup;
 mod txn_errors;
 mod txn_offset_commit;
+mod unregister_broker;
 mod write_txn_markers;
 
 use std::sync::Arc;
@@ -212,5 +214,7 @@ async fn dispatch(
             list_partition_reassignments::handle(broker, version, r)
         }
         Request::ElectLeaders(r) => elect_leaders::handle(broker, version, r).await,
+        Request::DescribeQuorum(r) => describe_quorum::handle(broker, version, r).await,
+        Request::UnregisterBroker(r) => unregister_broker::handle(broker, version, r).await,
     }
 }

@@ -4,8 +4,10 @@
 //! the cluster for DescribeLogDirs, DescribeAcls and
 //! DescribeUserScramCredentials (DescribeCluster is answered to everyone,
 //! as Kafka does; the cluster operations it reports are 0 without DESCRIBE), ALTER on the cluster for CreateAcls,
-//! DeleteAcls and AlterUserScramCredentials, AlterPartitionReassignments
-//! and ElectLeaders, DESCRIBE on it for ListPartitionReassignments.
+//! DeleteAcls and AlterUserScramCredentials, AlterPartitionReassignments,
+//! ElectLeaders and UnregisterBroker, DESCRIBE on it for
+//! ListPartitionReassignments and DescribeQuorum (Kafka's rules; refused
+//! whole with CLUSTER_AUTHORIZATION_FAILED in the top-level error code).
 
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
@@ -17,8 +19,9 @@ use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
-    DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse,
+    DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
     DescribeUserScramCredentialsResponse, ElectLeadersResponse, ListPartitionReassignmentsResponse,
+    UnregisterBrokerResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -175,6 +178,16 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
         Request::AlterPartitionReassignments(_) if !gate.cluster(operation::ALTER) => {
             refused(Response::AlterPartitionReassignments(
                 AlterPartitionReassignmentsResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::DescribeQuorum(_) if !gate.cluster(operation::DESCRIBE) => {
+            refused(Response::DescribeQuorum(
+                DescribeQuorumResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::UnregisterBroker(_) if !gate.cluster(operation::ALTER) => {
+            refused(Response::UnregisterBroker(
+                UnregisterBrokerResponse::default().with_error_code(cluster_denied),
             ))
         }
         Request::ListPartitionReassignments(_) if !gate.cluster(operation::DESCRIBE) => {
