@@ -16,7 +16,9 @@
 //! 6. with Kafka's replication throttles (dynamic broker configs
 //!    `leader.`/`follower.replication.throttled.rate` and the topic's
 //!    throttled-replica lists, as `kafka-reassign-partitions.sh --throttle`
-//!    sets them) a newcomer catches up at no more than the limit (+10 %).
+//!    sets them) a newcomer catches up at no more than the limit (+10 %);
+//! 7. a throttled move under way when the controller is SIGKILLed is
+//!    finished by the next controller, the new replica holding the whole log.
 //!
 //! Every acknowledged record is read back exactly once, in order; the
 //! partition never answers without a leader for long (the producer sees
@@ -258,16 +260,8 @@ fn set_configs(client: &mut Client, resource: (i8, &str), configs: &[(&str, &str
     Ok(client.send(&request, 1)?.responses[0].error_code)
 }
 
-fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) -> Result<()> {
-    const LIMIT: u64 = 1_000_000;
-    let topic = "throttled";
-    admin.create_topic_replicated(topic, 1, 1, &[("min.insync.replicas", "1")])?;
-    let view = cluster.wait_for(topic, Duration::from_secs(20), "a leader", |ps| {
-        ps[0].leader > 0
-    })?;
-    let leader = view[0].leader;
-    let newcomer = (1..=4).find(|&n| n != leader).context("one node")?;
-    // About 6 MB in 1 KiB records, stamped now.
+/// `count` records of 1 KiB to partition 0 of `topic` (acks=1), stamped now.
+fn produce_kib_records(cluster: &Cluster, topic: &str, count: usize) -> Result<()> {
     let producer = common::clients::producer_at(&cluster.bootstrap(), &[("acks", "1")])?;
     let payload = vec![b'x'; 1024];
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -275,7 +269,7 @@ fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) ->
         .build()?;
     runtime.block_on(async {
         let mut pending = Vec::new();
-        for _ in 0..6000 {
+        for _ in 0..count {
             let record = rdkafka::producer::FutureRecord::<(), _>::to(topic)
                 .partition(0)
                 .payload(&payload);
@@ -292,7 +286,20 @@ fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) ->
                 .map_err(|(e, _)| anyhow::anyhow!("produce: {e}"))?;
         }
         anyhow::Ok(())
+    })
+}
+
+fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) -> Result<()> {
+    const LIMIT: u64 = 1_000_000;
+    let topic = "throttled";
+    admin.create_topic_replicated(topic, 1, 1, &[("min.insync.replicas", "1")])?;
+    let view = cluster.wait_for(topic, Duration::from_secs(20), "a leader", |ps| {
+        ps[0].leader > 0
     })?;
+    let leader = view[0].leader;
+    let newcomer = (1..=4).find(|&n| n != leader).context("one node")?;
+    // About 6 MB in 1 KiB records, stamped now.
+    produce_kib_records(cluster, topic, 6000)?;
     let limit = LIMIT.to_string();
     let rates = [
         ("leader.replication.throttled.rate", limit.as_str()),
