@@ -2,7 +2,8 @@
 
 Runs the tools behind kafka-topics.sh, kafka-configs.sh,
 kafka-consumer-groups.sh, kafka-delete-records.sh, kafka-transactions.sh,
-kafka-log-dirs.sh, kafka-cluster.sh, kafka-metadata-quorum.sh and kafka-acls.sh
+kafka-log-dirs.sh, kafka-cluster.sh, kafka-metadata-quorum.sh, kafka-acls.sh,
+kafka-reassign-partitions.sh and kafka-leader-election.sh
 with `java -cp` (kafka_tools.py), as
 a user of a Kafka cluster runs them, and prints the JSON result line:
   admin  every step below does what the tool says, checked through the
@@ -14,6 +15,10 @@ a user of a Kafka cluster runs them, and prints the JSON result line:
          cluster cluster-id; metadata-quorum describe --status / --replication
          (a quorum of one: this broker leads); cluster unregister of an id
          never registered (BrokerIdNotRegisteredException, exit 1);
+         reassign-partitions --execute --throttle / --verify (a move onto
+         the replica it has; throttles set, then cleared); configs --alter /
+         --describe of a broker-default throttle; leader-election preferred
+         (not needed);
          acls --add / --list / --remove (the broker runs
          the StandardAuthorizer with allow.everyone.if.no.acl.found; the
          ACL's topic is then refused to this client, User:ANONYMOUS, with
@@ -140,6 +145,38 @@ def acl_steps(s: Steps, b: str, timeout: float) -> None:
     s.tool("acls --list after remove", acls, "--list", expect=lambda o: f"name={topic}," not in o)
 
 
+def reassign_steps(s: Steps, b: str, topic: str) -> None:
+    """kafka-reassign-partitions.sh and kafka-leader-election.sh on one broker:
+    a move of partition 0 onto the replica it has, under a throttle (set by
+    --execute, cleared by --verify), broker-default throttle configs, and a
+    preferred election that is not needed."""
+    broker_id = next(iter(AdminClient({"bootstrap.servers": b}).list_topics(timeout=10).brokers))
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [broker_id]}]}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(plan, f)
+    reassign = TOOLS + "reassign.ReassignPartitionsCommand"
+    s.tool("reassign-partitions --execute --throttle", reassign, "--execute",
+           "--reassignment-json-file", f.name, "--throttle", "1000000",
+           expect=lambda o: f"Successfully started partition reassignment for {topic}-0" in o
+           and "throttle limit was set to 1000000 B/s" in o)
+    s.tool("reassign-partitions --verify", reassign, "--verify", "--reassignment-json-file", f.name,
+           expect=lambda o: f"Reassignment of partition {topic}-0 is completed" in o
+           and "Clearing broker-level throttles" in o)
+    configs = "kafka.admin.ConfigCommand"
+    s.tool("configs --alter brokers --entity-default", configs, "--entity-type", "brokers",
+           "--entity-default", "--alter", "--add-config", "follower.replication.throttled.rate=5000",
+           expect=lambda o: "Completed updating default config for brokers" in o)
+    s.tool("configs --describe brokers --entity-default", configs, "--entity-type", "brokers",
+           "--entity-default", "--describe",
+           expect=lambda o: "follower.replication.throttled.rate=5000" in o)
+    s.tool("configs --alter brokers --delete-config", configs, "--entity-type", "brokers",
+           "--entity-default", "--alter", "--delete-config", "follower.replication.throttled.rate",
+           expect=lambda o: "Completed updating default config for brokers" in o)
+    s.tool("leader-election --election-type preferred (not needed)",
+           TOOLS + "LeaderElectionCommand", "--election-type", "preferred", "--topic", topic,
+           "--partition", "0", expect=lambda o: "Valid replica already elected" in o)
+
+
 def check_admin(rep: cc.Reporter, args) -> None:
     b, timeout = args.bootstrap, args.stage_timeout
     s = Steps(b, timeout)
@@ -210,6 +247,7 @@ def check_admin(rep: cc.Reporter, args) -> None:
         s.tool("cluster unregister (never registered)", TOOLS + "ClusterTool", "--id", "4242",
                subcommand="unregister", exit_code=1,
                expect=lambda o: "BrokerIdNotRegisteredException" in o)
+        reassign_steps(s, b, topic)
         acl_steps(s, b, timeout)
     except StepFailed as e:
         rep.emit("admin", "fail", f"after {len(s.done)} steps ok: {e}")
