@@ -6,7 +6,8 @@
 //! request is served; a denied group (GROUP_AUTHORIZATION_FAILED), a denied
 //! transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), a denied
 //! cluster ALTER or DESCRIBE (CLUSTER_AUTHORIZATION_FAILED: CreateAcls,
-//! UnregisterBroker, DescribeQuorum); super users pass every
+//! UnregisterBroker, DescribeQuorum, AlterPartitionReassignments,
+//! ListPartitionReassignments, ElectLeaders, a broker throttle); super users pass every
 //! check. In the 3-node cluster an ACL created through one node is
 //! enforced by the others (ACLs live in the metadata quorum).
 //!
@@ -21,11 +22,22 @@ use bytes::Bytes;
 use common::broker::Broker;
 use common::cluster::Cluster;
 use common::kafka_client::Client;
+use kafka_protocol::messages::alter_partition_reassignments_request::{
+    ReassignablePartition, ReassignableTopic,
+};
 use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    AlterPartitionReassignmentsRequest, ElectLeadersRequest, IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
+};
 use kafka_protocol::messages::{
     BrokerId, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeClusterRequest,
     DescribeQuorumRequest, GroupId, InitProducerIdRequest, JoinGroupRequest, ListOffsetsRequest,
@@ -342,6 +354,61 @@ fn acls_are_enforced_with_kafkas_errors() -> Result<()> {
     ensure!(
         unregister.error_code == CLUSTER_AUTHORIZATION_FAILED,
         "UnregisterBroker after the DENY: {unregister:?}"
+    );
+    // nor move replicas, list moves, elect leaders or set a broker throttle
+    let moved = client.send(
+        &AlterPartitionReassignmentsRequest::default().with_topics(vec![
+            ReassignableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![ReassignablePartition::default()
+                    .with_partition_index(0)
+                    .with_replicas(Some(vec![BrokerId(1)]))]),
+        ]),
+        1,
+    )?;
+    ensure!(
+        moved.error_code == CLUSTER_AUTHORIZATION_FAILED && moved.responses.is_empty(),
+        "AlterPartitionReassignments after the DENY: {moved:?}"
+    );
+    let listed = client.send(&ListPartitionReassignmentsRequest::default(), 0)?;
+    ensure!(
+        listed.error_code == CLUSTER_AUTHORIZATION_FAILED,
+        "ListPartitionReassignments after the DENY: {listed:?}"
+    );
+    let elected = client.send(
+        &ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+            TopicPartitions::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![0]),
+        ])),
+        2,
+    )?;
+    let codes: Vec<i16> = elected
+        .replica_election_results
+        .iter()
+        .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
+        .collect();
+    ensure!(
+        elected.error_code == CLUSTER_AUTHORIZATION_FAILED
+            && codes == [CLUSTER_AUTHORIZATION_FAILED],
+        "ElectLeaders after the DENY: {elected:?}"
+    );
+    let throttle = client.send(
+        &IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str(""))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_static_str(
+                        "leader.replication.throttled.rate",
+                    ))
+                    .with_value(Some(StrBytes::from_static_str("1")))]),
+        ]),
+        1,
+    )?;
+    ensure!(
+        throttle.responses[0].error_code == CLUSTER_AUTHORIZATION_FAILED,
+        "a broker throttle after the DENY: {throttle:?}"
     );
     Ok(())
 }
