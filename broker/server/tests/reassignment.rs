@@ -233,8 +233,12 @@ fn replicas_move_cancel_and_come_back_under_load_with_nothing_lost() -> Result<(
     );
 
     let results = paced::join_all_acknowledged(producer)?;
-    let slowest = results.iter().map(|(_, _, l)| *l).max().unwrap_or_default();
-    println!("{count} messages acknowledged through 4 reassignments and an election; slowest {slowest:?}");
+    let (slowest_seq, slowest) = results
+        .iter()
+        .map(|(seq, _, l)| (*seq, *l))
+        .max_by_key(|(_, l)| *l)
+        .unwrap_or_default();
+    println!("{count} messages acknowledged through 4 reassignments and an election; slowest {slowest:?} (message {slowest_seq}, sent {} ms in)", slowest_seq * 5);
     paced::check_read_back(&cluster.bootstrap(), TOPIC, count)?;
     move_a_trimmed_topic_onto_a_broker_that_never_held_it(&mut cluster, &mut admin)?;
     a_throttled_move_holds_its_rate(&mut cluster, &mut admin)
