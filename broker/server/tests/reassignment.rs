@@ -18,7 +18,10 @@
 //!    throttled-replica lists, as `kafka-reassign-partitions.sh --throttle`
 //!    sets them) a newcomer catches up at no more than the limit (+10 %);
 //! 7. a throttled move under way when the controller is SIGKILLed is
-//!    finished by the next controller, the new replica holding the whole log.
+//!    finished by the next controller, the new replica holding the whole log;
+//! 8. a broker is drained (every replica it holds, internal topics'
+//!    included, moved away in one request), stopped, unregistered, and gets
+//!    no replica of a topic created afterwards.
 //!
 //! Every acknowledged record is read back exactly once, in order; the
 //! partition never answers without a leader for long (the producer sees
@@ -46,7 +49,7 @@ use kafka_protocol::messages::list_partition_reassignments_response::OngoingPart
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, BrokerId, DeleteRecordsRequest, DescribeLogDirsRequest,
     ElectLeadersRequest, IncrementalAlterConfigsRequest, ListPartitionReassignmentsRequest,
-    TopicName,
+    MetadataRequest, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -142,7 +145,8 @@ fn replicas_move_cancel_and_come_back_under_load_with_nothing_lost() -> Result<(
 
     // 1. Off the first replica, onto the newcomer.
     let moved = vec![newcomer, original[1], original[2]];
-    ensure!(reassign(&mut admin, Some(&moved))? == 0, "move refused");
+    let code = reassign(&mut admin, Some(&moved)).with_context(|| cluster.logs())?;
+    ensure!(code == 0, "move refused");
     wait_for_replicas(
         &mut cluster,
         &moved,
@@ -366,6 +370,196 @@ fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) ->
     ensure!(
         rate >= LIMIT as f64 * 0.5,
         "the move crawled at {rate:.0} B/s"
+    );
+    a_move_survives_the_controllers_sigkill(cluster, admin)
+}
+
+/// 7. A throttled move (so it is still under way) while the controller is
+/// SIGKILLed and restarted: the move lives in the quorum's log, the next
+/// controller finishes it, and the new replica holds the whole log.
+fn a_move_survives_the_controllers_sigkill(
+    cluster: &mut Cluster,
+    admin: &mut Client,
+) -> Result<()> {
+    let topic = "controller-killed";
+    admin.create_topic_replicated(topic, 1, 1, &[("min.insync.replicas", "1")])?;
+    let view = cluster.wait_for(topic, Duration::from_secs(20), "a leader", |ps| {
+        ps[0].leader > 0
+    })?;
+    let leader = view[0].leader;
+    produce_kib_records(cluster, topic, 3000)?;
+    let controller = cluster.controller_at(leader)?;
+    let newcomer = (1..=4)
+        .find(|&n| n != leader && n != controller)
+        .context("a third node")?;
+    let (leader_list, follower_list) = (format!("0:{leader}"), format!("0:{newcomer}"));
+    let lists = [
+        (
+            "leader.replication.throttled.replicas",
+            leader_list.as_str(),
+        ),
+        (
+            "follower.replication.throttled.replicas",
+            follower_list.as_str(),
+        ),
+    ];
+    // Asked through a node that stays up.
+    let mut steady = Client::connect(cluster.node(newcomer))?;
+    ensure!(
+        set_configs(&mut steady, (2, topic), &lists)? == 0,
+        "topic throttle refused"
+    );
+    ensure!(
+        reassign_topic(&mut steady, topic, Some(&[leader, newcomer]))? == 0,
+        "move refused"
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let moving = cluster.partitions_at(newcomer, topic)?.remove(0);
+    ensure!(
+        moving.replicas.len() == 2 && !moving.isr.contains(&newcomer),
+        "the move was over before the controller's SIGKILL: {moving:?}"
+    );
+    cluster.node(controller).kill_hard()?;
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.node(controller).respawn()?;
+    cluster.node(controller).finish_start()?;
+    cluster
+        .wait_for(
+            topic,
+            Duration::from_secs(60),
+            "the move after the controller's SIGKILL",
+            |ps| ps[0].replicas.len() == 2 && ps[0].isr.len() == 2,
+        )
+        .with_context(|| cluster.logs())?;
+    // The new replica leads (a reorder, then a preferred election): it
+    // answers for the whole log.
+    let mut steady = Client::connect(cluster.node(newcomer))?;
+    ensure!(
+        reassign_topic(&mut steady, topic, Some(&[newcomer, leader]))? == 0,
+        "reorder refused"
+    );
+    let election = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(30_000)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![0])]));
+    steady.send(&election, 2)?;
+    cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "the new replica leading",
+        |ps| ps[0].leader == newcomer,
+    )?;
+    let copied = steady.log_end_offset(topic)?;
+    ensure!(copied == 3000, "the new replica ends at {copied}, not 3000");
+    // The admin connection may have been to the controller that died.
+    *admin = Client::connect(cluster.node(newcomer))?;
+    drain_stop_and_unregister(cluster, admin, newcomer)
+}
+
+/// Every partition of every topic (internal ones included): (topic,
+/// partition, replicas), and the brokers Metadata lists.
+fn all_partitions(client: &mut Client) -> Result<(Vec<(String, i32, Vec<i32>)>, Vec<i32>)> {
+    let response = client.send(&MetadataRequest::default().with_topics(None), 12)?;
+    let brokers = response.brokers.iter().map(|b| b.node_id.0).collect();
+    let mut partitions = Vec::new();
+    for t in &response.topics {
+        let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+        for p in &t.partitions {
+            partitions.push((name.clone(), p.partition_index, ids(&p.replica_nodes)));
+        }
+    }
+    Ok((partitions, brokers))
+}
+
+/// 8. A broker is drained (every replica it holds, internal topics'
+/// included, moved away in one request), stopped, unregistered, and gets
+/// no replica of a topic created afterwards.
+fn drain_stop_and_unregister(cluster: &mut Cluster, admin: &mut Client, keep: i32) -> Result<()> {
+    let drained = (1..=4).find(|&n| n != keep).context("a node to drain")?;
+    let (partitions, _) = all_partitions(admin)?;
+    let mut topics: Vec<ReassignableTopic> = Vec::new();
+    for (topic, partition, replicas) in partitions.iter().filter(|(_, _, r)| r.contains(&drained)) {
+        let spare = (1..=4)
+            .find(|n| !replicas.contains(n))
+            .context("no spare node")?;
+        let target: Vec<BrokerId> = replicas
+            .iter()
+            .map(|&r| BrokerId(if r == drained { spare } else { r }))
+            .collect();
+        let entry = ReassignablePartition::default()
+            .with_partition_index(*partition)
+            .with_replicas(Some(target));
+        match topics
+            .iter_mut()
+            .find(|t| t.name.0.as_str() == topic.as_str())
+        {
+            Some(t) => t.partitions.push(entry),
+            None => topics.push(
+                ReassignableTopic::default()
+                    .with_name(name(topic))
+                    .with_partitions(vec![entry]),
+            ),
+        }
+    }
+    let count: usize = topics.iter().map(|t| t.partitions.len()).sum();
+    ensure!(count > 0, "node {drained} holds nothing to drain");
+    let response = admin.send(
+        &AlterPartitionReassignmentsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(topics),
+        0,
+    )?;
+    let refused: Vec<_> = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().filter(|p| p.error_code != 0))
+        .collect();
+    ensure!(
+        response.error_code == 0 && refused.is_empty(),
+        "drain refused: {response:?}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (partitions, _) = all_partitions(admin)?;
+        if partitions.iter().all(|(_, _, r)| !r.contains(&drained)) && ongoing(admin)?.is_none() {
+            break;
+        }
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "node {drained} still holds replicas: {partitions:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!("drained node {drained}: {count} partition replicas moved away");
+    ensure!(
+        cluster.node(drained).stop()?.success(),
+        "node {drained} did not stop cleanly"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while all_partitions(admin)?.1.contains(&drained) {
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "node {drained} never fenced"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let unregistered = admin.send(
+        &UnregisterBrokerRequest::default().with_broker_id(BrokerId(drained)),
+        0,
+    )?;
+    ensure!(
+        unregistered.error_code == 0,
+        "UnregisterBroker: {unregistered:?}"
+    );
+    admin.create_topic_replicated("after-drain", 8, 3, &[])?;
+    let placed = cluster.wait_for("after-drain", Duration::from_secs(20), "leaders", |ps| {
+        ps.iter().all(|p| p.leader > 0)
+    })?;
+    ensure!(
+        placed.iter().all(|p| !p.replicas.contains(&drained)),
+        "the unregistered node {drained} got replicas: {placed:?}"
     );
     Ok(())
 }
