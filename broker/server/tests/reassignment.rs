@@ -137,6 +137,8 @@ fn replicas_move_cancel_and_come_back_under_load_with_nothing_lost() -> Result<(
         .find(|n| !original.contains(n))
         .context("no fourth node")?;
     let removed = original[0];
+    // Asked through a node that is never killed below.
+    let mut admin = Client::connect(cluster.node(newcomer))?;
 
     // 4,000 messages over 20 s.
     let count: u64 = 4000;
@@ -145,8 +147,7 @@ fn replicas_move_cancel_and_come_back_under_load_with_nothing_lost() -> Result<(
 
     // 1. Off the first replica, onto the newcomer.
     let moved = vec![newcomer, original[1], original[2]];
-    let code = reassign(&mut admin, Some(&moved)).with_context(|| cluster.logs())?;
-    ensure!(code == 0, "move refused");
+    ensure!(reassign(&mut admin, Some(&moved))? == 0, "move refused");
     wait_for_replicas(
         &mut cluster,
         &moved,
@@ -374,7 +375,7 @@ fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) ->
     a_move_survives_the_controllers_sigkill(cluster, admin)
 }
 
-/// 7. A throttled move (so it is still under way) while the controller is
+/// Step 7: a throttled move (so it is still under way) while the controller is
 /// SIGKILLed and restarted: the move lives in the quorum's log, the next
 /// controller finishes it, and the new replica holds the whole log.
 fn a_move_survives_the_controllers_sigkill(
@@ -460,7 +461,10 @@ fn a_move_survives_the_controllers_sigkill(
 
 /// Every partition of every topic (internal ones included): (topic,
 /// partition, replicas), and the brokers Metadata lists.
-fn all_partitions(client: &mut Client) -> Result<(Vec<(String, i32, Vec<i32>)>, Vec<i32>)> {
+/// (topic, partition, replicas) of every partition.
+type Placements = Vec<(String, i32, Vec<i32>)>;
+
+fn all_partitions(client: &mut Client) -> Result<(Placements, Vec<i32>)> {
     let response = client.send(&MetadataRequest::default().with_topics(None), 12)?;
     let brokers = response.brokers.iter().map(|b| b.node_id.0).collect();
     let mut partitions = Vec::new();
@@ -473,7 +477,7 @@ fn all_partitions(client: &mut Client) -> Result<(Vec<(String, i32, Vec<i32>)>, 
     Ok((partitions, brokers))
 }
 
-/// 8. A broker is drained (every replica it holds, internal topics'
+/// Step 8: a broker is drained (every replica it holds, internal topics'
 /// included, moved away in one request), stopped, unregistered, and gets
 /// no replica of a topic created afterwards.
 fn drain_stop_and_unregister(cluster: &mut Cluster, admin: &mut Client, keep: i32) -> Result<()> {

@@ -16,6 +16,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use chronik_cluster::MetadataImage;
 use tokio::time::Instant;
@@ -29,9 +30,10 @@ pub const FOLLOWER_REPLICAS: &str = "follower.replication.throttled.replicas";
 /// tool does), never set.
 pub const ALTER_LOG_DIRS_RATE: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
-/// Kafka's `replication.quota.window.num` (samples of
-/// `replication.quota.window.size.seconds`, 1 s).
-const SAMPLES: u64 = 11;
+/// Kafka's `replication.quota.window.size.seconds` (1 s) and
+/// `replication.quota.window.num` (11 samples).
+const SAMPLE: Duration = Duration::from_secs(1);
+const WINDOW: Duration = Duration::from_secs(11);
 /// A throttled partition is fetched in pieces of about a tenth of the rate
 /// (within these bounds), so the measured rate stays close to its limit.
 const MIN_PIECE: u64 = 16 * 1024;
@@ -61,9 +63,11 @@ impl Side {
     }
 }
 
-/// Bytes per one-second sample over the last `SAMPLES` seconds.
+/// Bytes per sample of one second (each starting at its first record, as
+/// Kafka's samples do) over the last `WINDOW`.
 struct Quota {
-    samples: Mutex<VecDeque<(u64, u64)>>,
+    /// (sample start, bytes), oldest first; times since the throttle began.
+    samples: Mutex<VecDeque<(Duration, u64)>>,
 }
 
 impl Quota {
@@ -73,28 +77,34 @@ impl Quota {
         }
     }
 
-    fn record(&self, second: u64, bytes: u64) {
+    fn record(&self, at: Duration, bytes: u64) {
         let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
         match samples.back_mut() {
-            Some((s, b)) if *s == second => *b += bytes,
-            _ => samples.push_back((second, bytes)),
+            Some((start, b)) if at.saturating_sub(*start) < SAMPLE => *b += bytes,
+            _ => samples.push_back((at, bytes)),
         }
-        while samples.front().is_some_and(|(s, _)| s + SAMPLES <= second) {
+        while samples
+            .front()
+            .is_some_and(|(start, _)| at.saturating_sub(*start) >= WINDOW)
+        {
             samples.pop_front();
         }
     }
 
     /// Bytes per second over the window: the bytes of the samples still in
-    /// it over the seconds it spans (at least one).
-    fn rate(&self, second: u64) -> f64 {
+    /// it over the time since the oldest began (at least one second, so a
+    /// move starts with at most a second's worth).
+    fn rate(&self, at: Duration) -> f64 {
         let samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
-        let live = samples.iter().filter(|(s, _)| s + SAMPLES > second);
-        let (mut bytes, mut oldest) = (0u64, second);
-        for (s, b) in live {
+        let live = samples
+            .iter()
+            .filter(|(start, _)| at.saturating_sub(*start) < WINDOW);
+        let (mut bytes, mut oldest) = (0u64, at);
+        for (start, b) in live {
             bytes += b;
-            oldest = oldest.min(*s);
+            oldest = oldest.min(*start);
         }
-        bytes as f64 / ((second - oldest + 1) as f64)
+        bytes as f64 / at.saturating_sub(oldest).max(SAMPLE).as_secs_f64()
     }
 }
 
@@ -122,8 +132,8 @@ impl ReplicationThrottle {
         }
     }
 
-    fn second(&self) -> u64 {
-        self.start.elapsed().as_secs()
+    fn now(&self) -> Duration {
+        self.start.elapsed()
     }
 
     /// This broker's limit on `side`, if one is set.
@@ -176,7 +186,7 @@ impl ReplicationThrottle {
             return None;
         }
         let limit = self.limit(image, side)?;
-        if self.quota(side).rate(self.second()) > limit as f64 {
+        if self.quota(side).rate(self.now()) > limit as f64 {
             return Some(0);
         }
         Some(usize::try_from((limit / 10).clamp(MIN_PIECE, MAX_PIECE)).unwrap_or(usize::MAX))
@@ -185,13 +195,13 @@ impl ReplicationThrottle {
     /// Counts `bytes` of throttled replication on `side`.
     pub fn record(&self, side: Side, bytes: u64) {
         if bytes > 0 {
-            self.quota(side).record(self.second(), bytes);
+            self.quota(side).record(self.now(), bytes);
         }
     }
 
     /// Throttled replication bytes per second on `side` over the window.
     pub fn rate(&self, side: Side) -> f64 {
-        self.quota(side).rate(self.second())
+        self.quota(side).rate(self.now())
     }
 }
 
@@ -219,16 +229,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rate_is_bytes_over_the_seconds_the_window_spans() {
+    fn rate_is_bytes_over_the_time_the_window_spans() {
+        let ms = Duration::from_millis;
         let q = Quota::new();
-        q.record(0, 1000);
-        assert_eq!(q.rate(0), 1000.0);
-        q.record(1, 1000);
-        assert_eq!(q.rate(1), 1000.0);
-        assert_eq!(q.rate(3), 500.0);
+        q.record(ms(500), 1000);
+        // At least a second: a move starts with a second's worth at most.
+        assert_eq!(q.rate(ms(500)), 1000.0);
+        q.record(ms(1700), 1000);
+        assert_eq!(q.rate(ms(2500)), 1000.0);
+        assert_eq!(q.rate(ms(4500)), 500.0);
         // Samples older than the window no longer count.
-        q.record(20, 300);
-        assert_eq!(q.rate(20), 300.0);
+        q.record(ms(20_000), 300);
+        assert_eq!(q.rate(ms(20_000)), 300.0);
     }
 
     #[test]
