@@ -215,15 +215,8 @@ fn replicas_move_cancel_and_come_back_under_load_with_nothing_lost() -> Result<(
         "reorder refused"
     );
     wait_for_replicas(&mut cluster, &reordered, "the reorder")?;
-    let election = ElectLeadersRequest::default()
-        .with_election_type(0)
-        .with_timeout_ms(30_000)
-        .with_topic_partitions(Some(vec![TopicPartitions::default()
-            .with_topic(name(TOPIC))
-            .with_partitions(vec![0])]));
-    let elected = admin.send(&election, 2)?;
-    let code = elected.replica_election_results[0].partition_result[0].error_code;
-    ensure!(code == 0 || code == 84, "ElectLeaders answered {elected:?}");
+    let code = elect_preferred(&mut admin, TOPIC)?;
+    ensure!(code == 0 || code == 84, "ElectLeaders answered {code}");
     cluster
         .wait_for(
             TOPIC,
@@ -233,7 +226,7 @@ fn replicas_move_cancel_and_come_back_under_load_with_nothing_lost() -> Result<(
         )
         .with_context(|| cluster.logs())?;
     ensure!(
-        admin.send(&election, 2)?.replica_election_results[0].partition_result[0].error_code == 84,
+        elect_preferred(&mut admin, TOPIC)? == 84,
         "a second preferred election is not ELECTION_NOT_NEEDED"
     );
 
@@ -267,6 +260,50 @@ fn set_configs(client: &mut Client, resource: (i8, &str), configs: &[(&str, &str
             .with_configs(configs),
     ]);
     Ok(client.send(&request, 1)?.responses[0].error_code)
+}
+
+/// Throttles partition 0 of `topic` as `kafka-reassign-partitions.sh
+/// --throttle` does: its `leader` on the leader side, the `newcomer` on
+/// the follower side.
+fn throttle_partition_0(
+    client: &mut Client,
+    topic: &str,
+    leader: i32,
+    newcomer: i32,
+) -> Result<()> {
+    let (leader_list, follower_list) = (format!("0:{leader}"), format!("0:{newcomer}"));
+    let lists = [
+        (
+            "leader.replication.throttled.replicas",
+            leader_list.as_str(),
+        ),
+        (
+            "follower.replication.throttled.replicas",
+            follower_list.as_str(),
+        ),
+    ];
+    ensure!(
+        set_configs(client, (2, topic), &lists)? == 0,
+        "topic throttle refused"
+    );
+    Ok(())
+}
+
+/// A preferred ElectLeaders (v2) for partition 0 of `topic`: its error code.
+fn elect_preferred(client: &mut Client, topic: &str) -> Result<i16> {
+    let election = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(30_000)
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![0])]));
+    let response = client.send(&election, 2)?;
+    response
+        .replica_election_results
+        .first()
+        .and_then(|t| t.partition_result.first())
+        .map(|p| p.error_code)
+        .with_context(|| format!("no partition in {response:?}"))
 }
 
 /// `count` records of 1 KiB to partition 0 of `topic` (acks=1), stamped now.
@@ -318,21 +355,7 @@ fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) ->
         set_configs(admin, (4, ""), &rates)? == 0,
         "broker throttle refused"
     );
-    let (leader_list, follower_list) = (format!("0:{leader}"), format!("0:{newcomer}"));
-    let lists = [
-        (
-            "leader.replication.throttled.replicas",
-            leader_list.as_str(),
-        ),
-        (
-            "follower.replication.throttled.replicas",
-            follower_list.as_str(),
-        ),
-    ];
-    ensure!(
-        set_configs(admin, (2, topic), &lists)? == 0,
-        "topic throttle refused"
-    );
+    throttle_partition_0(admin, topic, leader, newcomer)?;
     ensure!(
         set_configs(admin, (4, ""), &[("num.io.threads", "8")])? == 42,
         "a static broker config is not refused with INVALID_REQUEST"
@@ -393,23 +416,9 @@ fn a_move_survives_the_controllers_sigkill(
     let newcomer = (1..=4)
         .find(|&n| n != leader && n != controller)
         .context("a third node")?;
-    let (leader_list, follower_list) = (format!("0:{leader}"), format!("0:{newcomer}"));
-    let lists = [
-        (
-            "leader.replication.throttled.replicas",
-            leader_list.as_str(),
-        ),
-        (
-            "follower.replication.throttled.replicas",
-            follower_list.as_str(),
-        ),
-    ];
     // Asked through a node that stays up.
     let mut steady = Client::connect(cluster.node(newcomer))?;
-    ensure!(
-        set_configs(&mut steady, (2, topic), &lists)? == 0,
-        "topic throttle refused"
-    );
+    throttle_partition_0(&mut steady, topic, leader, newcomer)?;
     ensure!(
         reassign_topic(&mut steady, topic, Some(&[leader, newcomer]))? == 0,
         "move refused"
@@ -439,13 +448,7 @@ fn a_move_survives_the_controllers_sigkill(
         reassign_topic(&mut steady, topic, Some(&[newcomer, leader]))? == 0,
         "reorder refused"
     );
-    let election = ElectLeadersRequest::default()
-        .with_election_type(0)
-        .with_timeout_ms(30_000)
-        .with_topic_partitions(Some(vec![TopicPartitions::default()
-            .with_topic(name(topic))
-            .with_partitions(vec![0])]));
-    steady.send(&election, 2)?;
+    elect_preferred(&mut steady, topic)?;
     cluster.wait_for(
         topic,
         Duration::from_secs(20),
@@ -459,11 +462,11 @@ fn a_move_survives_the_controllers_sigkill(
     drain_stop_and_unregister(cluster, admin, newcomer)
 }
 
-/// Every partition of every topic (internal ones included): (topic,
-/// partition, replicas), and the brokers Metadata lists.
 /// (topic, partition, replicas) of every partition.
 type Placements = Vec<(String, i32, Vec<i32>)>;
 
+/// Every partition of every topic (internal ones included) and the
+/// brokers Metadata lists.
 fn all_partitions(client: &mut Client) -> Result<(Placements, Vec<i32>)> {
     let response = client.send(&MetadataRequest::default().with_topics(None), 12)?;
     let brokers = response.brokers.iter().map(|b| b.node_id.0).collect();

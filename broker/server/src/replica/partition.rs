@@ -561,18 +561,25 @@ impl Replica {
             }
         }
         let leo = self.log.log_end_offset();
+        Self::follower_log_ended_at(&mut inner, leo, leader_high_watermark);
+        Ok(appended)
+    }
+
+    /// Tells the follower state machine where the local log now ends and
+    /// what high watermark the leader reported; takes up the local high
+    /// watermark it derives.
+    fn follower_log_ended_at(inner: &mut Inner, log_end_offset: i64, leader_high_watermark: i64) {
         inner.leader_high_watermark = leader_high_watermark;
         let Role::Follower { state, .. } = &mut inner.role else {
-            return Ok(appended);
+            return;
         };
-        if let Ok(actions) = state.on_fetch_response(leo, leader_high_watermark) {
+        if let Ok(actions) = state.on_fetch_response(log_end_offset, leader_high_watermark) {
             for a in actions {
                 if let FollowerAction::HighWatermarkAdvanced(hw) = a {
                     inner.high_watermark = hw;
                 }
             }
         }
-        Ok(appended)
     }
 
     /// The leader answered OFFSET_OUT_OF_RANGE for `fetch_offset`, below its
@@ -610,17 +617,7 @@ impl Replica {
             .map_err(|e| e.to_string())?;
         inner.epochs.truncate_from_end(0);
         self.save_epochs(&inner.epochs);
-        inner.leader_high_watermark = leader_high_watermark;
-        let Role::Follower { state, .. } = &mut inner.role else {
-            return Ok(true);
-        };
-        if let Ok(actions) = state.on_fetch_response(leader_log_start, leader_high_watermark) {
-            for a in actions {
-                if let FollowerAction::HighWatermarkAdvanced(hw) = a {
-                    inner.high_watermark = hw;
-                }
-            }
-        }
+        Self::follower_log_ended_at(&mut inner, leader_log_start, leader_high_watermark);
         Ok(true)
     }
 
