@@ -145,6 +145,13 @@ fn replicas_move_cancel_and_come_back_under_load_with_nothing_lost() -> Result<(
     let producer = paced::spawn(cluster.bootstrap(), TOPIC, count, Duration::from_millis(5));
     std::thread::sleep(Duration::from_millis(1500));
 
+    // A target longer than the cluster is refused before the quorum's log.
+    let oversized: Vec<i32> = (1..=5000).collect();
+    ensure!(
+        reassign(&mut admin, Some(&oversized))? == 39,
+        "an oversized target is not INVALID_REPLICA_ASSIGNMENT"
+    );
+
     // 1. Off the first replica, onto the newcomer.
     let moved = vec![newcomer, original[1], original[2]];
     ensure!(reassign(&mut admin, Some(&moved))? == 0, "move refused");

@@ -51,6 +51,19 @@ pub async fn handle(
                     ResponseError::InvalidRequest,
                     "Duplicate partition in request.".to_string(),
                 ))
+            } else if target
+                .as_ref()
+                .is_some_and(|t| t.len() > image.brokers.len())
+            {
+                // Bounded here, before anything reaches the quorum's log.
+                Some((
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "{} replicas named, but only {} brokers are registered",
+                        target.as_ref().map_or(0, Vec::len),
+                        image.brokers.len()
+                    ),
+                ))
             } else {
                 replication_factor_refusal(
                     &image,
