@@ -183,7 +183,7 @@ fuzz:
 	bash scripts/fuzz.sh
 
 fuzz-smoke:
-	FUZZ_SECONDS=5 bash scripts/fuzz.sh
+	FUZZ_SECONDS=5 FUZZ_PROFILE=smoke bash scripts/fuzz.sh
 
 FAULT_SECS ?= 600
 fault-schedule:

@@ -14,7 +14,8 @@
 #
 # Env: FUZZ_SECONDS (per target, default 200), FUZZ_TARGETS (default all),
 # FUZZ_RSS_MB (libFuzzer's -rss_limit_mb, default 1024), FUZZ_JOBS (targets
-# run at once, default 2). Prints executions per target and in total,
+# run at once, default 2), FUZZ_PROFILE (cargo profile of fuzz/Cargo.toml,
+# default release; the smoke uses `smoke`, which builds faster). Prints executions per target and in total,
 # crashes and peak RSS; exits non-zero on any crash, leak or RSS overrun
 # (crashing inputs land in fuzz/artifacts/<target>/).
 set -euo pipefail
@@ -24,6 +25,7 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-200}"
 FUZZ_TARGETS="${FUZZ_TARGETS:-request_decode record_batch decompress raft_frame ingestor_json}"
 FUZZ_RSS_MB="${FUZZ_RSS_MB:-1024}"
 FUZZ_JOBS="${FUZZ_JOBS:-2}"
+FUZZ_PROFILE="${FUZZ_PROFILE:-release}"
 CARGO="${CARGO:-cargo}"
 TARGET_TRIPLE="$(rustc -vV | sed -n 's/^host: //p')"
 OUT="fuzz/out"
@@ -33,9 +35,9 @@ mkdir -p "$OUT"
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
 -Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
-echo "fuzz: building targets (release, instrumented) ..."
-(cd fuzz && CARGO_TARGET_DIR=target "$CARGO" build --release --target "$TARGET_TRIPLE" --bins)
-BIN_DIR="fuzz/target/$TARGET_TRIPLE/release"
+echo "fuzz: building targets ($FUZZ_PROFILE profile, instrumented) ..."
+(cd fuzz && CARGO_TARGET_DIR=target "$CARGO" build --profile "$FUZZ_PROFILE" --target "$TARGET_TRIPLE" --bins)
+BIN_DIR="fuzz/target/$TARGET_TRIPLE/$FUZZ_PROFILE"
 unset RUSTFLAGS
 
 # Seed corpora: frames and batches as clients write them, plus the

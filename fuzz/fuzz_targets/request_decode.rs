@@ -6,8 +6,11 @@
 #![no_main]
 
 use bytes::Bytes;
-use chronik_server::alloc_guard::ReservingAllocator;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "../../broker/server/src/alloc_guard.rs"]
+mod alloc_guard;
+use alloc_guard::ReservingAllocator;
 
 #[global_allocator]
 static GLOBAL: ReservingAllocator = ReservingAllocator;

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use common::clients::{assign_from_beginning, base_config_at, consumer_at, producer_at};
+use common::clients::{assign_from_beginning, base_config_at, consumer_at, producer_at, transient};
 use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
 use common::kafka_client::Client;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -38,21 +38,6 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// waits in commit or abort (a BaseProducer's abort_transaction fails when
 /// nobody polls).
 type Transactional = ThreadedProducer<DefaultProducerContext>;
-
-/// Errors a client sees while a node is down: retried, never a verdict.
-fn transient(e: &KafkaError) -> bool {
-    matches!(
-        e.rdkafka_error_code(),
-        Some(
-            RDKafkaErrorCode::BrokerTransportFailure
-                | RDKafkaErrorCode::AllBrokersDown
-                | RDKafkaErrorCode::NotCoordinator
-                | RDKafkaErrorCode::CoordinatorNotAvailable
-                | RDKafkaErrorCode::NotLeaderForPartition
-                | RDKafkaErrorCode::LeaderNotAvailable
-        )
-    )
-}
 
 fn produce_input(bootstrap: &str) -> Result<()> {
     let producer = producer_at(bootstrap, &[("enable.idempotence", "true")])?;

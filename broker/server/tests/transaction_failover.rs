@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
-use common::clients::{assign_from_beginning, consumer_at};
+use common::clients::{assign_from_beginning, consumer_at, transient};
 use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
 use common::kafka_client::Client;
 use rdkafka::config::ClientConfig;
@@ -69,10 +69,7 @@ fn read_committed(bootstrap: &str, want: usize) -> Result<Vec<String>> {
                 quiet_since = Instant::now();
             }
             // the killed node is still in the bootstrap list
-            Some(Err(rdkafka::error::KafkaError::MessageConsumption(
-                rdkafka::types::RDKafkaErrorCode::BrokerTransportFailure
-                | rdkafka::types::RDKafkaErrorCode::AllBrokersDown,
-            ))) => {}
+            Some(Err(e)) if transient(&e) => {}
             Some(Err(e)) => bail!("consume: {e}"),
             None if values.len() >= want && quiet_since.elapsed() > Duration::from_secs(3) => break,
             None => {}

@@ -14,6 +14,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
 use rdkafka::producer::FutureProducer;
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::Broker;
@@ -203,8 +204,26 @@ pub fn drain(
             Some(Err(KafkaError::PartitionEOF(p))) => {
                 at_end.insert(p);
             }
+            // a stopped node is still in the bootstrap list or the metadata
+            Some(Err(e)) if transient(&e) => {}
             Some(Err(e)) => bail!("consumer error after {} records: {e}", records.len()),
         }
     }
     Ok(records)
+}
+
+/// Errors a client sees while a node is down or leadership moves: the
+/// client retries them, so a test waits on, never takes them as a verdict.
+pub fn transient(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::BrokerTransportFailure
+                | RDKafkaErrorCode::AllBrokersDown
+                | RDKafkaErrorCode::NotCoordinator
+                | RDKafkaErrorCode::CoordinatorNotAvailable
+                | RDKafkaErrorCode::NotLeaderForPartition
+                | RDKafkaErrorCode::LeaderNotAvailable
+        )
+    )
 }
