@@ -394,12 +394,17 @@ pub fn clock_ticks_per_second() -> u64 {
     procfs::clock_ticks_per_sec()
 }
 
-/// Parses `LISTENING kafka=127.0.0.1:PORT metrics=127.0.0.1:PORT`.
+/// Parses `LISTENING kafka=127.0.0.1:PORT metrics=127.0.0.1:PORT` (a
+/// controller-only node: `LISTENING controller raft=… metrics=…`, its raft
+/// address standing for the Kafka one).
 fn parse_listening_line(line: &str) -> Result<(SocketAddr, SocketAddr)> {
     let mut kafka = None;
     let mut metrics = None;
     for token in line.split_whitespace().skip(1) {
-        if let Some(v) = token.strip_prefix("kafka=") {
+        if let Some(v) = token
+            .strip_prefix("kafka=")
+            .or_else(|| token.strip_prefix("raft="))
+        {
             kafka = Some(
                 v.parse::<SocketAddr>()
                     .with_context(|| format!("kafka= in {line:?}"))?,

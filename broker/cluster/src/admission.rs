@@ -5,9 +5,9 @@
 //! forwarded controller requests open a connection per call, and if
 //! unauthenticated connections could take every slot the controller would
 //! stop hearing brokers and fence them all.
-//! - connections from a voter's address (what its `--peers` host resolves
-//!   to, re-resolved every `RESOLVE_INTERVAL` so a rescheduled pod is
-//!   recognised): at most `MAX_CONNECTIONS`, `MAX_CONNECTIONS_PER_IP` from
+//! - connections from a member's address (what a voter's `--peers` host,
+//!   or the host an observer joined with, resolves to, re-resolved every
+//!   `RESOLVE_INTERVAL` so a rescheduled pod is recognised): at most `MAX_CONNECTIONS`, `MAX_CONNECTIONS_PER_IP` from
 //!   one address;
 //! - every other address shares `MAX_STRANGER_CONNECTIONS`. A voter that
 //!   connects from an address its host does not resolve to (NAT) still
@@ -70,8 +70,11 @@ pub struct Ticket {
     _address: AddressSlot,
 }
 
+/// The members' hosts as of now (voters, and observers once they joined).
+pub type MemberHosts = Box<dyn Fn() -> Vec<String> + Send + Sync>;
+
 pub struct Admission {
-    voter_hosts: Vec<String>,
+    member_hosts: MemberHosts,
     voter_addresses: RwLock<HashSet<IpAddr>>,
     voters: Arc<Semaphore>,
     strangers: Arc<Semaphore>,
@@ -79,10 +82,12 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// `voter_hosts`: every voter's `--peers` host, this node's included.
-    pub fn new(voter_hosts: Vec<String>) -> Admission {
+    /// `member_hosts`: every voter's `--peers` host, this node's included,
+    /// and the hosts of the quorum's observers (asked again at every
+    /// resolution).
+    pub fn new(member_hosts: MemberHosts) -> Admission {
         Admission {
-            voter_hosts,
+            member_hosts,
             voter_addresses: RwLock::default(),
             voters: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             strangers: Arc::new(Semaphore::new(MAX_STRANGER_CONNECTIONS)),
@@ -90,7 +95,7 @@ impl Admission {
         }
     }
 
-    /// Resolves the voters' hosts now and every `RESOLVE_INTERVAL` after;
+    /// Resolves the members' hosts now and every `RESOLVE_INTERVAL` after;
     /// aborting the task stops it. A host that does not resolve (a pod not
     /// scheduled yet) keeps its last addresses until it does.
     pub fn spawn_resolver(self: &Arc<Self>) -> JoinHandle<()> {
@@ -98,26 +103,33 @@ impl Admission {
         tokio::spawn(async move {
             let mut known: HashMap<String, Vec<IpAddr>> = HashMap::new();
             loop {
-                for host in &admission.voter_hosts {
+                let hosts = (admission.member_hosts)();
+                known.retain(|host, _| hosts.contains(host));
+                for host in &hosts {
                     match tokio::net::lookup_host(host_port(host, 0)).await {
                         Ok(addrs) => {
                             known.insert(host.clone(), addrs.map(|a| a.ip()).collect());
                         }
                         Err(e) => {
-                            tracing::debug!(%host, error = %e, "voter host does not resolve (yet)");
+                            tracing::debug!(%host, error = %e, "member host does not resolve (yet)");
                             continue;
                         }
                     }
-                    // Published host by host: a slow lookup delays no other voter.
-                    let addresses = known.values().flatten().copied().collect();
-                    *admission
-                        .voter_addresses
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner()) = addresses;
+                    // Published host by host: a slow lookup delays no other member.
+                    admission.publish(&known);
                 }
+                admission.publish(&known);
                 tokio::time::sleep(RESOLVE_INTERVAL).await;
             }
         })
+    }
+
+    fn publish(&self, known: &HashMap<String, Vec<IpAddr>>) {
+        let addresses = known.values().flatten().copied().collect();
+        *self
+            .voter_addresses
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = addresses;
     }
 
     /// Places for a connection from `ip`, or why there are none.
@@ -189,7 +201,7 @@ mod tests {
     }
 
     fn with_voters(voters: &[u8]) -> Admission {
-        let admission = Admission::new(Vec::new());
+        let admission = Admission::new(Box::new(Vec::new));
         *admission.voter_addresses.write().expect("lock") = voters.iter().map(|&v| ip(v)).collect();
         admission
     }
@@ -227,11 +239,13 @@ mod tests {
 
     #[tokio::test]
     async fn the_resolver_learns_the_voters_addresses() {
-        let admission = Arc::new(Admission::new(vec![
-            "127.0.0.7".into(),
-            "::1".into(),
-            "no-such-host.invalid".into(),
-        ]));
+        let admission = Arc::new(Admission::new(Box::new(|| {
+            vec![
+                "127.0.0.7".into(),
+                "::1".into(),
+                "no-such-host.invalid".into(),
+            ]
+        })));
         let resolver = admission.spawn_resolver();
         for _ in 0..100 {
             if admission

@@ -164,7 +164,7 @@ fn nonce() -> [u8; NONCE_LEN] {
 pub enum RefusalReason {
     /// The client's proof does not verify under the server's secret.
     WrongSecret,
-    /// The client proved the secret as a node the server's voters do not include.
+    /// The client proved the secret as a node id the server does not admit.
     NotAVoter,
     /// A code this build does not know (sent by a newer peer).
     Other(u8),
@@ -235,7 +235,8 @@ impl std::fmt::Display for Step {
 pub enum HandshakeError {
     /// (server) The client's proof does not verify under this node's secret.
     WrongSecret,
-    /// (server) The client proved the secret as a node that is not a voter.
+    /// (server) The client proved the secret as a node id this node does
+    /// not admit.
     NotAVoter(i32),
     /// (client) The server refused this node and said why.
     Refused(RefusalReason),
@@ -306,7 +307,7 @@ impl std::fmt::Display for HandshakeError {
             ),
             HandshakeError::NotAVoter(node_id) => write!(
                 f,
-                "it proved the cluster secret as node {node_id}, which this node's --peers do not list"
+                "it proved the cluster secret as node {node_id}, an id this node does not admit"
             ),
             HandshakeError::Refused(RefusalReason::WrongSecret) => write!(
                 f,
@@ -314,7 +315,7 @@ impl std::fmt::Display for HandshakeError {
             ),
             HandshakeError::Refused(RefusalReason::NotAVoter) => write!(
                 f,
-                "the peer does not list this node as a voter: the nodes' --peers differ"
+                "the peer does not admit this node's id"
             ),
             HandshakeError::Refused(RefusalReason::Other(code)) => {
                 write!(f, "the peer refused this node (reason code {code})")
@@ -424,13 +425,13 @@ where
         .map_or(HandshakeError::ServerUnproven, HandshakeError::Refused))
 }
 
-/// The server side: returns the authenticated node id, which must be one
-/// of `voters`. A client refused for its proof or its id is told why
+/// The server side: returns the authenticated node id, which `admits`
+/// must accept. A client refused for its proof or its id is told why
 /// before the connection closes.
 pub async fn server_handshake<S>(
     stream: &mut S,
     secret: &ClusterSecret,
-    voters: &[i32],
+    admits: &(dyn Fn(i32) -> bool + Sync),
 ) -> Result<i32, HandshakeError>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -450,7 +451,7 @@ where
         .is_err()
     {
         Some((RefusalReason::WrongSecret, HandshakeError::WrongSecret))
-    } else if !voters.contains(&node_id) {
+    } else if !admits(node_id) {
         Some((RefusalReason::NotAVoter, HandshakeError::NotAVoter(node_id)))
     } else {
         None

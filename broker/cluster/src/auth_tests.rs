@@ -10,8 +10,9 @@ async fn run(
 ) -> (Result<(), HandshakeError>, Result<i32, HandshakeError>) {
     let (mut a, mut b) = tokio::io::duplex(1024);
     let server_secret = server_secret.clone();
-    let server =
-        tokio::spawn(async move { server_handshake(&mut b, &server_secret, &[1, 2, 3]).await });
+    let server = tokio::spawn(async move {
+        server_handshake(&mut b, &server_secret, &|id| [1, 2, 3].contains(&id)).await
+    });
     let client = client_handshake(&mut a, client_secret, node_id).await;
     drop(a);
     (client, server.await.expect("server task"))
@@ -106,10 +107,9 @@ async fn a_recorded_handshake_replayed_on_a_new_connection_is_refused() {
     let secret = ClusterSecret::from_bytes(b"0123456789abcdef");
     let (mut client, mut server) = tokio::io::duplex(1024);
     let server_secret = secret.clone();
-    let honest =
-        tokio::spawn(
-            async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await },
-        );
+    let honest = tokio::spawn(async move {
+        server_handshake(&mut server, &server_secret, &|id| [1, 2, 3].contains(&id)).await
+    });
     // A client that records what it sends.
     let mut nonce_s = [0u8; NONCE_LEN];
     client.read_exact(&mut nonce_s).await.expect("nonce");
@@ -131,10 +131,9 @@ async fn a_recorded_handshake_replayed_on_a_new_connection_is_refused() {
 
     let (mut attacker, mut server) = tokio::io::duplex(1024);
     let server_secret = secret.clone();
-    let replayed =
-        tokio::spawn(
-            async move { server_handshake(&mut server, &server_secret, &[1, 2, 3]).await },
-        );
+    let replayed = tokio::spawn(async move {
+        server_handshake(&mut server, &server_secret, &|id| [1, 2, 3].contains(&id)).await
+    });
     let mut fresh_nonce = [0u8; NONCE_LEN];
     attacker.read_exact(&mut fresh_nonce).await.expect("nonce");
     assert_ne!(fresh_nonce, nonce_s, "the server reused a nonce");

@@ -44,7 +44,7 @@ use crate::rpc::{RpcRequest, RpcResponse};
 use crate::rpc_server::{self, RpcHandler};
 use crate::store_log::LogStore;
 use crate::store_sm::StateMachineStore;
-use crate::{heartbeat, ControllerStatus};
+use crate::{heartbeat, observers, ControllerStatus};
 
 /// How long a metadata change may take end to end, including waiting for
 /// a controller to be elected.
@@ -67,6 +67,105 @@ pub struct Cluster {
     heartbeats_stopped: heartbeat::Stopped,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     stopped: AtomicBool,
+}
+
+/// The raft address of node `id`: from the configuration when it is a
+/// configured voter, else as the quorum's membership records it (voters
+/// found through `controller.quorum.bootstrap.servers`, observers).
+pub(crate) fn raft_addr_of(config: &ClusterConfig, raft: &Raft, id: i32) -> Option<String> {
+    config
+        .raft_addr(id)
+        .or_else(|| observers::recorded_addr(raft, id))
+}
+
+/// The hosts the raft port admits first: the configured voters' and every
+/// member's the membership records.
+fn member_hosts(config: &ClusterConfig, raft: &Raft) -> crate::admission::MemberHosts {
+    let configured: Vec<String> = config.peers.iter().map(|p| p.host.clone()).collect();
+    let raft = raft.clone();
+    Box::new(move || {
+        let mut hosts = configured.clone();
+        let metrics = raft.metrics();
+        let recorded: Vec<String> = metrics
+            .borrow()
+            .membership_config
+            .membership()
+            .nodes()
+            .filter_map(|(_, node)| observers::host_of(&node.addr))
+            .collect();
+        for host in recorded {
+            if !hosts.contains(&host) {
+                hosts.push(host);
+            }
+        }
+        hosts
+    })
+}
+
+/// Between two rounds of join requests.
+const JOIN_BACKOFF: Duration = Duration::from_millis(300);
+
+/// A broker that is not a controller asks the quorum, through each of
+/// `join_addrs` in turn, to add it as an observer, until the membership it
+/// receives from the leader lists it. Done at every start (a no-op for a
+/// member whose address is unchanged); refusals are logged at most every
+/// 10 s.
+fn spawn_join(config: ClusterConfig, raft: Raft) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let own = raft_id(config.node_id);
+        let is_member = |raft: &Raft| {
+            raft.metrics()
+                .borrow()
+                .membership_config
+                .membership()
+                .get_node(&own)
+                .is_some()
+        };
+        let addrs = config.join_addrs();
+        let request = RpcRequest::Controller(ControllerRequest::AddObserver {
+            node_id: config.node_id,
+            raft_addr: config.own_raft_addr(),
+        });
+        let credentials = config.credentials();
+        let mut last_warning: Option<Instant> = None;
+        let mut attempt = 0usize;
+        while !is_member(&raft) {
+            let addr = &addrs[attempt % addrs.len()];
+            attempt += 1;
+            let outcome = match call_once(addr, &credentials, &request, COMMAND_TIMEOUT).await {
+                Ok(RpcResponse::Controller(ControllerReply::Applied { .. })) => {
+                    // The leader replicates the membership to us next.
+                    let mut metrics = raft.metrics();
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        metrics.wait_for(|m| {
+                            m.membership_config.membership().get_node(&own).is_some()
+                        }),
+                    )
+                    .await;
+                    continue;
+                }
+                // Not the leader: the next address may be.
+                Ok(RpcResponse::Controller(ControllerReply::NotController { .. })) => None,
+                Ok(RpcResponse::Controller(ControllerReply::Failed(e))) => Some(e.to_string()),
+                Ok(other) => Some(format!("answered {other:?}")),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = outcome {
+                if last_warning.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+                    tracing::warn!(node_id = config.node_id, controller = %addr, "joining the metadata quorum as an observer: {why}");
+                    last_warning = Some(Instant::now());
+                }
+            }
+            if attempt.is_multiple_of(addrs.len()) {
+                tokio::time::sleep(JOIN_BACKOFF).await;
+            }
+        }
+        tracing::info!(
+            node_id = config.node_id,
+            "following the metadata quorum as an observer"
+        );
+    })
 }
 
 fn raft_config() -> anyhow::Result<Config> {
@@ -152,27 +251,30 @@ impl Cluster {
             monitor: monitor.clone(),
             secret: config.secret.clone(),
             voters: config.voter_ids(),
-            admission: Arc::new(Admission::new(
-                config.peers.iter().map(|p| p.host.clone()).collect(),
-            )),
+            admission: Arc::new(Admission::new(member_hosts(&config, &raft))),
         });
         let fencer_tick = (config.heartbeat_interval / 2).min(Duration::from_millis(250));
         let heartbeats_stopped = heartbeat::Stopped::default();
-        let tasks = vec![
+        let mut tasks = vec![
             rpc_server::spawn(listener, handler),
             monitor.clone().spawn(raft.clone()),
             controller.clone().spawn_fencer(fencer_tick),
             controller
                 .clone()
                 .spawn_leader_balancer(config.leader_balance.clone()),
-            heartbeat::spawn(
+        ];
+        if config.roles.broker {
+            tasks.push(heartbeat::spawn(
                 config.clone(),
                 raft.clone(),
                 controller.clone(),
                 accepted_tx,
                 heartbeats_stopped.clone(),
-            ),
-        ];
+            ));
+        }
+        if !config.roles.controller {
+            tasks.push(spawn_join(config.clone(), raft.clone()));
+        }
         let cluster = Arc::new(Cluster {
             config,
             raft,
@@ -190,6 +292,7 @@ impl Cluster {
         }
         tracing::info!(
             node_id = cluster.config.node_id,
+            process_roles = %cluster.config.roles,
             raft_listen = %cluster.config.raft_listen,
             peers = ?cluster.config.peers,
             data_dir = %cluster.config.data_dir.display(),
@@ -535,7 +638,7 @@ impl Cluster {
         request: &ControllerRequest,
         deadline: Instant,
     ) -> Result<Option<ControllerReply>, ClusterError> {
-        let Some(addr) = self.config.raft_addr(id) else {
+        let Some(addr) = raft_addr_of(&self.config, &self.raft, id) else {
             return Ok(None);
         };
         let remaining = deadline.saturating_duration_since(Instant::now());

@@ -17,7 +17,61 @@ pub const DEFAULT_BROKER_SESSION_TIMEOUT: Duration = Duration::from_secs(4);
 /// Default for `ClusterConfig::heartbeat_interval`.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 
-/// One voter of the metadata quorum; every voter is also a broker.
+/// Kafka's `process.roles`: whether a node is a broker (serves clients,
+/// hosts replicas, registers and heartbeats), a controller (a voter of the
+/// metadata quorum) or both. A broker that is not a controller follows the
+/// quorum's log as a non-voting observer (a raft learner).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Roles {
+    pub broker: bool,
+    pub controller: bool,
+}
+
+impl Roles {
+    /// Both roles: every node of a combined cluster.
+    pub const COMBINED: Roles = Roles {
+        broker: true,
+        controller: true,
+    };
+
+    /// Parses Kafka's form: `broker`, `controller` or `broker,controller`
+    /// (either order).
+    pub fn parse(s: &str) -> Result<Roles, String> {
+        let mut roles = Roles {
+            broker: false,
+            controller: false,
+        };
+        for role in s.split(',').map(str::trim) {
+            let seen = match role {
+                "broker" => std::mem::replace(&mut roles.broker, true),
+                "controller" => std::mem::replace(&mut roles.controller, true),
+                other => {
+                    return Err(format!(
+                        "unknown role {other:?} in {s:?} (expected broker, controller or broker,controller)"
+                    ))
+                }
+            };
+            if seen {
+                return Err(format!("role {role:?} appears twice in {s:?}"));
+            }
+        }
+        Ok(roles)
+    }
+}
+
+impl std::fmt::Display for Roles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.broker, self.controller) {
+            (true, true) => write!(f, "broker,controller"),
+            (true, false) => write!(f, "broker"),
+            (false, true) => write!(f, "controller"),
+            (false, false) => write!(f, "(none)"),
+        }
+    }
+}
+
+/// One voter of the metadata quorum (a controller, and a broker too when
+/// its node has both roles).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Peer {
     pub node_id: i32,
@@ -63,8 +117,19 @@ pub fn parse_peers(s: &str) -> Result<Vec<Peer>, String> {
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
     pub node_id: i32,
-    /// All voters, including this node.
+    /// What this node runs.
+    pub roles: Roles,
+    /// All voters; this node among them exactly when it is a controller.
+    /// May be empty for a broker that finds the quorum through
+    /// `bootstrap_servers`.
     pub peers: Vec<Peer>,
+    /// Kafka's `controller.quorum.bootstrap.servers`: raft addresses
+    /// (`host:port`) a broker that is not a voter asks to join through.
+    /// Empty: the voters' addresses.
+    pub bootstrap_servers: Vec<String>,
+    /// This node's own host (what it registers and connects from); for a
+    /// voter, its `peers` host.
+    pub host: String,
     /// Every node's Kafka port (the same on all nodes, like pods).
     pub kafka_port: u16,
     /// This node's advertised listeners by name (registered with the
@@ -92,7 +157,32 @@ impl ClusterConfig {
         self.peers.iter().find(|p| p.node_id == self.node_id)
     }
 
-    /// The raft RPC address of `node_id`, if it is a voter.
+    /// This node's own host: its `peers` entry when it is a voter.
+    pub(crate) fn own_host(&self) -> &str {
+        self.own_peer()
+            .map_or(self.host.as_str(), |p| p.host.as_str())
+    }
+
+    /// This node's raft address as other nodes dial it.
+    pub(crate) fn own_raft_addr(&self) -> String {
+        host_port(self.own_host(), self.raft_port)
+    }
+
+    /// Where a broker that is not a voter asks to join: the configured
+    /// bootstrap servers, else every voter's raft address.
+    pub(crate) fn join_addrs(&self) -> Vec<String> {
+        if !self.bootstrap_servers.is_empty() {
+            return self.bootstrap_servers.clone();
+        }
+        self.peers
+            .iter()
+            .map(|p| host_port(&p.host, self.raft_port))
+            .collect()
+    }
+
+    /// The raft RPC address of `node_id` from the configuration, if it is
+    /// a configured voter (`Cluster` also knows the members' recorded
+    /// addresses).
     pub fn raft_addr(&self, node_id: i32) -> Option<String> {
         self.peers
             .iter()
@@ -105,7 +195,7 @@ impl ClusterConfig {
         crate::network::Credentials {
             node_id: self.node_id,
             secret: self.secret.clone(),
-            source: self.own_peer().and_then(|p| p.host.parse().ok()),
+            source: self.own_host().parse().ok(),
         }
     }
 
@@ -121,11 +211,29 @@ impl ClusterConfig {
 
     /// Rejects configurations the quorum cannot run with.
     pub(crate) fn validate(&self) -> Result<(), String> {
-        if self.own_peer().is_none() {
-            return Err(format!(
-                "node id {} is not among the peers {:?}",
-                self.node_id, self.peers
-            ));
+        match (self.roles.controller, self.own_peer().is_some()) {
+            (true, false) => {
+                return Err(format!(
+                    "node id {} is a controller but not among the voters {:?}",
+                    self.node_id, self.peers
+                ))
+            }
+            (false, true) => {
+                return Err(format!(
+                    "node id {} is among the voters {:?} but does not have the controller role",
+                    self.node_id, self.peers
+                ))
+            }
+            _ => {}
+        }
+        if !self.roles.broker && !self.roles.controller {
+            return Err("a node needs the broker role, the controller role or both".to_string());
+        }
+        if !self.roles.controller && self.join_addrs().is_empty() {
+            return Err(
+                "a broker that is not a controller needs the voters or controller.quorum.bootstrap.servers"
+                    .to_string(),
+            );
         }
         if self.heartbeat_interval.is_zero() {
             return Err("heartbeat interval must be > 0".to_string());
@@ -178,6 +286,19 @@ mod tests {
                 Ok(p) => panic!("{input:?} accepted: {p:?}"),
             }
         }
+    }
+
+    #[test]
+    fn process_roles_parse_as_kafka_writes_them() {
+        let parsed = |s: &str| Roles::parse(s).map(|r| (r.broker, r.controller));
+        assert_eq!(parsed("broker,controller"), Ok((true, true)));
+        assert_eq!(parsed("controller, broker"), Ok((true, true)));
+        assert_eq!(parsed("broker"), Ok((true, false)));
+        assert_eq!(parsed("controller"), Ok((false, true)));
+        for bad in ["", "broker,broker", "voter", "broker,"] {
+            assert!(Roles::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(Roles::COMBINED.to_string(), "broker,controller");
     }
 
     #[test]

@@ -26,6 +26,7 @@ use crate::command::{validate_topic_name, Command, CommandResult};
 use crate::error::ClusterError;
 use crate::image::MetadataImage;
 use crate::leader_balance::{partitions_to_elect, LeaderBalance};
+use crate::observers;
 use crate::quorum::{self, ReplicationClock};
 use crate::raft_types::{kafka_id, Raft};
 use crate::request::{
@@ -89,8 +90,8 @@ pub struct Controller {
     raft: Raft,
     images: watch::Receiver<Arc<MetadataImage>>,
     session_timeout: Duration,
-    /// The configured voters and their hosts: the only brokers that may
-    /// register, each only with its own host.
+    /// The configured voters and their hosts (a voter registers as a
+    /// broker only at its own host; other brokers are observers).
     voters: HashMap<i32, String>,
     liveness: Mutex<Liveness>,
     /// Where the next topic's replica assignment starts (rotates per topic
@@ -250,19 +251,38 @@ impl Controller {
                 .await
             }
             ControllerRequest::DescribeQuorum => quorum::describe(&self.raft, &self.clock).await,
+            ControllerRequest::AddObserver { node_id, raft_addr } => {
+                let voters = self.voters.keys().copied().collect();
+                observers::add(&self.raft, &voters, node_id, raft_addr).await
+            }
             ControllerRequest::UnregisterBroker { node_id } => {
                 // The state machine refuses it too; this spares a log entry.
                 if !self.images.borrow().brokers.contains_key(&node_id) {
                     return ControllerReply::Failed(ClusterError::BrokerIdNotRegistered(node_id));
                 }
                 tracing::info!(broker = node_id, "unregistering broker");
-                self.propose(Command::UnregisterBroker { node_id }).await
+                let reply = self.propose(Command::UnregisterBroker { node_id }).await;
+                if !matches!(
+                    reply,
+                    ControllerReply::Applied {
+                        result: CommandResult::Done,
+                        ..
+                    }
+                ) {
+                    return reply;
+                }
+                // A broker that is not a controller stops following the log too.
+                match observers::remove(&self.raft, node_id).await {
+                    ControllerReply::Failed(e) => {
+                        tracing::warn!(broker = node_id, error = %e, "unregistered, but still an observer of the quorum");
+                        reply
+                    }
+                    _ => reply,
+                }
             }
             ControllerRequest::ControlledShutdown { node_id } => {
-                if !self.voters.contains_key(&node_id) {
-                    return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
-                        "broker {node_id} is not a configured voter"
-                    )));
+                if !self.images.borrow().brokers.contains_key(&node_id) {
+                    return ControllerReply::Failed(ClusterError::BrokerIdNotRegistered(node_id));
                 }
                 tracing::info!(
                     broker = node_id,
@@ -274,12 +294,17 @@ impl Controller {
     }
 
     async fn heartbeat(&self, term: u64, heartbeat: Heartbeat) -> ControllerReply {
-        // Clients and followers connect to a registered broker's host: only
-        // a configured voter may register, and only at its configured host.
-        if self.voters.get(&heartbeat.node_id) != Some(&heartbeat.host) {
-            tracing::warn!(broker = heartbeat.node_id, host = %heartbeat.host, "heartbeat refused: not a configured voter at that host");
+        // Clients and followers connect to a registered broker's host: a
+        // voter registers only at its configured host, any other broker
+        // only as an observer of the quorum, at the host it joined with.
+        let allowed_host = match self.voters.get(&heartbeat.node_id) {
+            Some(host) => Some(host.clone()),
+            None => observers::registered_host(&self.raft, heartbeat.node_id),
+        };
+        if allowed_host.as_deref() != Some(heartbeat.host.as_str()) {
+            tracing::warn!(broker = heartbeat.node_id, host = %heartbeat.host, allowed = ?allowed_host, "heartbeat refused: neither a configured voter nor an observer at that host");
             return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
-                "broker {} at {} is not a configured voter",
+                "broker {} at {} is neither a configured voter nor an observer of the quorum at that host",
                 heartbeat.node_id, heartbeat.host
             )));
         }

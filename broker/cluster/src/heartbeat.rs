@@ -36,10 +36,7 @@ pub fn spawn(
     accepted: watch::Sender<Option<u64>>,
     stopped: Stopped,
 ) -> JoinHandle<()> {
-    let host = config
-        .own_peer()
-        .map(|p| p.host.clone())
-        .unwrap_or_default();
+    let host = config.own_host().to_string();
     let heartbeat = Heartbeat {
         node_id: config.node_id,
         host,
@@ -73,7 +70,7 @@ pub fn spawn(
                 }
                 Some(id) if id == config.node_id => controller.handle(request).await,
                 Some(id) => {
-                    let Some(addr) = config.raft_addr(id) else {
+                    let Some(addr) = crate::cluster::raft_addr_of(&config, &raft, id) else {
                         continue;
                     };
                     match call_once(

@@ -187,7 +187,7 @@ impl MetadataImage {
             .map(String::as_str)
     }
 
-    pub(crate) fn is_live(&self, node_id: i32) -> bool {
+    pub fn is_live(&self, node_id: i32) -> bool {
         self.brokers
             .get(&node_id)
             .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)

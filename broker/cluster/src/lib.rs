@@ -1,5 +1,7 @@
-//! Chronik's metadata quorum and controller (KRaft's role): three voters
-//! replicate a log of metadata commands with openraft; the raft leader is
+//! Chronik's metadata quorum and controller (KRaft's role): the voters
+//! (controllers, usually three) replicate a log of metadata commands with
+//! openraft, and brokers that are not controllers follow it as observers
+//! (raft learners); the raft leader is
 //! the controller, which registers and fences brokers, creates and deletes
 //! topics, assigns replicas, elects partition leaders (cleanly, from the
 //! ISR) and validates ISR changes (KIP-497 AlterPartition). Every node
@@ -7,7 +9,7 @@
 //! server reads to answer Metadata and to drive its partitions.
 //!
 //! Layout:
-//! - `config`      — `Peer`, `parse_peers`, `ClusterConfig`.
+//! - `config`      — `Roles`, `Peer`, `parse_peers`, `ClusterConfig`.
 //! - `image`       — `MetadataImage` and its brokers, topics, partitions.
 //! - `request`     — `CreateTopic`, `AlterPartition`, heartbeats, and the
 //!   forwarded controller request/reply.
@@ -28,6 +30,7 @@
 //! - `monitor`     — raft leadership view and the election watchdog.
 //! - `controller`  — liveness, fencing, replica assignment, proposals.
 //! - `leader_balance` — which partitions automatic preferred elections move back.
+//! - `observers`   — brokers that are not controllers: raft learners that follow the log.
 //! - `heartbeat`   — this broker's heartbeat to the controller.
 //! - `cluster`     — `Cluster`: startup, routing, shutdown.
 //!
@@ -54,6 +57,7 @@ mod image;
 pub mod leader_balance;
 mod monitor;
 mod network;
+mod observers;
 mod quorum;
 mod raft_types;
 mod reassign;
@@ -67,7 +71,8 @@ pub use auth::ClusterSecret;
 pub use cluster::{Cluster, COMMAND_TIMEOUT};
 pub use command::{validate_topic_name, NO_LEADER};
 pub use config::{
-    parse_peers, ClusterConfig, Peer, DEFAULT_BROKER_SESSION_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL,
+    parse_peers, ClusterConfig, Peer, Roles, DEFAULT_BROKER_SESSION_TIMEOUT,
+    DEFAULT_HEARTBEAT_INTERVAL,
 };
 pub use controller::check_partition_growth;
 pub use error::ClusterError;

@@ -143,7 +143,9 @@ impl LeaderMonitor {
                     _ = tick.tick() => {
                         let m = metrics.borrow().clone();
                         self.observe(&m);
-                        if let Some(elapsed) = self.leaderless_for(&m, limit) {
+                        // Observers (brokers that are not controllers) never elect.
+                        let voter = m.membership_config.membership().voter_ids().any(|v| v == m.id);
+                        if let Some(elapsed) = self.leaderless_for(&m, limit).filter(|_| voter) {
                             tracing::warn!(
                                 node_id = self.node_id,
                                 term = m.current_term,

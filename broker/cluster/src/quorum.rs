@@ -61,6 +61,10 @@ pub struct QuorumInfo {
     pub high_watermark: i64,
     /// By node id, the leader included.
     pub voters: Vec<VoterState>,
+    /// The brokers that follow the log without voting (raft learners), by
+    /// node id.
+    #[serde(default)]
+    pub observers: Vec<VoterState>,
     /// The voters' raft listeners, from the asked node's configuration
     /// (every node has the same peers); the controller leaves it empty.
     #[serde(default)]
@@ -160,6 +164,7 @@ struct LeaderView {
     last_log_index: Option<u64>,
     committed: Option<u64>,
     voters: Vec<NodeId>,
+    observers: Vec<NodeId>,
     /// Per follower, the last index it is known to hold.
     matched: BTreeMap<NodeId, Option<u64>>,
 }
@@ -189,6 +194,18 @@ pub async fn describe(raft: &Raft, clock: &ReplicationClock) -> ControllerReply 
             // Applied entries are committed: never report less.
             committed: committed.max(m.last_applied.map(|a| a.index)),
             voters: m.membership_config.voter_ids().collect(),
+            observers: m
+                .membership_config
+                .membership()
+                .nodes()
+                .map(|(id, _)| *id)
+                .filter(|id| {
+                    !m.membership_config
+                        .membership()
+                        .voter_ids()
+                        .any(|v| v == *id)
+                })
+                .collect(),
             matched: m
                 .replication
                 .as_ref()
@@ -205,6 +222,21 @@ fn build(view: &LeaderView, clock: &ReplicationClock, now: i64) -> QuorumInfo {
             i64::try_from(i).unwrap_or(i64::MAX - 1).saturating_add(1)
         })
     };
+    let follower = |id: NodeId, node_id: i32| {
+        let contact = clock.contact(view.term, id);
+        VoterState {
+            node_id,
+            log_end_offset: view.matched.get(&id).map_or(UNKNOWN, |m| offset(*m)),
+            last_fetch_timestamp: contact.last_fetch_ms.unwrap_or(UNKNOWN),
+            last_caught_up_timestamp: contact.last_caught_up_ms.unwrap_or(UNKNOWN),
+        }
+    };
+    let mut observers: Vec<VoterState> = view
+        .observers
+        .iter()
+        .filter_map(|&id| Some(follower(id, kafka_id(id)?)))
+        .collect();
+    observers.sort_by_key(|o| o.node_id);
     let mut voters: Vec<VoterState> = view
         .voters
         .iter()
@@ -218,13 +250,7 @@ fn build(view: &LeaderView, clock: &ReplicationClock, now: i64) -> QuorumInfo {
                     last_caught_up_timestamp: now,
                 }
             } else {
-                let contact = clock.contact(view.term, id);
-                VoterState {
-                    node_id,
-                    log_end_offset: view.matched.get(&id).map_or(UNKNOWN, |m| offset(*m)),
-                    last_fetch_timestamp: contact.last_fetch_ms.unwrap_or(UNKNOWN),
-                    last_caught_up_timestamp: contact.last_caught_up_ms.unwrap_or(UNKNOWN),
-                }
+                follower(id, node_id)
             })
         })
         .collect();
@@ -234,6 +260,7 @@ fn build(view: &LeaderView, clock: &ReplicationClock, now: i64) -> QuorumInfo {
         leader_epoch: view.term,
         high_watermark: offset(view.committed).max(0),
         voters,
+        observers,
         endpoints: Vec::new(),
     }
 }
@@ -292,9 +319,18 @@ mod tests {
             last_log_index: Some(41),
             committed: Some(41),
             voters: vec![3, 1, 2],
-            matched: BTreeMap::from([(2, Some(41)), (3, None)]),
+            observers: vec![5, 4],
+            matched: BTreeMap::from([(2, Some(41)), (3, None), (4, Some(40))]),
         };
         let info = build(&view, &clock, 1_000);
+        // Observers are described as voters are, by node id.
+        assert_eq!(
+            info.observers
+                .iter()
+                .map(|o| (o.node_id, o.log_end_offset))
+                .collect::<Vec<_>>(),
+            [(4, 41), (5, UNKNOWN)]
+        );
         assert_eq!(
             (info.leader_id, info.leader_epoch, info.high_watermark),
             (1, 4, 42)

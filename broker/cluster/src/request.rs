@@ -119,6 +119,13 @@ pub enum ControllerRequest {
         election: ElectionType,
         partitions: Vec<(String, i32)>,
     },
+    /// A broker that is not a controller asks to follow the quorum's log
+    /// as an observer, reached at `raft_addr` (`observers::add`); never
+    /// proposed as a command (a raft membership change).
+    AddObserver {
+        node_id: i32,
+        raft_addr: String,
+    },
     /// KRaft's DescribeQuorum: answered from the leader's raft state
     /// (`ControllerReply::Quorum`), never proposed.
     DescribeQuorum,

@@ -6,14 +6,15 @@
 //! answering at once), and the port's bounds: a place for each connection
 //! from `admission` (voters' addresses and strangers in separate pools,
 //! per-address caps; none free → closed at accept), the authentication
-//! handshake first (`auth`: only a configured voter knowing the cluster
-//! secret gets further; a refused one is logged with the peer's address
+//! handshake first (`auth`: only a node knowing the cluster secret gets
+//! further; a refused one is logged with the peer's address
 //! and the reason, at most once per address every `REFUSAL_LOG_INTERVAL`),
 //! a frame body that must arrive within
 //! `FRAME_READ_TIMEOUT` of its length prefix, and `IDLE_TIMEOUT` without a
 //! frame. Raft RPCs go to openraft, controller requests to
-//! `Controller::handle` — a heartbeat or an ISR change only on the
-//! authenticated node's own behalf (`on_own_behalf`). Must not: decide
+//! `Controller::handle` — raft RPCs only from voters, a heartbeat, a join
+//! or an ISR change only on the authenticated node's own behalf
+//! (`permitted`). Must not: decide
 //! anything itself. A bad frame gets an `RpcResponse::Error` (when
 //! decodable as a frame at all) and the connection is closed; nothing a
 //! peer sends can panic the server.
@@ -115,7 +116,9 @@ async fn serve(
     handler: &RpcHandler,
     refusals: &RefusalLog<IpAddr>,
 ) -> std::io::Result<()> {
-    let peer_id = match server_handshake(&mut stream, &handler.secret, &handler.voters).await {
+    // Any node id that proves the cluster secret: brokers that are not
+    // voters join and heartbeat too. What each id may ask is `permitted`.
+    let peer_id = match server_handshake(&mut stream, &handler.secret, &|id| id >= 0).await {
         Ok(peer_id) => peer_id,
         Err(e) => {
             log_refused_handshake(peer, &e, refusals);
@@ -146,7 +149,7 @@ async fn serve(
                 return Err(e);
             }
         };
-        if let Err(refusal) = on_own_behalf(&request, peer_id) {
+        if let Err(refusal) = permitted(&request, peer_id, &raft_senders(handler, peer_id)) {
             write_frame(&mut stream, &RpcResponse::Error(refusal.clone())).await?;
             return Err(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
@@ -171,11 +174,55 @@ fn log_refused_handshake(peer: SocketAddr, error: &HandshakeError, refusals: &Re
     }
 }
 
-/// A broker speaks only for itself: a heartbeat or controlled shutdown only
-/// for the node the connection authenticated as, an ISR change only from the leader it
-/// names (each broker forwards its own requests over its own connection).
-fn on_own_behalf(request: &RpcRequest, peer_id: i32) -> Result<(), String> {
+/// Who may send this node raft RPCs.
+struct RaftSenders {
+    /// The peer is a voter: configured (`--peers`) or in the membership.
+    voter: bool,
+    /// This node has no membership yet (an observer that has not joined,
+    /// found the quorum through bootstrap servers and knows no voter): the
+    /// leader's first AppendEntries is how it learns them.
+    unjoined: bool,
+}
+
+fn raft_senders(handler: &RpcHandler, peer_id: i32) -> RaftSenders {
+    let metrics = handler.raft.metrics();
+    let m = metrics.borrow();
+    let membership = m.membership_config.membership();
+    let id = crate::raft_types::raft_id(peer_id);
+    let senders = RaftSenders {
+        voter: handler.voters.contains(&peer_id) || membership.voter_ids().any(|v| v == id),
+        unjoined: membership.nodes().next().is_none(),
+    };
+    senders
+}
+
+/// Raft RPCs come from voters only (an observer that has not joined yet
+/// takes the log from whoever proves the secret); a broker speaks only for itself: a
+/// heartbeat, a join or a controlled shutdown only for the node the
+/// connection authenticated as, an ISR change only from the leader it names
+/// (each broker forwards its own requests over its own connection).
+fn permitted(request: &RpcRequest, peer_id: i32, senders: &RaftSenders) -> Result<(), String> {
     match request {
+        // Only voters run elections and replicate the log: an observer (or
+        // any other holder of the secret) must not be able to depose the
+        // leader with a higher term.
+        RpcRequest::Vote(_) if !senders.voter => Err(format!(
+            "node {peer_id} is not a voter of the metadata quorum: raft RPCs refused"
+        )),
+        RpcRequest::AppendEntries(_) | RpcRequest::InstallSnapshot(_)
+            if !senders.voter && !senders.unjoined =>
+        {
+            Err(format!(
+                "node {peer_id} is not a voter of the metadata quorum: raft RPCs refused"
+            ))
+        }
+        RpcRequest::Controller(ControllerRequest::AddObserver { node_id, .. })
+            if *node_id != peer_id =>
+        {
+            Err(format!(
+                "node {peer_id} may not ask to join for node {node_id}"
+            ))
+        }
         RpcRequest::Controller(ControllerRequest::Heartbeat(heartbeat))
             if heartbeat.node_id != peer_id =>
         {

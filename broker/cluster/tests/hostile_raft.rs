@@ -3,7 +3,9 @@
 //! and followers then connected to — and DeleteTopic and AlterPartition
 //! from anyone. Now a connection must prove the cluster secret first, a
 //! broker may only heartbeat for itself, only configured voters at their
-//! configured hosts register, and the port's connections are capped.
+//! configured hosts (and observers at the hosts they joined with)
+//! register, only voters send raft RPCs, and the port's connections are
+//! capped.
 
 mod common;
 
@@ -26,6 +28,15 @@ fn heartbeat(node_id: i32, host: &str) -> Vec<u8> {
     frame(&format!(
         r#"{{"Controller":{{"Heartbeat":{{"node_id":{node_id},"host":"{host}","port":9092}}}}}}"#
     ))
+}
+
+/// One reply frame's body, as text.
+async fn read_reply(stream: &mut TcpStream) -> String {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await.expect("a reply");
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    stream.read_exact(&mut body).await.expect("reply body");
+    String::from_utf8_lossy(&body).to_string()
 }
 
 /// Everything the server sends until it closes (bounded wait).
@@ -124,12 +135,11 @@ async fn a_voter_may_heartbeat_only_for_itself_at_its_own_host() {
         .write_all(&heartbeat(other, "10.6.6.6"))
         .await
         .expect("write");
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).await.expect("a reply");
-    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-    stream.read_exact(&mut body).await.expect("reply body");
-    let reply = String::from_utf8_lossy(&body).to_string();
-    assert!(reply.contains("not a configured voter"), "{reply}");
+    let reply = read_reply(&mut stream).await;
+    assert!(
+        reply.contains("neither a configured voter nor an observer"),
+        "{reply}"
+    );
 
     let image = cluster.node(controller).image();
     for (id, broker) in &image.brokers {
@@ -380,4 +390,59 @@ async fn a_voter_may_not_alter_a_partition_in_its_leaders_name() {
         after.isr, before.isr,
         "an impostor's AlterPartition changed the ISR"
     );
+}
+
+/// Any node id may connect with the cluster secret (brokers that are not
+/// voters join as observers), but only voters run elections: a Vote from
+/// node 9 with a far higher term is refused and the leader keeps its term;
+/// node 9 cannot register as a broker without joining as an observer, nor
+/// ask to join in another node's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_is_no_voter_cannot_vote_or_register() {
+    let cluster = TestCluster::start().await;
+    let controller = cluster.controller().await;
+    let term_before = cluster.node(controller).status().raft_term;
+    let addr = cluster.config(controller).raft_listen;
+    let secret = cluster.config(controller).secret;
+
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    chronik_cluster::auth::client_handshake(&mut stream, &secret, 9)
+        .await
+        .expect("any node id that proves the secret is admitted");
+    let vote = r#"{"Vote":{"vote":{"leader_id":{"term":1000000,"node_id":9},"committed":false},"last_log_id":null}}"#;
+    stream.write_all(&frame(vote)).await.expect("write");
+    let answer = String::from_utf8_lossy(&drain(&mut stream).await).to_string();
+    assert!(answer.contains("raft RPCs refused"), "{answer}");
+
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    chronik_cluster::auth::client_handshake(&mut stream, &secret, 9)
+        .await
+        .expect("handshake");
+    stream
+        .write_all(&heartbeat(9, "127.0.0.9"))
+        .await
+        .expect("write");
+    let reply = read_reply(&mut stream).await;
+    assert!(
+        reply.contains("neither a configured voter nor an observer"),
+        "{reply}"
+    );
+
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    chronik_cluster::auth::client_handshake(&mut stream, &secret, 9)
+        .await
+        .expect("handshake");
+    let join = r#"{"Controller":{"AddObserver":{"node_id":10,"raft_addr":"127.0.0.10:9093"}}}"#;
+    stream.write_all(&frame(join)).await.expect("write");
+    let answer = String::from_utf8_lossy(&drain(&mut stream).await).to_string();
+    assert!(
+        answer.contains("may not ask to join for node 10"),
+        "{answer}"
+    );
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = cluster.node(controller).status();
+    assert!(status.is_controller, "the leader was deposed");
+    assert_eq!(status.raft_term, term_before, "the term moved");
+    assert!(!cluster.node(controller).image().brokers.contains_key(&9));
 }

@@ -53,52 +53,51 @@ pub async fn start(
     let inter_broker = security.inter_broker.clone();
     let secret = security.cluster_secret.clone();
     let raw = config.peers.as_str();
-    let peers = chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?;
-    let me = peers
-        .iter()
-        .find(|p| p.node_id == config.node_id)
-        .with_context(|| format!("--node-id {} is not among --peers {raw:?}", config.node_id))?;
-    // Other voters dial these ports; a quorum of one is dialled by nobody.
-    if peers.len() > 1 && (kafka_port == 0 || config.raft_listen.port() == 0) {
+    let peers = cluster_peers(config)?;
+    // Other nodes dial these ports; a quorum of one is dialled by nobody.
+    if !config.single_voter() && (kafka_port == 0 || config.raft_listen.port() == 0) {
         bail!("a cluster of several nodes needs fixed ports: --listen and --raft-listen must not use port 0");
     }
-    let advertised = (me.host.clone(), kafka_port);
-    if let Some((host, _)) = &config.advertise {
-        if host != &me.host {
-            tracing::warn!(advertise = host, peer_host = me.host, "--advertise host differs from this node's --peers host; clients are given the --peers host");
+    let host = match peers.iter().find(|p| p.node_id == config.node_id) {
+        Some(me) => {
+            if let Some((host, _)) = &config.advertise {
+                if host != &me.host {
+                    tracing::warn!(advertise = host, peer_host = me.host, "--advertise host differs from this node's --peers host; clients are given the --peers host");
+                }
+            }
+            me.host.clone()
         }
-    }
+        None => config.host.clone(),
+    };
+    let advertised = (host.clone(), kafka_port);
     let listeners = match config.security.named {
         true => advertised_listeners(config, bound, &advertised),
         // `--listen`: registered as before, host and port alone.
         false => Default::default(),
     };
     let cluster_config = ClusterConfig {
-        node_id: config.node_id,
-        peers: peers.clone(),
         listeners,
         kafka_port,
-        raft_port: config.raft_listen.port(),
-        raft_listen: config.raft_listen,
-        data_dir: config.data_dir.clone(),
-        broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
-        heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
-        secret,
-        leader_balance: config.leader_balance.clone(),
+        ..cluster_config(config, peers.clone(), host, secret)
     };
     let new_quorum = !cluster_config.metadata_dir().exists();
     let unadopted: Vec<String> = log.topics().iter().map(|t| t.name.clone()).collect();
-    if new_quorum && peers.len() > 1 && !unadopted.is_empty() {
+    if new_quorum && !config.single_voter() && !unadopted.is_empty() {
         bail!(
-            "{} holds {} topics ({}) written without a metadata quorum, and joining a new {}-node quorum would \
+            "{} holds {} topics ({}) written without a metadata quorum, and joining a quorum of several nodes would \
              delete them. Start this broker once without --peers to adopt them into a quorum of one, or give \
              it an empty --data-dir.",
             config.data_dir.display(),
             unadopted.len(),
             unadopted.join(", "),
-            peers.len()
         );
     }
+    // Kafka's offsets.topic.replication.factor is 3; fewer in a combined
+    // cluster of fewer nodes.
+    let internal_replication = match config.roles.controller {
+        true => peers.len().min(3),
+        false => 3,
+    };
     let diagnosis = JoinDiagnosis::start(&cluster_config);
     let cluster = Cluster::start(cluster_config)
         .await
@@ -122,10 +121,10 @@ pub async fn start(
     for topic in [OFFSETS_TOPIC, TXN_TOPIC] {
         diagnosis.waiting_for(format!(
             "creating {topic}, which needs {} live brokers",
-            peers.len().min(3)
+            internal_replication
         ));
         let configs = crate::internal_topic::internal_topic_configs(config.segment_bytes);
-        ensure_internal_topic(&cluster, topic, peers.len(), configs).await?;
+        ensure_internal_topic(&cluster, topic, internal_replication, configs).await?;
     }
     diagnosis.waiting_for("creating the local logs of the metadata image");
 
@@ -153,6 +152,58 @@ pub async fn start(
         advertised,
         cluster_id,
     })
+}
+
+/// The quorum configuration of this node: `host` is its own, `peers` the
+/// voters (`cluster_peers`); no Kafka listeners (a broker adds its own).
+pub fn cluster_config(
+    config: &Config,
+    peers: Vec<chronik_cluster::Peer>,
+    host: String,
+    secret: ClusterSecret,
+) -> ClusterConfig {
+    ClusterConfig {
+        node_id: config.node_id,
+        roles: config.roles,
+        peers,
+        bootstrap_servers: config.bootstrap_servers.clone(),
+        host,
+        listeners: Default::default(),
+        kafka_port: 0,
+        raft_port: config.raft_listen.port(),
+        raft_listen: config.raft_listen,
+        data_dir: config.data_dir.clone(),
+        broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
+        heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+        secret,
+        leader_balance: config.leader_balance.clone(),
+    }
+}
+
+/// The voters, from `--peers` (none for a broker that is not a controller
+/// and finds the quorum through `--controller-quorum-bootstrap-servers`).
+/// A controller must be among them, a broker that is not one must not.
+pub fn cluster_peers(config: &Config) -> anyhow::Result<Vec<chronik_cluster::Peer>> {
+    let raw = config.peers.as_str();
+    let peers = match raw.trim().is_empty() {
+        true => Vec::new(),
+        false => chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?,
+    };
+    let listed = peers.iter().any(|p| p.node_id == config.node_id);
+    match (config.roles.controller, listed) {
+        (true, false) => bail!(
+            "--node-id {} has the controller role (--process-roles {}) but is not among the voters --peers {raw:?}",
+            config.node_id,
+            config.roles
+        ),
+        (false, true) => bail!(
+            "--node-id {} is among the voters --peers {raw:?} but --process-roles {} has no controller role: \
+             a broker that is not a controller needs a node id of its own",
+            config.node_id,
+            config.roles
+        ),
+        _ => Ok(peers),
+    }
 }
 
 /// Every listener's advertised endpoint, registered with the quorum: the
@@ -269,11 +320,11 @@ pub fn load_secret(config: &Config) -> anyhow::Result<ClusterSecret> {
 async fn ensure_internal_topic(
     cluster: &Cluster,
     topic: &str,
-    voters: usize,
+    replication: usize,
     configs: std::collections::BTreeMap<String, String>,
 ) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + START_TIMEOUT;
-    let replication_factor = i16::try_from(voters.min(3)).unwrap_or(3);
+    let replication_factor = i16::try_from(replication.clamp(1, 3)).unwrap_or(3);
     let mut logged = false;
     while !cluster.image().topics.contains_key(topic) {
         let request = CreateTopic {

@@ -190,6 +190,19 @@ pub struct Args {
     /// quorum of one: this node alone (`ID@<its own host>`).
     #[arg(long, env = "CHRONIK_PEERS")]
     pub peers: Option<String>,
+    /// Kafka's process.roles: `broker`, `controller` or `broker,controller`.
+    /// A controller is a voter of the metadata quorum (listed in --peers);
+    /// a broker that is not one follows the quorum as an observer, found
+    /// through --peers (the voters) or --controller-quorum-bootstrap-servers.
+    /// A controller-only node serves no Kafka clients.
+    #[arg(long, env = "CHRONIK_PROCESS_ROLES", default_value = "broker,controller",
+          value_parser = parse_roles)]
+    pub process_roles: chronik_cluster::Roles,
+    /// Kafka's controller.quorum.bootstrap.servers: the controllers' raft
+    /// addresses (`HOST:PORT,...`) a broker that is not a controller joins
+    /// through, when --peers is not given.
+    #[arg(long, env = "CHRONIK_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS")]
+    pub controller_quorum_bootstrap_servers: Option<String>,
     /// Address the metadata-quorum (raft) listener binds. Default: port 9093
     /// on this node's --peers host; without --peers (a quorum of one, which
     /// no other node dials) an ephemeral port on its own host.
@@ -280,8 +293,16 @@ pub struct Config {
     pub group_consumer_max_size: usize,
     pub group_consumer_migration_policy: MigrationPolicy,
     /// The voters of the metadata quorum, `ID@HOST,...`: `--peers`, or this
-    /// node alone when it is not given.
+    /// node alone when it is not given and it is a controller (empty for a
+    /// broker that finds the quorum through `bootstrap_servers`).
     pub peers: String,
+    /// Kafka's process.roles.
+    pub roles: chronik_cluster::Roles,
+    /// Kafka's controller.quorum.bootstrap.servers (raft addresses).
+    pub bootstrap_servers: Vec<String>,
+    /// This node's own host: the --advertise host, else the Kafka --listen
+    /// address, else its --peers host, else 127.0.0.1.
+    pub host: String,
     pub raft_listen: SocketAddr,
     pub default_replication_factor: i16,
     pub min_insync_replicas: i16,
@@ -295,9 +316,10 @@ pub struct Config {
 }
 
 impl Config {
-    /// Whether this node is the only voter (no `--peers`, or only itself).
+    /// Whether this node is a cluster of one: a controller that is the
+    /// only voter (no `--peers`, or only itself).
     pub fn single_voter(&self) -> bool {
-        !self.peers.contains(',')
+        self.roles.controller && !self.peers.contains(',')
     }
 }
 
@@ -317,7 +339,31 @@ impl TryFrom<Args> for Config {
             .filter(|p| !p.is_empty())
             .map(str::to_string);
         let own_peer_host = own_peer_host(peers_given.as_deref(), args.node_id);
-        let several_voters = peers_given.as_deref().is_some_and(|p| p.contains(','));
+        let roles = args.process_roles;
+        let bootstrap_servers: Vec<String> = args
+            .controller_quorum_bootstrap_servers
+            .as_deref()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        if !roles.controller && peers_given.is_none() && bootstrap_servers.is_empty() {
+            anyhow::bail!(
+                "--process-roles {roles}: a broker that is not a controller needs --peers (the voters) \
+                 or --controller-quorum-bootstrap-servers"
+            );
+        }
+        if roles.controller && !bootstrap_servers.is_empty() && peers_given.is_none() {
+            anyhow::bail!(
+                "--controller-quorum-bootstrap-servers is for brokers that are not controllers; \
+                 a controller needs --peers (the voters, itself included)"
+            );
+        }
+        // Other nodes dial this one (TLS between brokers needs a truststore).
+        let several_voters =
+            peers_given.as_deref().is_some_and(|p| p.contains(',')) || !roles.controller;
         let security = crate::security::SecurityConfig::from_args(
             &args.security,
             args.listen,
@@ -340,14 +386,17 @@ impl TryFrom<Args> for Config {
         };
         let raft_listen = match (args.raft_listen, &own_peer_host, &peers_given) {
             (Some(addr), _, _) => addr,
+            (None, None, _) if !roles.controller => resolve(&own_host, DEFAULT_RAFT_PORT)?,
             (None, Some(host), _) => resolve(host, DEFAULT_RAFT_PORT)?,
             (None, None, Some(_)) => SocketAddr::from(([127, 0, 0, 1], DEFAULT_RAFT_PORT)),
             (None, None, None) => resolve(&own_host, 0)?,
         };
-        let peers = peers_given.unwrap_or_else(|| match own_host.contains(':') {
-            true => format!("{}@[{own_host}]", args.node_id),
-            false => format!("{}@{own_host}", args.node_id),
-        });
+        let peers =
+            peers_given.unwrap_or_else(|| match (roles.controller, own_host.contains(':')) {
+                (false, _) => String::new(),
+                (true, true) => format!("{}@[{own_host}]", args.node_id),
+                (true, false) => format!("{}@{own_host}", args.node_id),
+            });
         let limits = crate::limits::Limits::from(&args.limits);
         let authorizer = args.authorizer.config()?;
         Ok(Config {
@@ -380,6 +429,9 @@ impl TryFrom<Args> for Config {
             group_consumer_max_size: args.group_consumer_max_size.max(1),
             group_consumer_migration_policy: args.group_consumer_migration_policy,
             peers,
+            roles,
+            bootstrap_servers,
+            host: own_host,
             raft_listen,
             default_replication_factor: args.default_replication_factor,
             min_insync_replicas: args.min_insync_replicas,
@@ -402,6 +454,10 @@ impl TryFrom<Args> for Config {
 /// Parses `host:port` (host may be a name, an IPv4 address or `[v6]`).
 const DEFAULT_METRICS_PORT: u16 = 9644;
 const DEFAULT_RAFT_PORT: u16 = 9093;
+
+fn parse_roles(s: &str) -> Result<chronik_cluster::Roles, String> {
+    chronik_cluster::Roles::parse(s)
+}
 
 /// This node's host in `--peers` ("1@h1,2@h2"), if it is listed.
 fn own_peer_host(peers: Option<&str>, node_id: i32) -> Option<String> {

@@ -23,6 +23,7 @@
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
 //! - `replica/`    — replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
 //! - `broker`      — shared state handed to handlers.
+//! - `controller_node` — a node with the controller role only (no Kafka listener).
 //! - `authorization` — the authorizer flags and `Authorizer::allows` (ACLs from the metadata quorum).
 //! - `blocking`    — bounded CPU work (decompression) kept in request order, off the async workers.
 //! - `metrics`, `http` — Prometheus metrics and the /metrics, /health, /ready endpoint.
@@ -41,6 +42,7 @@ pub mod cluster_start;
 pub mod config;
 pub mod connection;
 pub mod connection_limits;
+pub mod controller_node;
 pub mod durability;
 pub mod fetch_sessions;
 pub mod groups;

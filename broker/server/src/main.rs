@@ -23,7 +23,13 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let result = runtime.block_on(chronik_server::server::run(config, shutdown_signal()));
+    let result = match config.roles.broker {
+        true => runtime.block_on(chronik_server::server::run(config, shutdown_signal())),
+        false => runtime.block_on(chronik_server::controller_node::run(
+            config,
+            shutdown_signal(),
+        )),
+    };
     // Never wait on a blocking task a shutdown phase gave up on.
     runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     result

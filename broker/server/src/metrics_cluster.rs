@@ -25,9 +25,45 @@ pub struct ClusterMetrics {
     isr_shrinks: Counter,
     isr_expands: Counter,
     records_replicated: Counter,
+    quorum: QuorumMetrics,
+}
+
+/// The metadata quorum as this node sees it: every node exports these,
+/// a controller-only node (`controller_node`) nothing else.
+#[derive(Debug, Default)]
+pub struct QuorumMetrics {
     controller_active: Gauge,
     raft_term: Gauge,
     live_brokers: Gauge,
+}
+
+impl QuorumMetrics {
+    /// Registers under `r` (the `cluster` sub-registry).
+    pub fn register(&self, r: &mut Registry) {
+        r.register(
+            "controller_active",
+            "1 if this node is the active controller (metadata quorum leader)",
+            self.controller_active.clone(),
+        );
+        r.register(
+            "raft_term",
+            "Current term of the metadata quorum",
+            self.raft_term.clone(),
+        );
+        r.register(
+            "live_brokers",
+            "Registered, unfenced brokers",
+            self.live_brokers.clone(),
+        );
+    }
+
+    pub fn refresh(&self, status: &chronik_cluster::ControllerStatus) {
+        self.controller_active.set(i64::from(status.is_controller));
+        self.raft_term
+            .set(i64::try_from(status.raft_term).unwrap_or(i64::MAX));
+        self.live_brokers
+            .set(i64::try_from(status.live_brokers).unwrap_or(0));
+    }
 }
 
 impl ClusterMetrics {
@@ -73,21 +109,7 @@ impl ClusterMetrics {
             "Records appended here as a follower",
             self.records_replicated.clone(),
         );
-        r.register(
-            "controller_active",
-            "1 if this broker is the active controller (metadata quorum leader)",
-            self.controller_active.clone(),
-        );
-        r.register(
-            "raft_term",
-            "Current term of the metadata quorum",
-            self.raft_term.clone(),
-        );
-        r.register(
-            "live_brokers",
-            "Registered, unfenced brokers",
-            self.live_brokers.clone(),
-        );
+        self.quorum.register(r);
     }
 
     pub fn refresh(&self, manager: &ReplicaManager) {
@@ -121,12 +143,7 @@ impl ClusterMetrics {
             &self.records_replicated,
             stats.records_replicated.load(Ordering::Relaxed),
         );
-        let status = manager.cluster.status();
-        self.controller_active.set(i64::from(status.is_controller));
-        self.raft_term
-            .set(i64::try_from(status.raft_term).unwrap_or(i64::MAX));
-        self.live_brokers
-            .set(i64::try_from(status.live_brokers).unwrap_or(0));
+        self.quorum.refresh(&manager.cluster.status());
     }
 }
 

@@ -73,7 +73,10 @@ impl TestCluster {
         let index = usize::try_from(id - 1).expect("ids start at 1");
         ClusterConfig {
             node_id: id,
+            roles: chronik_cluster::Roles::COMBINED,
             peers: parse_peers("1@127.0.0.1,2@127.0.0.2,3@127.0.0.3").expect("peers"),
+            bootstrap_servers: Vec::new(),
+            host: format!("127.0.0.{id}"),
             listeners: Default::default(),
             kafka_port: KAFKA_PORT,
             raft_port: self.raft_port,

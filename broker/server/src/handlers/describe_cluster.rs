@@ -69,7 +69,7 @@ pub fn handle(
             )
         })
         .collect();
-    let controller = manager.cluster.status().controller_id.unwrap_or(-1);
+    let controller = super::metadata::controller_for_clients(manager);
     let operations = if request.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS
     } else {

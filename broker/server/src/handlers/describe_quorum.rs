@@ -4,8 +4,8 @@
 //! controller, sees it — topic `__cluster_metadata` partition 0, the raft
 //! leader as leader id, the raft term as leader epoch, one past the
 //! committed raft index as high watermark, every voter's log end offset
-//! and (v1+) its last fetch and last caught-up times; no observers (every
-//! node is a voter). v2 adds each voter's raft listener, named
+//! and (v1+) its last fetch and last caught-up times; the same for every
+//! observer (a broker that is not a controller). v2 adds each voter's raft listener, named
 //! `CONTROLLER` (the `--peers` host and the raft port: it speaks Chronik's
 //! raft RPC, not the Kafka protocol), and directory ids (zero, as Kafka's
 //! static voters have).
@@ -67,29 +67,25 @@ fn refuse(version: i16, error: ResponseError, message: String) -> Option<Handled
 }
 
 fn answer(version: i16, info: &QuorumInfo) -> DescribeQuorumResponse {
-    let voters = info
-        .voters
-        .iter()
-        .map(|v| {
-            let state = ReplicaState::default()
-                .with_replica_id(BrokerId(v.node_id))
-                .with_log_end_offset(v.log_end_offset);
-            if version >= 1 {
-                state
-                    .with_last_fetch_timestamp(v.last_fetch_timestamp)
-                    .with_last_caught_up_timestamp(v.last_caught_up_timestamp)
-            } else {
-                state
-            }
-        })
-        .collect();
+    let replica = |v: &chronik_cluster::VoterState| {
+        let state = ReplicaState::default()
+            .with_replica_id(BrokerId(v.node_id))
+            .with_log_end_offset(v.log_end_offset);
+        if version >= 1 {
+            state
+                .with_last_fetch_timestamp(v.last_fetch_timestamp)
+                .with_last_caught_up_timestamp(v.last_caught_up_timestamp)
+        } else {
+            state
+        }
+    };
     let partition = PartitionData::default()
         .with_partition_index(0)
         .with_leader_id(BrokerId(info.leader_id))
         .with_leader_epoch(i32::try_from(info.leader_epoch).unwrap_or(i32::MAX))
         .with_high_watermark(info.high_watermark)
-        .with_current_voters(voters)
-        .with_observers(Vec::new());
+        .with_current_voters(info.voters.iter().map(replica).collect())
+        .with_observers(info.observers.iter().map(replica).collect());
     let topic = TopicData::default()
         .with_topic_name(StrBytes::from_static_str(METADATA_TOPIC).into())
         .with_partitions(vec![partition]);
@@ -139,6 +135,12 @@ mod tests {
                     last_caught_up_timestamp: 1_100,
                 },
             ],
+            observers: vec![VoterState {
+                node_id: 4,
+                log_end_offset: 119,
+                last_fetch_timestamp: 1_050,
+                last_caught_up_timestamp: 1_000,
+            }],
             endpoints: vec![
                 VoterEndpoint {
                     node_id: 1,
@@ -166,6 +168,12 @@ mod tests {
             assert_eq!((partition.leader_id.0, partition.leader_epoch), (2, 7));
             assert_eq!(partition.high_watermark, 120);
             assert_eq!(partition.current_voters.len(), 2);
+            let observers: Vec<(i32, i64)> = partition
+                .observers
+                .iter()
+                .map(|o| (o.replica_id.0, o.log_end_offset))
+                .collect();
+            assert_eq!(observers, [(4, 119)]);
             let timestamps = partition.current_voters[0].last_fetch_timestamp;
             assert_eq!(timestamps, if version >= 1 { 1_000 } else { -1 });
             assert_eq!(response.nodes.len(), if version >= 2 { 2 } else { 0 });

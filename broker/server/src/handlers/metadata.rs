@@ -106,7 +106,7 @@ async fn metadata(
             )
         })
         .collect();
-    let controller = manager.cluster.status().controller_id.unwrap_or(-1);
+    let controller = controller_for_clients(manager);
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
@@ -200,6 +200,18 @@ fn describe_topic(
         .with_is_internal(is_internal_topic(&topic.name))
         .with_partitions(partitions)
         .with_topic_authorized_operations(OPERATIONS_NOT_REQUESTED)
+}
+
+/// The controller id clients are given: the metadata quorum's leader when
+/// it is a live broker (a combined node), else this broker, as KRaft brokers
+/// answer with a broker, never a controller-only node clients cannot reach
+/// (admin requests sent here are forwarded to the controller).
+pub(crate) fn controller_for_clients(manager: &crate::replica::ReplicaManager) -> i32 {
+    match manager.cluster.status().controller_id {
+        Some(id) if manager.cluster.image().is_live(id) => id,
+        Some(_) => manager.node_id,
+        None => -1,
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,8 @@ pub struct Cluster {
     /// Node i+1's host (its `--peers` entry).
     pub hosts: Vec<String>,
     pub kafka_port: u16,
+    /// Nodes before this index are controllers only (`start_split`).
+    pub first_broker: usize,
     /// Holds the shared `--cluster-secret-file`.
     _secret_dir: tempfile::TempDir,
 }
@@ -89,8 +91,63 @@ impl Cluster {
         ports: (u16, u16, u16),
         extra: &[&str],
     ) -> Result<Cluster> {
+        Cluster::start_nodes(hosts, netns, ports, extra, hosts.len(), &|_| Vec::new())
+    }
+
+    /// Kafka's split roles: nodes 1..=controllers on 127.0.0.1.. are
+    /// controllers only (`--process-roles controller`, the voters), the next
+    /// `brokers` nodes brokers only. Brokers with an even id find the quorum
+    /// through `--controller-quorum-bootstrap-servers`, the others through
+    /// `--peers`. `bootstrap()` names the brokers.
+    pub fn start_split(controllers: usize, brokers: usize, extra: &[&str]) -> Result<Cluster> {
+        let (kafka, raft, metrics) = loop {
+            let ports = (free_port()?, free_port()?, free_port()?);
+            if ports.0 != ports.1 && ports.1 != ports.2 && ports.0 != ports.2 {
+                break ports;
+            }
+        };
+        let hosts: Vec<String> = (1..=controllers + brokers)
+            .map(|i| format!("127.0.0.{i}"))
+            .collect();
+        let quorum: Vec<String> = hosts[..controllers]
+            .iter()
+            .map(|h| format!("{h}:{raft}"))
+            .collect();
+        let quorum = quorum.join(",");
+        let mut cluster = Cluster::start_nodes(
+            &hosts,
+            None,
+            (kafka, raft, metrics),
+            extra,
+            controllers,
+            &|i| match (i < controllers, (i + 1) % 2 == 0) {
+                (true, _) => vec!["--process-roles".into(), "controller".into()],
+                (false, true) => vec![
+                    "--process-roles".into(),
+                    "broker".into(),
+                    "--controller-quorum-bootstrap-servers".into(),
+                    quorum.clone(),
+                    "--no-peers".into(),
+                ],
+                (false, false) => vec!["--process-roles".into(), "broker".into()],
+            },
+        )?;
+        cluster.first_broker = controllers;
+        Ok(cluster)
+    }
+
+    /// Starts node i+1 at `hosts[i]` with `role_args(i)` and `extra`; the
+    /// first `voters` nodes are the quorum's voters (`--peers`).
+    fn start_nodes(
+        hosts: &[String],
+        netns: Option<&[String]>,
+        ports: (u16, u16, u16),
+        extra: &[&str],
+        voters: usize,
+        role_args: &dyn Fn(usize) -> Vec<String>,
+    ) -> Result<Cluster> {
         let (kafka, raft, metrics) = ports;
-        let peers: Vec<String> = hosts
+        let peers: Vec<String> = hosts[..voters]
             .iter()
             .enumerate()
             .map(|(i, h)| format!("{}@{h}", i + 1))
@@ -107,16 +164,25 @@ impl Cluster {
         for (i, host) in hosts.iter().enumerate() {
             let id = (i + 1).to_string();
             let raft_listen = format!("{host}:{raft}");
+            let roles = role_args(i);
             let mut args: Vec<&str> = vec![
                 "--node-id",
                 &id,
-                "--peers",
-                &peers,
                 "--raft-listen",
                 &raft_listen,
                 "--cluster-secret-file",
                 &secret,
             ];
+            // "--no-peers": this node finds the quorum another way.
+            if !roles.iter().any(|a| a == "--no-peers") {
+                args.extend_from_slice(&["--peers", &peers]);
+            }
+            args.extend(
+                roles
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|a| *a != "--no-peers"),
+            );
             args.extend_from_slice(extra);
             let (listen, metrics_listen) = (format!("{host}:{kafka}"), format!("{host}:{metrics}"));
             nodes.push(match netns {
@@ -131,13 +197,14 @@ impl Cluster {
             nodes,
             hosts: hosts.to_vec(),
             kafka_port: kafka,
+            first_broker: 0,
             _secret_dir: secret_dir,
         })
     }
 
-    /// `bootstrap.servers` naming every node.
+    /// `bootstrap.servers` naming every broker.
     pub fn bootstrap(&self) -> String {
-        self.hosts
+        self.hosts[self.first_broker..]
             .iter()
             .map(|h| format!("{h}:{}", self.kafka_port))
             .collect::<Vec<_>>()
@@ -152,7 +219,7 @@ impl Cluster {
     /// Partition views from the first running node that answers.
     pub fn partitions(&mut self, topic: &str) -> Result<Vec<PartitionView>> {
         let mut last = None;
-        for node in self.nodes.iter_mut() {
+        for node in self.nodes[self.first_broker..].iter_mut() {
             if !node.is_running() {
                 continue;
             }

@@ -25,6 +25,7 @@ pub mod kafka_client;
 pub mod netns;
 pub mod paced;
 pub mod prom;
+pub mod quorum;
 pub mod wire;
 
 pub use chronik_testkit::server as broker;
