@@ -42,6 +42,10 @@
 #                        starts Apache Kafka with the same topology (1 or 3 KRaft
 #                        nodes, the same RF and min.insync.replicas) after an
 #                        unreported JVM warm-up of KAFKA_WARMUP (200000) records
+#     --controllers C    Kafka's split roles (Chronik only): C controller-only nodes (the
+#                        metadata quorum's voters, 127.0.0.1..C) serving the --nodes brokers
+#                        (broker-only, 127.0.0.C+1..), e.g. --nodes 5 --controllers 3;
+#                        default 0: every node is broker and controller
 #     --replication-factor R   topic replication factor (default min(3, nodes))
 #     --min-insync-replicas M  topic min.insync.replicas (default 2 with 3+ nodes, else 1)
 #     --broker chronik|kafka   broker under test (default chronik)
@@ -90,6 +94,7 @@ SCALE="${SCALE:-}"
 DURATION_SCALE="${DURATION_SCALE:-}"
 ACKS="${ACKS:-all}"
 NODES="${NODES:-3}"
+CONTROLLERS="${CONTROLLERS:-0}"
 KAFKA_WARMUP="${KAFKA_WARMUP:-200000}"
 REPLICATION_FACTOR="${REPLICATION_FACTOR:-}"
 MIN_INSYNC="${MIN_INSYNC:-}"
@@ -136,6 +141,7 @@ while (($#)); do
     --consumers) CONSUMERS=$2; shift 2 ;;
     --partitions) PARTITIONS=$2; shift 2 ;;
     --nodes) NODES=$2; shift 2 ;;
+    --controllers) CONTROLLERS=$2; shift 2 ;;
     --replication-factor) REPLICATION_FACTOR=$2; shift 2 ;;
     --min-insync-replicas) MIN_INSYNC=$2; shift 2 ;;
     --batch-size) BATCH_SIZE=$2; shift 2 ;;
@@ -166,6 +172,10 @@ fi
 [[ "$ACKS" == 1 || "$ACKS" == all || "$ACKS" == -1 || "$ACKS" == 0 ]] || die "--acks must be 0, 1 or all"
 [[ "$NODES" =~ ^[1-9]$ ]] || die "--nodes must be 1..9"
 [[ "$BROKER" == chronik || "$NODES" == 1 || "$NODES" == 3 ]] || die "--broker kafka runs 1 or 3 nodes (the anchor's topologies)"
+[[ "$CONTROLLERS" =~ ^[0-9]$ ]] || die "--controllers must be 0..9"
+[[ "$CONTROLLERS" == 0 || ("$BROKER" == chronik && "$NODES" -ge 2) ]] \
+  || die "--controllers runs Chronik with 2 or more --nodes (brokers)"
+((CONTROLLERS + NODES <= 16)) || die "--controllers plus --nodes at most 16 (127.0.0.1..16)"
 [[ "$KEYS" == fixed || "$KEYS" == fresh ]] || die "--keys must be fixed or fresh"
 [[ "$WARMUP" =~ ^[0-9]+[smh]?$ ]] || die "--warmup takes a duration like 10s, 1m or 0"
 [[ -z "$LATE_CONSUMER" || "$LATE_CONSUMER" =~ ^[0-9]+s?$ ]] || die "--late-consumer takes seconds, e.g. 20s"
@@ -201,7 +211,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
-log "run $RUN_ID: test=$TEST broker=$BROKER$( ((SECURE)) && echo " (secure: $SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, HTTPS)") nodes=$NODES rf=$REPLICATION_FACTOR min.insync=$MIN_INSYNC acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
+log "run $RUN_ID: test=$TEST broker=$BROKER$( ((SECURE)) && echo " (secure: $SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, HTTPS)") nodes=$NODES controllers=$CONTROLLERS rf=$REPLICATION_FACTOR min.insync=$MIN_INSYNC acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
 
 # -- build and install ---------------------------------------------------------
 # apt's output goes to a log (a fresh machine's first run would flood the terminal).
@@ -248,8 +258,9 @@ if [[ "$BROKER" == chronik ]]; then
     STARTED+=("broker=$CHRONIK_PID")
     BROKER_METRICS_LIST=("$CHRONIK_METRICS")
   else
-    start_chronik_cluster "$WORK/broker" "$NODES" "${CHRONIK_ARGS[@]}"
-    for ((i = 0; i < NODES; i++)); do STARTED+=("broker-$((i + 1))=${CHRONIK_PIDS[$i]}"); done
+    CHRONIK_CONTROLLERS=$CONTROLLERS start_chronik_cluster "$WORK/broker" "$NODES" "${CHRONIK_ARGS[@]}"
+    for ((i = 0; i < CONTROLLERS; i++)); do STARTED+=("controller-$((i + 1))=${CHRONIK_CONTROLLER_PIDS[$i]}"); done
+    for ((i = 0; i < NODES; i++)); do STARTED+=("broker-$((CONTROLLERS + i + 1))=${CHRONIK_PIDS[$i]}"); done
     BROKER_METRICS_LIST=("${CHRONIK_METRICS_LIST[@]}")
   fi
   BOOTSTRAP=$CHRONIK_KAFKA
@@ -314,7 +325,7 @@ write_meta() {  # [FINISHED_AT]
     --setting "acks=\"$ACKS\"" --setting "batch_size=$BATCH_SIZE" --setting "message_size=$MESSAGE_SIZE" \
     --setting "ingestors=$INGESTORS" --setting "consumers=$CONSUMERS" --setting "partitions=$PARTITIONS" \
     --setting "wal_profile=$WAL_PROFILE" --setting "produce_profile=$PRODUCE_PROFILE" \
-    --setting "nodes=$NODES" --setting "replication_factor=$REPLICATION_FACTOR" \
+    --setting "nodes=$NODES" --setting "controllers=$CONTROLLERS" --setting "replication_factor=$REPLICATION_FACTOR" \
     --setting "min_insync_replicas=$MIN_INSYNC" --setting "topic=$TOPIC" --setting "group=$GROUP" \
     --setting "prometheus=${PROM_URL:-}" --setting "keys=$KEYS" \
     --setting "levels=$LEVELS" --setting "step=$STEP" --setting "repeat=$REPEAT" \

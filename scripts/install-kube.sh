@@ -38,6 +38,10 @@ fi
 
 log() { printf '[install-kube] %s\n' "$*" >&2; }
 mkdir -p "$BIN" "$SRC"
+# One build at a time: `make test` starts one early in the background
+# (kube-prefetch) and k8s-apiserver-test's own call waits for it here.
+exec 8> "$HOME_DIR/.install.lock"
+flock 8
 # shellcheck source=scripts/go-scratch.sh
 source "$REPO_ROOT/scripts/go-scratch.sh"
 go_find || { log "error: go not found"; exit 1; }

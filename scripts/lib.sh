@@ -162,38 +162,60 @@ start_chronik() {
 # listener's protocol (e.g. SASL_SSL: --listeners SASL_SSL://127.0.0.I:PORT,
 # also the inter-broker listener). Nodes wait for each other before listening, so all are
 # started first and then awaited.
-# Sets CHRONIK_PIDS (array), CHRONIK_KAFKA (bootstrap list of every node),
-# CHRONIK_METRICS_LIST (array of host:port), CHRONIK_PID (node 1).
+# CHRONIK_CONTROLLERS=C (> 0) splits the roles: C controller-only nodes first
+# (127.0.0.1..C, the voters), then the N brokers (broker-only, observers of
+# the quorum) on 127.0.0.C+1..C+N.
+# Sets CHRONIK_PIDS (array, brokers), CHRONIK_KAFKA (bootstrap list of every
+# broker), CHRONIK_METRICS_LIST (array of host:port, brokers), CHRONIK_PID
+# (the first broker), CHRONIK_CONTROLLER_PIDS and
+# CHRONIK_CONTROLLER_METRICS_LIST (controller-only nodes; empty when combined).
 start_chronik_cluster() {
   local dir=$1 n=$2; shift 2
   [[ -x "$CHRONIK_SERVER_BIN" ]] \
     || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
   local kport rport mport peers="" i proto=${CHRONIK_CLUSTER_PROTOCOL:-PLAINTEXT}
+  # CHRONIK_CONTROLLERS=C > 0: Kafka's split roles. Nodes 1..C on 127.0.0.1..C
+  # are controllers only (the voters); the n brokers are nodes C+1..C+n,
+  # observers of the quorum. 0 (the default): n combined nodes.
+  local controllers=${CHRONIK_CONTROLLERS:-0} voters total
+  voters=$((controllers > 0 ? controllers : n)); total=$((controllers + n))
   kport=$(free_port); rport=$(free_port); mport=$(free_port)
   while [[ "$rport" == "$kport" || "$mport" == "$kport" || "$mport" == "$rport" ]]; do
     rport=$(free_port); mport=$(free_port)
   done
-  for ((i = 1; i <= n; i++)); do peers+="${peers:+,}$i@127.0.0.$i"; done
+  for ((i = 1; i <= voters; i++)); do peers+="${peers:+,}$i@127.0.0.$i"; done
   # One raft secret for every node (they share this host).
   mkdir -p "$dir"
   [[ -s "$dir/cluster.secret" ]] || (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$dir/cluster.secret")
   CHRONIK_PIDS=(); CHRONIK_METRICS_LIST=(); CHRONIK_KAFKA=""
-  for ((i = 1; i <= n; i++)); do
+  CHRONIK_CONTROLLER_PIDS=(); CHRONIK_CONTROLLER_METRICS_LIST=()
+  local pids=() metrics=()
+  for ((i = 1; i <= total; i++)); do
     mkdir -p "$dir/node-$i/data"
-    local listen=(--listen "127.0.0.$i:$kport")
+    local listen=(--listen "127.0.0.$i:$kport") roles=()
     [[ "$proto" == PLAINTEXT ]] \
       || listen=(--listeners "$proto://127.0.0.$i:$kport" --inter-broker-listener-name "$proto")
-    "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" \
+    if ((controllers > 0)); then
+      if ((i <= controllers)); then roles=(--process-roles controller); else roles=(--process-roles broker); fi
+    fi
+    "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" "${roles[@]}" \
       "${listen[@]}" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
       --data-dir "$dir/node-$i/data" --cluster-secret-file "$dir/cluster.secret" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &
-    CHRONIK_PIDS+=("$!")
-    pid_record "$!" "chronik-server-$i"
-    CHRONIK_KAFKA+="${CHRONIK_KAFKA:+,}127.0.0.$i:$kport"
-    CHRONIK_METRICS_LIST+=("127.0.0.$i:$mport")
+    pids+=("$!"); metrics+=("127.0.0.$i:$mport")
+    if ((controllers > 0 && i <= controllers)); then
+      pid_record "$!" "chronik-controller-$i"
+      CHRONIK_CONTROLLER_PIDS+=("$!")
+      CHRONIK_CONTROLLER_METRICS_LIST+=("127.0.0.$i:$mport")
+    else
+      pid_record "$!" "chronik-server-$i"
+      CHRONIK_PIDS+=("$!")
+      CHRONIK_KAFKA+="${CHRONIK_KAFKA:+,}127.0.0.$i:$kport"
+      CHRONIK_METRICS_LIST+=("127.0.0.$i:$mport")
+    fi
   done
   CHRONIK_PID=${CHRONIK_PIDS[0]}
-  for ((i = 1; i <= n; i++)); do
-    local pid=${CHRONIK_PIDS[$((i - 1))]} waited
+  for ((i = 1; i <= total; i++)); do
+    local pid=${pids[$((i - 1))]} waited
     for ((waited = 0; waited < CHRONIK_START_TIMEOUT * 10; waited++)); do
       grep -q '^LISTENING ' "$dir/node-$i/stdout.log" 2>/dev/null && break
       if ! kill -0 "$pid" 2>/dev/null; then
@@ -205,7 +227,11 @@ start_chronik_cluster() {
     wait_http_ok "http://127.0.0.$i:$mport/ready" "$CHRONIK_START_TIMEOUT" "$pid" \
       || { tail -n 30 "$dir/node-$i/stderr.log" >&2 || true; die "chronik-server node $i not ready (logs: $dir/node-$i)"; }
   done
-  log "chronik cluster of $n nodes: pids ${CHRONIK_PIDS[*]} bootstrap=$CHRONIK_KAFKA"
+  if ((controllers > 0)); then
+    log "chronik cluster of $controllers controllers (pids ${CHRONIK_CONTROLLER_PIDS[*]}) and $n brokers: pids ${CHRONIK_PIDS[*]} bootstrap=$CHRONIK_KAFKA"
+  else
+    log "chronik cluster of $n nodes: pids ${CHRONIK_PIDS[*]} bootstrap=$CHRONIK_KAFKA"
+  fi
 }
 
 # stop_chronik - SIGTERM the broker started by start_chronik, wait, forget it.

@@ -104,23 +104,23 @@ fn member_hosts(config: &ClusterConfig, raft: &Raft) -> crate::admission::Member
 
 /// Between two rounds of join requests.
 const JOIN_BACKOFF: Duration = Duration::from_millis(300);
+/// An observer with no heartbeat accepted for this long asks to join again
+/// (it was unregistered while alive, or its address changed).
+const REJOIN_AFTER: Duration = Duration::from_secs(3);
 
 /// A broker that is not a controller asks the quorum, through each of
-/// `join_addrs` in turn, to add it as an observer, until the membership it
-/// receives from the leader lists it. Done at every start (a no-op for a
-/// member whose address is unchanged); refusals are logged at most every
-/// 10 s.
-fn spawn_join(config: ClusterConfig, raft: Raft) -> JoinHandle<()> {
+/// `join_addrs` in turn, to add it as an observer: at start, and again
+/// whenever no heartbeat has been accepted for `REJOIN_AFTER` (a live
+/// broker that was unregistered comes back, as a combined node does at its
+/// next heartbeat). Asking is a no-op for a member whose address is
+/// unchanged; refusals are logged at most every 10 s.
+fn spawn_join(
+    config: ClusterConfig,
+    raft: Raft,
+    mut accepted: watch::Receiver<Option<u64>>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let own = raft_id(config.node_id);
-        let is_member = |raft: &Raft| {
-            raft.metrics()
-                .borrow()
-                .membership_config
-                .membership()
-                .get_node(&own)
-                .is_some()
-        };
         let addrs = config.join_addrs();
         let request = RpcRequest::Controller(ControllerRequest::AddObserver {
             node_id: config.node_id,
@@ -129,7 +129,15 @@ fn spawn_join(config: ClusterConfig, raft: Raft) -> JoinHandle<()> {
         let credentials = config.credentials();
         let mut last_warning: Option<Instant> = None;
         let mut attempt = 0usize;
-        while !is_member(&raft) {
+        let mut joined = false;
+        loop {
+            if joined {
+                match tokio::time::timeout(REJOIN_AFTER, accepted.changed()).await {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(_)) => return,
+                    Err(_) => {}
+                }
+            }
             let addr = &addrs[attempt % addrs.len()];
             attempt += 1;
             let outcome = match call_once(addr, &credentials, &request, COMMAND_TIMEOUT).await {
@@ -143,6 +151,14 @@ fn spawn_join(config: ClusterConfig, raft: Raft) -> JoinHandle<()> {
                         }),
                     )
                     .await;
+                    if !joined {
+                        tracing::info!(
+                            node_id = config.node_id,
+                            "following the metadata quorum as an observer"
+                        );
+                    }
+                    joined = true;
+                    accepted.mark_unchanged();
                     continue;
                 }
                 // Not the leader: the next address may be.
@@ -161,10 +177,6 @@ fn spawn_join(config: ClusterConfig, raft: Raft) -> JoinHandle<()> {
                 tokio::time::sleep(JOIN_BACKOFF).await;
             }
         }
-        tracing::info!(
-            node_id = config.node_id,
-            "following the metadata quorum as an observer"
-        );
     })
 }
 
@@ -273,7 +285,11 @@ impl Cluster {
             ));
         }
         if !config.roles.controller {
-            tasks.push(spawn_join(config.clone(), raft.clone()));
+            tasks.push(spawn_join(
+                config.clone(),
+                raft.clone(),
+                heartbeat_accepted.clone(),
+            ));
         }
         let cluster = Arc::new(Cluster {
             config,

@@ -13,6 +13,8 @@
 //! 4. A broker stopped (SIGTERM), fenced and unregistered leaves the
 //!    observers and the broker lists for good: an RF-4 topic created after
 //!    lands on the four others.
+//! 5. A live broker unregistered joins and registers again (as a combined
+//!    node does at its next heartbeat).
 
 mod common;
 
@@ -169,5 +171,15 @@ fn three_controllers_serve_five_brokers_through_failures_and_a_retirement() -> R
         !listed.contains(&retired),
         "Metadata still lists {retired}: {listed:?}"
     );
+
+    // 5. A live broker unregistered comes back: it joins and registers again.
+    let live = 7;
+    let code = unregister(cluster.node(stayer), live)?;
+    ensure!(code == 0, "UnregisterBroker of a live broker: error {code}");
+    eventually(Duration::from_secs(20), "broker 7 back", || {
+        let (_, _, observers) = quorum_view(&mut cluster, stayer)?;
+        let listed = metadata_brokers(cluster.node(stayer))?;
+        Ok((observers.contains(&live) && listed.contains(&live)).then_some(()))
+    })?;
     Ok(())
 }
