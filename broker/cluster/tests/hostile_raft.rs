@@ -30,6 +30,15 @@ fn heartbeat(node_id: i32, host: &str) -> Vec<u8> {
     ))
 }
 
+/// A connection to `addr` that has proved `secret` as node `id`.
+async fn authenticated(addr: std::net::SocketAddr, secret: &ClusterSecret, id: i32) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    chronik_cluster::auth::client_handshake(&mut stream, secret, id)
+        .await
+        .expect("handshake");
+    stream
+}
+
 /// One reply frame's body, as text.
 async fn read_reply(stream: &mut TcpStream) -> String {
     let mut len = [0u8; 4];
@@ -111,10 +120,7 @@ async fn a_voter_may_heartbeat_only_for_itself_at_its_own_host() {
         .expect("another node");
 
     // Authenticated as `other`, heartbeating for someone else.
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, &secret, other)
-        .await
-        .expect("handshake");
+    let mut stream = authenticated(addr, &secret, other).await;
     let victim = [1, 2, 3]
         .into_iter()
         .find(|&id| id != other)
@@ -127,10 +133,7 @@ async fn a_voter_may_heartbeat_only_for_itself_at_its_own_host() {
     assert!(answer.contains("may not heartbeat for node"), "{answer}");
 
     // Authenticated as itself, but moving its endpoint to another host.
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, &secret, other)
-        .await
-        .expect("handshake");
+    let mut stream = authenticated(addr, &secret, other).await;
     stream
         .write_all(&heartbeat(other, "10.6.6.6"))
         .await
@@ -286,10 +289,7 @@ async fn stalled_handshakes_and_frames_are_cut_off() {
     let started = tokio::time::Instant::now();
 
     let silent = TcpStream::connect(addr).await.expect("connect");
-    let mut half_frame = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut half_frame, &secret, other)
-        .await
-        .expect("handshake");
+    let mut half_frame = authenticated(addr, &secret, other).await;
     half_frame
         .write_all(&1000u32.to_be_bytes())
         .await
@@ -300,10 +300,7 @@ async fn stalled_handshakes_and_frames_are_cut_off() {
         .expect("some body");
 
     // Meanwhile an honest heartbeat is answered.
-    let mut honest = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut honest, &secret, other)
-        .await
-        .expect("handshake");
+    let mut honest = authenticated(addr, &secret, other).await;
     honest
         .write_all(&heartbeat(other, &format!("127.0.0.{other}")))
         .await
@@ -414,10 +411,7 @@ async fn a_node_that_is_no_voter_cannot_vote_or_register() {
     let answer = String::from_utf8_lossy(&drain(&mut stream).await).to_string();
     assert!(answer.contains("raft RPCs refused"), "{answer}");
 
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, &secret, 9)
-        .await
-        .expect("handshake");
+    let mut stream = authenticated(addr, &secret, 9).await;
     stream
         .write_all(&heartbeat(9, "127.0.0.9"))
         .await
@@ -428,10 +422,7 @@ async fn a_node_that_is_no_voter_cannot_vote_or_register() {
         "{reply}"
     );
 
-    let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, &secret, 9)
-        .await
-        .expect("handshake");
+    let mut stream = authenticated(addr, &secret, 9).await;
     let join = r#"{"Controller":{"AddObserver":{"node_id":10,"raft_addr":"127.0.0.10:9093"}}}"#;
     stream.write_all(&frame(join)).await.expect("write");
     let answer = String::from_utf8_lossy(&drain(&mut stream).await).to_string();
