@@ -25,7 +25,12 @@ pub struct Client {
 
 impl Client {
     pub fn connect(broker: &Broker) -> Result<Client> {
-        let stream = TcpStream::connect(broker.kafka_addr())?;
+        Client::connect_to(broker.kafka_addr())
+    }
+
+    /// Connects to one listener of a broker started with `--listeners`.
+    pub fn connect_to(addr: std::net::SocketAddr) -> Result<Client> {
+        let stream = TcpStream::connect(addr)?;
         stream.set_read_timeout(Some(Duration::from_secs(20)))?;
         Ok(Client {
             stream,

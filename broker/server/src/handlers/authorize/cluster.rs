@@ -89,7 +89,7 @@ fn refused(response: Response) -> Routed {
     Routed::Governed(Admission::Refused(response))
 }
 
-pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
+pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
     let cluster_denied = ResponseError::ClusterAuthorizationFailed.code();
     match request {
         Request::AlterConfigs(mut r) => {
@@ -216,9 +216,11 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
                         )
                 })
                 .collect();
+            // (v0 has no top-level field: setting it would fail the encoding)
+            let top_level = if version >= 1 { cluster_denied } else { 0 };
             refused(Response::ElectLeaders(
                 ElectLeadersResponse::default()
-                    .with_error_code(cluster_denied)
+                    .with_error_code(top_level)
                     .with_replica_election_results(results),
             ))
         }

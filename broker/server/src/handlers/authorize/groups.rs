@@ -247,8 +247,14 @@ impl Denied {
                         resp.topics.clear();
                         resp.error_code = code;
                     } else {
+                        // v0-1 answer per partition: the error and no offset
+                        // (Kafka's INVALID_OFFSET, empty metadata), never the
+                        // group's committed position
                         for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
                             p.error_code = code;
+                            p.committed_offset = -1;
+                            p.committed_leader_epoch = -1;
+                            p.metadata = Some(StrBytes::default());
                         }
                     }
                     return true;

@@ -7,8 +7,10 @@
 //! CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the
 //! whole request; ListOffsets: DESCRIBE; Metadata:
 //! DESCRIBE (listing all topics - a null list, or v0's empty one - shows
-//! only those; a topic named by id only is refused without its name, as
-//! Kafka does), auto-creation needs CREATE on the cluster or the topic;
+//! only those; a v0 request naming only refused topics gets just their
+//! refusals, not v0's every-topic answer to the empty list left; a topic
+//! named by id only is refused without its name, as Kafka does),
+//! auto-creation needs CREATE on the cluster or the topic;
 //! CreateTopics: CREATE on the cluster or the topic; DeleteTopics and
 //! DeleteRecords: DELETE; CreatePartitions: ALTER; OffsetForLeaderEpoch:
 //! CLUSTER_ACTION on the cluster (a follower) passes every topic, else
@@ -51,15 +53,27 @@ pub enum Denied {
     Fetch(Vec<FetchTopic>),
     ListOffsets(Vec<ListOffsetsTopic>),
     /// Topics refused (by name, or by id with no name: Kafka never names a
-    /// topic asked for by id to a session that may not describe it);
-    /// `listing`: the request asked for every topic.
+    /// topic asked for by id to a session that may not describe it), and
+    /// what the handler's topics are.
     Metadata {
         refused: Vec<(Option<TopicName>, Uuid)>,
-        listing: bool,
+        asked: Asked,
     },
     OffsetForLeaderEpoch(Vec<OffsetForLeaderTopic>),
     Names(Vec<TopicName>, Api),
     DeleteRecords(Vec<DeleteRecordsTopic>),
+}
+
+/// What a Metadata request asked for, as the handler answered it.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Asked {
+    /// Every topic: the handler's list is filtered to the describable ones.
+    Every,
+    /// Named topics: the handler answered only the admitted ones.
+    Named,
+    /// v0 naming only refused topics: the list left for the handler is
+    /// empty, which v0 reads as "every topic", so its answer is dropped.
+    NoneAdmitted,
 }
 
 /// The APIs whose refusals are just topic names.
@@ -154,7 +168,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                     Request::Metadata(r),
                     Denied::Metadata {
                         refused: Vec::new(),
-                        listing: true,
+                        asked: Asked::Every,
                     },
                 );
             }
@@ -175,6 +189,11 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                         || image.topics.contains_key(name.0.as_str())
                         || gate.may_create_topic(&name.0))
             });
+            let asked = if version == 0 && ok.is_empty() {
+                Asked::NoneAdmitted
+            } else {
+                Asked::Named
+            };
             r.topics = Some(ok);
             let refused = refused
                 .into_iter()
@@ -186,13 +205,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                     }
                 })
                 .collect();
-            admitted(
-                Request::Metadata(r),
-                Denied::Metadata {
-                    refused,
-                    listing: false,
-                },
-            )
+            admitted(Request::Metadata(r), Denied::Metadata { refused, asked })
         }
         Request::CreateTopics(mut r) => {
             let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
@@ -317,14 +330,16 @@ impl Denied {
                 }));
                 any
             }
-            (Denied::Metadata { refused, listing }, Response::Metadata(resp)) => {
+            (Denied::Metadata { refused, asked }, Response::Metadata(resp)) => {
                 let before = resp.topics.len();
-                if listing {
-                    resp.topics.retain(|t| {
+                match asked {
+                    Asked::Every => resp.topics.retain(|t| {
                         t.name
                             .as_ref()
                             .is_none_or(|n| gate.topic(operation::DESCRIBE, &n.0))
-                    });
+                    }),
+                    Asked::NoneAdmitted => resp.topics.clear(),
+                    Asked::Named => {}
                 }
                 let any = !refused.is_empty() || resp.topics.len() != before;
                 resp.topics.extend(refused.into_iter().map(|(name, id)| {
