@@ -512,7 +512,8 @@ const DESCRIBE: i8 = 8;
 /// it: Metadata v0's empty list (every topic), Metadata v12 naming a topic
 /// by id only, FindCoordinator v2 (top-level answer) and v4 (coordinators),
 /// OffsetForLeaderEpoch v3 (had no check at all), AddPartitionsToTxn v3
-/// (checked the transactional id only, not the topics). "secret" carries an
+/// (checked the transactional id only, not the topics), TxnOffsetCommit v3
+/// (a refused topic refused the whole commit; Kafka commits the others). "secret" carries an
 /// ACL for alice only, so User:ANONYMOUS may do nothing with it.
 #[test]
 fn second_pass_authorization_holes_are_closed() -> Result<()> {
@@ -520,8 +521,12 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
     use kafka_protocol::messages::offset_for_leader_epoch_request::{
         OffsetForLeaderPartition, OffsetForLeaderTopic,
     };
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
     use kafka_protocol::messages::{
         AddPartitionsToTxnRequest, FindCoordinatorRequest, OffsetForLeaderEpochRequest,
+        TxnOffsetCommitRequest,
     };
 
     let broker = Broker::start(AUTHORIZER)?;
@@ -698,6 +703,34 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
         answers.contains(&("secret".into(), TOPIC_AUTHORIZATION_FAILED))
             && answers.contains(&("open".into(), OPERATION_NOT_ATTEMPTED)),
         "AddPartitionsToTxn v3: {answers:?}"
+    );
+    // TxnOffsetCommit: secret (no READ) refused, open committed next to it
+    let commit_to = |topic: &str| {
+        TxnOffsetCommitRequestTopic::default()
+            .with_name(TopicName(s(topic)))
+            .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                .with_committed_offset(0)
+                .with_committed_leader_epoch(-1)])
+    };
+    let commit = client.send(
+        &TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(s("txn-ok")))
+            .with_group_id(GroupId(s("open-group")))
+            .with_producer_id(init.producer_id)
+            .with_producer_epoch(init.producer_epoch)
+            .with_generation_id(-1)
+            .with_topics(vec![commit_to("secret"), commit_to("open")]),
+        3,
+    )?;
+    let answers: Vec<(String, i16)> = commit
+        .topics
+        .iter()
+        .map(|t| (t.name.0.to_string(), t.partitions[0].error_code))
+        .collect();
+    ensure!(
+        answers.contains(&("secret".into(), TOPIC_AUTHORIZATION_FAILED))
+            && answers.contains(&("open".into(), 0)),
+        "TxnOffsetCommit v3: {answers:?}"
     );
     // nothing was added: ending the transaction writes no marker into secret
     // (DESCRIBE now granted, to read its end offset; WRITE still is not)

@@ -10,10 +10,13 @@
 //! registered address). AddPartitionsToTxn v0–3 also needs WRITE on every
 //! topic it adds: if any is refused, nothing is added (Kafka's rule):
 //! TOPIC_AUTHORIZATION_FAILED for those, OPERATION_NOT_ATTEMPTED for the rest.
+//! TxnOffsetCommit also needs READ on each topic: a refused topic answers
+//! TOPIC_AUTHORIZATION_FAILED and the others are committed (Kafka's rule).
 
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -25,7 +28,7 @@ use kafka_protocol::messages::{
     TxnOffsetCommitResponse, WriteTxnMarkersResponse,
 };
 
-use super::{Admission, After, Gate, Routed};
+use super::{split, Admission, After, Gate, Routed};
 use crate::handlers::add_partitions_to_txn::topic_results;
 
 const TXN_DENIED: ResponseError = ResponseError::TransactionalIdAuthorizationFailed;
@@ -33,6 +36,32 @@ const TXN_DENIED: ResponseError = ResponseError::TransactionalIdAuthorizationFai
 pub enum Denied {
     /// DescribeTransactions / ListTransactions answers to filter.
     Describe,
+    /// TxnOffsetCommit topics without READ, answered next to the others'.
+    TxnOffsetCommit(Vec<TxnOffsetCommitRequestTopic>),
+}
+
+/// TxnOffsetCommit's answer `code` for every partition of `topics`.
+fn txn_commit_errors(
+    topics: &[TxnOffsetCommitRequestTopic],
+    code: i16,
+) -> Vec<TxnOffsetCommitResponseTopic> {
+    topics
+        .iter()
+        .map(|t| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
 }
 
 fn refused(response: Response) -> Routed {
@@ -184,49 +213,29 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                     .with_producer_epoch(-1),
             ))
         }
-        Request::TxnOffsetCommit(r) => {
+        Request::TxnOffsetCommit(mut r) => {
             let denied = if !gate.transactional_id(operation::WRITE, &r.transactional_id.0) {
                 Some(code)
             } else if !gate.group(operation::READ, &r.group_id.0) {
                 Some(ResponseError::GroupAuthorizationFailed.code())
-            } else if r
-                .topics
-                .iter()
-                .any(|t| !gate.topic(operation::READ, &t.name.0))
-            {
-                Some(ResponseError::TopicAuthorizationFailed.code())
             } else {
                 None
             };
-            match denied {
-                Some(code) => {
-                    let topics = r
-                        .topics
-                        .iter()
-                        .map(|t| {
-                            TxnOffsetCommitResponseTopic::default()
-                                .with_name(t.name.clone())
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            TxnOffsetCommitResponsePartition::default()
-                                                .with_partition_index(p.partition_index)
-                                                .with_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect();
-                    refused(Response::TxnOffsetCommit(
-                        TxnOffsetCommitResponse::default().with_topics(topics),
-                    ))
-                }
-                None => Routed::Governed(Admission::Admitted(
-                    Request::TxnOffsetCommit(r),
-                    After::Nothing,
-                )),
+            if let Some(code) = denied {
+                return refused(Response::TxnOffsetCommit(
+                    TxnOffsetCommitResponse::default()
+                        .with_topics(txn_commit_errors(&r.topics, code)),
+                ));
             }
+            // topics without READ are refused, the others committed (Kafka's rule)
+            let (ok, refused_topics) = split(std::mem::take(&mut r.topics), |t| {
+                gate.topic(operation::READ, &t.name.0)
+            });
+            r.topics = ok;
+            Routed::Governed(Admission::Admitted(
+                Request::TxnOffsetCommit(r),
+                After::Txn(Denied::TxnOffsetCommit(refused_topics)),
+            ))
         }
         r @ (Request::DescribeTransactions(_) | Request::ListTransactions(_)) => {
             Routed::Governed(Admission::Admitted(r, After::Txn(Denied::Describe)))
@@ -254,6 +263,14 @@ impl Denied {
                         .with_error_code(TXN_DENIED.code());
                     any = true;
                 }
+                any
+            }
+            (Denied::TxnOffsetCommit(refused), Response::TxnOffsetCommit(resp)) => {
+                let any = !refused.is_empty();
+                resp.topics.extend(txn_commit_errors(
+                    &refused,
+                    ResponseError::TopicAuthorizationFailed.code(),
+                ));
                 any
             }
             (Denied::Describe, Response::ListTransactions(resp)) => {
