@@ -512,7 +512,8 @@ const DESCRIBE: i8 = 8;
 /// it: Metadata v0's empty list (every topic), Metadata v12 naming a topic
 /// by id only, FindCoordinator v2 (top-level answer) and v4 (coordinators),
 /// OffsetForLeaderEpoch v3 (had no check at all), AddPartitionsToTxn v3
-/// (checked the transactional id only, not the topics), TxnOffsetCommit v3
+/// (checked the transactional id only, not the topics; an internal topic is
+/// never added), TxnOffsetCommit v3
 /// (a refused topic refused the whole commit; Kafka commits the others). "secret" carries an
 /// ACL for alice only, so User:ANONYMOUS may do nothing with it.
 #[test]
@@ -703,6 +704,30 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
         answers.contains(&("secret".into(), TOPIC_AUTHORIZATION_FAILED))
             && answers.contains(&("open".into(), OPERATION_NOT_ATTEMPTED)),
         "AddPartitionsToTxn v3: {answers:?}"
+    );
+    // an internal topic is never added, even with no ACL keeping it closed
+    let internal = client.send(
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(s("txn-ok")))
+            .with_v3_and_below_producer_id(init.producer_id)
+            .with_v3_and_below_producer_epoch(init.producer_epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(s("__consumer_offsets")))
+                .with_partitions(vec![0])]),
+        3,
+    )?;
+    let codes: Vec<i16> = internal
+        .results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
+        .collect();
+    ensure!(
+        codes == [TOPIC_AUTHORIZATION_FAILED],
+        "AddPartitionsToTxn v3 __consumer_offsets: {codes:?}"
     );
     // TxnOffsetCommit: secret (no READ) refused, open committed next to it
     let commit_to = |topic: &str| {

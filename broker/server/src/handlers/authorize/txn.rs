@@ -8,7 +8,8 @@
 //! (verification) and WriteTxnMarkers need CLUSTER_ACTION (else
 //! CLUSTER_AUTHORIZATION_FAILED; the handlers also check the sender's
 //! registered address). AddPartitionsToTxn v0–3 also needs WRITE on every
-//! topic it adds: if any is refused, nothing is added (Kafka's rule):
+//! topic it adds, and never takes an internal one: if any is refused,
+//! nothing is added (Kafka's rule):
 //! TOPIC_AUTHORIZATION_FAILED for those, OPERATION_NOT_ATTEMPTED for the rest.
 //! TxnOffsetCommit also needs READ on each topic: a refused topic answers
 //! TOPIC_AUTHORIZATION_FAILED and the others are committed (Kafka's rule).
@@ -30,6 +31,7 @@ use kafka_protocol::messages::{
 
 use super::{split, Admission, After, Gate, Routed};
 use crate::handlers::add_partitions_to_txn::topic_results;
+use crate::handlers::topic_lookup::is_internal_topic;
 
 const TXN_DENIED: ResponseError = ResponseError::TransactionalIdAuthorizationFailed;
 
@@ -82,6 +84,12 @@ fn may_write_idempotently(gate: &Gate<'_>) -> bool {
             .any(|t| gate.topic(operation::WRITE, t))
 }
 
+/// A client may add `topic` to its transaction: WRITE on it, and never an
+/// internal topic (Kafka refuses those to everyone, super users included).
+fn may_add_to_txn(gate: &Gate<'_>, topic: &str) -> bool {
+    !is_internal_topic(topic) && gate.topic(operation::WRITE, topic)
+}
+
 pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
     let code = TXN_DENIED.code();
     match request {
@@ -130,13 +138,13 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
         Request::AddPartitionsToTxn(r)
             if r.v3_and_below_topics
                 .iter()
-                .any(|t| !gate.topic(operation::WRITE, &t.name.0)) =>
+                .any(|t| !may_add_to_txn(gate, &t.name.0)) =>
         {
             let results = r
                 .v3_and_below_topics
                 .iter()
                 .flat_map(|t| {
-                    let code = if gate.topic(operation::WRITE, &t.name.0) {
+                    let code = if may_add_to_txn(gate, &t.name.0) {
                         ResponseError::OperationNotAttempted.code()
                     } else {
                         ResponseError::TopicAuthorizationFailed.code()
