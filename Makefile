@@ -37,6 +37,10 @@
 #   make k8s-node-test  on that node: ./run-all.sh --k8s --overlay small with a broker pod deleted
 #                    mid-run, verified zero loss from the pods' ledgers and reports
 #                    (k8s-perf/tests/node.sh; not part of make test: the build and run take ~20 min)
+#   make k8s-grow-test  on that node: ./run-all.sh --k8s --overlay scale-out (3 controllers,
+#                    3 brokers) while k8s-perf/grow-brokers.sh grows the brokers to 5 and
+#                    moves the topic onto them with Kafka's tools; verified zero loss
+#                    (k8s-perf/tests/grow.sh; not part of make test)
 #   make compat      real-client compatibility matrix (compat/run.sh: rdkafka, confluent-kafka,
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
@@ -71,7 +75,7 @@ ifdef CI
 export CARGO_INCREMENTAL := 0
 endif
 
-.PHONY: kube-prefetch ci-free-debug images images-test k8s-apiserver-test k8s-node k8s-node-down k8s-node-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck load-test report-test e2e k8s-test run bench clean-run
+.PHONY: kube-prefetch ci-free-debug images images-test k8s-apiserver-test k8s-node k8s-node-down k8s-node-test k8s-grow-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck load-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -175,6 +179,10 @@ k8s-node-down:
 
 k8s-node-test: k8s-node
 	bash k8s-perf/tests/node.sh
+
+k8s-grow-test: k8s-node
+	bash compat/install-deps.sh
+	bash k8s-perf/tests/grow.sh
 
 images-test: images python-deps
 	$(VENV)/bin/python k8s-perf/tests/run_images.py

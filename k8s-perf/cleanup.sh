@@ -48,7 +48,7 @@ else
   fi
   kc delete -n "$NAMESPACE" "$kinds" -l app.kubernetes.io/part-of=chronik-perf \
     --ignore-not-found --wait=true --timeout=300s
-  kc delete -n "$NAMESPACE" pvc -l app.kubernetes.io/name=chronik,app.kubernetes.io/component=broker \
+  kc delete -n "$NAMESPACE" pvc -l 'app.kubernetes.io/name=chronik,app.kubernetes.io/component in (broker,controller)' \
     --ignore-not-found --wait=true --timeout=300s
   if [[ "$KEEP_NAMESPACE" == 1 ]]; then
     log "kept namespace $NAMESPACE"

@@ -7,7 +7,7 @@
 #   ./run-all.sh --k8s [options]        (or k8s-perf/run.sh [options])
 #     --overlay NAME       k8s-perf/overlays/NAME (default small; test-1..test-7,
 #                          baremetal-256b, baremetal-1kib, baremetal-1kib-36,
-#                          standalone, cluster, secure)
+#                          standalone, cluster, secure, scale-out)
 #     --context CTX        kubectl context (default: the current one)
 #     --namespace NS       namespace of the run (default chronik-perf)
 #     --run-id ID          (default <UTC time>-k8s-<overlay>)
@@ -60,6 +60,8 @@
 # (chronik-consumer merge) and report.md rendered (python -m reports render).
 # The workloads stay up for inspection; ./cleanup.sh --k8s removes everything.
 # Env: K8S_RUN_DIR (default .run/k8s) holds each run's generated kustomization.
+# LOCAL_NODE_RESERVE_MILLICORES: with --local-node, CPU (millicores) left out of
+# the fitting for pods added during the run (default 0).
 # SECURE_DIR: where secure-secrets.sh keeps its material (default .run/k8s-secure/<namespace>).
 #
 # Exit status: 0 when every generator's results came back, the thresholds
@@ -206,6 +208,8 @@ overlay_rel=$(realpath --relative-to="$RUN_KUSTOMIZATION" "$K8S_DIR/overlays/$OV
   echo "    literals:"
   echo "      - RUN_ID=$RUN_ID"
   echo "      - GIT_COMMIT=$GIT_COMMIT"
+  # the generators' acks tag says what --acks gave the ingestors
+  [[ -n "$ACKS" ]] && echo "      - ACKS=$ACKS"
   if [[ -n "$PLAN_NAME" ]]; then
     echo "      - PLAN=$PLAN_NAME"
     echo "      - LOADGEN_ARGS="
@@ -284,6 +288,9 @@ if [[ "$LOCAL_NODE" == 1 && "$DRY_RUN" != 1 ]]; then
   node_status=$(bash "$REPO_ROOT/scripts/k8s-node.sh" status) \
     || die "the local node is not fully up (scripts/k8s-node.sh up starts what is missing): $(grep stopped <<< "$node_status" | tr -s ' \n' ' ')"
   free=$(node_free_millicores) || die "could not read the local node's allocatable CPU"
+  # CPU kept free for pods the run adds later (k8s-perf/tests/grow.sh: two more brokers)
+  free=$((free - ${LOCAL_NODE_RESERVE_MILLICORES:-0}))
+  ((free > 0)) || die "LOCAL_NODE_RESERVE_MILLICORES=${LOCAL_NODE_RESERVE_MILLICORES} leaves no CPU on the local node"
   bash "$REPO_ROOT/scripts/install-python-deps.sh" > /dev/null || die "scripts/install-python-deps.sh failed"
   "$REPO_ROOT/.venv/bin/python" "$K8S_DIR/node/fit_requests.py" "$RENDERED" "$free" > "$RUN_KUSTOMIZATION/fit.yaml" \
     || die "fit_requests.py failed"
@@ -338,6 +345,10 @@ GENERATORS=$(sed -n 's/^  GENERATORS: "\{0,1\}\([0-9]*\)"\{0,1\}$/\1/p' "$RENDER
 [[ "$GENERATORS" =~ ^[1-9][0-9]*$ ]] || die "no GENERATORS in the rendered chronik-load-env ConfigMap"
 kc apply -f "$RENDERED" -l 'app.kubernetes.io/component!=loadgen'
 kc rollout status -n "$NAMESPACE" statefulset/chronik --timeout=900s
+# components/controllers: the metadata quorum's own StatefulSet
+if grep -q '^  name: chronik-controller$' "$RENDERED"; then
+  kc rollout status -n "$NAMESPACE" statefulset/chronik-controller --timeout=900s
+fi
 kc rollout status -n "$NAMESPACE" deployment/chronik-ingestor --timeout=600s
 kc rollout status -n "$NAMESPACE" deployment/chronik-consumer --timeout=600s
 # the harness users' ACLs (components/secure): none of their requests is allowed before

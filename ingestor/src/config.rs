@@ -149,9 +149,10 @@ pub struct Args {
         default_value = "snappy"
     )]
     pub compression: Compression,
-    /// Idempotent producer (requires --acks all).
-    #[arg(long, env = "CHRONIK_INGESTOR_ENABLE_IDEMPOTENCE", default_value_t = false, action = clap::ArgAction::Set)]
-    pub enable_idempotence: bool,
+    /// Idempotent producer (Kafka's enable.idempotence; requires --acks all).
+    /// Default as Kafka's producer: on with --acks all, off otherwise.
+    #[arg(long, env = "CHRONIK_INGESTOR_ENABLE_IDEMPOTENCE", action = clap::ArgAction::Set)]
+    pub enable_idempotence: Option<bool>,
     /// Most messages queued in the producer (queue.buffering.max.messages);
     /// beyond it fire-and-forget requests get 503 + Retry-After.
     #[arg(long, env = "CHRONIK_INGESTOR_QUEUE_MAX_MESSAGES", default_value_t = 100_000,
@@ -220,12 +221,13 @@ impl TryFrom<Args> for Config {
     fn try_from(args: Args) -> anyhow::Result<Config> {
         crate::message::validate_topic_name(&args.topic)
             .map_err(|why| anyhow::anyhow!("--topic {:?} {why}", args.topic))?;
-        if args.enable_idempotence && args.acks != Acks::All {
+        if args.enable_idempotence == Some(true) && args.acks != Acks::All {
             bail!(
                 "--enable-idempotence requires --acks all (is {})",
                 args.acks
             );
         }
+        let enable_idempotence = args.enable_idempotence.unwrap_or(args.acks == Acks::All);
         if args.max_body_bytes == 0 {
             bail!("--max-body-bytes must be positive");
         }
@@ -261,7 +263,7 @@ impl TryFrom<Args> for Config {
             })),
             batch_num_messages: args.batch_num_messages,
             compression: args.compression,
-            enable_idempotence: args.enable_idempotence,
+            enable_idempotence,
             queue_max_messages: args.queue_max_messages,
             queue_max_kbytes: args.queue_max_kbytes,
             message_timeout: Duration::from_millis(args.message_timeout_ms),
@@ -375,6 +377,14 @@ mod tests {
         assert_eq!(c.linger, Duration::from_millis(LINGER_MS_ACKS_ALL));
         let explicit = parse(&["--acks", "all", "--linger-ms", "7"]).expect("valid");
         assert_eq!(explicit.linger, Duration::from_millis(7));
+        // Kafka's producer default: idempotent with acks=all, unless turned off
+        assert!(explicit.enable_idempotence);
+        assert!(!parse(&["--acks", "1"]).expect("valid").enable_idempotence);
+        assert!(
+            !parse(&["--acks", "all", "--enable-idempotence", "false"])
+                .expect("valid")
+                .enable_idempotence
+        );
         assert_eq!(
             parse(&["--acks", "0"]).expect("valid").linger,
             Duration::from_millis(LINGER_MS)

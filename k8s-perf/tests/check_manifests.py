@@ -26,11 +26,16 @@ Owns, per built overlay (one YAML file each, named <overlay>.yaml):
             named ports that serve that endpoint; probe paths answered by the
             real binary (--served, from scrape.sh); Service selectors and
             targetPorts match the pods
-  topology  StatefulSet replicas = BROKER_REPLICAS; RF <= brokers;
-            min.insync <= RF; required anti-affinity per host; headless
-            governing Service publishing not-ready addresses
-  entrypoint  base/broker/entrypoint.sh run with each overlay's env and a
-            stand-in chronik-server: node id, advertised name (or listeners) and peers
+  topology  combined nodes: StatefulSet replicas = BROKER_REPLICAS;
+            components/controllers: broker-only brokers, controller-only
+            controllers, both naming the controller StatefulSet, its Service
+            and replicas (odd); RF <= brokers; min.insync <= RF; required
+            anti-affinity per host; headless governing Services publishing
+            not-ready addresses; a PodDisruptionBudget of 1 over each
+  entrypoint  base/broker/entrypoint.sh run with each StatefulSet's env and a
+            stand-in chronik-server: node id, advertised name (or listeners) and
+            peers (the voters); a broker StatefulSet apart from its
+            controllers also for two pods past its replicas (it grows)
   secrets, tls  check_secure.py (no literal secret; Secrets and files a pod
             names exist; components/secure's protocol, authorizer and clients)
   security  the namespace enforces PodSecurity restricted, every pod template
@@ -438,30 +443,59 @@ def check_loadgen(overlay, docs, lg_help: Help | None, lg_bin: Path | None):
     return env
 
 
-def check_topology(overlay, docs):
+def broker_and_controllers(docs):
+    """The broker StatefulSet and the controllers' (components/controllers), or None."""
     sts = by_kind(docs, "StatefulSet")
-    if not check(len(sts) == 1, f"{overlay}: one broker StatefulSet"):
+    role = {s["metadata"]["name"]: s["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+            for s in sts}
+    brokers = [s for s in sts if role[s["metadata"]["name"]] == "broker"]
+    controllers = [s for s in sts if role[s["metadata"]["name"]] == "controller"]
+    return brokers, controllers
+
+
+def check_topology(overlay, docs):
+    brokers, controllers = broker_and_controllers(docs)
+    if not check(len(brokers) == 1 and len(controllers) <= 1
+                 and len(by_kind(docs, "StatefulSet")) == len(brokers) + len(controllers),
+                 f"{overlay}: one broker StatefulSet (and at most one of controllers)"):
         return
-    s = sts[0]
+    s = brokers[0]
     env = env_of(s)
     replicas = s["spec"].get("replicas", 1)
-    check(str(replicas) == env.get("BROKER_REPLICAS"), f"{overlay}: BROKER_REPLICAS = StatefulSet replicas ({replicas})")
+    if controllers:
+        c = controllers[0]
+        cenv = env_of(c)
+        voters = c["spec"].get("replicas", 1)
+        check(env.get("CHRONIK_PROCESS_ROLES") == "broker" and cenv.get("CHRONIK_PROCESS_ROLES") == "controller",
+              f"{overlay}: brokers are broker-only, controllers controller-only (process.roles)")
+        check(all(e.get("CONTROLLER_STATEFULSET") == c["metadata"]["name"]
+                  and e.get("CONTROLLER_SERVICE") == c["spec"]["serviceName"]
+                  and e.get("CONTROLLER_REPLICAS") == str(voters) for e in (env, cenv)),
+              f"{overlay}: brokers and controllers name the {voters} voters of StatefulSet {c['metadata']['name']} "
+              "(CONTROLLER_STATEFULSET, CONTROLLER_SERVICE, CONTROLLER_REPLICAS = its replicas)")
+        check(voters % 2 == 1, f"{overlay}: an odd number of controllers ({voters})")
+    else:
+        check(str(replicas) == env.get("BROKER_REPLICAS"), f"{overlay}: BROKER_REPLICAS = StatefulSet replicas ({replicas})")
     rf = int(env.get("CHRONIK_DEFAULT_REPLICATION_FACTOR", "1"))
     isr = int(env.get("CHRONIK_MIN_INSYNC_REPLICAS", "1"))
     check(1 <= isr <= rf <= replicas, f"{overlay}: min.insync {isr} <= RF {rf} <= brokers {replicas}")
-    terms = s["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    labels = s["spec"]["template"]["metadata"]["labels"]
-    check(any(t["topologyKey"] == "kubernetes.io/hostname"
-              and all(labels.get(k) == v for k, v in t["labelSelector"]["matchLabels"].items()) for t in terms),
-          f"{overlay}: brokers require different nodes (anti-affinity on kubernetes.io/hostname)")
-    headless = [v for v in by_kind(docs, "Service") if v["metadata"]["name"] == s["spec"]["serviceName"]]
-    check(len(headless) == 1 and headless[0]["spec"].get("clusterIP") == "None"
-          and headless[0]["spec"].get("publishNotReadyAddresses") is True
-          and env.get("HEADLESS_SERVICE") == s["spec"]["serviceName"],
-          f"{overlay}: governing Service {s['spec']['serviceName']} is headless, publishes not-ready peers, = HEADLESS_SERVICE")
     pdb = by_kind(docs, "PodDisruptionBudget")
-    check(len(pdb) == 1 and pdb[0]["spec"]["selector"]["matchLabels"].items() <= labels.items(),
-          f"{overlay}: a PodDisruptionBudget covers the brokers")
+    for kind, w in [("brokers", s)] + [("controllers", c) for c in controllers]:
+        name = w["metadata"]["name"]
+        labels = w["spec"]["template"]["metadata"]["labels"]
+        terms = w["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        check(any(t["topologyKey"] == "kubernetes.io/hostname"
+                  and all(labels.get(k) == v for k, v in t["labelSelector"]["matchLabels"].items()) for t in terms),
+              f"{overlay}: {kind} require different nodes (anti-affinity on kubernetes.io/hostname)")
+        headless = [v for v in by_kind(docs, "Service") if v["metadata"]["name"] == w["spec"]["serviceName"]]
+        check(len(headless) == 1 and headless[0]["spec"].get("clusterIP") == "None"
+              and headless[0]["spec"].get("publishNotReadyAddresses") is True
+              and env_of(w).get("HEADLESS_SERVICE") == w["spec"]["serviceName"],
+              f"{overlay}: governing Service {w['spec']['serviceName']} of {name} is headless, publishes not-ready "
+              "peers, = HEADLESS_SERVICE")
+        covering = [b for b in pdb if b["spec"]["selector"]["matchLabels"].items() <= labels.items()]
+        check(len(covering) == 1 and covering[0]["spec"].get("maxUnavailable") == 1,
+              f"{overlay}: one PodDisruptionBudget (maxUnavailable 1) covers the {kind}")
 
 
 # PodSecurity "restricted" volume types (Kubernetes' Pod Security Standards)
@@ -511,20 +545,25 @@ def check_security(overlay, docs):
     for wl, spec, _ in pod_templates(docs):
         bad = restricted_violations(spec, spec.get("containers", []) + spec.get("initContainers", []))
         check(not bad, f"{overlay}: {wl['kind']} {wl['metadata']['name']} satisfies PodSecurity restricted", "; ".join(bad))
-    sts = by_kind(docs, "StatefulSet")[0]
-    broker_labels = sts["spec"]["template"]["metadata"]["labels"]
-    policies = [n for n in by_kind(docs, "NetworkPolicy")
-                if (n["spec"]["podSelector"].get("matchLabels") or {}).items() <= broker_labels.items()
-                and "Ingress" in n["spec"].get("policyTypes", [])]
-    check(bool(policies), f"{overlay}: a NetworkPolicy selects every broker pod")
-    rules = [r for n in policies for r in n["spec"].get("ingress", [])]
+    brokers, controllers = broker_and_controllers(docs)
+    broker_labels = brokers[0]["spec"]["template"]["metadata"]["labels"]
+    node_labels = [w["spec"]["template"]["metadata"]["labels"] for w in brokers + controllers]
 
-    def sources(port: int) -> list:
-        return [r.get("from") for r in rules if any(p.get("port") == port for p in r.get("ports", []))]
+    def policy_rules(labels: dict) -> list:
+        policies = [n for n in by_kind(docs, "NetworkPolicy")
+                    if (n["spec"]["podSelector"].get("matchLabels") or {}).items() <= labels.items()
+                    and "Ingress" in n["spec"].get("policyTypes", [])]
+        return [r for n in policies for r in n["spec"].get("ingress", [])]
 
-    def only_brokers(frm) -> bool:
-        return bool(frm) and all((f.get("podSelector") or {}).get("matchLabels", {}).items() <= broker_labels.items()
-                                 and (f.get("podSelector") or {}).get("matchLabels") and set(f) == {"podSelector"}
+    rules = policy_rules(broker_labels)
+    check(bool(rules), f"{overlay}: a NetworkPolicy selects every broker pod")
+
+    def sources(port: int, of: list = rules) -> list:
+        return [r.get("from") for r in of if any(p.get("port") == port for p in r.get("ports", []))]
+
+    def from_nodes(frm, allowed: list) -> bool:   # every peer named is a pod of one of `allowed`
+        return bool(frm) and all(set(f) == {"podSelector"} and (f["podSelector"] or {}).get("matchLabels")
+                                 and any(f["podSelector"]["matchLabels"].items() <= a.items() for a in allowed)
                                  for f in frm)
 
     def harness_only(frm) -> bool:
@@ -538,7 +577,15 @@ def check_security(overlay, docs):
         return bool(frm) and all(ok(f) for f in frm)
 
     raft, kafka = sources(9093), sources(9092)
-    check(bool(raft) and all(only_brokers(f) for f in raft), f"{overlay}: raft (9093) admitted only from broker pods")
+    check(bool(raft) and all(from_nodes(f, node_labels) for f in raft),
+          f"{overlay}: raft (9093) admitted only from broker{' and controller' if controllers else ''} pods")
+    for c in controllers:
+        labels = c["spec"]["template"]["metadata"]["labels"]
+        crules = policy_rules(labels)
+        check(bool(crules) and all(from_nodes(f, node_labels) for f in sources(9093, crules)) and sources(9093, crules)
+              and {p.get("port") for r in crules for p in r.get("ports", [])} == {9093, 9644},
+              f"{overlay}: a NetworkPolicy admits raft (9093) to the controllers only from brokers and controllers, "
+              "and 9644; nothing else")
     check(bool(kafka) and all(harness_only(f) for f in kafka),
           f"{overlay}: Kafka (9092) admitted only from brokers and the harness's pods")
     covered = {p.get("port") for r in rules for p in r.get("ports", [])}
@@ -546,29 +593,42 @@ def check_security(overlay, docs):
 
 
 def check_entrypoint(overlay, docs):
-    s = by_kind(docs, "StatefulSet")[0]
+    brokers, controllers = broker_and_controllers(docs)
     cm = next(d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("chronik-broker-entrypoint"))
-    env = {k: v for k, v in env_of(s).items() if v is not None}
-    ns = s["metadata"].get("namespace", "default")
-    replicas = s["spec"].get("replicas", 1)
+    voters = ""
+    if controllers:
+        c = controllers[0]
+        cname, cdns = c["metadata"]["name"], f"{c['spec']['serviceName']}.{c['metadata'].get('namespace', 'default')}.svc.cluster.local"
+        voters = ",".join(f"{1001 + i}@{cname}-{i}.{cdns}" for i in range(c["spec"].get("replicas", 1)))
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "entrypoint.sh").write_text(cm["data"]["entrypoint.sh"])
         fake = Path(tmp) / "chronik-server"
-        fake.write_text("#!/bin/sh\necho \"NODE=$CHRONIK_NODE_ID ADV=${CHRONIK_ADVERTISE:-}${CHRONIK_ADVERTISED_LISTENERS:-} PEERS=${CHRONIK_PEERS:-} ARGS=$*\"\n")
+        fake.write_text("#!/bin/sh\necho \"NODE=$CHRONIK_NODE_ID ADV=${CHRONIK_ADVERTISE:-}${CHRONIK_ADVERTISED_LISTENERS:-} "
+                        "PEERS=${CHRONIK_PEERS:-} ARGS=$*\"\n")
         fake.chmod(0o755)
-        for ordinal in range(replicas):
-            run_env = {**env, "PATH": f"{tmp}:/usr/bin:/bin", "POD_NAME": f"chronik-{ordinal}", "POD_NAMESPACE": ns}
-            out = subprocess.run(["sh", f"{tmp}/entrypoint.sh"], env=run_env, capture_output=True, text=True, timeout=10)
-            dns = f"chronik-headless.{ns}.svc.cluster.local"
-            peers = ",".join(f"{i + 1}@chronik-{i}.{dns}" for i in range(replicas)) if replicas > 1 else ""
-            adv = f"chronik-{ordinal}.{dns}:9092"
-            if env.get("CHRONIK_LISTENERS"):
-                adv = ",".join(f"{entry.split('://')[0]}://{adv.rsplit(':', 1)[0]}:{entry.rsplit(':', 1)[1]}"
-                               for entry in env["CHRONIK_LISTENERS"].split(","))
-            want = f"NODE={ordinal + 1} ADV={adv} PEERS={peers} ARGS="
-            check(out.returncode == 0 and out.stdout.strip() == want,
-                  f"{overlay}: entrypoint in chronik-{ordinal} -> node {ordinal + 1}, own DNS name, {replicas} peer(s)",
-                  f"got {out.stdout.strip()!r} {out.stderr.strip()!r}, want {want!r}")
+        for s in brokers + controllers:
+            name = s["metadata"]["name"]
+            env = {k: v for k, v in env_of(s).items() if v is not None}
+            ns = s["metadata"].get("namespace", "default")
+            replicas = s["spec"].get("replicas", 1)
+            controller = env.get("CHRONIK_PROCESS_ROLES") == "controller"
+            # a broker StatefulSet apart from its controllers grows: try two more pods than it has
+            ordinals = range(replicas + (2 if controllers and not controller else 0))
+            for ordinal in ordinals:
+                run_env = {**env, "PATH": f"{tmp}:/usr/bin:/bin", "POD_NAME": f"{name}-{ordinal}", "POD_NAMESPACE": ns}
+                out = subprocess.run(["sh", f"{tmp}/entrypoint.sh"], env=run_env, capture_output=True, text=True, timeout=10)
+                dns = f"{s['spec']['serviceName']}.{ns}.svc.cluster.local"
+                peers = voters or (",".join(f"{i + 1}@{name}-{i}.{dns}" for i in range(replicas)) if replicas > 1 else "")
+                adv = "" if controller else f"{name}-{ordinal}.{dns}:9092"
+                if env.get("CHRONIK_LISTENERS") and not controller:
+                    adv = ",".join(f"{entry.split('://')[0]}://{adv.rsplit(':', 1)[0]}:{entry.rsplit(':', 1)[1]}"
+                                   for entry in env["CHRONIK_LISTENERS"].split(","))
+                node = ordinal + (1001 if controller else 1)
+                want = f"NODE={node} ADV={adv} PEERS={peers} ARGS="
+                check(out.returncode == 0 and out.stdout.strip() == want,
+                      f"{overlay}: entrypoint in {name}-{ordinal} -> node {node}, "
+                      f"{'no Kafka address' if controller else 'own DNS name'}, {peers.count('@')} voter(s)",
+                      f"got {out.stdout.strip()!r} {out.stderr.strip()!r}, want {want!r}")
 
 
 class LazyHelps(dict):

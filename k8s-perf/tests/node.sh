@@ -22,34 +22,15 @@
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO="$(cd "$HERE/../.." && pwd)"
+# shellcheck source=k8s-perf/tests/nodecheck.sh
+source "$HERE/nodecheck.sh"
 OVERLAY="${NODE_TEST_OVERLAY:-small}"
 DELETE="${NODE_TEST_DELETE:-chronik-0@30}"
 RUN_ID="node-test-$(date -u +%Y%m%dT%H%M%SZ)"
 OUT="$REPO/results/$RUN_ID"
-PY="$REPO/.venv/bin/python"
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); printf 'ok   %s\n' "$*"; }
-fail() { failed=$((failed + 1)); printf 'FAIL %s\n' "$*"; }
-log() { printf '[%s] node-test: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-finish() { echo "k8s-node: $passed passed, $failed failed"; ((failed == 0)); }
 
 # -- the node -------------------------------------------------------------------------------------------------
-if bash "$REPO/scripts/k8s-node.sh" up > /dev/null 2>&1 && status=$(bash "$REPO/scripts/k8s-node.sh" status); then
-  ok "every process of the node runs: $(awk '{print $1}' <<< "$status" | tr '\n' ' ')"
-else
-  fail "scripts/k8s-node.sh up/status: $(bash "$REPO/scripts/k8s-node.sh" status 2>&1 | grep stopped | tr -s ' \n' ' ')"
-  finish; exit 1
-fi
-export KUBECONFIG
-KUBECONFIG="$(bash "$REPO/scripts/k8s-node.sh" kubeconfig)"
-kc() { "$REPO/.tools/k8s-node/bin/kubectl" "$@"; }
-if kc wait --for condition=Ready --timeout 60s node/chronik-node > /dev/null 2>&1; then
-  ok "node chronik-node Ready ($(kc get node chronik-node -o jsonpath='{.status.nodeInfo.containerRuntimeVersion} kubelet {.status.nodeInfo.kubeletVersion}'))"
-else
-  fail "node chronik-node not Ready"
-fi
+node_up
 
 # -- the main job, with a broker pod deleted mid-load --------------------------------------------------------------
 "$REPO/cleanup.sh" --k8s > /dev/null 2>&1 || true
@@ -63,11 +44,7 @@ else
 fi
 
 # -- what the results say ----------------------------------------------------------------------------------------------
-if grep -q '^- `'"$RUN_ID"'`: \*\*Verified: 0 lost, 0 duplicated, 0 reordered, 0 corrupt across [0-9,]* messages\*\*' "$OUT/report.md" 2> /dev/null; then
-  ok "report: $(grep -o 'Verified: 0 lost.*messages' "$OUT/report.md" | head -n 1)"
-else
-  fail "report.md has no clean verdict: $(grep -m1 -A2 '^## Verification' "$OUT/report.md" 2> /dev/null | tail -n 1)"
-fi
+check_verdict "$OUT" "$RUN_ID"
 if "$PY" "$HERE/check_node_run.py" "$OUT" "${DELETE%@*}" > "$REPO/.run/$RUN_ID.check" 2>&1; then
   while read -r line; do ok "$line"; done < "$REPO/.run/$RUN_ID.check"
 else

@@ -12,13 +12,24 @@
 #                      listeners (NAME://host:port,...): each listener's name
 #                      and port at the own stable DNS name (what the
 #                      certificates' SANs cover in the secure overlay)
-#   CHRONIK_PEERS      with BROKER_REPLICAS > 1: every voter, this one included,
-#                      "1@chronik-0.<headless>.<ns>.svc.<domain>,2@chronik-1...,..."
+#   CHRONIK_PEERS      the metadata quorum's voters ("ID@stable DNS name,..."):
+#                      with CONTROLLER_STATEFULSET set, that StatefulSet's
+#                      CONTROLLER_REPLICAS pods (ids CONTROLLER_ID_BASE + ordinal:
+#                      controllers apart from brokers, components/controllers);
+#                      else, with BROKER_REPLICAS > 1, every pod of this one
+#                      (combined broker,controller nodes)
 #                      (and CHRONIK_CLUSTER_SECRET_FILE must name the mounted Secret)
+# A pod whose CHRONIK_PROCESS_ROLES is `controller` (the chronik-controller
+# StatefulSet) gets node id CONTROLLER_ID_BASE + ordinal and no advertised
+# Kafka address; a `broker` pod follows the quorum as an observer, so its
+# StatefulSet grows and shrinks without any change here (BROKER_REPLICAS is
+# not read).
 # Inputs (env): POD_NAME, POD_NAMESPACE (downward API),
-# HEADLESS_SERVICE, BROKER_REPLICAS (must equal the StatefulSet's replicas;
-# CI checks that), CLUSTER_DOMAIN (default cluster.local), CHRONIK_LISTEN or
-# CHRONIK_LISTENERS.
+# HEADLESS_SERVICE, BROKER_REPLICAS (combined nodes: must equal the
+# StatefulSet's replicas; CI checks that), CHRONIK_PROCESS_ROLES (default
+# broker,controller), CONTROLLER_STATEFULSET, CONTROLLER_SERVICE,
+# CONTROLLER_REPLICAS, CONTROLLER_ID_BASE (default 1001),
+# CLUSTER_DOMAIN (default cluster.local), CHRONIK_LISTEN or CHRONIK_LISTENERS.
 # Must not: choose ports or tuning (those stay in the manifest's env).
 set -eu
 
@@ -26,6 +37,8 @@ set -eu
 : "${POD_NAMESPACE:?POD_NAMESPACE must be set (downward API)}"
 : "${HEADLESS_SERVICE:?HEADLESS_SERVICE must name the StatefulSet governing service}"
 replicas=${BROKER_REPLICAS:-1}
+roles=${CHRONIK_PROCESS_ROLES:-broker,controller}
+controller_base=${CONTROLLER_ID_BASE:-1001}
 domain=${CLUSTER_DOMAIN:-cluster.local}
 kafka_port=${CHRONIK_LISTEN:-0.0.0.0:9092}
 kafka_port=${kafka_port##*:}
@@ -38,17 +51,34 @@ case $ordinal in
     exit 1
     ;;
 esac
-case $replicas in
-  '' | *[!0-9]* | 0)
-    echo "entrypoint: BROKER_REPLICAS=$replicas is not a positive integer" >&2
+positive() { # NAME VALUE: exit unless VALUE is a positive integer
+  case $2 in
+    '' | *[!0-9]* | 0)
+      echo "entrypoint: $1=$2 is not a positive integer" >&2
+      exit 1
+      ;;
+  esac
+}
+positive BROKER_REPLICAS "$replicas"
+positive CONTROLLER_ID_BASE "$controller_base"
+case $roles in
+  broker | controller | broker,controller | controller,broker) ;;
+  *)
+    echo "entrypoint: CHRONIK_PROCESS_ROLES=$roles is not broker, controller or broker,controller" >&2
     exit 1
     ;;
 esac
 
 suffix="$HEADLESS_SERVICE.$POD_NAMESPACE.svc.$domain"
-CHRONIK_NODE_ID=$((ordinal + 1))
+if [ "$roles" = controller ]; then
+  CHRONIK_NODE_ID=$((ordinal + controller_base))
+else
+  CHRONIK_NODE_ID=$((ordinal + 1))
+fi
 export CHRONIK_NODE_ID
-if [ -n "${CHRONIK_LISTENERS:-}" ]; then
+if [ "$roles" = controller ]; then
+  : # no Kafka listener: nothing to advertise
+elif [ -n "${CHRONIK_LISTENERS:-}" ]; then
   advertised=""
   old_ifs=$IFS
   IFS=,
@@ -63,13 +93,28 @@ else
   export CHRONIK_ADVERTISE
 fi
 
-if [ "$replicas" -gt 1 ]; then
-  peers=""
+# voters SET SERVICE COUNT BASE: "BASE@SET-0.SERVICE...,BASE+1@SET-1...,..."
+voters() {
+  out=""
   i=0
-  while [ "$i" -lt "$replicas" ]; do
-    peers="${peers:+$peers,}$((i + 1))@$statefulset-$i.$suffix"
+  while [ "$i" -lt "$3" ]; do
+    out="${out:+$out,}$((i + $4))@$1-$i.$2.$POD_NAMESPACE.svc.$domain"
     i=$((i + 1))
   done
+  echo "$out"
+}
+peers=""
+if [ -n "${CONTROLLER_STATEFULSET:-}" ]; then
+  : "${CONTROLLER_SERVICE:?CONTROLLER_SERVICE must name the controllers' headless Service}"
+  positive CONTROLLER_REPLICAS "${CONTROLLER_REPLICAS:-}"
+  peers=$(voters "$CONTROLLER_STATEFULSET" "$CONTROLLER_SERVICE" "$CONTROLLER_REPLICAS" "$controller_base")
+elif [ "$roles" != broker,controller ] && [ "$roles" != controller,broker ]; then
+  echo "entrypoint: CHRONIK_PROCESS_ROLES=$roles needs CONTROLLER_STATEFULSET (the voters)" >&2
+  exit 1
+elif [ "$replicas" -gt 1 ]; then
+  peers=$(voters "$statefulset" "$HEADLESS_SERVICE" "$replicas" 1)
+fi
+if [ -n "$peers" ]; then
   CHRONIK_PEERS=$peers
   export CHRONIK_PEERS
   # Every voter must prove the same secret on the raft port; a pod that
@@ -80,5 +125,5 @@ if [ "$replicas" -gt 1 ]; then
   fi
 fi
 
-echo "entrypoint: node id $CHRONIK_NODE_ID, advertised as ${CHRONIK_ADVERTISED_LISTENERS:-$CHRONIK_ADVERTISE}, peers ${CHRONIK_PEERS:-none (standalone)}" >&2
+echo "entrypoint: node id $CHRONIK_NODE_ID ($roles), advertised as ${CHRONIK_ADVERTISED_LISTENERS:-${CHRONIK_ADVERTISE:-nothing}}, peers ${CHRONIK_PEERS:-none (standalone)}" >&2
 exec chronik-server "$@"

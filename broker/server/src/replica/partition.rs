@@ -23,7 +23,7 @@ use chronik_replication::{
     Millis, PartitionRegistration, PartitionReplicaState, ReplicationConfig, CHECKPOINT_FILE_NAME,
 };
 use kafka_protocol::error::ResponseError;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::epoch_file;
 
@@ -116,6 +116,22 @@ impl Replica {
         let mut inner = self.lock();
         if inner.applied.as_ref() == Some(image) {
             return (Transition::Unchanged, Vec::new());
+        }
+        // The partition epoch grows with every change: an older image is an
+        // AlterPartition answer that arrived after the metadata moved on (a
+        // reassignment removed this replica, a new leader was elected).
+        // Applying it would bring back a role the quorum has taken away.
+        if let Some(applied) = &inner.applied {
+            if image.partition_epoch < applied.partition_epoch {
+                debug!(
+                    topic = self.topic,
+                    partition = self.partition,
+                    stale = image.partition_epoch,
+                    applied = applied.partition_epoch,
+                    "ignoring an older partition image"
+                );
+                return (Transition::Unchanged, Vec::new());
+            }
         }
         inner.applied = Some(image.clone());
         let registration = PartitionRegistration {
@@ -685,4 +701,65 @@ fn remember_hw(inner: &mut Inner, actions: &[LeaderAction]) {
 /// The checkpoint path of a partition directory (for tests and tools).
 pub fn checkpoint_path(dir: &Path) -> std::path::PathBuf {
     dir.join(CHECKPOINT_FILE_NAME)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chronik_log::{LogManager, LogManagerConfig};
+
+    const CONFIG: ReplicationConfig = ReplicationConfig {
+        min_insync_replicas: 1,
+        replica_lag_time_max_ms: 30_000,
+    };
+
+    fn image(
+        replicas: &[i32],
+        leader: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+    ) -> PartitionImage {
+        PartitionImage {
+            partition: 0,
+            replicas: replicas.to_vec(),
+            isr: replicas.to_vec(),
+            leader,
+            leader_epoch,
+            partition_epoch,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+        }
+    }
+
+    /// A reassignment moves partition 0 off broker 2; the answer to an ISR
+    /// change broker 2 proposed while it still led arrives afterwards. It
+    /// must not make broker 2 a leader again (it would accept writes into
+    /// a log it just deleted and park them until the client times out).
+    #[test]
+    fn an_older_image_never_brings_a_removed_leader_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let on_flush: chronik_log::OnFlush = Arc::new(|_| {});
+        let log = LogManager::open(LogManagerConfig::new(dir.path()), on_flush).unwrap();
+        let topic = log.create_topic("t", 1, Default::default()).unwrap();
+        let replica = Replica::open("t", topic.partition(0).unwrap().clone());
+
+        let (t, _) = replica.apply(&image(&[2, 3, 1], 2, 1, 1), 2, CONFIG, 0);
+        assert_eq!(t, Transition::BecameLeader);
+        // the move to {3, 4, 5} is done: broker 2 is no replica any more
+        let (t, _) = replica.apply(&image(&[3, 4, 5], 3, 2, 6), 2, CONFIG, 10);
+        assert_eq!(t, Transition::Stopped);
+        assert_eq!(replica.leader_isr(), None);
+        // the late answer to broker 2's own ISR expansion (partition epoch 2)
+        let (t, actions) = replica.apply(&image(&[2, 3, 1, 4], 2, 1, 2), 2, CONFIG, 20);
+        assert_eq!(t, Transition::Unchanged);
+        assert!(actions.is_empty());
+        assert_eq!(
+            replica.leader_isr(),
+            None,
+            "a stale image made broker 2 leader again"
+        );
+        // a newer image still applies
+        let (t, _) = replica.apply(&image(&[3, 4, 2], 2, 3, 7), 2, CONFIG, 30);
+        assert_eq!(t, Transition::BecameLeader);
+    }
 }
