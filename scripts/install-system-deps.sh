@@ -8,7 +8,9 @@
 #                                            pkg-config and zlib headers (the
 #                                            vendored librdkafka of the rdkafka
 #                                            dev-dependency), curl (readiness
-#                                            polls), flock, python3 venv support
+#                                            polls), flock, python3 venv support,
+#                                            tcpdump (the encrypted-raft-port test
+#                                            captures loopback traffic)
 #   scripts/install-system-deps.sh --bench   also java 17+ and maven (kafka-anchor)
 #   scripts/install-system-deps.sh --run     also prometheus (run-all.sh scrapes every component)
 #   scripts/install-system-deps.sh --containers  also podman, runc, debootstrap and iproute2
@@ -42,6 +44,7 @@ need_cmd git git
 need_cmd flock util-linux
 need_cmd shellcheck shellcheck
 need_cmd python3 python3
+need_cmd tcpdump tcpdump
 need_pkg zlib1g-dev
 # pyenv/uv pythons ship venv+ensurepip; Debian's python3 needs python3-venv
 if command -v python3 > /dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then

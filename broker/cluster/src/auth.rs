@@ -25,9 +25,12 @@
 //! (`HandshakeError`, the text both ends log), the bound on those log
 //! lines (`RefusalLog`), and keys derived from the secret for other uses
 //! (`derive`). Must not: carry frames (`rpc` does), or log a handshake
-//! (its callers know which peer it was). The frames after the handshake
-//! are not encrypted: the raft port speaks cleartext (the Kafka listeners
-//! are where TLS applies).
+//! (its callers know which peer it was). Encryption is not its business:
+//! with `--controller-listener-security-protocol SSL` the handshake runs
+//! inside mutual TLS (`transport`); on a cleartext raft port (PLAINTEXT)
+//! it proves who is speaking, but the frames after it travel unencrypted.
+//! A cleartext server refuses a TLS client's hello (`TlsPeer`), so a
+//! mismatched pair of nodes names the mismatch on both ends.
 
 use std::collections::HashMap;
 use std::fs;
@@ -47,9 +50,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// line counts the ones held back), so a flood of bad connections cannot
 /// fill the disk.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
-const NONCE_LEN: usize = 32;
+pub(crate) const NONCE_LEN: usize = 32;
 const MAC_LEN: usize = 32;
-const HELLO_LEN: usize = 4 + NONCE_LEN + MAC_LEN;
+pub(crate) const HELLO_LEN: usize = 4 + NONCE_LEN + MAC_LEN;
 /// Opens a refusal sent in place of the server's answer. An answer (a MAC)
 /// is checked first, and begins with these 16 bytes with probability 2^-128.
 const REFUSAL_PREFIX: &[u8; 16] = b"chronik-refused\0";
@@ -166,6 +169,11 @@ pub enum RefusalReason {
     WrongSecret,
     /// The client proved the secret as a node id the server does not admit.
     NotAVoter,
+    /// The server's raft port speaks TLS and the client spoke cleartext.
+    TlsRequired,
+    /// The server's raft port speaks cleartext and the client wanted TLS
+    /// (the client rarely reads it: it knows from the server's nonce).
+    CleartextOnly,
     /// A code this build does not know (sent by a newer peer).
     Other(u8),
 }
@@ -175,11 +183,13 @@ impl RefusalReason {
         match self {
             RefusalReason::WrongSecret => 1,
             RefusalReason::NotAVoter => 2,
+            RefusalReason::TlsRequired => 3,
+            RefusalReason::CleartextOnly => 4,
             RefusalReason::Other(code) => code,
         }
     }
 
-    fn encode(self) -> [u8; MAC_LEN] {
+    pub(crate) fn encode(self) -> [u8; MAC_LEN] {
         let mut refusal = [0u8; MAC_LEN];
         refusal[..REFUSAL_PREFIX.len()].copy_from_slice(REFUSAL_PREFIX);
         refusal[REFUSAL_PREFIX.len()] = self.code();
@@ -195,6 +205,8 @@ impl RefusalReason {
         Some(match rest[0] {
             1 => RefusalReason::WrongSecret,
             2 => RefusalReason::NotAVoter,
+            3 => RefusalReason::TlsRequired,
+            4 => RefusalReason::CleartextOnly,
             code => RefusalReason::Other(code),
         })
     }
@@ -240,6 +252,23 @@ pub enum HandshakeError {
     NotAVoter(i32),
     /// (client) The server refused this node and said why.
     Refused(RefusalReason),
+    /// (server, TLS raft port) The client spoke cleartext; its hello
+    /// names `node_id` (unproven).
+    CleartextPeer {
+        node_id: i32,
+    },
+    /// (server, cleartext raft port) The client opened with TLS.
+    TlsPeer,
+    /// (client, TLS) The server sent a cleartext handshake's nonce, not
+    /// the TLS banner: its raft port speaks cleartext.
+    PeerCleartext,
+    /// The TLS handshake failed (`refused`: the peer's certificate or
+    /// protocol was refused, as opposed to a connection that broke or
+    /// stalled).
+    Tls {
+        reason: String,
+        refused: bool,
+    },
     /// (client) The server's answer is neither its proof nor a refusal.
     ServerUnproven,
     /// The peer closed the connection `received` bytes into `step`.
@@ -267,11 +296,22 @@ impl HandshakeError {
                 | HandshakeError::NotAVoter(_)
                 | HandshakeError::Refused(_)
                 | HandshakeError::ServerUnproven
+                | HandshakeError::CleartextPeer { .. }
+                | HandshakeError::TlsPeer
+                | HandshakeError::PeerCleartext
+                | HandshakeError::Tls { refused: true, .. }
                 | HandshakeError::Closed {
                     step: Step::ServerAnswer,
                     ..
                 }
-        )
+        ) || self.is_tls_alert()
+    }
+
+    /// An error of the TLS session after its handshake (rustls reports
+    /// them as invalid data; a cleartext stream never does): on TLS 1.3 a
+    /// client learns here that the server refused its certificate.
+    fn is_tls_alert(&self) -> bool {
+        matches!(self, HandshakeError::Io { error, .. } if error.kind() == io::ErrorKind::InvalidData)
     }
 
     /// A connection closed before the peer sent anything of its own: a
@@ -291,6 +331,7 @@ impl HandshakeError {
         match self {
             HandshakeError::Closed { .. } if !self.is_refusal() => io::ErrorKind::UnexpectedEof,
             HandshakeError::TimedOut { .. } => io::ErrorKind::TimedOut,
+            HandshakeError::Tls { refused: false, .. } => io::ErrorKind::ConnectionAborted,
             HandshakeError::Io { error, .. } => error.kind(),
             _ => io::ErrorKind::PermissionDenied,
         }
@@ -300,6 +341,9 @@ impl HandshakeError {
 impl std::fmt::Display for HandshakeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         const SECRETS_DIFFER: &str = "the two nodes' --cluster-secret-file contents differ";
+        const ALIKE: &str = "give every node the same --controller-listener-security-protocol \
+            (SSL: each presents its --ssl-keystore-location certificate and verifies the other's against \
+            --ssl-truststore-location)";
         match self {
             HandshakeError::WrongSecret => write!(
                 f,
@@ -316,6 +360,38 @@ impl std::fmt::Display for HandshakeError {
             HandshakeError::Refused(RefusalReason::NotAVoter) => write!(
                 f,
                 "the peer does not admit this node's id"
+            ),
+            HandshakeError::Refused(RefusalReason::TlsRequired) => write!(
+                f,
+                "the peer's raft port requires TLS (its --controller-listener-security-protocol is SSL) \
+                 and this node connects in cleartext (PLAINTEXT): {ALIKE}"
+            ),
+            HandshakeError::Refused(RefusalReason::CleartextOnly) => write!(
+                f,
+                "the peer's raft port speaks cleartext and this node connects with TLS: {ALIKE}"
+            ),
+            HandshakeError::CleartextPeer { node_id } => write!(
+                f,
+                "it connected in cleartext (its hello names node {node_id}) but this node's raft port \
+                 requires TLS (--controller-listener-security-protocol SSL): cleartext raft connections are \
+                 refused; {ALIKE}"
+            ),
+            HandshakeError::TlsPeer => write!(
+                f,
+                "it opened with TLS but this node's raft port speaks cleartext \
+                 (--controller-listener-security-protocol PLAINTEXT): {ALIKE}"
+            ),
+            HandshakeError::PeerCleartext => write!(
+                f,
+                "the peer's raft port speaks cleartext (its --controller-listener-security-protocol is \
+                 PLAINTEXT, or it predates TLS on the raft port) and this node requires TLS: {ALIKE}"
+            ),
+            // chronik-tls says "TLS handshake … failed: why".
+            HandshakeError::Tls { reason, .. } => f.write_str(reason),
+            HandshakeError::Io { step, error } if self.is_tls_alert() => write!(
+                f,
+                "the TLS session failed during {step}: {error} (the peer refused this node's certificate, \
+                 or does not trust its issuer)"
             ),
             HandshakeError::Refused(RefusalReason::Other(code)) => {
                 write!(f, "the peer refused this node (reason code {code})")
@@ -354,7 +430,7 @@ impl std::fmt::Display for HandshakeError {
 impl std::error::Error for HandshakeError {}
 
 /// Fills `buf` by `deadline`, or says how far it got before the peer closed.
-async fn read_step<S: AsyncRead + Unpin>(
+pub(crate) async fn read_step<S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut [u8],
     step: Step,
@@ -372,7 +448,7 @@ async fn read_step<S: AsyncRead + Unpin>(
     Ok(())
 }
 
-async fn write_step<S: AsyncWrite + Unpin>(
+pub(crate) async fn write_step<S: AsyncWrite + Unpin>(
     stream: &mut S,
     bytes: &[u8],
     step: Step,
@@ -441,6 +517,12 @@ where
     write_step(stream, &nonce_s, Step::ServerNonce, deadline).await?;
     let mut hello = [0u8; HELLO_LEN];
     read_step(stream, &mut hello, Step::ClientHello, deadline).await?;
+    if crate::transport::is_tls_hello(&hello) {
+        // Best effort, as below: a TLS client reads it only if it is ours.
+        let refusal = RefusalReason::CleartextOnly.encode();
+        let _ = write_step(stream, &refusal, Step::ServerAnswer, deadline).await;
+        return Err(HandshakeError::TlsPeer);
+    }
     let id = [hello[0], hello[1], hello[2], hello[3]];
     let nonce_c = &hello[4..4 + NONCE_LEN];
     let tag = &hello[4 + NONCE_LEN..];

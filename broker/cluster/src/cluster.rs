@@ -262,6 +262,7 @@ impl Cluster {
             controller: controller.clone(),
             monitor: monitor.clone(),
             secret: config.secret.clone(),
+            security: config.security.clone(),
             voters: config.voter_ids(),
             admission: Arc::new(Admission::new(member_hosts(&config, &raft))),
         });

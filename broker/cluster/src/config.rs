@@ -147,6 +147,9 @@ pub struct ClusterConfig {
     pub heartbeat_interval: Duration,
     /// What every raft connection must prove knowledge of (`auth`).
     pub secret: crate::auth::ClusterSecret,
+    /// What the raft port speaks beneath that proof: cleartext or mutual
+    /// TLS (`transport`); every node of a cluster must say the same.
+    pub security: crate::transport::ControllerSecurity,
     /// Automatic preferred-leader elections (`leader_balance`).
     pub leader_balance: crate::leader_balance::LeaderBalance,
 }
@@ -191,11 +194,12 @@ impl ClusterConfig {
     }
 
     /// What this node proves on the raft connections it opens.
-    pub(crate) fn credentials(&self) -> crate::network::Credentials {
+    pub fn credentials(&self) -> crate::network::Credentials {
         crate::network::Credentials {
             node_id: self.node_id,
             secret: self.secret.clone(),
             source: self.own_host().parse().ok(),
+            security: self.security.clone(),
         }
     }
 

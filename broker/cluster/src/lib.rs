@@ -23,6 +23,7 @@
 //! - `acl`         — Kafka ACL bindings, filters and their changes to the image.
 //! - `authorizer`  — access decisions from those ACLs (Kafka's StandardAuthorizer rules).
 //! - `auth`        — the cluster secret and the handshake every raft connection opens with.
+//! - `transport`   — what the raft port speaks beneath it: cleartext or mutual TLS.
 //! - `admission`   — connection places on the raft port (voters' addresses first).
 //! - `rpc`         — frames and messages of the raft RPC transport.
 //! - `network`     — outgoing RPCs (openraft's network, controller calls).
@@ -66,6 +67,7 @@ pub mod rpc;
 mod rpc_server;
 mod store_log;
 mod store_sm;
+mod transport;
 
 pub use auth::ClusterSecret;
 pub use cluster::{Cluster, COMMAND_TIMEOUT};
@@ -80,9 +82,10 @@ pub use image::{
     BrokerImage, Endpoint, ListenerEndpoints, MetadataImage, PartitionImage, ScramCredentialImage,
     TopicImage,
 };
-pub use network::connect_from;
+pub use network::{connect_from, Credentials, OpenError};
 pub use quorum::{QuorumInfo, VoterEndpoint, VoterState};
 pub use request::{AlterPartition, CreatePartitions, CreateTopic, ElectionType, Reassignment};
+pub use transport::{ControllerSecurity, RaftStream};
 
 /// A snapshot of this node's view of the controller.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,9 +6,10 @@
 //! TCP stream and reconnects after any error; controller calls (forwarded
 //! requests, heartbeats) connect per call, so "could not connect" reliably
 //! means "not sent" and may be retried elsewhere. Every connection first
-//! authenticates (`auth::client_handshake`; a refusal counts as "could not
-//! connect", and is logged with the target and what the peer said, at most
-//! once per target every `REFUSAL_LOG_INTERVAL`). Every call is bounded by
+//! speaks the raft port's protocol (`transport`: TLS on SSL) and then
+//! authenticates (`auth::client_handshake`); a refusal of either counts as
+//! "could not connect", and is logged with the target and what the peer
+//! said, at most once per target every `REFUSAL_LOG_INTERVAL`. Every call is bounded by
 //! a timeout (openraft's `RPCOption` TTL for raft RPCs). Acknowledged
 //! AppendEntries are reported to the `quorum::ReplicationClock`. Must not:
 //! serve anything (`rpc_server` does).
@@ -29,6 +30,8 @@ use openraft::raft::{
 use openraft::{BasicNode, RPCTypes};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
+
+use crate::transport::{ControllerSecurity, RaftStream};
 
 use crate::auth::{
     client_handshake, ClusterSecret, HandshakeError, RefusalLog, REFUSAL_LOG_INTERVAL,
@@ -69,13 +72,44 @@ pub struct Credentials {
     /// IP literal (on one host, 127.0.0.2's connections then come from
     /// 127.0.0.2, not from whatever loopback address the kernel picks).
     pub source: Option<std::net::IpAddr>,
+    /// What the raft ports of this cluster speak (TLS or cleartext).
+    pub security: ControllerSecurity,
+}
+
+/// Why a raft connection could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// No TCP connection (nothing listening, unreachable).
+    Connect(io::Error),
+    /// Connected, but the TLS or cluster-secret handshake failed.
+    Handshake(HandshakeError),
+}
+
+impl Credentials {
+    /// Opens an authenticated connection to the raft port at `addr`: TCP
+    /// (from `source`), the transport's handshake (TLS on SSL), then the
+    /// cluster-secret handshake. Unbounded: callers set the deadline.
+    pub async fn open(&self, addr: &str) -> Result<Box<dyn RaftStream>, OpenError> {
+        let stream = connect_from(addr, self.source)
+            .await
+            .map_err(OpenError::Connect)?;
+        // Small request/response frames: don't wait for Nagle.
+        let _ = stream.set_nodelay(true);
+        let mut stream = crate::transport::connect(&self.security, stream, addr)
+            .await
+            .map_err(OpenError::Handshake)?;
+        client_handshake(&mut stream, &self.secret, self.node_id)
+            .await
+            .map_err(OpenError::Handshake)?;
+        Ok(stream)
+    }
 }
 
 /// One request/response connection to a peer's RPC listener.
 struct Channel {
     addr: String,
     credentials: Credentials,
-    stream: Option<TcpStream>,
+    stream: Option<Box<dyn RaftStream>>,
 }
 
 impl Channel {
@@ -95,29 +129,14 @@ impl Channel {
         let deadline = Instant::now() + timeout;
         let mut stream = match self.stream.take() {
             Some(stream) => stream,
-            None => {
-                let mut stream = timeout_at(
-                    deadline,
-                    connect_from(self.addr.as_str(), self.credentials.source),
-                )
-                .await
-                .map_err(|_| CallError::Timeout { sent: false })?
-                .map_err(CallError::Connect)?;
-                // Small request/response frames: don't wait for Nagle.
-                let _ = stream.set_nodelay(true);
-                let handshake = client_handshake(
-                    &mut stream,
-                    &self.credentials.secret,
-                    self.credentials.node_id,
-                );
-                match timeout_at(deadline, handshake).await {
-                    Err(_) => return Err(CallError::Timeout { sent: false }),
-                    Ok(Err(e)) => {
-                        return Err(CallError::Connect(self.handshake_failed(&e)));
-                    }
-                    Ok(Ok(())) => stream,
+            None => match timeout_at(deadline, self.credentials.open(&self.addr)).await {
+                Err(_) => return Err(CallError::Timeout { sent: false }),
+                Ok(Err(OpenError::Connect(e))) => return Err(CallError::Connect(e)),
+                Ok(Err(OpenError::Handshake(e))) => {
+                    return Err(CallError::Connect(self.handshake_failed(&e)));
                 }
-            }
+                Ok(Ok(stream)) => stream,
+            },
         };
         let exchange = async {
             write_frame(&mut stream, request).await?;

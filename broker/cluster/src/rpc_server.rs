@@ -5,10 +5,13 @@
 //! aborting the accept task drops every connection: a shut-down node stops
 //! answering at once), and the port's bounds: a place for each connection
 //! from `admission` (voters' addresses and strangers in separate pools,
-//! per-address caps; none free → closed at accept), the authentication
-//! handshake first (`auth`: only a node knowing the cluster secret gets
-//! further; a refused one is logged with the peer's address
-//! and the reason, at most once per address every `REFUSAL_LOG_INTERVAL`),
+//! per-address caps; none free → closed at accept), the transport first
+//! (`transport`: on SSL the banner and a TLS handshake that requires the
+//! peer's certificate; a cleartext client is refused), then the
+//! authentication handshake (`auth`: only a node knowing the cluster
+//! secret gets further); a refusal of either is logged with the peer's
+//! address and the reason, at most once per address every
+//! `REFUSAL_LOG_INTERVAL`,
 //! a frame body that must arrive within
 //! `FRAME_READ_TIMEOUT` of its length prefix, and `IDLE_TIMEOUT` without a
 //! frame. Raft RPCs go to openraft, controller requests to
@@ -37,6 +40,7 @@ use crate::monitor::LeaderMonitor;
 use crate::raft_types::Raft;
 use crate::request::ControllerRequest;
 use crate::rpc::{decode, read_frame_body, write_frame, RpcRequest, RpcResponse};
+use crate::transport::ControllerSecurity;
 
 /// A frame's body must arrive within this of its length prefix.
 pub const FRAME_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,6 +53,8 @@ pub struct RpcHandler {
     pub controller: Arc<Controller>,
     pub monitor: Arc<LeaderMonitor>,
     pub secret: ClusterSecret,
+    /// What the port speaks: cleartext or mutual TLS.
+    pub security: ControllerSecurity,
     pub voters: Vec<i32>,
     pub admission: Arc<Admission>,
 }
@@ -111,11 +117,18 @@ impl Drop for AbortOnDrop {
 }
 
 async fn serve(
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
     handler: &RpcHandler,
     refusals: &RefusalLog<IpAddr>,
 ) -> std::io::Result<()> {
+    let mut stream = match crate::transport::accept(&handler.security, stream).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            log_refused_handshake(peer, &e, refusals);
+            return Ok(());
+        }
+    };
     // Any node id that proves the cluster secret: brokers that are not
     // voters join and heartbeat too. What each id may ask is `permitted`.
     let peer_id = match server_handshake(&mut stream, &handler.secret, &|id| id >= 0).await {

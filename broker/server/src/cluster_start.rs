@@ -75,10 +75,15 @@ pub async fn start(
         // `--listen`: registered as before, host and port alone.
         false => Default::default(),
     };
+    let controller_security = crate::controller_listener::load(
+        config.controller_protocol,
+        &config.security,
+        !config.single_voter(),
+    )?;
     let cluster_config = ClusterConfig {
         listeners,
         kafka_port,
-        ..cluster_config(config, peers.clone(), host, secret)
+        ..cluster_config(config, peers.clone(), host, secret, controller_security)
     };
     let new_quorum = !cluster_config.metadata_dir().exists();
     let unadopted: Vec<String> = log.topics().iter().map(|t| t.name.clone()).collect();
@@ -155,12 +160,14 @@ pub async fn start(
 }
 
 /// The quorum configuration of this node: `host` is its own, `peers` the
-/// voters (`cluster_peers`); no Kafka listeners (a broker adds its own).
+/// voters (`cluster_peers`), `security` what its raft port speaks
+/// (`controller_listener::load`); no Kafka listeners (a broker adds its own).
 pub fn cluster_config(
     config: &Config,
     peers: Vec<chronik_cluster::Peer>,
     host: String,
     secret: ClusterSecret,
+    security: chronik_cluster::ControllerSecurity,
 ) -> ClusterConfig {
     ClusterConfig {
         node_id: config.node_id,
@@ -176,6 +183,7 @@ pub fn cluster_config(
         broker_session_timeout: Duration::from_millis(config.broker_session_timeout_ms),
         heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
         secret,
+        security,
         leader_balance: config.leader_balance.clone(),
     }
 }

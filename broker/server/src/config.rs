@@ -262,6 +262,9 @@ pub struct Args {
     /// Listeners, TLS and SASL (`security::args`).
     #[command(flatten)]
     pub security: crate::security::args::SecurityArgs,
+    /// What the raft port speaks (`controller_listener`).
+    #[command(flatten)]
+    pub controller_listener: crate::controller_listener::ControllerListenerArgs,
 }
 
 /// The effective configuration, as the server uses it.
@@ -310,6 +313,8 @@ pub struct Config {
     pub broker_session_timeout_ms: u64,
     pub leader_balance: chronik_cluster::leader_balance::LeaderBalance,
     pub cluster_secret_file: PathBuf,
+    /// What the raft port speaks beneath the cluster-secret handshake.
+    pub controller_protocol: crate::controller_listener::ControllerProtocol,
     pub limits: crate::limits::Limits,
     /// `None`: no authorizer (every request allowed).
     pub authorizer: Option<chronik_cluster::authorizer::AuthorizerConfig>,
@@ -368,6 +373,14 @@ impl TryFrom<Args> for Config {
             &args.security,
             args.listen,
             legacy_advertise,
+            several_voters,
+        )?;
+        let controller_protocol = crate::controller_listener::resolve(
+            args.controller_listener
+                .controller_listener_security_protocol,
+            &args.security.listener_security_protocol_map,
+            &security,
+            roles.broker,
             several_voters,
         )?;
         let (listen, advertise) = {
@@ -445,6 +458,7 @@ impl TryFrom<Args> for Config {
                 ),
             },
             cluster_secret_file,
+            controller_protocol,
             limits,
             authorizer,
         })

@@ -49,7 +49,12 @@ pub async fn run(
         .await
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
     let http_addr = http_listener.local_addr()?;
-    let cluster = Cluster::start(cluster_config(&config, peers, host, secret))
+    let security = crate::controller_listener::load(
+        config.controller_protocol,
+        &config.security,
+        !config.single_voter(),
+    )?;
+    let cluster = Cluster::start(cluster_config(&config, peers, host, secret, security))
         .await
         .context("starting the metadata quorum")?;
 

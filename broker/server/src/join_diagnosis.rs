@@ -2,8 +2,9 @@
 //! Until it has joined, its Kafka listeners are bound but not listening
 //! (`server`), so a client's connection is refused at once instead of
 //! waiting unanswered; this says why in the log. After `GRACE` it dials
-//! every other voter's raft port with the handshake
-//! (`chronik_cluster::auth`) and logs one line naming what stands in the
+//! every other voter's raft port as its raft connections do (TLS on an
+//! SSL raft port, then the cluster-secret handshake,
+//! `Credentials::open`) and logs one line naming what stands in the
 //! way — handshakes refused and each peer's reason, peers not answering,
 //! or the start-up step still waited for — and another only when that
 //! changes.
@@ -13,11 +14,10 @@
 //! and closes without sending a frame.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::time::Duration;
 
-use chronik_cluster::auth::{client_handshake, HANDSHAKE_TIMEOUT};
-use chronik_cluster::{connect_from, ClusterConfig, ClusterSecret};
+use chronik_cluster::auth::HANDSHAKE_TIMEOUT;
+use chronik_cluster::{ClusterConfig, Credentials, OpenError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -39,12 +39,7 @@ impl JoinDiagnosis {
         let (waiting_for, step) = watch::channel("starting the metadata quorum node".to_string());
         let prober = Prober {
             node_id: config.node_id,
-            secret: config.secret.clone(),
-            source: config
-                .peers
-                .iter()
-                .find(|p| p.node_id == config.node_id)
-                .and_then(|p| p.host.parse().ok()),
+            credentials: config.credentials(),
             peers: config
                 .peers
                 .iter()
@@ -70,9 +65,9 @@ impl Drop for JoinDiagnosis {
 
 struct Prober {
     node_id: i32,
-    secret: ClusterSecret,
-    /// This node's own address to dial from, as its raft connections do.
-    source: Option<IpAddr>,
+    /// What this node's raft connections prove and speak (from its own
+    /// address, TLS on an SSL raft port).
+    credentials: Credentials,
     /// Every other voter: (node id, raft address).
     peers: Vec<(i32, String)>,
 }
@@ -114,17 +109,17 @@ impl Prober {
 
     async fn probe(&self, addr: &str) -> Probe {
         let attempt = async {
-            let mut stream = connect_from(addr, self.source)
-                .await
-                .map_err(|e| Probe::NotAnswering(e.to_string()))?;
-            client_handshake(&mut stream, &self.secret, self.node_id)
-                .await
-                .map_err(|e| match e.is_refusal() {
-                    true => Probe::Refused(e.to_string()),
-                    false => Probe::NotAnswering(e.to_string()),
-                })
+            match self.credentials.open(addr).await {
+                Ok(_) => Ok(()),
+                Err(OpenError::Connect(e)) => Err(Probe::NotAnswering(e.to_string())),
+                Err(OpenError::Handshake(e)) if e.is_refusal() => {
+                    Err(Probe::Refused(e.to_string()))
+                }
+                Err(OpenError::Handshake(e)) => Err(Probe::NotAnswering(e.to_string())),
+            }
         };
-        let bound = HANDSHAKE_TIMEOUT + Duration::from_secs(1);
+        // A TLS handshake (bounded alike) may come first.
+        let bound = 2 * HANDSHAKE_TIMEOUT + Duration::from_secs(1);
         match tokio::time::timeout(bound, attempt).await {
             Ok(Ok(())) => Probe::Accepted,
             Ok(Err(probe)) => probe,

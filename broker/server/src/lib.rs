@@ -6,6 +6,7 @@
 //! - `server`      — start-up (log recovery, listeners) and ordered shutdown.
 //! - `cluster_start` — start-up: join the metadata quorum, agree on the cluster id, adopt a quorum-less data dir,
 //!   create `__consumer_offsets` and `__transaction_state`, first sync.
+//! - `controller_listener` — what the raft port speaks: PLAINTEXT or SSL (mutual TLS), its flag and default.
 //! - `join_diagnosis` — while start-up has not joined: why the node is not serving (peers' handshakes probed).
 //! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
 //! - `security/`   — listeners and their security protocols, TLS (rustls), SASL PLAIN/SCRAM, KIP-368, principals,
@@ -42,6 +43,7 @@ pub mod cluster_start;
 pub mod config;
 pub mod connection;
 pub mod connection_limits;
+pub mod controller_listener;
 pub mod controller_node;
 pub mod durability;
 pub mod fetch_sessions;

@@ -88,6 +88,7 @@ impl TestCluster {
             broker_session_timeout: SESSION_TIMEOUT,
             heartbeat_interval: HEARTBEAT_INTERVAL,
             secret: ClusterSecret::from_bytes(b"the test cluster's shared secret"),
+            security: Default::default(),
             leader_balance: Default::default(),
         }
     }
