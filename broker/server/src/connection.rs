@@ -23,7 +23,13 @@
 //! in, its frames (at most `sasl.server.max.receive.size`) reserve from a
 //! budget of their own, `PRE_AUTH_MEMORY_BYTES`: a flood of connections that
 //! never log in waits among itself and never holds the memory authenticated
-//! producers need.
+//! producers need. Such a connection also holds a place among the
+//! unauthenticated ones (`--max-unauthenticated-connections[-per-ip]`,
+//! taken at accept) until it logs in, and is closed if it has not logged
+//! in `--connections-max-unauthenticated-ms` after it was accepted: before
+//! login a connection can hold at most one read chunk, one small frame and
+//! one `sasl.server.max.receive.size` frame paid from the pre-authentication
+//! budget, and only for a bounded time.
 //!
 //! A peer that closes its socket ends the read side for good (EOF is never
 //! polled again), so a dead client cannot leave this task spinning.
@@ -61,12 +67,12 @@ use crate::metrics::{ApiLabels, ReasonLabels};
 use crate::security::sasl::session::{Admission, SaslSession};
 use crate::security::{KafkaPrincipal, ListenerContext};
 
-/// Requests a single connection may have in progress at once.
 /// Bytes that frames of not-yet-authenticated SASL connections may hold at
 /// once, all of them together (64 full 512 KiB `sasl.server.max.receive.size`
 /// frames).
 pub const PRE_AUTH_MEMORY_BYTES: usize = 32 * 1024 * 1024;
 
+/// Requests a single connection may have in progress at once.
 const MAX_IN_FLIGHT: usize = 128;
 /// The most one read takes off the socket.
 const READ_CHUNK: usize = 64 * 1024;
@@ -120,6 +126,15 @@ impl Drop for UnpaidSlot {
     }
 }
 
+/// A SASL connection that has not logged in yet: its place among the
+/// unauthenticated connections, and when it must have logged in.
+struct Unauthenticated {
+    _slot: ConnectionSlot, // held for its Drop
+    deadline: tokio::time::Instant,
+}
+
+/// Serves one accepted connection; `pre_auth` is its place among the
+/// unauthenticated connections (SASL listeners), given back at login.
 pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
@@ -127,15 +142,23 @@ pub async fn serve(
     listener: ListenerContext,
     mut shutdown: broadcast::Receiver<()>,
     _slot: ConnectionSlot,
+    pre_auth_slot: Option<ConnectionSlot>,
 ) {
+    let pre_auth = pre_auth_slot.map(|slot| Unauthenticated {
+        _slot: slot,
+        deadline: tokio::time::Instant::now()
+            + broker.config.limits.connections_max_unauthenticated,
+    });
     broker.metrics.connections_open.inc();
     broker.metrics.connections_total.inc();
     let _open = OpenConnection(broker.clone());
     let _ = stream.set_nodelay(true);
     let Some(tls) = listener.tls.clone() else {
-        let (reader, writer) = stream.into_split();
-        let principal = KafkaPrincipal::anonymous();
-        return serve_stream(broker, reader, writer, peer, listener, principal, shutdown).await;
+        let (stream, principal) = (stream.into_split(), KafkaPrincipal::anonymous());
+        return serve_stream(
+            broker, stream, peer, listener, principal, pre_auth, shutdown,
+        )
+        .await;
     };
     let accepted = tokio::select! {
         accepted = tls.accept(stream) => accepted,
@@ -156,8 +179,11 @@ pub async fn serve(
             } else {
                 info!(%peer, listener = %listener.name, %principal, "TLS client authenticated");
             }
-            let (reader, writer) = tokio::io::split(stream);
-            serve_stream(broker, reader, writer, peer, listener, principal, shutdown).await;
+            let stream = tokio::io::split(stream);
+            serve_stream(
+                broker, stream, peer, listener, principal, pre_auth, shutdown,
+            )
+            .await;
         }
         Err(e) => {
             info!(%peer, listener = %listener.name, error = format!("{e:#}"), "closing connection: TLS handshake refused");
@@ -169,17 +195,20 @@ pub async fn serve(
 /// Serves one connection (after its TLS handshake, if any).
 async fn serve_stream<R, W>(
     broker: Arc<Broker>,
-    mut reader: R,
-    mut writer: W,
+    (mut reader, mut writer): (R, W),
     peer: SocketAddr,
     listener: ListenerContext,
     principal: KafkaPrincipal,
+    mut unauthenticated: Option<Unauthenticated>,
     mut shutdown: broadcast::Receiver<()>,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut sasl = listener.sasl.clone().map(SaslSession::new);
+    let mut sasl = listener
+        .sasl
+        .clone()
+        .map(|config| SaslSession::new(config, peer));
     let mut context = Arc::new(RequestContext::new(peer, listener.name.clone(), principal));
     // Set once the SASL gate refused a frame: nothing more is read.
     let mut closing = false;
@@ -255,9 +284,14 @@ async fn serve_stream<R, W>(
             }
             match split_frame(&mut read_buf, max_frame) {
                 Ok(Some(frame)) => {
+                    let mut answer_delay = std::time::Duration::ZERO;
                     let admission = match &mut sasl {
                         Some(session) => {
                             let admission = session.admit(&frame);
+                            answer_delay = session.take_answer_delay();
+                            if session.principal().is_some() {
+                                unauthenticated = None; // its place is given back
+                            }
                             if let Some(p) =
                                 session.principal().filter(|p| **p != context.principal)
                             {
@@ -289,7 +323,13 @@ async fn serve_stream<R, W>(
                         ))),
                         Some(outcome) => {
                             closing = matches!(outcome, Outcome::CloseAfter(..));
-                            in_flight.push_back(Box::pin(std::future::ready(outcome)));
+                            // The attempted name's login-failure back-off.
+                            in_flight.push_back(Box::pin(async move {
+                                if !answer_delay.is_zero() {
+                                    tokio::time::sleep(answer_delay).await;
+                                }
+                                outcome
+                            }));
                         }
                     }
                     // The deadline is per request: the next one starts now.
@@ -331,6 +371,7 @@ async fn serve_stream<R, W>(
         let read_deadline = frame_deadline.filter(|_| can_read);
         let idle_deadline = (in_flight.is_empty() && read_buf.is_empty())
             .then(|| last_activity + limits.connections_max_idle);
+        let login_deadline = unauthenticated.as_ref().map(|u| u.deadline);
 
         tokio::select! {
             biased;
@@ -406,6 +447,12 @@ async fn serve_stream<R, W>(
                 warn!(%peer, buffered = read_buf.len(), timeout_ms = limits.request_read_timeout.as_millis() as u64,
                       "closing connection: request body not received within the read timeout");
                 count_close(&broker, "request_read_timeout");
+                return;
+            }
+            () = sleep_until_opt(login_deadline) => {
+                info!(%peer, listener = %listener.name, timeout_ms = limits.connections_max_unauthenticated.as_millis() as u64,
+                      "closing connection: not authenticated in time (--connections-max-unauthenticated-ms)");
+                count_close(&broker, "unauthenticated_timeout");
                 return;
             }
             () = sleep_until_opt(idle_deadline) => {

@@ -1,5 +1,8 @@
 //! Connection caps on the Kafka listener: Kafka's `max.connections` and
-//! `max.connections.per.ip`, checked when a connection is accepted.
+//! `max.connections.per.ip`, checked when a connection is accepted; and the
+//! same two caps for connections on SASL listeners that have not logged in
+//! yet (`--max-unauthenticated-connections[-per-ip]`), whose place is given
+//! back at login.
 //!
 //! Owns: the counts of open connections (in total and per peer IP) and the
 //! `ConnectionSlot` guard that gives a connection's place back however its
@@ -16,6 +19,10 @@ pub enum Refused {
     Total,
     /// `max.connections.per.ip` reached for this peer.
     PerIp,
+    /// `--max-unauthenticated-connections` reached.
+    UnauthenticatedTotal,
+    /// `--max-unauthenticated-connections-per-ip` reached for this peer.
+    UnauthenticatedPerIp,
 }
 
 impl Refused {
@@ -23,6 +30,8 @@ impl Refused {
         match self {
             Refused::Total => "max_connections",
             Refused::PerIp => "max_connections_per_ip",
+            Refused::UnauthenticatedTotal => "max_unauthenticated_connections",
+            Refused::UnauthenticatedPerIp => "max_unauthenticated_connections_per_ip",
         }
     }
 }
@@ -37,6 +46,8 @@ struct Counts {
 pub struct ConnectionLimiter {
     max_total: usize,
     max_per_ip: usize,
+    /// What a refusal by each cap is called.
+    refusals: (Refused, Refused),
     counts: Mutex<Counts>,
 }
 
@@ -48,10 +59,29 @@ pub struct ConnectionSlot {
 }
 
 impl ConnectionLimiter {
+    /// `max.connections` and `max.connections.per.ip`.
     pub fn new(max_total: usize, max_per_ip: usize) -> Arc<ConnectionLimiter> {
+        Self::with_refusals(max_total, max_per_ip, (Refused::Total, Refused::PerIp))
+    }
+
+    /// The caps on connections not yet authenticated.
+    pub fn unauthenticated(max_total: usize, max_per_ip: usize) -> Arc<ConnectionLimiter> {
+        Self::with_refusals(
+            max_total,
+            max_per_ip,
+            (Refused::UnauthenticatedTotal, Refused::UnauthenticatedPerIp),
+        )
+    }
+
+    fn with_refusals(
+        max_total: usize,
+        max_per_ip: usize,
+        refusals: (Refused, Refused),
+    ) -> Arc<ConnectionLimiter> {
         Arc::new(ConnectionLimiter {
             max_total,
             max_per_ip,
+            refusals,
             counts: Mutex::new(Counts::default()),
         })
     }
@@ -60,11 +90,11 @@ impl ConnectionLimiter {
     pub fn try_acquire(self: &Arc<Self>, ip: IpAddr) -> Result<ConnectionSlot, Refused> {
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         if counts.total >= self.max_total {
-            return Err(Refused::Total);
+            return Err(self.refusals.0);
         }
         let per_ip = counts.per_ip.entry(ip).or_insert(0);
         if *per_ip >= self.max_per_ip {
-            return Err(Refused::PerIp);
+            return Err(self.refusals.1);
         }
         *per_ip += 1;
         counts.total += 1;
@@ -114,5 +144,25 @@ mod tests {
         drop(a1);
         assert_eq!(limiter.open(), 2);
         limiter.try_acquire(a).expect("a's place was given back");
+    }
+
+    #[test]
+    fn unauthenticated_caps_name_their_own_refusals() {
+        let limiter = ConnectionLimiter::unauthenticated(2, 1);
+        let a: IpAddr = "127.0.0.1".parse().expect("ip");
+        let b: IpAddr = "127.0.0.2".parse().expect("ip");
+        let c: IpAddr = "127.0.0.3".parse().expect("ip");
+        let _a = limiter.try_acquire(a).expect("first from a");
+        assert_eq!(
+            limiter.try_acquire(a).err(),
+            Some(Refused::UnauthenticatedPerIp)
+        );
+        let _b = limiter.try_acquire(b).expect("first from b");
+        let refused = limiter.try_acquire(c).err();
+        assert_eq!(refused, Some(Refused::UnauthenticatedTotal));
+        assert_eq!(
+            refused.map(Refused::reason),
+            Some("max_unauthenticated_connections")
+        );
     }
 }

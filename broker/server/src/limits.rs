@@ -10,6 +10,9 @@
 //! Where Kafka's default is "unbounded" (`max.connections`,
 //! `max.connections.per.ip`, partition counts), the default here is finite:
 //! the point of these settings is that one client cannot exhaust the broker.
+//! Connections that have not logged in on a SASL listener have caps of
+//! their own (in total, per IP, and in time), so clients that never log in
+//! cannot take the places of those that do.
 
 use std::time::Duration;
 
@@ -28,6 +31,23 @@ pub struct LimitArgs {
     #[arg(long, env = "CHRONIK_MAX_CONNECTIONS_PER_IP", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections_per_ip: u32,
+    /// Connections on SASL listeners that have not logged in yet, open at
+    /// once (no Kafka equivalent); more are closed as soon as they are
+    /// accepted. A connection stops counting once it has authenticated.
+    #[arg(long, env = "CHRONIK_MAX_UNAUTHENTICATED_CONNECTIONS", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_unauthenticated_connections: u32,
+    /// Connections from one peer IP on SASL listeners that have not logged
+    /// in yet (no Kafka equivalent).
+    #[arg(long, env = "CHRONIK_MAX_UNAUTHENTICATED_CONNECTIONS_PER_IP", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_unauthenticated_connections_per_ip: u32,
+    /// A connection on a SASL listener that has not logged in this many ms
+    /// after it was accepted (TLS handshake included) is closed. Kafka has
+    /// no such bound (only `connections.max.idle.ms`, which any byte resets).
+    #[arg(long, env = "CHRONIK_CONNECTIONS_MAX_UNAUTHENTICATED_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..))]
+    pub connections_max_unauthenticated_ms: u64,
     /// Kafka's `connections.max.idle.ms`: a connection with no request in
     /// progress and no bytes received for this long is closed.
     #[arg(long, env = "CHRONIK_CONNECTIONS_MAX_IDLE_MS", default_value_t = 600_000,
@@ -110,6 +130,9 @@ pub struct LimitArgs {
 pub struct Limits {
     pub max_connections: usize,
     pub max_connections_per_ip: usize,
+    pub max_unauthenticated_connections: usize,
+    pub max_unauthenticated_connections_per_ip: usize,
+    pub connections_max_unauthenticated: Duration,
     pub connections_max_idle: Duration,
     pub request_read_timeout: Duration,
     pub fetch_max_bytes: usize,
@@ -129,6 +152,13 @@ impl From<&LimitArgs> for Limits {
         Limits {
             max_connections: size(u64::from(a.max_connections)),
             max_connections_per_ip: size(u64::from(a.max_connections_per_ip)),
+            max_unauthenticated_connections: size(u64::from(a.max_unauthenticated_connections)),
+            max_unauthenticated_connections_per_ip: size(u64::from(
+                a.max_unauthenticated_connections_per_ip,
+            )),
+            connections_max_unauthenticated: Duration::from_millis(
+                a.connections_max_unauthenticated_ms,
+            ),
             connections_max_idle: Duration::from_millis(a.connections_max_idle_ms),
             request_read_timeout: Duration::from_millis(a.request_read_timeout_ms),
             fetch_max_bytes: size(a.fetch_max_bytes),

@@ -200,7 +200,7 @@ impl Metrics {
         );
         registry.register(
             "connections_refused",
-            "Connections closed at accept because max.connections or max.connections.per.ip was reached",
+            "Connections closed at accept because a cap was reached (max.connections, max.connections.per.ip, or the unauthenticated caps), by reason",
             m.connections_refused_total.clone(),
         );
         registry.register(

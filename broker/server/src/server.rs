@@ -15,7 +15,7 @@ use anyhow::Context;
 use chronik_log::{FlushPolicy, LogConfig, LogManager, LogManagerConfig};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{broadcast, mpsc, Semaphore};
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 
 use crate::authorization::Authorizer;
 use crate::broker::{load_or_create_cluster_id, Broker};
@@ -269,10 +269,15 @@ pub async fn run(
         broker.config.limits.max_connections,
         broker.config.limits.max_connections_per_ip,
     );
+    let unauthenticated = ConnectionLimiter::unauthenticated(
+        broker.config.limits.max_unauthenticated_connections,
+        broker.config.limits.max_unauthenticated_connections_per_ip,
+    );
     let accept_loops = futures::future::join_all(listeners.iter().map(|(config, bound, _)| {
         let context = security.context(config);
         info!(listener = %config.name, protocol = %config.protocol, addr = %bound.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()), "accepting");
-        accept_loop(bound, context, &limiter, &broker, &shutdown_tx, &conn_done_tx)
+        let caps = [&limiter, &unauthenticated];
+        accept_loop(bound, context, caps, &broker, &shutdown_tx, &conn_done_tx)
     }));
     tokio::select! {
         _ = accept_loops => {}
@@ -414,20 +419,28 @@ async fn phase(what: &str, bound: Duration, work: impl std::future::Future<Outpu
     }
 }
 
-/// Accepts connections on one listener; every listener shares `limiter`.
+/// Accepts connections on one listener; every listener shares the caps:
+/// `[all connections, connections not yet authenticated]` (the second is
+/// taken on SASL listeners only and given back at login).
 async fn accept_loop(
     listener: &TcpListener,
     context: crate::security::ListenerContext,
-    limiter: &Arc<ConnectionLimiter>,
+    [limiter, unauthenticated]: [&Arc<ConnectionLimiter>; 2],
     broker: &Arc<Broker>,
     shutdown_tx: &broadcast::Sender<()>,
     conn_done_tx: &mpsc::Sender<()>,
 ) {
+    let mut refusals = RefusalLog::default();
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
-                let slot = match limiter.try_acquire(peer.ip()) {
-                    Ok(slot) => slot,
+                let sasl = context.sasl.is_some();
+                let slots = limiter.try_acquire(peer.ip()).and_then(|slot| {
+                    let pre_auth = sasl.then(|| unauthenticated.try_acquire(peer.ip()));
+                    Ok((slot, pre_auth.transpose()?))
+                });
+                let (slot, pre_auth) = match slots {
+                    Ok(slots) => slots,
                     Err(refused) => {
                         // Kafka closes such a connection at once, unanswered.
                         broker
@@ -437,7 +450,7 @@ async fn accept_loop(
                                 reason: refused.reason(),
                             })
                             .inc();
-                        debug!(%peer, reason = refused.reason(), "connection refused: cap reached");
+                        refusals.log(peer, refused.reason());
                         drop(stream);
                         continue;
                     }
@@ -447,7 +460,8 @@ async fn accept_loop(
                 let done = conn_done_tx.clone();
                 let context = context.clone();
                 tokio::spawn(async move {
-                    connection::serve(broker, stream, peer, context, shutdown, slot).await;
+                    connection::serve(broker, stream, peer, context, shutdown, slot, pre_auth)
+                        .await;
                     drop(done);
                 });
             }
@@ -457,5 +471,29 @@ async fn accept_loop(
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
         }
+    }
+}
+
+/// Logs refused connections at most once a second per listener (a flood of
+/// them must not flood the log too); the metric counts every one.
+#[derive(Default)]
+struct RefusalLog {
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl RefusalLog {
+    fn log(&mut self, peer: std::net::SocketAddr, reason: &'static str) {
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|at| now.duration_since(at) < Duration::from_secs(1))
+        {
+            self.suppressed += 1;
+            return;
+        }
+        info!(%peer, reason, suppressed = self.suppressed, "connection refused: cap reached (closed at once)");
+        self.last = Some(now);
+        self.suppressed = 0;
     }
 }

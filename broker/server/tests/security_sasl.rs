@@ -505,7 +505,18 @@ fn unauthenticated_frames_do_not_stall_logged_in_producers() -> Result<()> {
     use kafka_protocol::messages::{MetadataRequest, TopicName};
 
     let certs = Certs::make()?;
-    let broker = sasl_broker(&certs, &["--produce-profile", "low-latency"])?;
+    // The unauthenticated-connection caps raised above the flood, so the
+    // pre-authentication budget is what holds it (security_preauth.rs tests
+    // the caps).
+    let broker = sasl_broker(
+        &certs,
+        &[
+            "--produce-profile",
+            "low-latency",
+            "--max-unauthenticated-connections-per-ip",
+            "100",
+        ],
+    )?;
     let addr = broker.addr("SASL_PLAINTEXT")?;
     let mut flood = Vec::new();
     for _ in 0..80 {

@@ -18,6 +18,7 @@ use anyhow::bail;
 use clap::Args as ClapArgs;
 
 use super::listeners::{self, ListenerConfig, DEFAULT_PROTOCOL_MAP};
+use super::sasl::login_failures::BackoffSettings;
 use super::sasl::Mechanism;
 use super::TlsSettings;
 
@@ -93,6 +94,23 @@ pub struct SecurityArgs {
     #[arg(long, env = "CHRONIK_CONNECTION_FAILED_AUTHENTICATION_DELAY_MS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(0..=60_000))]
     pub connection_failed_authentication_delay_ms: u64,
+    /// After a failed PLAIN or SCRAM login for a user name (from any
+    /// address), the next attempt for that name is answered this much after
+    /// the failure, doubling with each failure in a row up to
+    /// --failed-authentication-backoff-max-ms; a successful login resets
+    /// it. 0 = off. (No Kafka equivalent: Kafka delays per connection only.)
+    #[arg(long, env = "CHRONIK_FAILED_AUTHENTICATION_BACKOFF_MS", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub failed_authentication_backoff_ms: u64,
+    /// The longest per-name back-off after failed logins.
+    #[arg(long, env = "CHRONIK_FAILED_AUTHENTICATION_BACKOFF_MAX_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub failed_authentication_backoff_max_ms: u64,
+    /// User names whose failed logins are tracked at once; beyond it the
+    /// name with the oldest failure is forgotten (clients invent names).
+    #[arg(long, env = "CHRONIK_FAILED_AUTHENTICATION_TRACKED_USERS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub failed_authentication_tracked_users: u32,
     /// Kafka's `sasl.oauthbearer.jwks.endpoint.url`: the JSON Web Key Set
     /// OAUTHBEARER tokens are verified with, as a `file:` URL or a path
     /// (http(s) endpoints are not supported). Required with OAUTHBEARER.
@@ -147,6 +165,8 @@ pub struct SaslSettings {
     pub max_receive_size: usize,
     pub connections_max_reauth: Duration,
     pub failed_authentication_delay: Duration,
+    /// The per-name back-off after failed logins.
+    pub failed_authentication_backoff: BackoffSettings,
     /// The mechanism of outgoing inter-broker connections (set when the
     /// inter-broker listener uses SASL).
     pub inter_broker_mechanism: Option<Mechanism>,
@@ -266,6 +286,11 @@ impl SecurityConfig {
                 failed_authentication_delay: Duration::from_millis(
                     args.connection_failed_authentication_delay_ms,
                 ),
+                failed_authentication_backoff: BackoffSettings {
+                    initial: Duration::from_millis(args.failed_authentication_backoff_ms),
+                    max: Duration::from_millis(args.failed_authentication_backoff_max_ms),
+                    capacity: args.failed_authentication_tracked_users as usize,
+                },
                 inter_broker_mechanism,
                 oauthbearer,
             },

@@ -159,6 +159,9 @@ impl Security {
                 max_receive_size: config.sasl.max_receive_size,
                 failed_authentication_delay: config.sasl.failed_authentication_delay,
                 fake_salt_key,
+                login_failures: sasl::login_failures::LoginFailures::new(
+                    config.sasl.failed_authentication_backoff,
+                ),
             }),
         })
     }

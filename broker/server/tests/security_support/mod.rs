@@ -80,6 +80,8 @@ impl Certs {
 pub struct SecureBroker {
     proc: Proc,
     pub listeners: BTreeMap<String, SocketAddr>,
+    /// The metrics HTTP port (from the LISTENING line).
+    pub metrics: Option<SocketAddr>,
     scratch: tempfile::TempDir,
 }
 
@@ -109,6 +111,7 @@ impl SecureBroker {
         Ok(SecureBroker {
             proc,
             listeners: BTreeMap::new(),
+            metrics: None,
             scratch,
         })
     }
@@ -120,6 +123,9 @@ impl SecureBroker {
             Err(e) => bail!("{e:#}\n{}", self.proc.log_tail(40)),
         };
         for token in line.split_whitespace() {
+            if let Some(addr) = token.strip_prefix("metrics=") {
+                self.metrics = Some(addr.parse()?);
+            }
             if let Some((name, addr)) = token
                 .strip_prefix("listener.")
                 .and_then(|t| t.split_once('='))
@@ -207,6 +213,22 @@ fn tcp(addr: SocketAddr) -> Result<TcpStream> {
     Ok(stream)
 }
 
+/// A connection to `addr` from the local address `source` (another
+/// loopback address stands for another client host).
+pub fn connect_from(source: std::net::IpAddr, addr: SocketAddr) -> Result<TcpStream> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(SocketAddr::new(source, 0))?;
+        socket.connect(addr).await?.into_std()
+    })?;
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(20)))?;
+    Ok(stream)
+}
+
 impl Conn {
     pub fn plain(addr: SocketAddr) -> Result<Conn> {
         Ok(Conn {
@@ -217,9 +239,14 @@ impl Conn {
 
     /// Connects with TLS and completes the handshake.
     pub fn tls(addr: SocketAddr, config: Arc<rustls::ClientConfig>) -> Result<Conn> {
+        Conn::tls_over(tcp(addr)?, config)
+    }
+
+    /// Completes a TLS handshake on a connected socket.
+    pub fn tls_over(socket: TcpStream, config: Arc<rustls::ClientConfig>) -> Result<Conn> {
         let name = ServerName::try_from("localhost")?;
         let connection = rustls::ClientConnection::new(config, name)?;
-        let mut stream = rustls::StreamOwned::new(connection, tcp(addr)?);
+        let mut stream = rustls::StreamOwned::new(connection, socket);
         while stream.conn.is_handshaking() {
             stream.conn.complete_io(&mut stream.sock)?;
         }

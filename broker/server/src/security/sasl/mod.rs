@@ -9,6 +9,7 @@
 //! - `scram`     — SCRAM-SHA-256/512 and the `ScramCredentials` store.
 //! - `oauthbearer` — OAUTHBEARER: RFC 7628 messages, JWT validation.
 //! - `jwks`      — the JWKS file OAUTHBEARER tokens are verified with.
+//! - `login_failures` — the per-principal back-off after failed logins.
 //! - `bootstrap` — SCRAM users loaded at start (kafka-storage's `--add-scram` syntax).
 //! - `client`    — the client side (PLAIN, SCRAM) of this broker's own
 //!   inter-broker connections.
@@ -18,6 +19,7 @@
 pub mod bootstrap;
 pub mod client;
 pub mod jwks;
+pub mod login_failures;
 pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
@@ -26,6 +28,7 @@ pub mod session;
 use std::sync::Arc;
 use std::time::Duration;
 
+use login_failures::LoginFailures;
 use oauthbearer::OAuthBearerValidator;
 use plain::PlainUsers;
 use scram::{ScramCredentials, ScramMechanism};
@@ -102,6 +105,9 @@ pub struct SaslConfig {
     /// Keys the salt made up for unknown SCRAM users (derived from the
     /// cluster secret: the same on every node and across restarts).
     pub fake_salt_key: [u8; 32],
+    /// Failed PLAIN and SCRAM logins per attempted user name, and the
+    /// back-off they impose on that name's next attempt.
+    pub login_failures: LoginFailures,
 }
 
 /// Fills `buf` from the ring provider's system random source.

@@ -21,9 +21,15 @@
 //!   connection starts a re-authentication, which must use the same
 //!   mechanism and end with the same principal.
 //!
+//! Beyond Kafka: a failed PLAIN or SCRAM login is logged with the attempted
+//! name and the peer address (never the password) and counted against that
+//! name (`login_failures`); the answer to a later attempt for the name is
+//! held back by its back-off (`take_answer_delay`), whatever the address.
+//!
 //! Owns: the state transitions. Must not: build Kafka responses
 //! (`handlers::sasl_handshake` / `sasl_authenticate` do) or do I/O.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -124,17 +130,29 @@ pub struct AuthenticateOutcome {
 #[derive(Debug)]
 pub struct SaslSession {
     config: Arc<SaslConfig>,
+    peer: SocketAddr,
     state: State,
     session: Option<Session>,
+    /// How long the answer to the last step must be held back (the
+    /// attempted name's login-failure back-off).
+    answer_delay: Duration,
 }
 
 impl SaslSession {
-    pub fn new(config: Arc<SaslConfig>) -> SaslSession {
+    pub fn new(config: Arc<SaslConfig>, peer: SocketAddr) -> SaslSession {
         SaslSession {
             config,
+            peer,
             state: State::Idle,
             session: None,
+            answer_delay: Duration::ZERO,
         }
+    }
+
+    /// How long the answer `admit` just gave must wait before it is
+    /// written (then zero again).
+    pub fn take_answer_delay(&mut self) -> Duration {
+        std::mem::take(&mut self.answer_delay)
     }
 
     /// The principal once authenticated.
@@ -320,6 +338,15 @@ impl SaslSession {
                 )),
             },
         };
+        // The back-off an attempt for this name meets comes from failures
+        // before this one; OAUTHBEARER tokens are not guessed, not counted.
+        let now = Instant::now();
+        let counted = attempted
+            .as_deref()
+            .filter(|_| mechanism != Mechanism::OAuthBearer);
+        if let Some(user) = counted {
+            self.answer_delay = config.login_failures.wait(user, now);
+        }
         let (result, lifetime) = match step {
             Ok(Step::Challenge(challenge)) => {
                 return AuthenticateOutcome {
@@ -338,14 +365,27 @@ impl SaslSession {
             },
             Err(e) => (Err(e), None),
         };
-        if let Err(e) = &result {
-            // the attempted name (bounded, control characters replaced), never a password
-            tracing::warn!(
-                mechanism = mechanism.name(),
-                user = %loggable(attempted.as_deref()),
-                error = %e,
-                "SASL authentication failed"
-            );
+        match (&result, counted) {
+            (Err(e), user) => {
+                // The failure counts from when it is answered (after this
+                // attempt's own wait), so the next attempt waits in full.
+                let answered = now + self.answer_delay;
+                let (failures, backoff) = user.map_or((0, Duration::ZERO), |u| {
+                    config.login_failures.failed(u, answered)
+                });
+                // the attempted name (bounded, control characters replaced), never a password
+                tracing::warn!(
+                    mechanism = mechanism.name(),
+                    user = %loggable(attempted.as_deref()),
+                    peer = %self.peer,
+                    failures,
+                    backoff_ms = u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX),
+                    error = %e,
+                    "SASL authentication failed"
+                );
+            }
+            (Ok(_), Some(user)) => config.login_failures.succeeded(user),
+            (Ok(_), _) => {}
         }
         self.state = State::Idle;
         let lifetime = match (lifetime, version) {
@@ -434,20 +474,30 @@ fn size_prefixed(token: &[u8]) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::sasl::login_failures::{BackoffSettings, LoginFailures};
     use crate::security::sasl::plain::PlainUsers;
     use crate::security::sasl::scram::{ScramCredentials, ScramMechanism};
 
     fn session(max_reauth: Duration) -> SaslSession {
-        SaslSession::new(Arc::new(SaslConfig {
-            enabled: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha512)],
-            plain_users: PlainUsers::from_jaas(r#"user_alice="a"; user_bob="b";"#).expect("jaas"),
-            scram: Arc::new(ScramCredentials::default()),
-            oauthbearer: None,
-            max_reauth,
-            max_receive_size: 1024,
-            failed_authentication_delay: Duration::ZERO,
-            fake_salt_key: [0; 32],
-        }))
+        SaslSession::new(
+            Arc::new(SaslConfig {
+                enabled: vec![Mechanism::Plain, Mechanism::Scram(ScramMechanism::Sha512)],
+                plain_users: PlainUsers::from_jaas(r#"user_alice="a"; user_bob="b";"#)
+                    .expect("jaas"),
+                scram: Arc::new(ScramCredentials::default()),
+                oauthbearer: None,
+                max_reauth,
+                max_receive_size: 1024,
+                failed_authentication_delay: Duration::ZERO,
+                fake_salt_key: [0; 32],
+                login_failures: LoginFailures::new(BackoffSettings {
+                    initial: Duration::from_millis(100),
+                    max: Duration::from_secs(1),
+                    capacity: 16,
+                }),
+            }),
+            "127.0.0.1:9".parse().expect("address"),
+        )
     }
 
     fn error_of(outcome: HandshakeOutcome) -> Option<SaslError> {
@@ -488,6 +538,29 @@ mod tests {
             Some("User:alice")
         );
         assert_eq!(s.max_frame(1 << 20), 1 << 20);
+    }
+
+    #[test]
+    fn failed_logins_hold_back_the_next_answer_for_that_name_only() {
+        let config = session(Duration::ZERO).config;
+        let attempt = |user: &str, password: &str| {
+            let mut s = SaslSession::new(config.clone(), "127.0.0.1:9".parse().expect("address"));
+            assert_eq!(error_of(s.handshake("PLAIN", 1)), None);
+            let message = format!("\0{user}\0{password}");
+            let ok = s.authenticate(message.as_bytes(), 2).result.is_ok();
+            (ok, s.take_answer_delay())
+        };
+        assert_eq!(attempt("alice", "wrong"), (false, Duration::ZERO));
+        let (ok, delay) = attempt("alice", "wrong");
+        assert!(!ok && delay > Duration::from_millis(50), "{delay:?}");
+        assert_eq!(attempt("bob", "b"), (true, Duration::ZERO), "another name");
+        let (ok, delay) = attempt("alice", "a");
+        assert!(ok && delay > Duration::from_millis(150), "{delay:?}");
+        assert_eq!(
+            attempt("alice", "a"),
+            (true, Duration::ZERO),
+            "reset by the login"
+        );
     }
 
     #[test]
