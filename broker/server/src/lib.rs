@@ -11,7 +11,8 @@
 //! - `connection`  — per-connection framing, pipelining, backpressure, read deadlines, in-order responses.
 //! - `security/`   — listeners and their security protocols, TLS (rustls), SASL PLAIN/SCRAM, KIP-368, principals,
 //!   and the inter-broker protocol of this broker's own connections to other brokers.
-//! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time.
+//! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time, and the
+//!   caps on SASL connections not yet logged in.
 //! - `limits`      — every bound a client cannot push the broker past (flags and values).
 //! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `leader_append`).
 //! - `leader_append` — append as leader (Produce and committed offsets): checks and write under the partition lock, acks=all ISR wait.
