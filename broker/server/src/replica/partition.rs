@@ -737,11 +737,11 @@ mod tests {
     /// a log it just deleted and park them until the client times out).
     #[test]
     fn an_older_image_never_brings_a_removed_leader_back() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("temp dir");
         let on_flush: chronik_log::OnFlush = Arc::new(|_| {});
-        let log = LogManager::open(LogManagerConfig::new(dir.path()), on_flush).unwrap();
-        let topic = log.create_topic("t", 1, Default::default()).unwrap();
-        let replica = Replica::open("t", topic.partition(0).unwrap().clone());
+        let log = LogManager::open(LogManagerConfig::new(dir.path()), on_flush).expect("log");
+        let topic = log.create_topic("t", 1, Default::default()).expect("topic");
+        let replica = Replica::open("t", topic.partition(0).expect("partition 0").clone());
 
         let (t, _) = replica.apply(&image(&[2, 3, 1], 2, 1, 1), 2, CONFIG, 0);
         assert_eq!(t, Transition::BecameLeader);
