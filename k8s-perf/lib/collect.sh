@@ -27,8 +27,10 @@ REPORTS_DIR=/var/lib/chronik/reports
 # -- the load generators (the Indexed Job chronik-load) ------------------------------------------
 # Each generator serves, on its --prometheus-addr port, /metrics while it runs
 # and GET /results (503 until its gen-<index>/ is complete, then a tar.gz of
-# it) until the first complete fetch, for at most --serve-results-for; then it
-# exits with its own status (0, or 99 when its share failed a threshold).
+# it, as often as asked) until the collector confirms with DELETE /results
+# (sent once what came was unpacked whole), for at most --serve-results-for;
+# then it exits with its own status (0, or 99 when its share failed a
+# threshold). A fetch that arrives broken is fetched again.
 LOADGEN_SELECTOR=app.kubernetes.io/name=chronik-loadgen
 LOADGEN_PORT=9102
 
@@ -42,13 +44,18 @@ loadgen_answers() {
   POD_GET_TIMEOUT=10s pod_get "$1" "$LOADGEN_PORT" /metrics > /dev/null 2>&1
 }
 
-# loadgen_fetch POD INDEX - the generator's results into $OUT/load/gen-INDEX/;
-# false while it is still running (503) or when what came is not complete
+# loadgen_fetch POD INDEX - the generator's results into $OUT/load/gen-INDEX/,
+# then DELETE /results (it may exit); false while it is still running (503)
+# or when what came is not complete (it keeps serving them)
 loadgen_fetch() {
   local tgz="$OUT/logs/.gen-$2.tar.gz" rc=0
   POD_GET_TIMEOUT=30m pod_get "$1" "$LOADGEN_PORT" /results > "$tgz" 2> /dev/null \
     && python3 "$RESULTS_PY" unpack "$tgz" "$OUT/load" "$2" || rc=1
   rm -f "$tgz"
+  if ((rc == 0)); then
+    pod_delete "$1" "$LOADGEN_PORT" /results 2> /dev/null \
+      || log "load generator $2 ($1): DELETE /results failed; it exits after --serve-results-for"
+  fi
   return "$rc"
 }
 

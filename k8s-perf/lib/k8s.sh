@@ -62,6 +62,12 @@ pod_get() {
     ${POD_GET_TIMEOUT:+--request-timeout="$POD_GET_TIMEOUT"}
 }
 
+# pod_delete POD PORT PATH - DELETE http://POD:PORT/PATH through the API
+# server proxy (a generator's "results collected").
+pod_delete() {
+  kc delete --raw "/api/v1/namespaces/$NAMESPACE/pods/$1:$2/proxy/${3#/}" > /dev/null
+}
+
 # prom_get PATH_AND_QUERY - GET against Prometheus (PROM_SERVICE = ns/name:port)
 # through the API server's service proxy, e.g. prom_get "api/v1/query?query=up".
 prom_get() {

@@ -23,7 +23,7 @@ The load is the Job's: chronik-loadgen from the harness image runs the smoke
 plan (--rate/--duration as LOADGEN_ARGS, the small overlay's way) as
 ``--generators`` indexes, index 0 holding the start barrier the others join
 by its stable name; each generator's results are fetched from it as
-k8s-perf/lib/collect.sh does (GET :9102/results once complete, which lets it
+k8s-perf/lib/collect.sh does (GET :9102/results once complete, then DELETE, which lets it
 exit) and pooled on the host (``chronik-loadgen merge``). The run drains
 (scripts/runctl.py: in-flight, ledger-total, drained), the consumer gets
 SIGTERM and writes its report into its reports volume, and
@@ -182,6 +182,8 @@ def fetch_results(url: str, dest: Path, index: int, timeout: float) -> bool:
                 tgz.write_bytes(r.read())
             ok = subprocess.run([sys.executable, str(RESULTS_PY), "unpack", str(tgz), str(dest), str(index)]).returncode == 0
             tgz.unlink()
+            if ok:  # collected: the generator may exit
+                urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=60).close()
             return ok
         except OSError:
             time.sleep(1)

@@ -188,7 +188,7 @@ func cmdRun(args []string, stderr io.Writer) int {
 	barrierTimeout := fs.Duration("barrier-timeout", 5*time.Minute, "how long to wait for every generator")
 	readyTimeout := fs.Duration("ready-timeout", 30*time.Second, "how long each target may take to answer GET /ready with 200")
 	promAddr := fs.String("prometheus-addr", "", "serve live /metrics on this address")
-	serveResults := fs.Duration("serve-results-for", 0, "after the run, serve GET /results (tar.gz of gen-<index>/) on --prometheus-addr until fetched or this long")
+	serveResults := fs.Duration("serve-results-for", 0, "after the run, serve GET /results (tar.gz of gen-<index>/) on --prometheus-addr until the collector confirms with DELETE /results, or this long")
 	runID := fs.String("run-id", "", "recorded in the results")
 	gitCommit := fs.String("git-commit", "", "recorded in the results")
 	tokenFile := fs.String("token-file", "", "bearer token file (else INGESTOR_AUTH_TOKEN)")

@@ -170,14 +170,26 @@ func Run(ctx context.Context, c *RunConfig) int {
 		barrier = NewBarrier(c.Generators)
 		mux.Handle("/arrive", barrier)
 	}
+	// GET serves the results (as often as asked: a fetch that arrives
+	// broken is fetched again); DELETE is the collector saying it has
+	// unpacked them, and lets the generator exit.
 	mux.HandleFunc("/results", func(w http.ResponseWriter, r *http.Request) {
 		if c.ServeResultsFor <= 0 || !resultsReady.Load() {
 			http.Error(w, "no results yet", http.StatusServiceUnavailable)
 			return
 		}
-		w.Header().Set("Content-Type", "application/gzip")
-		if err := writeTarGz(w, genDir, fmt.Sprintf("gen-%d", c.Index)); err == nil && fetchedOnce.CompareAndSwap(false, true) {
-			close(resultsFetched)
+		switch r.Method {
+		case http.MethodGet:
+			w.Header().Set("Content-Type", "application/gzip")
+			_ = writeTarGz(w, genDir, fmt.Sprintf("gen-%d", c.Index))
+		case http.MethodDelete:
+			if fetchedOnce.CompareAndSwap(false, true) {
+				close(resultsFetched)
+			}
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Header().Set("Allow", "GET, DELETE")
+			http.Error(w, "GET or DELETE", http.StatusMethodNotAllowed)
 		}
 	})
 	listened := map[string]bool{}
@@ -316,7 +328,7 @@ func Run(ctx context.Context, c *RunConfig) int {
 		c.logf("serving gen-%d results at /results for up to %s", c.Index, c.ServeResultsFor)
 		select {
 		case <-resultsFetched:
-			c.logf("results fetched")
+			c.logf("results collected")
 		case <-time.After(c.ServeResultsFor):
 			c.logf("results were not fetched within %s", c.ServeResultsFor)
 		case <-ctx.Done():

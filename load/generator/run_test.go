@@ -289,3 +289,58 @@ func TestStaircaseClimbEndsAtTheFirstFailingStep(t *testing.T) {
 		t.Fatalf("held %v (failed %v)", held, s.FailedThresholds)
 	}
 }
+
+// After the load a generator serves its results until the collector says it
+// has them: GET as often as asked (a broken fetch is fetched again), then
+// DELETE, and only then does it exit.
+func TestResultsAreServedUntilTheCollectorConfirms(t *testing.T) {
+	srv, _ := fakeIngestor(t, 0, nil)
+	addr := "127.0.0.1:" + freePort(t)
+	c := &RunConfig{Plan: constantPlan(20, 500*time.Millisecond), Targets: []string{srv.URL}, ResultsDir: t.TempDir(),
+		Generators: 1, PromAddr: addr, ServeResultsFor: 30 * time.Second,
+		ReadyTimeout: 5 * time.Second, BarrierTimeout: 20 * time.Second, Log: io.Discard}
+	done := make(chan int, 1)
+	go func() { done <- Run(context.Background(), c) }()
+	url := "http://" + addr + "/results"
+	get := func() int {
+		r, err := http.Get(url)
+		if err != nil {
+			return 0
+		}
+		defer r.Body.Close()
+		n, _ := io.Copy(io.Discard, r.Body)
+		if r.StatusCode == 200 && n == 0 {
+			t.Fatal("an empty tar.gz")
+		}
+		return r.StatusCode
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for get() != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("no results within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if get() != 200 {
+		t.Fatal("a second GET was not served: a broken first fetch would lose the results")
+	}
+	select {
+	case rc := <-done:
+		t.Fatalf("the generator exited (%d) before the collector confirmed", rc)
+	case <-time.After(300 * time.Millisecond):
+	}
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	r, err := http.DefaultClient.Do(req)
+	if err != nil || r.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE /results: %v %v", err, r)
+	}
+	r.Body.Close()
+	select {
+	case rc := <-done:
+		if rc != 0 {
+			t.Fatalf("exit %d", rc)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the generator did not exit after DELETE /results")
+	}
+}
