@@ -12,7 +12,9 @@
 # StatefulSet to five and moves the run's topic over brokers 1-5 with Kafka's
 # own kafka-reassign-partitions.sh (--generate, --execute, --verify) and a
 # preferred leader election. Checks: the grow finished (its timings printed);
-# the run passed and its report says "Verified: 0 lost"; the new brokers 4
+# the run's results were all collected (the plan's latency thresholds may fail
+# during the move: reported, not judged) and its report says "Verified: 0
+# lost, 0 duplicated, 0 reordered"; the new brokers 4
 # and 5 are Ready and hold replicas, in sync, of the moved topic; every
 # partition has a leader; the controllers stayed Ready. Prints
 # "k8s-node: N passed, N failed"; exit 1 if anything failed. The node and the
@@ -61,8 +63,13 @@ if ((running)); then
 else
   fail "the load generator never ran: $(grep -E 'error' "$REPO/.run/$RUN_ID.log" | tail -n 3 | tr '\n' ' ')"
 fi
+# The move is a disturbance the plan's latency thresholds do not expect (as
+# run.sh's --delete-pod): the run is judged by its results being collected
+# and by verification; the thresholds' outcome is reported.
 if wait "$run_pid"; then
-  ok "./run-all.sh --k8s --overlay scale-out passed while the brokers grew (log: .run/$RUN_ID.log)"
+  ok "./run-all.sh --k8s --overlay scale-out passed, thresholds included, while the brokers grew (log: .run/$RUN_ID.log)"
+elif grep -q "generators' results fetched: 1 of 1, chronik-loadgen merge exit 99, verification exit 0" "$REPO/.run/$RUN_ID.log"; then
+  ok "./run-all.sh --k8s --overlay scale-out: results collected and verified; the plan's thresholds failed during the move: $(grep -h 'thresholds FAILED' "$OUT"/logs/chronik-load-*.log 2> /dev/null | head -n 1 | sed 's/^ *//')"
 else
   fail "./run-all.sh --k8s --overlay scale-out: $(grep -E 'error|FAILED' "$REPO/.run/$RUN_ID.log" | tail -n 3 | tr '\n' ' ')"
 fi
