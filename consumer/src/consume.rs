@@ -36,8 +36,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::live::{Live, PartitionSummary};
-use crate::verify::{Observed, Verifier};
 use crate::Error;
+use chronik_harness::verify::{Observed, Verifier};
 
 /// Longest a single poll blocks (bounds how late a stop request is seen).
 const POLL_TIMEOUT: Duration = Duration::from_millis(100);

@@ -1,9 +1,9 @@
 //! Producer ledgers: what each producer says happened to its sequences.
 //!
-//! Owns: reading ledgers from
-//! files and from plain `http://` URLs (an ingestor's `GET /ledger`), and
-//! reconciling one producer's ledger with the sequences consumed.
-//! Must not: decide the verdict (that is `report`).
+//! Owns: reading ledgers from files and from plain `http://` URLs (an
+//! ingestor's `GET /ledger`).
+//! Must not: reconcile ledgers with what was consumed
+//! (`chronik_harness::reconcile`) or decide the verdict (that is `report`).
 //!
 //! The schema is `chronik_harness::ledger::Ledger`. A source holds one
 //! ledger, a JSON array of them, or an object with a `ledgers` array (how a
@@ -13,10 +13,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::Error;
-use chronik_harness::intervals::IntervalSet;
 
 pub use chronik_harness::ledger::Ledger;
 
@@ -142,72 +139,10 @@ fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
-/// One producer's ledger against what was consumed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProducerReconciliation {
-    pub acknowledged: u64,
-    /// Acknowledged but never consumed: real loss.
-    pub lost: IntervalSet,
-    /// Production failed and the message is not in the topic: expected gaps.
-    pub failed_not_consumed: IntervalSet,
-    /// Production reported failure yet the message arrived (at-least-once ambiguity).
-    pub delivered_despite_failure: u64,
-    /// Below `next_sequence`, neither acknowledged nor failed, not consumed
-    /// (in flight when the ledger was read, or never sent).
-    pub unknown_not_consumed: IntervalSet,
-    /// Consumed but in neither list (in flight when the ledger was read).
-    pub consumed_not_in_ledger: u64,
-}
-
-/// Reconciles `ledger` (the union of every ledger of one producer id) with
-/// the sequences `seen` of that producer.
-pub fn reconcile(ledger: &Ledger, seen: &IntervalSet) -> ProducerReconciliation {
-    let outcome_known = ledger.acknowledged.union(&ledger.failed);
-    let unknown = match ledger.next_sequence {
-        Some(next) if next > 0 => IntervalSet::from_ranges([[0, next - 1]])
-            .difference(&outcome_known)
-            .difference(seen),
-        _ => IntervalSet::new(),
-    };
-    ProducerReconciliation {
-        acknowledged: ledger.acknowledged.len(),
-        lost: ledger.acknowledged.difference(seen),
-        failed_not_consumed: ledger.failed.difference(seen),
-        delivered_despite_failure: ledger.failed.intersection(seen).len(),
-        unknown_not_consumed: unknown,
-        consumed_not_in_ledger: seen.difference(&outcome_known).len(),
-    }
-}
-
-/// Combines the ledgers of one producer id (several snapshots, or several
-/// sources): acknowledged and failed are unioned; a sequence both
-/// acknowledged and failed counts as acknowledged.
-pub fn combine(ledgers: &[&Ledger]) -> Ledger {
-    let mut acknowledged = IntervalSet::new();
-    let mut failed = IntervalSet::new();
-    for l in ledgers {
-        acknowledged = acknowledged.union(&l.acknowledged);
-        failed = failed.union(&l.failed);
-    }
-    Ledger {
-        ingestor_id: ledgers.iter().find_map(|l| l.ingestor_id.clone()),
-        producer_id: ledgers.iter().find_map(|l| l.id()),
-        producer_id_hex: None,
-        next_sequence: ledgers.iter().filter_map(|l| l.next_sequence).max(),
-        failed: failed.difference(&acknowledged),
-        acknowledged,
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::type_complexity)] // test tables
 mod tests {
     use super::*;
-
-    fn set(r: &[[u64; 2]]) -> IntervalSet {
-        IntervalSet::from_ranges(r.iter().copied())
-    }
 
     #[test]
     fn every_documented_shape_parses() {
@@ -244,82 +179,6 @@ mod tests {
         // One schema, snake_case only: a camelCase id is no id.
         let camel = parse_ledgers("t", r#"{"producerId": 2, "acknowledged": [[0, 0]]}"#);
         assert!(camel.is_err_and(|e| e.to_string().contains("neither producer_id")));
-    }
-
-    #[test]
-    fn reconciliation_table() {
-        // (acknowledged, failed, next_sequence, seen, lost, failed_not_consumed, despite, unknown, not_in_ledger)
-        type R = &'static [[u64; 2]];
-        let table: &[(R, R, Option<u64>, R, R, R, u64, R, u64)] = &[
-            (&[[0, 9]], &[], Some(10), &[[0, 9]], &[], &[], 0, &[], 0),
-            (
-                &[[0, 10]],
-                &[],
-                None,
-                &[[0, 9]],
-                &[[10, 10]],
-                &[],
-                0,
-                &[],
-                0,
-            ),
-            (
-                &[[0, 4], [6, 9]],
-                &[[5, 5]],
-                Some(10),
-                &[[0, 4], [6, 9]],
-                &[],
-                &[[5, 5]],
-                0,
-                &[],
-                0,
-            ),
-            (
-                &[[0, 4]],
-                &[[5, 5]],
-                Some(10),
-                &[[0, 5], [8, 8]],
-                &[],
-                &[],
-                1,
-                &[[6, 7], [9, 9]],
-                1,
-            ),
-            (&[[0, 3]], &[], Some(4), &[], &[[0, 3]], &[], 0, &[], 0),
-        ];
-        for (i, &(ack, failed, next, seen, lost, fnc, despite, unknown, not_in)) in
-            table.iter().enumerate()
-        {
-            let ledger = Ledger {
-                producer_id: Some(1),
-                producer_id_hex: None,
-                acknowledged: set(ack),
-                failed: set(failed),
-                next_sequence: next,
-                ingestor_id: None,
-            };
-            let r = reconcile(&ledger, &set(seen));
-            assert_eq!(r.lost.ranges(), lost, "row {i}");
-            assert_eq!(r.failed_not_consumed.ranges(), fnc, "row {i}");
-            assert_eq!(r.delivered_despite_failure, despite, "row {i}");
-            assert_eq!(r.unknown_not_consumed.ranges(), unknown, "row {i}");
-            assert_eq!(r.consumed_not_in_ledger, not_in, "row {i}");
-        }
-    }
-
-    #[test]
-    fn combining_snapshots_prefers_acknowledged() {
-        let a = parse_ledgers("a", r#"{"producer_id": 1, "acknowledged": [[0, 4]], "failed": [[5, 6]], "next_sequence": 7}"#)
-            .expect("a");
-        let b = parse_ledgers(
-            "b",
-            r#"{"producer_id": 1, "acknowledged": [[5, 5], [7, 9]], "next_sequence": 10}"#,
-        )
-        .expect("b");
-        let c = combine(&[&a[0], &b[0]]);
-        assert_eq!(c.acknowledged.ranges(), &[[0, 5], [7, 9]]);
-        assert_eq!(c.failed.ranges(), &[[6, 6]]);
-        assert_eq!(c.next_sequence, Some(10));
     }
 
     #[test]

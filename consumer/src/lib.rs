@@ -8,9 +8,12 @@
 //!
 //! Layout:
 //! - `config`    — clap `Args` (flags + env) and the plain `Config`s.
-//! - `verify`    — `Verifier`: per-record verdicts, no I/O, no clocks.
-//! - `ledger`    — producer ledger schema, file/HTTP loading, reconciliation.
-//! - `report`    — `Tally`, the report JSON, merging, the verdict.
+//! - `ledger`    — loading producer ledgers from files and plain HTTP.
+//! - `report`    — the report JSON, merging, coverage, the verdict.
+//!
+//! The verifier (`Verifier`), the mergeable `Tally`, the reconciliation
+//! with ledgers and every count's definition are chronik-harness's
+//! (`verify`, `tally`, `reconcile`, `assess`), shared with chronik-bench.
 //! - `live`      — what `/metrics` and `/summary` serve while running.
 //! - `http`      — the axum router over `live`.
 //! - `consume`   — the rdkafka poll loop on its own thread.
@@ -25,7 +28,6 @@ pub mod ledger;
 pub mod live;
 pub mod report;
 pub mod run;
-pub mod verify;
 
 pub use error::Error;
 

@@ -20,7 +20,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 
-use crate::verify::Counts;
+use chronik_harness::verify::Counts;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PartitionLabels {

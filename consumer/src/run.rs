@@ -177,18 +177,18 @@ fn exit_status(report: &Report, ledger_errors: bool, require_complete: bool) -> 
 /// The one-line machine-read result, on stdout (stderr when stdout carries
 /// the report itself).
 fn print_result(report: &Report, path: Option<&Path>, on_stdout: bool) {
-    let c = &report.counts;
+    let (c, r) = (&report.counts, &report.counts.records);
     let line = format!(
         "RESULT clean={} conclusive={} consumed={} verified={} duplicates={} reordered={} corrupt={} redeliveries={} foreign={} gaps={} lost={} report={}",
         report.verdict.clean,
         report.verdict.conclusive,
-        c.consumed,
-        c.verified,
-        c.duplicates,
-        c.reordered,
-        c.corrupt,
-        c.redeliveries,
-        c.foreign,
+        r.consumed,
+        r.verified,
+        r.duplicates,
+        r.reordered,
+        r.corrupt,
+        r.redeliveries,
+        r.foreign,
         c.gaps,
         c.lost,
         path.map_or_else(|| "-".to_string(), |p| p.display().to_string()),

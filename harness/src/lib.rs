@@ -12,18 +12,33 @@
 //! - `ledger` — the ledger JSON: what one producer says happened to its
 //!   sequences (written by the ingestor and envelope-producer, read by the
 //!   verifying consumer).
+//! - `verify` — the per-record verifier (redeliveries, foreign records,
+//!   duplicates, reordering, corruption, end-to-end latency) both verifying
+//!   tools run: chronik-consumer and chronik-bench.
+//! - `tally` — a verifier's facts as sets, merged exactly across consumers.
+//! - `reconcile` — one producer's ledger against the sequences consumed
+//!   (lost, failed, delivered despite failure, unknown).
+//! - `assess` — every count a tally and its ledgers define, once.
+//! - `test_support` — (feature `test-support`) a verifier fed a table of
+//!   records, for other crates' tests.
 //! - `procfs` — CPU ticks and RSS of a process or thread from /proc.
 //! - `results` — the `meta` block of every result file (tool, git commit,
 //!   host, broker identity, settings) and atomic JSON writes.
 //! - `error` — `HarnessError` for the file helpers.
 
+pub mod assess;
 pub mod envelope;
 pub mod error;
 pub mod histogram;
 pub mod intervals;
 pub mod ledger;
 pub mod procfs;
+pub mod reconcile;
 pub mod results;
+pub mod tally;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
+pub mod verify;
 
 pub use envelope::{now_us, Envelope, EnvelopeError, ENVELOPE_HEADER, ENVELOPE_LEN};
 pub use error::HarnessError;

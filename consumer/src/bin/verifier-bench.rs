@@ -11,7 +11,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use chronik_consumer::verify::{Observed, Verifier};
+use chronik_harness::verify::{Observed, Verifier};
 use chronik_harness::{now_us, Envelope};
 
 /// A record as the poll loop would see it.

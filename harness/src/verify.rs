@@ -1,4 +1,6 @@
-//! The verifier: what one consumer replica has seen, record by record.
+//! The verifier: what one consumer has seen, record by record — the one
+//! definition of each per-record verdict, for chronik-consumer and
+//! chronik-bench alike.
 //!
 //! Owns: per-partition state (offsets consumed, offsets of foreign, corrupt
 //! and reordered records, each producer's previous sequence there), per
@@ -9,10 +11,12 @@
 //!
 //! Verdicts, in the order they are decided for one record:
 //! 1. redelivery — its (topic, partition, offset) was consumed before by this
-//!    replica (after a rebalance or a restart from a committed offset). Not
+//!    verifier (after a rebalance or a restart from a committed offset). Not
 //!    verified again, so it can never be a false duplicate.
 //! 2. foreign — no `chronik-env` header, or one that does not decode
-//!    (`envelope_errors` counts the latter). Not an error.
+//!    (`envelope_errors` counts the latter), or — for a verifier made
+//!    [`Verifier::for_run`] — an envelope of another run's producer
+//!    (`other_run` counts those). Not an error.
 //! 3. verified — everything else, then independently:
 //!    - corrupt: the value's CRC-32C differs from the envelope's;
 //!    - duplicate: (producer id, sequence) was already seen at another offset
@@ -21,16 +25,17 @@
 //!      sequence of the same producer in the same partition.
 //!
 //! Gaps and loss are not decided here: they need the whole sequence space
-//! (and, for several replicas, every replica's report) — see `report`.
+//! (and, for several consumers, every one's tally) — see `tally` and
+//! `reconcile`.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use chronik_harness::histogram::{merge_into, new_latency_histogram, record_us, LatencyHistogram};
-use chronik_harness::Envelope;
 use serde::{Deserialize, Serialize};
 
-use chronik_harness::intervals::IntervalSet;
+use crate::envelope::{Envelope, EnvelopeError};
+use crate::histogram::{merge_into, new_latency_histogram, record_us, LatencyHistogram};
+use crate::intervals::IntervalSet;
 
 /// Examples of each problem kept for the report (the counts are exact).
 pub const MAX_EXAMPLES: usize = 100;
@@ -53,6 +58,8 @@ pub enum Verdict {
     Redelivery,
     Foreign,
     BadEnvelope,
+    /// A valid envelope of a producer outside the run (see [`Verifier::for_run`]).
+    OtherRun,
     Verified {
         duplicate: bool,
         reordered: bool,
@@ -69,7 +76,8 @@ impl Verdict {
 }
 
 /// Running counts. `consumed = redeliveries + foreign + verified`;
-/// `envelope_errors ⊆ foreign`; duplicates, reordered and corrupt ⊆ verified.
+/// `envelope_errors` and `other_run` ⊆ foreign; duplicates, reordered and
+/// corrupt ⊆ verified.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Counts {
@@ -81,6 +89,12 @@ pub struct Counts {
     pub redeliveries: u64,
     pub foreign: u64,
     pub envelope_errors: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub other_run: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A problem found on one record.
@@ -195,10 +209,13 @@ struct TopicSlots {
     slots: Vec<Option<usize>>,
 }
 
-/// The verification state of one replica. Single-threaded: the poll loop
+/// The verification state of one consumer. Single-threaded: the poll loop
 /// owns it; others see published snapshots.
 #[derive(Debug)]
 pub struct Verifier {
+    /// `Some(prefix)`: only producer ids whose upper 32 bits equal it are
+    /// this run's; `None`: every envelope is verified.
+    run_prefix: Option<u32>,
     topics: Vec<TopicSlots>,
     partitions: Vec<PartitionState>,
     producers: Vec<ProducerState>,
@@ -218,8 +235,10 @@ impl Default for Verifier {
 }
 
 impl Verifier {
+    /// A verifier of every envelope it is fed.
     pub fn new() -> Verifier {
         Verifier {
+            run_prefix: None,
             topics: Vec::new(),
             partitions: Vec::new(),
             producers: Vec::new(),
@@ -228,6 +247,15 @@ impl Verifier {
             latency_interval: new_latency_histogram(),
             latency_total: new_latency_histogram(),
             examples: Examples::default(),
+        }
+    }
+
+    /// A verifier of one run's records: envelopes whose producer id does not
+    /// start with `prefix` (its upper 32 bits) are foreign.
+    pub fn for_run(prefix: u32) -> Verifier {
+        Verifier {
+            run_prefix: Some(prefix),
+            ..Verifier::new()
         }
     }
 
@@ -280,38 +308,70 @@ impl Verifier {
         }
     }
 
-    /// Verifies one record of the partition in `slot`.
+    /// Verifies one record of the partition in `slot` and records its
+    /// end-to-end latency (consume time − envelope send time) if verified.
     #[inline]
     pub fn observe(&mut self, slot: usize, record: &Observed<'_>) -> Verdict {
+        let header = record.envelope.map(Envelope::decode);
+        let send_time_us = match &header {
+            Some(Ok(e)) => e.send_time_us,
+            _ => 0,
+        };
+        let verdict = self.judge(slot, record.offset, header, record.value);
+        if let Verdict::Verified { .. } = verdict {
+            let latency = record.consumed_at_us.saturating_sub(send_time_us);
+            record_us(
+                &mut self.latency_interval,
+                u64::try_from(latency).unwrap_or(0),
+            );
+        }
+        verdict
+    }
+
+    /// Verifies one record whose `chronik-env` header the caller decoded
+    /// (`None`: no header), without timing it: for a caller that times
+    /// records on its own clock and window.
+    #[inline]
+    pub fn judge(
+        &mut self,
+        slot: usize,
+        offset: i64,
+        header: Option<Result<Envelope, EnvelopeError>>,
+        value: &[u8],
+    ) -> Verdict {
         self.counts.consumed += 1;
-        let offset = u64::try_from(record.offset).unwrap_or(0);
+        // Offsets are never negative from a broker; a set holds u64s.
+        let at = u64::try_from(offset).unwrap_or(0);
         let partition = &mut self.partitions[slot];
-        if !partition.consumed.insert(offset) {
+        if !partition.consumed.insert(at) {
             self.counts.redeliveries += 1;
             return Verdict::Redelivery;
         }
-        let Some(raw) = record.envelope else {
+        let Some(header) = header else {
             self.counts.foreign += 1;
-            partition.foreign.insert(offset);
+            partition.foreign.insert(at);
             return Verdict::Foreign;
         };
-        let Ok(envelope) = Envelope::decode(raw) else {
+        let Ok(envelope) = header else {
             self.counts.foreign += 1;
             self.counts.envelope_errors += 1;
-            partition.foreign.insert(offset);
+            partition.foreign.insert(at);
             return Verdict::BadEnvelope;
         };
+        if let Some(prefix) = self.run_prefix {
+            if (envelope.producer_id >> 32) as u32 != prefix {
+                self.counts.foreign += 1;
+                self.counts.other_run += 1;
+                partition.foreign.insert(at);
+                return Verdict::OtherRun;
+            }
+        }
         self.counts.verified += 1;
-        let latency = record.consumed_at_us.saturating_sub(envelope.send_time_us);
-        record_us(
-            &mut self.latency_interval,
-            u64::try_from(latency).unwrap_or(0),
-        );
 
-        let corrupt = !envelope.matches(record.value);
+        let corrupt = !envelope.matches(value);
         if corrupt {
             self.counts.corrupt += 1;
-            partition.corrupt.insert(offset);
+            partition.corrupt.insert(at);
         }
 
         let order = Self::order_slot(
@@ -331,19 +391,13 @@ impl Verifier {
             if previous != u64::MAX && envelope.sequence < previous {
                 reordered = true;
                 self.counts.reordered += 1;
-                partition.reordered.insert(offset);
+                partition.reordered.insert(at);
             }
             partition.order[order].previous = envelope.sequence;
         }
         if duplicate || reordered || corrupt {
             self.note_examples(
-                slot,
-                record.offset,
-                &envelope,
-                previous,
-                duplicate,
-                reordered,
-                corrupt,
+                slot, offset, &envelope, previous, duplicate, reordered, corrupt,
             );
         }
         Verdict::Verified {

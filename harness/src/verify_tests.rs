@@ -283,3 +283,32 @@ fn partition_slots_are_stable() {
         (Some(0), Some(10))
     );
 }
+
+#[test]
+fn a_verifier_for_one_run_calls_other_runs_records_foreign() {
+    let run: u32 = 0xabcd_0123;
+    let ours = (u64::from(run) << 32) | 1;
+    let mut v = Verifier::for_run(run);
+    let slot = v.partition_slot("t", 0);
+    let env = |producer, sequence| Some(Ok(Envelope::new(producer, sequence, 0, b"v")));
+    assert_eq!(v.judge(slot, 0, env(ours, 0), b"v"), OK);
+    assert_eq!(v.judge(slot, 1, env(7, 0), b"v"), Verdict::OtherRun);
+    assert_eq!(v.judge(slot, 2, None, b"v"), Verdict::Foreign);
+    assert_eq!(v.judge(slot, 3, env(ours, 1), b"x"), CORRUPT);
+    assert_eq!(
+        v.counts(),
+        Counts {
+            consumed: 4,
+            verified: 2,
+            corrupt: 1,
+            foreign: 2,
+            other_run: 1,
+            ..Counts::default()
+        }
+    );
+    assert_eq!(v.partitions()[slot].foreign.ranges(), &[[1, 2]]);
+    assert!(
+        v.latency_total().is_empty(),
+        "judge leaves timing to the caller"
+    );
+}
