@@ -24,7 +24,6 @@ use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
 use crate::broker::Broker;
-use crate::leader_append::append_replicated;
 
 const REPLAY_CHUNK: usize = 1024 * 1024;
 
@@ -121,10 +120,9 @@ impl InternalPartition {
         batch: Vec<u8>,
         timeout: Duration,
     ) -> Result<(), ResponseError> {
-        let log = self
-            .current()
+        self.current()
             .ok_or(ResponseError::CoordinatorLoadInProgress)?;
-        append_records(broker, &log, batch, timeout).await
+        append_records(broker, self.topic, 0, batch, timeout).await
     }
 }
 
@@ -170,15 +168,18 @@ impl Loaded {
 /// transaction-state writes).
 pub async fn append_records(
     broker: &Broker,
-    log: &Arc<PartitionLog>,
+    topic: &str,
+    partition: i32,
     batch: Vec<u8>,
     timeout: Duration,
 ) -> Result<(), ResponseError> {
-    append_replicated(broker, log, batch, timeout)
+    broker
+        .replicas
+        .write(topic, partition, batch, timeout)
         .await
         .map(drop)
         .map_err(|(error, message)| {
-            tracing::warn!(topic = log.topic(), error = ?error, message, "coordinator records not stored");
+            tracing::warn!(topic, partition, error = ?error, message, "coordinator records not stored");
             coordinator_error(error)
         })
 }

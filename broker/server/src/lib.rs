@@ -14,16 +14,14 @@
 //! - `connection_limits` — `max.connections` and `max.connections.per.ip` at accept time, and the
 //!   caps on SASL connections not yet logged in.
 //! - `limits`      — every bound a client cannot push the broker past (flags and values).
-//! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `leader_append`).
-//! - `leader_append` — append as leader (Produce and committed offsets): checks and write under the partition lock, acks=all ISR wait.
-//! - `durability`  — waiting for the group-commit flusher before acknowledging.
+//! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `replica::write`).
 //! - `fetch_sessions` — KIP-227 incremental fetch sessions: the bounded cache, id/epoch rules, trimmed answers.
-//! - `purgatory`   — delayed operations keyed by partition (Kafka's purgatory): waiters woken per partition.
+//! - `purgatory`   — delayed operations keyed by partition (Kafka's purgatory): `park_until`, waiters woken per partition.
 //! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
 //! - `txn/`        — the transaction coordinator: state in `__transaction_state`, markers, timeouts.
 //! - `internal_topic` — what both coordinators' topics share: load by replay, acks=all writes, loaded epoch.
 //! - `producer_ids` — durable producer id allocation for InitProducerId.
-//! - `replica/`    — replicas kept in step with the metadata quorum, replica fetchers, ISR proposals.
+//! - `replica/`    — replicas kept in step with the metadata quorum, the write path (`write`: append as leader, one deadline for the fsync and ISR waits), replica fetchers, ISR proposals.
 //! - `broker`      — shared state handed to handlers.
 //! - `controller_node` — a node with the controller role only (no Kafka listener).
 //! - `authorization` — the authorizer flags and `Authorizer::allows` (ACLs from the metadata quorum).
@@ -46,14 +44,12 @@ pub mod connection;
 pub mod connection_limits;
 pub mod controller_listener;
 pub mod controller_node;
-pub mod durability;
 pub mod fetch_sessions;
 pub mod groups;
 pub mod handlers;
 pub mod http;
 pub mod internal_topic;
 pub mod join_diagnosis;
-pub mod leader_append;
 pub mod limits;
 pub mod metrics;
 pub mod metrics_cluster;

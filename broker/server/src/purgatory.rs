@@ -1,11 +1,13 @@
 //! Delayed operations keyed by partition (Kafka's purgatory): a Produce
-//! waiting for durability or for the ISR, a Fetch waiting for data, each
-//! watches only the partitions it names and is woken only when one of those
-//! makes progress — its log end, durable offset, high watermark or role.
+//! waiting for durability or for the ISR, a Fetch waiting for data, a
+//! DeleteRecords waiting for the replicas' log starts — each watches only
+//! the partitions it names and is woken only when one of those makes
+//! progress (its log end, durable offset, high watermark or role).
 //!
 //! Owns: the watcher lists (one per partition, keyed by the partition log's
-//! identity) and waking them. Must not: decide whether an operation is
-//! complete — the waiter re-checks its own condition when woken.
+//! identity), waking them, and `park_until`, the one wait loop every
+//! delayed operation uses. Must not: decide whether an operation is
+//! complete — the waiter's own condition says, re-checked when woken.
 //!
 //! A waiter registers (`watch`) before it checks its condition; a wake-up
 //! that lands between the check and the wait is kept as the watcher's
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 use chronik_log::PartitionLog;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 /// The longest a request parks here whatever wait it asks for (a Fetch's
 /// max_wait_ms, a DeleteRecords' timeout_ms), so none parks forever.
@@ -39,13 +42,13 @@ pub struct Purgatory {
 /// One waiting operation's registration: woken when any of its partitions
 /// progresses. Dropping it unregisters (lazily).
 #[derive(Debug)]
-pub struct Watch {
+struct Watch {
     notify: Arc<Notify>,
 }
 
 impl Watch {
     /// Resolves at the next wake-up (at once if one came since the last).
-    pub async fn progressed(&self) {
+    async fn progressed(&self) {
         self.notify.notified().await;
     }
 }
@@ -57,7 +60,7 @@ impl Purgatory {
 
     /// Registers a waiter on `partitions`; call before checking the
     /// condition it waits for.
-    pub fn watch<'a>(&self, partitions: impl IntoIterator<Item = &'a PartitionLog>) -> Watch {
+    fn watch<'a>(&self, partitions: impl IntoIterator<Item = &'a PartitionLog>) -> Watch {
         let notify = Arc::new(Notify::new());
         let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
         for log in partitions {
@@ -69,6 +72,40 @@ impl Purgatory {
             list.push(Arc::downgrade(&notify));
         }
         Watch { notify }
+    }
+
+    /// Parks a delayed operation until `ready()` says it is complete
+    /// (true) or `deadline` passes (false). `ready` runs at once; only if
+    /// the operation must wait is it registered on `partitions()` (a
+    /// request answered at once costs no registration), then `ready` runs
+    /// again — no progress between the first check and the registration is
+    /// lost — and after every wake-up, and a last time at the deadline.
+    pub async fn park_until(
+        &self,
+        deadline: Instant,
+        partitions: impl FnOnce() -> Vec<Arc<PartitionLog>>,
+        mut ready: impl FnMut() -> bool,
+    ) -> bool {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        let logs = partitions();
+        let watch = self.watch(logs.iter().map(|l| &**l));
+        loop {
+            if ready() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::select! {
+                () = watch.progressed() => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
     }
 
     /// `log` progressed: wakes every waiter watching it.

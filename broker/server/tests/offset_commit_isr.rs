@@ -4,13 +4,16 @@
 //! acknowledged — COORDINATOR_NOT_AVAILABLE, and OffsetFetch does not show
 //! it — and an acknowledged commit survives SIGKILL of the coordinator.
 //! A broker that is not the coordinator answers OffsetFetch with
-//! NOT_COORDINATOR, never with its own stale -1.
+//! NOT_COORDINATOR, never with its own stale -1. An acks=all Produce the
+//! ISR cannot have is answered with an error within its own timeout_ms
+//! (one deadline for the append, the fsync and the ISR wait).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
+use bytes::Bytes;
 use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
 use common::kafka_client::Client;
 
@@ -116,6 +119,52 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     ensure!(
         committed == 20,
         "the new coordinator has offset {committed}, not the acknowledged 20"
+    );
+    Ok(())
+}
+
+/// The write path waits for durability and for the ISR under one deadline:
+/// with both followers frozen, an acks=all Produce with timeout_ms 2000 is
+/// answered with an error (REQUEST_TIMED_OUT, or NOT_ENOUGH_REPLICAS once
+/// the leader counts its followers stale) by then, never later.
+#[test]
+fn a_produce_never_waits_past_its_own_timeout() -> Result<()> {
+    const TIMEOUT_MS: i32 = 2000;
+    let mut cluster = Cluster::start(3, FLAGS)?;
+    let topic = "bounded";
+    Client::connect(cluster.node(1))?.create_topic_replicated(topic, 1, 3, &[])?;
+    let views = cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "the topic with a full ISR",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
+    )?;
+    let leader = views[0].leader;
+    let mut client = Client::connect(cluster.node(leader))?;
+    let value = [Bytes::from_static(b"v")];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client.produce_values_within(topic, &value, -1, TIMEOUT_MS)?.0 != 0 {
+        ensure!(Instant::now() < deadline, "no acks=all produce succeeded with the full ISR");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let followers: Vec<i32> = (1..=3).filter(|&n| n != leader).collect();
+    for &f in &followers {
+        cluster.node(f).pause()?;
+    }
+    let started = Instant::now();
+    let answer = client.produce_values_within(topic, &value, -1, TIMEOUT_MS);
+    let took = started.elapsed();
+    for &f in &followers {
+        cluster.node(f).resume()?;
+    }
+    let (error, _) = answer?;
+    println!("acks=all produce without its ISR: error {error} after {took:?} (timeout_ms {TIMEOUT_MS})");
+    ensure!(error != 0, "a produce the ISR cannot have was acknowledged");
+    // Generous for a loaded machine, yet below the two timeouts a second
+    // wait with a fresh timeout would take.
+    ensure!(
+        took < Duration::from_millis(u64::try_from(TIMEOUT_MS)? + 1500),
+        "the produce was answered after {took:?}, past its timeout_ms {TIMEOUT_MS}"
     );
     Ok(())
 }

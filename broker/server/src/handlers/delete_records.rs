@@ -180,36 +180,36 @@ async fn wait_for_low_watermarks(
             _ => None,
         })
         .collect();
-    let watch = broker.purgatory.watch(waiting.iter().map(|r| &*r.log));
-    loop {
-        let image = broker.replicas.cluster.image();
-        let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
-        let mut still_waiting = false;
-        for outcome in outcomes.iter_mut() {
-            let Outcome::Waiting {
-                replica,
-                required,
-                low_watermark,
-            } = &mut **outcome
-            else {
-                continue;
-            };
-            match replica.low_watermark(|id| live.contains(&id)) {
-                Ok(reached) if reached >= *required => **outcome = Outcome::Done(reached),
-                Ok(reached) => {
-                    *low_watermark = reached;
-                    still_waiting = true;
+    // Those still waiting at the deadline are answered REQUEST_TIMED_OUT.
+    broker
+        .purgatory
+        .park_until(
+            deadline,
+            || waiting.iter().map(|r| r.log.clone()).collect(),
+            || {
+                let image = broker.replicas.cluster.image();
+                let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
+                let mut still_waiting = false;
+                for outcome in outcomes.iter_mut() {
+                    let Outcome::Waiting {
+                        replica,
+                        required,
+                        low_watermark,
+                    } = &mut **outcome
+                    else {
+                        continue;
+                    };
+                    match replica.low_watermark(|id| live.contains(&id)) {
+                        Ok(reached) if reached >= *required => **outcome = Outcome::Done(reached),
+                        Ok(reached) => {
+                            *low_watermark = reached;
+                            still_waiting = true;
+                        }
+                        Err(error) => **outcome = Outcome::Failed(error, INVALID_LOW_WATERMARK),
+                    }
                 }
-                Err(error) => **outcome = Outcome::Failed(error, INVALID_LOW_WATERMARK),
-            }
-        }
-        if !still_waiting {
-            return;
-        }
-        tokio::select! {
-            () = watch.progressed() => {}
-            // Those still waiting are answered REQUEST_TIMED_OUT.
-            _ = tokio::time::sleep_until(deadline) => return,
-        }
-    }
+                !still_waiting
+            },
+        )
+        .await;
 }

@@ -40,7 +40,7 @@ use super::topic_lookup::resolve;
 use super::Handled;
 use crate::broker::Broker;
 use crate::fetch_sessions::Owner;
-use crate::purgatory::{Watch, MAX_WAIT};
+use crate::purgatory::MAX_WAIT;
 use crate::replica::identity::verify_replica;
 use crate::replica::throttle::Side;
 
@@ -91,43 +91,39 @@ pub async fn handle(
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
     let duplicates = duplicate_partitions(&request);
-    // Registered when the fetch first has to wait, then checked once more
-    // before waiting: no progress is missed in between.
-    let mut watch: Option<Watch> = None;
-    loop {
-        let (topics, bytes, has_error) = read_all(broker, version, &request, fetcher, &duplicates);
-        let done = bytes >= min_bytes || has_error || Instant::now() >= deadline;
-        if !done {
-            // A parked fetch holds no data while it waits: it reads again
-            // when woken.
-            drop(topics);
-        } else {
-            let records: u64 = topics
-                .iter()
-                .flat_map(|t| t.partitions.iter())
-                .filter_map(|p| p.records.as_ref())
-                .map(|r| count_records(r))
-                .sum();
-            broker.metrics.records_out_total.inc_by(records);
-            let (topics, session_id) = broker.fetch_sessions.finish(context, version, topics);
-            let response = FetchResponse::default()
-                .with_session_id(session_id)
-                .with_responses(topics);
-            return Handled::new(Response::Fetch(response), has_error);
-        }
-        let Some(watching) = &watch else {
-            watch = Some(
-                broker
-                    .purgatory
-                    .watch(requested_logs(broker, &request).iter().map(|l| &**l)),
-            );
-            continue;
-        };
-        tokio::select! {
-            () = watching.progressed() => {}
-            _ = tokio::time::sleep_until(deadline) => {}
-        }
-    }
+    // A parked fetch holds no data while it waits: it reads again when
+    // woken, and keeps only the read that completes it.
+    let mut answer = None;
+    broker
+        .purgatory
+        .park_until(
+            deadline,
+            || requested_logs(broker, &request),
+            || {
+                let read = read_all(broker, version, &request, fetcher, &duplicates);
+                let done = read.1 >= min_bytes || read.2;
+                if done {
+                    answer = Some(read);
+                }
+                done
+            },
+        )
+        .await;
+    // At the deadline: whatever there is now.
+    let (topics, _, has_error) =
+        answer.unwrap_or_else(|| read_all(broker, version, &request, fetcher, &duplicates));
+    let records: u64 = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|p| p.records.as_ref())
+        .map(|r| count_records(r))
+        .sum();
+    broker.metrics.records_out_total.inc_by(records);
+    let (topics, session_id) = broker.fetch_sessions.finish(context, version, topics);
+    let response = FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(topics);
+    Handled::new(Response::Fetch(response), has_error)
 }
 
 /// The logs of every requested partition that exists here (a parked fetch

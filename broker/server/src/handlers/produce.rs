@@ -13,12 +13,14 @@
 //! refused with NOT_ENOUGH_REPLICAS while the ISR is below
 //! min.insync.replicas, and is answered once every ISR member has the
 //! records (the high watermark covers them) as well as durable here.
+//! The append and every wait go through the write path
+//! (`replica::write`), all within one deadline: the request's timeout_ms
+//! from its arrival (at most `purgatory::MAX_WAIT`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chronik_log::PartitionLog;
 use chronik_protocol::record_batch::parse_batches;
 use chronik_protocol::record_walk::{validate_produced, ProduceRules};
 use chronik_protocol::{BatchError, BatchHeader, InvalidBatch, Response};
@@ -30,8 +32,8 @@ use kafka_protocol::protocol::StrBytes;
 use super::topic_lookup::{is_internal_topic, resolve};
 use super::Handled;
 use crate::broker::Broker;
-use crate::durability::wait_until_durable;
-use crate::leader_append::{append_as_leader, wait_for_isr, AppendError, Appended};
+use crate::purgatory::MAX_WAIT;
+use crate::replica::write::{Acks, AppendError, Appended};
 use crate::txn::verify::verify_transaction;
 
 /// What happened to one partition's records: appended, or an error code and message.
@@ -44,6 +46,10 @@ pub async fn handle(
 ) -> Option<Handled> {
     let acks = request.acks;
     let valid_acks = (-1..=1).contains(&acks);
+    // One deadline for the whole request: validation, appends and waits.
+    let timeout =
+        Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(0)).min(MAX_WAIT);
+    let deadline = tokio::time::Instant::now() + timeout;
     // Per topic, per partition: (partition index, outcome), in request order.
     let mut outcomes: Vec<Vec<(i32, Outcome)>> = Vec::new();
     for topic in &request.topic_data {
@@ -63,21 +69,22 @@ pub async fn handle(
                         ResponseError::InvalidTopicException,
                         format!("cannot append to internal topic {}", t.name),
                     )),
-                    Ok(t) => match t.partition(p.index) {
-                        None => Err((ResponseError::UnknownTopicOrPartition, String::new())),
-                        Some(log) => {
-                            let transactional_id =
-                                request.transactional_id.as_ref().map(|id| id.0.as_str());
-                            produce_to(
-                                broker,
-                                (version, transactional_id),
-                                log,
-                                p.records.as_ref(),
-                                acks == -1,
-                            )
-                            .await
-                        }
-                    },
+                    Ok(t) if t.partition(p.index).is_none() => {
+                        Err((ResponseError::UnknownTopicOrPartition, String::new()))
+                    }
+                    Ok(t) => {
+                        let transactional_id =
+                            request.transactional_id.as_ref().map(|id| id.0.as_str());
+                        let acks = if acks == -1 { Acks::All } else { Acks::Leader };
+                        produce_to(
+                            broker,
+                            (version, transactional_id),
+                            (&t.name, p.index),
+                            p.records.as_ref(),
+                            acks,
+                        )
+                        .await
+                    }
                 }
             };
             partitions.push((p.index, outcome));
@@ -88,49 +95,14 @@ pub async fn handle(
         return None;
     }
 
-    if broker.fsync_enabled() {
-        let pending: Vec<(Arc<PartitionLog>, i64)> = outcomes
-            .iter()
-            .flatten()
-            .filter_map(|(_, o)| {
-                o.as_ref()
-                    .ok()
-                    .map(|a| (a.log.clone(), a.info.log_end_offset))
-            })
-            .collect();
-        let timeout =
-            Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(30_000));
-        if !wait_until_durable(broker, &pending, timeout).await {
-            for (_, outcome) in outcomes.iter_mut().flatten() {
-                if let Ok(a) = outcome {
-                    if a.log.durable_offset() < a.info.log_end_offset {
-                        *outcome = Err(if a.log.is_offline() {
-                            (
-                                ResponseError::KafkaStorageError,
-                                "fsync failed: partition offline".into(),
-                            )
-                        } else {
-                            (
-                                ResponseError::RequestTimedOut,
-                                "not durable within timeout_ms".into(),
-                            )
-                        });
-                    }
-                }
-            }
-        }
-    }
-
-    if acks == -1 {
-        let timeout =
-            Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(30_000));
-        wait_for_isr(
-            broker,
+    broker
+        .replicas
+        .await_acks(
             outcomes.iter_mut().flatten().map(|(_, o)| o).collect(),
-            timeout,
+            if acks == -1 { Acks::All } else { Acks::Leader },
+            deadline,
         )
         .await;
-    }
 
     let mut has_error = false;
     let responses = request
@@ -174,15 +146,18 @@ pub async fn handle(
 
 /// Validates one partition's records, verifies a transactional batch that
 /// would open its producer's transaction here with the coordinator
-/// (KIP-890), then appends them as its leader (`leader_append`), counting
+/// (KIP-890), then appends them as its leader (`replica::write`), counting
 /// what was new.
 async fn produce_to(
     broker: &Arc<Broker>,
     (version, transactional_id): (i16, Option<&str>),
-    log: &Arc<PartitionLog>,
+    (topic, partition): (&str, i32),
     records: Option<&Bytes>,
-    acks_all: bool,
+    acks: Acks,
 ) -> Outcome {
+    // The replica is looked up once; its log is the only handle written.
+    let replica = broker.replicas.replica_to_write(topic, partition)?;
+    let log = &replica.log;
     let records = match records {
         Some(r) if !r.is_empty() => r,
         _ => return Err((ResponseError::InvalidRecord, "no record batches".into())),
@@ -223,7 +198,9 @@ async fn produce_to(
         }
     }
     let mut owned = records.to_vec();
-    let appended = append_as_leader(broker, log, &mut owned, &batches, acks_all)?;
+    let appended = broker
+        .replicas
+        .append_as_leader(&replica, &mut owned, &batches, acks)?;
     if !appended.info.duplicate {
         // A retried batch already in the log is acknowledged with its
         // original offsets and counted once.

@@ -20,6 +20,7 @@ pub mod identity;
 pub mod leader_client;
 mod partition;
 pub mod throttle;
+pub mod write;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -26,7 +26,6 @@ use tracing::debug;
 use crate::broker::Broker;
 use crate::groups::offset_store::now_ms;
 use crate::groups::OFFSETS_TOPIC;
-use crate::leader_append::append_replicated;
 use crate::replica::leader_client::LeaderClient;
 
 /// How long one marker (or one WriteTxnMarkers round trip) may take.
@@ -63,11 +62,9 @@ pub async fn write_local(
             )
             .await;
     }
-    let log = broker
-        .log
-        .topic(topic)
-        .and_then(|t| t.partition(partition).cloned())
-        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    if broker.log.topic(topic).and_then(|t| t.partition(partition).cloned()).is_none() {
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
     let batch = build_control_batch(
         marker.producer_id,
         marker.producer_epoch,
@@ -75,7 +72,9 @@ pub async fn write_local(
         marker.coordinator_epoch,
         now_ms(),
     );
-    append_replicated(broker, &log, batch, MARKER_TIMEOUT)
+    broker
+        .replicas
+        .write(topic, partition, batch, MARKER_TIMEOUT)
         .await
         .map(drop)
         .map_err(|(error, message)| {

@@ -129,12 +129,23 @@ impl Client {
         values: &[Bytes],
         acks: i16,
     ) -> Result<(i16, i64)> {
+        self.produce_values_within(topic, values, acks, 10_000)
+    }
+
+    /// `produce_values_acks` with the request's timeout_ms.
+    pub fn produce_values_within(
+        &mut self,
+        topic: &str,
+        values: &[Bytes],
+        acks: i16,
+        timeout_ms: i32,
+    ) -> Result<(i16, i64)> {
         let records: Vec<Record> = values
             .iter()
             .enumerate()
             .map(|(i, v)| plain_record(i as i64, v.clone()))
             .collect();
-        self.produce_records(topic, &records, acks, Compression::None)
+        self.produce_records(topic, &records, (acks, timeout_ms), Compression::None)
     }
 
     /// Produces one batch of `(key, value)` records compressed with
@@ -156,7 +167,7 @@ impl Client {
                 ..plain_record(i as i64, Bytes::new())
             })
             .collect();
-        self.produce_records(topic, &records, -1, compression)
+        self.produce_records(topic, &records, (-1, 10_000), compression)
     }
 
     /// Produces `records` as one batch to partition 0.
@@ -164,7 +175,7 @@ impl Client {
         &mut self,
         topic: &str,
         records: &[Record],
-        acks: i16,
+        (acks, timeout_ms): (i16, i32),
         compression: Compression,
     ) -> Result<(i16, i64)> {
         let mut batch = BytesMut::new();
@@ -178,7 +189,7 @@ impl Client {
         )?;
         let request = ProduceRequest::default()
             .with_acks(acks)
-            .with_timeout_ms(10_000)
+            .with_timeout_ms(timeout_ms)
             .with_topic_data(vec![TopicProduceData::default()
                 .with_name(TopicName(StrBytes::from_string(topic.into())))
                 .with_partition_data(vec![PartitionProduceData::default()
