@@ -143,8 +143,15 @@ fn a_produce_never_waits_past_its_own_timeout() -> Result<()> {
     let mut client = Client::connect(cluster.node(leader))?;
     let value = [Bytes::from_static(b"v")];
     let deadline = Instant::now() + Duration::from_secs(10);
-    while client.produce_values_within(topic, &value, -1, TIMEOUT_MS)?.0 != 0 {
-        ensure!(Instant::now() < deadline, "no acks=all produce succeeded with the full ISR");
+    while client
+        .produce_values_within(topic, &value, -1, TIMEOUT_MS)?
+        .0
+        != 0
+    {
+        ensure!(
+            Instant::now() < deadline,
+            "no acks=all produce succeeded with the full ISR"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let followers: Vec<i32> = (1..=3).filter(|&n| n != leader).collect();
@@ -158,7 +165,9 @@ fn a_produce_never_waits_past_its_own_timeout() -> Result<()> {
         cluster.node(f).resume()?;
     }
     let (error, _) = answer?;
-    println!("acks=all produce without its ISR: error {error} after {took:?} (timeout_ms {TIMEOUT_MS})");
+    println!(
+        "acks=all produce without its ISR: error {error} after {took:?} (timeout_ms {TIMEOUT_MS})"
+    );
     ensure!(error != 0, "a produce the ISR cannot have was acknowledged");
     // Generous for a loaded machine, yet below the two timeouts a second
     // wait with a fresh timeout would take.

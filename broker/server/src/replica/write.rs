@@ -46,7 +46,11 @@ pub enum Acks {
 impl ReplicaManager {
     /// The replica of `topic`/`partition` that records are written to here:
     /// NOT_LEADER_OR_FOLLOWER until this broker has been assigned it.
-    pub fn replica_to_write(&self, topic: &str, partition: i32) -> Result<Arc<Replica>, AppendError> {
+    pub fn replica_to_write(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Replica>, AppendError> {
         self.replica(topic, partition).ok_or((
             ResponseError::NotLeaderOrFollower,
             "partition not yet assigned here".into(),
@@ -103,7 +107,11 @@ impl ReplicaManager {
 
     /// The group-commit flusher has made each partition durable past its
     /// append (or one went offline: its data never will be).
-    async fn await_durable(&self, outcomes: &mut [&mut Result<Appended, AppendError>], deadline: Instant) {
+    async fn await_durable(
+        &self,
+        outcomes: &mut [&mut Result<Appended, AppendError>],
+        deadline: Instant,
+    ) {
         let pending: Vec<(Arc<PartitionLog>, i64)> = outcomes
             .iter()
             .filter_map(|o| o.as_ref().ok())
@@ -114,23 +122,36 @@ impl ReplicaManager {
             .park_until(
                 deadline,
                 || pending.iter().map(|(log, _)| log.clone()).collect(),
-                || !pending.iter().any(short) || pending.iter().any(|p| short(p) && p.0.is_offline()),
+                || {
+                    !pending.iter().any(short)
+                        || pending.iter().any(|p| short(p) && p.0.is_offline())
+                },
             )
             .await;
         for outcome in outcomes.iter_mut() {
             let Ok(a) = &**outcome else { continue };
             if a.replica.log.durable_offset() < a.info.log_end_offset {
                 **outcome = Err(if a.replica.log.is_offline() {
-                    (ResponseError::KafkaStorageError, "fsync failed: partition offline".into())
+                    (
+                        ResponseError::KafkaStorageError,
+                        "fsync failed: partition offline".into(),
+                    )
                 } else {
-                    (ResponseError::RequestTimedOut, "not durable within the request's timeout".into())
+                    (
+                        ResponseError::RequestTimedOut,
+                        "not durable within the request's timeout".into(),
+                    )
                 });
             }
         }
     }
 
     /// acks=all: every ISR member has each partition's records.
-    async fn await_isr(&self, outcomes: &mut [&mut Result<Appended, AppendError>], deadline: Instant) {
+    async fn await_isr(
+        &self,
+        outcomes: &mut [&mut Result<Appended, AppendError>],
+        deadline: Instant,
+    ) {
         let logs: Vec<Arc<PartitionLog>> = outcomes
             .iter()
             .filter_map(|o| o.as_ref().ok())
@@ -152,7 +173,11 @@ impl ReplicaManager {
             }
             !waiting
         };
-        if self.purgatory.park_until(deadline, || logs, &mut check).await {
+        if self
+            .purgatory
+            .park_until(deadline, || logs, &mut check)
+            .await
+        {
             return;
         }
         for (outcome, done) in outcomes.iter_mut().zip(caught_up) {
@@ -182,7 +207,8 @@ impl ReplicaManager {
         })?;
         let replica = self.replica_to_write(topic, partition)?;
         let mut outcome = self.append_as_leader(&replica, &mut batch, &headers, Acks::All);
-        self.await_acks(vec![&mut outcome], Acks::All, deadline).await;
+        self.await_acks(vec![&mut outcome], Acks::All, deadline)
+            .await;
         outcome.map(|a| a.info)
     }
 }

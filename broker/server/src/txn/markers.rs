@@ -62,7 +62,12 @@ pub async fn write_local(
             )
             .await;
     }
-    if broker.log.topic(topic).and_then(|t| t.partition(partition).cloned()).is_none() {
+    if broker
+        .log
+        .topic(topic)
+        .and_then(|t| t.partition(partition).cloned())
+        .is_none()
+    {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     let batch = build_control_batch(
