@@ -1,8 +1,9 @@
 //! Consumer tasks: read, verify, time end to end.
 //!
 //! Owns: one consumer task = one rdkafka `BaseConsumer` with a manual
-//! partition assignment (no group rebalance to wait for), its `Verifier`,
-//! and its interval recorder. In round-trip it runs while the producers run
+//! partition assignment (no group rebalance to wait for), its `Verifier`
+//! (chronik-harness's, the consumer's own: verdicts are defined there) and
+//! its interval recorder, which times end-to-end latency on the run's clock. In round-trip it runs while the producers run
 //! and, after they stop, until it has read up to the high watermarks it is
 //! given (or the drain timeout). Must not: commit offsets or lock.
 
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use chronik_harness::histogram::record_us;
+use chronik_harness::verify::{Verdict, Verifier};
 use chronik_harness::{Envelope, ENVELOPE_HEADER};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::Consumer;
@@ -23,7 +25,6 @@ use rdkafka::{Offset, TopicPartitionList};
 
 use crate::client::{BenchConsumer, QuietEofContext};
 use crate::metrics::{IntervalRecorder, ReportMsg, Timeline};
-use crate::verify::{Verdict, Verifier};
 
 const POLL_TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -97,7 +98,10 @@ fn run_task(
     let clock = timeline.clock;
     let warmup_end_wall_us = clock.wall_us(timeline.warmup_end_ns);
     let mut recorder = IntervalRecorder::new(spec.source, spec.report_tx.clone(), timeline.clone());
-    let mut verifier = Verifier::new(spec.accept_prefix);
+    let mut verifier = match spec.accept_prefix {
+        Some(prefix) => Verifier::for_run(prefix),
+        None => Verifier::new(),
+    };
 
     let max_partition = spec
         .assignment
@@ -109,11 +113,14 @@ fn run_task(
     // Next offset to read per partition id; at-end flags for until-caught-up.
     let mut next_offset: Vec<i64> = vec![-1; max_partition + 1];
     let mut at_end: Vec<bool> = vec![true; max_partition + 1];
+    // The verifier's slot per partition id, so a record costs no lookup.
+    let mut slots: Vec<usize> = vec![usize::MAX; max_partition + 1];
     for &(p, offset) in &spec.assignment {
         at_end[p as usize] = false;
         if let Offset::Offset(o) = offset {
             next_offset[p as usize] = o;
         }
+        slots[p as usize] = verifier.partition_slot(&spec.topic, p);
     }
     let mut target: Option<DrainTarget> = None;
     let mut consumed_total = 0u64;
@@ -181,26 +188,34 @@ fn run_task(
             recorder.data.consumed += 1;
             recorder.data.consumed_bytes += value.len() as u64;
         }
-        let envelope = msg
-            .headers()
-            .and_then(|h| {
-                h.iter()
-                    .find(|hd| hd.key == ENVELOPE_HEADER)
-                    .and_then(|hd| hd.value)
-            })
-            .and_then(|v| Envelope::decode(v).ok());
-        let Some(env) = envelope else {
-            verifier.no_envelope();
-            continue;
+        let header = msg.headers().and_then(|h| {
+            h.iter()
+                .find(|hd| hd.key == ENVELOPE_HEADER)
+                .and_then(|hd| hd.value)
+        });
+        let envelope = header.map(Envelope::decode);
+        let send_time_us = match &envelope {
+            Some(Ok(e)) => e.send_time_us,
+            _ => 0,
         };
-        let verdict = verifier.observe(partition, &env, env.matches(value));
-        let measured = match spec.role {
-            Role::RoundTrip => env.send_time_us >= warmup_end_wall_us,
-            Role::Consume { .. } => now >= timeline.warmup_end_ns,
+        let slot = match slots.get(partition as usize) {
+            Some(&slot) if slot != usize::MAX => slot,
+            _ => verifier.partition_slot(&spec.topic, partition),
         };
-        if measured && matches!(verdict, Verdict::Fresh | Verdict::OutOfOrder) {
-            let e2e_us = clock.wall_us(now).saturating_sub(env.send_time_us).max(0) as u64;
-            record_us(&mut recorder.data.end_to_end, e2e_us);
+        let verdict = verifier.judge(slot, msg.offset(), envelope, value);
+        // Timed: this run's records at their first sighting (not duplicates).
+        if let Verdict::Verified {
+            duplicate: false, ..
+        } = verdict
+        {
+            let measured = match spec.role {
+                Role::RoundTrip => send_time_us >= warmup_end_wall_us,
+                Role::Consume { .. } => now >= timeline.warmup_end_ns,
+            };
+            if measured {
+                let e2e_us = clock.wall_us(now).saturating_sub(send_time_us).max(0) as u64;
+                record_us(&mut recorder.data.end_to_end, e2e_us);
+            }
         }
         spec.progress.store(consumed_total, Ordering::Relaxed);
     }

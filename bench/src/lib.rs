@@ -12,20 +12,21 @@
 //! - `app`       — one invocation: topic, broker identity, run or sweep, outputs, exit code.
 //! - `run`       — one run: tasks, warmup, window, stop, drain, verification.
 //! - `produce`   — producer tasks (sender + delivery-report poller): the hot path.
-//! - `consume`   — consumer tasks: read, verify, end-to-end latency.
+//! - `consume`   — consumer tasks: read, verify (chronik-harness's verifier), end-to-end latency.
 //! - `metadata`  — metadata-mode requesters.
 //! - `schedule`  — the run clock and the open-loop schedule.
 //! - `payload`   — pre-generated values and keys.
 //! - `metrics`   — interval recording (per task, lock-free) and the reporter (merge, lines, .hlog).
-//! - `verify`    — duplicates, order, corruption; lost vs gaps against the producers' ledgers.
 //! - `client`    — librdkafka settings, topic admin, cluster id, raw ApiVersions.
 //! - `resources` — CPU and RSS from /proc (this process and `--broker-pid`s).
 //! - `sweep`     — the rate sweep and its knee.
-//! - `result`    — `RunResult`, what every output reads.
+//! - `result`    — `RunResult`, what every output reads; `Verification` (harness counts, bench names).
 //! - `report`    — box table and periodic line, CSV, OMB JSON.
 //!
 //! Shared with the ingestor and consumer through `chronik-harness`: the
-//! envelope, the histogram shape and `.hlog` files, the `meta` block.
+//! envelope, the histogram shape and `.hlog` files, the `meta` block, and
+//! with the consumer the verifier, the ledger and what lost, gaps and
+//! duplicates mean (`verify`, `ledger`, `assess`).
 
 pub mod app;
 pub mod client;
@@ -41,4 +42,3 @@ pub mod result;
 pub mod run;
 pub mod schedule;
 pub mod sweep;
-pub mod verify;

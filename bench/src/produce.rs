@@ -28,6 +28,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use chronik_harness::histogram::record_us;
+use chronik_harness::intervals::IntervalSet;
+use chronik_harness::ledger::Ledger;
 use chronik_harness::{Envelope, ENVELOPE_HEADER};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -39,7 +41,6 @@ use crate::config::Injections;
 use crate::metrics::{IntervalRecorder, ReportMsg, Timeline};
 use crate::payload::{Keys, Payloads};
 use crate::schedule::{pace, Pace, Schedule};
-use crate::verify::ProducerLedger;
 
 /// Marks the delivery opaque of an injected duplicate (not a measured message).
 const DUPLICATE_BIT: usize = 1 << 63;
@@ -119,7 +120,7 @@ pub struct ProducerSpec {
 /// What a producer task reports when it ends.
 #[derive(Debug, Default)]
 pub struct ProducerOutcome {
-    pub ledger: Option<ProducerLedger>,
+    pub ledger: Option<Ledger>,
     pub sent_total: u64,
     pub acked_total: u64,
     pub failed_total: u64,
@@ -137,7 +138,7 @@ struct PollerState {
     timeline: Arc<Timeline>,
     schedule: Option<Schedule>,
     recorder: IntervalRecorder,
-    ledger: Option<ProducerLedger>,
+    ledger: Option<Ledger>,
     message_bytes: u64,
     acked_total: u64,
     failed_total: u64,
@@ -182,7 +183,7 @@ impl PollerState {
                 self.acked_total += 1;
                 self.last_ack_ns = now;
                 if let Some(l) = self.ledger.as_mut() {
-                    l.acked.insert(seq);
+                    l.acknowledged.insert(seq);
                 }
                 if self.timeline.in_window(now) {
                     data.acked += 1;
@@ -281,9 +282,14 @@ fn run_task(
         timeline: timeline.clone(),
         schedule: spec.schedule,
         recorder: IntervalRecorder::new(spec.source, spec.report_tx.clone(), timeline.clone()),
-        ledger: spec.keep_ledger.then(|| ProducerLedger {
-            producer_id: spec.producer_id,
-            ..Default::default()
+        ledger: spec.keep_ledger.then(|| {
+            Ledger::new(
+                None,
+                spec.producer_id,
+                0,
+                IntervalSet::new(),
+                IntervalSet::new(),
+            )
         }),
         message_bytes: spec.payloads.for_sequence(0).0.len() as u64,
         acked_total: 0,
@@ -337,9 +343,9 @@ fn run_task(
 
     let mut ledger = state.ledger;
     if let Some(l) = ledger.as_mut() {
-        l.next_sequence = sent.next_sequence;
+        l.next_sequence = Some(sent.next_sequence);
         for &s in &sent.phantom_acked {
-            l.acked.insert(s);
+            l.acknowledged.insert(s);
         }
         for &s in &sent.send_failures {
             l.failed.insert(s);

@@ -1,16 +1,22 @@
 //! The outcome of one run, as every output format reads it.
 //!
 //! Owns: [`RunResult`] and its derived figures (rates, validity, whether
-//! verification is clean). Must not: format anything (see `report`).
+//! verification is clean), and [`Verification`]: chronik-harness's counts
+//! (`assess`, the definitions chronik-consumer's report uses) under this
+//! tool's result names. Must not: format anything (see `report`) or define
+//! a count.
 
 use std::path::PathBuf;
 
+use chronik_harness::assess::{assess, Assessment};
 use chronik_harness::histogram::LatencyHistogram;
+use chronik_harness::ledger::Ledger;
+use chronik_harness::tally::Tally;
+use chronik_harness::verify::Verifier;
 use serde::Serialize;
 
 use crate::config::{Mode, VALIDITY_THRESHOLD};
 use crate::metrics::{IntervalSummary, Kind};
-use crate::verify::{Reconciliation, VerifyCounts};
 
 /// Producer-side counts.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -50,19 +56,89 @@ impl Histograms {
     }
 }
 
+/// What the consumers found. The names are this tool's result fields (read
+/// by its tests and README); each is a count of `chronik_harness::assess`,
+/// named there as in chronik-consumer's report.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Verification {
-    #[serde(flatten)]
-    pub counts: VerifyCounts,
+    /// Records of this run consumed, redeliveries excluded (`verified`).
+    pub verified: u64,
+    /// A (producer id, sequence) consumed at a second offset (`duplicates`).
+    pub duplicates: u64,
+    /// Below the producer's previous sequence in its partition (`reordered`).
+    pub out_of_order: u64,
+    /// The value's CRC-32C differs from the envelope's (`corrupt`).
+    pub corrupt: u64,
+    /// Records without a (decodable) envelope (`foreign − otherRun`).
+    pub no_envelope: u64,
+    /// Records of producer ids this run does not own (`otherRun`).
+    pub foreign: u64,
+    /// Offsets read a second time, not verified again (`redeliveries`).
+    pub redeliveries: u64,
     /// Round-trip only: the producers' ledgers against what was consumed.
     pub reconciliation: Option<Reconciliation>,
     /// Consume mode only: sequences missing between the lowest and highest
-    /// consumed per producer id.
+    /// consumed per producer id (`gaps`).
     pub missing_in_observed_range: Option<u64>,
 }
 
+/// The ledgers' side of a round trip.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reconciliation {
+    pub acknowledged: u64,
+    /// Acknowledged, never consumed (`lost`).
+    pub lost: u64,
+    /// Assigned, neither acknowledged nor failed, never consumed
+    /// (`unknownNotConsumed`): not a broker loss.
+    pub gaps: u64,
+    /// Reported failed, consumed anyway (`deliveredDespiteFailure`).
+    pub delivered_despite_error: u64,
+    /// Records of this run's producer ids no ledger knows (should be 0).
+    pub unknown_producer: u64,
+}
+
 impl Verification {
+    /// What `verifiers` (one per consumer task) saw together; with
+    /// `ledgers` (round-trip), reconciled against them.
+    pub fn of(verifiers: &[&Verifier], ledgers: Option<&[Ledger]>) -> Verification {
+        let mut tally = Tally::default();
+        for v in verifiers {
+            tally.absorb(Tally::from_verifier(v));
+        }
+        let ledger_refs: Vec<&Ledger> = ledgers.unwrap_or_default().iter().collect();
+        let Assessment {
+            totals,
+            ledgers: sums,
+            ..
+        } = assess(&tally, &ledger_refs);
+        let r = totals.records;
+        let reconciliation = ledgers.map(|_| Reconciliation {
+            acknowledged: sums.acknowledged,
+            lost: sums.lost,
+            gaps: sums.unknown_not_consumed,
+            delivered_despite_error: sums.delivered_despite_failure,
+            unknown_producer: sums
+                .producers_without_ledger
+                .iter()
+                .filter_map(|id| tally.producers.get(id))
+                .map(|seen| seen.len())
+                .sum(),
+        });
+        Verification {
+            verified: r.verified,
+            duplicates: r.duplicates,
+            out_of_order: r.reordered,
+            corrupt: r.corrupt,
+            no_envelope: r.foreign - r.other_run,
+            foreign: r.other_run,
+            redeliveries: r.redeliveries,
+            reconciliation,
+            missing_in_observed_range: ledgers.is_none().then_some(totals.gaps),
+        }
+    }
+
     pub fn lost(&self) -> u64 {
         self.reconciliation.map_or(0, |r| r.lost)
     }
@@ -73,10 +149,7 @@ impl Verification {
 
     /// No lost, duplicated, out-of-order or corrupt message.
     pub fn clean(&self) -> bool {
-        self.lost() == 0
-            && self.counts.duplicates == 0
-            && self.counts.out_of_order == 0
-            && self.counts.corrupt == 0
+        self.lost() == 0 && self.duplicates == 0 && self.out_of_order == 0 && self.corrupt == 0
     }
 }
 
@@ -206,6 +279,95 @@ pub fn headline_kind(mode: Mode) -> Kind {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chronik_harness::intervals::IntervalSet;
+    use chronik_harness::Envelope;
+
+    const RUN: u32 = 0xabcd_0123;
+
+    fn pid(task: u64) -> u64 {
+        (u64::from(RUN) << 32) | task
+    }
+
+    /// Feeds (partition, offset, producer, sequence, value intact?) to a
+    /// verifier of the run; producer `None` is a record without envelope.
+    fn consumer(records: &[(i32, i64, Option<u64>, u64, bool)]) -> Verifier {
+        let mut v = Verifier::for_run(RUN);
+        for &(partition, offset, producer, seq, intact) in records {
+            let slot = v.partition_slot("t", partition);
+            let header = producer.map(|p| Ok(Envelope::new(p, seq, 0, b"v")));
+            v.judge(slot, offset, header, if intact { b"v" } else { b"x" });
+        }
+        v
+    }
+
+    /// The bench's names carry the harness's counts (each defined and
+    /// tested once, in chronik-harness's `verify` and `assess`).
+    #[test]
+    fn verification_names_map_the_shared_counts() {
+        let v = consumer(&[
+            (0, 0, Some(pid(0)), 0, true),
+            (0, 1, Some(pid(0)), 2, true),
+            (0, 2, Some(pid(0)), 1, true),  // reordered
+            (0, 3, Some(pid(0)), 2, true),  // duplicate
+            (0, 4, Some(pid(0)), 4, false), // corrupt
+            (0, 5, None, 0, true),          // no envelope
+            (0, 6, Some(7), 0, true),       // another run's producer
+            (0, 6, Some(pid(0)), 9, true),  // offset read again
+            (1, 0, Some(pid(1)), 0, true),  // no ledger for task 1
+        ]);
+        // Task 0 assigned 0..7: 3 acknowledged, never consumed (lost); 5
+        // never reported (a gap); 6 failed, never consumed; 4 failed, read.
+        let ledger = Ledger::new(
+            None,
+            pid(0),
+            7,
+            IntervalSet::from_ranges([[0, 3]]),
+            IntervalSet::from_ranges([[4, 4], [6, 6]]),
+        );
+        let r = Verification::of(&[&v], Some(&[ledger]));
+        assert_eq!(
+            (
+                r.verified,
+                r.duplicates,
+                r.out_of_order,
+                r.corrupt,
+                r.no_envelope,
+                r.foreign,
+                r.redeliveries
+            ),
+            (6, 1, 1, 1, 1, 1, 1)
+        );
+        assert_eq!(
+            r.reconciliation,
+            Some(Reconciliation {
+                acknowledged: 4,
+                lost: 1,
+                gaps: 1,
+                delivered_despite_error: 1,
+                unknown_producer: 1,
+            })
+        );
+        assert_eq!(r.missing_in_observed_range, None);
+        assert!(!r.clean());
+        let json = serde_json::to_value(r).expect("serialises");
+        for key in [
+            "outOfOrder",
+            "noEnvelope",
+            "foreign",
+            "missingInObservedRange",
+        ] {
+            assert!(json.get(key).is_some(), "{key} in {json}");
+        }
+        assert_eq!(json["reconciliation"]["deliveredDespiteError"], 1);
+
+        // Consume mode: two consumers' partitions together, no ledger.
+        let a = consumer(&[(0, 0, Some(pid(0)), 0, true), (0, 1, Some(pid(0)), 3, true)]);
+        let b = consumer(&[(1, 0, Some(pid(0)), 1, true), (1, 1, Some(pid(0)), 3, true)]);
+        let r = Verification::of(&[&a, &b], None);
+        assert_eq!((r.verified, r.duplicates), (4, 1));
+        assert_eq!(r.missing_in_observed_range, Some(1));
+        assert_eq!(r.reconciliation, None);
+    }
 
     #[test]
     fn validity_gate_is_95_percent_of_the_target() {
@@ -228,8 +390,10 @@ mod tests {
             ..Default::default()
         });
         assert!(!v.clean());
-        let mut v = Verification::default();
-        v.counts.duplicates = 1;
+        let v = Verification {
+            duplicates: 1,
+            ..Default::default()
+        };
         assert!(!v.clean());
     }
 }

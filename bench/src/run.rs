@@ -14,7 +14,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, bail, Context, Result};
+use chronik_harness::ledger::Ledger;
 use chronik_harness::results::rfc3339_utc;
+use chronik_harness::verify::Verifier;
 use rdkafka::Offset;
 
 use crate::client;
@@ -29,7 +31,6 @@ use crate::result::{
     headline_kind, BrokerResources, Histograms, PublishCounts, Resources, RunResult, Verification,
 };
 use crate::schedule::{duration_ns, RunClock, Schedule};
-use crate::verify::{reconcile, ProducerLedger, Verifier};
 
 /// How long every task may take to connect before the run is abandoned.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -370,7 +371,7 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
     };
     let verification = match c.mode {
         Mode::RoundTrip => {
-            let ledgers: Vec<ProducerLedger> = outcomes
+            let ledgers: Vec<Ledger> = outcomes
                 .iter_mut()
                 .filter_map(|o| o.ledger.take())
                 .collect();
@@ -380,22 +381,11 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
             if !outcome.drained {
                 tracing::warn!(timeout = ?c.drain_timeout, "the consumer did not reach the high watermarks before the drain timeout");
             }
-            Some(Verification {
-                counts: outcome.verifier.counts,
-                reconciliation: Some(reconcile(&ledgers, &outcome.verifier)),
-                missing_in_observed_range: None,
-            })
+            Some(Verification::of(&[&outcome.verifier], Some(&ledgers)))
         }
         Mode::Consume => {
-            let mut merged = Verifier::new(None);
-            for o in consumer_outcomes.drain(..) {
-                merged.absorb(o.verifier);
-            }
-            Some(Verification {
-                counts: merged.counts,
-                reconciliation: None,
-                missing_in_observed_range: Some(merged.missing_in_observed_range()),
-            })
+            let verifiers: Vec<&Verifier> = consumer_outcomes.iter().map(|o| &o.verifier).collect();
+            Some(Verification::of(&verifiers, None))
         }
         Mode::Produce | Mode::Metadata => None,
     };

@@ -259,32 +259,16 @@ pub fn box_table(c: &Config, r: &RunResult) -> String {
         if let Some(m) = v.missing_in_observed_range {
             let _ = writeln!(out, "║ Missing in range: {:>12}", thousands(m));
         }
-        let _ = writeln!(
-            out,
-            "║ Verified:         {:>12}",
-            thousands(v.counts.verified)
-        );
-        let _ = writeln!(
-            out,
-            "║ Duplicated:       {:>12}",
-            thousands(v.counts.duplicates)
-        );
-        let _ = writeln!(
-            out,
-            "║ Out of order:     {:>12}",
-            thousands(v.counts.out_of_order)
-        );
-        let _ = writeln!(
-            out,
-            "║ Corrupt:          {:>12}",
-            thousands(v.counts.corrupt)
-        );
-        if v.counts.no_envelope + v.counts.foreign > 0 {
+        let _ = writeln!(out, "║ Verified:         {:>12}", thousands(v.verified));
+        let _ = writeln!(out, "║ Duplicated:       {:>12}", thousands(v.duplicates));
+        let _ = writeln!(out, "║ Out of order:     {:>12}", thousands(v.out_of_order));
+        let _ = writeln!(out, "║ Corrupt:          {:>12}", thousands(v.corrupt));
+        if v.no_envelope + v.foreign > 0 {
             let _ = writeln!(
                 out,
                 "║ Not this run:     {:>12} ({} without envelope)",
-                thousands(v.counts.no_envelope + v.counts.foreign),
-                thousands(v.counts.no_envelope)
+                thousands(v.no_envelope + v.foreign),
+                thousands(v.no_envelope)
             );
         }
         let _ = writeln!(
