@@ -8,7 +8,9 @@
 //! cluster ALTER or DESCRIBE (CLUSTER_AUTHORIZATION_FAILED: CreateAcls,
 //! UnregisterBroker, DescribeQuorum, AlterPartitionReassignments,
 //! ListPartitionReassignments, ElectLeaders, a broker throttle); super users pass every
-//! check. In the 3-node cluster an ACL created through one node is
+//! check. DescribeTransactions shows only describable topics and a KIP-848
+//! heartbeat naming an undescribable topic is refused
+//! (TOPIC_AUTHORIZATION_FAILED). In the 3-node cluster an ACL created through one node is
 //! enforced by the others (ACLs live in the metadata quorum).
 //!
 //! The clients here connect over PLAINTEXT, so they are `User:ANONYMOUS`.
@@ -40,8 +42,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     BrokerId, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeClusterRequest,
-    DescribeQuorumRequest, GroupId, InitProducerIdRequest, JoinGroupRequest, ListOffsetsRequest,
-    MetadataRequest, ProducerId, TopicName, TransactionalId, UnregisterBrokerRequest,
+    DescribeQuorumRequest, GroupId, InitProducerIdRequest, InitProducerIdResponse,
+    JoinGroupRequest, ListOffsetsRequest, MetadataRequest, ProducerId, TopicName, TransactionalId,
+    UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -193,13 +196,76 @@ fn join_error(client: &mut Client, group: &str) -> Result<i16> {
     Ok(client.send(&request, 5)?.error_code)
 }
 
-fn init_txn_error(client: &mut Client, id: &str) -> Result<i16> {
+fn init_txn(client: &mut Client, id: &str) -> Result<InitProducerIdResponse> {
     let request = InitProducerIdRequest::default()
         .with_transactional_id(Some(TransactionalId(s(id))))
         .with_transaction_timeout_ms(60_000)
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    Ok(client.send(&request, 4)?.error_code)
+    client.send(&request, 4)
+}
+
+fn init_txn_error(client: &mut Client, id: &str) -> Result<i16> {
+    Ok(init_txn(client, id)?.error_code)
+}
+
+/// AddPartitionsToTxn v3 of partition 0 of each of `topics` to
+/// transaction `id` (of the producer `init` made): every partition's code.
+fn add_to_txn(
+    client: &mut Client,
+    id: &str,
+    init: &InitProducerIdResponse,
+    topics: &[&str],
+) -> Result<Vec<i16>> {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::AddPartitionsToTxnRequest;
+    let topics = topics
+        .iter()
+        .map(|t| {
+            AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(s(t)))
+                .with_partitions(vec![0])
+        })
+        .collect();
+    let response = client.send(
+        &AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(TransactionalId(s(id)))
+            .with_v3_and_below_producer_id(init.producer_id)
+            .with_v3_and_below_producer_epoch(init.producer_epoch)
+            .with_v3_and_below_topics(topics),
+        3,
+    )?;
+    Ok(response
+        .results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
+        .collect())
+}
+
+/// A broker with the authorizer on (everyone allowed where no ACL is
+/// found), `topics` created, and a client of it.
+fn authorizing_broker_with(topics: &[&str]) -> Result<(Broker, Client)> {
+    let broker = Broker::start(AUTHORIZER)?;
+    let mut client = Client::connect(&broker)?;
+    for topic in topics {
+        client.create_topic(topic)?;
+    }
+    Ok((broker, client))
+}
+
+/// Covers `topic` by an ACL for alice only, so User:ANONYMOUS may do
+/// nothing with it.
+fn cover_for_alice(client: &mut Client, topic: &str) -> Result<()> {
+    let codes = create_acls(
+        client,
+        vec![acl(TOPIC, topic, LITERAL, "User:alice", READ, ALLOW)],
+    )?;
+    ensure!(codes == [0], "CreateAcls alice READ on {topic}: {codes:?}");
+    Ok(())
 }
 
 #[test]
@@ -706,25 +772,7 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
         "AddPartitionsToTxn v3: {answers:?}"
     );
     // an internal topic is never added, even with no ACL keeping it closed
-    let internal = client.send(
-        &AddPartitionsToTxnRequest::default()
-            .with_v3_and_below_transactional_id(TransactionalId(s("txn-ok")))
-            .with_v3_and_below_producer_id(init.producer_id)
-            .with_v3_and_below_producer_epoch(init.producer_epoch)
-            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-                .with_name(TopicName(s("__consumer_offsets")))
-                .with_partitions(vec![0])]),
-        3,
-    )?;
-    let codes: Vec<i16> = internal
-        .results_by_topic_v3_and_below
-        .iter()
-        .flat_map(|t| {
-            t.results_by_partition
-                .iter()
-                .map(|p| p.partition_error_code)
-        })
-        .collect();
+    let codes = add_to_txn(&mut client, "txn-ok", &init, &["__consumer_offsets"])?;
     ensure!(
         codes == [TOPIC_AUTHORIZATION_FAILED],
         "AddPartitionsToTxn v3 __consumer_offsets: {codes:?}"
@@ -853,6 +901,88 @@ fn a_regex_subscription_gets_only_describable_topics() -> Result<()> {
     ensure!(
         assigned == [open, secret].into(),
         "after the DESCRIBE ACL, regex rx-.* assigned {assigned:?}"
+    );
+    Ok(())
+}
+
+/// The topics of transaction `id` as DescribeTransactions shows them.
+fn described_txn_topics(client: &mut Client, id: &str) -> Result<Vec<String>> {
+    use kafka_protocol::messages::DescribeTransactionsRequest;
+    let response = client.send(
+        &DescribeTransactionsRequest::default()
+            .with_transactional_ids(vec![TransactionalId(s(id))]),
+        0,
+    )?;
+    let state = &response.transaction_states[0];
+    ensure!(
+        state.error_code == 0,
+        "DescribeTransactions {id}: {}",
+        state.error_code
+    );
+    let mut topics: Vec<String> = state.topics.iter().map(|t| t.topic.0.to_string()).collect();
+    topics.sort();
+    Ok(topics)
+}
+
+/// DescribeTransactions shows a transaction's topics only to a caller that
+/// may DESCRIBE them (Kafka's handleDescribeTransactionsRequest): the same
+/// open transaction lists dt-secret until an ACL for alice covers it.
+#[test]
+fn a_described_transaction_shows_only_describable_topics() -> Result<()> {
+    let (_broker, mut client) = authorizing_broker_with(&["dt-open", "dt-secret"])?;
+    let init = init_txn(&mut client, "dt-txn")?;
+    ensure!(init.error_code == 0, "InitProducerId: {}", init.error_code);
+    let codes = add_to_txn(&mut client, "dt-txn", &init, &["dt-open", "dt-secret"])?;
+    ensure!(codes == [0, 0], "AddPartitionsToTxn: {codes:?}");
+    let topics = described_txn_topics(&mut client, "dt-txn")?;
+    ensure!(
+        topics == ["dt-open", "dt-secret"],
+        "before any ACL on dt-secret: {topics:?}"
+    );
+    cover_for_alice(&mut client, "dt-secret")?;
+    let topics = described_txn_topics(&mut client, "dt-txn")?;
+    ensure!(
+        topics == ["dt-open"],
+        "dt-secret is not describable by ANONYMOUS any more: {topics:?}"
+    );
+    Ok(())
+}
+
+/// A KIP-848 heartbeat subscribing by name to a topic the member may not
+/// DESCRIBE is refused whole with TOPIC_AUTHORIZATION_FAILED (Kafka 4.0,
+/// KAFKA-18813), although the member may READ its group; the same member
+/// subscribing to describable topics only joins.
+#[test]
+fn a_heartbeat_naming_an_undescribable_topic_is_refused() -> Result<()> {
+    use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+
+    let (_broker, mut client) = authorizing_broker_with(&["hb-open", "hb-secret"])?;
+    cover_for_alice(&mut client, "hb-secret")?;
+    let mut join = |topics: &[&str]| -> Result<ConsumerGroupHeartbeatResponse> {
+        client.send(
+            &ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s("hb-group")))
+                .with_member_id(s("hb-member"))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(topics.iter().map(|t| TopicName(s(t))).collect()))
+                .with_topic_partitions(Some(Vec::new())),
+            1,
+        )
+    };
+    let refused = join(&["hb-open", "hb-secret"])?;
+    ensure!(
+        refused.error_code == TOPIC_AUTHORIZATION_FAILED && refused.assignment.is_none(),
+        "subscribing to hb-secret: error {}, assignment {:?}",
+        refused.error_code,
+        refused.assignment
+    );
+    let joined = join(&["hb-open"])?;
+    ensure!(
+        joined.error_code == 0 && joined.member_epoch >= 1,
+        "subscribing to hb-open only: error {}, epoch {}",
+        joined.error_code,
+        joined.member_epoch
     );
     Ok(())
 }

@@ -4,7 +4,8 @@
 //! versions), foreign producer ids, EndTxn out of state; DescribeTransactions
 //! and ListTransactions report what happened; a coordinator holding
 //! --max-transactional-ids refuses new ids; WriteTxnMarkers is refused
-//! from a host that is no broker's. The clients' view (read_committed,
+//! from a host that is no broker's; an internal topic is never added to a
+//! transaction, without an authorizer too. The clients' view (read_committed,
 //! fencing, consume-transform-produce) is tests/python/test_transactions.py.
 
 mod common;
@@ -30,6 +31,7 @@ const INVALID_TXN_STATE: i16 = 48;
 const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
 const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
 const OPERATION_NOT_ATTEMPTED: i16 = 55;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
 const PRODUCER_FENCED: i16 = 90;
 const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
@@ -301,5 +303,62 @@ fn new_transactional_ids_beyond_the_cap_are_refused() -> Result<()> {
         error == 0 && epoch == 1,
         "a known id is still served: {error} {epoch}"
     );
+    Ok(())
+}
+
+/// Kafka's rule for a client's AddPartitionsToTxn holds on a broker without
+/// an authorizer too: an internal topic is never added to a transaction
+/// (TOPIC_AUTHORIZATION_FAILED), and the other topics of that request are
+/// not added either (OPERATION_NOT_ATTEMPTED).
+#[test]
+fn an_internal_topic_is_never_added_to_a_transaction() -> Result<()> {
+    let broker = Broker::start(&[])?;
+    let mut client = Client::connect(&broker)?;
+    client.create_topic("orders")?;
+    let (error, pid, epoch) = init(&mut client, "tx-internal", 60_000)?;
+    ensure!(error == 0, "InitProducerId: {error}");
+    // (version, partitions to add, each one's expected code)
+    type Case = (i16, &'static [(&'static str, i32)], &'static [i16]);
+    let refused: [Case; 3] = [
+        (
+            0,
+            &[("__consumer_offsets", 0), ("orders", 0)],
+            &[TOPIC_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED],
+        ),
+        (
+            3,
+            &[("__consumer_offsets", 0), ("orders", 0)],
+            &[TOPIC_AUTHORIZATION_FAILED, OPERATION_NOT_ATTEMPTED],
+        ),
+        (
+            3,
+            &[("__transaction_state", 0)],
+            &[TOPIC_AUTHORIZATION_FAILED],
+        ),
+    ];
+    for (version, partitions, expected) in refused {
+        let codes = add(
+            &mut client,
+            version,
+            "tx-internal",
+            (pid, epoch),
+            partitions,
+        )?;
+        ensure!(codes == expected, "v{version} {partitions:?}: {codes:?}");
+    }
+    let (error, state, partitions) = describe(&mut client, "tx-internal")?;
+    ensure!(
+        error == 0 && state == "Empty" && partitions == 0,
+        "nothing may have been added: error {error}, state {state}, {partitions} partitions"
+    );
+    // the same request without the internal topic is served
+    let codes = add(
+        &mut client,
+        3,
+        "tx-internal",
+        (pid, epoch),
+        &[("orders", 0)],
+    )?;
+    ensure!(codes == [0], "orders alone: {codes:?}");
     Ok(())
 }

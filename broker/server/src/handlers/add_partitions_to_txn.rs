@@ -3,8 +3,11 @@
 //! partition is in a producer's transaction (v4+, `verify_only`, KIP-890;
 //! v4+ also batches several transactions). Partitions unknown to the
 //! cluster fail the request for that transaction with
-//! UNKNOWN_TOPIC_OR_PARTITION, the others get OPERATION_NOT_ATTEMPTED, and
-//! nothing is added.
+//! UNKNOWN_TOPIC_OR_PARTITION, and a client's (v0-3) internal topic with
+//! TOPIC_AUTHORIZATION_FAILED, whether or not an authorizer is configured
+//! (Kafka's handleAddPartitionsToTxnRequest filters them out before it asks
+//! the authorizer); the others get OPERATION_NOT_ATTEMPTED, and nothing is
+//! added.
 
 use std::sync::Arc;
 
@@ -17,6 +20,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 
+use super::topic_lookup::is_internal_topic;
 use super::txn_errors::{for_version, partition_exists};
 use super::Handled;
 use crate::broker::Broker;
@@ -88,18 +92,24 @@ async fn one_transaction(
         .iter()
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
         .collect();
-    let unknown = |(t, p): &TopicPartition| !partition_exists(broker, t, *p);
+    // Per partition: why it cannot be added at all, if it cannot.
+    let refusals: Vec<Option<ResponseError>> = partitions
+        .iter()
+        .map(|(t, p)| {
+            if version <= 3 && refused_to_clients(t) {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else if !partition_exists(broker, t, *p) {
+                Some(ResponseError::UnknownTopicOrPartition)
+            } else {
+                None
+            }
+        })
+        .collect();
     // Per partition: its error (None = success).
-    let errors: Vec<Option<ResponseError>> = if partitions.iter().any(unknown) {
-        partitions
-            .iter()
-            .map(|tp| {
-                Some(if unknown(tp) {
-                    ResponseError::UnknownTopicOrPartition
-                } else {
-                    ResponseError::OperationNotAttempted
-                })
-            })
+    let errors: Vec<Option<ResponseError>> = if refusals.iter().any(Option::is_some) {
+        refusals
+            .into_iter()
+            .map(|r| Some(r.unwrap_or(ResponseError::OperationNotAttempted)))
             .collect()
     } else if verify_only {
         partitions
@@ -122,6 +132,15 @@ async fn one_transaction(
     };
     let mut errors = errors.into_iter();
     topic_results(topics, || errors.next().flatten().map_or(0, |e| e.code()))
+}
+
+/// A topic no client may add to a transaction, super users included: an
+/// internal one (`__consumer_offsets`, `__transaction_state`), whose
+/// readers would take a transaction marker for one of their own records.
+/// Also the ACL gate's rule, so that its refusal names every topic the
+/// handler would refuse.
+pub(crate) fn refused_to_clients(topic: &str) -> bool {
+    is_internal_topic(topic)
 }
 
 /// The per-partition results of `topics`, each partition's error code

@@ -1,7 +1,8 @@
 //! The group APIs: READ on the group to join, sync, heartbeat, leave and
 //! commit (GROUP_AUTHORIZATION_FAILED for the whole request), READ on each
 //! topic whose offsets are committed (TOPIC_AUTHORIZATION_FAILED per
-//! topic); DESCRIBE on the group to fetch its offsets, describe it, list it
+//! topic), DESCRIBE on every topic a KIP-848 member subscribes to by name
+//! (else the heartbeat is refused with TOPIC_AUTHORIZATION_FAILED); DESCRIBE on the group to fetch its offsets, describe it, list it
 //! or find its coordinator (refused groups answer the group error, listings
 //! leave them out; ListGroups shows everything with DESCRIBE on the
 //! cluster); DELETE to delete a group or its offsets.
@@ -100,6 +101,17 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                 ConsumerGroupHeartbeatResponse::default()
                     .with_error_code(code)
                     .with_error_message(message("not authorized to READ the group")),
+            ))
+        }
+        // Kafka 4.0 (KAFKA-18813): a member may subscribe by name only to
+        // topics it may DESCRIBE; one refused name refuses the heartbeat
+        Request::ConsumerGroupHeartbeat(r)
+            if r.subscribed_topic_names.as_ref().is_some_and(|names| {
+                names.iter().any(|t| !gate.topic(operation::DESCRIBE, &t.0))
+            }) =>
+        {
+            refused(Response::ConsumerGroupHeartbeat(
+                ConsumerGroupHeartbeatResponse::default().with_error_code(TOPIC_DENIED.code()),
             ))
         }
         Request::OffsetCommit(r) if !gate.group(operation::READ, &r.group_id.0) => {

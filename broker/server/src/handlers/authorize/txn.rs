@@ -4,7 +4,8 @@
 //! InitProducerId needs IDEMPOTENT_WRITE on the cluster or WRITE on some
 //! topic (CLUSTER_AUTHORIZATION_FAILED); AddOffsetsToTxn and TxnOffsetCommit
 //! also READ on the group (GROUP_AUTHORIZATION_FAILED); DESCRIBE on the id
-//! to describe or list a transaction. AddPartitionsToTxn v4+ from brokers
+//! to describe or list a transaction, and a described transaction shows
+//! only the topics the caller may DESCRIBE. AddPartitionsToTxn v4+ from brokers
 //! (verification) and WriteTxnMarkers need CLUSTER_ACTION (else
 //! CLUSTER_AUTHORIZATION_FAILED; the handlers also check the sender's
 //! registered address). AddPartitionsToTxn v0–3 also needs WRITE on every
@@ -30,8 +31,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{split, Admission, After, Gate, Routed};
-use crate::handlers::add_partitions_to_txn::topic_results;
-use crate::handlers::topic_lookup::is_internal_topic;
+use crate::handlers::add_partitions_to_txn::{refused_to_clients, topic_results};
 
 const TXN_DENIED: ResponseError = ResponseError::TransactionalIdAuthorizationFailed;
 
@@ -85,9 +85,9 @@ fn may_write_idempotently(gate: &Gate<'_>) -> bool {
 }
 
 /// A client may add `topic` to its transaction: WRITE on it, and never an
-/// internal topic (Kafka refuses those to everyone, super users included).
+/// internal topic (the handler refuses those also without an authorizer).
 fn may_add_to_txn(gate: &Gate<'_>, topic: &str) -> bool {
-    !is_internal_topic(topic) && gate.topic(operation::WRITE, topic)
+    !refused_to_clients(topic) && gate.topic(operation::WRITE, topic)
 }
 
 pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
@@ -270,6 +270,12 @@ impl Denied {
                         .with_transactional_id(t.transactional_id.clone())
                         .with_error_code(TXN_DENIED.code());
                     any = true;
+                }
+                // a described transaction shows only the topics the caller
+                // may describe (Kafka's rule); leaving one out is no error
+                for t in &mut resp.transaction_states {
+                    t.topics
+                        .retain(|topic| gate.topic(operation::DESCRIBE, &topic.topic.0));
                 }
                 any
             }
