@@ -1,10 +1,11 @@
 //! The ledger JSON: what one producer says happened to its sequence numbers.
 //!
 //! Owns: the one schema every tool writes (the ingestor's `GET /ledger`,
-//! `envelope-producer --ledger`) and the verifying consumer reads (README
-//! "Ledger JSON"). Field names are snake_case only.
-//! Must not: reconcile ledgers with what was consumed (that is the consumer's
-//! `ledger` module) or know how a ledger is fetched.
+//! `envelope-producer --ledger`), chronik-bench's producers keep in memory,
+//! and the verifying consumer reads (README "Ledger JSON"). Field names are
+//! snake_case only.
+//! Must not: reconcile ledgers with what was consumed (that is `reconcile`)
+//! or know how a ledger is fetched.
 //!
 //! ```json
 //! {"ingestor_id": "ingestor-0", "producer_id": 176, "producer_id_hex": "00000000000000b0",

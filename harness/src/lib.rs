@@ -10,8 +10,8 @@
 //! - `intervals` — sets of sequence numbers / offsets as sorted inclusive
 //!   ranges, with the set algebra verification needs.
 //! - `ledger` — the ledger JSON: what one producer says happened to its
-//!   sequences (written by the ingestor and envelope-producer, read by the
-//!   verifying consumer).
+//!   sequences (written by the ingestor and envelope-producer, kept by
+//!   chronik-bench's producers, read by the verifying consumer).
 //! - `verify` — the per-record verifier (redeliveries, foreign records,
 //!   duplicates, reordering, corruption, end-to-end latency) both verifying
 //!   tools run: chronik-consumer and chronik-bench.
