@@ -34,7 +34,7 @@
 # "grow: N brokers Ready in S s; P partitions moved in S s" and exits 0, or
 # says which step failed. Shrinking is the same steps in the other order
 # (move partitions off, then scale down, then kafka-cluster.sh unregister):
-# README.md, "Growing and shrinking the brokers".
+# k8s-perf/README.md, "Controllers apart from brokers, and growing the brokers".
 # Needs: kubectl; --tools host: java and the jars (compat/install-deps.sh).
 set -euo pipefail
 # shellcheck source=k8s-perf/lib/k8s.sh

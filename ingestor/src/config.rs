@@ -8,7 +8,7 @@
 //! given: 5 ms for acks 0/1 (the seed), 20 ms for acks=all, where every
 //! acknowledgement already waits for a follower's fetch round trip; larger
 //! batches there halved the brokers' CPU per message in the 3-node pipeline
-//! (README, "Where the cores go").
+//! (docs/performance.md, "Where the cores go").
 //! Must not: read the environment anywhere else.
 
 use std::fmt;

@@ -1,11 +1,11 @@
-//! The README's ACL table, checked for every API and version the broker
+//! The ACL table of docs/security.md, checked for every API and version the broker
 //! advertises: a principal with no ACLs (User:ANONYMOUS on the PLAINTEXT
 //! listener, no `--allow-everyone-if-no-acl-found`) sends one request of
 //! each (API, version) in ApiVersions and must be refused with the error
 //! of each resource the API needs (Kafka's: TOPIC_ 29, GROUP_ 30,
 //! CLUSTER_ 31, TRANSACTIONAL_ID_AUTHORIZATION_FAILED 53), or see its
 //! listings filtered to nothing, or — for the few APIs no ACL governs — be
-//! served. `TABLE` holds one row per API, mirroring the README; an
+//! served. `TABLE` holds one row per API, mirroring docs/security.md; an
 //! advertised API without a row fails the test, so a new handler cannot
 //! fall through the gate unnoticed.
 //!
@@ -59,7 +59,7 @@ enum Seen {
     Served(i16),
 }
 
-/// The README's row for an API: the resources it is refused on (each with
+/// docs/security.md's row for an API: the resources it is refused on (each with
 /// its kind's error), and whether its listings are filtered instead.
 struct Row {
     refuses: &'static [Kind],
@@ -84,7 +84,7 @@ const OPEN: Row = Row {
 
 use Kind::{Cluster, Group, Topic, TxnId};
 
-/// One row per API, as the README's ACL table says.
+/// One row per API, as docs/security.md's ACL table says.
 const TABLE: &[(ApiKey, Row)] = &[
     (ApiKey::Produce, refuses(&[Topic])),
     (ApiKey::Fetch, refuses(&[Topic])),
@@ -968,7 +968,7 @@ fn every_advertised_api_version_refuses_a_principal_without_acls() -> Result<()>
         let api = ApiKey::try_from(key.api_key)
             .map_err(|_| anyhow::anyhow!("unknown API key {} advertised", key.api_key))?;
         let Some((_, row)) = TABLE.iter().find(|(a, _)| *a == api) else {
-            bail!("{api:?} is advertised but has no row in TABLE (nor in the README's ACL table)");
+            bail!("{api:?} is advertised but has no row in TABLE (nor in docs/security.md's ACL table)");
         };
         let mut kinds_seen = Vec::new();
         let mut listed = false;
