@@ -271,6 +271,13 @@ pub fn box_table(c: &Config, r: &RunResult) -> String {
                 thousands(v.no_envelope)
             );
         }
+        if v.redeliveries > 0 {
+            let _ = writeln!(
+                out,
+                "║ Read again:       {:>12} (same offset, not verified again)",
+                thousands(v.redeliveries)
+            );
+        }
         let _ = writeln!(
             out,
             "║ Result:           {}",
