@@ -237,7 +237,7 @@ LOADGEN_BIN=$(cat "$WORK/loadgen-path")
 [[ -x "$LOADGEN_BIN" ]] || die "chronik-loadgen not found after install (see $WORK/install-loadgen.log)"
 export LOADGEN_BIN
 # the plan as this run offers it: its batch and message size unless given
-plan_field() { "$LOADGEN_BIN" describe "load/plans/$TEST.json" | "$VENV_PY" -c 'import json, sys; print(json.load(sys.stdin)["plan"][sys.argv[1]])' "$1"; }
+plan_field() { "$LOADGEN_BIN" describe "load/plans/$TEST.json" | "$VENV_PY" scripts/runctl.py json-field plan "$1"; }
 BATCH_SIZE=${BATCH_SIZE:-$(plan_field batch_size)}
 MESSAGE_SIZE=${MESSAGE_SIZE:-$(plan_field message_size)}
 
@@ -300,7 +300,8 @@ for ((i = 0; i < INGESTORS; i++)); do
 done
 # the load generators' live /metrics (request rate, latency, errors, dropped)
 LOADGEN_METRICS=()
-for ((i = 0; i < GENERATORS; i++)); do LOADGEN_METRICS+=("127.0.0.1:$(free_port)"); done
+LOADGEN_PORTS=$(free_port "$GENERATORS")
+for port in $LOADGEN_PORTS; do LOADGEN_METRICS+=("127.0.0.1:$port"); done
 SCRAPE+=("${LOADGEN_METRICS[@]}")
 start_prometheus "$WORK/prometheus" "${SCRAPE[@]}"
 [[ -n "${PROM_PID:-}" ]] && STARTED+=("prometheus=$PROM_PID")

@@ -27,6 +27,9 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"   # free_port, cpu_ticks (its log, die and stop_pid are replaced below)
+BENCHCTL="$ROOT/scripts/benchctl.py"
 ANCHOR="${ANCHOR:-$ROOT/.tools/kafka-anchor}"
 ANCHOR_SOURCE="${ANCHOR_SOURCE:-$ROOT/../shared/tools/kafka-anchor}"
 BENCH_BIN="${BENCH_BIN:-$ROOT/target/release/chronik-bench}"
@@ -83,9 +86,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-cpu_ticks() { awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-
 stop_pid() {
   local p=$1
   kill -TERM "$p" 2>/dev/null || return 0
@@ -111,16 +111,8 @@ bench_one() { # broker_name bootstrap broker_pid size
       --warmup-duration "${WARMUP_SECS}s" --report-interval-secs 5 --broker-pid "$bpid" \
       --json-output "$json" > "$OUT/$name-chronik-bench-$size.out" 2> "$OUT/$name-chronik-bench-$size.err" ; } 2> "$timing"
   local b1; b1=$(cpu_ticks "$bpid")
-  python3 - "$json" "$timing" "$b0" "$b1" "$CLK_TCK" "$name" "$size" >> "$ROWS" <<'PY'
-import json, sys
-doc = json.load(open(sys.argv[1]))
-user, sys_ = map(float, open(sys.argv[2]).read().split()[-2:])
-b0, b1, hz = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-sent = doc["publish"]["sentTotal"]
-print("\t".join([sys.argv[6], "chronik-bench", sys.argv[7], f"{doc['achievedRate']:.0f}",
-                 f"{(user + sys_) * 1e6 / sent:.2f}", f"{(b1 - b0) / hz * 1e6 / sent:.2f}", str(sent)]))
-PY
-  python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["achievedRate"]))' "$json"
+  python3 "$BENCHCTL" bench-cpu-row "$name" "$size" "$json" "$timing" "$b0" "$b1" "$CLK_TCK" >> "$ROWS"
+  python3 "$BENCHCTL" bench-rate "$json"
 }
 
 pp_one() { # broker_name bootstrap broker_pid size records
@@ -142,14 +134,7 @@ pp_one() { # broker_name bootstrap broker_pid size records
   local rate
   rate=$(grep -E '^[0-9]+ records sent,.*99.9th' "$raw" | tail -1 | sed -E 's/^[0-9]+ records sent, ([0-9.]+) records\/sec.*/\1/')
   [[ -n "$rate" ]] || { tail -20 "$raw" >&2; die "no ProducerPerformance summary in $raw"; }
-  python3 - "$timing" "$b0" "$b1" "$CLK_TCK" "$name" "$size" "$rate" "$records" >> "$ROWS" <<'PY'
-import sys
-user, sys_ = map(float, open(sys.argv[1]).read().split()[-2:])
-b0, b1, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-records = int(sys.argv[8])
-print("\t".join([sys.argv[5], "ProducerPerformance", sys.argv[6], f"{float(sys.argv[7]):.0f}",
-                 f"{(user + sys_) * 1e6 / records:.2f}", f"{(b1 - b0) / hz * 1e6 / records:.2f}", str(records)]))
-PY
+  python3 "$BENCHCTL" cpu-row "$name" ProducerPerformance "$size" "$rate" "$records" "$timing" "$b0" "$b1" "$CLK_TCK" >> "$ROWS"
 }
 
 # Untimed load first: a cold JVM broker runs several times slower until its
@@ -194,7 +179,7 @@ for broker in $BROKERS; do
       rm -rf "${CHRONIK_DATA:?}"/*
       ;;
     kafka)
-      port=$(free_port); cport=$(free_port)
+      ports=$(free_port 2); read -r port cport <<< "$ports"
       log "starting Apache Kafka $(cat "$ANCHOR/lib/broker/.kafka-version") on 127.0.0.1:$port"
       export ANCHOR_RUN_DIR="$OUT/kafka-run"
       BROKER_PORT=$port CONTROLLER_PORT=$cport "$ANCHOR/start-single.sh" > "$OUT/kafka-start.log" 2>&1 \

@@ -23,6 +23,7 @@ REPO_ROOT="$(cd "$COMPAT_DIR/.." && pwd)"
 VENV="${VENV:-$REPO_ROOT/.venv}"
 CARGO="${CARGO:-cargo}"
 PYTHON="${PYTHON:-python3}"
+RUNCTL="$REPO_ROOT/scripts/runctl.py"
 
 say() { printf '[compat deps] %s\n' "$*" >&2; }
 
@@ -51,20 +52,20 @@ say "apt: $(kcat -V 2>&1 | sed -nE 's/^Version ([^ ]+) .*librdkafka ([^ ]+).*/kc
 req="$COMPAT_DIR/requirements.txt"
 stamp="$VENV/.compat-requirements.sha256"
 want=$(sha256sum "$req" | cut -d' ' -f1)
-if [[ -d "$VENV" ]] && ! "$VENV/bin/python" -c 'pass' 2> /dev/null; then
+if [[ -d "$VENV" ]] && ! "$VENV/bin/python" "$RUNCTL" has-modules 2> /dev/null; then
   say "python: $VENV is broken, recreating"
   rm -rf "$VENV"
 fi
 [[ -x "$VENV/bin/python" ]] || { say "python: creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
-   && "$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka' 2> /dev/null; then
+   && "$VENV/bin/python" "$RUNCTL" has-modules confluent_kafka kafka aiokafka 2> /dev/null; then
   :
 else
   rm -f "$stamp"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
   echo "$want" > "$stamp"
 fi
-say "python: $("$VENV/bin/python" -c 'import confluent_kafka, kafka, aiokafka; print("confluent-kafka", confluent_kafka.__version__, "kafka-python", kafka.__version__, "aiokafka", aiokafka.__version__)')"
+say "python: $("$VENV/bin/python" "$RUNCTL" module-versions confluent-kafka=confluent_kafka kafka-python=kafka aiokafka=aiokafka)"
 
 # -- go ----------------------------------------------------------------------
 command -v go > /dev/null 2>&1 || { say "error: go not on PATH (franz-go needs Go >= 1.26)"; exit 1; }

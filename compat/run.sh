@@ -203,18 +203,8 @@ run_client() {
   # not_checked CHECK DETAIL - the runner's own n/a line for a check this row does not run
   not_checked() {
     local line
-    line=$("$VENV/bin/python" - "$label" "$1" "$2" "$OUT/results.$client.jsonl" <<'EOF'
-import json, sys
-label, check, detail, results = sys.argv[1:]
-version = "?"  # the version the client's own result lines name
-try:
-    with open(results) as f:
-        version = next((json.loads(line)["version"] for line in f if line.strip()), version)
-except (OSError, ValueError, KeyError):
-    pass
-print(json.dumps({"client": label, "version": version, "check": check, "result": "n/a", "detail": detail}))
-EOF
-    ) && printf '%s\n' "$line" >> "$OUT/results.$client.jsonl"
+    line=$("$VENV/bin/python" "$COMPAT_DIR/python/run_lines.py" not-checked "$label" "$1" "$2" "$OUT/results.$client.jsonl") \
+      && printf '%s\n' "$line" >> "$OUT/results.$client.jsonl"
   }
   broker_start() {
     BROKER_DIR="$work"
@@ -427,17 +417,6 @@ for c in $CLIENTS; do
   cat "$OUT/invocations.$c.tsv" >> "$OUT/invocations.tsv" 2> /dev/null || true
   rm -f "$OUT/results.$c.jsonl" "$OUT/invocations.$c.tsv"
 done
-meta=$("$VENV/bin/python" - "$RUN_ID" "$GIT_COMMIT" "$BROKER_SOURCE" "$BROKER_BUILT" \
-  "$DEFAULT_DELAY_CLIENTS" "$WAL_PROFILE" "$MESSAGES" "$PERF_RECORDS" "$(($(date +%s) - started))" <<'EOF'
-import json, os, sys
-run_id, commit, binary, built, default_delay, wal, messages, perf, secs = sys.argv[1:]
-print(json.dumps({
-    "run_id": run_id, "git_commit": commit, "broker": binary,
-    "broker_built": built,
-    "broker_flags": f"--wal-profile {wal} --group-initial-rebalance-delay-ms 0 "
-                    f"(except {default_delay}: Kafka's default 3000 ms)",
-    "messages_per_check": int(messages), "perf_records": int(perf),
-    "host_cores": os.cpu_count(), "duration_s": int(secs)}))
-EOF
-)
+meta=$("$VENV/bin/python" "$COMPAT_DIR/python/run_lines.py" meta "$RUN_ID" "$GIT_COMMIT" "$BROKER_SOURCE" "$BROKER_BUILT" \
+  "$DEFAULT_DELAY_CLIENTS" "$WAL_PROFILE" "$MESSAGES" "$PERF_RECORDS" "$(($(date +%s) - started))")
 "$VENV/bin/python" "$COMPAT_DIR/python/matrix.py" --out "$OUT" --meta "$meta"

@@ -111,19 +111,7 @@ STATUS=$?
 set -e
 cat "$RUN_DIR/consumer.stdout" >&2
 
-python3 - "$REPORT" "$USED" "$STATUS" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-c, run = r["counts"], r["run"]
-verified, active = c["verified"], run["activeSecs"]
-cpu, poll_cpu = run["processCpuSecs"], run["pollThreadCpuSecs"]
-print(f"producer: {sys.argv[2]}   consumer exit status: {sys.argv[3]}   verdict clean={r['verdict']['clean']} conclusive={r['verdict']['conclusive']}")
-print(f"verified {verified} messages (foreign {c['foreign']}, duplicates {c['duplicates']}, lost {c['lost']})")
-print(f"active {active:.2f} s  ->  {verified / active:,.0f} msg/s wall" if active else "active time unknown")
-print(f"process CPU {cpu:.2f} s  ->  {verified / cpu:,.0f} msg per CPU-second (per core)")
-print(f"poll thread CPU {poll_cpu:.2f} s  ->  {verified / poll_cpu:,.0f} msg per poll-thread CPU-second")
-print(f"end-to-end latency (includes the pre-produce wait, not meaningful here): p50 {r['latency']['e2e']['p50Us']} us")
-PY
+python3 "$ROOT/scripts/benchctl.py" consumer-summary "$REPORT" "$USED" "$STATUS"
 
 echo
 "$RELEASE/chronik-consumer-verifier-bench" 4000000 "$SIZE"

@@ -114,19 +114,7 @@ if [[ -x "$CHRONIK_BENCH_BIN" ]]; then
       --warmup-duration "${WARMUP}s" --acks 1 --compression snappy --linger-ms 5 --batch-size 1000000 \
       --client-property batch.num.messages=10000 --broker-pid "$CHRONIK_PID" \
       --json-output "$BENCH_DIR/chronik-bench.json" > "$BENCH_DIR/chronik-bench.txt" 2>&1; then
-    python3 - "$BENCH_DIR/chronik-bench.json" "$CHRONIK_BENCH_CONCURRENCY" >> "$RESULTS" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-broker = (d.get("resources") or {}).get("broker") or {}
-cpu = broker.get("cpuUsPerMsg", "-") if isinstance(broker, dict) else "-"
-def first(v):
-    # OMB-style per-topic lists; one topic here.
-    v = v[0] if isinstance(v, list) and v else v
-    return f"{v:.2f}" if isinstance(v, (int, float)) else "-"
-print(f"RESULT label=chronik-bench mode=direct concurrency={sys.argv[2]} messages={d['messages']} "
-      f"msg_per_s={d['messageRate']:.0f} p50_ms={first(d.get('publishLatency50pct'))} "
-      f"p99_ms={first(d.get('publishLatency99pct'))} cpu_us_per_msg_pid0={first(cpu)}")
-PY
+    python3 "$REPO_ROOT/scripts/benchctl.py" ingestor-row "$BENCH_DIR/chronik-bench.json" "$CHRONIK_BENCH_CONCURRENCY" >> "$RESULTS"
     tail -n 1 "$RESULTS"
   else
     log "chronik-bench failed (see $BENCH_DIR/chronik-bench.txt); continuing without it"
@@ -142,35 +130,5 @@ load --label fire --target "$INGESTOR_HTTP" --route /produce/fire/batch --cpu-pi
 wait_drained
 curl -fsS "http://$INGESTOR_HTTP/ledger" > "$BENCH_DIR/ledger.json"
 
-python3 - "$RESULTS" "$BENCH_DIR/ledger.json" <<'EOF'
-import json, sys
-rows = {}
-for line in open(sys.argv[1]):
-    if line.startswith("RESULT "):
-        kv = dict(t.split("=", 1) for t in line.split()[1:])
-        rows[kv["label"]] = kv
-ledger = json.load(open(sys.argv[2]))
-def rate(label):
-    return float(rows[label]["msg_per_s"]) if label in rows else float("nan")
-def ratio(x, base):
-    return f"{x / base:.0%}" if base == base and base > 0 else "-"
-print()
-print("| step | msg/s | vs chronik-bench | vs direct rdkafka | p50 ms | p99 ms | non-2xx | ingestor CPU µs/msg | broker CPU µs/msg | load-gen cores |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for label in ("chronik-bench", "direct", "batch", "fire"):
-    r = rows.get(label)
-    if not r:
-        continue
-    x = float(r["msg_per_s"])
-    if label in ("direct", "chronik-bench"):
-        ing, brk = "-", r.get("cpu_us_per_msg_pid0", "-")
-    else:
-        ing, brk = r.get("cpu_us_per_msg_pid0", "-"), r.get("cpu_us_per_msg_pid1", "-")
-    print(f"| {label} | {x:,.0f} | {ratio(x, rate('chronik-bench'))} | {ratio(x, rate('direct'))} | "
-          f"{r.get('p50_ms', '-')} | {r.get('p99_ms', '-')} | {r.get('non2xx', '-')} | {ing} | {brk} | {r.get('load_cpu_cores', '-')} |")
-print()
-print(f"ledger: next_sequence={ledger['next_sequence']} acknowledged={ledger['acknowledged_count']} "
-      f"failed={ledger['failed_count']} in_flight={ledger['in_flight']} "
-      f"ranges(ack)={len(ledger['acknowledged'])} ranges(failed)={len(ledger['failed'])}")
-EOF
+python3 "$REPO_ROOT/scripts/benchctl.py" ingestor-table "$RESULTS" "$BENCH_DIR/ledger.json"
 log "raw results: $RESULTS"

@@ -67,7 +67,7 @@ if ((GENERATORS == 1)); then
   "$LOADGEN_BIN" run "$PLAN" "${COMMON[@]}" --index 0 $(prom_flag 0) "${ARGS[@]}" || rc=$?
 else
   # a free loopback port for generator 0's barrier
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(python3 "$REPO_ROOT/scripts/runctl.py" free-port)
   pids=()
   for ((i = 0; i < GENERATORS; i++)); do
     if ((i == 0)); then barrier=(--barrier-listen "127.0.0.1:$port"); else barrier=(--barrier-peer "http://127.0.0.1:$port"); fi

@@ -45,24 +45,7 @@ check "unknown field refused" refused 's/"seed"/"sed"/'
 check "bad --rate refused" bash -c "! \"$BIN\" run load/plans/find-max.json --targets http://127.0.0.1:1 --results $WORK/x --rate 5 2>/dev/null"
 
 # a fake ingestor answering like chronik-ingestor's /produce/batch
-python3 - "$WORK/port" <<'PY' &
-import json, socket, sys
-from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def log_message(self, *a): pass
-    def reply(self, status, body):
-        self.send_response(status); self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
-    def do_GET(self): self.reply(200, b'{"status":"ready"}')
-    def do_POST(self):
-        msgs = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        res = [{"partition": i % 3, "offset": i} for i in range(len(msgs))]
-        self.reply(200, json.dumps({"delivered": len(msgs), "results": res}).encode())
-srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-open(sys.argv[1], "w").write(str(srv.server_address[1]))
-srv.serve_forever()
-PY
+python3 load/testkit.py fake-ingestor "$WORK/port" &
 FAKE_PID=$!
 for _ in $(seq 50); do [[ -s "$WORK/port" ]] && break; sleep 0.1; done
 URL="http://127.0.0.1:$(cat "$WORK/port")"
@@ -71,14 +54,7 @@ layout() {  # DIR GENERATORS PLAN
   for ((n = 0; n < $2; n++)); do
     [[ -s "$1/gen-$n/summary-$3.json" && -s "$1/gen-$n/requests-$3.csv.gz" ]] || return 1
   done
-  python3 - "$1/merged-$3.json" "$2" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-assert m["generators"] == int(sys.argv[2]) and m["index"] is None, m["generators"]
-assert m["metrics"]["http_reqs"]["values"]["count"] == 40, m["metrics"]["http_reqs"]
-assert m["metrics"]["messages_produced"]["values"]["count"] == 4000
-assert m["thresholds_ok"] is True
-PY
+  python3 load/testkit.py check-merged "$1/merged-$3.json" "$2"
 }
 check "run.sh one generator" bash -c "load/run.sh smoke --targets $URL --rate 20 --duration 2s --results $WORK/one > $WORK/one.log 2>&1 && $(declare -f layout); layout $WORK/one 1 smoke"
 check "run.sh two generators" bash -c "load/run.sh smoke --targets $URL --rate 20 --duration 2s --generators 2 --results $WORK/two > $WORK/two.log 2>&1 && $(declare -f layout); layout $WORK/two 2 smoke"

@@ -38,14 +38,7 @@ if ! grep -q "Rebalances during the measured window" "$report"; then
   exit 1
 fi
 # first delivery only: every verified message timed once, none read twice
-if ! .venv/bin/python - "results/$RUN_ID/consumers/merged.json" <<'PY'
-import json, sys
-m = json.load(open(sys.argv[1]))
-verified, timed, again = m["counts"]["verified"], m["latency"]["e2e"]["count"], m["counts"]["redeliveries"]
-print(f"e2e: {verified} verified, {timed} end-to-end samples, {again} redeliveries", file=sys.stderr)
-sys.exit(0 if timed == verified and again == 0 else 1)
-PY
-then
+if ! .venv/bin/python scripts/runctl.py first-delivery "results/$RUN_ID/consumers/merged.json"; then
   echo "e2e: a message was read (and timed) more than once across the rebalance" >&2
   exit 1
 fi

@@ -66,19 +66,19 @@ log "kubeconform: $KUBECONFORM_VERSION"
 
 # -- Python venv (kubernetes-validate, PyYAML) --------------------------------------
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
-if [[ -d "$VENV" ]] && ! "$VENV/bin/python" -c 'pass' 2>/dev/null; then
+if [[ -d "$VENV" ]] && ! "$VENV/bin/python" "$REPO_ROOT/scripts/runctl.py" has-modules 2>/dev/null; then
   log "$VENV is broken, recreating"
   rm -rf "$VENV"
 fi
 if [[ "$(cat "$VENV/.requirements.sha256" 2>/dev/null || true)" != "$want" ]] \
-   || ! "$VENV/bin/python" -c 'import kubernetes_validate, yaml' 2>/dev/null; then
+   || ! "$VENV/bin/python" "$REPO_ROOT/scripts/runctl.py" has-modules kubernetes_validate yaml 2>/dev/null; then
   log "creating $VENV"
   rm -rf "$VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ" >&2
   echo "$want" > "$VENV/.requirements.sha256"
 fi
-log "python: kubernetes-validate $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))')"
+log "python: kubernetes-validate $("$VENV/bin/python" -m pip show --disable-pip-version-check kubernetes-validate | sed -n 's/^Version: //p')"
 
 # -- prometheus-operator CRDs (Go module source) ---------------------------------------
 crd_dir_file="$TOOLS_DIR/k8s-crd-dir"
@@ -88,7 +88,7 @@ if [[ -z "$crd_dir" || ! -f "$crd_dir/monitoring.coreos.com_servicemonitors.yaml
   log "downloading github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION (go mod download)"
   mod_dir=$(cd "$TOOLS_DIR" && go mod download -json \
     "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
-    | "$VENV/bin/python" -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    | "$VENV/bin/python" "$REPO_ROOT/scripts/runctl.py" json-field Dir)
   crd_dir="$mod_dir/example/prometheus-operator-crd"
   [[ -f "$crd_dir/monitoring.coreos.com_servicemonitors.yaml" ]] || { log "error: no CRDs in $crd_dir"; exit 1; }
   echo "$crd_dir" > "$crd_dir_file"

@@ -11,6 +11,7 @@
 # Env: VENV (default <repo>/.venv), PYTHON (default python3).
 set -euo pipefail
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+RUNCTL="$REPO_ROOT/scripts/runctl.py"
 VENV="${VENV:-$REPO_ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
 REQ="$REPO_ROOT/tests/python/requirements.txt"
@@ -19,7 +20,7 @@ STAMP="$VENV/.requirements.sha256"
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
 
 # A venv whose interpreter no longer runs (python moved or upgraded) is rebuilt.
-if [[ -d "$VENV" ]] && ! "$VENV/bin/python" -c 'pass' 2>/dev/null; then
+if [[ -d "$VENV" ]] && ! "$VENV/bin/python" "$RUNCTL" has-modules 2>/dev/null; then
   echo "python deps: $VENV is broken, recreating"
   rm -rf "$VENV"
 fi
@@ -29,12 +30,13 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] \
-   && "$VENV/bin/python" -c 'import confluent_kafka, pytest' 2>/dev/null; then
+   && "$VENV/bin/python" "$RUNCTL" has-modules confluent_kafka pytest 2>/dev/null; then
   echo "python deps: $VENV up to date"
   exit 0
 fi
 
 rm -f "$STAMP"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
-"$VENV/bin/python" -c 'import confluent_kafka, pytest; print("python deps: confluent-kafka", confluent_kafka.__version__, "librdkafka", confluent_kafka.libversion()[0], "pytest", pytest.__version__)'
+versions=$("$VENV/bin/python" "$RUNCTL" module-versions confluent-kafka=confluent_kafka librdkafka=confluent_kafka:libversion pytest)
+echo "python deps: $versions"
 echo "$want" > "$STAMP"

@@ -19,12 +19,13 @@ VENV="${VENV:-$REPO_ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
 REQ="$REPO_ROOT/reports/requirements.txt"
 STAMP="$VENV/.report-requirements.sha256"
-IMPORTS='import pandas, matplotlib, hdrh, nbclient, nbconvert, nbformat, ipykernel, papermill, pytest'
+RUNCTL="$REPO_ROOT/scripts/runctl.py"
+MODULES=(pandas matplotlib hdrh nbclient nbconvert nbformat ipykernel papermill pytest)
 
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
 
 # A venv whose interpreter no longer runs (python moved or upgraded) is rebuilt.
-if [[ -d "$VENV" ]] && ! "$VENV/bin/python" -c 'pass' 2>/dev/null; then
+if [[ -d "$VENV" ]] && ! "$VENV/bin/python" "$RUNCTL" has-modules 2>/dev/null; then
   echo "report deps: $VENV is broken, recreating"
   rm -rf "$VENV"
 fi
@@ -32,19 +33,19 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   echo "report deps: creating $VENV with $("$PYTHON" --version 2>&1)"
   "$PYTHON" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+if ! "$VENV/bin/python" "$RUNCTL" has-modules --python 3.11; then
   echo "report deps: $VENV has $("$VENV/bin/python" --version 2>&1); pandas 3 needs Python >= 3.11" >&2
   exit 1
 fi
 
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" -c "$IMPORTS" 2>/dev/null; then
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" "$RUNCTL" has-modules "${MODULES[@]}" 2>/dev/null; then
   echo "report deps: $VENV up to date"
   exit 0
 fi
 
 rm -f "$STAMP"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
-"$VENV/bin/python" -c "$IMPORTS"'
-print("report deps: pandas", pandas.__version__, "matplotlib", matplotlib.__version__,
-      "nbclient", nbclient.__version__, "papermill", papermill.__version__, "pytest", pytest.__version__)'
+"$VENV/bin/python" "$RUNCTL" has-modules "${MODULES[@]}" || { echo "report deps: a module does not import after pip install" >&2; exit 1; }
+versions=$("$VENV/bin/python" "$RUNCTL" module-versions pandas matplotlib nbclient papermill pytest)
+echo "report deps: $versions"
 echo "$want" > "$STAMP"

@@ -18,6 +18,7 @@
 #
 # Needs: Debian 12, root or sudo when something is missing.
 set -euo pipefail
+RUNCTL="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/runctl.py"
 
 want_bench=0
 want_run=0
@@ -47,7 +48,7 @@ need_cmd python3 python3
 need_cmd tcpdump tcpdump
 need_pkg zlib1g-dev
 # pyenv/uv pythons ship venv+ensurepip; Debian's python3 needs python3-venv
-if command -v python3 > /dev/null 2>&1 && ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+if command -v python3 > /dev/null 2>&1 && ! python3 "$RUNCTL" has-modules venv ensurepip 2>/dev/null; then
   missing+=(python3-venv)
 fi
 if ((want_bench)); then

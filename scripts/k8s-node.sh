@@ -134,7 +134,7 @@ pki() {
       -days 3650 -out "$PKI/ca.crt" 2> /dev/null
   fi
   local svc_ip
-  svc_ip=$(python3 -c 'import ipaddress,sys; print(next(ipaddress.ip_network(sys.argv[1]).hosts()))' "$SERVICE_CIDR")
+  svc_ip=$(python3 "$REPO_ROOT/scripts/runctl.py" first-host "$SERVICE_CIDR")
   cert apiserver "/CN=kube-apiserver" \
     "IP:$NODE_IP,IP:$svc_ip,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost"
   cert kubelet "/CN=$NODE_NAME" "IP:$NODE_IP,DNS:$NODE_NAME"

@@ -6,11 +6,13 @@
 # OWNER_STARTTIME" line per process a script started: STARTTIME pins the pid to
 # one process so a reused pid is never stopped, OWNER is the script ($$) that
 # started it, so cleanup.sh leaves alone what a still-running script owns),
-# starting chronik-server on free loopback ports and polling it ready, and
-# stopping processes by pid. Registry updates hold flock on .run/pids.lock, so
-# parallel runners of one script (or several scripts) can share it.
+# starting chronik-server on free loopback ports and polling it ready,
+# stopping processes by pid, and reading a process's CPU ticks (cpu_ticks).
+# Registry updates hold flock on .run/pids.lock, so parallel runners of one
+# script (or several scripts) can share it. Must not: hold program logic
+# (free_port and port_free call scripts/runctl.py).
 #
-# Needs: bash 4+, awk, flock (util-linux), curl (scripts/install-system-deps.sh).
+# Needs: bash 4+, awk, flock (util-linux), curl, python3 (scripts/install-system-deps.sh).
 #
 # Env knobs (all optional):
 #   RUN_DIR              scratch dir for pids, data, logs   (default <repo>/.run)
@@ -88,30 +90,25 @@ wait_http_ok() {
 }
 
 # port_free PORT - true when 127.0.0.1:PORT can be bound.
-port_free() {
-  python3 -c 'import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try: s.bind(("127.0.0.1", int(sys.argv[1])))
-except OSError: sys.exit(1)' "$1"
-}
+port_free() { python3 "$REPO_ROOT/scripts/runctl.py" port-free "$1"; }
 
-# free_port - a TCP port on 127.0.0.1 that nobody listens on right now.
-free_port() {
-  # Free on 127.0.0.1-3 and below the ephemeral range (32768-60999): cluster
-  # nodes connect from their own address, so an ephemeral port could be taken
-  # by an outgoing connection before the node given it binds its listener.
-  python3 -c '
-import random, socket
-for _ in range(1000):
-    port = random.randrange(20000, 32000)
-    try:
-        for i in (1, 2, 3):
-            s = socket.socket(); s.bind(("127.0.0.%d" % i, port)); s.close()
-    except OSError:
-        continue
-    print(port); break
-else:
-    raise SystemExit("no free port in 20000-31999 on 127.0.0.1-3")'
+# free_port [N] - N (default 1) distinct TCP ports, space-separated, that
+# 127.0.0.1-3 can all bind right now, below the ephemeral range (so no
+# outgoing connection takes one before its listener binds). The one
+# implementation: scripts/runctl.py free-port.
+free_port() { python3 "$REPO_ROOT/scripts/runctl.py" free-port "$@"; }
+
+# cpu_ticks PID... - user + system CPU the processes have used so far, summed,
+# in clock ticks (getconf CLK_TCK a second); fails when one has gone.
+# (/proc/PID/stat fields 14 and 15, counted after the ") " that ends the
+# command name, which may itself hold spaces.)
+cpu_ticks() {
+  local total=0 pid ticks
+  for pid in "$@"; do
+    ticks=$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$pid/stat" 2>/dev/null) && [[ -n "$ticks" ]] || return 1
+    total=$((total + ticks))
+  done
+  echo "$total"
 }
 
 # start_chronik DIR [ARGS...] - start chronik-server with its data in DIR/data
@@ -173,23 +170,20 @@ start_chronik_cluster() {
   local dir=$1 n=$2; shift 2
   [[ -x "$CHRONIK_SERVER_BIN" ]] \
     || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
-  local kport rport mport peers="" i proto=${CHRONIK_CLUSTER_PROTOCOL:-PLAINTEXT}
+  local ports kport rport mport peers="" i proto=${CHRONIK_CLUSTER_PROTOCOL:-PLAINTEXT}
   # CHRONIK_CONTROLLERS=C > 0: Kafka's split roles. Nodes 1..C on 127.0.0.1..C
   # are controllers only (the voters); the n brokers are nodes C+1..C+n,
   # observers of the quorum. 0 (the default): n combined nodes.
   local controllers=${CHRONIK_CONTROLLERS:-0} voters total
   voters=$((controllers > 0 ? controllers : n)); total=$((controllers + n))
-  kport=$(free_port); rport=$(free_port); mport=$(free_port)
-  while [[ "$rport" == "$kport" || "$mport" == "$kport" || "$mport" == "$rport" ]]; do
-    rport=$(free_port); mport=$(free_port)
-  done
+  ports=$(free_port 3); read -r kport rport mport <<< "$ports"
   for ((i = 1; i <= voters; i++)); do peers+="${peers:+,}$i@127.0.0.$i"; done
   # One raft secret for every node (they share this host).
   mkdir -p "$dir"
   [[ -s "$dir/cluster.secret" ]] || (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$dir/cluster.secret")
   CHRONIK_PIDS=(); CHRONIK_METRICS_LIST=(); CHRONIK_KAFKA=""
   CHRONIK_CONTROLLER_PIDS=(); CHRONIK_CONTROLLER_METRICS_LIST=()
-  local pids=() metrics=()
+  local pids=() node_metrics=()
   for ((i = 1; i <= total; i++)); do
     mkdir -p "$dir/node-$i/data"
     local listen=(--listen "127.0.0.$i:$kport") roles=()
@@ -201,7 +195,7 @@ start_chronik_cluster() {
     "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" "${roles[@]}" \
       "${listen[@]}" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
       --data-dir "$dir/node-$i/data" --cluster-secret-file "$dir/cluster.secret" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &
-    pids+=("$!"); metrics+=("127.0.0.$i:$mport")
+    pids+=("$!"); node_metrics+=("127.0.0.$i:$mport")
     if ((controllers > 0 && i <= controllers)); then
       pid_record "$!" "chronik-controller-$i"
       CHRONIK_CONTROLLER_PIDS+=("$!")

@@ -116,8 +116,8 @@ start_kafka() {
   KAFKA_PIDS=()
   case $nodes in
     1)
-      local port cport
-      port=$(free_port); cport=$(free_port)
+      local ports port cport
+      ports=$(free_port 2); read -r port cport <<< "$ports"
       ANCHOR_RUN_DIR="$dir" BROKER_PORT=$port CONTROLLER_PORT=$cport "$anchor/start-single.sh" >&2 \
         || die "Apache Kafka did not start (logs: $dir/single/logs)"
       KAFKA_PIDS=("$(cat "$dir/single/pid")")

@@ -38,6 +38,26 @@ of `settle`, which import confluent-kafka from the project's .venv):
   manifest-env RENDERED WORKLOAD NAME
                          print the literal value of env NAME of WORKLOAD in a
                          rendered manifest (k8s-perf), or nothing
+  first-delivery MERGED   exit 0 when a merged consumer report timed every
+                         verified message once and counted no redelivery
+                         (scripts/e2e-check.sh)
+  json-field KEY...      print the value at KEY/KEY/... of the JSON on stdin
+                         (e.g. `chronik-loadgen describe`'s plan batch_size)
+
+And the small host facts the shell scripts need (scripts/lib.sh wraps the
+first two as free_port and port_free; keep them here, never inline):
+  free-port [N]          print N (default 1) distinct TCP ports, in
+                         20000-31999, that 127.0.0.1-3 can all bind now
+  port-free PORT         exit 0 when 127.0.0.1:PORT can be bound
+  has-modules [--python X.Y] [MODULE...]
+                         exit 0 when this interpreter runs (is at least
+                         Python X.Y) and imports each MODULE
+  module-versions LABEL[=MODULE[:ATTR]]...
+                         print "LABEL VERSION ..." of the imported modules:
+                         MODULE.__version__, or MODULE.ATTR (called if a
+                         function, its first item if a tuple)
+  urlencode TEXT         print TEXT percent-encoded (no character kept)
+  first-host CIDR        print the first host address of network CIDR
 
 Secured runs (./run-all.sh --secure, scripts/secure.sh) set KAFKA_CLIENT_CONFIG
 (a librdkafka properties file every admin client here adds to its config),
@@ -56,6 +76,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import socket
 import ssl
 import sys
 import time
@@ -352,6 +374,105 @@ def acl(args: argparse.Namespace) -> int:
     return 0
 
 
+def first_delivery(args: argparse.Namespace) -> int:
+    with open(args.merged, encoding="utf-8") as f:
+        m = json.load(f)
+    verified, timed, again = m["counts"]["verified"], m["latency"]["e2e"]["count"], m["counts"]["redeliveries"]
+    print(f"e2e: {verified} verified, {timed} end-to-end samples, {again} redeliveries", file=sys.stderr)
+    return 0 if timed == verified and again == 0 else 1
+
+
+def json_field(args: argparse.Namespace) -> int:
+    value = json.load(sys.stdin)
+    for key in args.keys:
+        value = value[key]
+    print(value)
+    return 0
+
+
+# -- host facts ---------------------------------------------------------------------------------
+
+# Below the ephemeral range (32768-60999): cluster nodes connect from their own
+# address, so an ephemeral port could be taken by an outgoing connection before
+# the node given it binds its listener.
+FREE_PORT_RANGE = (20000, 32000)
+FREE_PORT_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+
+
+def free_port(args: argparse.Namespace) -> int:
+    ports: list[int] = []
+    for _ in range(1000 * args.count):
+        port = random.randrange(*FREE_PORT_RANGE)
+        if port in ports:
+            continue
+        try:
+            for host in FREE_PORT_HOSTS:
+                s = socket.socket()
+                s.bind((host, port))
+                s.close()
+        except OSError:
+            continue
+        ports.append(port)
+        if len(ports) == args.count:
+            print(*ports)
+            return 0
+    raise SystemExit(f"no {args.count} free port(s) in {FREE_PORT_RANGE[0]}-{FREE_PORT_RANGE[1] - 1} "
+                     f"on 127.0.0.1-3")
+
+
+def port_free(args: argparse.Namespace) -> int:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", args.port))
+    except OSError:
+        return 1
+    return 0
+
+
+def has_modules(args: argparse.Namespace) -> int:
+    import importlib
+
+    if args.python:
+        major, _, minor = args.python.partition(".")
+        if sys.version_info < (int(major), int(minor or 0)):
+            return 1
+    for name in args.modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # what a probe is for: any import failure means "not usable"
+            return 1
+    return 0
+
+
+def module_versions(args: argparse.Namespace) -> int:
+    import importlib
+
+    out = []
+    for spec in args.specs:
+        label, _, target = spec.partition("=")
+        name, _, attr = (target or label).partition(":")
+        version = getattr(importlib.import_module(name), attr or "__version__")
+        version = version() if callable(version) else version
+        out += [label, version[0] if isinstance(version, tuple) else version]
+    print(*out)
+    return 0
+
+
+def urlencode(args: argparse.Namespace) -> int:
+    import urllib.parse
+
+    print(urllib.parse.quote(args.text, safe=""))
+    return 0
+
+
+def first_host(args: argparse.Namespace) -> int:
+    import ipaddress
+
+    print(next(ipaddress.ip_network(args.cidr).hosts()))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="scripts/runctl.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -412,6 +533,31 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("workload")
     e.add_argument("name")
     e.set_defaults(run=manifest_env)
+    fd = sub.add_parser("first-delivery")
+    fd.add_argument("merged", type=Path)
+    fd.set_defaults(run=first_delivery)
+    jf = sub.add_parser("json-field")
+    jf.add_argument("keys", nargs="+", metavar="KEY")
+    jf.set_defaults(run=json_field)
+    fp = sub.add_parser("free-port")
+    fp.add_argument("count", type=int, nargs="?", default=1)
+    fp.set_defaults(run=free_port)
+    pt = sub.add_parser("port-free")
+    pt.add_argument("port", type=int)
+    pt.set_defaults(run=port_free)
+    hm = sub.add_parser("has-modules")
+    hm.add_argument("--python", metavar="X.Y")
+    hm.add_argument("modules", nargs="*", metavar="MODULE")
+    hm.set_defaults(run=has_modules)
+    mv = sub.add_parser("module-versions")
+    mv.add_argument("specs", nargs="+", metavar="LABEL=MODULE[:ATTR]")
+    mv.set_defaults(run=module_versions)
+    ue = sub.add_parser("urlencode")
+    ue.add_argument("text")
+    ue.set_defaults(run=urlencode)
+    fh = sub.add_parser("first-host")
+    fh.add_argument("cidr")
+    fh.set_defaults(run=first_host)
     return p
 
 

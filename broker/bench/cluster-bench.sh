@@ -57,7 +57,7 @@ on_exit() {
 }
 trap on_exit EXIT
 
-cpu_ticks() { local t=0 pid; for pid in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$pid/stat"))); done; echo "$t"; }
+BENCHCTL="$BENCH_DIR/../../scripts/benchctl.py"
 HZ=$(getconf CLK_TCK)
 
 # warm_up - one unreported ProducerPerformance run against $BOOTSTRAP.
@@ -76,7 +76,7 @@ perf_pp() {
   c1=$(cpu_ticks "$@")
   # perf.sh's own msg/s excludes topic creation; CPU is over the whole run
   local rate; rate=$(awk -F'\t' 'NR==1{for(i=1;i<=NF;i++) if($i=="msg_s") c=i} NR>1 && c {v=$c} END{print v+0}' "$out")
-  python3 -c "import sys; print(f'$broker\tProducerPerformance\t$size\t{float(sys.argv[1]):.0f}\t{($c1-$c0)/$HZ*1e6/$records:.2f}')" "$rate" | tee -a "$TSV"
+  python3 "$BENCHCTL" cluster-row "$broker" ProducerPerformance "$size" "$rate" "$((c1 - c0))" "$HZ" "$records" | tee -a "$TSV"
 }
 
 # perf_bench BROKER SIZE PIDS...
@@ -90,14 +90,7 @@ perf_bench() {
   sleep 3; c0=$(cpu_ticks "$@")
   wait "$pid" || { log "chronik-bench on $broker ${size}B failed: $(tail -3 "$WORK/bench.log")"; return 0; }
   c1=$(cpu_ticks "$@")
-  python3 - "$csv" "$broker" "$size" "$((c1 - c0))" "$HZ" <<'PY' | tee -a "$TSV"
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-r = rows[-1]; broker, size, ticks, hz = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-msgs = float(r["total_messages"]); rate = float(r["throughput_msg_per_sec"])
-us = ticks / hz * 1e6 / msgs if msgs else float("nan")
-print(f"{broker}\tchronik-bench\t{size}\t{rate:.0f}\t{us:.2f}")
-PY
+  python3 "$BENCHCTL" cluster-bench-row "$csv" "$broker" "$size" "$((c1 - c0))" "$HZ" | tee -a "$TSV"
 }
 
 # --- the anchor (jars fetched once) ---

@@ -231,9 +231,7 @@ stop_chronik || { log "chronik-server did not exit 0 on SIGTERM"; FAILED_RUNS=$(
 
 # --- Apache Kafka ----------------------------------------------------------
 if ((WITH_KAFKA)); then
-  KPORT=$(free_port); CPORT=$(free_port); SPORT=$(free_port)
-  [[ "$KPORT" != "$CPORT" ]] || CPORT=$(free_port)
-  while [[ "$SPORT" == "$KPORT" || "$SPORT" == "$CPORT" ]]; do SPORT=$(free_port); done
+  PORTS=$(free_port 3); read -r KPORT CPORT SPORT <<< "$PORTS"
   if ((WITH_TLS)); then
     # an SSL listener beside PLAINTEXT in the anchor's (refreshed) template; Kafka's PEM stores
     tmpl="$ANCHOR_HOME/config/server.properties.template"

@@ -26,6 +26,8 @@
 set -euo pipefail
 BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$BENCH_DIR/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$REPO_ROOT/scripts/lib.sh"   # cpu_ticks
 PARTITIONS="${PARTITIONS:-1000}"
 IDLE_MS="${IDLE_MS:-30000}"
 BIN="${CHRONIK_SERVER_BIN:-$REPO_ROOT/target/release/chronik-server}"
@@ -48,7 +50,6 @@ stop_broker() {
 }
 trap 'stop_broker; rm -rf "$WORK"' EXIT
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 fetches() {  # Fetch requests the broker served so far
   curl -fsS "http://$1/metrics" | awk '/^chronik_requests_total\{.*api="Fetch"/ {s += $NF} END {print s + 0}'
 }
@@ -69,19 +70,7 @@ for slots in 0 1000; do
   addr="$(sed -n 's/^LISTENING kafka=\([^ ]*\) .*/\1/p' "$WORK/out.log")"
   metrics="$(sed -n 's/^LISTENING .* metrics=\([^ ]*\).*/\1/p' "$WORK/out.log")"
   [[ -n "$addr" ]] || { echo "broker did not start" >&2; cat "$WORK/err.log" >&2; exit 1; }
-  "$PY" - "$addr" "$PARTITIONS" << 'PYEOF'
-import sys
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
-addr, n = sys.argv[1], int(sys.argv[2])
-admin = AdminClient({"bootstrap.servers": addr})
-for f in admin.create_topics([NewTopic("wide", n, 1)]).values():
-    f.result(60)
-p = Producer({"bootstrap.servers": addr, "linger.ms": 50})
-for i in range(n):
-    p.produce("wide", value=b"x" * 100, partition=i)
-assert p.flush(60) == 0
-PYEOF
+  "$PY" "$REPO_ROOT/scripts/benchctl.py" seed-partitions "$addr" "$PARTITIONS"
   before_cpu=$(cpu_ticks "$BROKER_PID"); before_fetches=$(fetches "$metrics")
   read -r before_in before_out <<< "$(network_bytes "$metrics")"
   timeout 300 java -Xmx512m -cp "$CP" org.apache.kafka.tools.ConsumerPerformance \

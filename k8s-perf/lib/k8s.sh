@@ -52,7 +52,7 @@ kc_read() {
 }
 
 # urlencode TEXT
-urlencode() { python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+urlencode() { python3 "$REPO_ROOT/scripts/runctl.py" urlencode "$1"; }
 
 # pod_get POD PORT PATH - GET http://POD:PORT/PATH through the API server proxy
 # (the body on stdout as it comes, binary included). POD_GET_TIMEOUT (a
