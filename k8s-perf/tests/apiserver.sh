@@ -99,13 +99,7 @@ fi
 # -- 2. every overlay applied for real: scheduled, Ready, then removed -----------------------------------
 # split RENDERED: the Namespace alone, and everything else
 split() {
-  "$PY" - "$1" "$2" "$3" << 'EOF'
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-with open(sys.argv[2], "w") as ns, open(sys.argv[3], "w") as rest:
-    for d in docs:
-        (ns if d["kind"] == "Namespace" else rest).write(yaml.safe_dump(d) + "---\n")
-EOF
+  "$PY" "$HERE/check_apiserver.py" split "$1" "$2" "$3"
 }
 # pvs PREFIX N - N PersistentVolumes the StatefulSet's claims bind (no provisioner here)
 pvs() {
@@ -119,23 +113,7 @@ pvs() {
 # completions), hostname chronik-load-<index>, subdomain chronik-load
 load_job_pods() {
   kc get pods -n "$1" -l app.kubernetes.io/name=chronik-loadgen -o json > "$WORK/job-pods.json"
-  "$PY" - "$WORK/job-pods.json" "$2" << 'EOF'
-import json, sys, yaml
-pods = json.load(open(sys.argv[1]))["items"]
-job = next(d for d in yaml.safe_load_all(open(sys.argv[2])) if d and d["kind"] == "Job"
-           and d["metadata"]["name"] == "chronik-load")
-n, sub = job["spec"]["completions"], job["spec"]["template"]["spec"]["subdomain"]
-got = {}
-for p in pods:
-    i = p["metadata"].get("annotations", {}).get("batch.kubernetes.io/job-completion-index")
-    got[i] = (p["spec"].get("hostname"), p["spec"].get("subdomain"))
-want = {str(i): (f"chronik-load-{i}", sub) for i in range(n)}
-if got != want:
-    print(f"pods by index {dict(sorted(got.items()))}, want {want}")
-    sys.exit(1)
-print(f"the load Job's {n} pod(s) made by the Job controller: indexes 0..{n - 1}, named chronik-load-<index> "
-      f"in subdomain {sub}")
-EOF
+  "$PY" "$HERE/check_apiserver.py" job-pods "$WORK/job-pods.json" "$2"
 }
 for dir in "$K8S"/overlays/*/; do
   name=$(basename "$dir")
@@ -154,10 +132,8 @@ for dir in "$K8S"/overlays/*/; do
       fail "overlays/$name: secure-secrets.sh: $(tail -n 3 "$WORK/$name.secrets.log" | tr '\n' ' ')"
     fi
   fi
-  want=$("$PY" -c 'import sys, yaml
-print(sum(d["spec"].get("replicas", 1) for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] in ("StatefulSet", "Deployment")))' "$WORK/$name.yaml")
-  brokers=$("$PY" -c 'import sys, yaml
-print(sum(d["spec"].get("replicas", 1) for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "StatefulSet"))' "$WORK/$name.yaml")
+  want=$("$PY" "$HERE/check_apiserver.py" replicas "$WORK/$name.yaml" StatefulSet Deployment)
+  brokers=$("$PY" "$HERE/check_apiserver.py" replicas "$WORK/$name.yaml" StatefulSet)
   pvs "pv-$name" "$brokers" | kc apply -f - > /dev/null
   # PodSecurity warns (the namespace's warn=restricted) about any workload
   # whose pods it would refuse: a warning is a failure here
@@ -278,12 +254,7 @@ else
 fi
 # (the Job's pods are not counted: kwok may still show the generator "running", or done)
 ready=$(kc get pods -n chronik-perf -l '!batch.kubernetes.io/job-name' -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
-want=$("$PY" -c 'import sys, yaml
-n = 0
-for d in yaml.safe_load_all(open(sys.argv[1])):
-    if d and d["kind"] in ("StatefulSet", "Deployment"):
-        n += d["spec"].get("replicas", 1)
-print(n)' "$WORK/small.yaml")
+want=$("$PY" "$HERE/check_apiserver.py" replicas "$WORK/small.yaml" StatefulSet Deployment)
 got=$(grep -c '=True$' <<< "$ready" || true)
 nodes=$(kc get pods -n chronik-perf -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | grep -c . || true)
 if [[ "$got" == "$want" ]]; then

@@ -57,7 +57,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# free_port [N] - N distinct ports 127.0.0.1-3 can bind (the one implementation: scripts/runctl.py)
+free_port() { python3 "$REPO/scripts/runctl.py" free-port "$@"; }
 
 # start NAME ENV_FILE CMD... - run CMD with the env file's variables, log to OUT/logs/NAME.*
 start() {
@@ -95,23 +96,8 @@ status_of() { curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1" || echo 0
 # CLI flags win over env in clap: only addresses, ids and the data dir are
 # overridden. The brokers: a 3-node cluster on 127.0.0.1-3 (the same ports on
 # each address, as in pods), so the chronik_cluster_* metrics are real.
-read -r KAFKA_PORT RAFT_PORT METRICS_PORT <<< "$(python3 - << 'PY'
-import socket
-def free_everywhere():
-    while True:
-        s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-        try:
-            for host in ("127.0.0.1", "127.0.0.2", "127.0.0.3"):
-                t = socket.socket(); t.bind((host, port)); t.close()
-            return port
-        except OSError:
-            continue
-ports = set()
-while len(ports) < 3:
-    ports.add(free_everywhere())
-print(*ports)
-PY
-)"
+PORTS=$(free_port 3)
+read -r KAFKA_PORT RAFT_PORT METRICS_PORT <<< "$PORTS"
 PEERS="1@127.0.0.1,2@127.0.0.2,3@127.0.0.3"
 for n in 1 2 3; do
   start "broker-$n" "$ENV_DIR/chronik.env" "$BIN_DIR/chronik-server" --node-id "$n" --peers "$PEERS" \
@@ -144,14 +130,8 @@ log "brokers kafka=$KAFKA metrics=${BROKER_METRICS[*]} ingestor=$INGESTOR consum
 PROM_PORT=$(free_port)
 # the load generators' metrics ports (fixed before they start, so Prometheus
 # knows them), labelled as the PodMonitor labels the Job's pods
-read -r LG0 LG1 LG_DROPPED LG_FIRE BARRIER <<< "$(python3 - << 'PY'
-import socket
-socks = [socket.socket() for _ in range(5)]
-for s in socks:
-    s.bind(("127.0.0.1", 0))
-print(*(s.getsockname()[1] for s in socks))
-PY
-)"
+PORTS=$(free_port 5)
+read -r LG0 LG1 LG_DROPPED LG_FIRE BARRIER <<< "$PORTS"
 cat > "$OUT/prometheus.yml" << YAML
 global: {scrape_interval: 1s, evaluation_interval: 1s}
 scrape_configs:
@@ -182,17 +162,7 @@ wait_ok "$PROM/-/ready" 30 || { log "prometheus not ready"; tail -n 20 "$OUT/log
 batch='[{"key":"a","value":"hello"},{"key":"b","value":"world"},{"key":"c","value":"again"}]'
 for _ in 1 2 3; do curl -fsS -o /dev/null -XPOST -H 'content-type: application/json' "http://$INGESTOR/produce/batch" -d "$batch"; done
 # a frame shorter than a request header: the broker closes the connection on error
-python3 - "127.0.0.1:$KAFKA_PORT" << 'PY'
-import socket, sys
-host, port = sys.argv[1].rsplit(":", 1)
-s = socket.create_connection((host, int(port)), timeout=2)
-s.sendall(b"\x00\x00\x00\x02\x00\x00")
-try:
-    s.recv(16)
-except OSError:
-    pass
-s.close()
-PY
+python3 "$HERE/scrape_probe.py" short-frame "127.0.0.1:$KAFKA_PORT"
 
 # loadgen NAME INDEX ARGS... - chronik-loadgen run, as the Job's script runs it, in the background
 loadgen() {
@@ -287,7 +257,7 @@ done
 sleep 4   # a few more scrapes, so rates over the run have samples
 
 # -- every metric name seen, then the dashboards against the live data -------------------------
-curl -fsS "$PROM/api/v1/label/__name__/values" | python3 -c 'import json,sys; print("\n".join(json.load(sys.stdin)["data"]))' > "$OUT/names.txt"
+curl -fsS "$PROM/api/v1/label/__name__/values" | python3 "$HERE/scrape_probe.py" metric-names > "$OUT/names.txt"
 log "$(wc -l < "$OUT/names.txt") metric names scraped"
 "$PY" "$HERE/check_dashboards.py" --prom "$PROM" --names "$OUT/names.txt" \
   "$REPO"/k8s-perf/base/monitoring/dashboards/*.json

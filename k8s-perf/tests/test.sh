@@ -127,12 +127,7 @@ fi
 "$PY" "$HERE/check_dashboard_schema.py" "$K8S"/base/monitoring/dashboards/*.json > "$WORK/dschema.out" 2>&1 || true
 grep '^FAIL' "$WORK/dschema.out" || true
 tally "$WORK/dschema.out" "check_dashboard_schema.py"
-"$PY" - "$K8S/base/monitoring/dashboards/chronik-loadgen.json" "$WORK/mutant-dashboard.json" << 'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["panels"][0]["gridPos"]["hh"] = 8  # a misspelt field
-json.dump(d, open(sys.argv[2], "w"))
-EOF
+"$PY" "$HERE/mutants.py" dashboard "$K8S/base/monitoring/dashboards/chronik-loadgen.json" "$WORK/mutant-dashboard.json"
 if "$PY" "$HERE/check_dashboard_schema.py" "$WORK/mutant-dashboard.json" > /dev/null 2>&1; then
   fail "dashboard schema: a misspelt panel field (gridPos.hh) was accepted"
 else
@@ -202,29 +197,7 @@ if "$PY" "$HERE/gen_schemas.py" --k8s-version "$K8S_VERSION" --crd-dir "$(cat "$
     fi
   done
   # misspelt fields must be caught (the schemas are strict and really used)
-  "$PY" - "$WORK/built/standalone.yaml" "$WORK/mutants" << 'PY'
-import copy, sys, yaml
-from pathlib import Path
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-out = Path(sys.argv[2]); out.mkdir()
-def mutant(name, kind, edit):
-    d = copy.deepcopy(next(x for x in docs if x["kind"] == kind))
-    edit(d)
-    (out / f"{name}.yaml").write_text(yaml.safe_dump(d))
-def load_job(kind):
-    return next(x for x in docs if x["kind"] == kind and x["metadata"]["name"] == "chronik-load")
-def mutant_job(name, edit):
-    d = copy.deepcopy(load_job("Job"))
-    edit(d)
-    (out / f"{name}.yaml").write_text(yaml.safe_dump(d))
-mutant_job("job-completionmode", lambda d: d["spec"].update(completionmode=d["spec"].pop("completionMode")))
-mutant_job("job-parallelism-string", lambda d: d["spec"].update(parallelism="8"))
-mutant_job("job-subdomian", lambda d: d["spec"]["template"]["spec"].update(subdomian=d["spec"]["template"]["spec"].pop("subdomain")))
-mutant_job("job-completion-mode-value", lambda d: d["spec"].update(completionMode=3))
-mutant("servicemonitor-prot", "ServiceMonitor", lambda d: d["spec"]["endpoints"][0].update(prot="metrics"))
-mutant("podmonitor-endpoints", "PodMonitor", lambda d: d["spec"].update(endpoints=d["spec"].pop("podMetricsEndpoints")))
-mutant("statefulset-portz", "StatefulSet", lambda d: d["spec"]["template"]["spec"]["containers"][0].update(portz=[]))
-PY
+  "$PY" "$HERE/mutants.py" schema "$WORK/built/standalone.yaml" "$WORK/mutants"
   for m in "$WORK"/mutants/*.yaml; do
     if kubeconform_run "$m" > "$WORK/kc.out" 2>&1; then
       fail "kubeconform accepts the mutant $(basename "$m" .yaml) (schemas not strict or not used)"
@@ -240,35 +213,7 @@ fi
 
 # -- 4. the load Job checks can fail: mutants of the built overlays ------------------------------------
 mkdir -p "$WORK/job-mutants"
-"$PY" - "$WORK/built" "$WORK/job-mutants" << 'PY'
-import copy, sys, yaml
-from pathlib import Path
-built, out = Path(sys.argv[1]), Path(sys.argv[2])
-def mutant(name, overlay, edit):
-    ds = [d for d in yaml.safe_load_all((built / f"{overlay}.yaml").read_text()) if d]
-    job = next(d for d in ds if d["kind"] == "Job" and d["metadata"]["name"] == "chronik-load")
-    env_cm = next(d for d in ds if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("chronik-load-env"))
-    plans = next(d for d in ds if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("chronik-load-plans"))
-    edit(job["spec"], job["spec"]["template"]["spec"], env_cm["data"], plans["data"])
-    (out / f"{name}.yaml").write_text(yaml.safe_dump_all(ds))
-def script(pod, old, new):
-    c = pod["containers"][0]
-    assert old in c["args"][0], old
-    c["args"][0] = c["args"][0].replace(old, new)
-def no_nonroot(pod):
-    pod["securityContext"].pop("runAsNonRoot")
-    pod["securityContext"]["runAsUser"] = 0
-mutant("not-indexed", "small", lambda job, pod, env, plans: job.update(completionMode="NonIndexed"))
-mutant("parallelism-short", "test-6", lambda job, pod, env, plans: job.update(parallelism=4))
-mutant("generators-env-differs", "test-6", lambda job, pod, env, plans: env.update(GENERATORS="6"))
-mutant("peer-not-index-0", "test-6", lambda job, pod, env, plans: script(pod, "chronik-load-0.chronik-load", "chronik-load.chronik-load"))
-mutant("index-0-not-listening", "test-6", lambda job, pod, env, plans: script(pod, '= 0 ]', '= 1 ]'))
-mutant("plan-missing", "small", lambda job, pod, env, plans: plans.pop("smoke.json"))
-mutant("no-subdomain", "test-6", lambda job, pod, env, plans: pod.pop("subdomain"))
-mutant("unknown-flag", "small", lambda job, pod, env, plans: env.update(LOADGEN_ARGS="--rat 200 --duration 60s"))
-mutant("overrides-refused", "small", lambda job, pod, env, plans: env.update(PLAN="blocking-batch"))
-mutant("runs-as-root", "small", lambda job, pod, env, plans: no_nonroot(pod))
-PY
+"$PY" "$HERE/mutants.py" job "$WORK/built" "$WORK/job-mutants"
 for m in not-indexed:'is an Indexed Job' parallelism-short:'completions = parallelism = GENERATORS' \
          generators-env-differs:'completions = parallelism = GENERATORS' \
          peer-not-index-0:"joins the barrier at index 0's stable name" index-0-not-listening:'holds the start barrier' \
@@ -316,29 +261,7 @@ tally "$WORK/manifests.out" "check_manifests.py"
 # -- 5a. the secret checks can fail: mutants of the secure overlay -----------------------------------
 if [[ -f "$WORK/built/secure.yaml" ]]; then
   mkdir -p "$WORK/secure-mutants"
-  "$PY" - "$WORK/built/secure.yaml" "$WORK/secure-mutants" << 'PY'
-import copy, sys, yaml
-from pathlib import Path
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-out = Path(sys.argv[2])
-def mutant(name, edit):
-    ds = copy.deepcopy(docs)
-    ing = next(d for d in ds if d["kind"] == "Deployment" and d["metadata"]["name"] == "chronik-ingestor")
-    edit(ing["spec"]["template"]["spec"]["containers"][0])
-    (out / f"{name}.yaml").write_text(yaml.safe_dump_all(ds))
-def env(c, name):
-    return next(e for e in c["env"] if e["name"] == name)
-def literal(c):
-    e = env(c, "CHRONIK_INGESTOR_PRODUCER_CONFIG")
-    e["value"] = e["value"].replace("$(SASL_PASSWORD)", "hunter2")
-def late(c):
-    c["env"].append(c["env"].pop(next(i for i, e in enumerate(c["env"]) if e["name"] == "SASL_PASSWORD")))
-def https_probe(c):
-    c["readinessProbe"]["httpGet"]["port"] = "http"
-mutant("literal-password", literal)
-mutant("password-defined-late", late)
-mutant("probe-on-https", https_probe)
-PY
+  "$PY" "$HERE/mutants.py" secure "$WORK/built/secure.yaml" "$WORK/secure-mutants"
   for m in literal-password:'no literal password' password-defined-late:'defined before it' probe-on-https:'readinessProbe speaks plain HTTP'; do
     name=${m%%:*} want=${m#*:}
     cp "$WORK/secure-mutants/$name.yaml" "$WORK/secure-mutants/secure.yaml"

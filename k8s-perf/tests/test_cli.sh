@@ -50,60 +50,7 @@ for dir in "$K8S"/overlays/*/; do
       --harness-image reg.local:5000/chronik-harness:v1 > "$WORK/dry.out" 2>&1; then
     fail "run.sh --dry-run --overlay $o: $(tail -n 3 "$WORK/dry.out")"; continue
   fi
-  if "$PY" - "$K8S_RUN_DIR/$id/rendered.yaml" "$WORK/dry.out" "$id" << 'PY'
-import re, sys, yaml
-rendered, out, run_id = sys.argv[1], open(sys.argv[2]).read(), sys.argv[3]
-docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
-errors = []
-def need(cond, msg):
-    if not cond:
-        errors.append(msg)
-cms = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ConfigMap"}
-job = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == "chronik-load")
-pod = job["spec"]["template"]
-gen = pod["spec"]["containers"][0]
-env_cm = cms.get(gen["envFrom"][0]["configMapRef"]["name"])
-need(env_cm is not None and env_cm["data"].get("RUN_ID") == run_id,
-     "chronik-load-env lacks RUN_ID (or the Job names a missing ConfigMap)")
-need(env_cm is not None and re.fullmatch(r"[0-9a-f]{7,40}|unknown", env_cm["data"].get("GIT_COMMIT", "")) is not None,
-     "chronik-load-env lacks the commit (GIT_COMMIT)")
-need(pod["metadata"]["labels"].get("chronik.perf/run-id") == run_id, "the generators' pods lack the run-id label")
-need(gen["image"] == "reg.local:5000/chronik-harness:v1", f"the generators' image not swapped: {gen['image']}")
-need(all(d["metadata"].get("namespace", "ns-test") == "ns-test" for d in docs if d["kind"] != "Namespace"), "namespace not applied")
-need(any(d["kind"] == "Namespace" and d["metadata"]["name"] == "ns-test" for d in docs), "Namespace object not renamed")
-def env(name):
-    d = next(x for x in docs if x["metadata"]["name"] == name and x["kind"] == "Deployment")
-    c = d["spec"]["template"]["spec"]["containers"][0]
-    names = [e["name"] for e in c["env"]]
-    need(len(names) == len(set(names)), f"{name}: duplicate env names")
-    return {e["name"]: e.get("value") for e in c["env"]}, c["image"]
-ing, ing_image = env("chronik-ingestor")
-con, _ = env("chronik-consumer")
-need(ing["CHRONIK_INGESTOR_TOPIC"] == con["CHRONIK_CONSUMER_TOPIC"] == f"chronik-perf-{run_id}", "topic not per run")
-need(con["CHRONIK_CONSUMER_GROUP"] == f"verify-{run_id}", "group not per run")
-need(ing_image == "reg.local:5000/chronik-harness:v1", f"harness image not swapped: {ing_image}")
-cmds = [l for l in out.splitlines() if l.startswith("+ kubectl")]
-need(all("--context ctx-test" in c for c in cmds), "a kubectl command without --context")
-order = ["component!=loadgen", "rollout status -n ns-test statefulset/chronik",
-         "rollout status -n ns-test deployment/chronik-ingestor",
-         "delete -n ns-test job/chronik-load --ignore-not-found --cascade=foreground", "component=loadgen"]
-secure = any(d["metadata"].get("labels", {}).get("chronik.perf/security") for d in docs)
-made = [c for c in cmds if "create secret generic chronik-" in c and "cluster-secret" not in c]
-if secure:
-    # components/secure: secure-secrets.sh's Secrets before the workloads, the ACL Job before the load
-    need(len(made) == 8 and all("-n ns-test" in c and "--dry-run=client" in c for c in made),
-         f"secure overlay: the dry run does not show secure-secrets.sh's 8 Secrets in ns-test: {made}")
-    order = ["create secret generic chronik-tls-ca"] + order
-    order.insert(order.index("delete -n ns-test job/chronik-load --ignore-not-found --cascade=foreground"),
-                 "wait -n ns-test --for=condition=complete job/chronik-acls")
-else:
-    need(not made and "job/chronik-acls" not in out, "an overlay without components/secure makes its Secrets")
-pos = [next((i for i, c in enumerate(cmds) if o in c), -1) for o in order]
-need(-1 not in pos and pos == sorted(pos), f"kubectl commands out of order: {cmds}")
-if errors:
-    print("; ".join(errors))
-    sys.exit(1)
-PY
+  if "$PY" "$HERE/check_dry_run.py" "$K8S_RUN_DIR/$id/rendered.yaml" "$WORK/dry.out" "$id"
   then ok "run.sh --dry-run --overlay $o: run id, namespace, topic, images, command order"
   else fail "run.sh --dry-run --overlay $o"; fi
 done

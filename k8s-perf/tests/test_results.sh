@@ -47,56 +47,23 @@ check "each generator's tar held its own gen-<index>/ only" \
 # (0 or 99: whether the smoke's thresholds held on a busy 2-core machine is not what this checks)
 check "chronik-loadgen merge ran (exit $(cat "$SCRAPE/load-merge-exit" 2> /dev/null): 0 thresholds held, 99 one failed) and wrote merged-smoke.json" \
   '[[ "$(cat "$SCRAPE/load-merge-exit" 2> /dev/null)" =~ ^(0|99)$ && -s "$RUN/load/merged-smoke.json" ]]'
-python3 - "$RUN/load" > "$WORK/load-facts" 2>&1 << 'PY' || true
-import json, sys
-from datetime import datetime
-from pathlib import Path
-d = Path(sys.argv[1])
-g = [json.loads((d / f"gen-{i}" / "summary-smoke.json").read_text()) for i in (0, 1)]
-m = json.loads((d / "merged-smoke.json").read_text())
-count = lambda s, name: s["metrics"][name]["values"]["count"]
-start = [datetime.fromisoformat(s["started_at"].replace("Z", "+00:00")).timestamp() for s in g]
-print("indexes", [s["index"] for s in g], [s["generators"] for s in g])
-print("merged", m["index"], m["generators"])
-print("scheduled", [count(s, "requests_scheduled") for s in g], count(m, "requests_scheduled"))
-print("http_reqs", [count(s, "http_reqs") for s in g], count(m, "http_reqs"))
-print("start_spread_ms", round(abs(start[0] - start[1]) * 1000, 1))
-print("run_id", [s.get("run_id") for s in g])
-PY
+python3 "$HERE/check_results.py" load-facts "$RUN/load" > "$WORK/load-facts" 2>&1 || true
 facts() { sed -n "s/^$1 //p" "$WORK/load-facts"; }
 check "the summaries are index 0 and 1 of 2 generators, merged: index null of 2 ($(facts indexes) / $(facts merged))" \
   '[[ "$(facts indexes)" == "[0, 1] [2, 2]" && "$(facts merged)" == "None 2" ]]'
 check "each index offered half of the plan (20 requests/s x 5 s: 50 + 50 scheduled, merged 100: $(facts scheduled))" \
   '[[ "$(facts scheduled)" == "[50, 50] 100" ]]'
 check "the merge pooled every request of both ($(facts http_reqs))" \
-  'python3 -c "import sys; a, b, m = sys.argv[1:]; sys.exit(not (int(float(a)) + int(float(b)) == int(float(m)) > 0))" \
-     $(facts http_reqs | tr -d "[],")'
+  'python3 "$HERE/check_results.py" pooled $(facts http_reqs | tr -d "[],")'
 check "both started together: one start time from index 0's barrier ($(facts start_spread_ms) ms apart)" \
-  'python3 -c "import sys; sys.exit(not float(sys.argv[1]) < 250)" "$(facts start_spread_ms)"'
+  'python3 "$HERE/check_results.py" below "$(facts start_spread_ms)" 250'
 check "the run id reached both generators ($(facts run_id))" '[[ "$(facts run_id)" == "['"'"'k8s-test'"'"', '"'"'k8s-test'"'"']" ]]'
 
 # -- consumers, Prometheus figures, resources, meta ----------------------------------------------------
 cp "$SCRAPE/consumer-report.json" "$RUN/consumers/chronik-consumer-abc-1769000000.json"
 cp "$SCRAPE/consumer-report.hlog" "$RUN/consumers/chronik-consumer-abc-1769000000.hlog"
 "$REPO/target/release/chronik-consumer" merge --report "$RUN/consumers/merged.json" "$RUN"/consumers/*.json > /dev/null 2>&1 || true
-python3 - "$RUN/metrics" << 'PY'
-import json, sys
-from pathlib import Path
-m = Path(sys.argv[1])
-def vector(v):
-    return {"status": "success", "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1769000060, str(v)]}]}}
-for q, v in (("0.5", 0.011), ("0.99", 0.045)):
-    (m / f"prometheus-loadgen-request-latency-p{q}.json").write_text(json.dumps(vector(v)))
-(m / "prometheus-loadgen-messages-produced-total.json").write_text(json.dumps(vector(17900)))
-def matrix(metric_name, per_pod):
-    return {"status": "success", "data": {"resultType": "matrix", "result": [
-        {"metric": {"pod": pod, "container": c, "namespace": "chronik-perf"},
-         "values": [[1769000000 + 5 * i, str(f(i))] for i in range(5)]} for pod, c, f in per_pod]}}
-pods = [("chronik-0", "chronik", lambda i: 2.0 * i), ("chronik-ingestor-7d9f-abc", "ingestor", lambda i: 0.5 * i),
-        ("chronik-consumer-5c4-xyz", "consumer", lambda i: 0.1 * i), ("chronik-load-1-x2x4q", "loadgen", lambda i: 1.0 * i)]
-(m / "prometheus-range-cpu.json").write_text(json.dumps(matrix("cpu", pods)))
-(m / "prometheus-range-rss.json").write_text(json.dumps(matrix("rss", [(p, c, lambda i: 64e6) for p, c, _ in pods])))
-PY
+python3 "$HERE/check_results.py" prometheus-fixtures "$RUN/metrics"
 python3 "$RESULTS_PY" resources "$RUN/metrics/prometheus-range-cpu.json" "$RUN/metrics/prometheus-range-rss.json" "$RUN/resources.csv" 2> /dev/null
 check "resources.csv has one row per container and sample" '[[ $(wc -l < "$RUN/resources.csv") -eq 21 ]]'
 check "resources.csv names the components (the generators' pods as loadgen)" \
@@ -113,9 +80,9 @@ python3 "$REPO/scripts/runctl.py" meta "$RUN/meta.json" --run-id 20261122T000000
   --setting consumers=1 --setting partitions=6 --setting wal_profile=medium --setting produce_profile=balanced \
   --setting generators=2 --load-dir "$RUN/load" --version "loadgen=$("${LOADGEN_BIN:-false}" version 2> /dev/null || echo unknown)"
 check "meta.json: the cluster as host, acks as text" \
-  'python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(not (m[\"host\"] == {\"kind\": \"kubernetes\", \"context\": \"kind-test\", \"namespace\": \"chronik-perf\", \"nodes\": 1} and m[\"settings\"][\"acks\"] == \"1\"))" "$RUN/meta.json"'
+  'python3 "$HERE/check_results.py" meta-host "$RUN/meta.json"'
 check "meta.json completed from the generators' summaries (runctl meta --load-dir: batch size, message size, duration)" \
-  'python3 -c "import json,sys; s=json.load(open(sys.argv[1]))[\"settings\"]; sys.exit(not (s.get(\"batch_size\") == 100 and s.get(\"message_size\") == 256 and s.get(\"duration_s\", 0) > 0))" "$RUN/meta.json"'
+  'python3 "$HERE/check_results.py" meta-load "$RUN/meta.json"'
 
 bash "$REPO/scripts/install-python-deps.sh" > /dev/null && bash "$REPO/scripts/install-report-deps.sh" > /dev/null
 (cd "$REPO" && .venv/bin/python -m reports render "$RUN" -o "$RUN/report.md" --no-charts) > "$WORK/render.log" 2>&1

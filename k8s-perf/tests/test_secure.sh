@@ -58,16 +58,7 @@ set -euo pipefail
 case \$1 in
   apply) cat >> "$WORK/applied.yaml"; printf -- '---\n' >> "$WORK/applied.yaml"; echo applied ;;
   create) exec "$REAL_KUBECTL" "\$@" ;;
-  get) python3 - "$WORK/applied.yaml" "\$@" << 'PY'
-import re, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-args = sys.argv[2:]
-name = next(a for a in args[2:] if not a.startswith("-") and a != "$NS")
-key = re.search(r"\{\.data\.(.+)\}", " ".join(args)).group(1).replace("\\\\.", ".")
-secret = [d for d in docs if d["kind"] == "Secret" and d["metadata"]["name"] == name][-1]
-print(secret["data"][key], end="")
-PY
-  ;;
+  get) exec python3 "$HERE/secure_standins.py" secret-get "$WORK/applied.yaml" "$NS" "\$@" ;;
   port-forward) echo "Forwarding from 127.0.0.1:\$FAKE_PF_PORT -> 8080"; exec sleep 300 ;;
   *) echo "stand-in kubectl: unexpected \$*" >&2; exit 1 ;;
 esac
@@ -82,12 +73,7 @@ else
   fail "secure-secrets.sh: $(tail -n 3 "$WORK/run1.out")"; finish
 fi
 cp "$WORK/applied.yaml" "$WORK/applied-1.yaml"
-python3 - "$WORK/applied-1.yaml" "$NS" > "$WORK/secrets.out" << 'PY'
-import sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "Secret"]
-assert all(d["metadata"]["namespace"] == sys.argv[2] for d in docs), "a Secret outside the namespace"
-print(" ".join(sorted(d["metadata"]["name"] for d in docs)))
-PY
+python3 "$HERE/secure_standins.py" secret-names "$WORK/applied-1.yaml" "$NS" > "$WORK/secrets.out"
 want="chronik-broker-sasl chronik-broker-tls chronik-ingestor-tls chronik-ingestor-token chronik-sasl-admin chronik-sasl-consumer chronik-sasl-ingestor chronik-tls-ca"
 [[ "$(cat "$WORK/secrets.out")" == "$want" ]] && ok "the eight Secrets, in namespace $NS" \
   || fail "Secrets applied: $(cat "$WORK/secrets.out")"
@@ -154,7 +140,7 @@ REPO="$(cd "$K8S/.." && pwd)"
 bash "$REPO/scripts/install-python-deps.sh" > "$WORK/pydeps.log" 2>&1 || true
 if [[ ! -x "$REPO/target/release/chronik-server" ]]; then
   fail "live: no target/release/chronik-server"
-elif ! "$REPO/.venv/bin/python" -c 'import confluent_kafka, yaml' 2> /dev/null; then
+elif ! "$REPO/.venv/bin/python" "$REPO/scripts/runctl.py" has-modules confluent_kafka yaml 2> /dev/null; then
   fail "live: .venv lacks confluent-kafka (scripts/install-python-deps.sh: $(tail -n 1 "$WORK/pydeps.log"))"
 else
   rc=0
@@ -171,27 +157,7 @@ fi
 # -- collect.sh: a ledger over HTTPS with the token -------------------------------------------------
 # serve TOKEN_FILE - an HTTPS server with the ingestor's key store, /ledger for that token only
 serve() {
-  python3 - "$certs/chronik-ingestor.keystore.pem" "$1" "$WORK/port" << 'PY' &
-import http.server, ssl, sys
-keystore, token = sys.argv[1], open(sys.argv[2]).read().strip()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        okay = self.path == "/ledger" and self.headers.get("Authorization") == f"Bearer {token}"
-        body = b'{"ingestor_id":"stand-in","in_flight":0}' if okay else b"unauthorized"
-        self.send_response(200 if okay else 401)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-srv = http.server.HTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(keystore)
-srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
-open(sys.argv[3] + ".tmp", "w").write(str(srv.server_address[1]))
-import os; os.rename(sys.argv[3] + ".tmp", sys.argv[3])
-srv.serve_forever()
-PY
+  python3 "$HERE/secure_standins.py" serve-ledger "$certs/chronik-ingestor.keystore.pem" "$1" "$WORK/port" &
   SERVER_PID=$!
   for _ in $(seq 100); do [[ -s "$WORK/port" ]] && break; sleep 0.1; done
   FAKE_PF_PORT=$(cat "$WORK/port")
