@@ -8,6 +8,7 @@
 #   make deps        only the install steps (idempotent)
 #   make cargo-test  cargo test --workspace --no-fail-fast (debug)
 #   make lint        rustfmt --check and clippy -D warnings on the whole workspace (and fuzz/ formatting)
+#                    and lint-shell: no inline Python in *.sh (scripts/lint-shell.sh)
 #   make pytest      Python client tests against target/release/chronik-server
 #   make shellcheck  shellcheck (warnings and errors) on every tracked shell script
 #   make load-test   the load generator (load/test.sh): builds chronik-loadgen, go vet + go test
@@ -75,7 +76,7 @@ ifdef CI
 export CARGO_INCREMENTAL := 0
 endif
 
-.PHONY: kube-prefetch ci-free-debug images images-test k8s-apiserver-test k8s-node k8s-node-down k8s-node-test k8s-grow-test lint fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck load-test report-test e2e k8s-test run bench clean-run
+.PHONY: kube-prefetch ci-free-debug images images-test k8s-apiserver-test k8s-node k8s-node-down k8s-node-test k8s-grow-test lint lint-shell fault-schedule fuzz fuzz-smoke cluster-soak test deps system-deps python-deps build cargo-test pytest compat shellcheck load-test report-test e2e k8s-test run bench clean-run
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
@@ -130,7 +131,7 @@ ifdef CI
 endif
 
 # rustup's default profile ships both; add them if a minimal profile did not.
-lint:
+lint: lint-shell
 	@command -v rustfmt >/dev/null && $(CARGO) clippy --version >/dev/null 2>&1 || rustup component add rustfmt clippy
 	$(CARGO) fmt --all --check
 	$(CARGO) fmt --all --check --manifest-path fuzz/Cargo.toml
@@ -145,6 +146,10 @@ compat:
 
 shellcheck:
 	shellcheck -x -S warning $$(git ls-files '*.sh')
+
+# program logic belongs in Python modules called as subcommands, not in -c / heredoc snippets
+lint-shell:
+	bash scripts/lint-shell.sh
 
 load-test:
 	bash load/test.sh
