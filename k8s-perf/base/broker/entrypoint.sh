@@ -105,7 +105,7 @@ voters() {
 }
 peers=""
 if [ -n "${CONTROLLER_STATEFULSET:-}" ]; then
-  : "${CONTROLLER_SERVICE:?CONTROLLER_SERVICE must name the controllers' headless Service}"
+  : "${CONTROLLER_SERVICE:?CONTROLLER_SERVICE must name the headless Service of the controllers}"
   positive CONTROLLER_REPLICAS "${CONTROLLER_REPLICAS:-}"
   peers=$(voters "$CONTROLLER_STATEFULSET" "$CONTROLLER_SERVICE" "$CONTROLLER_REPLICAS" "$controller_base")
 elif [ "$roles" != broker,controller ] && [ "$roles" != controller,broker ]; then
