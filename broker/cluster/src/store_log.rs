@@ -8,7 +8,9 @@
 //! call fsyncs before it returns (metadata is low-rate), on a blocking
 //! thread; the vote is replaced atomically (write, fsync, rename, fsync
 //! the directory). When purges leave the file mostly dead records it is
-//! rewritten the same atomic way.
+//! rewritten the same atomic way. A write that fails for a full disk is
+//! retried until space returns (`retry_while_disk_full`): openraft would
+//! stop this node's raft for good on the error.
 //!
 //! Must not: interpret entries — the state machine applies them.
 //!
@@ -23,6 +25,7 @@ use std::io::{self, Read, Write};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
@@ -227,20 +230,67 @@ impl LogStore {
         self.mem.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `f` on the writer on a blocking thread (it fsyncs).
-    async fn with_writer<T, F>(&self, f: F) -> io::Result<T>
+    /// Runs `f` on the writer on a blocking thread (it fsyncs), again and
+    /// again while the disk is full (`retry_while_disk_full`).
+    async fn with_writer<T, F>(&self, mut f: F) -> io::Result<T>
     where
-        F: FnOnce(&mut LogWriter) -> io::Result<T> + Send + 'static,
+        F: FnMut(&mut LogWriter) -> io::Result<T> + Send + 'static,
         T: Send + 'static,
     {
         let writer = self.writer.clone();
         tokio::task::spawn_blocking(move || {
             let mut writer = writer.lock().unwrap_or_else(|e| e.into_inner());
-            f(&mut writer)
+            retry_while_disk_full(|| f(&mut writer))
         })
         .await
         .map_err(io::Error::other)?
     }
+}
+
+/// Runs `write` until it does not fail for a full disk (ENOSPC), waiting
+/// between tries. openraft 0.9 treats any storage error as fatal: its core
+/// stops for good and the node keeps serving a frozen metadata image even
+/// once space returns. A full disk passes, and every write here leaves the
+/// files as they were when it fails (the log is cut back, the vote and
+/// snapshot are replaced atomically), so waiting for space is safe: the
+/// node looks to its peers like a paused one, and resumes without a
+/// restart. Other errors are returned (fatal, as before).
+pub(crate) fn retry_while_disk_full<T>(mut write: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let mut wait = Duration::from_millis(50);
+    let mut failed_since = None;
+    loop {
+        match write() {
+            Err(e) if is_disk_full(&e) => {
+                if failed_since.is_none() {
+                    tracing::warn!(error = %e, "metadata log write failed: disk full; retrying until space returns");
+                }
+                failed_since.get_or_insert_with(Instant::now);
+                std::thread::sleep(wait);
+                wait = (wait * 2).min(Duration::from_secs(1));
+            }
+            result => {
+                if let Some(since) = failed_since {
+                    tracing::info!(waited = ?since.elapsed(), "metadata log writes resumed");
+                }
+                return result;
+            }
+        }
+    }
+}
+
+/// ENOSPC anywhere in `e`'s chain of sources.
+fn is_disk_full(e: &io::Error) -> bool {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = next {
+        if error
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::StorageFull)
+        {
+            return true;
+        }
+        next = error.source();
+    }
+    false
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {

@@ -178,3 +178,32 @@ async fn the_state_machine_restarts_from_its_snapshot() {
     let image = rx.borrow().clone();
     assert_eq!((image.applied_index, image.is_live(1)), (1, true));
 }
+
+#[test]
+fn a_full_disk_is_waited_out_and_other_errors_are_returned() {
+    // ENOSPC as write(2) returns it, and wrapped the way write_atomically's is.
+    let enospc = || io::Error::from_raw_os_error(28);
+    let wrapped = io::Error::other(chronik_log::Error::Io {
+        path: PathBuf::from("vote.json.tmp"),
+        source: enospc(),
+    });
+    assert!(is_disk_full(&enospc()) && is_disk_full(&wrapped));
+    assert!(!is_disk_full(&io::Error::from_raw_os_error(5)));
+
+    let mut tries = 0;
+    let result = retry_while_disk_full(|| {
+        tries += 1;
+        if tries < 3 {
+            Err(enospc())
+        } else {
+            Ok(tries)
+        }
+    });
+    assert_eq!(result.ok(), Some(3));
+    let mut tries = 0;
+    let result: io::Result<()> = retry_while_disk_full(|| {
+        tries += 1;
+        Err(io::Error::from_raw_os_error(5))
+    });
+    assert!(result.is_err() && tries == 1, "EIO is not retried");
+}

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use crate::command::{self, CommandResult};
 use crate::image::MetadataImage;
 use crate::raft_types::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
-use crate::store_log::write_atomically;
+use crate::store_log::{retry_while_disk_full, write_atomically};
 
 const SNAPSHOT_FILE: &str = "snapshot.json";
 
@@ -96,7 +96,7 @@ impl StateMachineStore {
         let path = self.dir.join(SNAPSHOT_FILE);
         tokio::task::spawn_blocking(move || {
             let bytes = serde_json::to_vec(&stored)?;
-            write_atomically(&path, &bytes)
+            retry_while_disk_full(|| write_atomically(&path, &bytes))
         })
         .await
         .map_err(io::Error::other)?

@@ -175,6 +175,19 @@ impl Client {
         &mut self,
         topic: &str,
         records: &[Record],
+        acks_timeout: (i16, i32),
+        compression: Compression,
+    ) -> Result<(i16, i64)> {
+        self.produce_records_to(topic, 0, records, acks_timeout, compression)
+    }
+
+    /// Produces `records` as one batch to `partition` (Produce v9) with
+    /// (acks, timeout_ms); returns (error code, base offset).
+    pub fn produce_records_to(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: &[Record],
         (acks, timeout_ms): (i16, i32),
         compression: Compression,
     ) -> Result<(i16, i64)> {
@@ -193,7 +206,7 @@ impl Client {
             .with_topic_data(vec![TopicProduceData::default()
                 .with_name(TopicName(StrBytes::from_string(topic.into())))
                 .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
+                    .with_index(partition)
                     .with_records(Some(batch.freeze()))])]);
         let response = self.send(&request, 9)?;
         let p = &response.responses[0].partition_responses[0];
@@ -203,8 +216,18 @@ impl Client {
     /// One Fetch (v12) of partition 0 of `topic` from `offset`: (error
     /// code, high watermark, the record batches).
     pub fn fetch_from(&mut self, topic: &str, offset: i64) -> Result<(i16, i64, Bytes)> {
+        self.fetch_partition_from(topic, 0, offset)
+    }
+
+    /// `fetch_from` of any partition.
+    pub fn fetch_partition_from(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<(i16, i64, Bytes)> {
         let partition = fetch_request::FetchPartition::default()
-            .with_partition(0)
+            .with_partition(partition)
             .with_fetch_offset(offset)
             .with_partition_max_bytes(1 << 20);
         let request = FetchRequest::default()
