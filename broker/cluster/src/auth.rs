@@ -1,10 +1,13 @@
-//! Who may speak on the raft/controller port: only a voter that knows the
-//! cluster secret. Every connection opens with a mutual challenge-response
-//! before any frame: the secret never crosses the wire, each side proves it
-//! with an HMAC-SHA256 over both sides' fresh nonces, so a captured
-//! handshake cannot be replayed on another connection, and the server
-//! learns the authenticated node id (a broker may only heartbeat for
-//! itself).
+//! Who may speak on the raft/controller port: any node that proves the
+//! cluster secret, under the node id it proved it with (the server's
+//! `admits` decides which ids; the rpc server takes every id ≥ 0). What
+//! that node may then send is not decided here: `rpc_server`'s `permitted`
+//! takes votes and replication only from voters, and lets any node
+//! (observers included) join, heartbeat or shut down only as itself. Every connection opens with a mutual
+//! challenge-response before any frame: the secret never crosses the wire,
+//! each side proves it with an HMAC-SHA256 over both sides' fresh nonces,
+//! so a captured handshake cannot be replayed on another connection, and
+//! the server learns the authenticated node id.
 //!
 //! ```text
 //! server → client  nonce_s (32 B)
@@ -18,7 +21,8 @@
 //! answer, as it read the close it used to get). It carries a code and
 //! nothing derived from the secret or either MAC: "wrong secret" goes only
 //! to the client whose proof failed, which learns nothing it did not know,
-//! and "not a voter" only to one that proved the secret.
+//! and "not a voter" (an id `admits` refuses) only to one that proved the
+//! secret.
 //!
 //! Owns: the secret (`--cluster-secret-file`, created when missing), the
 //! handshake, the whole of it within `HANDSHAKE_TIMEOUT`, why one failed
@@ -59,7 +63,7 @@ const REFUSAL_PREFIX: &[u8; 16] = b"chronik-refused\0";
 const CLIENT_LABEL: &[u8] = b"chronik-raft/client";
 const SERVER_LABEL: &[u8] = b"chronik-raft/server";
 
-/// The key every voter shares: SHA-256 of the secret file's contents.
+/// The key every node of the cluster shares: SHA-256 of the secret file's contents.
 #[derive(Clone)]
 pub struct ClusterSecret(Arc<[u8; 32]>);
 

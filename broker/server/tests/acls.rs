@@ -8,8 +8,9 @@
 //! cluster ALTER or DESCRIBE (CLUSTER_AUTHORIZATION_FAILED: CreateAcls,
 //! UnregisterBroker, DescribeQuorum, AlterPartitionReassignments,
 //! ListPartitionReassignments, ElectLeaders, a broker throttle); super users pass every
-//! check. DescribeTransactions shows only describable topics and a KIP-848
-//! heartbeat naming an undescribable topic is refused
+//! check. DescribeTransactions shows only describable topics; a KIP-848
+//! heartbeat naming an undescribable topic is refused, and so is the
+//! ConsumerGroupDescribe of a group assigned one
 //! (TOPIC_AUTHORIZATION_FAILED). In the 3-node cluster an ACL created through one node is
 //! enforced by the others (ACLs live in the metadata quorum).
 //!
@@ -249,12 +250,26 @@ fn add_to_txn(
 /// A broker with the authorizer on (everyone allowed where no ACL is
 /// found), `topics` created, and a client of it.
 fn authorizing_broker_with(topics: &[&str]) -> Result<(Broker, Client)> {
-    let broker = Broker::start(AUTHORIZER)?;
+    broker_with(AUTHORIZER, topics)
+}
+
+/// A broker started with `args`, `topics` created, and a client of it.
+fn broker_with(args: &[&str], topics: &[&str]) -> Result<(Broker, Client)> {
+    let broker = Broker::start(args)?;
     let mut client = Client::connect(&broker)?;
     for topic in topics {
         client.create_topic(topic)?;
     }
     Ok((broker, client))
+}
+
+/// `authorizing_broker_with`, its KIP-848 groups assigning at once (no
+/// initial rebalance delay).
+fn kip848_broker_with(topics: &[&str]) -> Result<(Broker, Client)> {
+    broker_with(
+        &[AUTHORIZER, &["--group-initial-rebalance-delay-ms", "0"]].concat(),
+        topics,
+    )
 }
 
 /// Covers `topic` by an ACL for alice only, so User:ANONYMOUS may do
@@ -826,13 +841,19 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
     Ok(())
 }
 
+/// What a KIP-848 member subscribes to when it joins.
+enum Subscribe<'a> {
+    Regex(&'a str),
+    Names(&'a [&'a str]),
+}
+
 /// The topic ids a KIP-848 member is assigned after heartbeating (epoch
-/// `epoch`, with `regex` on a join) until an assignment comes or 10 s pass.
-fn regex_member_assignment(
+/// `epoch`, subscribing on a join) until an assignment comes or 10 s pass.
+fn member_assignment(
     client: &mut Client,
     group: &str,
     member: &str,
-    regex: &str,
+    subscribe: Subscribe<'_>,
 ) -> Result<std::collections::BTreeSet<uuid::Uuid>> {
     use kafka_protocol::messages::ConsumerGroupHeartbeatRequest;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -845,7 +866,16 @@ fn regex_member_assignment(
                 .with_member_id(s(member))
                 .with_member_epoch(epoch)
                 .with_rebalance_timeout_ms(if epoch == 0 { 30_000 } else { -1 })
-                .with_subscribed_topic_regex((epoch == 0).then(|| s(regex)))
+                .with_subscribed_topic_regex(match subscribe {
+                    Subscribe::Regex(regex) if epoch == 0 => Some(s(regex)),
+                    _ => None,
+                })
+                .with_subscribed_topic_names(match subscribe {
+                    Subscribe::Names(names) if epoch == 0 => {
+                        Some(names.iter().map(|t| TopicName(s(t))).collect())
+                    }
+                    _ => None,
+                })
                 .with_topic_partitions((epoch == 0).then(Vec::new)),
             1, // the regex is a v1 field
         )?;
@@ -873,16 +903,7 @@ fn regex_member_assignment(
 /// with READ on its group is not handed a topic it may not describe.
 #[test]
 fn a_regex_subscription_gets_only_describable_topics() -> Result<()> {
-    let broker = Broker::start(&[
-        "--authorizer-class-name",
-        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "--allow-everyone-if-no-acl-found",
-        "--group-initial-rebalance-delay-ms",
-        "0",
-    ])?;
-    let mut client = Client::connect(&broker)?;
-    client.create_topic("rx-open")?;
-    client.create_topic("rx-secret")?;
+    let (_broker, mut client) = kip848_broker_with(&["rx-open", "rx-secret"])?;
     let open = client.topic_id("rx-open")?;
     let secret = client.topic_id("rx-secret")?;
     let codes = create_acls(
@@ -890,14 +911,14 @@ fn a_regex_subscription_gets_only_describable_topics() -> Result<()> {
         vec![acl(TOPIC, "rx-secret", LITERAL, "User:alice", READ, ALLOW)],
     )?;
     ensure!(codes == [0], "CreateAcls: {codes:?}");
-    let assigned = regex_member_assignment(&mut client, "rx-group", "m1", "rx-.*")?;
+    let assigned = member_assignment(&mut client, "rx-group", "m1", Subscribe::Regex("rx-.*"))?;
     ensure!(
         assigned == [open].into(),
         "regex rx-.* assigned {assigned:?}; rx-open is {open}, rx-secret (not describable) {secret}"
     );
     // once ANONYMOUS may describe rx-secret, a new member's regex takes it too
     allow_anonymous_describe(&mut client, "rx-secret")?;
-    let assigned = regex_member_assignment(&mut client, "rx-group-2", "m2", "rx-.*")?;
+    let assigned = member_assignment(&mut client, "rx-group-2", "m2", Subscribe::Regex("rx-.*"))?;
     ensure!(
         assigned == [open, secret].into(),
         "after the DESCRIBE ACL, regex rx-.* assigned {assigned:?}"
@@ -983,6 +1004,78 @@ fn a_heartbeat_naming_an_undescribable_topic_is_refused() -> Result<()> {
         "subscribing to hb-open only: error {}, epoch {}",
         joined.error_code,
         joined.member_epoch
+    );
+    Ok(())
+}
+
+/// ConsumerGroupDescribe of cgd-secret-group and cgd-open-group: each
+/// group's id, error and the topics its members are assigned.
+fn described_groups(client: &mut Client) -> Result<Vec<(String, i16, Vec<String>)>> {
+    use kafka_protocol::messages::ConsumerGroupDescribeRequest;
+    let response = client.send(
+        &ConsumerGroupDescribeRequest::default().with_group_ids(vec![
+            GroupId(s("cgd-secret-group")),
+            GroupId(s("cgd-open-group")),
+        ]),
+        0,
+    )?;
+    Ok(response
+        .groups
+        .iter()
+        .map(|g| {
+            let topics = g
+                .members
+                .iter()
+                .flat_map(|m| &m.assignment.topic_partitions)
+                .map(|t| t.topic_name.0.to_string())
+                .collect();
+            (g.group_id.0.to_string(), g.error_code, topics)
+        })
+        .collect())
+}
+
+/// ConsumerGroupDescribe answers TOPIC_AUTHORIZATION_FAILED, and nothing
+/// else of the group, for a group whose member is assigned a topic the
+/// caller may not DESCRIBE, although the caller may DESCRIBE the group
+/// (Kafka 4.0, KAFKA-18813); another group in the same request is
+/// described, and so is the first once an ACL lets the caller DESCRIBE the
+/// topic.
+#[test]
+fn a_group_assigned_an_undescribable_topic_is_not_described() -> Result<()> {
+    let (_broker, mut client) = kip848_broker_with(&["cgd-open", "cgd-secret"])?;
+    for (group, topic) in [
+        ("cgd-secret-group", "cgd-secret"),
+        ("cgd-open-group", "cgd-open"),
+    ] {
+        let assigned = member_assignment(&mut client, group, "m1", Subscribe::Names(&[topic]))?;
+        ensure!(
+            !assigned.is_empty(),
+            "{group} was assigned nothing of {topic}"
+        );
+    }
+    cover_for_alice(&mut client, "cgd-secret")?;
+    let groups = described_groups(&mut client)?;
+    ensure!(
+        groups
+            == [
+                (
+                    "cgd-secret-group".into(),
+                    TOPIC_AUTHORIZATION_FAILED,
+                    vec![]
+                ),
+                ("cgd-open-group".into(), 0, vec!["cgd-open".into()]),
+            ],
+        "cgd-secret is not describable by ANONYMOUS: {groups:?}"
+    );
+    allow_anonymous_describe(&mut client, "cgd-secret")?;
+    let groups = described_groups(&mut client)?;
+    ensure!(
+        groups
+            == [
+                ("cgd-secret-group".into(), 0, vec!["cgd-secret".into()]),
+                ("cgd-open-group".into(), 0, vec!["cgd-open".into()]),
+            ],
+        "after the DESCRIBE ACL on cgd-secret: {groups:?}"
     );
     Ok(())
 }

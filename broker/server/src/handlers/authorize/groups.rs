@@ -5,7 +5,10 @@
 //! (else the heartbeat is refused with TOPIC_AUTHORIZATION_FAILED); DESCRIBE on the group to fetch its offsets, describe it, list it
 //! or find its coordinator (refused groups answer the group error, listings
 //! leave them out; ListGroups shows everything with DESCRIBE on the
-//! cluster); DELETE to delete a group or its offsets.
+//! cluster), and for ConsumerGroupDescribe DESCRIBE on every topic in its
+//! members' assignments and target assignments (else that group answers
+//! TOPIC_AUTHORIZATION_FAILED and nothing else); DELETE to delete a group
+//! or its offsets.
 
 use chronik_cluster::acl::operation;
 use chronik_protocol::{Request, Response};
@@ -303,11 +306,32 @@ impl Denied {
                 any
             }
             (Denied::Describe, Response::ConsumerGroupDescribe(resp)) => {
+                use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
                 let mut any = false;
-                for g in resp.groups.iter_mut().filter(|g| !describe(&g.group_id)) {
-                    *g = kafka_protocol::messages::consumer_group_describe_response::DescribedGroup::default()
+                for g in resp.groups.iter_mut() {
+                    // Kafka 4.0 (KAFKA-18813): a described group whose
+                    // members' assignments or target assignments name a
+                    // topic the caller may not DESCRIBE is answered whole
+                    // with TOPIC_AUTHORIZATION_FAILED, nothing else of it
+                    let (error, text) = if !describe(&g.group_id) {
+                        (code, None)
+                    } else if g.members.iter().any(|m| {
+                        [&m.assignment, &m.target_assignment]
+                            .into_iter()
+                            .flat_map(|a| &a.topic_partitions)
+                            .any(|t| !gate.topic(operation::DESCRIBE, &t.topic_name.0))
+                    }) {
+                        (
+                            TOPIC_DENIED.code(),
+                            message("the group's members are assigned topics the caller may not DESCRIBE"),
+                        )
+                    } else {
+                        continue;
+                    };
+                    *g = DescribedGroup::default()
                         .with_group_id(g.group_id.clone())
-                        .with_error_code(code)
+                        .with_error_code(error)
+                        .with_error_message(text)
                         .with_authorized_operations(i32::MIN);
                     any = true;
                 }
