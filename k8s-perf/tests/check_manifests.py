@@ -58,7 +58,7 @@ import tempfile
 from pathlib import Path
 
 from check_secure import VAR_REF, check_secrets, check_tls
-from checklib import by_kind, check, counts, docs_of, env_of
+from checklib import broker_and_controllers, by_kind, check, counts, docs_of, env_of
 from helpinfo import Help, go_type, read_help, read_loadgen_help
 
 REPO = Path(__file__).resolve().parents[2]
@@ -441,16 +441,6 @@ def check_loadgen(overlay, docs, lg_help: Help | None, lg_bin: Path | None):
         check(r.returncode == 0, f"{overlay}: `{LOADGEN} describe {env['PLAN']}.json {' '.join(describe)} --generators {n}` "
               "accepts the plan and its overrides", (r.stderr or r.stdout).strip()[:300])
     return env
-
-
-def broker_and_controllers(docs):
-    """The broker StatefulSet and the controllers' (components/controllers), or None."""
-    sts = by_kind(docs, "StatefulSet")
-    role = {s["metadata"]["name"]: s["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component")
-            for s in sts}
-    brokers = [s for s in sts if role[s["metadata"]["name"]] == "broker"]
-    controllers = [s for s in sts if role[s["metadata"]["name"]] == "controller"]
-    return brokers, controllers
 
 
 def check_topology(overlay, docs):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from checklib import by_kind, check, env_of
+from checklib import broker_and_controllers, by_kind, check, env_of
 
 # words that make a property, env var or file content secret
 SECRET_WORD = re.compile(r"password|passwd|secret|token|jaas|private", re.I)
@@ -115,7 +115,7 @@ def client_properties(env: dict) -> dict:
 
 def check_tls(overlay, docs):
     """components/secure: what the brokers require, every client gives."""
-    s = by_kind(docs, "StatefulSet")[0]
+    s = broker_and_controllers(docs)[0][0]
     benv = env_of(s)
     listeners = benv.get("CHRONIK_LISTENERS")
     if not listeners:

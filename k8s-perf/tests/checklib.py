@@ -1,7 +1,8 @@
 """k8s-perf/tests/checklib.py - what the manifest checks share.
 
 Owns: the ok/FAIL lines and their counts (check, counts), reading built
-manifests (docs_of, by_kind, env_of). Must not: check anything itself.
+manifests (docs_of, by_kind, env_of, broker_and_controllers: the StatefulSets
+by their component label). Must not: check anything itself.
 """
 
 from __future__ import annotations
@@ -39,3 +40,14 @@ def env_of(wl) -> dict:
 def counts() -> tuple[int, int]:
     """(passed, failed) so far."""
     return passed, failed
+
+
+def broker_and_controllers(docs):
+    """(broker StatefulSets, controller StatefulSets), told apart by their pods'
+    app.kubernetes.io/component label (components/controllers adds the latter)."""
+    sts = by_kind(docs, "StatefulSet")
+    role = {s["metadata"]["name"]: s["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component")
+            for s in sts}
+    brokers = [s for s in sts if role[s["metadata"]["name"]] == "broker"]
+    controllers = [s for s in sts if role[s["metadata"]["name"]] == "controller"]
+    return brokers, controllers
