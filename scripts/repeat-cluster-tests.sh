@@ -20,7 +20,7 @@ mkdir -p "$OUT"
 binaries=()
 while read -r exe; do binaries+=("$exe"); done < <(
   { "$CARGO" test -p chronik-server --test cluster --no-run 2>&1
-    "$CARGO" test -p chronik-cluster --test restart_readiness --test quorum --no-run 2>&1; } \
+    "$CARGO" test -p chronik-metadata --test restart_readiness --test quorum --no-run 2>&1; } \
     | sed -n 's/.*Executable .*(\(.*\))$/\1/p')
 [ "${#binaries[@]}" -eq 3 ] || { echo "expected 3 test executables, found ${#binaries[@]}" >&2; exit 1; }
 # The broker binary the tests start is pinned too (a later build replaces

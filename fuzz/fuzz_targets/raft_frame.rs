@@ -3,7 +3,7 @@
 //! response, which the client side decodes).
 #![no_main]
 
-use chronik_cluster::rpc::{decode, RpcRequest, RpcResponse};
+use chronik_metadata::rpc::{decode, RpcRequest, RpcResponse};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

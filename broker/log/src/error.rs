@@ -76,7 +76,7 @@ pub enum Error {
     /// InvalidTxnStateException).
     #[error("producer {producer_id}: {reason}")]
     InvalidTxnState { producer_id: i64, reason: String },
-    /// `append_replicated` was given batches that do not continue the log
+    /// `append_as_follower` was given batches that do not continue the log
     /// exactly: the first must start at the log end offset and each later
     /// one right after its predecessor (nothing was written).
     #[error("replicated batches must continue the log: expected a batch at offset {expected}, got one at {got}")]

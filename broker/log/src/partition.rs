@@ -421,7 +421,7 @@ impl PartitionLog {
     /// checked (Kafka's follower path: a new epoch or sequence simply
     /// replaces what was known), so this replica deduplicates retries
     /// correctly once it becomes the leader. `records` is not modified.
-    pub fn append_replicated(
+    pub fn append_as_follower(
         &self,
         records: &mut [u8],
         batches: &[BatchHeader],

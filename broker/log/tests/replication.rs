@@ -1,4 +1,4 @@
-//! Follower appends (`append_replicated`) and cluster topic ids
+//! Follower appends (`append_as_follower`) and cluster topic ids
 //! (`create_topic_with_id`).
 
 mod common;
@@ -26,7 +26,7 @@ fn replicate(leader: &PartitionLog, follower: &PartitionLog, epoch: i32) -> Vec<
         }
         let headers = parse_batches(&bytes).expect("still valid");
         let info = follower
-            .append_replicated(&mut bytes.clone(), &headers)
+            .append_as_follower(&mut bytes.clone(), &headers)
             .expect("replicated append");
         assert_eq!(info.base_offset, headers[0].base_offset);
         assert_eq!(info.log_end_offset, follower.log_end_offset());
@@ -99,7 +99,7 @@ fn replicated_batches_must_follow_the_log_end() {
     };
     let try_append = |bytes: Vec<u8>| {
         let headers = parse_batches(&bytes).expect("valid");
-        log.append_replicated(&mut bytes.clone(), &headers)
+        log.append_as_follower(&mut bytes.clone(), &headers)
     };
     let rejected = |result: chronik_log::Result<_>, want: (i64, i64)| match result {
         Err(Error::NonContiguousAppend { expected, got }) => assert_eq!((expected, got), want),
@@ -163,7 +163,7 @@ fn followers_take_batches_larger_than_their_max_message_bytes() {
         log.append(&mut bytes.clone(), &headers),
         Err(Error::RecordTooLarge { .. })
     ));
-    log.append_replicated(&mut bytes, &headers)
+    log.append_as_follower(&mut bytes, &headers)
         .expect("the leader already accepted it");
     assert_eq!(log.log_end_offset(), 1);
 }
@@ -205,13 +205,13 @@ fn replicated_idempotent_batches_let_a_new_leader_deduplicate_retries() {
     set_base_offset(&mut bytes, 0, follower.log_end_offset());
     let headers = parse_batches(&bytes).expect("valid");
     follower
-        .append_replicated(&mut bytes, &headers)
+        .append_as_follower(&mut bytes, &headers)
         .expect("replicated new epoch");
     let mut bytes = idempotent_batch(idem(P, 1, 7, 1), b"a gap, from the leader");
     set_base_offset(&mut bytes, 0, follower.log_end_offset());
     let headers = parse_batches(&bytes).expect("valid");
     follower
-        .append_replicated(&mut bytes, &headers)
+        .append_as_follower(&mut bytes, &headers)
         .expect("a leader's sequence is taken as it is");
     assert!(matches!(
         produce(&follower, &[idem(P, 0, 10, 1)]),
@@ -284,7 +284,7 @@ fn a_segment_ending_in_a_gap_survives_a_full_recovery() {
         let mut b = build_test_batch(1, 1_000, &vec![b'g'; payload]);
         set_base_offset(&mut b, 0, base);
         let headers = parse_batches(&b).expect("valid");
-        log.append_replicated(&mut b, &headers).expect("append")
+        log.append_as_follower(&mut b, &headers).expect("append")
     };
     // Two ~270-byte batches a segment: [0, 1] then [3, 8] from offset 2.
     for base in [0, 1, 3, 8] {

@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
-use chronik_cluster::authorizer::{authorize, AuthorizerConfig};
-use chronik_cluster::{Cluster, MetadataImage};
+use chronik_metadata::acl_rules::{authorize, AuthorizerConfig};
+use chronik_metadata::{Cluster, MetadataImage};
 use clap::Args as ClapArgs;
 
 use crate::handlers::RequestContext;
@@ -93,7 +93,7 @@ impl Authorizer {
 
     /// May the sender of a request (`context`: its principal and address)
     /// perform `operation` on the resource `name` of `resource_type`
-    /// (codes of `chronik_cluster::acl`), by the ACLs of `image`? Always
+    /// (codes of `chronik_metadata::acl`), by the ACLs of `image`? Always
     /// yes without an authorizer.
     pub fn allows(
         &self,

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use chronik_cluster::{
+use chronik_metadata::{
     Cluster, ClusterConfig, ClusterError, ClusterSecret, CreateTopic, DEFAULT_HEARTBEAT_INTERVAL,
 };
 use chronik_log::LogManager;
@@ -164,10 +164,10 @@ pub async fn start(
 /// (`controller_listener::load`); no Kafka listeners (a broker adds its own).
 pub fn cluster_config(
     config: &Config,
-    peers: Vec<chronik_cluster::Peer>,
+    peers: Vec<chronik_metadata::Peer>,
     host: String,
     secret: ClusterSecret,
-    security: chronik_cluster::ControllerSecurity,
+    security: chronik_metadata::ControllerSecurity,
 ) -> ClusterConfig {
     ClusterConfig {
         node_id: config.node_id,
@@ -191,11 +191,11 @@ pub fn cluster_config(
 /// The voters, from `--peers` (none for a broker that is not a controller
 /// and finds the quorum through `--controller-quorum-bootstrap-servers`).
 /// A controller must be among them, a broker that is not one must not.
-pub fn cluster_peers(config: &Config) -> anyhow::Result<Vec<chronik_cluster::Peer>> {
+pub fn cluster_peers(config: &Config) -> anyhow::Result<Vec<chronik_metadata::Peer>> {
     let raw = config.peers.as_str();
     let peers = match raw.trim().is_empty() {
         true => Vec::new(),
-        false => chronik_cluster::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?,
+        false => chronik_metadata::parse_peers(raw).map_err(|e| anyhow::anyhow!("--peers: {e}"))?,
     };
     let listed = peers.iter().any(|p| p.node_id == config.node_id);
     match (config.roles.controller, listed) {
@@ -222,7 +222,7 @@ fn advertised_listeners(
     config: &Config,
     bound: &[(crate::security::ListenerConfig, std::net::SocketAddr)],
     inter_broker: &(String, u16),
-) -> chronik_cluster::ListenerEndpoints {
+) -> chronik_metadata::ListenerEndpoints {
     let inter_broker_name = &config.security.inter_broker().name;
     bound
         .iter()
@@ -238,7 +238,7 @@ fn advertised_listeners(
             };
             (
                 listener.name.clone(),
-                chronik_cluster::Endpoint { host, port },
+                chronik_metadata::Endpoint { host, port },
             )
         })
         .collect()

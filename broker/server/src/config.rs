@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chronik_coordinator::MigrationPolicy;
+use chronik_coordinator_state::MigrationPolicy;
 use clap::{Parser, ValueEnum};
 
 /// Group-commit profile: how long an acknowledged batch may wait for fsync.
@@ -197,7 +197,7 @@ pub struct Args {
     /// A controller-only node serves no Kafka clients.
     #[arg(long, env = "CHRONIK_PROCESS_ROLES", default_value = "broker,controller",
           value_parser = parse_roles)]
-    pub process_roles: chronik_cluster::Roles,
+    pub process_roles: chronik_metadata::Roles,
     /// Kafka's controller.quorum.bootstrap.servers: the controllers' raft
     /// addresses (`HOST:PORT,...`) a broker that is not a controller joins
     /// through, when --peers is not given.
@@ -300,7 +300,7 @@ pub struct Config {
     /// broker that finds the quorum through `bootstrap_servers`).
     pub peers: String,
     /// Kafka's process.roles.
-    pub roles: chronik_cluster::Roles,
+    pub roles: chronik_metadata::Roles,
     /// Kafka's controller.quorum.bootstrap.servers (raft addresses).
     pub bootstrap_servers: Vec<String>,
     /// This node's own host: the --advertise host, else the Kafka --listen
@@ -311,13 +311,13 @@ pub struct Config {
     pub min_insync_replicas: i16,
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
-    pub leader_balance: chronik_cluster::leader_balance::LeaderBalance,
+    pub leader_balance: chronik_metadata::leader_balance::LeaderBalance,
     pub cluster_secret_file: PathBuf,
     /// What the raft port speaks beneath the cluster-secret handshake.
     pub controller_protocol: crate::controller_listener::ControllerProtocol,
     pub limits: crate::limits::Limits,
     /// `None`: no authorizer (every request allowed).
-    pub authorizer: Option<chronik_cluster::authorizer::AuthorizerConfig>,
+    pub authorizer: Option<chronik_metadata::acl_rules::AuthorizerConfig>,
 }
 
 impl Config {
@@ -450,7 +450,7 @@ impl TryFrom<Args> for Config {
             min_insync_replicas: args.min_insync_replicas,
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
             broker_session_timeout_ms: args.broker_session_timeout_ms,
-            leader_balance: chronik_cluster::leader_balance::LeaderBalance {
+            leader_balance: chronik_metadata::leader_balance::LeaderBalance {
                 enabled: args.auto_leader_rebalance_enable,
                 imbalance_percentage: args.leader_imbalance_per_broker_percentage,
                 check_interval: std::time::Duration::from_secs(
@@ -469,8 +469,8 @@ impl TryFrom<Args> for Config {
 const DEFAULT_METRICS_PORT: u16 = 9644;
 const DEFAULT_RAFT_PORT: u16 = 9093;
 
-fn parse_roles(s: &str) -> Result<chronik_cluster::Roles, String> {
-    chronik_cluster::Roles::parse(s)
+fn parse_roles(s: &str) -> Result<chronik_metadata::Roles, String> {
+    chronik_metadata::Roles::parse(s)
 }
 
 /// This node's host in `--peers` ("1@h1,2@h2"), if it is listed.

@@ -10,11 +10,11 @@
 //! trust store, since each node must verify the other's certificate),
 //! refusing a cluster whose Kafka listeners use TLS while its raft port
 //! would be cleartext by default, and loading the raft port's TLS
-//! (`chronik_cluster::ControllerSecurity`). Must not: speak TLS itself
-//! (chronik-cluster's `transport` does, with chronik-tls).
+//! (`chronik_metadata::ControllerSecurity`). Must not: speak TLS itself
+//! (chronik-metadata's `transport` does, with chronik-tls).
 
 use anyhow::{bail, Context};
-use chronik_cluster::ControllerSecurity;
+use chronik_metadata::ControllerSecurity;
 use clap::ValueEnum;
 use tracing::{info, warn};
 

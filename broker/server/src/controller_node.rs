@@ -16,7 +16,7 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
-use chronik_cluster::Cluster;
+use chronik_metadata::Cluster;
 use prometheus_client::registry::Registry;
 use tracing::info;
 

@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chronik_cluster::auth::HANDSHAKE_TIMEOUT;
-use chronik_cluster::{ClusterConfig, Credentials, OpenError};
+use chronik_metadata::peer_auth::HANDSHAKE_TIMEOUT;
+use chronik_metadata::{ClusterConfig, Credentials, OpenError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};

@@ -17,7 +17,7 @@
 //! - `handlers/`   — one file per Kafka API; client-facing Kafka error codes (log append errors: `replica::write`).
 //! - `fetch_sessions` — KIP-227 incremental fetch sessions: the bounded cache, id/epoch rules, trimmed answers.
 //! - `purgatory`   — delayed operations keyed by partition (Kafka's purgatory): `park_until`, waiters woken per partition.
-//! - `groups/`     — consumer-group driver around `chronik_coordinator`, committed offsets in `__consumer_offsets`.
+//! - `groups/`     — consumer-group driver around `chronik_coordinator_state`, committed offsets in `__consumer_offsets`.
 //! - `txn/`        — the transaction coordinator: state in `__transaction_state`, markers, timeouts.
 //! - `internal_topic` — what both coordinators' topics share: load by replay, acks=all writes, loaded epoch.
 //! - `producer_ids` — durable producer id allocation for InitProducerId.

@@ -57,7 +57,7 @@ impl QuorumMetrics {
         );
     }
 
-    pub fn refresh(&self, status: &chronik_cluster::ControllerStatus) {
+    pub fn refresh(&self, status: &chronik_metadata::ControllerStatus) {
         self.controller_active.set(i64::from(status.is_controller));
         self.raft_term
             .set(i64::try_from(status.raft_term).unwrap_or(i64::MAX));

@@ -31,7 +31,7 @@ use crate::producer_ids::ProducerIdAllocator;
 use crate::purgatory::Purgatory;
 use crate::txn::store::TxnStore;
 use crate::txn::{TxnCoordinator, TXN_TOPIC};
-use chronik_coordinator::{ConsumerGroupConfig, GroupConfig};
+use chronik_coordinator_state::{ConsumerGroupConfig, GroupConfig};
 
 /// Runs the broker until `shutdown` resolves.
 pub async fn run(

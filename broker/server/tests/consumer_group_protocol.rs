@@ -52,7 +52,7 @@ const INVALID_REQUEST: i16 = 42;
 const GROUP_MAX_SIZE_REACHED: i16 = 81;
 const ILLEGAL_GENERATION: i16 = 22;
 const REBALANCE_IN_PROGRESS: i16 = 27;
-/// chronik_coordinator::MAX_SUBSCRIBED_TOPICS
+/// chronik_coordinator_state::MAX_SUBSCRIBED_TOPICS
 const MAX_SUBSCRIBED_TOPICS: usize = 10_000;
 
 fn group_id(group: &str) -> GroupId {

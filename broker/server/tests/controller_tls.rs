@@ -55,7 +55,7 @@ use sha2::{Digest, Sha512};
 const SCRAM_USER: &str = "carol-raft-capture-user";
 const ACL_PRINCIPAL: &str = "User:dave-raft-capture-principal";
 const TOPIC: &str = "raft-capture";
-/// What a TLS raft port sends first (chronik-cluster's `transport`).
+/// What a TLS raft port sends first (chronik-metadata's `transport`).
 const TLS_BANNER: &[u8] = b"chronik-raft: TLS follows";
 
 /// The salt and salted password the SCRAM user is created with.

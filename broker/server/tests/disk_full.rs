@@ -17,7 +17,7 @@
 //! min.insync.replicas 2); once space returns the follower catches up and
 //! rejoins the ISR, and no acknowledged record is lost. Topics created
 //! while it is full reach its copy of the metadata log only once space
-//! returns: that write waits for space (`chronik_cluster`'s
+//! returns: that write waits for space (`chronik_metadata`'s
 //! `retry_while_disk_full`) — before, openraft stopped the node's raft for
 //! good on the error and it served a frozen metadata image until restarted.
 //! (Kafka shuts a broker down when its metadata log directory fails,

@@ -3,7 +3,7 @@
 //! port. Each test names the attack, speaks raw bytes to the real binary
 //! and checks that the port bounds it while honest clients are served.
 //! The raft port's handshake, admission pools and frame deadlines are
-//! tested in depth in `broker/cluster/tests/hostile_raft.rs`; here only
+//! tested in depth in `broker/metadata/tests/hostile_raft.rs`; here only
 //! what the binary adds (the secret file, the default bind).
 
 mod common;

@@ -9,7 +9,7 @@
 //! and KIP-848 groups (the group manager).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use chronik_coordinator::{Assignment, ClassicSubscription, NamedPartitions, TopicMetadata};
+use chronik_coordinator_state::{Assignment, ClassicSubscription, NamedPartitions, TopicMetadata};
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition;
 use kafka_protocol::messages::{
     ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,

@@ -1,5 +1,5 @@
-//! The driver around `chronik_coordinator::Group` (classic groups) and
-//! `chronik_coordinator::ConsumerGroup` (KIP-848 groups): keeps every group,
+//! The driver around `chronik_coordinator_state::Group` (classic groups) and
+//! `chronik_coordinator_state::ConsumerGroup` (KIP-848 groups): keeps every group,
 //! turns delayed replies into answered requests, and feeds the clock.
 //!
 //! Owns: the group tables (a group id is in at most one of them: an empty
@@ -8,7 +8,7 @@
 //! allows — a joining ConsumerGroupHeartbeat upgrades a classic group,
 //! classic requests for a KIP-848 group are answered by it, and a KIP-848
 //! group left with classic members only is downgraded — see
-//! `chronik_coordinator::migration`), ticket → waiting-request routing
+//! `chronik_coordinator_state::migration`), ticket → waiting-request routing
 //! (oneshot channels), member id generation, and the 100 ms tick task that
 //! expires silent members and times out rebalances. Must not: decode wire
 //! messages other than the embedded consumer protocol (`consumer_protocol`)
@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use chronik_coordinator::{
+use chronik_coordinator_state::{
     CommitCheck, ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember,
     DecodedClassicMember, Group, GroupConfig, GroupError, GroupState, HeartbeatReply,
     HeartbeatRequest, JoinReply, JoinRequest, Member, MigrationPolicy, Millis, Reply, SyncReply,
@@ -52,7 +52,7 @@ pub struct ConsumerGroupSnapshot {
     pub assignment_epoch: i32,
     pub assignor: &'static str,
     /// Each member with its target assignment.
-    pub members: Vec<(ConsumerMember, chronik_coordinator::Assignment)>,
+    pub members: Vec<(ConsumerMember, chronik_coordinator_state::Assignment)>,
 }
 
 /// One line of ListGroups: (group id, protocol type, state, group type).

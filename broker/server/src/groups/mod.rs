@@ -1,5 +1,5 @@
 //! Consumer groups on the broker side: the driver around the pure
-//! `chronik_coordinator` state machine, and committed-offset storage.
+//! `chronik_coordinator_state` state machine, and committed-offset storage.
 //!
 //! - `consumer_protocol` — the consumer's embedded protocol in classic group messages.
 //! - `manager`      — `GroupManager`: groups by id, tickets → waiting requests, the clock tick task.

@@ -1,7 +1,7 @@
 //! ACLs between the wire messages and the metadata quorum's model: what
 //! CreateAcls, DescribeAcls and DeleteAcls share.
 
-use chronik_cluster::acl::{AclBinding, AclBindingFilter};
+use chronik_metadata::acl::{AclBinding, AclBindingFilter};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 
@@ -43,7 +43,7 @@ pub fn filter(
 }
 
 /// The error code and message of a refused binding or filter.
-pub fn refusal(e: &chronik_cluster::ClusterError) -> (i16, Option<StrBytes>) {
+pub fn refusal(e: &chronik_metadata::ClusterError) -> (i16, Option<StrBytes>) {
     let code = super::cluster_errors::cluster_error_code(e);
     (code.code(), Some(StrBytes::from_string(e.to_string())))
 }

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use chronik_coordinator::txn::TopicPartition;
+use chronik_coordinator_state::txn::TopicPartition;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;

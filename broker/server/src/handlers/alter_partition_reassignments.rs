@@ -1,6 +1,6 @@
 //! AlterPartitionReassignments (KIP-455, v0–1; `kafka-reassign-partitions.sh
 //! --execute / --cancel`): starts, replaces or cancels partition moves
-//! through the controller, which applies them as `chronik_cluster`'s
+//! through the controller, which applies them as `chronik_metadata`'s
 //! `reassign` module describes. A move finishes on its own once the new
 //! replicas have caught up and joined the ISR; ListPartitionReassignments
 //! shows it until then.
@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use chronik_cluster::{ClusterError, Reassignment};
+use chronik_metadata::{ClusterError, Reassignment};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_reassignments_response::{
@@ -139,7 +139,7 @@ pub async fn handle(
 /// KIP-860: with `allow_replication_factor_change` false, a target of
 /// another size than the original replica set is refused.
 fn replication_factor_refusal(
-    image: &chronik_cluster::MetadataImage,
+    image: &chronik_metadata::MetadataImage,
     topic: &str,
     partition: i32,
     target: &Option<Vec<i32>>,

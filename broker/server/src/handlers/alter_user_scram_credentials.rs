@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use chronik_cluster::ScramCredentialImage;
+use chronik_metadata::ScramCredentialImage;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;

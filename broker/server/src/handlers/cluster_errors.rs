@@ -1,6 +1,6 @@
 //! The Kafka error code for each metadata-quorum error.
 
-use chronik_cluster::ClusterError;
+use chronik_metadata::ClusterError;
 use kafka_protocol::error::ResponseError;
 
 pub fn cluster_error_code(e: &ClusterError) -> ResponseError {

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use chronik_cluster::MetadataImage;
-use chronik_coordinator::Assignment;
+use chronik_metadata::MetadataImage;
+use chronik_coordinator_state::Assignment;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_response::{

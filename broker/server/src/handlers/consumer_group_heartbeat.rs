@@ -2,17 +2,17 @@
 //! consumer group with server-side assignment. Coordinator ownership is
 //! decided as for OffsetFetch (`OffsetStore::readable`: NOT_COORDINATOR
 //! unless this broker leads `__consumer_offsets`, COORDINATOR_LOAD_IN_PROGRESS
-//! until loaded); the group itself is `chronik_coordinator::ConsumerGroup`
+//! until loaded); the group itself is `chronik_coordinator_state::ConsumerGroup`
 //! behind the group manager. v0: the broker names a member that joins
 //! without an id; v1: the client does, and may subscribe by regex.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use chronik_cluster::acl::{operation, resource};
+use chronik_metadata::acl::{operation, resource};
 
-use chronik_cluster::MetadataImage;
-use chronik_coordinator::{Assignment, HeartbeatReply, HeartbeatRequest, TopicMetadata};
+use chronik_metadata::MetadataImage;
+use chronik_coordinator_state::{Assignment, HeartbeatReply, HeartbeatRequest, TopicMetadata};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_heartbeat_response::{

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use chronik_cluster::acl::AclBinding;
+use chronik_metadata::acl::AclBinding;
 use chronik_protocol::Response;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};

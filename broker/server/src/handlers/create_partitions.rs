@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use chronik_cluster::CreatePartitions;
+use chronik_metadata::CreatePartitions;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -87,7 +87,7 @@ async fn grow(
         )
     })?;
     let count = i32::try_from(current.partitions.len()).unwrap_or(i32::MAX);
-    chronik_cluster::check_partition_growth(count, topic.count)
+    chronik_metadata::check_partition_growth(count, topic.count)
         .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
     let replication_factor =
         i16::try_from(current.partitions.first().map_or(1, |p| p.replicas.len())).unwrap_or(1);

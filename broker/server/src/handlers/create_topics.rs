@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chronik_cluster::CreateTopic;
+use chronik_metadata::CreateTopic;
 use chronik_log::Error as LogError;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use chronik_cluster::acl::AclBindingFilter;
+use chronik_metadata::acl::AclBindingFilter;
 use chronik_protocol::Response;
 use kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,

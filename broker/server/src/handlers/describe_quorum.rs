@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use chronik_cluster::QuorumInfo;
+use chronik_metadata::QuorumInfo;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_quorum_response::{
@@ -67,7 +67,7 @@ fn refuse(version: i16, error: ResponseError, message: String) -> Option<Handled
 }
 
 fn answer(version: i16, info: &QuorumInfo) -> DescribeQuorumResponse {
-    let replica = |v: &chronik_cluster::VoterState| {
+    let replica = |v: &chronik_metadata::VoterState| {
         let state = ReplicaState::default()
             .with_replica_id(BrokerId(v.node_id))
             .with_log_end_offset(v.log_end_offset);
@@ -111,7 +111,7 @@ fn answer(version: i16, info: &QuorumInfo) -> DescribeQuorumResponse {
 
 #[cfg(test)]
 mod tests {
-    use chronik_cluster::{VoterEndpoint, VoterState};
+    use chronik_metadata::{VoterEndpoint, VoterState};
     use kafka_protocol::protocol::Encodable;
 
     use super::*;

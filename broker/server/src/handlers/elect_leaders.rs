@@ -5,12 +5,12 @@
 //! are left out of the answer, as Kafka does.
 //!
 //! Owns: the request's shape and the per-partition answer. Must not: elect
-//! anything itself (`chronik_cluster`'s `reassign::elect` does).
+//! anything itself (`chronik_metadata`'s `reassign::elect` does).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chronik_cluster::{ClusterError, ElectionType};
+use chronik_metadata::{ClusterError, ElectionType};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};

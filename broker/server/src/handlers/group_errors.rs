@@ -1,6 +1,6 @@
 //! Kafka error codes for the group state machine's errors.
 
-use chronik_coordinator::GroupError;
+use chronik_coordinator_state::GroupError;
 use kafka_protocol::error::ResponseError;
 
 pub fn code(error: Option<GroupError>) -> i16 {

@@ -1,10 +1,10 @@
 //! JoinGroup: hands the request to the group manager and waits — possibly
 //! for a whole rebalance — for its reply. A KIP-848 group answers a
-//! classic member at once (`chronik_coordinator::classic_member`).
+//! classic member at once (`chronik_coordinator_state::classic_member`).
 
 use std::sync::Arc;
 
-use chronik_coordinator::JoinRequest;
+use chronik_coordinator_state::JoinRequest;
 use chronik_protocol::Response;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};

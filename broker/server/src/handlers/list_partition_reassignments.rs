@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use chronik_cluster::PartitionImage;
+use chronik_metadata::PartitionImage;
 use chronik_protocol::Response;
 use kafka_protocol::messages::list_partition_reassignments_response::{
     OngoingPartitionReassignment, OngoingTopicReassignment,

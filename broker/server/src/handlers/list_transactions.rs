@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use chronik_coordinator::txn::TxnState;
+use chronik_coordinator_state::txn::TxnState;
 use chronik_protocol::Response;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use chronik_cluster::{CreateTopic, MetadataImage, TopicImage};
+use chronik_metadata::{CreateTopic, MetadataImage, TopicImage};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -143,7 +143,7 @@ async fn auto_create(
             manager.apply_latest().await;
             Ok(topic)
         }
-        Err(chronik_cluster::ClusterError::TopicAlreadyExists(_)) => manager
+        Err(chronik_metadata::ClusterError::TopicAlreadyExists(_)) => manager
             .cluster
             .image()
             .topics
@@ -217,7 +217,7 @@ pub(crate) fn controller_for_clients(manager: &crate::replica::ReplicaManager) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chronik_cluster::{BrokerImage, Endpoint, PartitionImage};
+    use chronik_metadata::{BrokerImage, Endpoint, PartitionImage};
 
     fn broker(node_id: i32, listeners: &[&str]) -> BrokerImage {
         BrokerImage {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronik_coordinator::CommitCheck;
+use chronik_coordinator_state::CommitCheck;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{

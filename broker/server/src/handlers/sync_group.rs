@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use chronik_coordinator::SyncRequest;
+use chronik_coordinator_state::SyncRequest;
 use chronik_protocol::Response;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;

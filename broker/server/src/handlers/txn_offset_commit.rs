@@ -22,7 +22,7 @@ use super::txn_errors::for_version;
 use super::Handled;
 use crate::broker::Broker;
 use crate::groups::offset_store::now_ms;
-use chronik_coordinator::CommitCheck;
+use chronik_coordinator_state::CommitCheck;
 
 const PRODUCER_FENCED_SINCE: i16 = 3;
 

@@ -45,7 +45,7 @@ impl LeaderClient {
     ) -> Result<LeaderClient> {
         let addr = format!("{host}:{port}");
         tokio::time::timeout(timeout, async {
-            let stream = chronik_cluster::connect_from(&addr, source)
+            let stream = chronik_metadata::connect_from(&addr, source)
                 .await
                 .with_context(|| format!("connecting to {addr}"))?;
             stream.set_nodelay(true)?;

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use chronik_cluster::{AlterPartition, Cluster, MetadataImage, TopicImage};
+use chronik_metadata::{AlterPartition, Cluster, MetadataImage, TopicImage};
 use chronik_log::LogManager;
 use chronik_replication::{LeaderAction, Millis, ReplicationConfig};
 use tokio::task::JoinHandle;

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use chronik_cluster::PartitionImage;
+use chronik_metadata::PartitionImage;
 use chronik_log::{AppendInfo, PartitionLog};
 use chronik_protocol::record_batch::parse_batches;
 use chronik_replication::{
@@ -569,7 +569,7 @@ impl Replica {
                     appended += u64::try_from(b.records_count).unwrap_or(0);
                 }
                 self.log
-                    .append_replicated(&mut slice, &reparsed)
+                    .append_as_follower(&mut slice, &reparsed)
                     .map_err(|e| e.to_string())?;
                 if epochs_changed {
                     self.save_epochs(&inner.epochs);

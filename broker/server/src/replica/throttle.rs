@@ -18,7 +18,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use chronik_cluster::MetadataImage;
+use chronik_metadata::MetadataImage;
 use tokio::time::Instant;
 
 pub const LEADER_RATE: &str = "leader.replication.throttled.rate";

@@ -59,7 +59,7 @@ pub struct Security {
     /// What this broker's connections to other brokers use.
     pub inter_broker: Arc<client::InterBrokerSecurity>,
     /// The raft port's shared secret (also the key of unknown SCRAM users' salts).
-    pub cluster_secret: chronik_cluster::ClusterSecret,
+    pub cluster_secret: chronik_metadata::ClusterSecret,
 }
 
 impl Security {
@@ -69,7 +69,7 @@ impl Security {
     /// SCRAM users, so every node and every restart gives the same one.
     pub fn load(
         config: &SecurityConfig,
-        secret: &chronik_cluster::ClusterSecret,
+        secret: &chronik_metadata::ClusterSecret,
     ) -> anyhow::Result<Security> {
         let tls = match &config.tls {
             Some(settings) => {

@@ -1,4 +1,4 @@
-//! The transaction coordinator's driver around `chronik_coordinator::txn`:
+//! The transaction coordinator's driver around `chronik_coordinator_state::txn`:
 //! runs each request's transition against the stored state, persists the
 //! result before answering, and finishes prepared transactions.
 //!
@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use chronik_coordinator::txn::{
+use chronik_coordinator_state::txn::{
     EndOutcome, InitOutcome, TopicPartition, TxnError, TxnMetadata, TxnState,
 };
 use kafka_protocol::error::ResponseError;

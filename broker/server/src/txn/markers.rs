@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronik_coordinator::txn::TopicPartition;
+use chronik_coordinator_state::txn::TopicPartition;
 use chronik_protocol::records::build_control_batch;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::write_txn_markers_request::{

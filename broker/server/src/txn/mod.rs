@@ -11,7 +11,7 @@
 //! - `markers`     — writing COMMIT/ABORT markers here or through WriteTxnMarkers to other leaders.
 //! - `verify`      — KIP-890: a leader asks whether a partition is in a producer's open transaction.
 //!
-//! The transitions themselves are pure: `chronik_coordinator::txn`. What a
+//! The transitions themselves are pure: `chronik_coordinator_state::txn`. What a
 //! partition does with transactional batches and markers (the last stable
 //! offset, aborted transactions for read_committed fetches) is the log's:
 //! `chronik_log`'s producer state.

@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use chronik_coordinator::txn::{TxnMetadata, TxnState};
+use chronik_coordinator_state::txn::{TxnMetadata, TxnState};
 
 const KEY_VERSION: i16 = 0;
 const VALUE_VERSION: i16 = 0;

@@ -5,14 +5,14 @@
 //! replaying the topic at start and on becoming its leader, and writing a
 //! new state for an id (acks=all: durable here and in every ISR member
 //! before the map changes, so an answered request survives a coordinator
-//! failover). Must not: decide transitions (`chronik_coordinator::txn`) or
+//! failover). Must not: decide transitions (`chronik_coordinator_state::txn`) or
 //! write markers (`markers`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use chronik_coordinator::txn::TxnMetadata;
+use chronik_coordinator_state::txn::TxnMetadata;
 use chronik_log::{LogManager, PartitionLog};
 use chronik_protocol::records::{build_batch, SimpleRecord};
 use kafka_protocol::error::ResponseError;

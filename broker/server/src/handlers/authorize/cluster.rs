@@ -9,7 +9,7 @@
 //! ListPartitionReassignments and DescribeQuorum (Kafka's rules; refused
 //! whole with CLUSTER_AUTHORIZATION_FAILED in the top-level error code).
 
-use chronik_cluster::acl::operation;
+use chronik_metadata::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;

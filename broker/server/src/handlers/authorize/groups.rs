@@ -10,7 +10,7 @@
 //! TOPIC_AUTHORIZATION_FAILED and nothing else); DELETE to delete a group
 //! or its offsets.
 
-use chronik_cluster::acl::operation;
+use chronik_metadata::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;

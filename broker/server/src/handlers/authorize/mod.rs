@@ -28,8 +28,8 @@ mod txn;
 
 use std::sync::Arc;
 
-use chronik_cluster::acl::{operation, resource, CLUSTER_RESOURCE_NAME};
-use chronik_cluster::MetadataImage;
+use chronik_metadata::acl::{operation, resource, CLUSTER_RESOURCE_NAME};
+use chronik_metadata::MetadataImage;
 use chronik_protocol::{Request, Response};
 
 use super::RequestContext;

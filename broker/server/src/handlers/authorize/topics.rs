@@ -16,7 +16,7 @@
 //! CLUSTER_ACTION on the cluster (a follower) passes every topic, else
 //! DESCRIBE on each.
 
-use chronik_cluster::acl::operation;
+use chronik_metadata::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;

@@ -15,7 +15,7 @@
 //! TxnOffsetCommit also needs READ on each topic: a refused topic answers
 //! TOPIC_AUTHORIZATION_FAILED and the others are committed (Kafka's rule).
 
-use chronik_cluster::acl::operation;
+use chronik_metadata::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic;

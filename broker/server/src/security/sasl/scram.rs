@@ -208,7 +208,7 @@ impl ScramCredentials {
         &self,
         image: &std::collections::BTreeMap<
             String,
-            std::collections::BTreeMap<String, chronik_cluster::ScramCredentialImage>,
+            std::collections::BTreeMap<String, chronik_metadata::ScramCredentialImage>,
         >,
     ) {
         let mut layer = CredentialMap::new();

@@ -21,8 +21,8 @@
 //! - `store_log`   — the durable raft log and vote.
 //! - `store_sm`    — the state machine and its snapshots.
 //! - `acl`         — Kafka ACL bindings, filters and their changes to the image.
-//! - `authorizer`  — access decisions from those ACLs (Kafka's StandardAuthorizer rules).
-//! - `auth`        — the cluster secret and the handshake every raft connection opens with.
+//! - `acl_rules`   — access decisions from those ACLs (Kafka's StandardAuthorizer rules).
+//! - `peer_auth`   — the cluster secret and the handshake every raft connection opens with.
 //! - `transport`   — what the raft port speaks beneath it: cleartext or mutual TLS.
 //! - `admission`   — connection places on the raft port (voters' addresses first).
 //! - `rpc`         — frames and messages of the raft RPC transport.
@@ -46,8 +46,8 @@
 
 pub mod acl;
 mod admission;
-pub mod auth;
-pub mod authorizer;
+pub mod peer_auth;
+pub mod acl_rules;
 mod cluster;
 mod command;
 mod config;
@@ -69,7 +69,7 @@ mod store_log;
 mod store_sm;
 mod transport;
 
-pub use auth::ClusterSecret;
+pub use peer_auth::ClusterSecret;
 pub use cluster::{Cluster, COMMAND_TIMEOUT};
 pub use command::{validate_topic_name, NO_LEADER};
 pub use config::{

@@ -9,7 +9,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronik_cluster::{parse_peers, Cluster, ClusterConfig, ClusterSecret, MetadataImage};
+use chronik_metadata::{parse_peers, Cluster, ClusterConfig, ClusterSecret, MetadataImage};
 use tokio::time::Instant;
 
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
@@ -21,7 +21,7 @@ pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("chronik_cluster=info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("chronik_metadata=info")),
         )
         .with_test_writer()
         .try_init();
@@ -73,7 +73,7 @@ impl TestCluster {
         let index = usize::try_from(id - 1).expect("ids start at 1");
         ClusterConfig {
             node_id: id,
-            roles: chronik_cluster::Roles::COMBINED,
+            roles: chronik_metadata::Roles::COMBINED,
             peers: parse_peers("1@127.0.0.1,2@127.0.0.2,3@127.0.0.3").expect("peers"),
             bootstrap_servers: Vec::new(),
             host: format!("127.0.0.{id}"),

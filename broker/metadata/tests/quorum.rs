@@ -7,7 +7,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use chronik_cluster::{AlterPartition, ClusterError, CreateTopic, NO_LEADER};
+use chronik_metadata::{AlterPartition, ClusterError, CreateTopic, NO_LEADER};
 use common::{
     eventually, eventually_async, live, TestCluster, HEARTBEAT_INTERVAL, IDS, KAFKA_PORT,
     SESSION_TIMEOUT,
@@ -50,7 +50,7 @@ async fn reject_garbage(id: i32, cluster: &TestCluster) {
 
     let mut junk = TcpStream::connect(addr).await.expect("connect");
     let config = cluster.config(id);
-    chronik_cluster::auth::client_handshake(&mut junk, &config.secret, id)
+    chronik_metadata::peer_auth::client_handshake(&mut junk, &config.secret, id)
         .await
         .expect("handshake");
     junk.write_all(&[0, 0, 0, 5, b'n', b'o', b'p', b'e', b'!'])

@@ -31,7 +31,7 @@ use chronik_tls::{ClientAuth, TlsAcceptor, TlsSettings};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use crate::auth::{
+use crate::peer_auth::{
     read_step, write_step, HandshakeError, RefusalReason, Step, HANDSHAKE_TIMEOUT, HELLO_LEN,
     NONCE_LEN,
 };

@@ -619,5 +619,5 @@ impl<K: Eq + Hash> RefusalLog<K> {
 }
 
 #[cfg(test)]
-#[path = "auth_tests.rs"]
+#[path = "peer_auth_tests.rs"]
 mod tests;

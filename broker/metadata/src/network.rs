@@ -7,7 +7,7 @@
 //! requests, heartbeats) connect per call, so "could not connect" reliably
 //! means "not sent" and may be retried elsewhere. Every connection first
 //! speaks the raft port's protocol (`transport`: TLS on SSL) and then
-//! authenticates (`auth::client_handshake`); a refusal of either counts as
+//! authenticates (`peer_auth::client_handshake`); a refusal of either counts as
 //! "could not connect", and is logged with the target and what the peer
 //! said, at most once per target every `REFUSAL_LOG_INTERVAL`. Every call is bounded by
 //! a timeout (openraft's `RPCOption` TTL for raft RPCs). Acknowledged
@@ -33,7 +33,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::transport::{ControllerSecurity, RaftStream};
 
-use crate::auth::{
+use crate::peer_auth::{
     client_handshake, ClusterSecret, HandshakeError, RefusalLog, REFUSAL_LOG_INTERVAL,
 };
 use crate::quorum::ReplicationClock;

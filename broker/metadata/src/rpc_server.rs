@@ -32,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::admission::Admission;
-use crate::auth::{
+use crate::peer_auth::{
     server_handshake, ClusterSecret, HandshakeError, RefusalLog, REFUSAL_LOG_INTERVAL,
 };
 use crate::controller::Controller;

@@ -146,7 +146,7 @@ pub struct ClusterConfig {
     /// How often each broker heartbeats to the controller.
     pub heartbeat_interval: Duration,
     /// What every raft connection must prove knowledge of (`auth`).
-    pub secret: crate::auth::ClusterSecret,
+    pub secret: crate::peer_auth::ClusterSecret,
     /// What the raft port speaks beneath that proof: cleartext or mutual
     /// TLS (`transport`); every node of a cluster must say the same.
     pub security: crate::transport::ControllerSecurity,

@@ -6,7 +6,7 @@
 //! Owns: the wire codes of resource types, pattern types, operations and
 //! permission types (Kafka's values), `AclBinding`, `AclBindingFilter` and
 //! their matching rules, the bounds on what one request may add. Must not:
-//! decide access (`authorizer` does) or know the wire messages (the server's
+//! decide access (`acl_rules` does) or know the wire messages (the server's
 //! handlers translate).
 
 use std::collections::BTreeSet;

@@ -11,7 +11,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chronik_cluster::CreateTopic;
+use chronik_metadata::CreateTopic;
 use common::{eventually, TestCluster, SESSION_TIMEOUT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chronik_cluster::{ClusterSecret, CreateTopic};
+use chronik_metadata::{ClusterSecret, CreateTopic};
 use common::{eventually, TestCluster};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -33,7 +33,7 @@ fn heartbeat(node_id: i32, host: &str) -> Vec<u8> {
 /// A connection to `addr` that has proved `secret` as node `id`.
 async fn authenticated(addr: std::net::SocketAddr, secret: &ClusterSecret, id: i32) -> TcpStream {
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, secret, id)
+    chronik_metadata::peer_auth::client_handshake(&mut stream, secret, id)
         .await
         .expect("handshake");
     stream
@@ -88,7 +88,7 @@ async fn without_the_secret_nothing_registers_or_deletes() {
 
     // A wrong secret.
     let mut wrong = TcpStream::connect(addr).await.expect("connect");
-    let refused = chronik_cluster::auth::client_handshake(
+    let refused = chronik_metadata::peer_auth::client_handshake(
         &mut wrong,
         &ClusterSecret::from_bytes(b"not the cluster's secret"),
         2,
@@ -362,7 +362,7 @@ async fn a_voter_may_not_alter_a_partition_in_its_leaders_name() {
         .expect("a non-leader");
     let addr = cluster.config(controller).raft_listen;
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(
+    chronik_metadata::peer_auth::client_handshake(
         &mut stream,
         &cluster.config(controller).secret,
         impostor,
@@ -403,7 +403,7 @@ async fn a_node_that_is_no_voter_cannot_vote_or_register() {
     let secret = cluster.config(controller).secret;
 
     let mut stream = TcpStream::connect(addr).await.expect("connect");
-    chronik_cluster::auth::client_handshake(&mut stream, &secret, 9)
+    chronik_metadata::peer_auth::client_handshake(&mut stream, &secret, 9)
         .await
         .expect("any node id that proves the secret is admitted");
     let vote = r#"{"Vote":{"vote":{"leader_id":{"term":1000000,"node_id":9},"committed":false},"last_log_id":null}}"#;

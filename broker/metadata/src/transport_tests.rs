@@ -10,7 +10,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::auth::{client_handshake, server_handshake, ClusterSecret};
+use crate::peer_auth::{client_handshake, server_handshake, ClusterSecret};
 
 fn ssl(certs: &Certs, keystore: &str) -> ControllerSecurity {
     ControllerSecurity::ssl(&TlsSettings {
