@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../broker/server/src/alloc_guard.rs"]
+#[path = "../../broker/server/src/infra/alloc_guard.rs"]
 mod alloc_guard;
 use alloc_guard::ReservingAllocator;
 

@@ -11,15 +11,15 @@ use anyhow::Context;
 use chronik_log::LogManager;
 use tokio::sync::Semaphore;
 
-use crate::authorization::Authorizer;
-use crate::config::Config;
-use crate::fetch_sessions::FetchSessionCache;
-use crate::groups::{GroupManager, OffsetStore};
-use crate::metrics::Metrics;
-use crate::producer_ids::ProducerIdAllocator;
-use crate::purgatory::Purgatory;
+use crate::coordinators::groups::{GroupManager, OffsetStore};
+use crate::coordinators::producer_ids::ProducerIdAllocator;
+use crate::coordinators::txn::TxnCoordinator;
+use crate::infra::metrics::Metrics;
+use crate::replica::purgatory::Purgatory;
 use crate::replica::{Replica, ReplicaManager};
-use crate::txn::TxnCoordinator;
+use crate::requests::fetch_sessions::FetchSessionCache;
+use crate::security::authorizer::Authorizer;
+use crate::startup::config::Config;
 
 /// Everything a request handler may need. Shared as `Arc<Broker>`.
 pub struct Broker {

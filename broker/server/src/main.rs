@@ -1,8 +1,8 @@
 //! `chronik-server` entry point: parse args, set up tracing, run the server
 //! until SIGINT or SIGTERM.
 
-use chronik_server::alloc_guard::ReservingAllocator;
-use chronik_server::config::{Args, Config};
+use chronik_server::infra::alloc_guard::ReservingAllocator;
+use chronik_server::startup::config::{Args, Config};
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -24,8 +24,11 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let result = match config.roles.broker {
-        true => runtime.block_on(chronik_server::server::run(config, shutdown_signal())),
-        false => runtime.block_on(chronik_server::controller_node::run(
+        true => runtime.block_on(chronik_server::startup::server::run(
+            config,
+            shutdown_signal(),
+        )),
+        false => runtime.block_on(chronik_server::startup::controller_node::run(
             config,
             shutdown_signal(),
         )),

@@ -16,9 +16,11 @@
 
 mod epoch_file;
 mod fetcher;
+pub mod high_watermark;
 pub mod identity;
 pub mod leader_client;
 mod partition;
+pub mod purgatory;
 pub mod throttle;
 pub mod write;
 
@@ -27,8 +29,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use chronik_metadata::{AlterPartition, Cluster, MetadataImage, TopicImage};
 use chronik_log::LogManager;
+use chronik_metadata::{AlterPartition, Cluster, MetadataImage, TopicImage};
 use chronik_replication::{LeaderAction, Millis, ReplicationConfig};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -36,7 +38,7 @@ use tracing::{info, warn};
 
 pub use partition::{checkpoint_path, FollowerStep, Replica, Transition};
 
-use crate::purgatory::Purgatory;
+use crate::replica::purgatory::Purgatory;
 
 /// Topic config naming the smallest ISR that accepts acks=all.
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use chronik_metadata::PartitionImage;
 use chronik_log::{AppendInfo, PartitionLog};
+use chronik_metadata::PartitionImage;
 use chronik_protocol::record_batch::parse_batches;
 use chronik_replication::{
     EpochEndOffset, FollowerAction, FollowerPhase, FollowerState, LeaderAction, LeaderEpochCache,

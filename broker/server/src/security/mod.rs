@@ -20,6 +20,7 @@
 //! authorize requests (no ACLs here), or read frames beyond the SASL gate.
 
 pub mod args;
+pub mod authorizer;
 pub mod client;
 pub mod listeners;
 pub mod principal;

@@ -40,7 +40,7 @@ use kafka_protocol::messages::ApiKey;
 use super::oauthbearer::{OAuthBearerExchange, OAuthStep};
 use super::scram::{ScramExchange, ScramStep};
 use super::{fill_random, Mechanism, SaslConfig, SaslError};
-use crate::handlers::{sasl_authenticate, sasl_handshake};
+use crate::requests::handlers::{sasl_authenticate, sasl_handshake};
 use crate::security::principal::KafkaPrincipal;
 
 /// What the connection does with one frame.

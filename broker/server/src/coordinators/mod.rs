@@ -1,0 +1,10 @@
+//! The coordinators a broker runs while it leads their internal topics:
+//! consumer groups (`groups/`, committed offsets in `__consumer_offsets`) and
+//! transactions (`txn/`, state in `__transaction_state`), what both topics
+//! share (`internal_topic`: replay, acks=all writes, the loaded epoch), and
+//! producer ids (`producer_ids`). Must not: speak the wire protocol.
+
+pub mod groups;
+pub mod internal_topic;
+pub mod producer_ids;
+pub mod txn;

@@ -1,0 +1,113 @@
+//! CreatePartitions (kafka-topics.sh --alter --partitions): grows topics
+//! through the controller, which assigns the new partitions' replicas with
+//! the topic's replication factor; this broker applies the grown topic
+//! before answering. Kafka's validation and messages; explicit replica
+//! assignments are refused, and so is growing an internal topic (its keys
+//! are placed by hashing over its partition count).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use chronik_metadata::CreatePartitions;
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::protocol::StrBytes;
+use tracing::info;
+
+use super::Handled;
+use crate::broker::Broker;
+use crate::requests::errors::cluster::cluster_error_code;
+use crate::requests::topics::lookup::INTERNAL_TOPICS;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    _version: i16,
+    request: CreatePartitionsRequest,
+) -> Option<Handled> {
+    let mut seen = BTreeSet::new();
+    let duplicated: BTreeSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|name| !seen.insert(name.clone()))
+        .collect();
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        let name = topic.name.clone();
+        let outcome = if duplicated.contains(topic.name.0.as_str()) {
+            Err((
+                ResponseError::InvalidRequest,
+                "Duplicate topic in request.".to_string(),
+            ))
+        } else {
+            grow(broker, topic, request.validate_only).await
+        };
+        let result = CreatePartitionsTopicResult::default().with_name(name);
+        results.push(match outcome {
+            Ok(()) => result,
+            Err((error, message)) => result
+                .with_error_code(error.code())
+                .with_error_message(Some(StrBytes::from_string(message))),
+        });
+    }
+    let has_error = results.iter().any(|r| r.error_code != 0);
+    Handled::new(
+        Response::CreatePartitions(CreatePartitionsResponse::default().with_results(results)),
+        has_error,
+    )
+}
+
+async fn grow(
+    broker: &Broker,
+    topic: CreatePartitionsTopic,
+    validate_only: bool,
+) -> Result<(), (ResponseError, String)> {
+    let name = topic.name.0.to_string();
+    if topic.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
+        return Err((
+            ResponseError::InvalidReplicaAssignment,
+            "explicit replica assignments are not supported".to_string(),
+        ));
+    }
+    if INTERNAL_TOPICS.contains(&name.as_str()) {
+        return Err((
+            ResponseError::InvalidRequest,
+            format!("the partition count of internal topic {name} cannot change"),
+        ));
+    }
+    let cluster = &broker.replicas.cluster;
+    let image = cluster.image();
+    let current = image.topics.get(&name).ok_or_else(|| {
+        (
+            ResponseError::UnknownTopicOrPartition,
+            format!("topic {name} does not exist"),
+        )
+    })?;
+    let count = i32::try_from(current.partitions.len()).unwrap_or(i32::MAX);
+    chronik_metadata::check_partition_growth(count, topic.count)
+        .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
+    let replication_factor =
+        i16::try_from(current.partitions.first().map_or(1, |p| p.replicas.len())).unwrap_or(1);
+    crate::requests::topics::caps::check_partition_capacity(
+        broker,
+        topic.count - count,
+        replication_factor,
+    )?;
+    if validate_only {
+        return Ok(());
+    }
+    let request = CreatePartitions {
+        topic: name.clone(),
+        total: topic.count,
+    };
+    cluster
+        .create_partitions(request)
+        .await
+        .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
+    info!(topic = %name, from = count, to = topic.count, "created partitions");
+    broker.replicas.apply_latest().await;
+    Ok(())
+}

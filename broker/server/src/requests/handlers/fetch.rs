@@ -1,0 +1,421 @@
+//! Fetch: reads whole batches up to the high watermark (the durable offset),
+//! honouring per-partition and per-response byte limits (each capped at the
+//! broker's `fetch.max.bytes`; a partition named twice is refused), and
+//! long-polls up to `max_wait_ms` until `min_bytes` are available, holding
+//! no data while parked. Incremental fetch sessions (KIP-227,
+//! `fetch_sessions`): a session's request names only what changed and is
+//! answered only with partitions that have news.
+//!
+//! A Fetch carrying a replica id is honoured only from that
+//! registered broker's host (`replica::identity`; else
+//! TOPIC_AUTHORIZATION_FAILED). It is a follower's — it reads up
+//! to the log end, records the follower's progress (which may grow the ISR
+//! and advance the high watermark) and reports the high watermark; a
+//! consumer's Fetch is served by the leader only, up to the replication high
+//! watermark capped at what is durable here. A read_committed consumer
+//! (isolation_level 1) reads only below the last stable offset and is given
+//! the aborted transactions of what it read, so it drops their records;
+//! every consumer's answer reports the last stable offset.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chronik_log::Error as LogError;
+use chronik_protocol::record_batch::{count_records, last_offset_in};
+use chronik_protocol::Response;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::FetchTopic;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use tokio::time::Instant;
+use tracing::warn;
+
+use super::Handled;
+use crate::broker::Broker;
+use crate::replica::high_watermark::last_stable_offset;
+use crate::replica::identity::verify_replica;
+use crate::replica::purgatory::MAX_WAIT;
+use crate::replica::throttle::Side;
+use crate::requests::fetch_sessions::Owner;
+use crate::requests::topics::lookup::resolve;
+
+/// Who is fetching: a consumer, or the follower replica with this id.
+#[derive(Clone, Copy)]
+enum Fetcher {
+    Consumer,
+    Follower(i32),
+}
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    version: i16,
+    request: FetchRequest,
+    peer: SocketAddr,
+) -> Option<Handled> {
+    let replica_id = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    let fetcher = match &broker.replicas {
+        manager if replica_id >= 0 => match verify_replica(manager, replica_id, peer).await {
+            Ok(()) => Fetcher::Follower(replica_id),
+            Err(reason) => {
+                warn!(%peer, replica_id, %reason, "replica fetch refused");
+                return refuse_all(&request, ResponseError::TopicAuthorizationFailed);
+            }
+        },
+        _ => Fetcher::Consumer,
+    };
+    let owner = match fetcher {
+        Fetcher::Consumer => Owner::Consumer,
+        Fetcher::Follower(id) => Owner::Follower(id),
+    };
+    let limit = broker.config.limits.max_partitions_per_request;
+    let (request, context) = match broker.fetch_sessions.begin(version, &request, owner, limit) {
+        Ok((whole, context)) => (whole.unwrap_or(request), context),
+        Err(error) => {
+            let response = FetchResponse::default()
+                .with_error_code(error.code())
+                .with_session_id(0);
+            return Handled::new(Response::Fetch(response), true);
+        }
+    };
+    let wait =
+        Duration::from_millis(u64::try_from(request.max_wait_ms.max(0)).unwrap_or(0)).min(MAX_WAIT);
+    let deadline = Instant::now() + wait;
+    let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
+    let duplicates = duplicate_partitions(&request);
+    // A parked fetch holds no data while it waits: it reads again when
+    // woken, and keeps only the read that completes it.
+    let mut answer = None;
+    broker
+        .purgatory
+        .park_until(
+            deadline,
+            || requested_logs(broker, &request),
+            || {
+                let read = read_all(broker, version, &request, fetcher, &duplicates);
+                let done = read.1 >= min_bytes || read.2;
+                if done {
+                    answer = Some(read);
+                }
+                done
+            },
+        )
+        .await;
+    // At the deadline: whatever there is now.
+    let (topics, _, has_error) =
+        answer.unwrap_or_else(|| read_all(broker, version, &request, fetcher, &duplicates));
+    let records: u64 = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter_map(|p| p.records.as_ref())
+        .map(|r| count_records(r))
+        .sum();
+    broker.metrics.records_out_total.inc_by(records);
+    let (topics, session_id) = broker.fetch_sessions.finish(context, version, topics);
+    let response = FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(topics);
+    Handled::new(Response::Fetch(response), has_error)
+}
+
+/// The logs of every requested partition that exists here (a parked fetch
+/// is woken when one of them progresses).
+fn requested_logs(broker: &Broker, request: &FetchRequest) -> Vec<Arc<chronik_log::PartitionLog>> {
+    let mut logs = Vec::new();
+    for topic in &request.topics {
+        if let Ok(t) = resolve(broker, &topic.topic.0, topic.topic_id) {
+            logs.extend(
+                topic
+                    .partitions
+                    .iter()
+                    .filter_map(|p| t.partition(p.partition).cloned()),
+            );
+        }
+    }
+    logs
+}
+
+/// One pass over every requested partition. Returns the topics, the record
+/// bytes gathered and whether any partition has an error.
+fn read_all(
+    broker: &Broker,
+    version: i16,
+    request: &FetchRequest,
+    fetcher: Fetcher,
+    duplicates: &HashSet<(usize, usize)>,
+) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    // Kafka: min(request max_bytes, broker fetch.max.bytes); a request
+    // asking for nothing (<= 0) still gets the first batch.
+    let mut remaining = usize::try_from(request.max_bytes.max(0))
+        .unwrap_or(0)
+        .min(broker.config.limits.fetch_max_bytes);
+    let mut total = 0usize;
+    let mut has_error = false;
+    let topics = request
+        .topics
+        .iter()
+        .enumerate()
+        .map(|(topic_index, topic)| {
+            let partitions = read_topic(
+                broker,
+                (version, request.isolation_level),
+                topic,
+                fetcher,
+                &mut remaining,
+                &mut total,
+                &mut has_error,
+                |p| duplicates.contains(&(topic_index, p)),
+            );
+            FetchableTopicResponse::default()
+                .with_topic(topic.topic.clone())
+                .with_topic_id(topic.topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    (topics, total, has_error)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_topic(
+    broker: &Broker,
+    (version, isolation_level): (i16, i8),
+    topic: &FetchTopic,
+    fetcher: Fetcher,
+    remaining: &mut usize,
+    total: &mut usize,
+    has_error: &mut bool,
+    is_duplicate: impl Fn(usize) -> bool,
+) -> Vec<PartitionData> {
+    let id = if version >= 13 {
+        topic.topic_id
+    } else {
+        uuid::Uuid::nil()
+    };
+    let read_committed = isolation_level == 1 && matches!(fetcher, Fetcher::Consumer);
+    let found = resolve(broker, &topic.topic.0, id);
+    topic
+        .partitions
+        .iter()
+        .enumerate()
+        .map(|(index, p)| {
+            let data = PartitionData::default()
+                .with_partition_index(p.partition)
+                .with_preferred_read_replica(BrokerId(-1));
+            if is_duplicate(index) {
+                // A partition named twice could double the response.
+                *has_error = true;
+                return data
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_high_watermark(-1)
+                    .with_last_stable_offset(-1)
+                    .with_log_start_offset(-1);
+            }
+            let log = match &found {
+                Ok(t) => t.partition(p.partition).ok_or(ResponseError::UnknownTopicOrPartition),
+                Err(e) => Err(*e),
+            };
+            let log = match log {
+                Ok(log) => log,
+                Err(error) => {
+                    *has_error = true;
+                    return data
+                        .with_error_code(error.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1);
+                }
+            };
+            let (high_watermark, upper_bound) = match bounds(broker, log, p, fetcher) {
+                Ok(b) => b,
+                Err(error) => {
+                    *has_error = true;
+                    return data
+                        .with_error_code(error.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1);
+                }
+            };
+            let (last_stable, upper_bound) = match fetcher {
+                Fetcher::Consumer => {
+                    let lso = last_stable_offset(log, high_watermark);
+                    (lso, if read_committed { lso.min(upper_bound) } else { upper_bound })
+                }
+                Fetcher::Follower(_) => (high_watermark, upper_bound),
+            };
+            let data = data
+                .with_high_watermark(high_watermark)
+                .with_last_stable_offset(last_stable)
+                .with_log_start_offset(log.log_start_offset())
+                .with_aborted_transactions(read_committed.then(Vec::new));
+            // Kafka returns the first batch of the first non-empty partition
+            // even when it exceeds the limits; the log does that when asked
+            // for at least one byte, so a spent budget means "skip".
+            if *remaining == 0 && *total > 0 {
+                return data.with_records(Some(Bytes::new()));
+            }
+            let budget = usize::try_from(p.partition_max_bytes.max(0))
+                .unwrap_or(0)
+                .min(broker.config.limits.fetch_max_bytes)
+                .min(*remaining);
+            let budget = if *total == 0 { budget.max(1) } else { budget };
+            let throttled = match fetcher {
+                Fetcher::Follower(follower) => leader_throttle(broker, log, follower),
+                Fetcher::Consumer => None,
+            };
+            let budget = budget.min(throttled.unwrap_or(usize::MAX));
+            if budget == 0 {
+                return data.with_records(Some(Bytes::new()));
+            }
+            match log.read(p.fetch_offset, budget, upper_bound) {
+                Ok(bytes) => {
+                    if throttled.is_some() {
+                        let sent = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+                        broker.replicas.throttle.record(Side::Leader, sent);
+                    }
+                    *total += bytes.len();
+                    *remaining = remaining.saturating_sub(bytes.len());
+                    let aborted = match last_offset_in(&bytes) {
+                        Some(last) if read_committed => Some(
+                            log.aborted_transactions(p.fetch_offset, last + 1)
+                                .into_iter()
+                                .map(|a| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(a.producer_id))
+                                        .with_first_offset(a.first_offset)
+                                })
+                                .collect(),
+                        ),
+                        _ => data.aborted_transactions.clone(),
+                    };
+                    data.with_records(Some(bytes)).with_aborted_transactions(aborted)
+                }
+                Err(LogError::OffsetOutOfRange { .. }) => {
+                    *has_error = true;
+                    data.with_error_code(ResponseError::OffsetOutOfRange.code())
+                        .with_records(Some(Bytes::new()))
+                }
+                Err(e) => {
+                    tracing::warn!(topic = log.topic(), partition = log.partition(), error = %e, "fetch read failed");
+                    *has_error = true;
+                    data.with_error_code(ResponseError::KafkaStorageError.code())
+                        .with_records(Some(Bytes::new()))
+                }
+            }
+        })
+        .collect()
+}
+
+/// Every partition of `request` answered with `error`.
+/// A topic of a Fetch answered with `code` in every partition (no data,
+/// offsets unknown); also the ACL gate's answer for a refused topic.
+pub(crate) fn refused_topic(t: &FetchTopic, code: i16) -> FetchableTopicResponse {
+    FetchableTopicResponse::default()
+        .with_topic(t.topic.clone())
+        .with_topic_id(t.topic_id)
+        .with_partitions(
+            t.partitions
+                .iter()
+                .map(|p| {
+                    PartitionData::default()
+                        .with_partition_index(p.partition)
+                        .with_error_code(code)
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1)
+                        .with_preferred_read_replica(BrokerId(-1))
+                        .with_records(Some(Bytes::new()))
+                })
+                .collect(),
+        )
+}
+
+fn refuse_all(request: &FetchRequest, error: ResponseError) -> Option<Handled> {
+    let topics = request
+        .topics
+        .iter()
+        .map(|t| refused_topic(t, error.code()))
+        .collect();
+    Handled::new(
+        Response::Fetch(
+            FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(topics),
+        ),
+        true,
+    )
+}
+
+/// The second and later mentions of the same partition, as (topic index,
+/// partition index) in the request; they are answered INVALID_REQUEST.
+/// Topics are compared once per topic entry, partitions by number.
+fn duplicate_partitions(request: &FetchRequest) -> HashSet<(usize, usize)> {
+    let mut seen: HashMap<(&str, uuid::Uuid), HashSet<i32>> = HashMap::new();
+    let mut duplicates = HashSet::new();
+    for (t, topic) in request.topics.iter().enumerate() {
+        let partitions = seen
+            .entry((topic.topic.0.as_str(), topic.topic_id))
+            .or_default();
+        for (i, p) in topic.partitions.iter().enumerate() {
+            if !partitions.insert(p.partition) {
+                duplicates.insert((t, i));
+            }
+        }
+    }
+    duplicates
+}
+
+/// The leader side of a replication throttle: how much of `log` a
+/// follower outside the ISR may be sent now (`None`: not throttled).
+fn leader_throttle(
+    broker: &Broker,
+    log: &chronik_log::PartitionLog,
+    follower: i32,
+) -> Option<usize> {
+    let image = broker.replicas.cluster.image();
+    let in_sync = image
+        .partition(log.topic(), log.partition())
+        .is_some_and(|p| p.isr.contains(&follower));
+    broker
+        .replicas
+        .throttle
+        .allowance(&image, log.topic(), log.partition(), Side::Leader, in_sync)
+}
+
+/// (high watermark to report, offset reads stop before) for one partition.
+fn bounds(
+    broker: &Broker,
+    log: &chronik_log::PartitionLog,
+    p: &kafka_protocol::messages::fetch_request::FetchPartition,
+    fetcher: Fetcher,
+) -> Result<(i64, i64), ResponseError> {
+    let manager = &broker.replicas;
+    let replica = manager
+        .replica(log.topic(), log.partition())
+        .ok_or(ResponseError::NotLeaderOrFollower)?;
+    match fetcher {
+        Fetcher::Follower(replica_id) => {
+            let (hw, actions) = replica.follower_fetch(
+                replica_id,
+                (p.fetch_offset, p.log_start_offset),
+                p.current_leader_epoch,
+                manager.now(),
+            )?;
+            manager.perform(&replica, actions);
+            Ok((hw, log.log_end_offset()))
+        }
+        Fetcher::Consumer => {
+            replica.leader_epoch_matching(p.current_leader_epoch)?;
+            let hw = replica.consumer_high_watermark()?.min(log.durable_offset());
+            Ok((hw, hw))
+        }
+    }
+}

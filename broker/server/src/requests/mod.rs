@@ -1,0 +1,17 @@
+//! What a Kafka request means: the handlers, the ACL checks in front of
+//! them, and what the handlers share.
+//!
+//! Owns: `handlers/` (one file per Kafka API, and the dispatch), `authorize/`
+//! (which ACL each API needs, asked before a handler runs), `errors/` (how
+//! a coordinator's or the quorum's failure reads as a Kafka error code),
+//! `topics/` (looking topics up, their configs and the caps on creating
+//! them), `acl_wire` (ACL bindings and filters between the wire and the
+//! quorum) and `fetch_sessions` (KIP-227). Must not: touch sockets or framing
+//! (`network`) or write a log (`replica::write`).
+
+pub mod acl_wire;
+pub mod authorize;
+pub mod errors;
+pub mod fetch_sessions;
+pub mod handlers;
+pub mod topics;

@@ -1,0 +1,17 @@
+//! Start-up and shutdown: the flags, the bounds they set, starting a node
+//! (log recovery, joining the metadata quorum, the listeners) and stopping it
+//! in order.
+//!
+//! Owns: `config` (clap args, every flag also `CHRONIK_*`), `limits` (every bound a
+//! client cannot push the broker past), `server` (a broker's start-up and ordered
+//! shutdown), `cluster_start` (joining the quorum, the cluster id, the internal
+//! topics, the first sync), `controller_node` (a controller-only node) and
+//! `join_diagnosis` (why a node that has not joined is not serving). Must not:
+//! serve a request.
+
+pub mod cluster_start;
+pub mod config;
+pub mod controller_node;
+pub mod join_diagnosis;
+pub mod limits;
+pub mod server;
