@@ -45,9 +45,8 @@
 //! stays readable throughout.
 
 pub mod acl;
-mod admission;
-pub mod peer_auth;
 pub mod acl_rules;
+mod admission;
 mod cluster;
 mod command;
 mod config;
@@ -59,6 +58,7 @@ pub mod leader_balance;
 mod monitor;
 mod network;
 mod observers;
+pub mod peer_auth;
 mod quorum;
 mod raft_types;
 mod reassign;
@@ -69,7 +69,6 @@ mod store_log;
 mod store_sm;
 mod transport;
 
-pub use peer_auth::ClusterSecret;
 pub use cluster::{Cluster, COMMAND_TIMEOUT};
 pub use command::{validate_topic_name, NO_LEADER};
 pub use config::{
@@ -83,6 +82,7 @@ pub use image::{
     TopicImage,
 };
 pub use network::{connect_from, Credentials, OpenError};
+pub use peer_auth::ClusterSecret;
 pub use quorum::{QuorumInfo, VoterEndpoint, VoterState};
 pub use request::{AlterPartition, CreatePartitions, CreateTopic, ElectionType, Reassignment};
 pub use transport::{ControllerSecurity, RaftStream};

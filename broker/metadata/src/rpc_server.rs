@@ -32,11 +32,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::admission::Admission;
+use crate::controller::Controller;
+use crate::monitor::LeaderMonitor;
 use crate::peer_auth::{
     server_handshake, ClusterSecret, HandshakeError, RefusalLog, REFUSAL_LOG_INTERVAL,
 };
-use crate::controller::Controller;
-use crate::monitor::LeaderMonitor;
 use crate::raft_types::Raft;
 use crate::request::ControllerRequest;
 use crate::rpc::{decode, read_frame_body, write_frame, RpcRequest, RpcResponse};
