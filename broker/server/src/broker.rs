@@ -49,7 +49,7 @@ pub struct Broker {
     /// The transaction coordinator (answers while this broker leads
     /// `__transaction_state`-0).
     pub txn: Arc<TxnCoordinator>,
-    pub producer_ids: ProducerIdAllocator,
+    pub producer_ids: Arc<ProducerIdAllocator>,
     /// The metadata quorum (of one without `--peers`) and this broker's replicas.
     pub replicas: Arc<ReplicaManager>,
     /// ACL checks (off unless `--authorizer-class-name` is set).

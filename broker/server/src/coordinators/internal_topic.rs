@@ -23,7 +23,7 @@ use chronik_protocol::records::{read_records, SimpleRecord};
 use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 
 const REPLAY_CHUNK: usize = 1024 * 1024;
 
@@ -74,6 +74,7 @@ pub fn open_partition(log: &LogManager, topic: &str) -> anyhow::Result<Arc<Parti
 #[derive(Clone)]
 pub struct InternalPartition {
     log: Arc<LogManager>,
+    replicas: Arc<ReplicaManager>,
     topic: &'static str,
 }
 
@@ -89,12 +90,14 @@ impl InternalPartition {
     /// `open_partition`, and the partition as it is now (to replay).
     pub fn open(
         log: &Arc<LogManager>,
+        replicas: &Arc<ReplicaManager>,
         topic: &'static str,
     ) -> anyhow::Result<(InternalPartition, Arc<PartitionLog>)> {
         let now = open_partition(log, topic)?;
         Ok((
             InternalPartition {
                 log: log.clone(),
+                replicas: replicas.clone(),
                 topic,
             },
             now,
@@ -106,6 +109,11 @@ impl InternalPartition {
         self.log.topic(self.topic)?.partition(0).cloned()
     }
 
+    /// The replicas this partition is written through.
+    pub fn replicas(&self) -> &Arc<ReplicaManager> {
+        &self.replicas
+    }
+
     /// `current`, or an error naming the topic (for replays).
     pub fn require(&self) -> anyhow::Result<Arc<PartitionLog>> {
         self.current()
@@ -114,15 +122,10 @@ impl InternalPartition {
 
     /// Appends one batch of the coordinator's records (`append_records`);
     /// COORDINATOR_LOAD_IN_PROGRESS while the local topic is being replaced.
-    pub async fn append(
-        &self,
-        broker: &Broker,
-        batch: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<(), ResponseError> {
+    pub async fn append(&self, batch: Vec<u8>, timeout: Duration) -> Result<(), ResponseError> {
         self.current()
             .ok_or(ResponseError::CoordinatorLoadInProgress)?;
-        append_records(broker, self.topic, 0, batch, timeout).await
+        append_records(&self.replicas, self.topic, 0, batch, timeout).await
     }
 }
 
@@ -150,9 +153,8 @@ impl Loaded {
     /// The current leader epoch when this broker leads the topic and its
     /// state was loaded for it: NOT_COORDINATOR when another broker leads,
     /// COORDINATOR_LOAD_IN_PROGRESS until loaded.
-    pub fn readable(&self, broker: &Broker) -> Result<i32, ResponseError> {
-        let epoch = broker
-            .replicas
+    pub fn readable(&self, replicas: &ReplicaManager) -> Result<i32, ResponseError> {
+        let epoch = replicas
             .replica(self.topic, 0)
             .and_then(|r| r.leader_epoch())
             .ok_or(ResponseError::NotCoordinator)?;
@@ -167,14 +169,13 @@ impl Loaded {
 /// what the coordinator answers (Kafka's mapping for offset commits and
 /// transaction-state writes).
 pub async fn append_records(
-    broker: &Broker,
+    replicas: &Arc<ReplicaManager>,
     topic: &str,
     partition: i32,
     batch: Vec<u8>,
     timeout: Duration,
 ) -> Result<(), ResponseError> {
-    broker
-        .replicas
+    replicas
         .write(topic, partition, batch, timeout)
         .await
         .map(drop)

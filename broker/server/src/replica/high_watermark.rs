@@ -7,10 +7,13 @@
 use chronik_log::PartitionLog;
 use kafka_protocol::error::ResponseError;
 
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 
-pub fn consumer_high_watermark(broker: &Broker, log: &PartitionLog) -> Result<i64, ResponseError> {
-    match broker.replica(log.topic(), log.partition()) {
+pub fn consumer_high_watermark(
+    replicas: &ReplicaManager,
+    log: &PartitionLog,
+) -> Result<i64, ResponseError> {
+    match replicas.replica(log.topic(), log.partition()) {
         None => Err(ResponseError::NotLeaderOrFollower),
         Some(replica) => Ok(replica.consumer_high_watermark()?.min(log.durable_offset())),
     }

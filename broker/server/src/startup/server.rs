@@ -21,7 +21,7 @@ use crate::broker::{load_or_create_cluster_id, Broker};
 use crate::coordinators::groups::{GroupManager, OffsetStore};
 use crate::coordinators::producer_ids::ProducerIdAllocator;
 use crate::coordinators::txn::store::TxnStore;
-use crate::coordinators::txn::{TxnCoordinator, TXN_TOPIC};
+use crate::coordinators::txn::{TxnCoordinator, TxnDependencies, TXN_TOPIC};
 use crate::infra::metrics::ReasonLabels;
 use crate::infra::metrics::{FlushMetrics, Metrics};
 use crate::network::connection;
@@ -139,20 +139,30 @@ pub async fn run(
         .set(config.produce_profile.in_flight_bytes() as i64);
     let (offsets, txns) = {
         let log = log.clone();
+        let replicas = replicas.clone();
         let skipped = metrics.offsets_records_skipped_total.clone();
         let txn_skipped = metrics.txn_records_skipped_total.clone();
         tokio::task::spawn_blocking(move || {
             anyhow::Ok((
-                OffsetStore::open(&log, skipped)?,
-                TxnStore::open(&log, txn_skipped)?,
+                OffsetStore::open(&log, &replicas, skipped)?,
+                TxnStore::open(&log, &replicas, txn_skipped)?,
             ))
         })
         .await
         .context("internal topic replay task panicked")??
     };
-    let producer_ids = ProducerIdAllocator::open(&config.data_dir)?.for_node(config.node_id)?;
+    let producer_ids =
+        Arc::new(ProducerIdAllocator::open(&config.data_dir)?.for_node(config.node_id)?);
     let offsets = Arc::new(offsets);
-    let txn = Arc::new(TxnCoordinator::new(txns));
+    let txn = Arc::new(TxnCoordinator::new(
+        txns,
+        TxnDependencies {
+            replicas: replicas.clone(),
+            offsets: offsets.clone(),
+            producer_ids: producer_ids.clone(),
+            max_transactional_ids: config.limits.max_transactional_ids,
+        },
+    ));
     {
         let (store, coordinator) = (offsets.clone(), txn.clone());
         replicas.on_leadership(Box::new(move |replica| {
@@ -227,7 +237,7 @@ pub async fn run(
         scram: security.sasl.scram.clone(),
     });
     spawn_scram_follower(&broker);
-    crate::coordinators::txn::spawn_ticker(&broker);
+    crate::coordinators::txn::spawn_ticker(&broker.txn);
     info!(
         kafka = %kafka_addr,
         metrics = %http_addr,

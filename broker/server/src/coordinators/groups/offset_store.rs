@@ -23,8 +23,8 @@ use chronik_protocol::records::{build_batch, SimpleRecord};
 use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
-use crate::broker::Broker;
 use crate::coordinators::internal_topic::{replay_records, InternalPartition, Loaded};
+use crate::replica::ReplicaManager;
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Key schema version of an offset-commit record.
@@ -79,8 +79,12 @@ impl std::fmt::Debug for OffsetStore {
 
 impl OffsetStore {
     /// Opens the offsets topic (creating it on first start) and replays it.
-    pub fn open(log: &Arc<LogManager>, skipped: Counter) -> anyhow::Result<OffsetStore> {
-        let (partition, now) = InternalPartition::open(log, OFFSETS_TOPIC)?;
+    pub fn open(
+        log: &Arc<LogManager>,
+        replicas: &Arc<ReplicaManager>,
+        skipped: Counter,
+    ) -> anyhow::Result<OffsetStore> {
+        let (partition, now) = InternalPartition::open(log, replicas, OFFSETS_TOPIC)?;
         let state = replay(&now, &skipped)?;
         tracing::info!(
             committed = state.committed.len(),
@@ -117,8 +121,8 @@ impl OffsetStore {
     /// Whether this broker may answer OffsetFetch: Kafka's NOT_COORDINATOR
     /// unless it leads `__consumer_offsets`-0, COORDINATOR_LOAD_IN_PROGRESS
     /// until its map has been rebuilt for the current leader epoch.
-    pub fn readable(&self, broker: &Broker) -> Result<(), ResponseError> {
-        self.loaded.readable(broker).map(drop)
+    pub fn readable(&self) -> Result<(), ResponseError> {
+        self.loaded.readable(self.partition.replicas()).map(drop)
     }
 
     /// Stores commits for `group`; returns once they survive a crash of
@@ -127,7 +131,6 @@ impl OffsetStore {
     /// commits become visible to OffsetFetch.
     pub async fn commit(
         &self,
-        broker: &Broker,
         group: &str,
         commits: Vec<(String, i32, CommittedOffset)>,
         timeout: Duration,
@@ -146,7 +149,7 @@ impl OffsetStore {
                 timestamp: c.commit_timestamp,
             })
             .collect();
-        self.append(broker, &records, timeout).await?;
+        self.append(&records, timeout).await?;
         let mut state = self.lock();
         for (topic, partition, c) in commits {
             state
@@ -161,7 +164,6 @@ impl OffsetStore {
     /// a transaction of a newer epoch of that producer id already ended.
     pub async fn commit_transactional(
         &self,
-        broker: &Broker,
         group: &str,
         (producer_id, producer_epoch): (i64, i16),
         commits: Vec<(String, i32, CommittedOffset)>,
@@ -189,7 +191,7 @@ impl OffsetStore {
                 timestamp: c.commit_timestamp,
             })
             .collect();
-        self.append(broker, &records, timeout).await?;
+        self.append(&records, timeout).await?;
         let mut state = self.lock();
         let pending = state.pending.entry(producer_id).or_default();
         for (topic, partition, c) in commits {
@@ -202,7 +204,6 @@ impl OffsetStore {
     /// pending commits become committed offsets (`commit`) or are dropped.
     pub async fn complete_transaction(
         &self,
-        broker: &Broker,
         (producer_id, producer_epoch): (i64, i16),
         commit: bool,
         timeout: Duration,
@@ -235,7 +236,7 @@ impl OffsetStore {
             value: Some(encode_txn_end(commit, producer_epoch)),
             timestamp: now_ms(),
         });
-        self.append(broker, &records, timeout).await?;
+        self.append(&records, timeout).await?;
         end_transaction(&mut self.lock(), producer_id, producer_epoch, commit);
         Ok(())
     }
@@ -249,8 +250,8 @@ impl OffsetStore {
     }
 
     /// Removes every committed offset of `group` (DeleteGroups).
-    pub async fn delete_group(&self, broker: &Broker, group: &str) -> anyhow::Result<()> {
-        self.delete_offsets(broker, group, |_, _| true).await
+    pub async fn delete_group(&self, group: &str) -> anyhow::Result<()> {
+        self.delete_offsets(group, |_, _| true).await
     }
 
     /// Removes the committed offsets of `group` whose (topic, partition)
@@ -258,7 +259,6 @@ impl OffsetStore {
     /// tombstones acknowledged like commits.
     pub async fn delete_offsets(
         &self,
-        broker: &Broker,
         group: &str,
         doomed: impl Fn(&str, i32) -> bool,
     ) -> anyhow::Result<()> {
@@ -281,7 +281,7 @@ impl OffsetStore {
             })
             .collect();
         if !tombstones.is_empty() {
-            self.append(broker, &tombstones, Duration::from_secs(30))
+            self.append(&tombstones, Duration::from_secs(30))
                 .await
                 .map_err(|e| anyhow::anyhow!("deleting committed offsets: {e:?}"))?;
         }
@@ -326,13 +326,10 @@ impl OffsetStore {
     /// ISR member.
     async fn append(
         &self,
-        broker: &Broker,
         records: &[SimpleRecord],
         timeout: Duration,
     ) -> Result<(), ResponseError> {
-        self.partition
-            .append(broker, build_batch(records), timeout)
-            .await
+        self.partition.append(build_batch(records), timeout).await
     }
 }
 

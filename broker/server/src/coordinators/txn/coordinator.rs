@@ -26,8 +26,10 @@ use tracing::{info, warn};
 
 use super::markers::{write_all, Marker};
 use super::store::TxnStore;
-use crate::broker::Broker;
 use crate::coordinators::groups::offset_store::now_ms;
+use crate::coordinators::groups::OffsetStore;
+use crate::coordinators::producer_ids::ProducerIdAllocator;
+use crate::replica::ReplicaManager;
 
 /// How long a state write may take (Kafka's transaction state topic
 /// writes use request.timeout.ms).
@@ -51,9 +53,22 @@ pub fn txn_error(e: TxnError) -> ResponseError {
     }
 }
 
+/// What the coordinator works through: the replicas its markers and state
+/// are written with, the committed offsets a marker on `__consumer_offsets`
+/// completes, and the producer ids it hands out.
+#[derive(Debug)]
+pub struct TxnDependencies {
+    pub replicas: Arc<ReplicaManager>,
+    pub offsets: Arc<OffsetStore>,
+    pub producer_ids: Arc<ProducerIdAllocator>,
+    /// `--max-transactional-ids`.
+    pub max_transactional_ids: usize,
+}
+
 #[derive(Debug)]
 pub struct TxnCoordinator {
     pub store: TxnStore,
+    uses: TxnDependencies,
     /// Per transactional id, held while a request decides and persists.
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Ids whose markers a task is writing.
@@ -61,9 +76,10 @@ pub struct TxnCoordinator {
 }
 
 impl TxnCoordinator {
-    pub fn new(store: TxnStore) -> TxnCoordinator {
+    pub fn new(store: TxnStore, uses: TxnDependencies) -> TxnCoordinator {
         TxnCoordinator {
             store,
+            uses,
             locks: Mutex::new(HashMap::new()),
             completing: Mutex::new(HashSet::new()),
         }
@@ -82,28 +98,27 @@ impl TxnCoordinator {
 
     /// InitProducerId with a transactional id: (producer id, epoch).
     pub async fn init_producer_id(
-        &self,
-        broker: &Arc<Broker>,
+        self: &Arc<Self>,
         transactional_id: &str,
         timeout_ms: i32,
         expected: Option<(i64, i16)>,
     ) -> Result<(i64, i16), ResponseError> {
         let _guard = self.lock_id(transactional_id).await;
-        self.store.readable(broker)?;
+        self.store.readable()?;
         let now = now_ms();
         let mut allocation_failed = false;
         let mut allocate = || {
-            broker.producer_ids.allocate().unwrap_or_else(|e| {
+            self.uses.producer_ids.allocate().unwrap_or_else(|e| {
                 warn!(error = %e, "cannot allocate a producer id");
                 allocation_failed = true;
                 -1
             })
         };
         let outcome = match self.store.get(transactional_id) {
-            None if self.store.len() >= broker.config.limits.max_transactional_ids => {
+            None if self.store.len() >= self.uses.max_transactional_ids => {
                 warn!(
                     transactional_id,
-                    limit = broker.config.limits.max_transactional_ids,
+                    limit = self.uses.max_transactional_ids,
                     "a new transactional id refused: the coordinator holds --max-transactional-ids"
                 );
                 return Err(ResponseError::PolicyViolation);
@@ -119,7 +134,7 @@ impl TxnCoordinator {
             InitOutcome::Ready(m) => {
                 let ids = (m.producer_id, m.producer_epoch);
                 self.store
-                    .put(broker, transactional_id, Some(m), WRITE_TIMEOUT)
+                    .put(transactional_id, Some(m), WRITE_TIMEOUT)
                     .await?;
                 Ok(ids)
             }
@@ -130,9 +145,9 @@ impl TxnCoordinator {
                     "aborting the open transaction of a re-initialised producer"
                 );
                 self.store
-                    .put(broker, transactional_id, Some(m), WRITE_TIMEOUT)
+                    .put(transactional_id, Some(m), WRITE_TIMEOUT)
                     .await?;
-                self.spawn_completion(broker, transactional_id);
+                self.spawn_completion(transactional_id);
                 Err(ResponseError::ConcurrentTransactions)
             }
         }
@@ -140,14 +155,13 @@ impl TxnCoordinator {
 
     /// AddPartitionsToTxn / AddOffsetsToTxn.
     pub async fn add_partitions(
-        &self,
-        broker: &Arc<Broker>,
+        self: &Arc<Self>,
         transactional_id: &str,
         (producer_id, producer_epoch): (i64, i16),
         partitions: &[TopicPartition],
     ) -> Result<(), ResponseError> {
         let _guard = self.lock_id(transactional_id).await;
-        self.store.readable(broker)?;
+        self.store.readable()?;
         let current = self
             .store
             .get(transactional_id)
@@ -158,7 +172,7 @@ impl TxnCoordinator {
         match next {
             Some(m) => {
                 self.store
-                    .put(broker, transactional_id, Some(m), WRITE_TIMEOUT)
+                    .put(transactional_id, Some(m), WRITE_TIMEOUT)
                     .await
             }
             None => Ok(()),
@@ -168,12 +182,11 @@ impl TxnCoordinator {
     /// KIP-890: whether `partition` is in the producer's open transaction.
     pub fn verify_partition(
         &self,
-        broker: &Broker,
         transactional_id: &str,
         (producer_id, producer_epoch): (i64, i16),
         partition: &TopicPartition,
     ) -> Result<(), ResponseError> {
-        self.store.readable(broker)?;
+        self.store.readable()?;
         self.store
             .get(transactional_id)
             .ok_or(ResponseError::InvalidProducerIdMapping)?
@@ -183,14 +196,13 @@ impl TxnCoordinator {
 
     /// EndTxn: answered once the decision is durable; the markers follow.
     pub async fn end_txn(
-        &self,
-        broker: &Arc<Broker>,
+        self: &Arc<Self>,
         transactional_id: &str,
         (producer_id, producer_epoch): (i64, i16),
         commit: bool,
     ) -> Result<(), ResponseError> {
         let _guard = self.lock_id(transactional_id).await;
-        self.store.readable(broker)?;
+        self.store.readable()?;
         let current = self
             .store
             .get(transactional_id)
@@ -202,16 +214,16 @@ impl TxnCoordinator {
             EndOutcome::AlreadyComplete => Ok(()),
             EndOutcome::Prepare(m) => {
                 self.store
-                    .put(broker, transactional_id, Some(m), WRITE_TIMEOUT)
+                    .put(transactional_id, Some(m), WRITE_TIMEOUT)
                     .await?;
-                self.spawn_completion(broker, transactional_id);
+                self.spawn_completion(transactional_id);
                 Ok(())
             }
         }
     }
 
     /// Writes the markers of a prepared transaction (one task per id).
-    fn spawn_completion(&self, broker: &Arc<Broker>, transactional_id: &str) {
+    fn spawn_completion(self: &Arc<Self>, transactional_id: &str) {
         if !self
             .completing
             .lock()
@@ -220,11 +232,10 @@ impl TxnCoordinator {
         {
             return;
         }
-        let broker = broker.clone();
+        let coordinator = self.clone();
         let id = transactional_id.to_string();
         tokio::spawn(async move {
-            let coordinator = &broker.txn;
-            if let Err(e) = coordinator.complete(&broker, &id).await {
+            if let Err(e) = coordinator.complete(&id).await {
                 warn!(transactional_id = %id, error = ?e, "transaction not completed here; a later tick or the next coordinator resumes it");
             }
             coordinator
@@ -235,8 +246,8 @@ impl TxnCoordinator {
         });
     }
 
-    async fn complete(&self, broker: &Arc<Broker>, id: &str) -> Result<(), ResponseError> {
-        let coordinator_epoch = self.store.readable(broker)?;
+    async fn complete(self: &Arc<Self>, id: &str) -> Result<(), ResponseError> {
+        let coordinator_epoch = self.store.readable()?;
         let Some(prepared) = self.store.get(id).filter(|m| m.state.is_preparing()) else {
             return Ok(());
         };
@@ -248,36 +259,37 @@ impl TxnCoordinator {
         };
         let mut remaining = prepared.partitions.clone();
         loop {
-            remaining = write_all(broker, &marker, &remaining).await;
+            remaining =
+                write_all(&self.uses.replicas, &self.uses.offsets, &marker, &remaining).await;
             if remaining.is_empty() {
                 break;
             }
             // Stop when this broker stops coordinating: the next
             // coordinator resumes from the stored PrepareCommit/Abort.
-            if self.store.readable(broker)? != coordinator_epoch {
+            if self.store.readable()? != coordinator_epoch {
                 return Err(ResponseError::NotCoordinator);
             }
             tokio::time::sleep(MARKER_RETRY_BACKOFF).await;
         }
         let _guard = self.lock_id(id).await;
-        self.store.readable(broker)?;
+        self.store.readable()?;
         let Some(current) = self.store.get(id).filter(|m| *m == prepared) else {
             return Ok(());
         };
         match current.complete(now_ms()) {
-            Some(done) => self.store.put(broker, id, Some(done), WRITE_TIMEOUT).await,
+            Some(done) => self.store.put(id, Some(done), WRITE_TIMEOUT).await,
             None => Ok(()),
         }
     }
 
     /// One tick of the clock (see the module docs).
-    async fn tick(&self, broker: &Arc<Broker>) {
-        if self.store.readable(broker).is_err() {
+    async fn tick(self: &Arc<Self>) {
+        if self.store.readable().is_err() {
             return;
         }
         let due = self.store.due(now_ms(), TRANSACTIONAL_ID_EXPIRATION_MS);
         for id in &due.preparing {
-            self.spawn_completion(broker, id);
+            self.spawn_completion(id);
         }
         for id in &due.timed_out {
             let guard = self.lock_id(id).await;
@@ -288,12 +300,12 @@ impl TxnCoordinator {
             let aborting = current.fence_and_abort(now_ms());
             if self
                 .store
-                .put(broker, id, Some(aborting), WRITE_TIMEOUT)
+                .put(id, Some(aborting), WRITE_TIMEOUT)
                 .await
                 .is_ok()
             {
                 drop(guard);
-                self.spawn_completion(broker, id);
+                self.spawn_completion(id);
             }
         }
         for id in &due.expired {
@@ -304,7 +316,7 @@ impl TxnCoordinator {
                 .get(id)
                 .is_some_and(|c| c.expired(now_ms(), TRANSACTIONAL_ID_EXPIRATION_MS))
             {
-                let _ = self.store.put(broker, id, None, WRITE_TIMEOUT).await;
+                let _ = self.store.put(id, None, WRITE_TIMEOUT).await;
             }
         }
         // Locks nobody holds or waits for.
@@ -315,16 +327,18 @@ impl TxnCoordinator {
     }
 }
 
-/// Runs the coordinator's clock until the broker is dropped.
-pub fn spawn_ticker(broker: &Arc<Broker>) {
-    let weak: Weak<Broker> = Arc::downgrade(broker);
+/// Runs the coordinator's clock until the coordinator is dropped.
+pub fn spawn_ticker(coordinator: &Arc<TxnCoordinator>) {
+    let weak: Weak<TxnCoordinator> = Arc::downgrade(coordinator);
     tokio::spawn(async move {
         let mut interval = tokio::time::interval(TICK);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             interval.tick().await;
-            let Some(broker) = weak.upgrade() else { return };
-            broker.txn.tick(&broker).await;
+            let Some(coordinator) = weak.upgrade() else {
+                return;
+            };
+            coordinator.tick().await;
         }
     });
 }

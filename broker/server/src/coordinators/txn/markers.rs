@@ -23,10 +23,11 @@ use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
-use crate::broker::Broker;
 use crate::coordinators::groups::offset_store::now_ms;
+use crate::coordinators::groups::OffsetStore;
 use crate::coordinators::groups::OFFSETS_TOPIC;
 use crate::replica::leader_client::LeaderClient;
+use crate::replica::ReplicaManager;
 
 /// How long one marker (or one WriteTxnMarkers round trip) may take.
 pub const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -45,29 +46,23 @@ pub struct Marker {
 
 /// Writes `marker` to `topic`-`partition`, which this broker must lead.
 pub async fn write_local(
-    broker: &Broker,
+    replicas: &Arc<ReplicaManager>,
+    offsets: &OffsetStore,
     marker: &Marker,
     topic: &str,
     partition: i32,
 ) -> Result<(), ResponseError> {
     if topic == OFFSETS_TOPIC {
-        broker.offsets.readable(broker)?;
-        return broker
-            .offsets
+        offsets.readable()?;
+        return offsets
             .complete_transaction(
-                broker,
                 (marker.producer_id, marker.producer_epoch),
                 marker.commit,
                 MARKER_TIMEOUT,
             )
             .await;
     }
-    if broker
-        .log
-        .topic(topic)
-        .and_then(|t| t.partition(partition).cloned())
-        .is_none()
-    {
+    if replicas.replica(topic, partition).is_none() {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     let batch = build_control_batch(
@@ -77,8 +72,7 @@ pub async fn write_local(
         marker.coordinator_epoch,
         now_ms(),
     );
-    broker
-        .replicas
+    replicas
         .write(topic, partition, batch, MARKER_TIMEOUT)
         .await
         .map(drop)
@@ -92,14 +86,15 @@ pub async fn write_local(
 /// still need it (their leader is unknown, unreachable or refused). A
 /// partition whose topic no longer exists needs no marker.
 pub async fn write_all(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
+    offsets: &OffsetStore,
     marker: &Marker,
     partitions: &BTreeSet<TopicPartition>,
 ) -> BTreeSet<TopicPartition> {
     let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
     let mut failed = BTreeSet::new();
     {
-        let image = broker.replicas.cluster.image();
+        let image = replicas.cluster.image();
         for tp in partitions {
             match image.partition(&tp.0, tp.1) {
                 Some(p) if p.leader >= 0 => by_leader.entry(p.leader).or_default().push(tp.clone()),
@@ -114,10 +109,12 @@ pub async fn write_all(
             }
         }
     }
-    let own = broker.node_id();
+    let own = replicas.node_id;
     let sends = by_leader.into_iter().map(|(leader, tps)| async move {
         if leader == own {
-            let writes = tps.iter().map(|(t, p)| write_local(broker, marker, t, *p));
+            let writes = tps
+                .iter()
+                .map(|(t, p)| write_local(replicas, offsets, marker, t, *p));
             let results = futures::future::join_all(writes).await;
             tps.into_iter()
                 .zip(results)
@@ -125,7 +122,7 @@ pub async fn write_all(
                 .map(|(tp, _)| tp)
                 .collect::<Vec<_>>()
         } else {
-            send_remote(broker, leader, marker, tps).await
+            send_remote(replicas, leader, marker, tps).await
         }
     });
     for retry in futures::future::join_all(sends).await {
@@ -141,7 +138,7 @@ fn needs_retry(result: &Result<(), ResponseError>) -> bool {
 /// One WriteTxnMarkers request to broker `leader`; returns the partitions
 /// that need another attempt.
 async fn send_remote(
-    broker: &Broker,
+    replicas: &Arc<ReplicaManager>,
     leader: i32,
     marker: &Marker,
     tps: Vec<TopicPartition>,
@@ -166,11 +163,10 @@ async fn send_remote(
                     })
                     .collect(),
             )]);
-    let client_id = format!("chronik-txn-coordinator-{}", broker.node_id());
+    let client_id = format!("chronik-txn-coordinator-{}", replicas.node_id);
     let response = async {
         let mut client =
-            LeaderClient::connect_to_broker(&broker.replicas, leader, client_id, CONNECT_TIMEOUT)
-                .await?;
+            LeaderClient::connect_to_broker(replicas, leader, client_id, CONNECT_TIMEOUT).await?;
         client.send(&request, 1, MARKER_TIMEOUT).await
     }
     .await;

@@ -22,5 +22,5 @@ pub mod records;
 pub mod store;
 pub mod verify;
 
-pub use coordinator::{spawn_ticker, txn_error, TxnCoordinator};
+pub use coordinator::{spawn_ticker, txn_error, TxnCoordinator, TxnDependencies};
 pub use store::TXN_TOPIC;

@@ -19,9 +19,9 @@ use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
 use super::records::{decode_key, decode_value, encode_key, encode_value};
-use crate::broker::Broker;
 use crate::coordinators::groups::offset_store::now_ms;
 use crate::coordinators::internal_topic::{replay_records, InternalPartition, Loaded};
+use crate::replica::ReplicaManager;
 
 pub const TXN_TOPIC: &str = "__transaction_state";
 
@@ -49,8 +49,12 @@ impl std::fmt::Debug for TxnStore {
 }
 
 impl TxnStore {
-    pub fn open(log: &Arc<LogManager>, skipped: Counter) -> anyhow::Result<TxnStore> {
-        let (partition, now) = InternalPartition::open(log, TXN_TOPIC)?;
+    pub fn open(
+        log: &Arc<LogManager>,
+        replicas: &Arc<ReplicaManager>,
+        skipped: Counter,
+    ) -> anyhow::Result<TxnStore> {
+        let (partition, now) = InternalPartition::open(log, replicas, TXN_TOPIC)?;
         let txns = replay(&now, &skipped)?;
         Ok(TxnStore {
             partition,
@@ -81,8 +85,8 @@ impl TxnStore {
     /// The coordinator epoch (the leader epoch of `__transaction_state`-0)
     /// when this broker coordinates transactions with its state loaded:
     /// NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS otherwise.
-    pub fn readable(&self, broker: &Broker) -> Result<i32, ResponseError> {
-        self.loaded.readable(broker)
+    pub fn readable(&self) -> Result<i32, ResponseError> {
+        self.loaded.readable(self.partition.replicas())
     }
 
     /// How many transactional ids are held.
@@ -127,7 +131,6 @@ impl TxnStore {
     /// once the record is durable and replicated.
     pub async fn put(
         &self,
-        broker: &Broker,
         transactional_id: &str,
         state: Option<TxnMetadata>,
         timeout: Duration,
@@ -138,7 +141,7 @@ impl TxnStore {
             timestamp: now_ms(),
         };
         self.partition
-            .append(broker, build_batch(&[record]), timeout)
+            .append(build_batch(&[record]), timeout)
             .await?;
         let mut txns = self.lock();
         match state {

@@ -10,7 +10,6 @@
 //! else over a broker-to-broker connection to the coordinator. Must not: decide
 //! the answer (the coordinator's state does).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -21,9 +20,10 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName,
 use kafka_protocol::protocol::StrBytes;
 use tracing::debug;
 
+use super::TxnCoordinator;
 use super::TXN_TOPIC;
-use crate::broker::Broker;
 use crate::replica::leader_client::LeaderClient;
+use crate::replica::ReplicaManager;
 
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The first AddPartitionsToTxn version with verify_only.
@@ -33,23 +33,22 @@ const VERIFY_VERSION: i16 = 4;
 /// `transactional_id` held by (producer id, epoch); else the error the
 /// Produce answers for that partition.
 pub async fn verify_transaction(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    txn: &TxnCoordinator,
     transactional_id: &str,
     producer: (i64, i16),
     topic: &str,
     partition: i32,
 ) -> Result<(), ResponseError> {
     let tp = (topic.to_string(), partition);
-    let coordinator = broker
-        .replicas
+    let coordinator = replicas
         .cluster
         .image()
         .partition(TXN_TOPIC, 0)
         .map_or(-1, |p| p.leader);
-    if coordinator == broker.node_id() {
-        return broker
-            .txn
-            .verify_partition(broker, transactional_id, producer, &tp)
+    if coordinator == replicas.node_id {
+        return txn
+            .verify_partition(transactional_id, producer, &tp)
             .map_err(verification_error);
     }
     if coordinator < 0 {
@@ -67,15 +66,11 @@ pub async fn verify_transaction(
                 .with_name(TopicName(StrBytes::from_string(topic.to_string())))
                 .with_partitions(vec![partition])]),
     ]);
-    let client_id = format!("chronik-txn-verify-{}", broker.node_id());
+    let client_id = format!("chronik-txn-verify-{}", replicas.node_id);
     let answer = async {
-        let mut client = LeaderClient::connect_to_broker(
-            &broker.replicas,
-            coordinator,
-            client_id,
-            VERIFY_TIMEOUT,
-        )
-        .await?;
+        let mut client =
+            LeaderClient::connect_to_broker(replicas, coordinator, client_id, VERIFY_TIMEOUT)
+                .await?;
         client.send(&request, VERIFY_VERSION, VERIFY_TIMEOUT).await
     }
     .await;

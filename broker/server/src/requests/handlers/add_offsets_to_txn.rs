@@ -22,7 +22,6 @@ pub async fn handle(
     let result = broker
         .txn
         .add_partitions(
-            broker,
             &request.transactional_id.0,
             (request.producer_id.0, request.producer_epoch),
             &[(OFFSETS_TOPIC.to_string(), 0)],

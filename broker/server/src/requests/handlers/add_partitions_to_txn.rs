@@ -117,14 +117,14 @@ async fn one_transaction(
             .map(|tp| {
                 broker
                     .txn
-                    .verify_partition(broker, transactional_id, producer, tp)
+                    .verify_partition(transactional_id, producer, tp)
                     .err()
             })
             .collect()
     } else {
         let result = broker
             .txn
-            .add_partitions(broker, transactional_id, producer, &partitions)
+            .add_partitions(transactional_id, producer, &partitions)
             .await
             .err()
             .map(|e| for_version(e, version, PRODUCER_FENCED_SINCE));

@@ -30,7 +30,7 @@ pub fn handle(
     _version: i16,
     request: ConsumerGroupDescribeRequest,
 ) -> Option<Handled> {
-    let coordinator = broker.offsets.readable(broker);
+    let coordinator = broker.offsets.readable();
     let image = broker.replicas.cluster.image();
     let groups: Vec<DescribedGroup> = request
         .group_ids

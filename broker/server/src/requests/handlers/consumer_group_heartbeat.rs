@@ -66,7 +66,7 @@ fn heartbeat(
     context: &RequestContext,
 ) -> Result<HeartbeatReply, ResponseError> {
     let peer = context.peer;
-    broker.offsets.readable(broker)?;
+    broker.offsets.readable()?;
     let group_id = request.group_id.0.to_string();
     if group_id.is_empty() {
         return Err(ResponseError::InvalidRequest);

@@ -25,7 +25,7 @@ pub async fn handle(
             Some(ResponseError::GroupIdNotFound)
         } else if let Err(e) = broker.groups.delete(&group_id.0) {
             Some(response_error(e))
-        } else if let Err(e) = broker.offsets.delete_group(broker, &group_id.0).await {
+        } else if let Err(e) = broker.offsets.delete_group(&group_id.0).await {
             warn!(group = %group_id.0, error = %e, "deleting committed offsets failed");
             Some(ResponseError::KafkaStorageError)
         } else {

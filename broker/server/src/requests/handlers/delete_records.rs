@@ -141,7 +141,7 @@ async fn delete(
         .partition(partition)
         .cloned()
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    let high_watermark = consumer_high_watermark(broker, &log)?;
+    let high_watermark = consumer_high_watermark(&broker.replicas, &log)?;
     let replica = broker
         .replica(topic, partition)
         .ok_or(ResponseError::NotLeaderOrFollower)?;

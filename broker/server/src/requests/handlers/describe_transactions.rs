@@ -23,7 +23,7 @@ pub fn handle(
     _version: i16,
     request: DescribeTransactionsRequest,
 ) -> Option<Handled> {
-    let readable = broker.txn.store.readable(broker).err();
+    let readable = broker.txn.store.readable().err();
     let mut has_error = false;
     let states = request
         .transactional_ids

@@ -19,7 +19,6 @@ pub async fn handle(broker: &Arc<Broker>, version: i16, request: EndTxnRequest) 
     let result = broker
         .txn
         .end_txn(
-            broker,
             &request.transactional_id.0,
             (request.producer_id.0, request.producer_epoch),
             request.committed,

@@ -38,7 +38,7 @@ pub async fn handle(
                 .then_some((request.producer_id.0, request.producer_epoch));
             broker
                 .txn
-                .init_producer_id(broker, &id.0, request.transaction_timeout_ms, expected)
+                .init_producer_id(&id.0, request.transaction_timeout_ms, expected)
                 .await
                 .map_err(|e| for_version(e, version, PRODUCER_FENCED_SINCE))
         }

@@ -52,7 +52,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                         .and_then(|r| r.leader_epoch())
                         .unwrap_or(0);
                     match partition.and_then(|log| {
-                        let hw = consumer_high_watermark(broker, log)?;
+                        let hw = consumer_high_watermark(&broker.replicas, log)?;
                         lookup(
                             log,
                             if read_committed {

@@ -30,7 +30,7 @@ pub fn handle(
         .partition(|(state, _)| state.is_some());
     let states: Vec<TxnState> = states.into_iter().filter_map(|(s, _)| s).collect();
     let now = now_ms();
-    let listed = if broker.txn.store.readable(broker).is_ok() {
+    let listed = if broker.txn.store.readable().is_ok() {
         broker.txn.store.all()
     } else {
         Vec::new()

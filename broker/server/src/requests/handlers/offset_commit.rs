@@ -74,7 +74,7 @@ pub async fn handle(
     }
     let stored = broker
         .offsets
-        .commit(broker, &group_id, commits, COMMIT_TIMEOUT)
+        .commit(&group_id, commits, COMMIT_TIMEOUT)
         .await;
     let storage_error = stored.err();
     let mut has_error = false;

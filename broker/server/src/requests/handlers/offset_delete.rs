@@ -41,7 +41,7 @@ pub async fn handle(
             true,
         )
     };
-    if let Err(error) = broker.offsets.readable(broker) {
+    if let Err(error) = broker.offsets.readable() {
         return top_level(error);
     }
     let snapshot = broker.groups.describe(&group);
@@ -96,7 +96,7 @@ pub async fn handle(
     }
     let deleted = broker
         .offsets
-        .delete_offsets(broker, &group, |t, p| doomed.contains(&(t.to_string(), p)))
+        .delete_offsets(&group, |t, p| doomed.contains(&(t.to_string(), p)))
         .await;
     if let Err(e) = deleted {
         warn!(group, error = %e, "deleting committed offsets failed");

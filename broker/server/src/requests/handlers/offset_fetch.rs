@@ -31,7 +31,7 @@ use crate::requests::topics::lookup::topic_name;
 type Answer = (i32, i64, i32, Option<String>, i16);
 
 pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -> Option<Handled> {
-    if let Err(error) = broker.offsets.readable(broker) {
+    if let Err(error) = broker.offsets.readable() {
         return Handled::new(
             Response::OffsetFetch(refused(version, request, error)),
             false,

@@ -179,7 +179,8 @@ async fn produce_to(
         ))?;
         if !log.has_open_transaction(h.producer_id) {
             verify_transaction(
-                broker,
+                &broker.replicas,
+                &broker.txn,
                 id,
                 (h.producer_id, h.producer_epoch),
                 log.topic(),

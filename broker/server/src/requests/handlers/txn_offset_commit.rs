@@ -38,7 +38,7 @@ pub async fn handle(
     request: TxnOffsetCommitRequest,
 ) -> Option<Handled> {
     let group_id = request.group_id.0.to_string();
-    let group_error = match broker.offsets.readable(broker) {
+    let group_error = match broker.offsets.readable() {
         Err(e) => Some(e),
         // TxnOffsetCommit v0-2 carry no member id or generation (the
         // fields default to "" and -1): Kafka validates membership only
@@ -83,7 +83,6 @@ pub async fn handle(
     let stored = broker
         .offsets
         .commit_transactional(
-            broker,
             &group_id,
             (request.producer_id.0, request.producer_epoch),
             commits,

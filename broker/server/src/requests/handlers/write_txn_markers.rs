@@ -47,7 +47,9 @@ pub async fn handle(
             let writes = t.partition_indexes.iter().map(|p| async {
                 match refused {
                     Some(e) => Err(e),
-                    None => write_local(broker, &marker, &t.name.0, *p).await,
+                    None => {
+                        write_local(&broker.replicas, &broker.offsets, &marker, &t.name.0, *p).await
+                    }
                 }
             });
             let outcomes = futures::future::join_all(writes).await;
