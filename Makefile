@@ -136,6 +136,7 @@ lint: lint-shell
 	$(CARGO) fmt --all --check
 	$(CARGO) fmt --all --check --manifest-path fuzz/Cargo.toml
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	python3 scripts/module_cycles.py
 
 pytest: python-deps
 	@test -x "$(CHRONIK_SERVER_BIN)" || { echo "missing $(CHRONIK_SERVER_BIN): run make build" >&2; exit 1; }

@@ -24,16 +24,7 @@ pub struct ApiLabels {
     pub api: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PartitionLabels {
-    pub topic: String,
-    pub partition: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReasonLabels {
-    pub reason: &'static str,
-}
+pub use crate::infra::metric_labels::{PartitionLabels, ReasonLabels};
 
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~52 s

@@ -12,7 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::infra::metrics::PartitionLabels;
+use crate::infra::metric_labels::PartitionLabels;
 use crate::replica::ReplicaManager;
 
 #[derive(Debug, Default)]

@@ -1,9 +1,12 @@
 //! What every room uses and no request decides: Prometheus metrics
-//! (`metrics`, and the replication and quorum ones in `metrics_cluster`),
-//! the global allocator (`alloc_guard`) and bounded CPU work kept in request
-//! order (`blocking`). Must not: depend on a room above it.
+//! (`metrics`, the replication and quorum ones read from the replica
+//! manager at scrape time in `metrics_cluster`, their shared label sets in
+//! `metric_labels`), the global allocator (`alloc_guard`) and bounded CPU
+//! work kept in request order (`blocking`). Must not: decide what a request
+//! gets.
 
 pub mod alloc_guard;
 pub mod blocking;
+pub mod metric_labels;
 pub mod metrics;
 pub mod metrics_cluster;

@@ -14,4 +14,5 @@ pub mod authorize;
 pub mod errors;
 pub mod fetch_sessions;
 pub mod handlers;
+pub mod refusals;
 pub mod topics;

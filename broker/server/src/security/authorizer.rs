@@ -15,7 +15,7 @@ use chronik_metadata::acl_rules::{authorize, AuthorizerConfig};
 use chronik_metadata::{Cluster, MetadataImage};
 use clap::Args as ClapArgs;
 
-use crate::requests::handlers::RequestContext;
+use crate::security::request_context::RequestContext;
 
 /// The class name Kafka's KRaft brokers use for ACL authorization.
 pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";

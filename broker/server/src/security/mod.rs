@@ -24,6 +24,7 @@ pub mod authorizer;
 pub mod client;
 pub mod listeners;
 pub mod principal;
+pub mod request_context;
 pub mod sasl;
 
 use std::sync::Arc;

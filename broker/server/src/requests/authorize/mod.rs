@@ -33,7 +33,7 @@ use chronik_metadata::MetadataImage;
 use chronik_protocol::{Request, Response};
 
 use crate::broker::Broker;
-use crate::requests::handlers::RequestContext;
+use crate::security::request_context::RequestContext;
 
 /// What happens to a request before its handler runs.
 pub enum Admission {

@@ -42,7 +42,7 @@ use kafka_protocol::messages::{FetchResponse, TopicName};
 use uuid::Uuid;
 
 use super::{split, Admission, After, Gate, Routed};
-use crate::requests::handlers::fetch::refused_topic;
+use crate::requests::refusals::refused_topic;
 use crate::requests::topics::lookup::topic_name;
 
 const TOPIC_DENIED: ResponseError = ResponseError::TopicAuthorizationFailed;

@@ -31,7 +31,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{split, Admission, After, Gate, Routed};
-use crate::requests::handlers::add_partitions_to_txn::{refused_to_clients, topic_results};
+use crate::requests::refusals::{refused_to_clients, topic_results};
 
 const TXN_DENIED: ResponseError = ResponseError::TransactionalIdAuthorizationFailed;
 

@@ -4,7 +4,7 @@
 
 use kafka_protocol::error::ResponseError;
 
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 
 /// PRODUCER_FENCED for requests from `producer_fenced_since` on,
 /// INVALID_PRODUCER_EPOCH before (as Kafka answers older clients).
@@ -25,9 +25,8 @@ pub fn code(result: &Result<(), ResponseError>) -> i16 {
 }
 
 /// Whether the metadata image has `topic`-`partition`.
-pub fn partition_exists(broker: &Broker, topic: &str, partition: i32) -> bool {
-    broker
-        .replicas
+pub fn partition_exists(replicas: &ReplicaManager, topic: &str, partition: i32) -> bool {
+    replicas
         .cluster
         .image()
         .partition(topic, partition)

@@ -16,14 +16,14 @@ use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 
 use super::Handled;
 use crate::broker::Broker;
 use crate::requests::errors::txn::{for_version, partition_exists};
-use crate::requests::topics::lookup::is_internal_topic;
+use crate::requests::refusals::{refused_to_clients, topic_results};
 
 const PRODUCER_FENCED_SINCE: i16 = 2;
 
@@ -98,7 +98,7 @@ async fn one_transaction(
         .map(|(t, p)| {
             if version <= 3 && refused_to_clients(t) {
                 Some(ResponseError::TopicAuthorizationFailed)
-            } else if !partition_exists(broker, t, *p) {
+            } else if !partition_exists(&broker.replicas, t, *p) {
                 Some(ResponseError::UnknownTopicOrPartition)
             } else {
                 None
@@ -132,39 +132,4 @@ async fn one_transaction(
     };
     let mut errors = errors.into_iter();
     topic_results(topics, || errors.next().flatten().map_or(0, |e| e.code()))
-}
-
-/// A topic no client may add to a transaction, super users included: an
-/// internal one (`__consumer_offsets`, `__transaction_state`), whose
-/// readers would take a transaction marker for one of their own records.
-/// Also the ACL gate's rule, so that its refusal names every topic the
-/// handler would refuse.
-pub(crate) fn refused_to_clients(topic: &str) -> bool {
-    is_internal_topic(topic)
-}
-
-/// The per-partition results of `topics`, each partition's error code
-/// from `code` in request order; also the ACL gate's answer for a refused
-/// transactional id.
-pub(crate) fn topic_results(
-    topics: &[AddPartitionsToTxnTopic],
-    mut code: impl FnMut() -> i16,
-) -> Vec<AddPartitionsToTxnTopicResult> {
-    topics
-        .iter()
-        .map(|t| {
-            AddPartitionsToTxnTopicResult::default()
-                .with_name(t.name.clone())
-                .with_results_by_partition(
-                    t.partitions
-                        .iter()
-                        .map(|p| {
-                            AddPartitionsToTxnPartitionResult::default()
-                                .with_partition_index(*p)
-                                .with_partition_error_code(code())
-                        })
-                        .collect(),
-                )
-        })
-        .collect()
 }

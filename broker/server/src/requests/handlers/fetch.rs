@@ -42,6 +42,7 @@ use crate::replica::identity::verify_replica;
 use crate::replica::purgatory::MAX_WAIT;
 use crate::replica::throttle::Side;
 use crate::requests::fetch_sessions::Owner;
+use crate::requests::refusals::refused_topic;
 use crate::requests::topics::lookup::resolve;
 
 /// Who is fetching: a consumer, or the follower replica with this id.
@@ -312,30 +313,6 @@ fn read_topic(
             }
         })
         .collect()
-}
-
-/// Every partition of `request` answered with `error`.
-/// A topic of a Fetch answered with `code` in every partition (no data,
-/// offsets unknown); also the ACL gate's answer for a refused topic.
-pub(crate) fn refused_topic(t: &FetchTopic, code: i16) -> FetchableTopicResponse {
-    FetchableTopicResponse::default()
-        .with_topic(t.topic.clone())
-        .with_topic_id(t.topic_id)
-        .with_partitions(
-            t.partitions
-                .iter()
-                .map(|p| {
-                    PartitionData::default()
-                        .with_partition_index(p.partition)
-                        .with_error_code(code)
-                        .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1)
-                        .with_preferred_read_replica(BrokerId(-1))
-                        .with_records(Some(Bytes::new()))
-                })
-                .collect(),
-        )
 }
 
 fn refuse_all(request: &FetchRequest, error: ResponseError) -> Option<Handled> {

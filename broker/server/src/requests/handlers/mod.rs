@@ -7,7 +7,7 @@
 //! framing, or check ACLs (`requests::authorize` does, before).
 
 mod add_offsets_to_txn;
-pub(crate) mod add_partitions_to_txn;
+mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
@@ -31,7 +31,7 @@ mod describe_transactions;
 mod describe_user_scram_credentials;
 mod elect_leaders;
 mod end_txn;
-pub(crate) mod fetch;
+mod fetch;
 mod find_coordinator;
 mod heartbeat;
 mod init_producer_id;
@@ -60,40 +60,8 @@ use chronik_protocol::{DecodedRequest, Request, Response};
 
 use crate::broker::Broker;
 use crate::requests::authorize;
-use crate::security::KafkaPrincipal;
 
-/// Who sent a request and how: what handlers may need of the connection.
-#[derive(Debug, Clone)]
-pub struct RequestContext {
-    /// The client's address (replica fetches are checked against it).
-    pub peer: std::net::SocketAddr,
-    /// The listener the connection came in on: Metadata and
-    /// FindCoordinator answer with the brokers' endpoints of this listener.
-    pub listener: Arc<str>,
-    /// The authenticated principal (`User:ANONYMOUS` without
-    /// authentication), for authorization.
-    pub principal: KafkaPrincipal,
-    /// `principal` and the peer's IP as ACLs name them, formatted once
-    /// per connection (and per authentication), not per ACL check.
-    pub acl_principal: String,
-    pub acl_host: String,
-}
-
-impl RequestContext {
-    pub fn new(
-        peer: std::net::SocketAddr,
-        listener: Arc<str>,
-        principal: KafkaPrincipal,
-    ) -> RequestContext {
-        RequestContext {
-            peer,
-            listener,
-            acl_principal: principal.to_string(),
-            acl_host: peer.ip().to_string(),
-            principal,
-        }
-    }
-}
+pub use crate::security::request_context::RequestContext;
 
 /// A response plus whether any of its error codes is non-zero (for metrics).
 #[derive(Debug)]

@@ -116,7 +116,7 @@ pub(super) fn validate_commit(
     metadata: Option<&str>,
     now: i64,
 ) -> Result<(String, i32, CommittedOffset), ResponseError> {
-    if !partition_exists(broker, topic, partition) {
+    if !partition_exists(&broker.replicas, topic, partition) {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     if metadata.is_some_and(|m| m.len() > MAX_METADATA_BYTES) {

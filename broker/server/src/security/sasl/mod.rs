@@ -22,6 +22,7 @@ pub mod jwks;
 pub mod login_failures;
 pub mod oauthbearer;
 pub mod plain;
+pub mod responses;
 pub mod scram;
 pub mod session;
 

@@ -27,7 +27,7 @@
 //! held back by its back-off (`take_answer_delay`), whatever the address.
 //!
 //! Owns: the state transitions. Must not: build Kafka responses
-//! (`handlers::sasl_handshake` / `sasl_authenticate` do) or do I/O.
+//! (`responses` does) or do I/O.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,7 +40,6 @@ use kafka_protocol::messages::ApiKey;
 use super::oauthbearer::{OAuthBearerExchange, OAuthStep};
 use super::scram::{ScramExchange, ScramStep};
 use super::{fill_random, Mechanism, SaslConfig, SaslError};
-use crate::requests::handlers::{sasl_authenticate, sasl_handshake};
 use crate::security::principal::KafkaPrincipal;
 
 /// What the connection does with one frame.
@@ -213,7 +212,7 @@ impl SaslSession {
         };
         let outcome = self.handshake(body.mechanism.as_str(), version);
         let failed = outcome.error.is_some();
-        let response = sasl_handshake::response(outcome);
+        let response = super::responses::handshake(outcome);
         respond(correlation_id, version, &response, failed)
     }
 
@@ -241,7 +240,7 @@ impl SaslSession {
             }
         };
         let failed = outcome.result.is_err();
-        let response = sasl_authenticate::response(outcome);
+        let response = super::responses::authenticate(outcome);
         respond(correlation_id, version, &response, failed)
     }
 

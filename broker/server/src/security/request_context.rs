@@ -1,0 +1,41 @@
+//! Who sent a request and how, as the ACL checks and the handlers see it:
+//! the peer, the listener, the authenticated principal, and the two ACL
+//! strings formatted once per connection. Must not: decide access
+//! (`authorizer` does).
+
+use std::sync::Arc;
+
+use crate::security::KafkaPrincipal;
+
+/// Who sent a request and how: what handlers may need of the connection.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The client's address (replica fetches are checked against it).
+    pub peer: std::net::SocketAddr,
+    /// The listener the connection came in on: Metadata and
+    /// FindCoordinator answer with the brokers' endpoints of this listener.
+    pub listener: Arc<str>,
+    /// The authenticated principal (`User:ANONYMOUS` without
+    /// authentication), for authorization.
+    pub principal: KafkaPrincipal,
+    /// `principal` and the peer's IP as ACLs name them, formatted once
+    /// per connection (and per authentication), not per ACL check.
+    pub acl_principal: String,
+    pub acl_host: String,
+}
+
+impl RequestContext {
+    pub fn new(
+        peer: std::net::SocketAddr,
+        listener: Arc<str>,
+        principal: KafkaPrincipal,
+    ) -> RequestContext {
+        RequestContext {
+            peer,
+            listener,
+            acl_principal: principal.to_string(),
+            acl_host: peer.ip().to_string(),
+            principal,
+        }
+    }
+}
