@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Import cycles between chronik-server's modules, refused (`make lint`).
+"""Import cycles between chronik-server's modules, and `Broker` below the
+requests, refused (`make lint`).
 
 A module is a room's direct child (`requests::handlers`, `coordinators::txn`,
 `startup::config`) or a top-level file (`broker`); a directory module and
 everything beneath it count as one. An edge A -> B is any `crate::B` path in
 A's source outside `#[cfg(test)]` items. Prints every cycle (strongly connected
-component of more than one module) and exits 1 if there is one.
+component of more than one module) and exits 1 if there is one. Also exits 1
+when a module outside `startup/`, `network/` and `requests/` names `broker`:
+`Broker` is what a request may reach, and the layers beneath take the managers
+they use (the replicas, the offset store, ...), never all of them.
 
-Owns: that one rule. Must not: judge anything but the server crate's `src/`.
+Owns: those two rules. Must not: judge anything but the server crate's `src/`.
 """
 from __future__ import annotations
 
@@ -120,7 +124,11 @@ def main() -> int:
         for v in component:
             inner = sorted(graph[v] & members)
             print(f"  {v} -> {', '.join(inner)}")
-    if found:
+    above = ("startup::", "network::", "requests::")
+    reaching = sorted(m for m, targets in graph.items() if "broker" in targets and not m.startswith(above))
+    for m in reaching:
+        print(f"{m} names crate::broker: take the managers it uses instead")
+    if found or reaching:
         return 1
     print(f"module_cycles: {len(graph)} modules of chronik-server, no import cycle")
     return 0
