@@ -61,6 +61,12 @@
 #                        generator sends it); Prometheus scrapes the plain metrics ports.
 #                        Chronik only
 #     --results DIR      results root (default results/)   --run-id ID
+#     --faults SPEC      a fault schedule during the measured load (scripts/faults.py; root; a
+#                        3-node cluster, not with --secure or --controllers), e.g.
+#                        'kill:leader@20s,restart@+10s;partition:node2@40s+8s;pause:node3@60s+3s;disk-full:node1@80s+10s'
+#                        (disk-full: Chronik only). Each fault is undone on time and on exit;
+#                        leaders and ISRs are polled twice a second; the report gets a fault
+#                        timeline. scripts/fault-compare.sh runs Chronik and Kafka under one SPEC
 #     --keep             keep the broker's data and scratch files (.run/<run-id>/)
 #     --no-build         use the existing release binaries
 #     --no-report        skip rendering the report
@@ -118,8 +124,16 @@ KEYS="${KEYS:-fixed}"
 LEVELS="${LEVELS:-}"
 SECURE="${SECURE:-0}"
 STEP="${STEP:-}"
+FAULTS="${FAULTS:-}"
 REPEAT="${REPEAT:-}"
 
+# duration_seconds 90s|2m|1h|45 - seconds as a number, or null for other forms.
+duration_seconds() {
+  case $1 in
+    *[0-9]s) echo "${1%s}" ;; *[0-9]m) echo "$((${1%m} * 60))" ;; *[0-9]h) echo "$((${1%h} * 3600))" ;;
+    *[!0-9]*|"") echo null ;; *) echo "$1" ;;
+  esac
+}
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-2}"; }
 while (($#)); do
   case $1 in
@@ -149,6 +163,7 @@ while (($#)); do
     --keys) KEYS=$2; shift 2 ;;
     --wal-profile) WAL_PROFILE=$2; shift 2 ;;
     --secure) SECURE=1; shift ;;
+    --faults) FAULTS=$2; shift 2 ;;
     --results) RESULTS_ROOT=$2; shift 2 ;;
     --run-id) RUN_ID=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
@@ -185,6 +200,15 @@ if [[ -z "$MIN_INSYNC" ]]; then MIN_INSYNC=$((NODES >= 3 ? 2 : 1)); fi
 ((REPLICATION_FACTOR >= 1 && REPLICATION_FACTOR <= NODES)) || die "--replication-factor must be 1..$NODES"
 ((MIN_INSYNC >= 1 && MIN_INSYNC <= REPLICATION_FACTOR)) || die "--min-insync-replicas must be 1..$REPLICATION_FACTOR"
 
+if [[ -n "$FAULTS" ]]; then
+  ((EUID == 0)) || die "--faults needs root (signals, iptables, cgroups, tmpfs)"
+  [[ "$NODES" -ge 2 && "$CONTROLLERS" == 0 && "$SECURE" == 0 ]] \
+    || die "--faults runs a cluster of combined nodes (--nodes 2..9, no --controllers), not --secure"
+  fault_parse=(--broker "$BROKER" --nodes "$NODES")
+  # smoke's load lasts --duration: every fault must end inside it
+  [[ "$TEST" == smoke ]] && fault_parse+=(--duration-s "$(duration_seconds "$DURATION")")
+  python3 scripts/faults.py parse "$FAULTS" "${fault_parse[@]}" >&2 || die "--faults: the schedule cannot run (above)"
+fi
 OUT="$RESULTS_ROOT/$RUN_ID"
 WORK="$RUN_DIR/$RUN_ID"
 mkdir -p "$OUT"/{load,consumers,ingestors,metrics,logs,warmup} "$WORK"
@@ -198,12 +222,23 @@ SAMPLER_STOP="$WORK/sampler.stop"
 cleanup() {
   local rc=$?
   touch "$SAMPLER_STOP" 2>/dev/null || true
-  local spec
+  local spec pid
+  # the fault scheduler first: on SIGTERM it undoes what is in force
+  [[ -n "${FAULTS_PID:-}" ]] && { stop_pid "$FAULTS_PID" 60 > /dev/null 2>&1 || true; }
   for spec in "${STARTED[@]}"; do
     stop_pid "${spec#*=}" 20 > /dev/null 2>&1 || true
     pid_forget "${spec#*=}" 2>/dev/null || true
   done
+  if [[ -n "${FAULT_STATE:-}" ]]; then
+    # nodes the scheduler restarted are not in STARTED
+    for pid in $("$VENV_PY" scripts/faults.py pids --state "$FAULT_STATE" 2>/dev/null); do
+      stop_pid "$pid" 20 > /dev/null 2>&1 || true
+      pid_forget "$pid" 2>/dev/null || true
+    done
+  fi
   [[ -n "${KAFKA_PID:-}" ]] && stop_kafka "$WORK/kafka"
+  # then every cut, filler, tmpfs and cgroup the schedule left (idempotent)
+  [[ -n "${FAULT_STATE:-}" ]] && { "$VENV_PY" scripts/faults.py undo --state "$FAULT_STATE" --final || true; }
   # Broker data is scratch (GBs on long runs); the results stay in $OUT.
   if [[ "$KEEP" == 1 ]]; then log "kept scratch data in $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
@@ -241,6 +276,22 @@ plan_field() { "$LOADGEN_BIN" describe "load/plans/$TEST.json" | "$VENV_PY" scri
 BATCH_SIZE=${BATCH_SIZE:-$(plan_field batch_size)}
 MESSAGE_SIZE=${MESSAGE_SIZE:-$(plan_field message_size)}
 
+# -- faults: what the schedule needs before the brokers start ----------------------
+# a tmpfs under each data directory a disk-full fault fills, and with a
+# partition in the schedule a cgroup per node (the cut's iptables match)
+FAULT_STATE="" FAULT_CGROUPS=""
+if [[ -n "$FAULTS" ]]; then
+  FAULT_STATE="$WORK/faults"
+  mkdir -p "$OUT/faults"
+  fault_prep=(--state "$FAULT_STATE" --broker "$BROKER" --nodes "$NODES")
+  if [[ "$BROKER" == chronik ]]; then
+    for ((i = 1; i <= NODES; i++)); do fault_prep+=(--data-dir "$i=$WORK/broker/node-$i/data"); done
+  fi
+  "$VENV_PY" scripts/faults.py prepare "$FAULTS" "${fault_prep[@]}" > "$OUT/logs/faults-prepare.log" \
+    || die "--faults: preparing the nodes failed (logs/faults-prepare.log)"
+  FAULT_CGROUPS=$(awk '$1 == "cgroup-root" {print $2}' "$OUT/logs/faults-prepare.log")
+fi
+
 # -- broker ----------------------------------------------------------------------
 if [[ "$BROKER" == chronik ]]; then
   CHRONIK_ARGS=(--wal-profile "$WAL_PROFILE" --produce-profile "$PRODUCE_PROFILE"
@@ -258,7 +309,8 @@ if [[ "$BROKER" == chronik ]]; then
     STARTED+=("broker=$CHRONIK_PID")
     BROKER_METRICS_LIST=("$CHRONIK_METRICS")
   else
-    CHRONIK_CONTROLLERS=$CONTROLLERS start_chronik_cluster "$WORK/broker" "$NODES" "${CHRONIK_ARGS[@]}"
+    CHRONIK_CGROUP_ROOT=$FAULT_CGROUPS CHRONIK_CONTROLLERS=$CONTROLLERS \
+      start_chronik_cluster "$WORK/broker" "$NODES" "${CHRONIK_ARGS[@]}"
     for ((i = 0; i < CONTROLLERS; i++)); do STARTED+=("controller-$((i + 1))=${CHRONIK_CONTROLLER_PIDS[$i]}"); done
     for ((i = 0; i < NODES; i++)); do STARTED+=("broker-$((CONTROLLERS + i + 1))=${CHRONIK_PIDS[$i]}"); done
     BROKER_METRICS_LIST=("${CHRONIK_METRICS_LIST[@]}")
@@ -269,7 +321,14 @@ if [[ "$BROKER" == chronik ]]; then
 else
   # The same topology as Chronik with the same flags (nodes, RF, min ISR),
   # and an unreported warm-up so the JVMs are not measured cold.
-  start_kafka "$WORK/kafka" "$NODES"
+  if [[ -n "$FAULT_CGROUPS" ]]; then
+    # each JVM in its node's cgroup (scripts/in-cgroup.sh as the anchor's $JAVA)
+    real_java=${JAVA:-java}
+    IN_CGROUP_ROOT=$FAULT_CGROUPS IN_CGROUP_JAVA=$real_java JAVA=$REPO_ROOT/scripts/in-cgroup.sh \
+      start_kafka "$WORK/kafka" "$NODES"
+  else
+    start_kafka "$WORK/kafka" "$NODES"
+  fi
   if ((NODES == 1)); then
     STARTED+=("broker=$KAFKA_PID")
   else
@@ -307,13 +366,6 @@ start_prometheus "$WORK/prometheus" "${SCRAPE[@]}"
 [[ -n "${PROM_PID:-}" ]] && STARTED+=("prometheus=$PROM_PID")
 
 # -- meta.json --------------------------------------------------------------------
-# duration_seconds 90s|2m|1h|45 - seconds as a number, or null for other forms.
-duration_seconds() {
-  case $1 in
-    *[0-9]s) echo "${1%s}" ;; *[0-9]m) echo "$((${1%m} * 60))" ;; *[0-9]h) echo "$((${1%h} * 3600))" ;;
-    *[!0-9]*|"") echo null ;; *) echo "$1" ;;
-  esac
-}
 write_meta() {  # [FINISHED_AT]
   local flags=()
   [[ "$BROKER" == chronik ]] && flags=(--broker-flag=--wal-profile --broker-flag="$WAL_PROFILE"
@@ -334,7 +386,8 @@ write_meta() {  # [FINISHED_AT]
     --setting "load_from=${LOAD_FROM:-null}" --setting "measured_from=${MEASURED_FROM:-null}" \
     --setting "measured_until=${MEASURED_UNTIL:-null}" \
     --setting "security=\"$( ((SECURE)) && echo "$SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, ingestor HTTPS + bearer token" || echo PLAINTEXT)\"" \
-    --setting "generators=$GENERATORS" --version "loadgen=$("$LOADGEN_BIN" version 2>/dev/null | head -1)"
+    --setting "generators=$GENERATORS" --setting "faults=\"$FAULTS\"" \
+    ${FAULTS:+--events "$OUT/faults/events.jsonl"} --version "loadgen=$("$LOADGEN_BIN" version 2>/dev/null | head -1)"
 }
 write_meta ""
 
@@ -366,7 +419,15 @@ fi
 
 # -- load ---------------------------------------------------------------------------
 sample_specs=()
-for spec in "${STARTED[@]}"; do sample_specs+=("$spec"); done
+for spec in "${STARTED[@]}"; do
+  # under --faults a broker node may be restarted: follow its newest process
+  if [[ -n "$FAULTS" && "$spec" == broker-* ]]; then
+    n=${spec%%=*}; n=${n#broker-}
+    if [[ "$BROKER" == chronik ]]; then spec="broker-$n=~$CHRONIK_SERVER_BIN --node-id $n "
+    else spec="broker-$n=~kafka\.Kafka .*/node$n/server\.properties"; fi
+  fi
+  sample_specs+=("$spec")
+done
 for ((i = 0; i < GENERATORS; i++)); do sample_specs+=("loadgen-$i=~$LOADGEN_BIN run .* --index $i( |$)"); done
 sample_resources "$OUT/resources.csv" "$SAMPLER_STOP" "${sample_specs[@]}" &
 SAMPLER_PID=$!
@@ -402,6 +463,25 @@ case $TEST in
     [[ -n "$REPEAT" ]] && PLAN_ARGS+=(--repeat "$REPEAT") ;;
 esac
 MEASURED_FROM=$(date +%s.%N)
+if [[ -n "$FAULTS" ]]; then
+  # the schedule counts from the measured load's start; it also polls every
+  # partition's leader and ISR until it is stopped after the drain
+  fault_run=(--state "$FAULT_STATE" --events "$OUT/faults/events.jsonl" --partitions-csv "$OUT/faults/partitions.csv"
+    --start "$MEASURED_FROM" --bootstrap "$BOOTSTRAP" --topic "$TOPIC" --broker "$BROKER")
+  for ((i = 1; i <= NODES; i++)); do
+    if [[ "$BROKER" == chronik ]]; then
+      kport=${CHRONIK_KAFKA%%,*}; kport=${kport##*:}
+      fault_run+=(--node "$i=${CHRONIK_PIDS[$((i - 1))]}" --endpoint "$i=127.0.0.$i:$kport,$CHRONIK_RAFT_PORT")
+    else
+      fault_run+=(--node "$i=${KAFKA_PIDS[$((i - 1))]}" --endpoint "$i=127.0.0.1:$((9091 + i)),$((19091 + i))"
+        --pid-file "$i=$WORK/kafka/node$i/pid")
+    fi
+  done
+  PIDS_FILE=$PIDS_FILE FAULT_OWNER_PID=$$ "$VENV_PY" scripts/faults.py run "$FAULTS" "${fault_run[@]}" \
+    2> >(tee "$OUT/logs/faults.log" >&2) &
+  FAULTS_PID=$!
+  log "fault schedule pid $FAULTS_PID: $FAULTS"
+fi
 RUN_ID="$RUN_ID" load/run.sh "$TEST" --results "$OUT/load" "${LOAD_ARGS[@]}" "${PLAN_ARGS[@]}" \
   > "$OUT/logs/loadgen.log" 2>&1 || LOAD_RC=$?
 MEASURED_UNTIL=$(date +%s.%N)
@@ -421,6 +501,20 @@ if [[ "$TEST" == find-max && "$LOAD_RC" == 99 ]]; then
   # The upper steps failing their gates is how the staircase finds the max;
   # the verdict below (reports capacity) decides the run.
   LOAD_RC=0
+fi
+if [[ -n "$FAULTS" && "$LOAD_RC" == 99 ]]; then
+  # Faults are meant to break the plan's latency and error gates; what a
+  # fault run must hold is the verification (0 acknowledged lost) below, and
+  # the report's fault timeline shows what the faults cost.
+  log "plan thresholds failed under --faults (expected; the verification decides the run)"
+  LOAD_RC=0
+fi
+
+if [[ -n "$FAULTS" ]]; then
+  # every fault undone (killed nodes back) before the drain; bounded
+  touch "$FAULT_STATE/heal"
+  for ((t = 0; t < 120; t++)); do [[ -e "$FAULT_STATE/healed" ]] && break; sleep 0.5; done
+  [[ -e "$FAULT_STATE/healed" ]] || log "the fault schedule did not report healed within 60 s"
 fi
 
 # -- drain: ingestors flush, consumers catch up, ledgers reconcile ----------------------
@@ -459,6 +553,12 @@ if [[ -n "${PROM_URL:-}" ]]; then
 fi
 touch "$SAMPLER_STOP"
 wait "$SAMPLER_PID" "$PROGRESS_PID" 2>/dev/null || true
+if [[ -n "${FAULTS_PID:-}" ]]; then
+  # the leader/ISR poll covered the drain too (ISRs growing back)
+  stop_pid "$FAULTS_PID" 60 || true
+  wait "$FAULTS_PID" 2>/dev/null || true
+  FAULTS_PID=""
+fi
 
 # Consumers write their reports on SIGTERM; stop them before the broker.
 for spec in "${STARTED[@]}"; do

@@ -113,11 +113,58 @@ def cpu(report: Report) -> Figure | None:
     return fig
 
 
+FAULT_COLOURS = {"kill": "tab:red", "stop": "tab:orange", "pause": "tab:purple", "partition": "tab:blue",
+                 "disk-full": "tab:brown"}
+
+
+def fault_timeline(report: Report) -> Figure | None:
+    """Runs with scheduled faults: msg/s, batch p99 and end-to-end p99 per
+    second, one column per run, each fault drawn as a shaded span."""
+    t = report.fault_timeline
+    if t.empty:
+        return None
+    runs = list(dict.fromkeys(t["run_id"]))
+    fig = Figure(figsize=(6.5 * len(runs) + 1, 8), layout="constrained")
+    axes = fig.subplots(3, len(runs), sharex="col", squeeze=False)
+    panels = [("msg_per_s", "msg/s acknowledged (by answer)", False), ("batch_p99_ms", "batch p99 (ms, by send second)", True),
+              ("e2e_p99_ms", "end-to-end p99 (ms)", True)]
+    for col, run_id in enumerate(runs):
+        group = t[t["run_id"] == run_id]
+        faults = report.faults[(report.faults["run_id"] == run_id) & report.faults["ran"]]
+        broker = faults["broker"].iloc[0] if len(faults) else ""
+        for row, (column, label, log) in enumerate(panels):
+            ax = axes[row, col]
+            values = group[column].where(group[column] > 0) if log else group[column]
+            ax.plot(group["second"], values, linewidth=1.2, color="black")
+            if column == "msg_per_s":
+                failed = group["failed_msgs"]
+                if failed.sum() > 0:
+                    ax.bar(group["second"], failed, width=1.0, color="tab:red", alpha=0.5, label="failed msgs")
+                    ax.legend(fontsize="x-small", loc="lower right")
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+                ax.set_ylim(0, max(1.0, group[column].max()) * 1.15)
+            if log and values.notna().any():
+                ax.set_yscale("log")
+            for f in faults.itertuples():
+                end = f.end_s if pd.notna(f.end_s) else f.at_s + 1
+                ax.axvspan(f.at_s, max(end, f.at_s + 0.3), color=FAULT_COLOURS.get(f.kind, "grey"), alpha=0.25)
+                if row == 0:
+                    ax.annotate(f"{f.kind} {f.target}", (f.at_s, 1.0), xycoords=("data", "axes fraction"),
+                                fontsize="x-small", rotation=90, va="top", ha="right")
+            ax.set_ylabel(label, fontsize="small")
+            ax.grid(alpha=0.3)
+        axes[0, col].set_title(f"{run_id} ({broker})", fontsize="small")
+        axes[-1, col].set_xlabel("seconds since the load's first request")
+    fig.suptitle("Fault timeline: each shaded span is one fault, from injection to undo")
+    return fig
+
+
 CHARTS: dict[str, Callable[[Report], Figure | None]] = {
     "throughput": throughput,
     "batch_latency": batch_latency,
     "e2e_latency": e2e_latency,
     "cpu": cpu,
+    "fault_timeline": fault_timeline,
 }
 
 

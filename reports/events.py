@@ -8,7 +8,8 @@ load's first sample; and for a fault (every kind but ``pod-ready``, which
 only marks a fault's end): the messages per second in the 10 s before, the
 lowest second in the 30 s after, and how long from the fault until, after
 the first second below 90 % of the before rate, a second was back at 90 %
-(0 when no second fell below it). Must not: read files (``load``) or format (``render``).
+(0 when no second fell below it). A scheduled fault (``run-all.sh --faults``)
+has its own timeline (``faults``) and is left out here. Must not: read files (``load``) or format (``render``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .faults import FAULT_KINDS
 from .load import Run
 from .tidy import empty, load_samples, over_runs
 
@@ -29,7 +31,7 @@ MARKERS = {"pod-ready"}  # events that mark a fault's end, not a fault
 def events(runs: list[Run], timeline: pd.DataFrame) -> pd.DataFrame:
     """One row per event of every run; ``timeline`` is ``summarise.throughput_timeline``'s."""
     rows = [{"run_id": run.run_id, **e} for run in runs for e in (run.meta.get("events") or [])
-            if isinstance(e, dict) and e.get("at")]
+            if isinstance(e, dict) and e.get("at") and e.get("kind") not in FAULT_KINDS]
     if not rows:
         return empty(COLUMNS)
     table = pd.DataFrame(rows).assign(at=lambda d: pd.to_datetime(d["at"], utc=True, format="ISO8601", errors="coerce"))

@@ -4,7 +4,8 @@ Owns: the file names and formats of the results-directory contract (see
 ``reports/README.md`` and ``load/SPEC.md``): ``meta.json``, ``load/`` (the
 load generator, chronik-loadgen: ``gen-<i>/summary-<plan>.json``,
 ``gen-<i>/requests-<plan>.csv.gz``, ``merged-<plan>.json``), a legacy run's
-``k6/``, ``consumers/``, ``ingestors/``, ``metrics/``, ``resources.csv``; the
+``k6/``, ``consumers/``, ``ingestors/``, ``metrics/``, ``resources.csv``,
+``faults/partitions.csv``; the
 Prometheus text parser. Must not: compute figures (``tidy``, ``summarise``)
 or crash on a missing or unreadable file: a file that is absent is simply
 absent (``render`` says "not available"); one that exists but cannot be read
@@ -39,6 +40,10 @@ K6_RAW = re.compile(r"^raw-(?P<scenario>.+)\.csv(?:\.gz)?$")
 SINGLE_RUNNER = "k6"
 LEDGER = re.compile(r"^(?P<name>.+)-ledger\.json$")
 INGESTOR_METRICS = re.compile(r"^(?P<name>.+)-metrics\.prom$")
+# ./run-all.sh --faults (scripts/faults.py): every partition's leader, replicas
+# and ISR each time they changed, as the brokers' Metadata answered
+PARTITION_STATES = "faults/partitions.csv"
+PARTITION_STATE_COLUMNS = ["time", "partition", "leader", "replicas", "isr"]
 
 REQUEST_FRAME_COLUMNS = ["generator", "scenario", *REQUEST_COLUMNS]
 K6_RAW_COLUMNS = ["generator", "scenario", "metric_name", "timestamp", "metric_value"]
@@ -106,6 +111,8 @@ class Run:
     # timestamp (raw), component, name, pid, cpu_seconds, rss_bytes
     resources: pd.DataFrame
     problems: tuple[str, ...] = field(default=())
+    # faults/partitions.csv: time (epoch s), partition, leader, replicas, isr (space-separated node ids)
+    partition_states: pd.DataFrame = field(default_factory=lambda: _empty(PARTITION_STATE_COLUMNS))
 
 
 def load_runs(paths) -> list[Run]:
@@ -133,6 +140,7 @@ def load_run(path: Path) -> Run:
         ledgers=tuple(_ledgers(path, problems)),
         prom=_prom(path, problems),
         resources=_resources(path, problems),
+        partition_states=_partition_states(path, problems),
         problems=tuple(problems),
     )
 
@@ -216,6 +224,22 @@ def _load_requests(run_dir: Path, problems: list[str]) -> pd.DataFrame:
     if not frames:
         return _empty(REQUEST_FRAME_COLUMNS)
     return pd.concat(frames, ignore_index=True)[REQUEST_FRAME_COLUMNS]
+
+
+def _partition_states(run_dir: Path, problems: list[str]) -> pd.DataFrame:
+    file = run_dir / PARTITION_STATES
+    if not file.is_file():
+        return _empty(PARTITION_STATE_COLUMNS)
+    try:
+        frame = pd.read_csv(file, dtype={"replicas": str, "isr": str}, keep_default_na=False)
+    except (OSError, ValueError) as e:
+        problems.append(f"{PARTITION_STATES}: unreadable CSV ({e})")
+        return _empty(PARTITION_STATE_COLUMNS)
+    missing = [c for c in PARTITION_STATE_COLUMNS if c not in frame.columns]
+    if missing:
+        problems.append(f"{PARTITION_STATES}: missing columns {', '.join(missing)}")
+        return _empty(PARTITION_STATE_COLUMNS)
+    return frame[PARTITION_STATE_COLUMNS]
 
 
 def _k6_raw(run_dir: Path, problems: list[str]) -> pd.DataFrame:

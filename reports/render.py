@@ -164,6 +164,50 @@ def _events(report: Report) -> list[str]:
             "", "The verdict above covers the whole run, these events included."]
 
 
+def _fault_timeline(report: Report, charts: Mapping[str, str]) -> list[str]:
+    """Runs with a fault schedule: the verdict over the whole run, the chart,
+    and each fault's recovery figures."""
+    f = report.faults
+    if f.empty:
+        return []
+    out = ["## Fault timeline", ""]
+    verdicts = report.verification.set_index("run_id")["verdict"] if len(report.verification) else pd.Series()
+    for run_id, group in f.groupby("run_id", sort=False):
+        broker = group["broker"].iloc[0]
+        out.append(f"- `{run_id}` ({fmt_text(broker)}): {len(group[group['ran']])} faults; verdict over the whole "
+                   f"run, faults included: **{verdicts.get(run_id, 'not available')}**")
+    if "fault_timeline" in charts:
+        out += ["", f"![Fault timeline]({charts['fault_timeline']})"]
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Fault", "kind", fmt_text), ("Target", "target", fmt_code),
+        ("At (s)", "at_s", lambda x: fmt_float(x, 1)), ("Lasted (s)", "lasted_s", lambda x: fmt_float(x, 1)),
+        ("Longest ack gap (s)", "ack_gap_s", lambda x: fmt_float(x, 1)),
+        ("Acks resumed after (s)", "acks_resumed_after_s", lambda x: fmt_float(x, 1)),
+        ("p99 before", "p99_before_ms", fmt_ms), ("p99 peak", "p99_peak_ms", fmt_ms),
+        ("p99 within 2× after (s)", "p99_back_after_s", lambda x: fmt_float(x, 0)),
+        ("Failed msgs (not retried)", "messages_failed", fmt_int), ("Failed reqs", "requests_failed", fmt_int),
+        ("ISR shrank after (s)", "isr_shrank_after_s", lambda x: fmt_float(x, 1)),
+        ("ISRs full again after (s)", "isr_full_after_s", lambda x: fmt_float(x, 1)),
+        ("Leader changes", "leader_changes", fmt_int),
+    ]
+    out += ["", markdown_table(f, cols, _numbers(cols, ["Run", "Fault", "Target"]))]
+    details = [f"`{r.run_id}` {r.kind} {r.target} at {fmt_float(r.at_s, 1)} s: {r.detail}"
+               + (f"; then {r.end_detail}" if r.end_detail else "")
+               + (f"; leaders: {r.leader_moves}" if isinstance(r.leader_moves, str) and r.leader_moves else "")
+               for r in f.itertuples()]
+    out += ["", "What each fault did:", "", *[f"- {d}" for d in details]]
+    out += ["", "Times are seconds after the fault began (At: since the load's first request). Longest ack gap: "
+            "the longest stretch, from the fault to 30 s after its end (or the next fault), in which no "
+            "acknowledged request completed; acks resumed at its end (0: no gap over 1 s). p99: batch latency "
+            "of the requests sent in each second; before = median of the 10 s before the fault; within 2× after: "
+            "when the per-second p99 was back within twice that for 3 s in a row (0: it never left). Failed msgs: "
+            "messages the ingestors answered failed (their idempotent producer had retried until its delivery "
+            "timeout); the load generator does not resend them and they are not acknowledged, so the verdict does "
+            "not expect them. ISR: from the brokers' Metadata polled every 0.5 s (the view most nodes gave): when "
+            "some partition's ISR first fell short of its replicas, and when every ISR was full again."]
+    return out
+
+
 def _rebalances(report: Report) -> list[str]:
     """Rebalances during the measured window, each with its time, so a reader
     can tell a consumer-group event from a broker stall; the others counted."""
@@ -445,6 +489,7 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
     sections = [
         _header(report),
         _verification(report),
+        _fault_timeline(report, charts),
         _configuration(report),
         _results(report, charts),
         _progression(report),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import broker, capacity, events, resources, summarise, verification
+from . import broker, capacity, events, faults, resources, summarise, verification
 from .load import Run, load_runs
 
 
@@ -43,6 +43,8 @@ class Report:
     capacity_levels: pd.DataFrame  # ... per level, across climbs
     capacity: pd.DataFrame  # ... per run: the max sustainable rate
     events: pd.DataFrame  # faults the run's driver caused (meta.json events), on the load timeline
+    fault_timeline: pd.DataFrame  # runs with --faults: msg/s, failed, batch and e2e p99 per second
+    faults: pd.DataFrame  # ... one row per scheduled fault with its recovery figures
     notes: list[str] = field(default_factory=list)
     conclusions: list[str] = field(default_factory=list)
 
@@ -74,6 +76,7 @@ def build_report(runs_or_paths) -> Report:
     steps = capacity.steps(runs)
     levels = capacity.levels(steps)
     timeline = summarise.throughput_timeline(runs)
+    fault_timeline, fault_rows = faults.faults(runs)
     report = Report(
         runs=runs,
         settings=settings,
@@ -100,6 +103,8 @@ def build_report(runs_or_paths) -> Report:
         capacity_levels=levels,
         capacity=capacity.verdicts(levels),
         events=events.events(runs, timeline),
+        fault_timeline=fault_timeline,
+        faults=fault_rows,
     )
     report.notes.extend(notes(report))
     report.conclusions.extend(conclusions(report))

@@ -159,10 +159,12 @@ start_chronik() {
 # listener's protocol (e.g. SASL_SSL: --listeners SASL_SSL://127.0.0.I:PORT,
 # also the inter-broker listener). Nodes wait for each other before listening, so all are
 # started first and then awaited.
+# CHRONIK_CGROUP_ROOT=DIR starts node I in the cgroup DIR/nodeI
+# (scripts/in-cgroup.sh), so a fault can cut it off (scripts/faults.py).
 # CHRONIK_CONTROLLERS=C (> 0) splits the roles: C controller-only nodes first
 # (127.0.0.1..C, the voters), then the N brokers (broker-only, observers of
 # the quorum) on 127.0.0.C+1..C+N.
-# Sets CHRONIK_PIDS (array, brokers), CHRONIK_KAFKA (bootstrap list of every
+# Sets CHRONIK_RAFT_PORT (every node's raft port), CHRONIK_PIDS (array, brokers), CHRONIK_KAFKA (bootstrap list of every
 # broker), CHRONIK_METRICS_LIST (array of host:port, brokers), CHRONIK_PID
 # (the first broker), CHRONIK_CONTROLLER_PIDS and
 # CHRONIK_CONTROLLER_METRICS_LIST (controller-only nodes; empty when combined).
@@ -177,6 +179,8 @@ start_chronik_cluster() {
   local controllers=${CHRONIK_CONTROLLERS:-0} voters total
   voters=$((controllers > 0 ? controllers : n)); total=$((controllers + n))
   ports=$(free_port 3); read -r kport rport mport <<< "$ports"
+  # shellcheck disable=SC2034  # read by run-all.sh (scripts/faults.py cuts this port too)
+  CHRONIK_RAFT_PORT=$rport
   for ((i = 1; i <= voters; i++)); do peers+="${peers:+,}$i@127.0.0.$i"; done
   # One raft secret for every node (they share this host).
   mkdir -p "$dir"
@@ -192,7 +196,9 @@ start_chronik_cluster() {
     if ((controllers > 0)); then
       if ((i <= controllers)); then roles=(--process-roles controller); else roles=(--process-roles broker); fi
     fi
-    "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" "${roles[@]}" \
+    local launch=()  # CHRONIK_CGROUP_ROOT: each node in its own cgroup (run-all.sh --faults with a partition)
+    [[ -n "${CHRONIK_CGROUP_ROOT:-}" ]] && launch=("$REPO_ROOT/scripts/in-cgroup.sh" "$CHRONIK_CGROUP_ROOT/node$i")
+    "${launch[@]}" "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" "${roles[@]}" \
       "${listen[@]}" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
       --data-dir "$dir/node-$i/data" --cluster-secret-file "$dir/cluster.secret" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &
     pids+=("$!"); node_metrics+=("127.0.0.$i:$mport")
