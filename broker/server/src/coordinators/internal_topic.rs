@@ -8,8 +8,8 @@
 //! with acks=all and Kafka's mapping of a failed append to the error a
 //! coordinator answers, and `Loaded`: which leader epoch the in-memory
 //! state was rebuilt for (a coordinator answers only when that matches its
-//! current leadership). Must not: know the records' encoding (the stores
-//! do).
+//! current leadership), and the one string encoding both stores use
+//! (`put_str`, `get_str`). Must not: know the records' layout (the stores do).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chronik_log::{LogManager, PartitionLog};
 use chronik_protocol::record_batch::parse_batch;
 use chronik_protocol::records::{read_records, SimpleRecord};
@@ -267,4 +268,30 @@ pub fn replay_records(
         }
     }
     Ok(())
+}
+
+/// A string as both internal topics store it (16-bit length, then the
+/// bytes). Callers bound every stored string (group and transactional ids,
+/// topic names, commit metadata) below 64 KiB, so the length always fits.
+pub fn put_str(buf: &mut BytesMut, s: &str) {
+    debug_assert!(
+        s.len() <= usize::from(u16::MAX),
+        "string of {} bytes in an offsets record",
+        s.len()
+    );
+    let len = s.len().min(usize::from(u16::MAX));
+    buf.put_u16(u16::try_from(len).unwrap_or(u16::MAX));
+    buf.put_slice(&s.as_bytes()[..len]);
+}
+
+/// The string `put_str` wrote; None when `buf` is short or not UTF-8.
+pub fn get_str(buf: &mut Bytes) -> Option<String> {
+    if buf.remaining() < 2 {
+        return None;
+    }
+    let len = usize::from(buf.get_u16());
+    if buf.remaining() < len {
+        return None;
+    }
+    String::from_utf8(buf.split_to(len).to_vec()).ok()
 }

@@ -23,7 +23,9 @@ use chronik_protocol::records::{build_batch, SimpleRecord};
 use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
-use crate::coordinators::internal_topic::{replay_records, InternalPartition, Loaded};
+use crate::coordinators::internal_topic::{
+    get_str, put_str, replay_records, InternalPartition, Loaded,
+};
 use crate::replica::ReplicaManager;
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -351,30 +353,6 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
-}
-
-/// Callers bound every stored string (group ids, topic names, commit
-/// metadata) well below 64 KiB, so the length always fits.
-fn put_str(buf: &mut BytesMut, s: &str) {
-    debug_assert!(
-        s.len() <= usize::from(u16::MAX),
-        "string of {} bytes in an offsets record",
-        s.len()
-    );
-    let len = s.len().min(usize::from(u16::MAX));
-    buf.put_u16(u16::try_from(len).unwrap_or(u16::MAX));
-    buf.put_slice(&s.as_bytes()[..len]);
-}
-
-fn get_str(buf: &mut Bytes) -> Option<String> {
-    if buf.remaining() < 2 {
-        return None;
-    }
-    let len = usize::from(buf.get_u16());
-    if buf.remaining() < len {
-        return None;
-    }
-    String::from_utf8(buf.split_to(len).to_vec()).ok()
 }
 
 fn encode_key(group: &str, topic: &str, partition: i32) -> Bytes {

@@ -10,28 +10,12 @@ use std::collections::BTreeSet;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chronik_coordinator_state::txn::{TxnMetadata, TxnState};
 
+use crate::coordinators::internal_topic::{get_str, put_str};
+
 const KEY_VERSION: i16 = 0;
 const VALUE_VERSION: i16 = 0;
 /// Kafka stores transactional ids as a classic string (16-bit length).
 pub const MAX_TRANSACTIONAL_ID_BYTES: usize = i16::MAX as usize;
-
-/// Callers bound every stored string (ids, topic names) below 32 KiB.
-fn put_str(buf: &mut BytesMut, s: &str) {
-    let len = s.len().min(usize::from(u16::MAX));
-    buf.put_u16(u16::try_from(len).unwrap_or(u16::MAX));
-    buf.put_slice(&s.as_bytes()[..len]);
-}
-
-fn get_str(buf: &mut Bytes) -> Option<String> {
-    if buf.remaining() < 2 {
-        return None;
-    }
-    let len = usize::from(buf.get_u16());
-    if buf.remaining() < len {
-        return None;
-    }
-    String::from_utf8(buf.split_to(len).to_vec()).ok()
-}
 
 pub fn encode_key(transactional_id: &str) -> Bytes {
     let mut buf = BytesMut::with_capacity(4 + transactional_id.len());

@@ -64,6 +64,26 @@ struct Requested {
 /// One resource's answer: (type, name, error code, error message).
 type Answer = (i8, StrBytes, i16, Option<StrBytes>);
 
+/// Each resource's answer as the response type of the API (AlterConfigs
+/// and IncrementalAlterConfigs have one each), and whether any failed.
+macro_rules! answered {
+    ($answers:expr, $resource:ty) => {{
+        let answers = $answers;
+        let has_error = answers.iter().any(|a| a.2 != 0);
+        let responses: Vec<$resource> = answers
+            .into_iter()
+            .map(|(resource_type, resource_name, code, message)| {
+                <$resource>::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(resource_name)
+                    .with_error_code(code)
+                    .with_error_message(message)
+            })
+            .collect();
+        (responses, has_error)
+    }};
+}
+
 pub async fn handle(
     broker: &Arc<Broker>,
     _version: i16,
@@ -89,17 +109,10 @@ pub async fn handle(
         })
         .collect();
     let answers = alter_all(broker, requested, Mode::Replace, request.validate_only).await;
-    let has_error = answers.iter().any(|a| a.2 != 0);
-    let responses = answers
-        .into_iter()
-        .map(|(resource_type, resource_name, code, message)| {
-            alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(resource_type)
-                .with_resource_name(resource_name)
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
+    let (responses, has_error) = answered!(
+        answers,
+        alter_configs_response::AlterConfigsResourceResponse
+    );
     Handled::new(
         Response::AlterConfigs(AlterConfigsResponse::default().with_responses(responses)),
         has_error,
@@ -121,17 +134,10 @@ pub async fn handle_incremental(
         })
         .collect();
     let answers = alter_all(broker, requested, Mode::Incremental, request.validate_only).await;
-    let has_error = answers.iter().any(|a| a.2 != 0);
-    let responses = answers
-        .into_iter()
-        .map(|(resource_type, resource_name, code, message)| {
-            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(resource_type)
-                .with_resource_name(resource_name)
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
+    let (responses, has_error) = answered!(
+        answers,
+        incremental_alter_configs_response::AlterConfigsResourceResponse
+    );
     Handled::new(
         Response::IncrementalAlterConfigs(
             IncrementalAlterConfigsResponse::default().with_responses(responses),

@@ -210,14 +210,18 @@ fn read_topic(
             let data = PartitionData::default()
                 .with_partition_index(p.partition)
                 .with_preferred_read_replica(BrokerId(-1));
-            if is_duplicate(index) {
-                // A partition named twice could double the response.
+            // No data and offsets unknown: the answer of a partition that failed.
+            let mut failed = |error: ResponseError| {
                 *has_error = true;
-                return data
-                    .with_error_code(ResponseError::InvalidRequest.code())
+                data.clone()
+                    .with_error_code(error.code())
                     .with_high_watermark(-1)
                     .with_last_stable_offset(-1)
-                    .with_log_start_offset(-1);
+                    .with_log_start_offset(-1)
+            };
+            if is_duplicate(index) {
+                // A partition named twice could double the response.
+                return failed(ResponseError::InvalidRequest);
             }
             let log = match &found {
                 Ok(t) => t.partition(p.partition).ok_or(ResponseError::UnknownTopicOrPartition),
@@ -225,25 +229,11 @@ fn read_topic(
             };
             let log = match log {
                 Ok(log) => log,
-                Err(error) => {
-                    *has_error = true;
-                    return data
-                        .with_error_code(error.code())
-                        .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1);
-                }
+                Err(error) => return failed(error),
             };
             let (high_watermark, upper_bound) = match bounds(broker, log, p, fetcher) {
                 Ok(b) => b,
-                Err(error) => {
-                    *has_error = true;
-                    return data
-                        .with_error_code(error.code())
-                        .with_high_watermark(-1)
-                        .with_last_stable_offset(-1)
-                        .with_log_start_offset(-1);
-                }
+                Err(error) => return failed(error),
             };
             let (last_stable, upper_bound) = match fetcher {
                 Fetcher::Consumer => {

@@ -30,6 +30,35 @@ use crate::requests::topics::lookup::topic_name;
 /// error code).
 type Answer = (i32, i64, i32, Option<String>, i16);
 
+/// The committed offsets `lookup` answered, as response topics of the
+/// version's types (v8+ nests them in groups under other type names).
+macro_rules! answered {
+    ($answers:expr, $topic:ident, $partition:ident) => {
+        $answers
+            .into_iter()
+            .map(|(topic, answers)| {
+                $topic::default()
+                    .with_name(topic_name(&topic))
+                    .with_partitions(
+                        answers
+                            .into_iter()
+                            .map(|(p, offset, epoch, metadata, error)| {
+                                $partition::default()
+                                    .with_partition_index(p)
+                                    .with_error_code(error)
+                                    .with_committed_offset(offset)
+                                    .with_committed_leader_epoch(epoch)
+                                    .with_metadata(Some(StrBytes::from_string(
+                                        metadata.unwrap_or_default(),
+                                    )))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect()
+    };
+}
+
 pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -> Option<Handled> {
     if let Err(error) = broker.offsets.readable() {
         return Handled::new(
@@ -57,28 +86,11 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
                         .map(|t| (t.name.0.to_string(), t.partition_indexes))
                         .collect()
                 });
-                let topics = lookup(broker, &g.group_id.0, wanted, request.require_stable)
-                    .into_iter()
-                    .map(|(topic, answers)| {
-                        OffsetFetchResponseTopics::default()
-                            .with_name(topic_name(&topic))
-                            .with_partitions(
-                                answers
-                                    .into_iter()
-                                    .map(|(p, offset, epoch, metadata, error)| {
-                                        OffsetFetchResponsePartitions::default()
-                                            .with_partition_index(p)
-                                            .with_error_code(error)
-                                            .with_committed_offset(offset)
-                                            .with_committed_leader_epoch(epoch)
-                                            .with_metadata(Some(StrBytes::from_string(
-                                                metadata.unwrap_or_default(),
-                                            )))
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
+                let topics = answered!(
+                    lookup(broker, &g.group_id.0, wanted, request.require_stable),
+                    OffsetFetchResponseTopics,
+                    OffsetFetchResponsePartitions
+                );
                 OffsetFetchResponseGroup::default()
                     .with_group_id(GroupId(g.group_id.0))
                     .with_topics(topics)
@@ -94,28 +106,11 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    let topics = lookup(broker, &request.group_id.0, wanted, request.require_stable)
-        .into_iter()
-        .map(|(topic, answers)| {
-            OffsetFetchResponseTopic::default()
-                .with_name(topic_name(&topic))
-                .with_partitions(
-                    answers
-                        .into_iter()
-                        .map(|(p, offset, epoch, metadata, error)| {
-                            OffsetFetchResponsePartition::default()
-                                .with_partition_index(p)
-                                .with_error_code(error)
-                                .with_committed_offset(offset)
-                                .with_committed_leader_epoch(epoch)
-                                .with_metadata(Some(StrBytes::from_string(
-                                    metadata.unwrap_or_default(),
-                                )))
-                        })
-                        .collect(),
-                )
-        })
-        .collect();
+    let topics = answered!(
+        lookup(broker, &request.group_id.0, wanted, request.require_stable),
+        OffsetFetchResponseTopic,
+        OffsetFetchResponsePartition
+    );
     Handled::new(
         Response::OffsetFetch(OffsetFetchResponse::default().with_topics(topics)),
         false,
