@@ -9,7 +9,13 @@ find-max summary).
 ``python -m reports compare --baseline DIR... --candidate DIR...``: whether
 the candidate runs' throughput differs from the baseline runs' beyond
 run-to-run noise (``regression``); exit status 2 when a side has no raw
-request rows of the load generator (chronik-loadgen)."""
+request rows of the load generator (chronik-loadgen).
+
+``python -m reports faults RESULTS_DIR...``: prints each scheduled fault
+(``run-all.sh --faults``) with its recovery figures; exit status 1 when a run
+has no fault that ran, or one that ran has no figure for when
+acknowledgements resumed or (a kill or stop) no ISR shrink or leader change
+seen (``scripts/fault-smoke.sh``)."""
 
 from __future__ import annotations
 
@@ -18,7 +24,9 @@ import os
 import sys
 from pathlib import Path
 
-from . import capacity, regression
+import pandas as pd
+
+from . import capacity, faults, regression
 from .charts import write_charts
 from .load import load_runs
 from .render import render_markdown
@@ -34,6 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--no-charts", action="store_true", help="do not draw charts/*.png")
     cap = commands.add_parser("capacity", help="print the max sustainable rate of find-max runs")
     cap.add_argument("results", nargs="+", type=Path, metavar="RESULTS_DIR", help="results/<run-id>/ directories")
+    flt = commands.add_parser("faults", help="print the recovery figures of each scheduled fault")
+    flt.add_argument("results", nargs="+", type=Path, metavar="RESULTS_DIR", help="results/<run-id>/ directories")
     cmp = commands.add_parser("compare", help="is the candidate's throughput different beyond run-to-run noise?")
     cmp.add_argument("--baseline", nargs="+", type=Path, required=True, metavar="RESULTS_DIR")
     cmp.add_argument("--candidate", nargs="+", type=Path, required=True, metavar="RESULTS_DIR")
@@ -70,6 +80,32 @@ def _capacity(runs) -> int:
     return 0 if len(found) == len(runs) and verdicts["max_level"].notna().all() else 1
 
 
+def _faults(runs) -> int:
+    _, table = faults.faults(runs)
+    ok = True
+    for run in runs:
+        mine = table[table["run_id"] == run.run_id]
+        ran = mine[mine["ran"]]
+        if ran.empty:
+            print(f"`{run.run_id}`: no scheduled fault ran", file=sys.stderr)
+            ok = False
+        for f in mine.itertuples():
+            print(f"{run.run_id} {f.kind} {f.target} at {f.at_s:.1f} s for {f.lasted_s:.1f} s: acks resumed after "
+                  f"{f.acks_resumed_after_s:.1f} s, p99 {f.p99_before_ms:.0f} -> {f.p99_peak_ms:.0f} ms back within 2x "
+                  f"after {f.p99_back_after_s:.0f} s, {f.messages_failed:.0f} msgs failed, ISR shrank after "
+                  f"{f.isr_shrank_after_s:.1f} s full after {f.isr_full_after_s:.1f} s, {f.leader_changes:.0f} leader "
+                  f"changes ({f.detail})")
+            if not f.ran:
+                continue
+            if pd.isna(f.acks_resumed_after_s):
+                print(f"`{run.run_id}` {f.kind}: no figure for acknowledgements resuming", file=sys.stderr)
+                ok = False
+            if f.kind in ("kill", "stop") and (pd.isna(f.isr_shrank_after_s) or not f.leader_changes > 0):
+                print(f"`{run.run_id}` {f.kind}: no ISR shrink or leader change seen", file=sys.stderr)
+                ok = False
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     dirs = args.baseline + args.candidate if args.command == "compare" else args.results
@@ -81,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         return _compare(args.baseline, args.candidate)
     if args.command == "capacity":
         return _capacity(load_runs(args.results))
+    if args.command == "faults":
+        return _faults(load_runs(args.results))
     report = build_report(load_runs(args.results))
     output = args.output
     output.parent.mkdir(parents=True, exist_ok=True)

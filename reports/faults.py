@@ -9,7 +9,7 @@ p99 from the consumers' 1-second ``.hlog`` intervals), and per fault: when
 it began and ended on that timeline; how long until acknowledgements
 resumed (the longest stretch without any acknowledged request completing,
 from the fault on); how long until the batch p99 was back within 2x its
-value in the 10 s before and stayed there 3 s; the messages the ingestors
+value before the run's first fault and stayed there 3 s; the messages the ingestors
 answered failed; when an ISR first shrank and when every ISR was full again
 (from ``faults/partitions.csv``, the Metadata poll); leader changes. Every
 time is in seconds since the load's first request, as the throughput
@@ -126,7 +126,7 @@ def faults(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
                    "end_detail": e.end_detail, "ran": ran, "at_s": at, "end_s": end, "lasted_s": end - at}
             if ran and not np.isnan(at):
                 row.update(_acks(requests, origin, at, horizon))
-                row.update(_p99(timeline, at, horizon))
+                row.update(_p99(timeline, at, horizon, steady_from=starts[0]))
                 row.update(_failed(requests, origin, at, horizon))
                 row.update(_isr(states, at, horizon, rf))
             rows.append(row)
@@ -152,13 +152,16 @@ def _acks(requests: pd.DataFrame, origin: pd.Timestamp, at: float, horizon: floa
     return {"ack_gap_s": float(gaps[k]), "acks_resumed_after_s": float(points[k + 1] - at)}
 
 
-def _p99(timeline: pd.DataFrame, at: float, horizon: float) -> dict:
-    """p99 before (the requests of the BEFORE_S seconds before), its peak
-    from the fault to the horizon, and how long until the per-second p99 was
-    back within P99_FACTOR x before for STAY_S seconds in a row."""
+def _p99(timeline: pd.DataFrame, at: float, horizon: float, steady_from: float) -> dict:
+    """The pre-fault p99 (median of the per-second p99 in the BEFORE_S
+    seconds before the run's first fault, ``steady_from``: a later fault's
+    own "before" may still hold an earlier one's tail), its peak from the
+    fault to the horizon, and how long until the per-second p99 was back
+    within P99_FACTOR x the pre-fault value for STAY_S seconds in a row."""
     t = timeline.set_index("second")["batch_p99_ms"]
     first = int(at // 1)
-    before = t[(t.index >= first - BEFORE_S) & (t.index < first)].dropna()
+    steady = int(steady_from // 1)
+    before = t[(t.index >= steady - BEFORE_S) & (t.index < steady)].dropna()
     window = t[(t.index >= first) & (t.index < max(horizon, at + 1))]
     if before.empty or window.dropna().empty:
         return {"p99_before_ms": before.median() if len(before) else np.nan,

@@ -7,6 +7,8 @@ Owns (called by run-all.sh; confluent-kafka from the project's .venv only in
   parse SPEC [--broker chronik|kafka] [--nodes N] [--duration-s S]
                          validate SPEC, print one fault per line; exit 2 with
                          the reason when it is not valid for that run
+  for-broker KIND SPEC    print SPEC without the faults KIND cannot take here
+                         (disk-full for kafka; scripts/fault-compare.sh)
   prepare --state DIR SPEC [--data-dir ID=PATH ...] [--tmpfs-size SIZE]
                          before the brokers start: a tmpfs mounted on the data
                          directory of every node a disk-full fault targets;
@@ -671,6 +673,17 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return 0
 
 
+def for_broker(spec: str, broker: str) -> str:
+    """SPEC's faults that `broker` can take here, in SPEC's own words."""
+    parts = [p.strip() for p in spec.split(";") if p.strip()]
+    return ";".join(p for p in parts if broker == "chronik" or p.split(":", 1)[0] not in CHRONIK_ONLY)
+
+
+def cmd_for_broker(args: argparse.Namespace) -> int:
+    print(for_broker(args.spec, args.broker))
+    return 0
+
+
 def cmd_prepare(args: argparse.Namespace) -> int:
     faults = parse(args.spec, args.broker, args.nodes)
     state_dir = Path(args.state)
@@ -738,6 +751,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration-s", type=float)
     p.add_argument("--network", action="store_true", help="exit 1 when SPEC has no network fault")
     p.set_defaults(func=cmd_parse)
+    p = sub.add_parser("for-broker")
+    p.add_argument("broker", choices=("chronik", "kafka"))
+    p.add_argument("spec")
+    p.set_defaults(func=cmd_for_broker)
     p = sub.add_parser("prepare")
     p.add_argument("spec")
     p.add_argument("--state", required=True)
