@@ -61,7 +61,7 @@
 #                        generator sends it); Prometheus scrapes the plain metrics ports.
 #                        Chronik only
 #     --results DIR      results root (default results/)   --run-id ID
-#     --faults SPEC      a fault schedule during the measured load (scripts/faults.py; root; a
+#     --faults SPEC      a fault schedule during the measured load (--test faults: the plan's) (scripts/faults.py; root; a
 #                        3-node cluster, not with --secure or --controllers), e.g.
 #                        'kill:leader@20s,restart@+10s;partition:node2@40s+8s;pause:node3@60s+3s;disk-full:node1@80s+10s'
 #                        (disk-full: Chronik only). Each fault is undone on time and on exit;
@@ -175,9 +175,13 @@ while (($#)); do
 done
 [[ -f "load/plans/$TEST.json" ]] || die "no load plan load/plans/$TEST.json"
 [[ "$GENERATORS" =~ ^[1-9]$ ]] || die "--generators must be 1..9"
+# a plan may carry its own fault schedule ("faults"); --faults replaces it
+PLAN_FAULTS=$(python3 scripts/faults.py plan "load/plans/$TEST.json")
+FAULTS=${FAULTS:-$PLAN_FAULTS}
 # smoke is sized by --rate and --duration; the seed plans by their own
-# stages, scaled down to fit one machine unless told otherwise.
-if [[ "$TEST" == smoke || "$TEST" == find-max ]]; then
+# stages, scaled down to fit one machine unless told otherwise (plans with
+# a fault schedule are sized for this machine already).
+if [[ "$TEST" == smoke || "$TEST" == find-max || -n "$PLAN_FAULTS" ]]; then
   SCALE=${SCALE:-1}; DURATION_SCALE=${DURATION_SCALE:-1}
 else
   SCALE=${SCALE:-0.01}; DURATION_SCALE=${DURATION_SCALE:-0.05}

@@ -12,6 +12,8 @@ Layout (load -> tidy -> summarise, each step small pure functions):
 - ``verification``  the consumers' verdict line, ingestor ledgers
 - ``resources``     CPU cores and RSS per process and component, msg/s per core, CPU µs/msg
 - ``broker``        key broker figures from Prometheus snapshots
+- ``events``        events the run's driver caused (k8s --delete-pod) on the load timeline
+- ``faults``        scheduled faults (run-all.sh --faults): per-second timeline and each fault's recovery figures
 - ``report``        ``build_report``: every table of a report, its notes and conclusions
 - ``render``        the report as Markdown
 - ``charts``        the report's charts (matplotlib figures, PNG files)

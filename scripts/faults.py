@@ -7,6 +7,8 @@ Owns (called by run-all.sh; confluent-kafka from the project's .venv only in
   parse SPEC [--broker chronik|kafka] [--nodes N] [--duration-s S]
                          validate SPEC, print one fault per line; exit 2 with
                          the reason when it is not valid for that run
+  plan PLAN_FILE          print a load plan's "faults" schedule (load/plans/*.json),
+                         or nothing when it has none
   for-broker KIND SPEC    print SPEC without the faults KIND cannot take here
                          (disk-full for kafka; scripts/fault-compare.sh)
   prepare --state DIR SPEC [--data-dir ID=PATH ...] [--tmpfs-size SIZE]
@@ -19,8 +21,8 @@ Owns (called by run-all.sh; confluent-kafka from the project's .venv only in
       [--data-dir ID=PATH ...] [--pid-file ID=PATH ...]
                          the scheduler: injects and undoes each fault at its time
                          (seconds after EPOCH, the load's start), polls Metadata
-                         (leader, replicas and ISR of every partition of T) every
-                         POLL_S into the CSV; once DIR/heal exists it undoes every
+                         (leader, replicas and ISR of every partition of T; every
+                         0.5 s, scripts/metadata_watch.py) into the CSV; once DIR/heal exists it undoes every
                          active fault, skips those not begun and writes DIR/healed;
                          SIGTERM ends it (undoing first)
   undo --state DIR [--final]
@@ -52,6 +54,9 @@ node's listening ports: the same for Chronik's 127.0.0.1-3 and Kafka's
 three ports on 127.0.0.1, where a network namespace per node would need
 other addresses than the brokers are started on (docs/harness.md).
 
+Beside it: fault_spec.py (the SPEC grammar, pure) and metadata_watch.py (the
+Metadata poller).
+
 Every fault is bounded (its FOR, at most the load's end) and every change is
 written to DIR/state.json before it is made, so `undo` can reverse it after
 a crash. Must not: start the run's processes (the shell does; a restarted
@@ -62,7 +67,6 @@ directory and log files), or judge the run (reports/faults.py does).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -71,95 +75,18 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-KINDS = ("kill", "stop", "pause", "partition", "disk-full")
-NEEDS_DURATION = ("pause", "partition", "disk-full")
-PROCESS_KINDS = ("kill", "stop")
-CHRONIK_ONLY = ("disk-full",)
-POLL_S = 0.5
+# the SPEC grammar (beside this file)
+from fault_spec import CHRONIK_ONLY, PROCESS_KINDS, Fault, SpecError, for_broker, has_network_fault, parse
+
+__all__ = ["CHRONIK_ONLY", "Fault", "SpecError", "for_broker", "has_network_fault", "parse"]
+
 TICK_S = 0.05
 STOP_TIMEOUT_S = 30.0
 CGROUP2 = Path(os.environ.get("FAULT_CGROUP2", "/sys/fs/cgroup/unified"))
 RULE_TAG = "chronik-fault"
-
-_FAULT = re.compile(
-    r"^(?P<kind>[a-z-]+):(?P<target>leader|follower|node\d+|\d+)@(?P<at>[\d.]+[smh]?)"
-    r"(?:\+(?P<for>[\d.]+[smh]?))?(?:,restart@\+(?P<restart>[\d.]+[smh]?))?$")
-
-
-class SpecError(ValueError):
-    """A fault schedule that cannot be run."""
-
-
-@dataclass(frozen=True)
-class Fault:
-    kind: str
-    target: str  # "leader", "follower" or "nodeN"
-    at_s: float
-    duration_s: float | None  # None: a kill/stop restarted at the load's end
-
-    def __str__(self) -> str:
-        lasting = f" for {self.duration_s:g} s" if self.duration_s is not None else " (restarted at the load's end)"
-        return f"{self.kind} {self.target} at {self.at_s:g} s{lasting}"
-
-
-def seconds(text: str) -> float:
-    """"20s", "1.5m", "1h" or "20" as seconds."""
-    m = re.fullmatch(r"([\d.]+)([smh]?)", text.strip())
-    if not m:
-        raise SpecError(f"{text!r} is not a duration (20s, 1.5m, 20)")
-    try:
-        value = float(m[1])
-    except ValueError as e:
-        raise SpecError(f"{text!r} is not a duration") from e
-    return value * {"": 1, "s": 1, "m": 60, "h": 3600}[m[2]]
-
-
-def parse(spec: str, broker: str = "chronik", nodes: int = 3, duration_s: float | None = None) -> list[Fault]:
-    """The faults of SPEC in the order they start; SpecError says what is wrong."""
-    faults = []
-    for part in [p.strip() for p in spec.split(";") if p.strip()]:
-        m = _FAULT.match(part)
-        if not m:
-            raise SpecError(f"{part!r}: not KIND:TARGET@AT[+FOR][,restart@+AFTER] "
-                            "(e.g. kill:leader@20s,restart@+10s or partition:node2@40s+8s)")
-        kind = m["kind"]
-        if kind not in KINDS:
-            raise SpecError(f"{part!r}: unknown fault {kind!r} (one of {', '.join(KINDS)})")
-        if m["for"] and m["restart"]:
-            raise SpecError(f"{part!r}: give +FOR or ,restart@+AFTER, not both")
-        if m["restart"] and kind not in PROCESS_KINDS:
-            raise SpecError(f"{part!r}: only kill and stop take ,restart@+AFTER")
-        duration = seconds(m["for"] or m["restart"]) if (m["for"] or m["restart"]) else None
-        if duration is None and kind in NEEDS_DURATION:
-            raise SpecError(f"{part!r}: {kind} needs a duration (+8s): every fault is bounded")
-        if duration is not None and duration <= 0:
-            raise SpecError(f"{part!r}: the duration must be positive")
-        target = m["target"]
-        if target.isdigit():
-            target = f"node{target}"
-        if target.startswith("node") and not 1 <= int(target[4:]) <= nodes:
-            raise SpecError(f"{part!r}: no {target} in a {nodes}-node cluster")
-        if kind in CHRONIK_ONLY and broker != "chronik":
-            raise SpecError(f"{part!r}: {kind} runs against Chronik only (the kafka-anchor wipes and owns "
-                            "its data directories, so the run cannot mount a small filesystem under them)")
-        if nodes < 2 and (target == "follower" or kind == "partition"):
-            raise SpecError(f"{part!r}: needs a cluster (--nodes 3)")
-        at = seconds(m["at"])
-        if duration_s is not None and at + (duration or 0) > duration_s:
-            raise SpecError(f"{part!r}: ends at {at + (duration or 0):g} s, after the load's {duration_s:g} s")
-        faults.append(Fault(kind, target, at, duration))
-    if not faults:
-        raise SpecError("an empty fault schedule")
-    return sorted(faults, key=lambda f: f.at_s)
-
-
-def has_network_fault(faults: list[Fault]) -> bool:
-    return any(f.kind == "partition" for f in faults)
-
 
 # --- state: everything in force, written before it is done ---------------------------
 
@@ -304,80 +231,6 @@ def _pairs(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-class Watcher(threading.Thread):
-    """Polls Metadata for the topic every POLL_S from every node on its own
-    (one admin client per bootstrap address: a node that is cut off keeps
-    answering with its own stale view, a killed or paused one does not
-    answer) and keeps the view most nodes give. Writes a CSV row per
-    partition whenever its leader, replicas or ISR changed (and at the first
-    poll), and keeps the latest view for `kill:leader`."""
-
-    def __init__(self, bootstrap: str, topic: str, out: Path):
-        super().__init__(daemon=True)
-        from confluent_kafka.admin import AdminClient  # the .venv's; only here
-
-        self.admins = [AdminClient({"bootstrap.servers": addr, "socket.timeout.ms": 1000,
-                                    "topic.metadata.refresh.interval.ms": 1000})
-                       for addr in bootstrap.split(",") if addr]
-        self.topic = topic
-        self.out = out
-        self.latest: dict[int, tuple[int, list[int], list[int]]] = {}
-        self.latest_at = 0.0
-        self.stop = threading.Event()
-
-    def describe_one(self, admin) -> dict[int, tuple[int, list[int], list[int]]]:
-        md = admin.list_topics(topic=self.topic, timeout=1)
-        t = md.topics.get(self.topic)
-        if t is None or t.error is not None:
-            return {}
-        return {p.id: (p.leader, sorted(p.replicas), sorted(p.isrs)) for p in t.partitions.values()}
-
-    def describe(self) -> dict[int, tuple[int, list[int], list[int]]]:
-        """The view most answering nodes hold (ties: the first node's)."""
-        results: list[dict] = [{} for _ in self.admins]
-
-        def ask(i: int, admin) -> None:
-            try:
-                results[i] = self.describe_one(admin)
-            except Exception:  # noqa: BLE001 - a node down or cut off does not answer
-                results[i] = {}
-
-        threads = [threading.Thread(target=ask, args=(i, a), daemon=True) for i, a in enumerate(self.admins)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=3)
-        views = [json.dumps(sorted(r.items())) for r in results if r]
-        if not views:
-            return {}
-        best = max(views, key=views.count)
-        return {int(k): (v[0], v[1], v[2]) for k, v in json.loads(best)}
-
-    def run(self) -> None:
-        with open(self.out, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["time", "partition", "leader", "replicas", "isr"])
-            last: dict[int, tuple] = {}
-            failing = ""
-            while not self.stop.is_set():
-                started = time.time()
-                view = self.describe()
-                why = "" if view else "no node answered for the topic"
-                if why != failing:
-                    print(f"[{time.strftime('%H:%M:%S')}] faults: metadata poll: {why or 'answering again'}",
-                          file=sys.stderr, flush=True)
-                    failing = why
-                if view:
-                    self.latest, self.latest_at = view, time.time()
-                    for pid, (leader, replicas, isr) in sorted(view.items()):
-                        if last.get(pid) != (leader, replicas, isr):
-                            w.writerow([f"{started:.3f}", pid, leader, " ".join(map(str, replicas)),
-                                        " ".join(map(str, isr))])
-                            last[pid] = (leader, replicas, isr)
-                    f.flush()
-                self.stop.wait(max(0.0, POLL_S - (time.time() - started)))
-
-
 class Scheduler:
     def __init__(self, args: argparse.Namespace, faults: list[Fault]):
         self.args = args
@@ -386,6 +239,8 @@ class Scheduler:
         self.cluster = Cluster(args, self.state)
         self.events_path = Path(args.events)
         self.events: list[dict] = []
+        from metadata_watch import Watcher  # beside this file; confluent-kafka, only for `run`
+
         self.watcher = Watcher(args.bootstrap, args.topic, Path(args.partitions_csv))
         self.active: list[tuple[float, int, str]] = []  # (end time, event index, node)
 
@@ -467,17 +322,16 @@ class Scheduler:
             if subprocess.run(["mount", "-o", f"remount,size={used + margin}", mount["path"]],
                               capture_output=True).returncode == 0:
                 break
-        written = 0
-        with open(path, "wb") as f:
-            chunk = b"\0" * (1 << 20)
+        with open(path, "wb", buffering=0) as f:
+            chunk = b"\0" * (64 << 10)
             try:
-                while True:
-                    written += f.write(chunk)
-                    f.flush()
+                while f.write(chunk):
+                    pass
             except OSError:
                 pass
         st = os.statvfs(mount["path"])
-        return f"{mount['path']} full ({st.f_bavail * st.f_frsize} bytes free after a {written}-byte filler)"
+        return (f"{mount['path']} full ({st.f_bavail * st.f_frsize} bytes free; tmpfs shrunk to what it held "
+                f"plus a {os.path.getsize(path)}-byte filler)")
 
     def undo(self, fault: Fault, node: str) -> str:
         if fault.kind in PROCESS_KINDS:
@@ -673,14 +527,14 @@ def cmd_parse(args: argparse.Namespace) -> int:
     return 0
 
 
-def for_broker(spec: str, broker: str) -> str:
-    """SPEC's faults that `broker` can take here, in SPEC's own words."""
-    parts = [p.strip() for p in spec.split(";") if p.strip()]
-    return ";".join(p for p in parts if broker == "chronik" or p.split(":", 1)[0] not in CHRONIK_ONLY)
-
-
 def cmd_for_broker(args: argparse.Namespace) -> int:
     print(for_broker(args.spec, args.broker))
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    plan = json.loads(Path(args.plan).read_text())
+    print(plan.get("faults") or "")
     return 0
 
 
@@ -751,6 +605,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration-s", type=float)
     p.add_argument("--network", action="store_true", help="exit 1 when SPEC has no network fault")
     p.set_defaults(func=cmd_parse)
+    p = sub.add_parser("plan")
+    p.add_argument("plan")
+    p.set_defaults(func=cmd_plan)
     p = sub.add_parser("for-broker")
     p.add_argument("broker", choices=("chronik", "kafka"))
     p.add_argument("spec")

@@ -86,6 +86,9 @@ type Plan struct {
 	Staircase       *Staircase      `json:"staircase,omitempty"`
 	Thresholds      Thresholds      `json:"thresholds"`
 	Translation     json.RawMessage `json:"translation,omitempty"`
+	// A fault schedule for run-all.sh --faults (scripts/faults.py reads
+	// and checks it); the generator only carries it.
+	Faults string `json:"faults,omitempty"`
 	// Set by overrides, recorded in results.
 	Scale         float64 `json:"scale"`
 	DurationScale float64 `json:"duration_scale"`

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 FAULTS_PY = Path(__file__).resolve().parents[2] / "scripts" / "faults.py"
+sys.path.insert(0, str(FAULTS_PY.parent))  # its fault_spec module
 spec = importlib.util.spec_from_file_location("faults", FAULTS_PY)
 faults = importlib.util.module_from_spec(spec)
 sys.modules["faults"] = faults
