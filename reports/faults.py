@@ -38,7 +38,7 @@ TIMELINE_COLUMNS = ["run_id", "second", "msg_per_s", "failed_msgs", "batch_p99_m
 FAULT_COLUMNS = [
     "run_id", "broker", "kind", "target", "detail", "end_detail", "ran", "at_s", "end_s", "lasted_s",
     "ack_gap_s", "acks_resumed_after_s", "p99_before_ms", "p99_peak_ms", "p99_back_after_s", "messages_failed",
-    "requests_failed", "isr_shrank_after_s", "isr_full_after_s", "leader_changes", "leader_moves",
+    "requests_failed", "isr_shrank_after_s", "isr_full_after_s", "isr_note", "leader_changes", "leader_moves",
 ]
 
 
@@ -200,37 +200,41 @@ def _states(run: Run, origin: pd.Timestamp | None) -> pd.DataFrame:
 
 
 def _isr(states: pd.DataFrame, at: float, horizon: float, rf) -> dict:
-    """When (after the fault) an ISR first fell short of the replicas, when
-    every ISR was full again after it, and the leaders that moved."""
-    out = {"isr_shrank_after_s": np.nan, "isr_full_after_s": np.nan, "leader_changes": np.nan, "leader_moves": ""}
+    """After the fault: when some partition's ISR first went from full to
+    short of its replicas, when every ISR was full again after that, and the
+    leaders that moved before the horizon. An ISR already short when the
+    fault began (an earlier fault's, still recovering) is said so
+    (``isr_note``) and its return to full is still timed."""
+    out = {"isr_shrank_after_s": np.nan, "isr_full_after_s": np.nan, "leader_changes": np.nan, "leader_moves": "",
+           "isr_note": ""}
     if states.empty:
         return out
     full_size = states["replicas"]
     if pd.api.types.is_number(rf) and not pd.isna(rf):
         full_size = full_size.clip(upper=int(rf))
-    short = states.assign(short=states["isr"] < full_size)
-    # state of every partition at each change: short partitions counted over time
-    current: dict[int, bool] = {}
+    rows = states.assign(short=states["isr"] < full_size)
+    short: dict[int, bool] = {}
     leaders: dict[int, int] = {}
+    for row in rows[rows["second"] < at].itertuples():
+        short[row.partition], leaders[row.partition] = bool(row.short), int(row.leader)
+    if any(short.values()):
+        out["isr_note"] = "an ISR was already short when the fault began"
     shrank = full = np.nan
     changes, moves = 0, []
-    for row in short.itertuples():
-        before_leader = leaders.get(row.partition)
-        current[row.partition], leaders[row.partition] = bool(row.short), int(row.leader)
-        if row.second < at:
-            continue
-        if row.second >= horizon and not (not np.isnan(shrank) and np.isnan(full)):
-            break
-        if before_leader is not None and before_leader != int(row.leader) and row.second < horizon:
+    for row in rows[rows["second"] >= at].itertuples():
+        waiting = np.isnan(full) and (not np.isnan(shrank) or bool(out["isr_note"]))
+        if row.second >= horizon and not waiting:
+            break  # past the horizon only to time a return to full
+        was_short, was_leader = short.get(row.partition, False), leaders.get(row.partition)
+        short[row.partition], leaders[row.partition] = bool(row.short), int(row.leader)
+        if row.second < horizon and was_leader is not None and was_leader != int(row.leader):
             changes += 1
             if len(moves) < 4:
-                moves.append(f"p{row.partition} {before_leader}→{int(row.leader)} at +{row.second - at:.1f} s")
-        if np.isnan(shrank) and any(current.values()):
-            shrank = row.second - at
-        elif not np.isnan(shrank) and np.isnan(full) and not any(current.values()):
+                moves.append(f"p{row.partition} {was_leader}→{int(row.leader)} at +{row.second - at:.1f} s")
+        if row.short and not was_short and np.isnan(shrank) and row.second < horizon:
+            shrank, full = row.second - at, np.nan
+        if np.isnan(full) and (not np.isnan(shrank) or out["isr_note"]) and not any(short.values()):
             full = row.second - at
-    if np.isnan(shrank) and any(current.get(p, False) for p in current):
-        shrank = 0.0
     out.update({"isr_shrank_after_s": shrank, "isr_full_after_s": full, "leader_changes": float(changes),
                 "leader_moves": "; ".join(moves) + ("; …" if changes > len(moves) else "")})
     return out

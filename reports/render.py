@@ -194,6 +194,8 @@ def _fault_timeline(report: Report, charts: Mapping[str, str]) -> list[str]:
     details = [f"`{r.run_id}` {r.kind} {r.target} at {fmt_float(r.at_s, 1)} s: {r.detail}"
                + (f"; then {r.end_detail}" if r.end_detail else "")
                + (f"; leaders: {r.leader_moves}" if isinstance(r.leader_moves, str) and r.leader_moves else "")
+               + (f"; {r.isr_note} (its return to full is timed)" if isinstance(r.isr_note, str) and r.isr_note
+                  else "")
                for r in f.itertuples()]
     out += ["", "What each fault did:", "", *[f"- {d}" for d in details]]
     out += ["", "Times are seconds after the fault began (At: since the load's first request). Longest ack gap: "
@@ -206,7 +208,8 @@ def _fault_timeline(report: Report, charts: Mapping[str, str]) -> list[str]:
             "messages the ingestors answered failed (their idempotent producer had retried until its delivery "
             "timeout); the load generator does not resend them and they are not acknowledged, so the verdict does "
             "not expect them. ISR: from the brokers' Metadata polled every 0.5 s (the view most nodes gave): when "
-            "some partition's ISR first fell short of its replicas, and when every ISR was full again."]
+            "some partition's ISR first went from full to short of its replicas, and when every ISR was full "
+            "again after that."]
     return out
 
 
