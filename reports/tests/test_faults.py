@@ -62,6 +62,10 @@ def test_isr_shrink_full_again_and_leader_moves():
     assert out["leader_changes"] == 1 and out["leader_moves"] == "p0 2→3 at +3.5 s"
     quiet = _isr(states[states["second"] == 0], at=10.0, horizon=40.0, rf=3)
     assert np.isnan(quiet["isr_shrank_after_s"]) and quiet["leader_changes"] == 0
+    # a later fault that begins while an ISR is still short: no shrink of its own, the return to full timed
+    later = _isr(states, at=14.0, horizon=40.0, rf=3)
+    assert np.isnan(later["isr_shrank_after_s"]) and later["isr_full_after_s"] == 2.0
+    assert later["isr_note"] and later["leader_changes"] == 0
 
 
 def _with_fault(copy_run):
