@@ -8,6 +8,8 @@
 # through that client's driver: produce, fetch, group (default assignor, range,
 # roundrobin, cooperative-sticky), commit-resume (across a broker restart on
 # the same data dir), idempotent, transactions and admin; the clients in
+# EOS_848_CLIENTS (default franz-go) also run eos-848 (a KIP-848 group of
+# transactional members joining and leaving) on a broker with one fetch-session slot;
 # EOS_FAILOVER_CLIENTS also run eos-failover against a fresh 3-node cluster
 # (exactly-once consume-transform-produce while the runner SIGKILLs the node the
 # driver names: the leader of the output's partition 0); the clients in
@@ -39,6 +41,7 @@
 #      driver run, default 300), STAGE_TIMEOUT (s, one wait inside a check,
 #      default 60), MESSAGES (default 1000), PERF_RECORDS (default 100000),
 #      DEFAULT_DELAY_CLIENTS (default "confluent-kafka"), WAL_PROFILE (default medium),
+#      EOS_848_CLIENTS (default "franz-go"), EOS_848_MESSAGES (default 3000),
 #      EOS_FAILOVER_CLIENTS (default "java"), EOS_MESSAGES (default 3000),
 #      SECURITY_CLIENTS (default "rdkafka confluent-kafka java kcat franz-go").
 # Processes it starts are in .run/pids (./cleanup.sh stops leftovers); the trap
@@ -61,6 +64,8 @@ PERF_RECORDS="${PERF_RECORDS:-100000}"
 DEFAULT_DELAY_CLIENTS="${DEFAULT_DELAY_CLIENTS:-confluent-kafka}"
 WAL_PROFILE="${WAL_PROFILE:-medium}"
 EOS_FAILOVER_CLIENTS="${EOS_FAILOVER_CLIENTS:-java}"
+EOS_848_CLIENTS="${EOS_848_CLIENTS:-franz-go}"
+EOS_848_MESSAGES="${EOS_848_MESSAGES:-3000}"
 EOS_MESSAGES="${EOS_MESSAGES:-3000}"
 SECURITY_CLIENTS="${SECURITY_CLIENTS:-rdkafka confluent-kafka java kcat franz-go}"
 # the security check's users and names (its certificates: $WORK/security)
@@ -186,9 +191,11 @@ run_client() {
     for a in "${ASSIGNORS[@]}"; do group_name "$a"; done
     echo commit-resume idempotent transactions admin
     eos_client && echo eos-failover
+    eos_848_client && echo eos-848
     security_client && echo security
   }
   eos_client() { [[ " $EOS_FAILOVER_CLIENTS " == *" $client "* ]]; }
+  eos_848_client() { [[ " $EOS_848_CLIENTS " == *" $client "* ]]; }
   security_client() { [[ " $SECURITY_CLIENTS " == *" $client "* ]]; }
   group_name() { if [[ $1 == default ]]; then echo group; else echo "group:$1"; fi; }
   # owe STATUS LOG CHECK... - matrix.py fails any owed check that has no result line
@@ -293,6 +300,7 @@ run_client() {
   invoke transactions transactions -- --check transactions --messages "$MESSAGES"
   invoke admin admin -- --check admin
   broker_stop
+  eos_848_client && eos_848
   eos_client && eos_failover
   if security_client; then
     security_check
@@ -300,6 +308,19 @@ run_client() {
     not_checked security "no security step in this client's driver (compat/run.sh SECURITY_CLIENTS: $SECURITY_CLIENTS)"
   fi
   return 0
+}
+
+# eos_848 - (inside run_client) the eos-848 check on a fresh broker with one
+# fetch-session slot (members' sessions evict each other throughout) and a
+# 500 ms KIP-848 heartbeat (members joining and leaving are assigned quickly).
+# shellcheck disable=SC2317  # called from run_client only
+eos_848() {
+  broker_args=("${base_args[@]}" --max-incremental-fetch-session-cache-slots 1
+    --group-consumer-heartbeat-interval-ms 500)
+  log "$client: starting a fresh broker for eos-848 (${broker_args[*]})"
+  broker_start
+  invoke eos-848 eos-848 -- --check eos-848 --messages "$EOS_848_MESSAGES"
+  broker_stop
 }
 
 # eos_failover - (inside run_client) the eos-failover check on a fresh 3-node

@@ -33,7 +33,7 @@ type args struct {
 func main() {
 	var a args
 	flag.StringVar(&a.bootstrap, "bootstrap", "", "host:port of the broker")
-	flag.StringVar(&a.check, "check", "", "produce-fetch | group | commit-resume | idempotent | transactions | admin | security")
+	flag.StringVar(&a.check, "check", "", "produce-fetch | group | commit-resume | idempotent | transactions | eos-848 | admin | security")
 	flag.StringVar(&a.assignor, "assignor", "default", "default | range | roundrobin | cooperative-sticky")
 	flag.StringVar(&a.phase, "phase", "", "commit-resume phase: a | b")
 	flag.StringVar(&a.state, "state", "", "commit-resume state file")
@@ -56,7 +56,8 @@ func main() {
 	checks := map[string]func(*reporter, args) error{
 		"produce-fetch": checkProduceFetch, "group": checkGroup,
 		"commit-resume": checkCommitResume, "idempotent": checkIdempotent,
-		"transactions": checkTransactions, "admin": checkAdmin, "security": checkSecurity,
+		"transactions": checkTransactions, "eos-848": checkEOS848, "admin": checkAdmin,
+		"security": checkSecurity,
 	}
 	run, ok := checks[a.check]
 	if !ok || a.bootstrap == "" {

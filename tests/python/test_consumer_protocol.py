@@ -184,3 +184,36 @@ def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker, strate
     described = admin.describe_consumer_groups([group])[group].result(15)
     assert described.type == ConsumerGroupType.CLASSIC, described
     classic.close()
+
+
+def test_a_regex_resolves_on_the_broker_over_whole_names_internal_topics_included(make_broker):
+    """KIP-848 broker-side regex resolution as Kafka 4.x's coordinator does
+    it: matched against whole topic names (`<p>orders` does not take
+    `<p>orders-v2`), internal topics included (`^__consumer_offsets$` is
+    assigned), and re-resolved when a matching topic appears."""
+    b = make_broker("--wal-profile", "low", "--group-consumer-heartbeat-interval-ms", "500")
+    admin = admin_client(b.bootstrap)
+    prefix = unique_topic("rx") + "-"
+    for name in (prefix + "orders", prefix + "orders-v2"):
+        create_topic(admin, name, partitions=1)
+    c = member(b.bootstrap, unique_topic("grprx"), "regex")
+    c.subscribe(["^" + prefix + "orders$", "^__consumer_offsets$"])
+
+    def assigned():
+        return sorted({tp.topic for tp in c.assignment()})
+
+    def poll_for(want, timeout=TIMEOUT_S):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and assigned() != want:
+            c.poll(0.1)
+        return assigned()
+
+    assert poll_for(sorted([prefix + "orders", "__consumer_offsets"])) == sorted(
+        [prefix + "orders", "__consumer_offsets"])
+    c.unsubscribe()
+    c.subscribe(["^" + prefix + "late-.*"])
+    assert poll_for([]) == []
+    create_topic(admin, prefix + "late-1", partitions=2)
+    assert poll_for([prefix + "late-1"]) == [prefix + "late-1"]
+    assert sorted(tp.partition for tp in c.assignment()) == [0, 1]
+    c.close()

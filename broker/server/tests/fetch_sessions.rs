@@ -173,6 +173,23 @@ fn an_incremental_fetch_names_and_gets_only_what_changed() -> Result<()> {
         unknown.error_code
     );
 
+    // a full fetch (epoch 0 or -1) naming an unknown session is served, as
+    // Kafka serves it: a fetcher whose session was evicted starts over
+    let restart = fetch(&mut client, (id ^ 0x5555, 0), &[(2, 0)], &[], 0)?;
+    ensure!(
+        restart.error_code == 0 && restart.session_id != 0,
+        "a new session in place of an unknown one: error {}, session {}",
+        restart.error_code,
+        restart.session_id
+    );
+    let sessionless = fetch(&mut client, (id ^ 0x5555, -1), &[(2, 0)], &[], 0)?;
+    ensure!(
+        sessionless.error_code == 0 && sessionless.session_id == 0,
+        "an unknown session closed: error {}, session {}",
+        sessionless.error_code,
+        sessionless.session_id
+    );
+
     // a forgotten partition's news is no longer answered
     let forget = fetch(&mut client, (id, 4), &[(1, 1)], &[2], 0)?;
     ensure!(forget.error_code == 0, "forget: {}", forget.error_code);

@@ -4,8 +4,9 @@
 //!
 //! Owns: the bounded session cache (Kafka's
 //! `max.incremental.fetch.session.cache.slots`, an idle session evictable
-//! after `min.incremental.fetch.session.eviction.ms`, 120 s, or by a new
-//! session with more partitions; at most `MAX_CACHED_PARTITIONS` partitions
+//! after `min.incremental.fetch.session.eviction.ms`, 120 s, or by a
+//! follower's new session with more partitions; a full request naming an
+//! unknown session is served, as Kafka serves it; at most `MAX_CACHED_PARTITIONS` partitions
 //! over all sessions), the session id / epoch rules and their errors
 //! (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH), turning an
 //! incremental request into the full partition list to read, and trimming
@@ -142,27 +143,27 @@ impl FetchSessionCache {
         }
         let (id, epoch) = (request.session_id, request.session_epoch);
         let mut sessions = self.lock();
+        if epoch == FINAL_EPOCH || epoch == INITIAL_EPOCH {
+            // A full request: the session it names (if this fetcher's) is
+            // closed, and a missing one is no error — Kafka serves it, so a
+            // fetcher whose session was evicted starts over at once
+            // instead of being refused on every fetch.
+            if sessions.get(&id).is_some_and(|s| s.owner == owner) {
+                sessions.remove(&id);
+            }
+            return Ok(match epoch {
+                FINAL_EPOCH => (None, Context::Sessionless),
+                _ => (None, self.create(&mut sessions, version, request, owner)),
+            });
+        }
         if id == 0 {
-            return match epoch {
-                FINAL_EPOCH => Ok((None, Context::Sessionless)),
-                INITIAL_EPOCH => Ok((None, self.create(&mut sessions, version, request, owner))),
-                _ => Err(ResponseError::InvalidFetchSessionEpoch),
-            };
+            return Err(ResponseError::InvalidFetchSessionEpoch);
         }
         let Some(session) = sessions.get_mut(&id).filter(|s| s.owner == owner) else {
             return Err(ResponseError::FetchSessionIdNotFound);
         };
-        match epoch {
-            FINAL_EPOCH => {
-                sessions.remove(&id);
-                return Ok((None, Context::Sessionless));
-            }
-            INITIAL_EPOCH => {
-                sessions.remove(&id);
-                return Ok((None, self.create(&mut sessions, version, request, owner)));
-            }
-            e if e != session.epoch => return Err(ResponseError::InvalidFetchSessionEpoch),
-            _ => {}
+        if epoch != session.epoch {
+            return Err(ResponseError::InvalidFetchSessionEpoch);
         }
         for topic in &request.topics {
             for p in &topic.partitions {
@@ -222,8 +223,11 @@ impl FetchSessionCache {
         }
         if sessions.len() >= self.slots {
             let now = Instant::now();
-            // An idle session first, else a smaller one (Kafka prefers
-            // caching the sessions that save the most).
+            // An idle session first; else, for a follower only (Kafka's
+            // privileged fetcher), a smaller one: consumers never evict
+            // each other's live sessions, which would have them take turns
+            // starting over on every fetch.
+            let privileged = matches!(owner, Owner::Follower(_));
             let victim = sessions
                 .iter()
                 .filter(|(_, s)| now.duration_since(s.last_used) >= EVICTION_AFTER)
@@ -231,7 +235,7 @@ impl FetchSessionCache {
                 .or_else(|| {
                     sessions
                         .iter()
-                        .filter(|(_, s)| s.partitions.len() < size)
+                        .filter(|(_, s)| privileged && s.partitions.len() < size)
                         .min_by_key(|(_, s)| (s.partitions.len(), s.last_used))
                 })
                 .map(|(id, _)| *id);
@@ -376,4 +380,75 @@ fn full_request(
         .clone()
         .with_topics(topics)
         .with_forgotten_topics_data(Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::protocol::StrBytes;
+
+    fn request(partitions: i32, (session_id, session_epoch): (i32, i32)) -> FetchRequest {
+        let topic = FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("t")))
+            .with_partitions(
+                (0..partitions)
+                    .map(|p| FetchPartition::default().with_partition(p))
+                    .collect(),
+            );
+        FetchRequest::default()
+            .with_session_id(session_id)
+            .with_session_epoch(session_epoch)
+            .with_topics(vec![topic])
+    }
+
+    fn created(cache: &FetchSessionCache, partitions: i32, owner: Owner) -> Option<i32> {
+        match cache.begin(12, &request(partitions, (0, INITIAL_EPOCH)), owner, 1000) {
+            Ok((_, Context::Created(id))) => Some(id),
+            Ok((_, Context::Sessionless)) => None,
+            other => panic!("a full request answered {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_consumer_never_evicts_a_live_session_and_a_follower_evicts_a_smaller_one() {
+        let cache = FetchSessionCache::new(1, Gauge::default());
+        let first = created(&cache, 1, Owner::Consumer).expect("a free slot");
+        assert_eq!(
+            created(&cache, 5, Owner::Consumer),
+            None,
+            "a consumer took a live session's slot"
+        );
+        assert!(
+            cache
+                .begin(12, &request(0, (first, 1)), Owner::Consumer, 1000)
+                .is_ok(),
+            "the live session was evicted"
+        );
+        let follower = created(&cache, 5, Owner::Follower(2));
+        assert!(
+            follower.is_some(),
+            "a follower's larger session gets the slot"
+        );
+        assert_eq!(
+            cache
+                .begin(12, &request(0, (first, 2)), Owner::Consumer, 1000)
+                .err(),
+            Some(ResponseError::FetchSessionIdNotFound)
+        );
+    }
+
+    #[test]
+    fn a_full_request_naming_an_unknown_session_is_served() {
+        let cache = FetchSessionCache::new(4, Gauge::default());
+        for epoch in [INITIAL_EPOCH, FINAL_EPOCH] {
+            let answer = cache.begin(12, &request(1, (12345, epoch)), Owner::Consumer, 1000);
+            assert!(answer.is_ok(), "epoch {epoch}: {answer:?}");
+        }
+        assert_eq!(
+            cache
+                .begin(12, &request(1, (12345, 1)), Owner::Consumer, 1000)
+                .err(),
+            Some(ResponseError::FetchSessionIdNotFound)
+        );
+    }
 }

@@ -25,7 +25,7 @@ use super::{Handled, RequestContext};
 use crate::broker::Broker;
 use crate::coordinators::groups::offset_store::MAX_GROUP_ID_BYTES;
 use crate::requests::errors::group::response_error;
-use crate::requests::topics::lookup::{is_internal_topic, to_uuid};
+use crate::requests::topics::lookup::to_uuid;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -139,14 +139,15 @@ pub(crate) fn subscribable_topics(broker: &Broker) -> Arc<TopicMetadata> {
         .topic_metadata(image.applied_index, || topic_metadata(&image))
 }
 
-/// The topics members may subscribe to: every topic but the internal ones.
+/// The topics members may subscribe to: every topic, the internal ones
+/// included, as Kafka's coordinator resolves names and regular expressions
+/// (a client that wants them left out says so: `exclude.internal.topics`).
 fn topic_metadata(image: &MetadataImage) -> TopicMetadata {
     TopicMetadata {
         version: image.applied_index,
         topics: image
             .topics
             .values()
-            .filter(|t| !is_internal_topic(&t.name))
             .map(|t| {
                 let partitions = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
                 (t.name.clone(), (t.topic_id, partitions))
