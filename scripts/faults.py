@@ -245,7 +245,10 @@ class Scheduler:
         self.active: list[tuple[float, int, str]] = []  # (end time, event index, node)
 
     def log(self, msg: str) -> None:
-        print(f"[{time.strftime('%H:%M:%S')}] faults: {msg}", file=sys.stderr, flush=True)
+        try:
+            print(f"[{time.strftime('%H:%M:%S')}] faults: {msg}", file=sys.stderr, flush=True)
+        except OSError:
+            pass  # the log's reader (tee) died with a Ctrl-C: undoing the faults matters more
 
     def write_events(self) -> None:
         tmp = self.events_path.with_suffix(".tmp")

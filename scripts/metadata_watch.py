@@ -82,8 +82,11 @@ class Watcher(threading.Thread):
                 view = self.describe()
                 why = "" if view else "no node answered for the topic"
                 if why != failing:
-                    print(f"[{time.strftime('%H:%M:%S')}] faults: metadata poll: {why or 'answering again'}",
-                          file=sys.stderr, flush=True)
+                    try:
+                        print(f"[{time.strftime('%H:%M:%S')}] faults: metadata poll: {why or 'answering again'}",
+                              file=sys.stderr, flush=True)
+                    except OSError:
+                        pass  # the log's reader is gone (Ctrl-C); keep polling
                     failing = why
                 if view:
                     self.latest, self.latest_at = view, time.time()
