@@ -4,16 +4,18 @@ cost the pipeline, second by second and per fault.
 
 Owns: the per-second timeline of such a run (messages acknowledged and
 failed by the second their answer came, batch latency p99 by the second a
-request was sent, end-to-end
-p99 from the consumers' 1-second ``.hlog`` intervals), and per fault: when
-it began and ended on that timeline; how long until acknowledgements
-resumed (the longest stretch without any acknowledged request completing,
-from the fault on); how long until the batch p99 was back within 2x its
-value before the run's first fault and stayed there 3 s; the messages the ingestors
-answered failed; when an ISR first shrank and when every ISR was full again
-(from ``faults/partitions.csv``, the Metadata poll); leader changes. Every
-time is in seconds since the load's first request, as the throughput
-timeline counts. Must not: read files (``load``) or format (``render``).
+request was sent, end-to-end p99 from the consumers' 1-second ``.hlog``
+intervals), and per fault: when it began and ended on that timeline; how
+long until acknowledgements resumed (the longest stretch without any
+acknowledged request completing, from the fault on); how long until the
+batch p99 was back within 2x its value before the run's first fault and
+stayed there 3 s; the messages the load generator counted failed, split
+into those it stopped waiting for (no answer within the plan's timeout) and
+those the ingestors answered failed; when an ISR first shrank and when
+every ISR was full again (from ``faults/partitions.csv``, the Metadata
+poll); leader changes. Every time is in seconds since the load's first
+request, as the throughput timeline counts. Must not: read files (``load``)
+or format (``render``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ TIMELINE_COLUMNS = ["run_id", "second", "msg_per_s", "failed_msgs", "batch_p99_m
 FAULT_COLUMNS = [
     "run_id", "broker", "kind", "target", "detail", "end_detail", "ran", "at_s", "end_s", "lasted_s",
     "ack_gap_s", "acks_resumed_after_s", "p99_before_ms", "p99_peak_ms", "p99_back_after_s", "messages_failed",
-    "requests_failed", "isr_shrank_after_s", "isr_full_after_s", "isr_note", "leader_changes", "leader_moves",
+    "requests_failed", "messages_unanswered", "messages_refused", "isr_shrank_after_s", "isr_full_after_s", "isr_note", "leader_changes", "leader_moves",
 ]
 
 
@@ -182,10 +184,17 @@ def _p99(timeline: pd.DataFrame, at: float, horizon: float, steady_from: float) 
 
 
 def _failed(requests: pd.DataFrame, origin: pd.Timestamp, at: float, horizon: float) -> dict:
+    """Messages of the requests sent from the fault to the horizon that the
+    load generator counted failed, split into those it gave up on (no answer
+    within the plan's timeout: the ingestor kept them and went on retrying)
+    and those the ingestor answered failed (not acknowledged)."""
     sent = requests[requests["sent"]]
     second = (sent["time"] - origin).dt.total_seconds()
     inside = sent[(second >= at) & (second < horizon)]
-    return {"messages_failed": float(inside["failed"].sum()), "requests_failed": float(inside["request_failed"].sum())}
+    unanswered = inside["status"] == 0
+    return {"messages_failed": float(inside["failed"].sum()), "requests_failed": float(inside["request_failed"].sum()),
+            "messages_unanswered": float(inside.loc[unanswered, "failed"].sum()),
+            "messages_refused": float(inside.loc[~unanswered, "failed"].sum())}
 
 
 def _states(run: Run, origin: pd.Timestamp | None) -> pd.DataFrame:

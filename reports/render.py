@@ -171,11 +171,16 @@ def _fault_timeline(report: Report, charts: Mapping[str, str]) -> list[str]:
     if f.empty:
         return []
     out = ["## Fault timeline", ""]
-    verdicts = report.verification.set_index("run_id")["verdict"] if len(report.verification) else pd.Series()
+    v = report.verification.set_index("run_id") if len(report.verification) else pd.DataFrame()
     for run_id, group in f.groupby("run_id", sort=False):
         broker = group["broker"].iloc[0]
+        verdict = v["verdict"].get(run_id, "not available") if len(v) else "not available"
+        ledgers = ""
+        if len(v) and run_id in v.index and not _missing(v.loc[run_id, "acknowledged"]):
+            ledgers = (f"; the ingestors' ledgers: {fmt_int(v.loc[run_id, 'acknowledged'])} acknowledged, "
+                       f"{fmt_int(v.loc[run_id, 'failed'])} failed")
         out.append(f"- `{run_id}` ({fmt_text(broker)}): {len(group[group['ran']])} faults; verdict over the whole "
-                   f"run, faults included: **{verdicts.get(run_id, 'not available')}**")
+                   f"run, faults included: **{verdict}**{ledgers}")
     if "fault_timeline" in charts:
         out += ["", f"![Fault timeline]({charts['fault_timeline']})"]
     cols: list[Column] = [
@@ -185,7 +190,8 @@ def _fault_timeline(report: Report, charts: Mapping[str, str]) -> list[str]:
         ("Acks resumed after (s)", "acks_resumed_after_s", lambda x: fmt_float(x, 1)),
         ("p99 before", "p99_before_ms", fmt_ms), ("p99 peak", "p99_peak_ms", fmt_ms),
         ("p99 within 2× after (s)", "p99_back_after_s", lambda x: fmt_float(x, 0)),
-        ("Failed msgs (not retried)", "messages_failed", fmt_int), ("Failed reqs", "requests_failed", fmt_int),
+        ("Msgs not answered in time", "messages_unanswered", fmt_int),
+        ("Msgs answered failed", "messages_refused", fmt_int),
         ("ISR shrank after (s)", "isr_shrank_after_s", lambda x: fmt_float(x, 1)),
         ("ISRs full again after (s)", "isr_full_after_s", lambda x: fmt_float(x, 1)),
         ("Leader changes", "leader_changes", fmt_int),
@@ -204,10 +210,12 @@ def _fault_timeline(report: Report, charts: Mapping[str, str]) -> list[str]:
             "of the requests sent in each second; before = median of the per-second p99 in the 10 s before the "
             "run's first fault (the steady state: a later fault's own 10 s may still hold an earlier one's tail); "
             "within 2× after: "
-            "when the per-second p99 was back within twice that for 3 s in a row (0: it never left). Failed msgs: "
-            "messages the ingestors answered failed (their idempotent producer had retried until its delivery "
-            "timeout); the load generator does not resend them and they are not acknowledged, so the verdict does "
-            "not expect them. ISR: from the brokers' Metadata polled every 0.5 s (the view most nodes gave): when "
+            "when the per-second p99 was back within twice that for 3 s in a row (0: it never left). Msgs not "
+            "answered in time: messages of requests sent from the fault on (to the same horizon) that the load "
+            "generator stopped waiting for after the plan's timeout and counted failed; it never resends, but the "
+            "ingestor kept them and its idempotent producer went on retrying: whether they were acknowledged in the "
+            "end is in the ledgers' totals above (the verdict checks every acknowledged message). Msgs answered "
+            "failed: the ingestor answered them failed (not acknowledged, not expected by the verdict). ISR: from the brokers' Metadata polled every 0.5 s (the view most nodes gave): when "
             "some partition's ISR first went from full to short of its replicas, and when every ISR was full "
             "again after that."]
     return out

@@ -99,6 +99,7 @@ def test_a_scheduled_fault_gets_the_timeline_section_and_its_figures(copy_run):
     assert abs(f["isr_shrank_after_s"] - 4) < 1e-3 and abs(f["isr_full_after_s"] - 7) < 1e-3
     assert f["leader_changes"] == 1
     assert not np.isnan(f["acks_resumed_after_s"]) and not np.isnan(f["p99_before_ms"])
+    assert f["messages_unanswered"] + f["messages_refused"] == f["messages_failed"]
     assert set(r.fault_timeline["run_id"]) == {ACKS1} and r.fault_timeline["msg_per_s"].sum() > 0
     # the k8s event stays in the events table, the scheduled fault does not
     assert list(r.events["kind"]) == ["delete-pod"]
