@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # cleanup.sh - undo what run-all.sh, the benchmarks and other scripts using
 # scripts/lib.sh left behind after an interrupted run: stop the processes they
-# recorded in .run/pids, and remove the .run/ scratch data. results/ is kept.
+# recorded in .run/pids, undo what a --faults schedule left in force (cuts,
+# filled disks, tmpfs mounts, cgroups), and remove the .run/ scratch data.
+# results/ is kept.
 #
 # Only recorded processes are touched, and only if the pid still belongs to
 # the same process (its start time is recorded too). A process whose owning
@@ -56,6 +58,20 @@ if [[ -f "$PIDS_FILE" ]]; then
   done <<< "$entries"
 fi
 log "cleanup: stopped $stopped recorded process(es)"
+
+# run-all.sh --faults: nodes its schedule restarted, then every cut, filler,
+# tmpfs and cgroup it left (scripts/faults.py undo; idempotent)
+if ((FORCE || in_use == 0)); then
+  for state in "$RUN_DIR"/*/faults/state.json; do
+    [[ -f "$state" ]] || continue
+    for pid in $(python3 scripts/faults.py pids --state "${state%/state.json}"); do
+      stop_pid "$pid" || true
+      pid_forget "$pid"
+    done
+    python3 scripts/faults.py undo --state "${state%/state.json}" --final || true
+    log "cleanup: undid the faults of ${state%/faults/state.json}"
+  done
+fi
 
 if ((KEEP_DATA)); then
   log "cleanup: kept $RUN_DIR"

@@ -228,7 +228,7 @@ cleanup() {
   touch "$SAMPLER_STOP" 2>/dev/null || true
   local spec pid
   # the fault scheduler first: on SIGTERM it undoes what is in force
-  [[ -n "${FAULTS_PID:-}" ]] && { stop_pid "$FAULTS_PID" 60 > /dev/null 2>&1 || true; }
+  [[ -n "${FAULTS_PID:-}" ]] && { stop_pid "$FAULTS_PID" 60 > /dev/null 2>&1 || true; pid_forget "$FAULTS_PID"; }
   for spec in "${STARTED[@]}"; do
     stop_pid "${spec#*=}" 20 > /dev/null 2>&1 || true
     pid_forget "${spec#*=}" 2>/dev/null || true
@@ -484,6 +484,7 @@ if [[ -n "$FAULTS" ]]; then
   PIDS_FILE=$PIDS_FILE FAULT_OWNER_PID=$$ "$VENV_PY" scripts/faults.py run "$FAULTS" "${fault_run[@]}" \
     2> >(tee "$OUT/logs/faults.log" >&2) &
   FAULTS_PID=$!
+  pid_record "$FAULTS_PID" fault-schedule
   log "fault schedule pid $FAULTS_PID: $FAULTS"
 fi
 RUN_ID="$RUN_ID" load/run.sh "$TEST" --results "$OUT/load" "${LOAD_ARGS[@]}" "${PLAN_ARGS[@]}" \
@@ -561,6 +562,7 @@ if [[ -n "${FAULTS_PID:-}" ]]; then
   # the leader/ISR poll covered the drain too (ISRs growing back)
   stop_pid "$FAULTS_PID" 60 || true
   wait "$FAULTS_PID" 2>/dev/null || true
+  pid_forget "$FAULTS_PID"
   FAULTS_PID=""
 fi
 
