@@ -98,7 +98,6 @@ class State:
     def __init__(self, directory: Path):
         self.dir = directory
         self.path = directory / "state.json"
-        self.lock = threading.Lock()
         self.data = {"paused": {}, "rules": [], "fillers": {}, "mounts": {}, "cgroups": [], "restarted": {},
                      "killed": {}}
         if self.path.exists():
@@ -151,7 +150,7 @@ def undo_all(state: State, final: bool) -> list[str]:
         done.append(f"removed a cut of {cut['node']}")
     # leftovers of a crash between the rule and the state (same tag)
     listing = subprocess.run(["iptables", "-w", "-S", "OUTPUT"], capture_output=True, text=True).stdout
-    tag = f"{RULE_TAG} {run_tag(state.dir)}"
+    tag = f'"{RULE_TAG} {run_tag(state.dir)}"'  # quoted whole: another run's id may extend this one's
     for line in listing.splitlines():
         if tag in line and line.startswith("-A OUTPUT "):
             rule = _split_rule(line[len("-A OUTPUT "):])
