@@ -55,6 +55,7 @@ use chronik_protocol::{decode_request, encode_response, RawHeader, RequestError,
 use futures::stream::FuturesOrdered;
 use futures::{FutureExt, StreamExt};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{broadcast, AcquireError, OwnedSemaphorePermit};
@@ -63,6 +64,7 @@ use tracing::{debug, info, warn, Instrument};
 use crate::broker::Broker;
 use crate::infra::metrics::{ApiLabels, ReasonLabels};
 use crate::network::connection_limits::ConnectionSlot;
+use crate::requests::append_order::{AppendOrder, AppendTurn};
 use crate::requests::handlers::{self, RequestContext};
 use crate::security::sasl::session::{Admission, SaslSession};
 use crate::security::{KafkaPrincipal, ListenerContext};
@@ -219,6 +221,7 @@ async fn serve_stream<R, W>(
     let mut read_buf = BytesMut::with_capacity(READ_CHUNK);
     let mut write_buf = BytesMut::new();
     let mut in_flight: FuturesOrdered<RequestFuture> = FuturesOrdered::new();
+    let mut append_order = AppendOrder::default();
     // The reservation of the frame being read, and the unpaid place.
     let mut reservation: Option<OwnedSemaphorePermit> = None;
     let unpaid = Arc::new(AtomicBool::new(false));
@@ -315,12 +318,22 @@ async fn serve_stream<R, W>(
                         Admission::Close(reason) => Some(Outcome::CloseAfter(None, reason)),
                     };
                     match outcome {
-                        None => in_flight.push_back(start_request(run_request(
-                            broker.clone(),
-                            frame,
-                            memory,
-                            context.clone(),
-                        ))),
+                        None => {
+                            // A Produce appends after the connection's earlier ones.
+                            let turn = match RawHeader::peek(&frame) {
+                                Some(h) if h.api_key == ApiKey::Produce as i16 => {
+                                    append_order.next_turn()
+                                }
+                                _ => AppendTurn::unordered(),
+                            };
+                            in_flight.push_back(start_request(run_request(
+                                broker.clone(),
+                                frame,
+                                memory,
+                                context.clone(),
+                                turn,
+                            )))
+                        }
                         Some(outcome) => {
                             closing = matches!(outcome, Outcome::CloseAfter(..));
                             // The attempted name's login-failure back-off.
@@ -542,6 +555,7 @@ async fn run_request(
     frame: Bytes,
     memory: Option<RequestMemory>,
     context: Arc<RequestContext>,
+    turn: AppendTurn,
 ) -> Outcome {
     let _memory = memory;
     let raw = RawHeader::peek(&frame);
@@ -585,7 +599,7 @@ async fn run_request(
     let correlation_id = request.correlation_id();
     let version = request.version();
     let span = tracing::debug_span!("request", api, version, correlation_id);
-    let response = handlers::handle(&broker, request, &context)
+    let response = handlers::handle(&broker, request, &context, turn)
         .instrument(span)
         .await;
     broker.metrics.requests_total.get_or_create(&labels).inc();

@@ -43,6 +43,23 @@ impl Client {
         round_trip(&mut self.stream, self.correlation_id, request, version)
     }
 
+    /// Sends every request before reading any response (pipelined, as
+    /// clients send with max.in.flight > 1); the responses in order.
+    pub fn send_pipelined<R: Request>(
+        &mut self,
+        requests: &[R],
+        version: i16,
+    ) -> Result<Vec<R::Response>> {
+        let first = self.correlation_id + 1;
+        for request in requests {
+            self.correlation_id += 1;
+            write_request(&mut self.stream, self.correlation_id, request, version)?;
+        }
+        (first..=self.correlation_id)
+            .map(|id| read_response::<R, _>(&mut self.stream, id, version))
+            .collect()
+    }
+
     pub fn create_topic(&mut self, name: &str) -> Result<()> {
         self.create_topic_with(name, &[])
     }
@@ -414,6 +431,17 @@ pub fn round_trip<R: Request, S: Read + Write>(
     request: &R,
     version: i16,
 ) -> Result<R::Response> {
+    write_request(stream, correlation_id, request, version)?;
+    read_response::<R, S>(stream, correlation_id, version)
+}
+
+/// Writes one request frame.
+pub fn write_request<R: Request, S: Write>(
+    stream: &mut S,
+    correlation_id: i32,
+    request: &R,
+    version: i16,
+) -> Result<()> {
     let header = RequestHeader::default()
         .with_request_api_key(R::KEY)
         .with_request_api_version(version)
@@ -426,6 +454,15 @@ pub fn round_trip<R: Request, S: Read + Write>(
     frame.extend_from_slice(&body);
     stream.write_all(&frame)?;
     stream.flush()?;
+    Ok(())
+}
+
+/// Reads the response to the request sent with `correlation_id`.
+pub fn read_response<R: Request, S: Read>(
+    stream: &mut S,
+    correlation_id: i32,
+    version: i16,
+) -> Result<R::Response> {
     let mut size = [0u8; 4];
     stream.read_exact(&mut size)?;
     let len = usize::try_from(i32::from_be_bytes(size))?;

@@ -59,6 +59,7 @@ use std::sync::Arc;
 use chronik_protocol::{DecodedRequest, Request, Response};
 
 use crate::broker::Broker;
+use crate::requests::append_order::AppendTurn;
 use crate::requests::authorize;
 
 pub use crate::security::request_context::RequestContext;
@@ -86,6 +87,7 @@ pub async fn handle(
     broker: &Arc<Broker>,
     request: DecodedRequest,
     context: &RequestContext,
+    turn: AppendTurn,
 ) -> Option<Handled> {
     let version = request.version();
     let client_id = request
@@ -98,7 +100,7 @@ pub async fn handle(
         authorize::Admission::Refused(response) => return Handled::new(response, true),
         authorize::Admission::Admitted(body, after) => (body, after),
     };
-    let mut handled = dispatch(broker, version, &client_id, body, context).await?;
+    let mut handled = dispatch(broker, version, &client_id, body, context, turn).await?;
     if after.apply(broker, context, version, &mut handled.response) {
         handled.has_error = true;
     }
@@ -113,6 +115,7 @@ async fn dispatch(
     client_id: &str,
     request: Request,
     context: &RequestContext,
+    turn: AppendTurn,
 ) -> Option<Handled> {
     let peer = context.peer;
     let listener = &*context.listener;
@@ -132,7 +135,7 @@ async fn dispatch(
         Request::DeleteRecords(r) => delete_records::handle(broker, version, r).await,
         Request::DescribeConfigs(r) => describe_configs::handle(broker, version, r),
         Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
-        Request::Produce(r) => produce::handle(broker, version, r).await,
+        Request::Produce(r) => produce::handle(broker, version, r, turn).await,
         Request::Fetch(r) => fetch::handle(broker, version, r, peer).await,
         Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r, listener),
         Request::JoinGroup(r) => join_group::handle(broker, version, client_id, r).await,

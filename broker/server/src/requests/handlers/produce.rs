@@ -34,6 +34,7 @@ use crate::broker::Broker;
 use crate::coordinators::txn::verify::verify_transaction;
 use crate::replica::purgatory::MAX_WAIT;
 use crate::replica::write::{Acks, AppendError, Appended};
+use crate::requests::append_order::AppendTurn;
 use crate::requests::topics::lookup::{is_internal_topic, resolve};
 
 /// What happened to one partition's records: appended, or an error code and message.
@@ -43,6 +44,7 @@ pub async fn handle(
     broker: &Arc<Broker>,
     version: i16,
     request: ProduceRequest,
+    mut turn: AppendTurn,
 ) -> Option<Handled> {
     let acks = request.acks;
     let valid_acks = (-1..=1).contains(&acks);
@@ -52,6 +54,8 @@ pub async fn handle(
     let deadline = tokio::time::Instant::now() + timeout;
     // Per topic, per partition: (partition index, outcome), in request order.
     let mut outcomes: Vec<Vec<(i32, Outcome)>> = Vec::new();
+    // After the connection's earlier Produce requests have appended.
+    turn.wait().await;
     for topic in &request.topic_data {
         let found = resolve(broker, &topic.name.0, topic.topic_id);
         let mut partitions = Vec::new();
@@ -91,6 +95,7 @@ pub async fn handle(
         }
         outcomes.push(partitions);
     }
+    turn.appended();
     if acks == 0 {
         return None;
     }
