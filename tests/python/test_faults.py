@@ -117,6 +117,10 @@ def test_a_killed_process_is_started_again_from_its_image(tmp_path):
     log = tmp_path / "out.log"
     with open(log, "w") as out:
         p = subprocess.Popen(["sleep", "31"], stdout=out, stderr=out, cwd=tmp_path)
+    for _ in range(100):  # until the child has exec'd (before, its cmdline is empty or Python's)
+        if Path(f"/proc/{p.pid}/cmdline").read_bytes().startswith(b"sleep\0"):
+            break
+        time.sleep(0.01)
     image = faults._process_image(p.pid)
     assert image["cmd"] == ["sleep", "31"] and image["cwd"] == str(tmp_path) and image["stdout"] == str(log)
     p.kill()
