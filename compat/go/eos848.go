@@ -185,25 +185,12 @@ func (r *eosRun) member(name string, leave float64) error {
 		closeBounded(r.a, sess.Client())
 	}()
 	for !r.over() && (leave >= 1 || r.share() < leave) {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := sess.PollRecords(ctx, txnBatch)
-		cancel()
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if err != context.DeadlineExceeded && ferr == nil {
-				ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		recs := fs.Records()
-		if len(recs) == 0 {
-			continue
-		}
-		committed, err := transformBatch(r.a, sess, recs)
+		recs, committed, err := copyBatch(r.a, sess)
 		if err != nil {
 			return err
+		}
+		if len(recs) == 0 {
+			continue
 		}
 		r.mu.Lock()
 		if committed {

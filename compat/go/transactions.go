@@ -174,25 +174,12 @@ func transformExactlyOnce(a args, group, in, out string, n int) (int, int, error
 	aborts := 0
 	progress := time.Now()
 	for len(done) < n && time.Since(progress) < a.stage {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := sess.PollRecords(ctx, txnBatch)
-		cancel()
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if err != context.DeadlineExceeded && ferr == nil {
-				ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
-			return len(done), aborts, ferr
-		}
-		recs := fs.Records()
-		if len(recs) == 0 {
-			continue
-		}
-		committed, err := transformBatch(a, sess, recs)
+		recs, committed, err := copyBatch(a, sess)
 		if err != nil {
 			return len(done), aborts, err
+		}
+		if len(recs) == 0 {
+			continue
 		}
 		if !committed {
 			aborts++
@@ -217,6 +204,30 @@ func closeBounded(a args, cl *kgo.Client) {
 		logf("leave group: %v", err)
 	}
 	cl.Close()
+}
+
+// copyBatch polls up to txnBatch records (half a second at most) and copies
+// them to the output in one transaction (transformBatch): the records, and
+// whether that transaction committed. No records: nothing was done.
+func copyBatch(a args, sess *kgo.GroupTransactSession) ([]*kgo.Record, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	fs := sess.PollRecords(ctx, txnBatch)
+	cancel()
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		if err != context.DeadlineExceeded && ferr == nil {
+			ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err)
+		}
+	})
+	if ferr != nil {
+		return nil, false, ferr
+	}
+	recs := fs.Records()
+	if len(recs) == 0 {
+		return nil, false, nil
+	}
+	committed, err := transformBatch(a, sess, recs)
+	return recs, committed, err
 }
 
 // transformBatch: one transaction writing recs transformed; true if committed.
