@@ -1,4 +1,6 @@
-//! The broker's shared state, handed to every connection and handler.
+//! The broker's shared state, handed to every connection. The request
+//! dispatcher (`requests::handlers::dispatch`) takes it apart and lends each
+//! handler only the managers it uses; nothing else under `requests/` names it.
 //!
 //! Owns: the log manager, the replica manager, metrics, the advertised endpoint, the cluster id
 //! (the quorum's, persisted in `<data-dir>/meta.properties`), the produce-memory budget and
@@ -16,12 +18,12 @@ use crate::coordinators::producer_ids::ProducerIdAllocator;
 use crate::coordinators::txn::TxnCoordinator;
 use crate::infra::metrics::Metrics;
 use crate::replica::purgatory::Purgatory;
-use crate::replica::{Replica, ReplicaManager};
+use crate::replica::ReplicaManager;
 use crate::requests::fetch_sessions::FetchSessionCache;
 use crate::security::authorizer::Authorizer;
 use crate::startup::config::Config;
 
-/// Everything a request handler may need. Shared as `Arc<Broker>`.
+/// Every manager a request may reach. Shared as `Arc<Broker>`.
 pub struct Broker {
     pub config: Config,
     pub log: Arc<LogManager>,
@@ -69,20 +71,6 @@ impl std::fmt::Debug for Broker {
 }
 
 impl Broker {
-    pub fn node_id(&self) -> i32 {
-        self.config.node_id
-    }
-
-    /// This broker's replica of a partition.
-    pub fn replica(&self, topic: &str, partition: i32) -> Option<Arc<Replica>> {
-        self.replicas.replica(topic, partition)
-    }
-
-    /// Whether acknowledgements wait for the group-commit flusher.
-    pub fn fsync_enabled(&self) -> bool {
-        self.config.wal_profile.max_wait().is_some()
-    }
-
     /// In-flight request memory currently taken, in bytes.
     pub fn produce_memory_in_use(&self) -> usize {
         self.config

@@ -15,7 +15,8 @@
 //! - `replica/`      — replicas kept in step with the metadata quorum, the write path (`write`: append as
 //!   leader, one deadline for the fsync and ISR waits), the purgatory, the high watermark, replica fetchers.
 //! - `infra/`        — metrics, the global allocator, bounded CPU work off the async workers.
-//! - `broker`        — `Broker`: the managers a request may reach, built once at start-up.
+//! - `broker`        — `Broker`: the managers a request may reach, built once at start-up;
+//!   the request dispatcher lends each handler the few it uses.
 //!
 //! Request flow: `network::connection` reads a frame (its bytes reserved from the produce-memory budget) →
 //! `chronik_protocol` decodes it → `requests::authorize` → `requests::handlers::handle` →

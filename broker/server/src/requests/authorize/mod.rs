@@ -28,11 +28,13 @@ mod txn;
 
 use std::sync::Arc;
 
+use chronik_log::LogManager;
 use chronik_metadata::acl::{operation, resource, CLUSTER_RESOURCE_NAME};
 use chronik_metadata::MetadataImage;
 use chronik_protocol::{Request, Response};
 
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
+use crate::security::authorizer::Authorizer;
 use crate::security::request_context::RequestContext;
 
 /// What happens to a request before its handler runs.
@@ -58,26 +60,38 @@ pub enum After {
     Cluster(cluster::Denied),
 }
 
+/// What the gate consults, lent by the dispatcher: the authorizer, and
+/// the replicas and log for the topics a request names.
+#[derive(Clone, Copy)]
+pub struct GateDeps<'a> {
+    pub authorizer: &'a Authorizer,
+    pub replicas: &'a ReplicaManager,
+    pub log: &'a LogManager,
+}
+
 /// One request's view of the authorizer: the session and one snapshot of
 /// the ACLs.
 pub struct Gate<'a> {
-    broker: &'a Broker,
+    authorizer: &'a Authorizer,
+    replicas: &'a ReplicaManager,
+    log: &'a LogManager,
     context: &'a RequestContext,
     image: Arc<MetadataImage>,
 }
 
 impl<'a> Gate<'a> {
-    fn new(broker: &'a Broker, context: &'a RequestContext) -> Gate<'a> {
+    fn new(deps: GateDeps<'a>, context: &'a RequestContext) -> Gate<'a> {
         Gate {
-            broker,
+            authorizer: deps.authorizer,
+            replicas: deps.replicas,
+            log: deps.log,
             context,
-            image: broker.authorizer.snapshot(),
+            image: deps.authorizer.snapshot(),
         }
     }
 
     fn allows(&self, op: i8, resource_type: i8, name: &str) -> bool {
-        self.broker
-            .authorizer
+        self.authorizer
             .allows(&self.image, self.context, op, resource_type, name)
     }
 
@@ -111,15 +125,15 @@ fn split<T>(items: Vec<T>, mut allowed: impl FnMut(&T) -> bool) -> (Vec<T>, Vec<
 
 /// Checks `request` against the ACLs (a no-op without an authorizer).
 pub fn admit(
-    broker: &Broker,
+    deps: GateDeps<'_>,
     context: &RequestContext,
     version: i16,
     request: Request,
 ) -> Admission {
-    if !broker.authorizer.enabled() {
+    if !deps.authorizer.enabled() {
         return Admission::Admitted(request, After::Nothing);
     }
-    let gate = Gate::new(broker, context);
+    let gate = Gate::new(deps, context);
     let governors: [fn(&Gate<'_>, i16, Request) -> Routed; 4] =
         [topics::admit, groups::admit, txn::admit, cluster::admit];
     let mut request = request;
@@ -138,7 +152,7 @@ impl After {
     /// returns whether anything was refused.
     pub fn apply(
         self,
-        broker: &Broker,
+        deps: GateDeps<'_>,
         context: &RequestContext,
         version: i16,
         response: &mut Response,
@@ -146,7 +160,7 @@ impl After {
         if matches!(self, After::Nothing) {
             return false;
         }
-        let gate = Gate::new(broker, context);
+        let gate = Gate::new(deps, context);
         match self {
             After::Nothing => false,
             After::Topics(denied) => denied.apply(&gate, response),

@@ -88,10 +88,7 @@ fn name_of(gate: &Gate<'_>, name: &TopicName, id: Uuid) -> Option<String> {
     if id.is_nil() {
         return Some(name.0.to_string());
     }
-    gate.broker
-        .log
-        .topic_by_id(*id.as_bytes())
-        .map(|t| t.name.clone())
+    gate.log.topic_by_id(*id.as_bytes()).map(|t| t.name.clone())
 }
 
 fn admitted(request: Request, denied: Denied) -> Routed {
@@ -173,7 +170,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                 );
             }
             let topics = r.topics.take().unwrap_or_default();
-            let image = gate.broker.replicas.cluster.image();
+            let image = gate.replicas.cluster.image();
             let auto_create = r.allow_auto_topic_creation;
             let (ok, refused) = split(topics, |t| {
                 if !t.topic_id.is_nil() {

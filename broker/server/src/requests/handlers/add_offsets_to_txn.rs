@@ -8,19 +8,18 @@ use chronik_protocol::Response;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::coordinators::groups::OFFSETS_TOPIC;
+use crate::coordinators::txn::TxnCoordinator;
 use crate::requests::errors::txn::{code, for_version};
 
 const PRODUCER_FENCED_SINCE: i16 = 2;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    txn: &Arc<TxnCoordinator>,
     version: i16,
     request: AddOffsetsToTxnRequest,
 ) -> Option<Handled> {
-    let result = broker
-        .txn
+    let result = txn
         .add_partitions(
             &request.transactional_id.0,
             (request.producer_id.0, request.producer_epoch),

@@ -21,14 +21,16 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::txn::TxnCoordinator;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::txn::{for_version, partition_exists};
 use crate::requests::refusals::{refused_to_clients, topic_results};
 
 const PRODUCER_FENCED_SINCE: i16 = 2;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    txn: &Arc<TxnCoordinator>,
     version: i16,
     request: AddPartitionsToTxnRequest,
 ) -> Option<Handled> {
@@ -36,7 +38,8 @@ pub async fn handle(
     let mut response = AddPartitionsToTxnResponse::default();
     if version <= 3 {
         let results = one_transaction(
-            broker,
+            replicas,
+            txn,
             version,
             &request.v3_and_below_transactional_id.0,
             (
@@ -53,7 +56,8 @@ pub async fn handle(
         let mut by_transaction = Vec::new();
         for t in &request.transactions {
             let results = one_transaction(
-                broker,
+                replicas,
+                txn,
                 version,
                 &t.transactional_id.0,
                 (t.producer_id.0, t.producer_epoch),
@@ -81,7 +85,8 @@ fn any_error(results: &[AddPartitionsToTxnTopicResult]) -> bool {
 }
 
 async fn one_transaction(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    txn: &Arc<TxnCoordinator>,
     version: i16,
     transactional_id: &str,
     producer: (i64, i16),
@@ -98,7 +103,7 @@ async fn one_transaction(
         .map(|(t, p)| {
             if version <= 3 && refused_to_clients(t) {
                 Some(ResponseError::TopicAuthorizationFailed)
-            } else if !partition_exists(&broker.replicas, t, *p) {
+            } else if !partition_exists(replicas, t, *p) {
                 Some(ResponseError::UnknownTopicOrPartition)
             } else {
                 None
@@ -114,16 +119,10 @@ async fn one_transaction(
     } else if verify_only {
         partitions
             .iter()
-            .map(|tp| {
-                broker
-                    .txn
-                    .verify_partition(transactional_id, producer, tp)
-                    .err()
-            })
+            .map(|tp| txn.verify_partition(transactional_id, producer, tp).err())
             .collect()
     } else {
-        let result = broker
-            .txn
+        let result = txn
             .add_partitions(transactional_id, producer, &partitions)
             .await
             .err()

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use chronik_log::LogManager;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
@@ -26,8 +27,8 @@ use tracing::info;
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::Handled;
-use crate::broker::Broker;
 use crate::replica::throttle::{ALTER_LOG_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE};
+use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::requests::topics::lookup::INTERNAL_TOPICS;
 
@@ -85,7 +86,8 @@ macro_rules! answered {
 }
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
+    log: &LogManager,
     _version: i16,
     request: AlterConfigsRequest,
 ) -> Option<Handled> {
@@ -108,7 +110,14 @@ pub async fn handle(
             resource_name: r.resource_name,
         })
         .collect();
-    let answers = alter_all(broker, requested, Mode::Replace, request.validate_only).await;
+    let answers = alter_all(
+        replicas,
+        log,
+        requested,
+        Mode::Replace,
+        request.validate_only,
+    )
+    .await;
     let (responses, has_error) = answered!(
         answers,
         alter_configs_response::AlterConfigsResourceResponse
@@ -120,7 +129,8 @@ pub async fn handle(
 }
 
 pub async fn handle_incremental(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
+    log: &LogManager,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
 ) -> Option<Handled> {
@@ -133,7 +143,14 @@ pub async fn handle_incremental(
             resource_name: r.resource_name,
         })
         .collect();
-    let answers = alter_all(broker, requested, Mode::Incremental, request.validate_only).await;
+    let answers = alter_all(
+        replicas,
+        log,
+        requested,
+        Mode::Incremental,
+        request.validate_only,
+    )
+    .await;
     let (responses, has_error) = answered!(
         answers,
         incremental_alter_configs_response::AlterConfigsResourceResponse
@@ -175,7 +192,8 @@ fn incremental_change(
 /// Alters each resource in turn; a resource named twice in the request
 /// is refused both times, as Kafka does.
 async fn alter_all(
-    broker: &Broker,
+    replicas: &Arc<ReplicaManager>,
+    log: &LogManager,
     requested: Vec<Requested>,
     mode: Mode,
     validate_only: bool,
@@ -193,7 +211,16 @@ async fn alter_all(
             _ if duplicated.contains(&(r.resource_type, name.clone())) => Err(duplicate_resource()),
             Err(e) => Err(e),
             Ok(changes) => {
-                alter(broker, r.resource_type, &name, changes, mode, validate_only).await
+                alter(
+                    replicas,
+                    log,
+                    r.resource_type,
+                    &name,
+                    changes,
+                    mode,
+                    validate_only,
+                )
+                .await
             }
         };
         let (code, message) = match outcome {
@@ -213,7 +240,8 @@ fn duplicate_resource() -> (ResponseError, String) {
 }
 
 async fn alter(
-    broker: &Broker,
+    replicas: &Arc<ReplicaManager>,
+    log: &LogManager,
     resource_type: i8,
     name: &str,
     changes: Vec<(String, Op)>,
@@ -223,7 +251,7 @@ async fn alter(
     match resource_type {
         RESOURCE_TOPIC => {}
         RESOURCE_BROKER => {
-            return alter_broker(broker, name, changes, mode, validate_only).await;
+            return alter_broker(replicas, name, changes, mode, validate_only).await;
         }
         other => {
             return Err((
@@ -238,7 +266,7 @@ async fn alter(
             format!("the configs of internal topic {name} cannot be altered"),
         ));
     }
-    let cluster = &broker.replicas.cluster;
+    let cluster = &replicas.cluster;
     let current = cluster
         .image()
         .topics
@@ -251,7 +279,7 @@ async fn alter(
             )
         })?;
     let overrides = apply_changes(&current, changes, mode)?;
-    crate::requests::topics::configs::validate(broker, &overrides)?;
+    crate::requests::topics::configs::validate(log, &overrides)?;
     if validate_only || overrides == current {
         return Ok(());
     }
@@ -260,7 +288,7 @@ async fn alter(
         .await
         .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
     info!(topic = name, ?overrides, "altered topic configs");
-    broker.replicas.apply_latest().await;
+    replicas.apply_latest().await;
     Ok(())
 }
 
@@ -268,7 +296,7 @@ async fn alter(
 /// only the replication throttles are dynamic; Kafka's other broker
 /// configs are refused as Kafka refuses a static one.
 async fn alter_broker(
-    broker: &Broker,
+    replicas: &Arc<ReplicaManager>,
     name: &str,
     changes: Vec<(String, Op)>,
     mode: Mode,
@@ -280,7 +308,7 @@ async fn alter_broker(
             format!("broker resource {name:?} is not a broker id (or \"\" for the default)"),
         ));
     }
-    let cluster = &broker.replicas.cluster;
+    let cluster = &replicas.cluster;
     let current = cluster
         .image()
         .broker_configs

@@ -24,19 +24,19 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
 /// A refusal before (or instead of) the controller's answer.
 type Refusal = (ResponseError, String);
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
     version: i16,
     request: AlterPartitionReassignmentsRequest,
 ) -> Option<Handled> {
     let allow_rf_change = version < 1 || request.allow_replication_factor_change;
-    let image = broker.replicas.cluster.image();
+    let image = replicas.cluster.image();
     let mut seen = BTreeSet::new();
     // (topic, partition, refusal before proposing) in request order.
     let mut answers: Vec<(String, i32, Option<Refusal>)> = Vec::new();
@@ -86,8 +86,7 @@ pub async fn handle(
     let decided = if proposed.is_empty() {
         Ok(Vec::new())
     } else {
-        broker
-            .replicas
+        replicas
             .cluster
             .alter_partition_reassignments(proposed)
             .await
@@ -103,7 +102,7 @@ pub async fn handle(
             return Handled::new(Response::AlterPartitionReassignments(response), true);
         }
     };
-    broker.replicas.apply_latest().await;
+    replicas.apply_latest().await;
     let mut topics: Vec<ReassignableTopicResponse> = Vec::new();
     let mut has_error = false;
     for (name, partition, refusal) in answers {

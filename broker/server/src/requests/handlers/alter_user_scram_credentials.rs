@@ -12,7 +12,6 @@
 //! with any refused change has none applied.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 
 use chronik_metadata::ScramCredentialImage;
 use chronik_protocol::Response;
@@ -24,10 +23,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::security::sasl::scram::{
-    ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS,
+    ScramCredential, ScramCredentials, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS,
 };
 
 /// Largest salt and salted password accepted (a SHA-512 digest is 64 bytes).
@@ -37,7 +36,8 @@ const MAX_SALTED_PASSWORD: usize = 64;
 type Refusal = (ResponseError, &'static str);
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    scram: &ScramCredentials,
     _version: i16,
     request: AlterUserScramCredentialsRequest,
 ) -> Option<Handled> {
@@ -62,7 +62,7 @@ pub async fn handle(
         }
         match check(&user, d.mechanism) {
             Err(refusal) => refuse(&user, refusal),
-            Ok(mechanism) if broker.scram.get(mechanism, &user).is_none() => refuse(
+            Ok(mechanism) if scram.get(mechanism, &user).is_none() => refuse(
                 &user,
                 (
                     ResponseError::ResourceNotFound,
@@ -132,13 +132,11 @@ pub async fn handle(
     let committed = if upsertions.is_empty() && deletions.is_empty() {
         Ok(())
     } else {
-        let cluster = &broker.replicas.cluster;
+        let cluster = &replicas.cluster;
         let result = cluster.alter_scram_credentials(upsertions, deletions).await;
         if result.is_ok() {
             // This node answers logins with the change at once.
-            broker
-                .scram
-                .replace_quorum(&cluster.image().scram_credentials);
+            scram.replace_quorum(&cluster.image().scram_credentials);
         }
         result
     };

@@ -4,8 +4,6 @@
 //! id that is not a KIP-848 group is GROUP_ID_NOT_FOUND; a broker that is not
 //! the coordinator answers as ConsumerGroupHeartbeat does.
 
-use std::sync::Arc;
-
 use chronik_coordinator_state::Assignment;
 use chronik_metadata::MetadataImage;
 use chronik_protocol::Response;
@@ -17,7 +15,8 @@ use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescri
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::{GroupManager, OffsetStore};
+use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::{to_uuid, topic_name};
 
 /// KIP-1099's MemberType of a member that uses ConsumerGroupHeartbeat.
@@ -26,12 +25,14 @@ const CONSUMER_MEMBER: i8 = 1;
 const CLASSIC_MEMBER: i8 = 0;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    groups: &GroupManager,
+    offsets: &OffsetStore,
     _version: i16,
     request: ConsumerGroupDescribeRequest,
 ) -> Option<Handled> {
-    let coordinator = broker.offsets.readable();
-    let image = broker.replicas.cluster.image();
+    let coordinator = offsets.readable();
+    let image = replicas.cluster.image();
     let groups: Vec<DescribedGroup> = request
         .group_ids
         .into_iter()
@@ -40,7 +41,7 @@ pub fn handle(
             if let Err(error) = coordinator {
                 return described.with_error_code(error.code());
             }
-            let Some(g) = broker.groups.consumer_describe(&group_id.0) else {
+            let Some(g) = groups.consumer_describe(&group_id.0) else {
                 return described.with_error_code(ResponseError::GroupIdNotFound.code());
             };
             let members = g

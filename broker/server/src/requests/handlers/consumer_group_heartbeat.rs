@@ -22,19 +22,29 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 use kafka_protocol::protocol::StrBytes;
 
 use super::{Handled, RequestContext};
-use crate::broker::Broker;
 use crate::coordinators::groups::offset_store::MAX_GROUP_ID_BYTES;
+use crate::coordinators::groups::{GroupManager, OffsetStore};
+use crate::replica::ReplicaManager;
 use crate::requests::errors::group::response_error;
 use crate::requests::topics::lookup::to_uuid;
+use crate::security::authorizer::Authorizer;
+
+/// What a ConsumerGroupHeartbeat reaches, lent by the dispatcher.
+pub struct HeartbeatDeps<'a> {
+    pub replicas: &'a ReplicaManager,
+    pub groups: &'a GroupManager,
+    pub offsets: &'a OffsetStore,
+    pub authorizer: &'a Authorizer,
+}
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    deps: &HeartbeatDeps<'_>,
     version: i16,
     request: ConsumerGroupHeartbeatRequest,
     client_id: &str,
     context: &RequestContext,
 ) -> Option<Handled> {
-    let response = match heartbeat(broker, version, request, client_id, context) {
+    let response = match heartbeat(deps, version, request, client_id, context) {
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(StrBytes::from_string(reply.member_id)))
             .with_member_epoch(reply.member_epoch)
@@ -59,14 +69,14 @@ pub fn handle(
 }
 
 fn heartbeat(
-    broker: &Broker,
+    deps: &HeartbeatDeps<'_>,
     version: i16,
     request: ConsumerGroupHeartbeatRequest,
     client_id: &str,
     context: &RequestContext,
 ) -> Result<HeartbeatReply, ResponseError> {
     let peer = context.peer;
-    broker.offsets.readable()?;
+    deps.offsets.readable()?;
     let group_id = request.group_id.0.to_string();
     if group_id.is_empty() {
         return Err(ResponseError::InvalidRequest);
@@ -99,31 +109,32 @@ fn heartbeat(
         client_id: client_id.to_string(),
         client_host: format!("/{}", peer.ip()),
         client_member_id: version >= 1,
-        regex_topics_allowed: describable_topics(broker, context),
+        regex_topics_allowed: describable_topics(deps.replicas, deps.authorizer, context),
     };
-    let topics = subscribable_topics(broker);
-    broker
-        .groups
+    let topics = subscribable_topics(deps.replicas, deps.groups);
+    deps.groups
         .consumer_heartbeat(&group_id, heartbeat, &topics)
         .map_err(response_error)
 }
 
 /// The topics `context`'s principal may DESCRIBE, which a regex
 /// subscription may resolve to (Kafka's rule); None without an authorizer.
-fn describable_topics(broker: &Broker, context: &RequestContext) -> Option<Arc<BTreeSet<String>>> {
-    if !broker.authorizer.enabled() {
+fn describable_topics(
+    replicas: &ReplicaManager,
+    authorizer: &Authorizer,
+    context: &RequestContext,
+) -> Option<Arc<BTreeSet<String>>> {
+    if !authorizer.enabled() {
         return None;
     }
-    let acls = broker.authorizer.snapshot();
-    let image = broker.replicas.cluster.image();
+    let acls = authorizer.snapshot();
+    let image = replicas.cluster.image();
     Some(Arc::new(
         image
             .topics
             .keys()
             .filter(|name| {
-                broker
-                    .authorizer
-                    .allows(&acls, context, operation::DESCRIBE, resource::TOPIC, name)
+                authorizer.allows(&acls, context, operation::DESCRIBE, resource::TOPIC, name)
             })
             .cloned()
             .collect(),
@@ -132,11 +143,12 @@ fn describable_topics(broker: &Broker, context: &RequestContext) -> Option<Arc<B
 
 /// The topics group members may subscribe to, as of the current metadata
 /// image (cached by the group manager per image version).
-pub(crate) fn subscribable_topics(broker: &Broker) -> Arc<TopicMetadata> {
-    let image = broker.replicas.cluster.image();
-    broker
-        .groups
-        .topic_metadata(image.applied_index, || topic_metadata(&image))
+pub(crate) fn subscribable_topics(
+    replicas: &ReplicaManager,
+    groups: &GroupManager,
+) -> Arc<TopicMetadata> {
+    let image = replicas.cluster.image();
+    groups.topic_metadata(image.applied_index, || topic_metadata(&image))
 }
 
 /// The topics members may subscribe to: every topic, the internal ones

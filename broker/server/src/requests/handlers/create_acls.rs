@@ -4,19 +4,22 @@
 //! Without an authorizer every result is SECURITY_DISABLED, as in Kafka.
 //! Who may call it (ALTER on the cluster) is `authorize`'s check.
 
-use std::sync::Arc;
-
 use chronik_metadata::acl::AclBinding;
 use chronik_protocol::Response;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::acl_wire::{refusal, security_disabled, text};
+use crate::security::authorizer::Authorizer;
 
-pub async fn handle(broker: &Arc<Broker>, request: CreateAclsRequest) -> Option<Handled> {
-    let results = if !broker.authorizer.enabled() {
+pub async fn handle(
+    replicas: &ReplicaManager,
+    authorizer: &Authorizer,
+    request: CreateAclsRequest,
+) -> Option<Handled> {
+    let results = if !authorizer.enabled() {
         let (code, message) = security_disabled();
         request
             .creations
@@ -24,7 +27,7 @@ pub async fn handle(broker: &Arc<Broker>, request: CreateAclsRequest) -> Option<
             .map(|_| result(code, message.clone()))
             .collect()
     } else {
-        create(broker, request).await
+        create(replicas, request).await
     };
     let has_error = results
         .iter()
@@ -41,7 +44,7 @@ fn result(code: i16, message: Option<kafka_protocol::protocol::StrBytes>) -> Acl
         .with_error_message(message)
 }
 
-async fn create(broker: &Broker, request: CreateAclsRequest) -> Vec<AclCreationResult> {
+async fn create(replicas: &ReplicaManager, request: CreateAclsRequest) -> Vec<AclCreationResult> {
     let checked: Vec<Result<AclBinding, _>> = request
         .creations
         .iter()
@@ -65,7 +68,7 @@ async fn create(broker: &Broker, request: CreateAclsRequest) -> Vec<AclCreationR
         .collect();
     let committed = match valid.is_empty() {
         true => Ok(()),
-        false => broker.replicas.cluster.create_acls(valid).await,
+        false => replicas.cluster.create_acls(valid).await,
     };
     checked
         .iter()

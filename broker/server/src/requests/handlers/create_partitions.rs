@@ -18,12 +18,14 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::requests::topics::lookup::INTERNAL_TOPICS;
+use crate::startup::config::Config;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
+    config: &Config,
     _version: i16,
     request: CreatePartitionsRequest,
 ) -> Option<Handled> {
@@ -43,7 +45,7 @@ pub async fn handle(
                 "Duplicate topic in request.".to_string(),
             ))
         } else {
-            grow(broker, topic, request.validate_only).await
+            grow(replicas, config, topic, request.validate_only).await
         };
         let result = CreatePartitionsTopicResult::default().with_name(name);
         results.push(match outcome {
@@ -61,7 +63,8 @@ pub async fn handle(
 }
 
 async fn grow(
-    broker: &Broker,
+    replicas: &Arc<ReplicaManager>,
+    config: &Config,
     topic: CreatePartitionsTopic,
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
@@ -78,7 +81,7 @@ async fn grow(
             format!("the partition count of internal topic {name} cannot change"),
         ));
     }
-    let cluster = &broker.replicas.cluster;
+    let cluster = &replicas.cluster;
     let image = cluster.image();
     let current = image.topics.get(&name).ok_or_else(|| {
         (
@@ -92,7 +95,8 @@ async fn grow(
     let replication_factor =
         i16::try_from(current.partitions.first().map_or(1, |p| p.replicas.len())).unwrap_or(1);
     crate::requests::topics::caps::check_partition_capacity(
-        broker,
+        replicas,
+        config,
         topic.count - count,
         replication_factor,
     )?;
@@ -108,6 +112,6 @@ async fn grow(
         .await
         .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
     info!(topic = %name, from = count, to = topic.count, "created partitions");
-    broker.replicas.apply_latest().await;
+    replicas.apply_latest().await;
     Ok(())
 }

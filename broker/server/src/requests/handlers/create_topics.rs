@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use chronik_log::LogManager;
 use chronik_metadata::CreateTopic;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -20,18 +21,21 @@ use tracing::info;
 
 use super::describe_configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::requests::topics::lookup::to_uuid;
+use crate::startup::config::Config;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
+    log: &LogManager,
+    config: &Config,
     version: i16,
     request: CreateTopicsRequest,
 ) -> Option<Handled> {
     let mut topics: Vec<CreatableTopicResult> = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
-        topics.push(create(broker, version, topic, request.validate_only).await);
+        topics.push(create(replicas, log, config, version, topic, request.validate_only).await);
     }
     let has_error = topics.iter().any(|t| t.error_code != 0);
     Handled::new(
@@ -41,12 +45,13 @@ pub async fn handle(
 }
 
 async fn create(
-    broker: &Broker,
+    replicas: &Arc<ReplicaManager>,
+    log: &LogManager,
+    config: &Config,
     version: i16,
     topic: CreatableTopic,
     validate_only: bool,
 ) -> CreatableTopicResult {
-    let manager = &broker.replicas;
     let name = topic.name.0.to_string();
     let result = CreatableTopicResult::default().with_name(topic.name.clone());
     let fail = |error: ResponseError, message: String| {
@@ -64,12 +69,12 @@ async fn create(
         );
     }
     let partitions = if topic.num_partitions == -1 {
-        i32::try_from(broker.config.default_partitions).unwrap_or(1)
+        i32::try_from(config.default_partitions).unwrap_or(1)
     } else {
         topic.num_partitions
     };
     let replication_factor = if topic.replication_factor == -1 {
-        broker.config.default_replication_factor
+        config.default_replication_factor
     } else {
         topic.replication_factor
     };
@@ -79,7 +84,7 @@ async fn create(
             configs.insert(config.name.to_string(), value.to_string());
         }
     }
-    let log_config = match crate::requests::topics::configs::validate(broker, &configs) {
+    let log_config = match crate::requests::topics::configs::validate(log, &configs) {
         Ok(c) => c,
         Err((code, message)) => return fail(code, message),
     };
@@ -93,20 +98,23 @@ async fn create(
             format!("number of partitions must be positive, got {partitions}"),
         );
     }
-    let live = manager.cluster.image().live_brokers().count();
+    let live = replicas.cluster.image().live_brokers().count();
     if replication_factor < 1 || usize::try_from(replication_factor).unwrap_or(usize::MAX) > live {
         return fail(
             ResponseError::InvalidReplicationFactor,
             format!("replication factor {replication_factor} needs that many live brokers; {live} are live"),
         );
     }
-    if let Err((code, message)) =
-        crate::requests::topics::caps::check_capacity(broker, partitions, replication_factor)
-    {
+    if let Err((code, message)) = crate::requests::topics::caps::check_capacity(
+        replicas,
+        config,
+        partitions,
+        replication_factor,
+    ) {
         return fail(code, message);
     }
     let topic_id = if validate_only {
-        if manager.cluster.image().topics.contains_key(&name) {
+        if replicas.cluster.image().topics.contains_key(&name) {
             return fail(
                 ResponseError::TopicAlreadyExists,
                 format!("topic {name:?} already exists"),
@@ -121,10 +129,10 @@ async fn create(
             configs: configs.clone(),
             topic_id: None,
         };
-        match manager.cluster.create_topic(request).await {
+        match replicas.cluster.create_topic(request).await {
             Ok(created) => {
                 info!(topic = %name, partitions, replication_factor, "created topic");
-                manager.apply_latest().await;
+                replicas.apply_latest().await;
                 created.topic_id
             }
             Err(e) => return fail(cluster_error_code(&e), e.to_string()),
@@ -137,21 +145,24 @@ async fn create(
         result = result.with_topic_id(to_uuid(topic_id));
     }
     if version >= 5 {
-        let described: Vec<CreatableTopicConfigs> =
-            crate::requests::topics::configs::describe(broker, &log_config, &configs)
-                .into_iter()
-                .map(|entry| {
-                    CreatableTopicConfigs::default()
-                        .with_name(StrBytes::from_string(entry.name))
-                        .with_value(Some(StrBytes::from_string(entry.value)))
-                        .with_read_only(entry.read_only)
-                        .with_config_source(if entry.is_default {
-                            SOURCE_DEFAULT
-                        } else {
-                            SOURCE_TOPIC
-                        })
+        let described: Vec<CreatableTopicConfigs> = crate::requests::topics::configs::describe(
+            config.min_insync_replicas,
+            &log_config,
+            &configs,
+        )
+        .into_iter()
+        .map(|entry| {
+            CreatableTopicConfigs::default()
+                .with_name(StrBytes::from_string(entry.name))
+                .with_value(Some(StrBytes::from_string(entry.value)))
+                .with_read_only(entry.read_only)
+                .with_config_source(if entry.is_default {
+                    SOURCE_DEFAULT
+                } else {
+                    SOURCE_TOPIC
                 })
-                .collect();
+        })
+        .collect();
         result = result.with_configs(Some(described));
     }
     result

@@ -5,8 +5,6 @@
 //! SECURITY_DISABLED, as in Kafka. Who may call it (ALTER on the cluster)
 //! is `authorize`'s check.
 
-use std::sync::Arc;
-
 use chronik_metadata::acl::AclBindingFilter;
 use chronik_protocol::Response;
 use kafka_protocol::messages::delete_acls_response::{
@@ -15,11 +13,16 @@ use kafka_protocol::messages::delete_acls_response::{
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::acl_wire::{filter, refusal, security_disabled, str_bytes};
+use crate::security::authorizer::Authorizer;
 
-pub async fn handle(broker: &Arc<Broker>, request: DeleteAclsRequest) -> Option<Handled> {
-    let results = if !broker.authorizer.enabled() {
+pub async fn handle(
+    replicas: &ReplicaManager,
+    authorizer: &Authorizer,
+    request: DeleteAclsRequest,
+) -> Option<Handled> {
+    let results = if !authorizer.enabled() {
         let (code, message) = security_disabled();
         request
             .filters
@@ -31,7 +34,7 @@ pub async fn handle(broker: &Arc<Broker>, request: DeleteAclsRequest) -> Option<
             })
             .collect()
     } else {
-        delete(broker, request).await
+        delete(replicas, request).await
     };
     let has_error = results
         .iter()
@@ -42,7 +45,10 @@ pub async fn handle(broker: &Arc<Broker>, request: DeleteAclsRequest) -> Option<
     )
 }
 
-async fn delete(broker: &Broker, request: DeleteAclsRequest) -> Vec<DeleteAclsFilterResult> {
+async fn delete(
+    replicas: &ReplicaManager,
+    request: DeleteAclsRequest,
+) -> Vec<DeleteAclsFilterResult> {
     let checked: Vec<Result<AclBindingFilter, _>> = request
         .filters
         .iter()
@@ -66,7 +72,7 @@ async fn delete(broker: &Broker, request: DeleteAclsRequest) -> Vec<DeleteAclsFi
         .collect();
     let removed = match valid.is_empty() {
         true => Ok(Vec::new()),
-        false => broker.replicas.cluster.delete_acls(valid).await,
+        false => replicas.cluster.delete_acls(valid).await,
     };
     let mut removed_per_valid = match &removed {
         Ok(lists) => lists.clone().into_iter(),

@@ -1,7 +1,5 @@
 //! DeleteGroups: removes groups without members, and their committed offsets.
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
@@ -9,23 +7,23 @@ use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 use tracing::warn;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::{GroupManager, OffsetStore};
 use crate::requests::errors::group::response_error;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    groups: &GroupManager,
+    offsets: &OffsetStore,
     _version: i16,
     request: DeleteGroupsRequest,
 ) -> Option<Handled> {
     let mut results = Vec::new();
     for group_id in request.groups_names {
-        let known =
-            broker.groups.exists(&group_id.0) || !broker.offsets.fetch_all(&group_id.0).is_empty();
+        let known = groups.exists(&group_id.0) || !offsets.fetch_all(&group_id.0).is_empty();
         let error = if !known {
             Some(ResponseError::GroupIdNotFound)
-        } else if let Err(e) = broker.groups.delete(&group_id.0) {
+        } else if let Err(e) = groups.delete(&group_id.0) {
             Some(response_error(e))
-        } else if let Err(e) = broker.offsets.delete_group(&group_id.0).await {
+        } else if let Err(e) = offsets.delete_group(&group_id.0).await {
             warn!(group = %group_id.0, error = %e, "deleting committed offsets failed");
             Some(ResponseError::KafkaStorageError)
         } else {

@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chronik_log::LogManager;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
@@ -32,10 +33,9 @@ use tracing::warn;
 use uuid::Uuid;
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::replica::high_watermark::consumer_high_watermark;
-use crate::replica::purgatory::MAX_WAIT;
-use crate::replica::Replica;
+use crate::replica::purgatory::{Purgatory, MAX_WAIT};
+use crate::replica::{Replica, ReplicaManager};
 use crate::requests::topics::lookup::{resolve, INTERNAL_TOPICS};
 
 /// The offset meaning "the high watermark".
@@ -60,7 +60,9 @@ enum Outcome {
 }
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    log: &LogManager,
+    purgatory: &Purgatory,
     _version: i16,
     request: DeleteRecordsRequest,
 ) -> Option<Handled> {
@@ -72,7 +74,7 @@ pub async fn handle(
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             partitions.push(
-                match delete(broker, name, p.partition_index, p.offset).await {
+                match delete(replicas, log, name, p.partition_index, p.offset).await {
                     Ok((replica, required)) => Outcome::Waiting {
                         replica,
                         required,
@@ -84,7 +86,13 @@ pub async fn handle(
         }
         outcomes.push(partitions);
     }
-    wait_for_low_watermarks(broker, outcomes.iter_mut().flatten().collect(), timeout).await;
+    wait_for_low_watermarks(
+        replicas,
+        purgatory,
+        outcomes.iter_mut().flatten().collect(),
+        timeout,
+    )
+    .await;
     let mut has_error = false;
     let topics = request
         .topics
@@ -129,7 +137,8 @@ pub async fn handle(
 /// Moves the leader's log start offset; returns the leader replica and
 /// the offset the low watermark must reach.
 async fn delete(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    log: &LogManager,
     topic: &str,
     partition: i32,
     offset: i64,
@@ -137,12 +146,12 @@ async fn delete(
     if INTERNAL_TOPICS.contains(&topic) {
         return Err(ResponseError::PolicyViolation);
     }
-    let log = resolve(broker, topic, Uuid::nil())?
+    let log = resolve(log, topic, Uuid::nil())?
         .partition(partition)
         .cloned()
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    let high_watermark = consumer_high_watermark(&broker.replicas, &log)?;
-    let replica = broker
+    let high_watermark = consumer_high_watermark(replicas, &log)?;
+    let replica = replicas
         .replica(topic, partition)
         .ok_or(ResponseError::NotLeaderOrFollower)?;
     let target = match offset {
@@ -168,7 +177,8 @@ async fn delete(
 /// partitions until each one's low watermark reaches its offset, its
 /// leadership moves, or `timeout` passes (REQUEST_TIMED_OUT).
 async fn wait_for_low_watermarks(
-    broker: &Broker,
+    replicas: &ReplicaManager,
+    purgatory: &Purgatory,
     mut outcomes: Vec<&mut Outcome>,
     timeout: Duration,
 ) {
@@ -181,13 +191,12 @@ async fn wait_for_low_watermarks(
         })
         .collect();
     // Those still waiting at the deadline are answered REQUEST_TIMED_OUT.
-    broker
-        .purgatory
+    purgatory
         .park_until(
             deadline,
             || waiting.iter().map(|r| r.log.clone()).collect(),
             || {
-                let image = broker.replicas.cluster.image();
+                let image = replicas.cluster.image();
                 let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
                 let mut still_waiting = false;
                 for outcome in outcomes.iter_mut() {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use chronik_log::LogManager;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -13,11 +14,12 @@ use tracing::info;
 use uuid::Uuid;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::{is_internal_topic, resolve, to_uuid, topic_name};
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
+    log: &LogManager,
     version: i16,
     request: DeleteTopicsRequest,
 ) -> Option<Handled> {
@@ -36,7 +38,7 @@ pub async fn handle(
     };
     let mut responses: Vec<DeletableTopicResult> = Vec::with_capacity(targets.len());
     for (name, id) in targets {
-        responses.push(delete_one(broker, name, id).await);
+        responses.push(delete_one(replicas, log, name, id).await);
     }
     let has_error = responses.iter().any(|r| r.error_code != 0);
     Handled::new(
@@ -45,12 +47,17 @@ pub async fn handle(
     )
 }
 
-async fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> DeletableTopicResult {
+async fn delete_one(
+    replicas: &Arc<ReplicaManager>,
+    log: &LogManager,
+    name: Option<TopicName>,
+    id: Uuid,
+) -> DeletableTopicResult {
     let requested_name = name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
     let result = DeletableTopicResult::default()
         .with_name(name.clone())
         .with_topic_id(id);
-    let topic = match resolve(broker, &requested_name, id) {
+    let topic = match resolve(log, &requested_name, id) {
         Ok(topic) => topic,
         Err(error) => return result.with_error_code(error.code()),
     };
@@ -62,11 +69,11 @@ async fn delete_one(broker: &Broker, name: Option<TopicName>, id: Uuid) -> Delet
                 topic.name
             ))));
     }
-    match broker.replicas.cluster.delete_topic(&topic.name).await {
+    match replicas.cluster.delete_topic(&topic.name).await {
         Ok(()) => {
             info!(topic = %topic.name, "deleted topic");
             // Applying the image wakes every parked request.
-            broker.replicas.apply_latest().await;
+            replicas.apply_latest().await;
             result
                 .with_name(Some(topic_name(&topic.name)))
                 .with_topic_id(to_uuid(topic.topic_id))

@@ -3,17 +3,20 @@
 //! Without an authorizer: SECURITY_DISABLED, as in Kafka. Who may call it
 //! (DESCRIBE on the cluster) is `authorize`'s check.
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::acl_wire::{by_resource, filter, refusal, security_disabled, str_bytes};
+use crate::security::authorizer::Authorizer;
 
-pub fn handle(broker: &Arc<Broker>, request: DescribeAclsRequest) -> Option<Handled> {
+pub fn handle(
+    replicas: &ReplicaManager,
+    authorizer: &Authorizer,
+    request: DescribeAclsRequest,
+) -> Option<Handled> {
     let refused = |(code, message)| {
         Handled::new(
             Response::DescribeAcls(
@@ -24,7 +27,7 @@ pub fn handle(broker: &Arc<Broker>, request: DescribeAclsRequest) -> Option<Hand
             true,
         )
     };
-    if !broker.authorizer.enabled() {
+    if !authorizer.enabled() {
         return refused(security_disabled());
     }
     let filter = filter(
@@ -39,7 +42,7 @@ pub fn handle(broker: &Arc<Broker>, request: DescribeAclsRequest) -> Option<Hand
     if let Err(e) = filter.validate() {
         return refused(refusal(&e));
     }
-    let image = broker.replicas.cluster.image();
+    let image = replicas.cluster.image();
     let matching = image
         .acls
         .iter()

@@ -5,8 +5,6 @@
 //! asking for controller endpoints (v1+ endpoint type 2) is Kafka's
 //! UNSUPPORTED_ENDPOINT_TYPE.
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -14,7 +12,7 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 
 /// Kafka's "authorized operations not requested".
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
@@ -28,14 +26,15 @@ const CLUSTER_OPERATIONS: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    cluster_id: &str,
     version: i16,
     request: DescribeClusterRequest,
     listener: &str,
 ) -> Option<Handled> {
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
-        .with_cluster_id(StrBytes::from_string(broker.cluster_id.clone()))
+        .with_cluster_id(StrBytes::from_string(cluster_id.to_string()))
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED);
     if version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
         let error = ResponseError::UnsupportedEndpointType;
@@ -52,8 +51,7 @@ pub fn handle(
             true,
         );
     }
-    let manager = &broker.replicas;
-    let image = manager.cluster.image();
+    let image = replicas.cluster.image();
     let brokers = image
         .brokers
         .values()
@@ -69,7 +67,7 @@ pub fn handle(
             )
         })
         .collect();
-    let controller = super::metadata::controller_for_clients(manager);
+    let controller = super::metadata::controller_for_clients(replicas);
     let operations = if request.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS
     } else {

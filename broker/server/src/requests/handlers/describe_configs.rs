@@ -2,8 +2,7 @@
 //! topic configs) and for this broker (its static settings under Kafka's
 //! names, plus Chronik's profiles, and its dynamic replication throttles).
 
-use std::sync::Arc;
-
+use chronik_log::LogManager;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -14,8 +13,9 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::replica::throttle::{FOLLOWER_RATE, LEADER_RATE};
+use crate::replica::ReplicaManager;
+use crate::startup::config::Config;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
@@ -34,14 +34,17 @@ struct Entry {
 }
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    log: &LogManager,
+    config: &Config,
+    advertised: &(String, u16),
     _version: i16,
     request: DescribeConfigsRequest,
 ) -> Option<Handled> {
     let results: Vec<DescribeConfigsResult> = request
         .resources
         .into_iter()
-        .map(|r| describe(broker, r))
+        .map(|r| describe(replicas, log, config, advertised, r))
         .collect();
     let has_error = results.iter().any(|r| r.error_code != 0);
     Handled::new(
@@ -50,17 +53,23 @@ pub fn handle(
     )
 }
 
-fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfigsResult {
+fn describe(
+    replicas: &ReplicaManager,
+    log: &LogManager,
+    config: &Config,
+    advertised: &(String, u16),
+    resource: DescribeConfigsResource,
+) -> DescribeConfigsResult {
     let name = resource.resource_name.to_string();
     let result = DescribeConfigsResult::default()
         .with_resource_type(resource.resource_type)
         .with_resource_name(resource.resource_name.clone());
     let entries = match resource.resource_type {
-        RESOURCE_TOPIC => match broker.log.topic(&name) {
+        RESOURCE_TOPIC => match log.topic(&name) {
             Some(topic) => Ok(crate::requests::topics::configs::describe(
-                broker,
+                config.min_insync_replicas,
                 &topic.config,
-                &crate::requests::topics::configs::overrides_of(broker, &topic),
+                &crate::requests::topics::configs::overrides_of(replicas, &topic),
             )
             .into_iter()
             .map(|e| Entry {
@@ -79,16 +88,16 @@ fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfi
                 format!("topic {name} does not exist"),
             )),
         },
-        RESOURCE_BROKER if name.is_empty() || name == broker.node_id().to_string() => {
-            let mut entries = broker_entries(broker);
-            entries.extend(dynamic_entries(broker, name.is_empty()));
+        RESOURCE_BROKER if name.is_empty() || name == config.node_id.to_string() => {
+            let mut entries = broker_entries(replicas, log, config, advertised);
+            entries.extend(dynamic_entries(replicas, config, name.is_empty()));
             Ok(entries)
         }
         RESOURCE_BROKER => Err((
             ResponseError::InvalidRequest,
             format!(
                 "broker {name} is not this broker (node id {})",
-                broker.node_id()
+                config.node_id
             ),
         )),
         other => Err((
@@ -123,9 +132,13 @@ fn describe(broker: &Broker, resource: DescribeConfigsResource) -> DescribeConfi
 /// The replication throttles (the only dynamic broker configs), for this
 /// broker or, with `default_resource`, as the cluster default: set values
 /// with their source, unset ones as Kafka's default (no limit).
-fn dynamic_entries(broker: &Broker, default_resource: bool) -> Vec<Entry> {
-    let image = broker.replicas.cluster.image();
-    let own = image.broker_configs.get(&broker.node_id().to_string());
+fn dynamic_entries(
+    replicas: &ReplicaManager,
+    config: &Config,
+    default_resource: bool,
+) -> Vec<Entry> {
+    let image = replicas.cluster.image();
+    let own = image.broker_configs.get(&config.node_id.to_string());
     let default = image.broker_configs.get("");
     [LEADER_RATE, FOLLOWER_RATE]
         .into_iter()
@@ -146,10 +159,15 @@ fn dynamic_entries(broker: &Broker, default_resource: bool) -> Vec<Entry> {
         .collect()
 }
 
-fn broker_entries(broker: &Broker) -> Vec<Entry> {
-    let c = &broker.config;
-    let defaults = broker.log.default_log_config();
-    let (host, port) = &broker.advertised;
+fn broker_entries(
+    replicas: &ReplicaManager,
+    log: &LogManager,
+    config: &Config,
+    advertised: &(String, u16),
+) -> Vec<Entry> {
+    let c = config;
+    let defaults = log.default_log_config();
+    let (host, port) = advertised;
     let security = &c.security;
     let joined = |items: Vec<String>| items.join(",");
     let listeners = joined(
@@ -159,8 +177,7 @@ fn broker_entries(broker: &Broker) -> Vec<Entry> {
             .map(|l| format!("{}://{}", l.name, l.bind))
             .collect(),
     );
-    let registered = broker
-        .replicas
+    let registered = replicas
         .cluster
         .image()
         .brokers

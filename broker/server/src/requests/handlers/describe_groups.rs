@@ -4,8 +4,6 @@
 //! classic group upgraded to one, classic members included (Kafka 4.x
 //! answers the same; ConsumerGroupDescribe describes them).
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -13,10 +11,11 @@ use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::{GroupManager, OffsetStore};
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    groups: &GroupManager,
+    offsets: &OffsetStore,
     version: i16,
     request: DescribeGroupsRequest,
 ) -> Option<Handled> {
@@ -37,7 +36,7 @@ pub fn handle(
             let described = DescribedGroup::default()
                 .with_group_id(group_id.clone())
                 .with_authorized_operations(i32::MIN);
-            match broker.groups.describe(&group_id.0) {
+            match groups.describe(&group_id.0) {
                 Some(g) => {
                     let members = g
                         .members
@@ -60,8 +59,8 @@ pub fn handle(
                         .with_protocol_data(StrBytes::from_string(g.protocol_name))
                         .with_members(members)
                 }
-                None if broker.groups.exists(&group_id.0) => unknown(described),
-                None if !broker.offsets.fetch_all(&group_id.0).is_empty() => described
+                None if groups.exists(&group_id.0) => unknown(described),
+                None if !offsets.fetch_all(&group_id.0).is_empty() => described
                     .with_group_state(StrBytes::from_static_str("Empty"))
                     .with_protocol_type(StrBytes::from_static_str("consumer")),
                 None => unknown(described),

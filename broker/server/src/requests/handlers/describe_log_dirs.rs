@@ -5,8 +5,8 @@
 //! here, so `offset_lag` is 0 and there are no future replicas.
 
 use std::path::Path;
-use std::sync::Arc;
 
+use chronik_log::LogManager;
 use chronik_protocol::Response;
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
@@ -15,10 +15,11 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    log: &LogManager,
     _version: i16,
     request: DescribeLogDirsRequest,
 ) -> Option<Handled> {
@@ -28,10 +29,10 @@ pub fn handle(
             .map(|t| (t.topic.0.to_string(), t.partitions))
             .collect::<Vec<_>>()
     });
-    let image = broker.replicas.cluster.image();
-    let node_id = broker.node_id();
+    let image = replicas.cluster.image();
+    let node_id = replicas.node_id;
     let mut topics = Vec::new();
-    for topic in broker.log.topics() {
+    for topic in log.topics() {
         let asked: Option<&Vec<i32>> = match &wanted {
             None => None,
             Some(list) => match list.iter().find(|(name, _)| *name == topic.name) {
@@ -62,7 +63,7 @@ pub fn handle(
             );
         }
     }
-    let data_dir = broker.log.data_dir();
+    let data_dir = log.data_dir();
     let (total, usable) = volume_bytes(data_dir).unwrap_or((-1, -1));
     let result = DescribeLogDirsResult::default()
         .with_log_dir(StrBytes::from_string(data_dir.display().to_string()))

@@ -15,8 +15,6 @@
 //! shape. Must not: read raft state itself (`Cluster::describe_quorum`
 //! asks the controller, wherever it is).
 
-use std::sync::Arc;
-
 use chronik_metadata::QuorumInfo;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -27,7 +25,7 @@ use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumRe
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
 /// KRaft's metadata log, the only partition a quorum describes.
@@ -36,7 +34,7 @@ const METADATA_TOPIC: &str = "__cluster_metadata";
 const RAFT_LISTENER: &str = "CONTROLLER";
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
     version: i16,
     request: DescribeQuorumRequest,
 ) -> Option<Handled> {
@@ -52,7 +50,7 @@ pub async fn handle(
             format!("only {METADATA_TOPIC} partition 0 can be described"),
         );
     }
-    match broker.replicas.cluster.describe_quorum().await {
+    match replicas.cluster.describe_quorum().await {
         Ok(info) => Handled::new(Response::DescribeQuorum(answer(version, &info)), false),
         Err(e) => refuse(version, cluster_error_code(&e), e.to_string()),
     }

@@ -4,7 +4,6 @@
 //! broker that does not coordinate transactions.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -15,15 +14,15 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::txn::TxnCoordinator;
 use crate::requests::topics::lookup::topic_name;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    txn: &TxnCoordinator,
     _version: i16,
     request: DescribeTransactionsRequest,
 ) -> Option<Handled> {
-    let readable = broker.txn.store.readable().err();
+    let readable = txn.store.readable().err();
     let mut has_error = false;
     let states = request
         .transactional_ids
@@ -31,8 +30,7 @@ pub fn handle(
         .map(|id| {
             let found = match readable {
                 Some(e) => Err(e),
-                None => broker
-                    .txn
+                None => txn
                     .store
                     .get(&id.0)
                     .ok_or(ResponseError::TransactionalIdNotFound),

@@ -5,7 +5,6 @@
 //! named twice DUPLICATE_RESOURCE, as Kafka answers.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -18,14 +17,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::security::sasl::scram::ScramCredentials;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    scram: &ScramCredentials,
     _version: i16,
     request: DescribeUserScramCredentialsRequest,
 ) -> Option<Handled> {
-    let store = &broker.scram;
+    let store = scram;
     let named: Vec<String> = request
         .users
         .unwrap_or_default()

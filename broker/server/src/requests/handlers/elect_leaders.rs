@@ -18,11 +18,11 @@ use kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
     version: i16,
     request: ElectLeadersRequest,
 ) -> Option<Handled> {
@@ -38,7 +38,7 @@ pub async fn handle(
         }
     };
     let all = request.topic_partitions.is_none();
-    let image = broker.replicas.cluster.image();
+    let image = replicas.cluster.image();
     let partitions: Vec<(String, i32)> = match request.topic_partitions {
         None => image
             .topics
@@ -53,8 +53,7 @@ pub async fn handle(
             })
             .collect(),
     };
-    let outcomes: Vec<Option<ClusterError>> = match broker
-        .replicas
+    let outcomes: Vec<Option<ClusterError>> = match replicas
         .cluster
         .elect_leaders(election, partitions.clone())
         .await
@@ -66,7 +65,7 @@ pub async fn handle(
             return Handled::new(Response::ElectLeaders(response), true);
         }
     };
-    broker.replicas.apply_latest().await;
+    replicas.apply_latest().await;
     let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
     let mut has_error = false;
     for ((topic, partition), outcome) in partitions.into_iter().zip(outcomes) {

@@ -10,14 +10,17 @@ use chronik_protocol::Response;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::txn::TxnCoordinator;
 use crate::requests::errors::txn::{code, for_version};
 
 const PRODUCER_FENCED_SINCE: i16 = 2;
 
-pub async fn handle(broker: &Arc<Broker>, version: i16, request: EndTxnRequest) -> Option<Handled> {
-    let result = broker
-        .txn
+pub async fn handle(
+    txn: &Arc<TxnCoordinator>,
+    version: i16,
+    request: EndTxnRequest,
+) -> Option<Handled> {
+    let result = txn
         .end_txn(
             &request.transactional_id.0,
             (request.producer_id.0, request.producer_epoch),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chronik_log::Error as LogError;
+use chronik_log::{Error as LogError, LogManager};
 use chronik_protocol::record_batch::{count_records, last_offset_in};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -36,14 +36,16 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::infra::metrics::Metrics;
 use crate::replica::high_watermark::last_stable_offset;
 use crate::replica::identity::verify_replica;
-use crate::replica::purgatory::MAX_WAIT;
+use crate::replica::purgatory::{Purgatory, MAX_WAIT};
 use crate::replica::throttle::Side;
-use crate::requests::fetch_sessions::Owner;
+use crate::replica::ReplicaManager;
+use crate::requests::fetch_sessions::{FetchSessionCache, Owner};
 use crate::requests::refusals::refused_topic;
 use crate::requests::topics::lookup::resolve;
+use crate::startup::config::Config;
 
 /// Who is fetching: a consumer, or the follower replica with this id.
 #[derive(Clone, Copy)]
@@ -52,8 +54,18 @@ enum Fetcher {
     Follower(i32),
 }
 
+/// What a Fetch reads through, lent by the dispatcher.
+pub struct FetchDeps<'a> {
+    pub replicas: &'a Arc<ReplicaManager>,
+    pub log: &'a LogManager,
+    pub fetch_sessions: &'a FetchSessionCache,
+    pub purgatory: &'a Purgatory,
+    pub config: &'a Config,
+    pub metrics: &'a Metrics,
+}
+
 pub async fn handle(
-    broker: &Arc<Broker>,
+    deps: &FetchDeps<'_>,
     version: i16,
     request: FetchRequest,
     peer: SocketAddr,
@@ -63,7 +75,7 @@ pub async fn handle(
     } else {
         request.replica_id.0
     };
-    let fetcher = match &broker.replicas {
+    let fetcher = match deps.replicas {
         manager if replica_id >= 0 => match verify_replica(manager, replica_id, peer).await {
             Ok(()) => Fetcher::Follower(replica_id),
             Err(reason) => {
@@ -77,8 +89,8 @@ pub async fn handle(
         Fetcher::Consumer => Owner::Consumer,
         Fetcher::Follower(id) => Owner::Follower(id),
     };
-    let limit = broker.config.limits.max_partitions_per_request;
-    let (request, context) = match broker.fetch_sessions.begin(version, &request, owner, limit) {
+    let limit = deps.config.limits.max_partitions_per_request;
+    let (request, context) = match deps.fetch_sessions.begin(version, &request, owner, limit) {
         Ok((whole, context)) => (whole.unwrap_or(request), context),
         Err(error) => {
             let response = FetchResponse::default()
@@ -95,13 +107,12 @@ pub async fn handle(
     // A parked fetch holds no data while it waits: it reads again when
     // woken, and keeps only the read that completes it.
     let mut answer = None;
-    broker
-        .purgatory
+    deps.purgatory
         .park_until(
             deadline,
-            || requested_logs(broker, &request),
+            || requested_logs(deps, &request),
             || {
-                let read = read_all(broker, version, &request, fetcher, &duplicates);
+                let read = read_all(deps, version, &request, fetcher, &duplicates);
                 let done = read.1 >= min_bytes || read.2;
                 if done {
                     answer = Some(read);
@@ -112,15 +123,15 @@ pub async fn handle(
         .await;
     // At the deadline: whatever there is now.
     let (topics, _, has_error) =
-        answer.unwrap_or_else(|| read_all(broker, version, &request, fetcher, &duplicates));
+        answer.unwrap_or_else(|| read_all(deps, version, &request, fetcher, &duplicates));
     let records: u64 = topics
         .iter()
         .flat_map(|t| t.partitions.iter())
         .filter_map(|p| p.records.as_ref())
         .map(|r| count_records(r))
         .sum();
-    broker.metrics.records_out_total.inc_by(records);
-    let (topics, session_id) = broker.fetch_sessions.finish(context, version, topics);
+    deps.metrics.records_out_total.inc_by(records);
+    let (topics, session_id) = deps.fetch_sessions.finish(context, version, topics);
     let response = FetchResponse::default()
         .with_session_id(session_id)
         .with_responses(topics);
@@ -129,10 +140,13 @@ pub async fn handle(
 
 /// The logs of every requested partition that exists here (a parked fetch
 /// is woken when one of them progresses).
-fn requested_logs(broker: &Broker, request: &FetchRequest) -> Vec<Arc<chronik_log::PartitionLog>> {
+fn requested_logs(
+    deps: &FetchDeps<'_>,
+    request: &FetchRequest,
+) -> Vec<Arc<chronik_log::PartitionLog>> {
     let mut logs = Vec::new();
     for topic in &request.topics {
-        if let Ok(t) = resolve(broker, &topic.topic.0, topic.topic_id) {
+        if let Ok(t) = resolve(deps.log, &topic.topic.0, topic.topic_id) {
             logs.extend(
                 topic
                     .partitions
@@ -147,7 +161,7 @@ fn requested_logs(broker: &Broker, request: &FetchRequest) -> Vec<Arc<chronik_lo
 /// One pass over every requested partition. Returns the topics, the record
 /// bytes gathered and whether any partition has an error.
 fn read_all(
-    broker: &Broker,
+    deps: &FetchDeps<'_>,
     version: i16,
     request: &FetchRequest,
     fetcher: Fetcher,
@@ -157,7 +171,7 @@ fn read_all(
     // asking for nothing (<= 0) still gets the first batch.
     let mut remaining = usize::try_from(request.max_bytes.max(0))
         .unwrap_or(0)
-        .min(broker.config.limits.fetch_max_bytes);
+        .min(deps.config.limits.fetch_max_bytes);
     let mut total = 0usize;
     let mut has_error = false;
     let topics = request
@@ -166,7 +180,7 @@ fn read_all(
         .enumerate()
         .map(|(topic_index, topic)| {
             let partitions = read_topic(
-                broker,
+                deps,
                 (version, request.isolation_level),
                 topic,
                 fetcher,
@@ -186,7 +200,7 @@ fn read_all(
 
 #[allow(clippy::too_many_arguments)]
 fn read_topic(
-    broker: &Broker,
+    deps: &FetchDeps<'_>,
     (version, isolation_level): (i16, i8),
     topic: &FetchTopic,
     fetcher: Fetcher,
@@ -201,7 +215,7 @@ fn read_topic(
         uuid::Uuid::nil()
     };
     let read_committed = isolation_level == 1 && matches!(fetcher, Fetcher::Consumer);
-    let found = resolve(broker, &topic.topic.0, id);
+    let found = resolve(deps.log, &topic.topic.0, id);
     topic
         .partitions
         .iter()
@@ -231,7 +245,7 @@ fn read_topic(
                 Ok(log) => log,
                 Err(error) => return failed(error),
             };
-            let (high_watermark, upper_bound) = match bounds(broker, log, p, fetcher) {
+            let (high_watermark, upper_bound) = match bounds(deps, log, p, fetcher) {
                 Ok(b) => b,
                 Err(error) => return failed(error),
             };
@@ -255,11 +269,11 @@ fn read_topic(
             }
             let budget = usize::try_from(p.partition_max_bytes.max(0))
                 .unwrap_or(0)
-                .min(broker.config.limits.fetch_max_bytes)
+                .min(deps.config.limits.fetch_max_bytes)
                 .min(*remaining);
             let budget = if *total == 0 { budget.max(1) } else { budget };
             let throttled = match fetcher {
-                Fetcher::Follower(follower) => leader_throttle(broker, log, follower),
+                Fetcher::Follower(follower) => leader_throttle(deps, log, follower),
                 Fetcher::Consumer => None,
             };
             let budget = budget.min(throttled.unwrap_or(usize::MAX));
@@ -270,7 +284,7 @@ fn read_topic(
                 Ok(bytes) => {
                     if throttled.is_some() {
                         let sent = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-                        broker.replicas.throttle.record(Side::Leader, sent);
+                        deps.replicas.throttle.record(Side::Leader, sent);
                     }
                     *total += bytes.len();
                     *remaining = remaining.saturating_sub(bytes.len());
@@ -343,28 +357,27 @@ fn duplicate_partitions(request: &FetchRequest) -> HashSet<(usize, usize)> {
 /// The leader side of a replication throttle: how much of `log` a
 /// follower outside the ISR may be sent now (`None`: not throttled).
 fn leader_throttle(
-    broker: &Broker,
+    deps: &FetchDeps<'_>,
     log: &chronik_log::PartitionLog,
     follower: i32,
 ) -> Option<usize> {
-    let image = broker.replicas.cluster.image();
+    let image = deps.replicas.cluster.image();
     let in_sync = image
         .partition(log.topic(), log.partition())
         .is_some_and(|p| p.isr.contains(&follower));
-    broker
-        .replicas
+    deps.replicas
         .throttle
         .allowance(&image, log.topic(), log.partition(), Side::Leader, in_sync)
 }
 
 /// (high watermark to report, offset reads stop before) for one partition.
 fn bounds(
-    broker: &Broker,
+    deps: &FetchDeps<'_>,
     log: &chronik_log::PartitionLog,
     p: &kafka_protocol::messages::fetch_request::FetchPartition,
     fetcher: Fetcher,
 ) -> Result<(i64, i64), ResponseError> {
-    let manager = &broker.replicas;
+    let manager = deps.replicas;
     let replica = manager
         .replica(log.topic(), log.partition())
         .ok_or(ResponseError::NotLeaderOrFollower)?;

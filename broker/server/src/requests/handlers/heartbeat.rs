@@ -1,16 +1,14 @@
 //! Heartbeat: keeps a member alive and tells it when to rejoin.
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::GroupManager;
 use crate::requests::errors::group::code;
 
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: HeartbeatRequest) -> Option<Handled> {
-    let result = broker.groups.heartbeat(
+pub fn handle(groups: &GroupManager, _version: i16, request: HeartbeatRequest) -> Option<Handled> {
+    let result = groups.heartbeat(
         &request.group_id.0,
         &request.member_id,
         request.generation_id,

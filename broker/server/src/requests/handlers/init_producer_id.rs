@@ -13,15 +13,17 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use tracing::{debug, warn};
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::producer_ids::ProducerIdAllocator;
 use crate::coordinators::txn::records::MAX_TRANSACTIONAL_ID_BYTES;
+use crate::coordinators::txn::TxnCoordinator;
 use crate::requests::errors::txn::for_version;
 
 /// InitProducerId answers PRODUCER_FENCED from this version on.
 const PRODUCER_FENCED_SINCE: i16 = 4;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    txn: &Arc<TxnCoordinator>,
+    producer_ids: &ProducerIdAllocator,
     version: i16,
     request: InitProducerIdRequest,
 ) -> Option<Handled> {
@@ -36,9 +38,7 @@ pub async fn handle(
         Some(id) => {
             let expected = (request.producer_id.0 >= 0)
                 .then_some((request.producer_id.0, request.producer_epoch));
-            broker
-                .txn
-                .init_producer_id(&id.0, request.transaction_timeout_ms, expected)
+            txn.init_producer_id(&id.0, request.transaction_timeout_ms, expected)
                 .await
                 .map_err(|e| for_version(e, version, PRODUCER_FENCED_SINCE))
         }
@@ -47,14 +47,10 @@ pub async fn handle(
         // bumping a named id's epoch would let any client fence another
         // client's producer. (The idempotent producer bumps its epoch
         // itself, KIP-360, without asking the broker.)
-        None => broker
-            .producer_ids
-            .allocate()
-            .map(|id| (id, 0))
-            .map_err(|e| {
-                warn!(error = %e, "cannot allocate a producer id");
-                ResponseError::KafkaStorageError
-            }),
+        None => producer_ids.allocate().map(|id| (id, 0)).map_err(|e| {
+            warn!(error = %e, "cannot allocate a producer id");
+            ResponseError::KafkaStorageError
+        }),
     };
     let response = match result {
         Ok((producer_id, epoch)) => {

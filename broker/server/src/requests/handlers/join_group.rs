@@ -2,8 +2,6 @@
 //! for a whole rebalance — for its reply. A KIP-848 group answers a
 //! classic member at once (`chronik_coordinator_state::classic_member`).
 
-use std::sync::Arc;
-
 use chronik_coordinator_state::JoinRequest;
 use chronik_protocol::Response;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
@@ -12,11 +10,13 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::consumer_group_heartbeat::subscribable_topics;
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::GroupManager;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::group::code;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    groups: &GroupManager,
     version: i16,
     client_id: &str,
     request: JoinGroupRequest,
@@ -43,8 +43,8 @@ pub async fn handle(
             .collect(),
         require_known_member_id: version >= 4,
     };
-    let topics = subscribable_topics(broker);
-    let reply = broker.groups.join(&request.group_id.0, join, &topics).await;
+    let topics = subscribable_topics(replicas, groups);
+    let reply = groups.join(&request.group_id.0, join, &topics).await;
     let members = reply
         .members
         .into_iter()

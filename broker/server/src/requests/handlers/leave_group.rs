@@ -1,20 +1,18 @@
 //! LeaveGroup: one member (v0–2) or a batch of members (v3+) leave at once,
 //! starting a rebalance among those who stay.
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::GroupManager;
 use crate::requests::errors::group::code;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: LeaveGroupRequest) -> Option<Handled> {
+pub fn handle(groups: &GroupManager, version: i16, request: LeaveGroupRequest) -> Option<Handled> {
     let group_id = request.group_id.0.to_string();
     if version < 3 {
-        let error = broker.groups.leave(&group_id, &request.member_id).err();
+        let error = groups.leave(&group_id, &request.member_id).err();
         return Handled::new(
             Response::LeaveGroup(LeaveGroupResponse::default().with_error_code(code(error))),
             error.is_some(),
@@ -24,7 +22,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: LeaveGroupRequest) ->
         .members
         .into_iter()
         .map(|m| {
-            let error = broker.groups.leave(&group_id, &m.member_id).err();
+            let error = groups.leave(&group_id, &m.member_id).err();
             MemberResponse::default()
                 .with_member_id(m.member_id)
                 .with_group_instance_id(m.group_instance_id)

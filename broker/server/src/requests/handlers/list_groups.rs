@@ -3,19 +3,22 @@
 //! their committed offsets (reported Empty, classic), filtered by state
 //! (v4+) and type (v5+).
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::{GroupManager, OffsetStore};
 
-pub fn handle(broker: &Arc<Broker>, _version: i16, request: ListGroupsRequest) -> Option<Handled> {
-    let mut listed = broker.groups.list();
-    for group in broker.offsets.groups() {
+pub fn handle(
+    groups: &GroupManager,
+    offsets: &OffsetStore,
+    _version: i16,
+    request: ListGroupsRequest,
+) -> Option<Handled> {
+    let mut listed = groups.list();
+    for group in offsets.groups() {
         if !listed.iter().any(|(g, _, _, _)| *g == group) {
             listed.push((group, "consumer".to_string(), "Empty", "classic"));
         }

@@ -1,9 +1,7 @@
 //! ListOffsets: earliest (-2, -4), latest (-1), max timestamp (-3) and
 //! by-timestamp lookups, bounded by the high watermark as Kafka bounds them.
 
-use std::sync::Arc;
-
-use chronik_log::PartitionLog;
+use chronik_log::{LogManager, PartitionLog};
 use chronik_protocol::records::find_record_by_timestamp;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -14,9 +12,10 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use uuid::Uuid;
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::replica::high_watermark::{consumer_high_watermark, last_stable_offset};
+use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::resolve;
+use crate::startup::config::Config;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -24,7 +23,13 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -> Option<Handled> {
+pub fn handle(
+    replicas: &ReplicaManager,
+    log: &LogManager,
+    config: &Config,
+    version: i16,
+    request: ListOffsetsRequest,
+) -> Option<Handled> {
     let mut has_error = false;
     // READ_COMMITTED (v2+) sees only below the last stable offset.
     let read_committed = request.isolation_level == 1;
@@ -32,7 +37,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
         .topics
         .into_iter()
         .map(|topic| {
-            let found = resolve(broker, &topic.name.0, Uuid::nil());
+            let found = resolve(log, &topic.name.0, Uuid::nil());
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -48,11 +53,11 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                     let leader_epoch = partition
                         .as_ref()
                         .ok()
-                        .and_then(|log| broker.replica(log.topic(), log.partition()))
+                        .and_then(|log| replicas.replica(log.topic(), log.partition()))
                         .and_then(|r| r.leader_epoch())
                         .unwrap_or(0);
                     match partition.and_then(|log| {
-                        let hw = consumer_high_watermark(&broker.replicas, log)?;
+                        let hw = consumer_high_watermark(replicas, log)?;
                         lookup(
                             log,
                             if read_committed {
@@ -61,7 +66,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: ListOffsetsRequest) -
                                 hw
                             },
                             p.timestamp,
-                            broker.config.limits.max_decompressed_batch_bytes,
+                            config.limits.max_decompressed_batch_bytes,
                         )
                     }) {
                         Ok((offset, timestamp)) => response

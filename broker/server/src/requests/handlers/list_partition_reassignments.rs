@@ -5,8 +5,6 @@
 //!
 //! Owns: reading the image for that answer. Must not: change anything.
 
-use std::sync::Arc;
-
 use chronik_metadata::PartitionImage;
 use chronik_protocol::Response;
 use kafka_protocol::messages::list_partition_reassignments_response::{
@@ -18,14 +16,14 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
     _version: i16,
     request: ListPartitionReassignmentsRequest,
 ) -> Option<Handled> {
-    let image = broker.replicas.cluster.image();
+    let image = replicas.cluster.image();
     let wanted: Vec<(String, Option<Vec<i32>>)> = match &request.topics {
         None => image.topics.keys().map(|n| (n.clone(), None)).collect(),
         Some(topics) => topics

@@ -4,8 +4,6 @@
 //! listed back in unknown_state_filters, as Kafka does. A broker that does
 //! not coordinate transactions lists none.
 
-use std::sync::Arc;
-
 use chronik_coordinator_state::txn::TxnState;
 use chronik_protocol::Response;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
@@ -15,11 +13,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::coordinators::groups::offset_store::now_ms;
+use crate::coordinators::txn::TxnCoordinator;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    txn: &TxnCoordinator,
     _version: i16,
     request: ListTransactionsRequest,
 ) -> Option<Handled> {
@@ -30,8 +28,8 @@ pub fn handle(
         .partition(|(state, _)| state.is_some());
     let states: Vec<TxnState> = states.into_iter().filter_map(|(s, _)| s).collect();
     let now = now_ms();
-    let listed = if broker.txn.store.readable().is_ok() {
-        broker.txn.store.all()
+    let listed = if txn.store.readable().is_ok() {
+        txn.store.all()
     } else {
         Vec::new()
     };

@@ -18,30 +18,32 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
-use crate::requests::topics::lookup::is_internal_topic;
-use crate::requests::topics::lookup::{to_uuid, topic_name};
+use crate::requests::topics::lookup::{is_internal_topic, to_uuid, topic_name};
+use crate::startup::config::Config;
 use chronik_protocol::Response;
 
 /// Kafka's "authorized operations not requested" sentinel.
 pub(super) const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
+    config: &Config,
+    cluster_id: &str,
     version: i16,
     request: MetadataRequest,
     listener: &str,
 ) -> Option<Handled> {
-    let response = metadata(broker, &broker.replicas, version, request, listener).await;
+    let response = metadata(replicas, config, cluster_id, version, request, listener).await;
     let has_error = response.topics.iter().any(|t| t.error_code != 0);
     Handled::new(Response::Metadata(response), has_error)
 }
 
 async fn metadata(
-    broker: &Broker,
-    manager: &Arc<ReplicaManager>,
+    replicas: &Arc<ReplicaManager>,
+    config: &Config,
+    cluster_id: &str,
     version: i16,
     request: MetadataRequest,
     listener: &str,
@@ -51,9 +53,9 @@ async fn metadata(
         Some(t) => t.is_empty() && version == 0,
     };
     let allow_auto_create =
-        broker.config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+        config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
     let mut topics = Vec::new();
-    let mut image = manager.cluster.image();
+    let mut image = replicas.cluster.image();
     if wants_all {
         topics.extend(
             image
@@ -76,8 +78,8 @@ async fn metadata(
             } else if let Some(t) = image.topics.get(&name) {
                 Ok(t.clone())
             } else if allow_auto_create {
-                let created = auto_create(broker, manager, &name).await;
-                image = manager.cluster.image();
+                let created = auto_create(replicas, config, &name).await;
+                image = replicas.cluster.image();
                 created
             } else {
                 Err(ResponseError::UnknownTopicOrPartition)
@@ -106,25 +108,26 @@ async fn metadata(
             )
         })
         .collect();
-    let controller = controller_for_clients(manager);
+    let controller = controller_for_clients(replicas);
     MetadataResponse::default()
         .with_brokers(brokers)
-        .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id.clone())))
+        .with_cluster_id(Some(StrBytes::from_string(cluster_id.to_string())))
         .with_controller_id(BrokerId(controller))
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
         .with_topics(topics)
 }
 
 async fn auto_create(
-    broker: &Broker,
-    manager: &Arc<ReplicaManager>,
+    replicas: &Arc<ReplicaManager>,
+    config: &Config,
     name: &str,
 ) -> Result<TopicImage, ResponseError> {
-    let partitions = i32::try_from(broker.config.default_partitions).unwrap_or(i32::MAX);
+    let partitions = i32::try_from(config.default_partitions).unwrap_or(i32::MAX);
     crate::requests::topics::caps::check_capacity(
-        broker,
+        replicas,
+        config,
         partitions,
-        broker.config.default_replication_factor,
+        config.default_replication_factor,
     )
     .map_err(|(code, message)| {
         tracing::warn!(topic = name, %message, "auto-creation refused");
@@ -132,22 +135,22 @@ async fn auto_create(
     })?;
     let request = CreateTopic {
         name: name.to_string(),
-        partitions: i32::try_from(broker.config.default_partitions).unwrap_or(1),
-        replication_factor: broker.config.default_replication_factor,
+        partitions: i32::try_from(config.default_partitions).unwrap_or(1),
+        replication_factor: config.default_replication_factor,
         configs: BTreeMap::new(),
         topic_id: None,
     };
-    match manager.cluster.create_topic(request).await {
+    match replicas.cluster.create_topic(request).await {
         Ok(topic) => {
             info!(
                 topic = name,
                 partitions = topic.partitions.len(),
                 "auto-created topic"
             );
-            manager.apply_latest().await;
+            replicas.apply_latest().await;
             Ok(topic)
         }
-        Err(chronik_metadata::ClusterError::TopicAlreadyExists(_)) => manager
+        Err(chronik_metadata::ClusterError::TopicAlreadyExists(_)) => replicas
             .cluster
             .image()
             .topics

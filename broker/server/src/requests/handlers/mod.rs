@@ -1,5 +1,9 @@
 //! Kafka API handlers: one file per API, each turning a typed request into a
-//! typed response against the broker's state, and `handle`, the dispatch.
+//! typed response against the few managers it uses (the replicas, the log,
+//! groups, offsets, transactions, the authorizer, config, ...), and
+//! `handle`, the dispatch. `dispatch` is the one place under `requests/`
+//! that names `Broker`: it takes it apart and lends each handler its parts
+//! (fetch, produce and ConsumerGroupHeartbeat get a borrowing `*Deps` struct).
 //!
 //! Owns: the per-API semantics and the request's error codes for what the
 //! API itself decides (the failures of lower layers map in
@@ -96,12 +100,17 @@ pub async fn handle(
         .as_ref()
         .map(|c| c.to_string())
         .unwrap_or_default();
-    let (body, after) = match authorize::admit(broker, context, version, request.body) {
+    let gate = authorize::GateDeps {
+        authorizer: &broker.authorizer,
+        replicas: &broker.replicas,
+        log: &broker.log,
+    };
+    let (body, after) = match authorize::admit(gate, context, version, request.body) {
         authorize::Admission::Refused(response) => return Handled::new(response, true),
         authorize::Admission::Admitted(body, after) => (body, after),
     };
     let mut handled = dispatch(broker, version, &client_id, body, context, turn).await?;
-    if after.apply(broker, context, version, &mut handled.response) {
+    if after.apply(gate, context, version, &mut handled.response) {
         handled.has_error = true;
     }
     Some(handled)
@@ -110,75 +119,152 @@ pub async fn handle(
 /// The handler of each API. The peer address checks replica fetches and
 /// marker writes; the listener picks the endpoints Metadata answers with.
 async fn dispatch(
-    broker: &Arc<Broker>,
+    broker: &Broker,
     version: i16,
     client_id: &str,
     request: Request,
     context: &RequestContext,
     turn: AppendTurn,
 ) -> Option<Handled> {
+    let Broker {
+        config,
+        log,
+        metrics,
+        advertised,
+        cluster_id,
+        purgatory,
+        groups,
+        offsets,
+        fetch_sessions,
+        txn,
+        producer_ids,
+        replicas,
+        authorizer,
+        scram,
+        ..
+    } = broker;
     let peer = context.peer;
     let listener = &*context.listener;
     match request {
         Request::ApiVersions(r) => api_versions::handle(version, r),
-        Request::Metadata(r) => metadata::handle(broker, version, r, listener).await,
-        Request::CreateTopics(r) => create_topics::handle(broker, version, r).await,
-        Request::DeleteTopics(r) => delete_topics::handle(broker, version, r).await,
-        Request::CreatePartitions(r) => create_partitions::handle(broker, version, r).await,
-        Request::AlterConfigs(r) => alter_configs::handle(broker, version, r).await,
+        Request::Metadata(r) => {
+            metadata::handle(replicas, config, cluster_id, version, r, listener).await
+        }
+        Request::CreateTopics(r) => create_topics::handle(replicas, log, config, version, r).await,
+        Request::DeleteTopics(r) => delete_topics::handle(replicas, log, version, r).await,
+        Request::CreatePartitions(r) => {
+            create_partitions::handle(replicas, config, version, r).await
+        }
+        Request::AlterConfigs(r) => alter_configs::handle(replicas, log, version, r).await,
         Request::IncrementalAlterConfigs(r) => {
-            alter_configs::handle_incremental(broker, version, r).await
+            alter_configs::handle_incremental(replicas, log, version, r).await
         }
-        Request::DescribeCluster(r) => describe_cluster::handle(broker, version, r, listener),
-        Request::DescribeLogDirs(r) => describe_log_dirs::handle(broker, version, r),
-        Request::OffsetDelete(r) => offset_delete::handle(broker, version, r).await,
-        Request::DeleteRecords(r) => delete_records::handle(broker, version, r).await,
-        Request::DescribeConfigs(r) => describe_configs::handle(broker, version, r),
-        Request::ListOffsets(r) => list_offsets::handle(broker, version, r),
-        Request::Produce(r) => produce::handle(broker, version, r, turn).await,
-        Request::Fetch(r) => fetch::handle(broker, version, r, peer).await,
-        Request::FindCoordinator(r) => find_coordinator::handle(broker, version, r, listener),
-        Request::JoinGroup(r) => join_group::handle(broker, version, client_id, r).await,
-        Request::SyncGroup(r) => sync_group::handle(broker, version, r).await,
-        Request::Heartbeat(r) => heartbeat::handle(broker, version, r),
-        Request::LeaveGroup(r) => leave_group::handle(broker, version, r),
-        Request::OffsetCommit(r) => offset_commit::handle(broker, version, r).await,
-        Request::OffsetFetch(r) => offset_fetch::handle(broker, version, r),
-        Request::ListGroups(r) => list_groups::handle(broker, version, r),
-        Request::DescribeGroups(r) => describe_groups::handle(broker, version, r),
-        Request::DeleteGroups(r) => delete_groups::handle(broker, version, r).await,
-        Request::InitProducerId(r) => init_producer_id::handle(broker, version, r).await,
-        Request::AddPartitionsToTxn(r) => add_partitions_to_txn::handle(broker, version, r).await,
-        Request::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(broker, version, r).await,
-        Request::EndTxn(r) => end_txn::handle(broker, version, r).await,
-        Request::TxnOffsetCommit(r) => txn_offset_commit::handle(broker, version, r).await,
-        Request::WriteTxnMarkers(r) => write_txn_markers::handle(broker, version, r, peer).await,
-        Request::DescribeTransactions(r) => describe_transactions::handle(broker, version, r),
-        Request::ListTransactions(r) => list_transactions::handle(broker, version, r),
-        Request::OffsetForLeaderEpoch(r) => offset_for_leader_epoch::handle(broker, version, r),
-        Request::ConsumerGroupHeartbeat(r) => {
-            consumer_group_heartbeat::handle(broker, version, r, client_id, context)
+        Request::DescribeCluster(r) => {
+            describe_cluster::handle(replicas, cluster_id, version, r, listener)
         }
-        Request::ConsumerGroupDescribe(r) => consumer_group_describe::handle(broker, version, r),
-        Request::DescribeAcls(r) => describe_acls::handle(broker, r),
-        Request::CreateAcls(r) => create_acls::handle(broker, r).await,
-        Request::DeleteAcls(r) => delete_acls::handle(broker, r).await,
+        Request::DescribeLogDirs(r) => describe_log_dirs::handle(replicas, log, version, r),
+        Request::OffsetDelete(r) => offset_delete::handle(groups, offsets, version, r).await,
+        Request::DeleteRecords(r) => {
+            delete_records::handle(replicas, log, purgatory, version, r).await
+        }
+        Request::DescribeConfigs(r) => {
+            describe_configs::handle(replicas, log, config, advertised, version, r)
+        }
+        Request::ListOffsets(r) => list_offsets::handle(replicas, log, config, version, r),
+        Request::Produce(r) => {
+            produce::handle(
+                &produce::ProduceDeps {
+                    replicas,
+                    log,
+                    txn,
+                    config,
+                    metrics,
+                },
+                version,
+                r,
+                turn,
+            )
+            .await
+        }
+        Request::Fetch(r) => {
+            fetch::handle(
+                &fetch::FetchDeps {
+                    replicas,
+                    log,
+                    fetch_sessions,
+                    purgatory,
+                    config,
+                    metrics,
+                },
+                version,
+                r,
+                peer,
+            )
+            .await
+        }
+        Request::FindCoordinator(r) => find_coordinator::handle(replicas, version, r, listener),
+        Request::JoinGroup(r) => join_group::handle(replicas, groups, version, client_id, r).await,
+        Request::SyncGroup(r) => sync_group::handle(replicas, groups, version, r).await,
+        Request::Heartbeat(r) => heartbeat::handle(groups, version, r),
+        Request::LeaveGroup(r) => leave_group::handle(groups, version, r),
+        Request::OffsetCommit(r) => {
+            offset_commit::handle(replicas, groups, offsets, version, r).await
+        }
+        Request::OffsetFetch(r) => offset_fetch::handle(groups, offsets, version, r),
+        Request::ListGroups(r) => list_groups::handle(groups, offsets, version, r),
+        Request::DescribeGroups(r) => describe_groups::handle(groups, offsets, version, r),
+        Request::DeleteGroups(r) => delete_groups::handle(groups, offsets, version, r).await,
+        Request::InitProducerId(r) => init_producer_id::handle(txn, producer_ids, version, r).await,
+        Request::AddPartitionsToTxn(r) => {
+            add_partitions_to_txn::handle(replicas, txn, version, r).await
+        }
+        Request::AddOffsetsToTxn(r) => add_offsets_to_txn::handle(txn, version, r).await,
+        Request::EndTxn(r) => end_txn::handle(txn, version, r).await,
+        Request::TxnOffsetCommit(r) => {
+            txn_offset_commit::handle(replicas, groups, offsets, version, r).await
+        }
+        Request::WriteTxnMarkers(r) => {
+            write_txn_markers::handle(replicas, offsets, version, r, peer).await
+        }
+        Request::DescribeTransactions(r) => describe_transactions::handle(txn, version, r),
+        Request::ListTransactions(r) => list_transactions::handle(txn, version, r),
+        Request::OffsetForLeaderEpoch(r) => {
+            offset_for_leader_epoch::handle(replicas, log, version, r)
+        }
+        Request::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat::handle(
+            &consumer_group_heartbeat::HeartbeatDeps {
+                replicas,
+                groups,
+                offsets,
+                authorizer,
+            },
+            version,
+            r,
+            client_id,
+            context,
+        ),
+        Request::ConsumerGroupDescribe(r) => {
+            consumer_group_describe::handle(replicas, groups, offsets, version, r)
+        }
+        Request::DescribeAcls(r) => describe_acls::handle(replicas, authorizer, r),
+        Request::CreateAcls(r) => create_acls::handle(replicas, authorizer, r).await,
+        Request::DeleteAcls(r) => delete_acls::handle(replicas, authorizer, r).await,
         Request::SaslHandshake(r) => sasl_handshake::handle(version, r),
         Request::SaslAuthenticate(r) => sasl_authenticate::handle(version, r),
         Request::DescribeUserScramCredentials(r) => {
-            describe_user_scram_credentials::handle(broker, version, r)
+            describe_user_scram_credentials::handle(scram, version, r)
         }
         Request::AlterUserScramCredentials(r) => {
-            alter_user_scram_credentials::handle(broker, version, r).await
+            alter_user_scram_credentials::handle(replicas, scram, version, r).await
         }
         Request::AlterPartitionReassignments(r) => {
-            alter_partition_reassignments::handle(broker, version, r).await
+            alter_partition_reassignments::handle(replicas, version, r).await
         }
         Request::ListPartitionReassignments(r) => {
-            list_partition_reassignments::handle(broker, version, r)
+            list_partition_reassignments::handle(replicas, version, r)
         }
-        Request::ElectLeaders(r) => elect_leaders::handle(broker, version, r).await,
-        Request::DescribeQuorum(r) => describe_quorum::handle(broker, version, r).await,
-        Request::UnregisterBroker(r) => unregister_broker::handle(broker, version, r).await,
+        Request::ElectLeaders(r) => elect_leaders::handle(replicas, version, r).await,
+        Request::DescribeQuorum(r) => describe_quorum::handle(replicas, version, r).await,
+        Request::UnregisterBroker(r) => unregister_broker::handle(replicas, version, r).await,
     }
 }

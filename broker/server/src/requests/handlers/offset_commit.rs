@@ -4,7 +4,6 @@
 //! `__consumer_offsets`) before answering. Owns the per-partition check
 //! TxnOffsetCommit shares (`validate_commit`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use chronik_coordinator_state::CommitCheck;
@@ -16,9 +15,9 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::coordinators::groups::offset_store::{now_ms, MAX_GROUP_ID_BYTES};
-use crate::coordinators::groups::CommittedOffset;
+use crate::coordinators::groups::{CommittedOffset, GroupManager, OffsetStore};
+use crate::replica::ReplicaManager;
 use crate::requests::errors::group::response_error;
 use crate::requests::errors::txn::partition_exists;
 
@@ -28,12 +27,14 @@ const MAX_METADATA_BYTES: usize = 4096;
 pub(super) const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    groups: &GroupManager,
+    offsets: &OffsetStore,
     _version: i16,
     request: OffsetCommitRequest,
 ) -> Option<Handled> {
     let group_id = request.group_id.0.to_string();
-    let check = broker.groups.check_commit(
+    let check = groups.check_commit(
         &group_id,
         &request.member_id,
         request.generation_id_or_member_epoch,
@@ -54,7 +55,7 @@ pub async fn handle(
             let error = match group_error {
                 Some(e) => Some(e),
                 None => match validate_commit(
-                    broker,
+                    replicas,
                     &topic.name.0,
                     p.partition_index,
                     (p.committed_offset, p.committed_leader_epoch),
@@ -72,10 +73,7 @@ pub async fn handle(
         }
         errors.push(partitions);
     }
-    let stored = broker
-        .offsets
-        .commit(&group_id, commits, COMMIT_TIMEOUT)
-        .await;
+    let stored = offsets.commit(&group_id, commits, COMMIT_TIMEOUT).await;
     let storage_error = stored.err();
     let mut has_error = false;
     let topics = request
@@ -109,14 +107,14 @@ pub async fn handle(
 /// the coordinator checks it: the partition must exist in the cluster and
 /// the metadata fit offset.metadata.max.bytes; else the partition's error.
 pub(super) fn validate_commit(
-    broker: &Broker,
+    replicas: &ReplicaManager,
     topic: &str,
     partition: i32,
     (offset, leader_epoch): (i64, i32),
     metadata: Option<&str>,
     now: i64,
 ) -> Result<(String, i32, CommittedOffset), ResponseError> {
-    if !partition_exists(&broker.replicas, topic, partition) {
+    if !partition_exists(replicas, topic, partition) {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     if metadata.is_some_and(|m| m.len() > MAX_METADATA_BYTES) {

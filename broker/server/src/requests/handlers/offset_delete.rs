@@ -7,7 +7,6 @@
 //! a group that neither exists nor has offsets.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -18,9 +17,8 @@ use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 use tracing::warn;
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::coordinators::groups::consumer_protocol::decode_subscription;
-use crate::coordinators::groups::GroupSnapshot;
+use crate::coordinators::groups::{GroupManager, GroupSnapshot, OffsetStore};
 
 /// Which topics a group's members subscribe to.
 enum Subscribed {
@@ -30,7 +28,8 @@ enum Subscribed {
 }
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    groups: &GroupManager,
+    offsets: &OffsetStore,
     _version: i16,
     request: OffsetDeleteRequest,
 ) -> Option<Handled> {
@@ -41,13 +40,12 @@ pub async fn handle(
             true,
         )
     };
-    if let Err(error) = broker.offsets.readable() {
+    if let Err(error) = offsets.readable() {
         return top_level(error);
     }
-    let snapshot = broker.groups.describe(&group);
-    let consumer_group = broker.groups.consumer_describe(&group);
-    if snapshot.is_none() && consumer_group.is_none() && broker.offsets.fetch_all(&group).is_empty()
-    {
+    let snapshot = groups.describe(&group);
+    let consumer_group = groups.consumer_describe(&group);
+    if snapshot.is_none() && consumer_group.is_none() && offsets.fetch_all(&group).is_empty() {
         return top_level(ResponseError::GroupIdNotFound);
     }
     let subscribed = match (&snapshot, &consumer_group) {
@@ -94,8 +92,7 @@ pub async fn handle(
                 .with_partitions(partitions),
         );
     }
-    let deleted = broker
-        .offsets
+    let deleted = offsets
         .delete_offsets(&group, |t, p| doomed.contains(&(t.to_string(), p)))
         .await;
     if let Err(e) = deleted {

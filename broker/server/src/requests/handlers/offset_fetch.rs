@@ -9,8 +9,6 @@
 //! v9 carries a KIP-848 member's id and epoch: an unknown member is
 //! UNKNOWN_MEMBER_ID, an old epoch STALE_MEMBER_EPOCH (for the group).
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_response::{
@@ -21,8 +19,7 @@ use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse}
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
-use crate::coordinators::groups::CommittedOffset;
+use crate::coordinators::groups::{CommittedOffset, GroupManager, OffsetStore};
 use crate::requests::errors::group::response_error;
 use crate::requests::topics::lookup::topic_name;
 
@@ -59,8 +56,13 @@ macro_rules! answered {
     };
 }
 
-pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -> Option<Handled> {
-    if let Err(error) = broker.offsets.readable() {
+pub fn handle(
+    groups: &GroupManager,
+    offsets: &OffsetStore,
+    version: i16,
+    request: OffsetFetchRequest,
+) -> Option<Handled> {
+    if let Err(error) = offsets.readable() {
         return Handled::new(
             Response::OffsetFetch(refused(version, request, error)),
             false,
@@ -73,9 +75,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
             .map(|g| {
                 // v9: a KIP-848 member must fetch with its current epoch.
                 if let Err(e) =
-                    broker
-                        .groups
-                        .check_fetch(&g.group_id.0, g.member_id.as_deref(), g.member_epoch)
+                    groups.check_fetch(&g.group_id.0, g.member_id.as_deref(), g.member_epoch)
                 {
                     return OffsetFetchResponseGroup::default()
                         .with_group_id(g.group_id)
@@ -87,7 +87,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
                         .collect()
                 });
                 let topics = answered!(
-                    lookup(broker, &g.group_id.0, wanted, request.require_stable),
+                    lookup(offsets, &g.group_id.0, wanted, request.require_stable),
                     OffsetFetchResponseTopics,
                     OffsetFetchResponsePartitions
                 );
@@ -107,7 +107,7 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
             .collect()
     });
     let topics = answered!(
-        lookup(broker, &request.group_id.0, wanted, request.require_stable),
+        lookup(offsets, &request.group_id.0, wanted, request.require_stable),
         OffsetFetchResponseTopic,
         OffsetFetchResponsePartition
     );
@@ -119,13 +119,13 @@ pub fn handle(broker: &Arc<Broker>, version: i16, request: OffsetFetchRequest) -
 
 /// Committed offsets by topic; partitions without a commit get offset -1.
 fn lookup(
-    broker: &Broker,
+    offsets: &OffsetStore,
     group: &str,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> Vec<(String, Vec<Answer>)> {
     let answer = |topic: &str, p: i32, committed: Option<CommittedOffset>| -> Answer {
-        if require_stable && broker.offsets.has_pending(group, topic, p) {
+        if require_stable && offsets.has_pending(group, topic, p) {
             return (p, -1, -1, None, ResponseError::UnstableOffsetCommit.code());
         }
         match committed {
@@ -139,14 +139,14 @@ fn lookup(
             .map(|(topic, partitions)| {
                 let answers = partitions
                     .into_iter()
-                    .map(|p| answer(&topic, p, broker.offsets.fetch(group, &topic, p)))
+                    .map(|p| answer(&topic, p, offsets.fetch(group, &topic, p)))
                     .collect();
                 (topic, answers)
             })
             .collect(),
         None => {
             let mut by_topic: Vec<(String, Vec<Answer>)> = Vec::new();
-            for (topic, p, c) in broker.offsets.fetch_all(group) {
+            for (topic, p, c) in offsets.fetch_all(group) {
                 let answer = answer(&topic, p, Some(c));
                 match by_topic.iter_mut().find(|(t, _)| *t == topic) {
                     Some((_, answers)) => answers.push(answer),

@@ -2,8 +2,7 @@
 //! answers from its leader-epoch cache (KIP-101/279), after checking the
 //! asker's current leader epoch.
 
-use std::sync::Arc;
-
+use chronik_log::LogManager;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
@@ -13,11 +12,12 @@ use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpoch
 use uuid::Uuid;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::resolve;
 
 pub fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    log: &LogManager,
     _version: i16,
     request: OffsetForLeaderEpochRequest,
 ) -> Option<Handled> {
@@ -26,7 +26,7 @@ pub fn handle(
         .topics
         .into_iter()
         .map(|topic| {
-            let found = resolve(broker, &topic.topic.0, Uuid::nil());
+            let found = resolve(log, &topic.topic.0, Uuid::nil());
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -41,7 +41,7 @@ pub fn handle(
                     match log {
                         Ok(log) => {
                             let answer = answer_from_cache(
-                                &broker.replicas,
+                                replicas,
                                 log,
                                 p.current_leader_epoch,
                                 p.leader_epoch,

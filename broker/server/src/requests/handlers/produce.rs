@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use chronik_log::LogManager;
 use chronik_protocol::record_batch::parse_batches;
 use chronik_protocol::record_walk::{validate_produced, ProduceRules};
 use chronik_protocol::{BatchError, BatchHeader, InvalidBatch, Response};
@@ -30,18 +31,30 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
 use crate::coordinators::txn::verify::verify_transaction;
+use crate::coordinators::txn::TxnCoordinator;
+use crate::infra::metrics::Metrics;
 use crate::replica::purgatory::MAX_WAIT;
 use crate::replica::write::{Acks, AppendError, Appended};
+use crate::replica::ReplicaManager;
 use crate::requests::append_order::AppendTurn;
 use crate::requests::topics::lookup::{is_internal_topic, resolve};
+use crate::startup::config::Config;
 
 /// What happened to one partition's records: appended, or an error code and message.
 type Outcome = Result<Appended, AppendError>;
 
+/// What a Produce writes through, lent by the dispatcher.
+pub struct ProduceDeps<'a> {
+    pub replicas: &'a Arc<ReplicaManager>,
+    pub log: &'a LogManager,
+    pub txn: &'a Arc<TxnCoordinator>,
+    pub config: &'a Config,
+    pub metrics: &'a Metrics,
+}
+
 pub async fn handle(
-    broker: &Arc<Broker>,
+    deps: &ProduceDeps<'_>,
     version: i16,
     request: ProduceRequest,
     mut turn: AppendTurn,
@@ -57,7 +70,7 @@ pub async fn handle(
     // After the connection's earlier Produce requests have appended.
     turn.wait().await;
     for topic in &request.topic_data {
-        let found = resolve(broker, &topic.name.0, topic.topic_id);
+        let found = resolve(deps.log, &topic.name.0, topic.topic_id);
         let mut partitions = Vec::new();
         for p in &topic.partition_data {
             let outcome = if !valid_acks {
@@ -81,7 +94,7 @@ pub async fn handle(
                             request.transactional_id.as_ref().map(|id| id.0.as_str());
                         let acks = if acks == -1 { Acks::All } else { Acks::Leader };
                         produce_to(
-                            broker,
+                            deps,
                             (version, transactional_id),
                             (&t.name, p.index),
                             p.records.as_ref(),
@@ -100,8 +113,7 @@ pub async fn handle(
         return None;
     }
 
-    broker
-        .replicas
+    deps.replicas
         .await_acks(
             outcomes.iter_mut().flatten().map(|(_, o)| o).collect(),
             if acks == -1 { Acks::All } else { Acks::Leader },
@@ -154,14 +166,14 @@ pub async fn handle(
 /// (KIP-890), then appends them as its leader (`replica::write`), counting
 /// what was new.
 async fn produce_to(
-    broker: &Arc<Broker>,
+    deps: &ProduceDeps<'_>,
     (version, transactional_id): (i16, Option<&str>),
     (topic, partition): (&str, i32),
     records: Option<&Bytes>,
     acks: Acks,
 ) -> Outcome {
     // The replica is looked up once; its log is the only handle written.
-    let replica = broker.replicas.replica_to_write(topic, partition)?;
+    let replica = deps.replicas.replica_to_write(topic, partition)?;
     let log = &replica.log;
     let records = match records {
         Some(r) if !r.is_empty() => r,
@@ -174,7 +186,7 @@ async fn produce_to(
         };
         (code, e.to_string())
     })?;
-    validate(broker, version, records, &batches, log.config().compact)?;
+    validate(deps, version, records, &batches, log.config().compact)?;
     if let Some(h) = batches.iter().find(|h| h.is_transactional()) {
         // Kafka: transactional records need a transactional id (the one
         // the producer's WRITE on it would be authorised for).
@@ -184,8 +196,8 @@ async fn produce_to(
         ))?;
         if !log.has_open_transaction(h.producer_id) {
             verify_transaction(
-                &broker.replicas,
-                &broker.txn,
+                deps.replicas,
+                deps.txn,
                 id,
                 (h.producer_id, h.producer_epoch),
                 log.topic(),
@@ -204,18 +216,17 @@ async fn produce_to(
         }
     }
     let mut owned = records.to_vec();
-    let appended = broker
+    let appended = deps
         .replicas
         .append_as_leader(&replica, &mut owned, &batches, acks)?;
     if !appended.info.duplicate {
         // A retried batch already in the log is acknowledged with its
         // original offsets and counted once.
         let records_in: i64 = batches.iter().map(|b| i64::from(b.records_count)).sum();
-        broker
-            .metrics
+        deps.metrics
             .records_in_total
             .inc_by(u64::try_from(records_in).unwrap_or(0));
-        broker.metrics.batches_in_total.inc_by(batches.len() as u64);
+        deps.metrics.batches_in_total.inc_by(batches.len() as u64);
     }
     Ok(appended)
 }
@@ -226,7 +237,7 @@ async fn produce_to(
 /// `--max-decompressed-batch-bytes`) its records, which in a compacted
 /// topic must all have keys (Kafka answers INVALID_RECORD otherwise).
 fn validate(
-    broker: &Broker,
+    deps: &ProduceDeps<'_>,
     version: i16,
     records: &[u8],
     batches: &[BatchHeader],
@@ -246,7 +257,7 @@ fn validate(
         ));
     }
     let rules = ProduceRules {
-        max_decompressed: broker.config.limits.max_decompressed_batch_bytes,
+        max_decompressed: deps.config.limits.max_decompressed_batch_bytes,
         require_keys: compacted,
     };
     let check = || -> Result<(), (ResponseError, String)> {

@@ -2,8 +2,6 @@
 //! carry protocol_type and protocol_name, errors included. A classic member
 //! of a KIP-848 group gets its partitions as a ConsumerProtocolAssignment.
 
-use std::sync::Arc;
-
 use chronik_coordinator_state::SyncRequest;
 use chronik_protocol::Response;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
@@ -11,11 +9,13 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::consumer_group_heartbeat::subscribable_topics;
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::GroupManager;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::group::code;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    groups: &GroupManager,
     _version: i16,
     request: SyncGroupRequest,
 ) -> Option<Handled> {
@@ -30,8 +30,8 @@ pub async fn handle(
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    let topics = subscribable_topics(broker);
-    let reply = broker.groups.sync(&request.group_id.0, sync, &topics).await;
+    let topics = subscribable_topics(replicas, groups);
+    let reply = groups.sync(&request.group_id.0, sync, &topics).await;
     let response = SyncGroupResponse::default()
         .with_error_code(code(reply.error))
         .with_protocol_type(reply.protocol_type.map(StrBytes::from_string))

@@ -7,8 +7,6 @@
 //! committed (COMMIT) or drops them (ABORT). OffsetFetch with
 //! require_stable answers UNSTABLE_OFFSET_COMMIT while one is pending.
 
-use std::sync::Arc;
-
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_response::{
@@ -18,8 +16,9 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::offset_commit::{validate_commit, COMMIT_TIMEOUT};
 use super::Handled;
-use crate::broker::Broker;
 use crate::coordinators::groups::offset_store::now_ms;
+use crate::coordinators::groups::{GroupManager, OffsetStore};
+use crate::replica::ReplicaManager;
 use crate::requests::errors::group::response_error;
 use crate::requests::errors::txn::for_version;
 use chronik_coordinator_state::CommitCheck;
@@ -33,27 +32,24 @@ fn unnamed_member(request: &TxnOffsetCommitRequest) -> bool {
 }
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &ReplicaManager,
+    groups: &GroupManager,
+    offsets: &OffsetStore,
     version: i16,
     request: TxnOffsetCommitRequest,
 ) -> Option<Handled> {
     let group_id = request.group_id.0.to_string();
-    let group_error = match broker.offsets.readable() {
+    let group_error = match offsets.readable() {
         Err(e) => Some(e),
         // TxnOffsetCommit v0-2 carry no member id or generation (the
         // fields default to "" and -1): Kafka validates membership only
         // when a transactional commit names it, whatever the group's state
         // (kafkajs and aiokafka send only v0/v1).
         Ok(()) if unnamed_member(&request) => None,
-        Ok(()) => {
-            match broker
-                .groups
-                .check_commit(&group_id, &request.member_id, request.generation_id)
-            {
-                CommitCheck::Ok => None,
-                CommitCheck::Rejected(e) => Some(response_error(e)),
-            }
-        }
+        Ok(()) => match groups.check_commit(&group_id, &request.member_id, request.generation_id) {
+            CommitCheck::Ok => None,
+            CommitCheck::Rejected(e) => Some(response_error(e)),
+        },
     };
     let now = now_ms();
     let mut commits = Vec::new();
@@ -65,7 +61,7 @@ pub async fn handle(
             .map(|p| {
                 let error = group_error.or_else(|| {
                     validate_commit(
-                        broker,
+                        replicas,
                         &topic.name.0,
                         p.partition_index,
                         (p.committed_offset, p.committed_leader_epoch),
@@ -80,8 +76,7 @@ pub async fn handle(
             .collect();
         errors.push(partitions);
     }
-    let stored = broker
-        .offsets
+    let stored = offsets
         .commit_transactional(
             &group_id,
             (request.producer_id.0, request.producer_epoch),

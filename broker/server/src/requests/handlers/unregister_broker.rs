@@ -19,18 +19,18 @@ use kafka_protocol::messages::{UnregisterBrokerRequest, UnregisterBrokerResponse
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
     _version: i16,
     request: UnregisterBrokerRequest,
 ) -> Option<Handled> {
     let node_id = request.broker_id.0;
-    match broker.replicas.cluster.unregister_broker(node_id).await {
+    match replicas.cluster.unregister_broker(node_id).await {
         Ok(()) => {
-            broker.replicas.apply_latest().await;
+            replicas.apply_latest().await;
             Handled::new(
                 Response::UnregisterBroker(UnregisterBrokerResponse::default()),
                 false,

@@ -16,17 +16,19 @@ use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use tracing::warn;
 
 use super::Handled;
-use crate::broker::Broker;
+use crate::coordinators::groups::OffsetStore;
 use crate::coordinators::txn::markers::{write_local, Marker};
 use crate::replica::identity::verify_broker_peer;
+use crate::replica::ReplicaManager;
 
 pub async fn handle(
-    broker: &Arc<Broker>,
+    replicas: &Arc<ReplicaManager>,
+    offsets: &OffsetStore,
     _version: i16,
     request: WriteTxnMarkersRequest,
     peer: SocketAddr,
 ) -> Option<Handled> {
-    let refused = match verify_broker_peer(&broker.replicas, peer).await {
+    let refused = match verify_broker_peer(replicas, peer).await {
         Ok(()) => None,
         Err(reason) => {
             warn!(%peer, %reason, "WriteTxnMarkers refused");
@@ -47,9 +49,7 @@ pub async fn handle(
             let writes = t.partition_indexes.iter().map(|p| async {
                 match refused {
                     Some(e) => Err(e),
-                    None => {
-                        write_local(&broker.replicas, &broker.offsets, &marker, &t.name.0, *p).await
-                    }
+                    None => write_local(replicas, offsets, &marker, &t.name.0, *p).await,
                 }
             });
             let outcomes = futures::future::join_all(writes).await;

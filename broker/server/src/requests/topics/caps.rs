@@ -9,18 +9,20 @@
 
 use kafka_protocol::error::ResponseError;
 
-use crate::broker::Broker;
+use crate::replica::ReplicaManager;
+use crate::startup::config::Config;
 
 /// POLICY_VIOLATION (Kafka's answer when a creation breaks a broker policy)
 /// when `partitions` more partitions with `replication_factor` replicas
 /// would exceed the caps.
 pub fn check_capacity(
-    broker: &Broker,
+    replicas: &ReplicaManager,
+    config: &Config,
     partitions: i32,
     replication_factor: i16,
 ) -> Result<(), (ResponseError, String)> {
-    let limits = &broker.config.limits;
-    let topics = broker.replicas.cluster.image().topics.len();
+    let limits = &config.limits;
+    let topics = replicas.cluster.image().topics.len();
     if topics >= limits.max_topics {
         return Err((
             ResponseError::PolicyViolation,
@@ -30,20 +32,21 @@ pub fn check_capacity(
             ),
         ));
     }
-    check_partition_capacity(broker, partitions, replication_factor)
+    check_partition_capacity(replicas, config, partitions, replication_factor)
 }
 
 /// POLICY_VIOLATION when `partitions` more partitions (of a new topic or
 /// an existing one) with `replication_factor` replicas would exceed
 /// `--max-broker-partitions` times the live brokers.
 pub fn check_partition_capacity(
-    broker: &Broker,
+    replicas: &ReplicaManager,
+    config: &Config,
     partitions: i32,
     replication_factor: i16,
 ) -> Result<(), (ResponseError, String)> {
-    let limits = &broker.config.limits;
+    let limits = &config.limits;
     let new_replicas = i64::from(partitions.max(0)) * i64::from(replication_factor.max(1));
-    let image = broker.replicas.cluster.image();
+    let image = replicas.cluster.image();
     let replicas: usize = image
         .topics
         .values()

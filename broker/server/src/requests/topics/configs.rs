@@ -9,20 +9,18 @@
 //! throttled-replica lists of `replica::throttle` are checked here). Must
 //! not: store configs.
 
-use chronik_log::Error as LogError;
+use chronik_log::{ConfigEntry, Error as LogError, LogConfig, LogManager};
 use std::collections::BTreeMap;
 
-use chronik_log::{ConfigEntry, LogConfig};
 use kafka_protocol::error::ResponseError;
 
-use crate::broker::Broker;
 use crate::replica::throttle::{validate_replica_list, FOLLOWER_REPLICAS, LEADER_REPLICAS};
-use crate::replica::MIN_INSYNC_REPLICAS;
+use crate::replica::{ReplicaManager, MIN_INSYNC_REPLICAS};
 
 /// The log config `overrides` (a topic's whole set) make from this broker's
 /// defaults, or Kafka's error for the first bad name or value.
 pub fn validate(
-    broker: &Broker,
+    log: &LogManager,
     overrides: &BTreeMap<String, String>,
 ) -> Result<LogConfig, (ResponseError, String)> {
     let mut log_overrides = overrides.clone();
@@ -40,17 +38,16 @@ pub fn validate(
                 .map_err(|e| (ResponseError::InvalidConfig, format!("{name}: {e}")))?;
         }
     }
-    broker
-        .log
-        .default_log_config()
+    log.default_log_config()
         .with_overrides(&log_overrides)
         .map_err(|e| log_error(&e))
 }
 
 /// Every topic config with its effective value, sorted by name. `overrides`
-/// is what the topic set explicitly (`min.insync.replicas` included).
+/// is what the topic set explicitly (`min.insync.replicas` included);
+/// `min_insync_replicas` is the broker's default of it.
 pub fn describe(
-    broker: &Broker,
+    min_insync_replicas: i16,
     config: &LogConfig,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<ConfigEntry> {
@@ -59,16 +56,18 @@ pub fn describe(
         .iter_mut()
         .filter(|e| e.name == MIN_INSYNC_REPLICAS && e.is_default)
     {
-        entry.value = broker.config.min_insync_replicas.to_string();
+        entry.value = min_insync_replicas.to_string();
     }
     entries
 }
 
 /// The overrides a topic was created with: the quorum's record of them
 /// (the log's own lacks `min.insync.replicas`).
-pub fn overrides_of(broker: &Broker, topic: &chronik_log::TopicLog) -> BTreeMap<String, String> {
-    broker
-        .replicas
+pub fn overrides_of(
+    replicas: &ReplicaManager,
+    topic: &chronik_log::TopicLog,
+) -> BTreeMap<String, String> {
+    replicas
         .cluster
         .image()
         .topics

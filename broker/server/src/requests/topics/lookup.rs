@@ -4,13 +4,11 @@
 
 use std::sync::Arc;
 
-use chronik_log::TopicLog;
+use chronik_log::{LogManager, TopicLog};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
-
-use crate::broker::Broker;
 
 /// Topics the broker writes itself; clients may not produce to, delete or
 /// repartition them.
@@ -33,15 +31,12 @@ pub fn topic_name(name: &str) -> TopicName {
 
 /// Finds a topic by id when `id` is set, else by name; the error is the one
 /// Kafka returns for the form the client used.
-pub fn resolve(broker: &Broker, name: &str, id: Uuid) -> Result<Arc<TopicLog>, ResponseError> {
+pub fn resolve(log: &LogManager, name: &str, id: Uuid) -> Result<Arc<TopicLog>, ResponseError> {
     if !id.is_nil() {
-        return broker
-            .log
+        return log
             .topic_by_id(*id.as_bytes())
             .ok_or(ResponseError::UnknownTopicId);
     }
-    broker
-        .log
-        .topic(name)
+    log.topic(name)
         .ok_or(ResponseError::UnknownTopicOrPartition)
 }
