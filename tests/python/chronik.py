@@ -285,6 +285,18 @@ def producer(bootstrap: str, **conf) -> Producer:
     return Producer(base)
 
 
+def produce_range(bootstrap: str, topic: str, start: int, stop: int, partitions: int) -> None:
+    """Values b"start".."stop-1" with acks=all, value i to partition i % partitions;
+    asserts every one was delivered."""
+    deliveries = DeliveryLog()
+    p = producer(bootstrap, acks="all")
+    for i in range(start, stop):
+        p.produce(topic, value=b"%d" % i, partition=i % partitions, on_delivery=deliveries.callback)
+        p.poll(0)
+    assert p.flush(30) == 0
+    assert deliveries.errors == [], deliveries.errors[:5]
+
+
 def consumer(bootstrap: str, **conf) -> Consumer:
     base = {
         "bootstrap.servers": bootstrap,

@@ -7,20 +7,10 @@ import time
 
 from confluent_kafka import Consumer
 
-from chronik import DeliveryLog, admin_client, create_topic, producer, unique_topic
+from chronik import admin_client, create_topic, produce_range, unique_topic
 
 PARTITIONS = 6
 GROUP_TIMEOUT_S = 30
-
-
-def produce_range(bootstrap, topic, start, stop):
-    deliveries = DeliveryLog()
-    p = producer(bootstrap, acks="all")
-    for i in range(start, stop):
-        p.produce(topic, value=b"%d" % i, partition=i % PARTITIONS, on_delivery=deliveries.callback)
-        p.poll(0)
-    assert p.flush(30) == 0
-    assert deliveries.errors == [], deliveries.errors[:5]
 
 
 def member(bootstrap, group, name, strategy):
@@ -57,7 +47,7 @@ def test_three_members_split_rebalance_and_resume_after_restart(make_broker):
     b = make_broker("--wal-profile", "low")
     topic = unique_topic("groups")
     create_topic(admin_client(b.bootstrap), topic, partitions=PARTITIONS)
-    produce_range(b.bootstrap, topic, 0, 600)
+    produce_range(b.bootstrap, topic, 0, 600, PARTITIONS)
     group = unique_topic("grp")
 
     members = [member(b.bootstrap, group, f"m{i}", "range") for i in range(3)]
@@ -81,7 +71,7 @@ def test_three_members_split_rebalance_and_resume_after_restart(make_broker):
         c.close()
 
     b.restart()
-    produce_range(b.bootstrap, topic, 600, 660)
+    produce_range(b.bootstrap, topic, 600, 660, PARTITIONS)
     resumed = member(b.bootstrap, group, "after-restart", "range")
     resumed.subscribe([topic])
     after = []

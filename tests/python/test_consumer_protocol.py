@@ -20,20 +20,10 @@ import time
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupType, KafkaError, KafkaException, libversion
 
-from chronik import DeliveryLog, admin_client, create_topic, producer, unique_topic
+from chronik import admin_client, create_topic, produce_range, unique_topic
 
 PARTITIONS = 6
 TIMEOUT_S = 60
-
-
-def produce_range(bootstrap, topic, start, stop):
-    deliveries = DeliveryLog()
-    p = producer(bootstrap, acks="all")
-    for i in range(start, stop):
-        p.produce(topic, value=b"%d" % i, partition=i % PARTITIONS, on_delivery=deliveries.callback)
-        p.poll(0)
-    assert p.flush(30) == 0
-    assert deliveries.errors == [], deliveries.errors[:5]
 
 
 def member(bootstrap, group, name, protocol="consumer", strategy=None):
@@ -95,7 +85,7 @@ def test_two_members_consume_everything_once_and_hand_over_on_leave(make_broker)
     b = make_broker("--wal-profile", "low", "--group-consumer-heartbeat-interval-ms", "500")
     topic = unique_topic("kip848")
     create_topic(admin_client(b.bootstrap), topic, partitions=PARTITIONS)
-    produce_range(b.bootstrap, topic, 0, 600)
+    produce_range(b.bootstrap, topic, 0, 600, PARTITIONS)
     group = unique_topic("grp848")
 
     first, second = member(b.bootstrap, group, "first"), member(b.bootstrap, group, "second")
@@ -119,7 +109,7 @@ def test_two_members_consume_everything_once_and_hand_over_on_leave(make_broker)
         c.commit(asynchronous=False)
 
     second.close()
-    produce_range(b.bootstrap, topic, 600, 1200)
+    produce_range(b.bootstrap, topic, 600, 1200, PARTITIONS)
     after = []
     took_over = poll_until([first], lambda: owned(first) == list(range(PARTITIONS)) and len(after) >= 600, after)
     assert took_over, f"the remaining member owns {owned(first)}, read {len(after)}"
@@ -142,7 +132,7 @@ def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker, strate
     admin = admin_client(b.bootstrap)  # kept alive until its futures resolve
     create_topic(admin, topic, partitions=PARTITIONS)
     group = unique_topic("grpmig")
-    produce_range(b.bootstrap, topic, 0, 600)
+    produce_range(b.bootstrap, topic, 0, 600, PARTITIONS)
 
     classic = member(b.bootstrap, group, "classic", protocol="classic", strategy=strategy)
     # Lost partitions (an ILLEGAL_GENERATION) cannot be committed: they are
@@ -158,7 +148,7 @@ def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker, strate
     modern = member(b.bootstrap, group, "modern")
     modern.subscribe([topic], on_revoke=commit_revoked)
     both = [classic, modern]
-    produce_range(b.bootstrap, topic, 600, 1200)
+    produce_range(b.bootstrap, topic, 600, 1200, PARTITIONS)
 
     def split():
         a, m = owned(classic), owned(modern)
@@ -175,7 +165,7 @@ def test_a_classic_group_upgrades_online_and_downgrades_back(make_broker, strate
     # The KIP-848 member leaves: the group is downgraded and the classic
     # member takes every partition back.
     modern.close()
-    produce_range(b.bootstrap, topic, 1200, 1800)
+    produce_range(b.bootstrap, topic, 1200, 1800, PARTITIONS)
     back = poll_until([classic], lambda: owned(classic) == list(range(PARTITIONS))
                       and len({v for *_, v in received}) >= 1800, received)
     assert back, f"the classic member owns {owned(classic)}, read {len({v for *_, v in received})}"

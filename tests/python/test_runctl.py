@@ -54,6 +54,17 @@ def consumers():
         c.server.shutdown()
 
 
+def split_later(a: FakeConsumer, b: FakeConsumer, delay: float) -> None:
+    """After `delay` seconds (on a thread), the group rebalances so that `a`
+    owns partitions 0-2 (its third rebalance) and `b` 3-5 (its first)."""
+    def split():
+        time.sleep(delay)
+        a.assign(range(3), rebalances=3)
+        b.assign(range(3, 6), rebalances=1)
+
+    threading.Thread(target=split).start()
+
+
 def runctl(*args, timeout=30):
     return subprocess.run([sys.executable, str(RUNCTL), *args], capture_output=True, text=True, timeout=timeout)
 
@@ -61,13 +72,7 @@ def runctl(*args, timeout=30):
 def test_settle_waits_for_the_rebalance_then_stability(consumers):
     a, b = consumers
     a.assign(range(6), rebalances=1)  # the first member holds everything
-
-    def rebalance():
-        time.sleep(0.8)
-        a.assign(range(3), rebalances=3)
-        b.assign(range(3, 6), rebalances=1)
-
-    threading.Thread(target=rebalance).start()
+    split_later(a, b, 0.8)
     started = time.monotonic()
     r = runctl("settle", "--partitions", "6", "--stable", "1", "--poll", "0.1", "--timeout", "10", a.url, b.url)
     took = time.monotonic() - started
@@ -83,13 +88,7 @@ def test_settle_waits_for_a_consumer_that_has_not_joined_yet(consumers):
     would rebalance the group once the load runs (seen in a real run)."""
     a, b = consumers
     a.assign(range(6), rebalances=1)
-
-    def join():
-        time.sleep(2.0)
-        a.assign(range(3), rebalances=3)
-        b.assign(range(3, 6), rebalances=1)
-
-    threading.Thread(target=join).start()
+    split_later(a, b, 2.0)  # b joins the group only then
     started = time.monotonic()
     r = runctl("settle", "--partitions", "6", "--stable", "0.5", "--poll", "0.1", "--timeout", "10", a.url, b.url)
     assert r.returncode == 0, r.stderr
