@@ -54,38 +54,42 @@ def main(path):
     def median(rows, fn):
         return statistics.median(fn(r) for r in rows)
 
+    def medians(rows):
+        """(CPU µs/msg, msg/s), the medians of rows."""
+        return median(rows, cpu_us_per_msg), median(rows, lambda r: float(r["msg_s"]))
+
+    def ratio(x, y):
+        return x / y if y > 0 else float("inf")
+
+    def comparison(header, rows):
+        """A table of (label, size, CPU µs/msg of a, of b, CPU ratio, msg/s ratio) rows."""
+        if not rows:
+            return
+        print()
+        print(header)
+        print("|---|---|---|---|---|---|")
+        for label, size, cpu_a, cpu_b, cpu_ratio, tput_ratio in rows:
+            print(f"| {label} | {size} B | {cpu_a:.2f} | {cpu_b:.2f} | **{cpu_ratio:.2f}** | {tput_ratio:.2f} |")
+
     ratios = []
     for tls in (False, True):
         for size in sizes:
             chronik, kafka = rows_of("chronik", tls, size), rows_of("kafka", tls, size)
             if chronik and kafka:
-                c, k = median(chronik, cpu_us_per_msg), median(kafka, cpu_us_per_msg)
-                t_c, t_k = median(chronik, lambda r: float(r["msg_s"])), median(kafka, lambda r: float(r["msg_s"]))
-                ratios.append(("TLS" if tls else "PLAINTEXT", size, c, k, c / k if k > 0 else float("inf"),
-                               t_c / t_k if t_k > 0 else float("inf")))
-    if ratios:
-        print()
-        print("| transport | message size | chronik CPU µs/msg | kafka CPU µs/msg | CPU ratio chronik/kafka | msg/s ratio chronik/kafka |")
-        print("|---|---|---|---|---|---|")
-        for transport, size, c, k, ratio, tput in ratios:
-            print(f"| {transport} | {size} B | {c:.2f} | {k:.2f} | **{ratio:.2f}** | {tput:.2f} |")
+                (c, t_c), (k, t_k) = medians(chronik), medians(kafka)
+                ratios.append(("TLS" if tls else "PLAINTEXT", size, c, k, ratio(c, k), ratio(t_c, t_k)))
+    comparison("| transport | message size | chronik CPU µs/msg | kafka CPU µs/msg | CPU ratio chronik/kafka "
+               "| msg/s ratio chronik/kafka |", ratios)
 
     costs = []
     for broker in ("chronik", "kafka"):
         for size in sizes:
             plain, tls = rows_of(broker, False, size), rows_of(broker, True, size)
             if plain and tls:
-                p_cpu, t_cpu = median(plain, cpu_us_per_msg), median(tls, cpu_us_per_msg)
-                p_tput, t_tput = median(plain, lambda r: float(r["msg_s"])), median(tls, lambda r: float(r["msg_s"]))
-                costs.append((broker, size, p_cpu, t_cpu, t_cpu / p_cpu if p_cpu > 0 else float("inf"),
-                              t_tput / p_tput if p_tput > 0 else float("inf")))
-    if costs:
-        print()
-        print("| broker | message size | PLAINTEXT CPU µs/msg | TLS CPU µs/msg | TLS/PLAINTEXT CPU | TLS/PLAINTEXT msg/s |")
-        print("|---|---|---|---|---|---|")
-        for broker, size, p_cpu, t_cpu, cpu_ratio, tput_ratio in costs:
-            print(f"| {broker} | {size} B | {p_cpu:.2f} | {t_cpu:.2f} | **{cpu_ratio:.2f}** | {tput_ratio:.2f} |")
-
+                (p_cpu, p_tput), (t_cpu, t_tput) = medians(plain), medians(tls)
+                costs.append((broker, size, p_cpu, t_cpu, ratio(t_cpu, p_cpu), ratio(t_tput, p_tput)))
+    comparison("| broker | message size | PLAINTEXT CPU µs/msg | TLS CPU µs/msg | TLS/PLAINTEXT CPU "
+               "| TLS/PLAINTEXT msg/s |", costs)
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
