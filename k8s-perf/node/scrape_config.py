@@ -34,28 +34,42 @@ def copy(source: str, target: str) -> dict:
     return {"source_labels": [source], "target_label": target}
 
 
+def selected(labels_meta: str, port_meta: str, spec: dict, ep: dict) -> list:
+    """Relabelling that keeps the targets whose labels (`labels_meta` + name)
+    match the selector's matchLabels and whose port (`port_meta`) is the
+    endpoint's, and gives them their namespace label."""
+    return [keep(labels_meta + label_name(k), v)
+            for k, v in sorted(spec["selector"].get("matchLabels", {}).items())] + [
+        keep(port_meta, ep["port"]),
+        copy("__meta_kubernetes_namespace", "namespace"),
+    ]
+
+
+def scrape_job(name: str, ep: dict, role: str, relabel: list) -> dict:
+    """The scrape job of one monitor endpoint: its interval and path (the
+    operator's defaults), targets discovered by kubernetes_sd `role`."""
+    return {
+        "job_name": name,
+        "scrape_interval": ep.get("interval", "30s"),
+        "metrics_path": ep.get("path", "/metrics"),
+        "kubernetes_sd_configs": [{"role": role}],
+        "relabel_configs": relabel,
+    }
+
+
 def service_monitor(doc: dict) -> list:
     spec = doc["spec"]
     jobs = []
     for i, ep in enumerate(spec.get("endpoints", [])):
-        relabel = [keep(f"__meta_kubernetes_service_label_{label_name(k)}", v)
-                   for k, v in sorted(spec["selector"].get("matchLabels", {}).items())]
+        relabel = selected("__meta_kubernetes_service_label_", "__meta_kubernetes_endpoint_port_name", spec, ep)
         relabel += [
-            keep("__meta_kubernetes_endpoint_port_name", ep["port"]),
-            copy("__meta_kubernetes_namespace", "namespace"),
             copy("__meta_kubernetes_service_name", "service"),
             copy("__meta_kubernetes_pod_name", "pod"),
             copy("__meta_kubernetes_pod_container_name", "container"),
             copy("__meta_kubernetes_service_name", "job"),
             {"target_label": "endpoint", "replacement": ep["port"]},
         ]
-        jobs.append({
-            "job_name": f"serviceMonitor/{doc['metadata']['name']}/{i}",
-            "scrape_interval": ep.get("interval", "30s"),
-            "metrics_path": ep.get("path", "/metrics"),
-            "kubernetes_sd_configs": [{"role": "endpoints"}],
-            "relabel_configs": relabel,
-        })
+        jobs.append(scrape_job(f"serviceMonitor/{doc['metadata']['name']}/{i}", ep, "endpoints", relabel))
     return jobs
 
 
@@ -66,11 +80,8 @@ def pod_monitor(doc: dict) -> list:
     for i, ep in enumerate(spec.get("podMetricsEndpoints", [])):
         relabel = [{"source_labels": ["__meta_kubernetes_pod_phase"], "regex": "(Failed|Succeeded)",
                     "action": "drop"}]
-        relabel += [keep(f"__meta_kubernetes_pod_label_{label_name(k)}", v)
-                    for k, v in sorted(spec["selector"].get("matchLabels", {}).items())]
+        relabel += selected("__meta_kubernetes_pod_label_", "__meta_kubernetes_pod_container_port_name", spec, ep)
         relabel += [
-            keep("__meta_kubernetes_pod_container_port_name", ep["port"]),
-            copy("__meta_kubernetes_namespace", "namespace"),
             copy("__meta_kubernetes_pod_name", "pod"),
             copy("__meta_kubernetes_pod_container_name", "container"),
             {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "job",
@@ -79,13 +90,7 @@ def pod_monitor(doc: dict) -> list:
         ]
         relabel += [copy(f"__meta_kubernetes_pod_label_{label_name(k)}", label_name(k))
                     for k in spec.get("podTargetLabels", [])]
-        jobs.append({
-            "job_name": f"podMonitor/{name}/{i}",
-            "scrape_interval": ep.get("interval", "30s"),
-            "metrics_path": ep.get("path", "/metrics"),
-            "kubernetes_sd_configs": [{"role": "pod"}],
-            "relabel_configs": relabel,
-        })
+        jobs.append(scrape_job(f"podMonitor/{name}/{i}", ep, "pod", relabel))
     return jobs
 
 
