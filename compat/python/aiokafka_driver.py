@@ -1,8 +1,9 @@
 """Compatibility driver for Python aiokafka (asyncio client) - compat/README.md.
 
 Runs one check per invocation against --bootstrap and prints its JSON result
-line(s). Owns only the aiokafka calls; messages, verification and the group
-scenario come from compat_common. aiokafka is asyncio: each check runs in
+line(s). Owns only the aiokafka calls; messages, verification and the checks'
+steps come from compat_common (each aiokafka call it hands them runs in an
+asyncio.run of its own). aiokafka is asyncio: each check runs in
 asyncio.run, and each group member runs its own event loop on its own thread
 (aiokafka objects belong to the loop that created them). Every await that
 talks to the broker is bounded by --stage-timeout.
@@ -11,7 +12,6 @@ talks to the broker is bounded by --stage-timeout.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import aiokafka
@@ -132,35 +132,41 @@ async def poll_records(c: AIOKafkaConsumer, until, timeout: float, on_record=Non
     return records
 
 
+async def assign_from(c: AIOKafkaConsumer, topic: str, partitions: int, timeout: float,
+                      starts: dict[int, int] | None = None) -> list:
+    """assign() partitions 0..partitions-1 of topic and return them: each at
+    starts[p] where that is an offset (>= 0), else at the beginning (looked
+    up within `timeout`)."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    await bounded(c.seek_to_beginning(*tps), timeout, "seek_to_beginning")
+    for p, o in (starts or {}).items():
+        if o >= 0:
+            c.seek(tps[p], o)
+    return tps
+
+
 async def read_assigned(bootstrap: str, topic: str, partitions: int, n: int, timeout: float) -> list:
     c = consumer(bootstrap)
     await bounded(c.start(), timeout, "consumer start")
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        c.assign(tps)
-        await bounded(c.seek_to_beginning(*tps), timeout, "seek_to_beginning")
+        await assign_from(c, topic, partitions, timeout)
         return await poll_records(c, lambda rs: len(rs) >= n, timeout)
     finally:
         await stop(c, timeout)
 
 
+def in_loop(coroutine_function):
+    """A plain function running coroutine_function in an event loop of its own."""
+    return lambda *args, **kwargs: asyncio.run(coroutine_function(*args, **kwargs))
+
+
 def check_produce_fetch(rep: cc.Reporter, args) -> None:
-    async def run() -> None:
-        topic = cc.unique("compat-produce")
-        await create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
-        acks, errors = await produce(args.bootstrap, topic, topic, args.messages,
-                                     args.stage_timeout)
-        rep.verdict("produce", cc.verify_acks(args.messages, acks, errors),
-                    f"{args.messages} acked (acks=all, client defaults), per partition "
-                    f"{cc.partition_counts((p, o, None) for p, o in acks.values())}")
-        records = await read_assigned(args.bootstrap, topic, cc.PRODUCE_PARTITIONS,
-                                      args.messages, args.stage_timeout)
-        rep.verdict("fetch", cc.verify_read_back(topic, args.messages, records, acks),
-                    f"{len(records)} read back via assign(), order and offsets as acked")
-    asyncio.run(run())
+    cc.produce_fetch_check(rep, args, in_loop(create_topic), in_loop(produce), in_loop(read_assigned),
+                           "acks=all, client defaults")
 
 
-class Member:
+class Member(cc.ThreadMember):
     """One group member: its consumer is created, polled and stopped by an
     event loop of its own, on a thread of its own."""
 
@@ -169,128 +175,66 @@ class Member:
         if assignor in ASSIGNORS:
             self.conf["partition_assignment_strategy"] = ASSIGNORS[assignor]
         self.bootstrap, self.topic, self.timeout = bootstrap, topic, timeout
-        self._assigned: set[int] = set()
-        self.error = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    async def _run(self) -> None:
-        c = None
+    def run(self) -> None:
+        asyncio.run(self._poll())
+
+    async def _poll(self) -> None:
+        c = consumer(self.bootstrap, self.topic, **self.conf)
         try:
-            c = consumer(self.bootstrap, self.topic, **self.conf)
             await bounded(c.start(), self.timeout, "consumer start")
-            while not self._stop.is_set():
+            while not self.stopping():
                 await bounded(c.getmany(timeout_ms=200), self.timeout, "getmany")
                 self._assigned = {tp.partition for tp in c.assignment()}
-        except Exception as e:  # surfaced through .error in the check's detail
-            self.error = repr(e)
         finally:
-            self._assigned = set()
-            if c is not None:
-                await stop(c, self.timeout)
-
-    def assigned(self) -> set[int]:
-        return set(self._assigned)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
+            await stop(c, self.timeout)
 
 
 def check_group(rep: cc.Reporter, args) -> None:
-    name = cc.group_check_name(args.assignor)
     if args.assignor in NO_ASSIGNOR:
-        rep.emit(name, "n/a", NO_ASSIGNOR[args.assignor])
+        rep.emit(cc.group_check_name(args.assignor), "n/a", NO_ASSIGNOR[args.assignor])
         return
-    topic, group = cc.unique("compat-group"), cc.unique("compat-group")
-    asyncio.run(create_topic(args.bootstrap, topic, cc.GROUP_PARTITIONS, args.stage_timeout))
-    problems, detail = cc.group_scenario(
-        lambda k: Member(args.bootstrap, group, topic, args.assignor, args.stage_timeout),
-        args.stage_timeout)
-    rep.verdict(name, problems, detail)
-
-
-async def commit_resume_a(rep: cc.Reporter, args) -> None:
-    timeout = args.stage_timeout
-    topic, group = cc.unique("compat-resume"), cc.unique("compat-resume")
-    await create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, timeout)
-    acks, errors = await produce(args.bootstrap, topic, topic, args.messages, timeout)
-    problems = cc.verify_acks(args.messages, acks, errors)
-    if problems:
-        rep.emit("commit-resume", "fail", "phase a produce: " + "; ".join(problems))
-        return
-    half = args.messages // 2
-    c = consumer(args.bootstrap, topic, group_id=group)
-    await bounded(c.start(), timeout, "consumer start")
-    try:
-        # stop exactly at `half` records even if a getmany returned more
-        records = await poll_records(c, lambda rs: len(rs) >= half, timeout,
-                                     on_record=lambda rs: len(rs) >= half)
-        if len(records) < half:
-            rep.emit("commit-resume", "fail", f"phase a consumed {len(records)} of {half}")
-            return
-        last: dict[int, int] = {}
-        for p, o, _ in records:
-            last[p] = o
-        offsets = {TopicPartition(topic, p): o + 1 for p, o in last.items()}
-        await bounded(c.commit(offsets), timeout, "commit")
-        committed = {tp.partition: await bounded(c.committed(tp), timeout, "committed")
-                     for tp in offsets}
-    finally:
-        await stop(c, timeout)
-    want = {tp.partition: o for tp, o in offsets.items()}
-    if committed != want:
-        rep.emit("commit-resume", "fail", f"committed {want}, OffsetFetch says {committed}")
-        return
-    end: dict[int, int] = {}
-    for p, o in acks.values():
-        end[p] = max(end.get(p, 0), o + 1)
-    cc.save_state(args.state, {"topic": topic, "group": group, "committed": committed,
-                               "consumed": [(p, o) for p, o, _ in records],
-                               "end_offsets": end})
-    cc.log(f"phase a: consumed {len(records)}, committed {committed}")
-
-
-async def commit_resume_b(rep: cc.Reporter, args) -> None:
-    state = cc.load_state(args.state)
-    end = {int(p): o for p, o in state["end_offsets"].items()}
-    committed = {int(p): o for p, o in state["committed"].items()}
-
-    def done(records) -> bool:
-        high: dict[int, int] = {}
-        for p, o, _ in records:
-            high[p] = max(high.get(p, -1), o)
-        return all(high.get(p, committed.get(p, 0) - 1) + 1 >= e for p, e in end.items())
-
-    c = consumer(args.bootstrap, state["topic"], group_id=state["group"])
-    await bounded(c.start(), args.stage_timeout, "consumer start")
-    try:
-        records = await poll_records(c, done, args.stage_timeout)
-    finally:
-        await stop(c, args.stage_timeout)
-    rep.verdict("commit-resume", cc.verify_resume(state, records),
-                f"resumed after broker restart at {committed}, read the other {len(records)}")
+    cc.group_check(rep, args, in_loop(create_topic),
+                   lambda group, topic: Member(args.bootstrap, group, topic, args.assignor,
+                                               args.stage_timeout))
 
 
 def check_commit_resume(rep: cc.Reporter, args) -> None:
-    asyncio.run((commit_resume_a if args.phase == "a" else commit_resume_b)(rep, args))
+    timeout = args.stage_timeout
+
+    async def consume_commit(topic: str, group: str, half: int) -> tuple[list, dict]:
+        c = consumer(args.bootstrap, topic, group_id=group)
+        await bounded(c.start(), timeout, "consumer start")
+        try:
+            # stop exactly at `half` records even if a getmany returned more
+            records = await poll_records(c, lambda rs: len(rs) >= half, timeout,
+                                         on_record=lambda rs: len(rs) >= half)
+            if len(records) < half:
+                return records, {}
+            offsets = {TopicPartition(topic, p): o for p, o in cc.next_offsets(records).items()}
+            await bounded(c.commit(offsets), timeout, "commit")
+            return records, {tp.partition: await bounded(c.committed(tp), timeout, "committed")
+                             for tp in offsets}
+        finally:
+            await stop(c, timeout)
+
+    async def read_group(group: str, topic: str, done) -> list:
+        c = consumer(args.bootstrap, topic, group_id=group)
+        await bounded(c.start(), timeout, "consumer start")
+        try:
+            return await poll_records(c, done, timeout)
+        finally:
+            await stop(c, timeout)
+
+    cc.commit_resume_check(rep, args, in_loop(create_topic), in_loop(produce), in_loop(consume_commit),
+                           in_loop(read_group))
 
 
 def check_idempotent(rep: cc.Reporter, args) -> None:
-    async def run() -> list[str]:
-        topic = cc.unique("compat-idempotent")
-        await create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
-        acks, errors = await produce(args.bootstrap, topic, topic, args.messages,
-                                     args.stage_timeout, enable_idempotence=True)
-        problems = cc.verify_acks(args.messages, acks, errors)
-        if not problems:
-            records = await read_assigned(args.bootstrap, topic, cc.PRODUCE_PARTITIONS,
-                                          args.messages, args.stage_timeout)
-            problems = cc.verify_read_back(topic, args.messages, records, acks)
-        return problems
-    rep.verdict("idempotent", asyncio.run(run()),
-                f"enable_idempotence=True: {args.messages} acked and read back once, in order")
+    cc.idempotent_check(rep, args, in_loop(create_topic),
+                        lambda *a: asyncio.run(produce(*a, enable_idempotence=True)),
+                        in_loop(read_assigned), "enable_idempotence=True")
 
 
 async def read_values(bootstrap: str, topic: str, want: int, timeout: float, isolation: str,
@@ -302,13 +246,7 @@ async def read_values(bootstrap: str, topic: str, want: int, timeout: float, iso
     c = consumer(bootstrap, isolation_level=isolation)
     await bounded(c.start(), timeout, "consumer start")
     try:
-        tps = [TopicPartition(topic, p) for p in range(cc.PRODUCE_PARTITIONS)]
-        c.assign(tps)
-        for tp in tps:
-            if starts and starts.get(tp.partition, -1) >= 0:
-                c.seek(tp, starts[tp.partition])
-            else:
-                await bounded(c.seek_to_beginning(tp), timeout, "seek_to_beginning")
+        tps = await assign_from(c, topic, cc.PRODUCE_PARTITIONS, timeout, starts)
         ends = await bounded(c.end_offsets(tps), timeout, "end_offsets")
         records: list = []
         deadline = time.monotonic() + timeout
@@ -323,12 +261,14 @@ async def read_values(bootstrap: str, topic: str, want: int, timeout: float, iso
         await stop(c, timeout)
 
 
-async def run_transactions(rep: cc.Reporter, args) -> None:
+async def run_transactions(args, src: str, dst: str) -> tuple[dict, int, int, list[str], str]:
+    """The transactions of the `transactions` check, then the offsets they
+    committed: (committed, processed, transactions, problems, how the
+    offsets were sent) for cc.transactions_verdict."""
     n, timeout, b = args.messages, args.stage_timeout, args.bootstrap
-    src, dst = cc.unique("compat-txn-in"), cc.unique("compat-txn-out")
     for topic in (src, dst):
         await create_topic(b, topic, cc.PRODUCE_PARTITIONS, timeout)
-    aborted_tag, aborted = src + "-aborted", max(n // 2, 1)
+    aborted_tag, aborted = cc.aborted_batch(src, n)
     producer = AIOKafkaProducer(bootstrap_servers=b, transactional_id=cc.unique("compat-txn"),
                                 linger_ms=5)
     await bounded(producer.start(), timeout, "transactional producer start")
@@ -411,41 +351,23 @@ async def run_transactions(rep: cc.Reporter, args) -> None:
     finally:
         await stop(c, timeout)
         await stop(ctp, timeout)
-    input_committed = await read_values(b, src, n, timeout, "read_committed")
-    input_all = await read_values(b, src, n + aborted, timeout, "read_uncommitted")
-    out = await read_values(b, dst, n, timeout, "read_committed")
-    starts = {p: (o if o is not None else -1) for p, o in committed.items()}
-    lag = len(await read_values(b, src, 0, timeout, "read_committed", starts))
-    expected = {b"out-" + cc.message_value(src, i) for i in range(n)}
-    seen_aborted = sum(1 for v in input_all if v.startswith(aborted_tag.encode()))
-    problems = cc.verify_transactions(n, input_committed, aborted_tag, out, expected,
-                                      seen_aborted, lag)
-    if processed != n:
-        problems.insert(0, f"consume-transform-produce processed {processed} of {n}")
-    if ctp_error:
-        problems.insert(0, ctp_error)
-    rep.verdict("transactions", problems,
-                f"{n} committed + {aborted} aborted; read_committed saw {len(input_committed)}, "
-                f"read_uncommitted {len(input_all)}; {n} transformed once in {transactions} "
-                f"transactions with send_offsets_to_transaction(offsets, group_id) "
-                f"(TxnOffsetCommit v0: no generation/member); committed offsets {committed} "
-                f"seen by OffsetFetch v1 after {visible_after:.1f}s; lag after {lag}")
+    return (committed, processed, transactions, [ctp_error] if ctp_error else [],
+            f"send_offsets_to_transaction(offsets, group_id) (TxnOffsetCommit v0: no generation/member); "
+            f"committed offsets {committed} seen by OffsetFetch v1 after {visible_after:.1f}s")
 
 
 def check_transactions(rep: cc.Reporter, args) -> None:
     """Committed and aborted transactions, then consume-transform-produce
     with the consumer's offsets committed in the producer's transactions
     (send_offsets_to_transaction): every committed input exactly once."""
-    asyncio.run(run_transactions(rep, args))
+    src, dst = cc.unique("compat-txn-in"), cc.unique("compat-txn-out")
+    committed, processed, transactions, problems, how = asyncio.run(run_transactions(args, src, dst))
+    cc.transactions_verdict(rep, args, src, dst, in_loop(read_values), committed, processed, transactions,
+                            how, problems)
 
 
 def main() -> int:
-    args = cc.parse_args(__doc__.splitlines()[0])
-    rep = cc.Reporter(CLIENT, VERSION)
-    return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
-                                   "commit-resume": check_commit_resume,
-                                   "idempotent": check_idempotent,
-                                   "transactions": check_transactions})
+    return cc.driver_main(__doc__, CLIENT, VERSION, cc.checks_in(globals()))
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """What every Python-run compatibility driver shares (compat/README.md, "Driver contract").
 
-Owns: the driver command line, the result line format, the payload of the
-test messages and the checks on what came back (exact set, per-partition
-order, commit-resume start offsets, group split), and the `security` check's
-four steps. Knows no Kafka client: the drivers (confluent_driver.py,
-kafka_python_driver.py, kcat_driver.py, perf_driver.py) bring one and call
-these pure functions; the security settings are spelled in librdkafka's
-property names, which confluent-kafka and kcat (-X) both take.
+Owns: the driver command line and main, the result line format, the payload
+of the test messages and the checks on what came back (exact set,
+per-partition order, commit-resume start offsets, group split), the steps of
+the produce-fetch, group, commit-resume, idempotent and transactions checks
+given a client's calls, a group member polling on a thread of its own, and
+the `security` check's four steps. Knows no Kafka client: the drivers
+(confluent_driver.py, kafka_python_driver.py, aiokafka_driver.py,
+kcat_driver.py, perf_driver.py) bring one and call these functions; the
+security settings are spelled in librdkafka's property names, which
+confluent-kafka and kcat (-X) both take.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -299,6 +303,203 @@ def verify_resume(state: dict, records: list[Record]) -> list[str]:
     return problems
 
 
+class ThreadMember:
+    """A group member for group_scenario whose client lives on a thread of
+    its own (clients that are not thread-safe create, poll and close it
+    there). A subclass sets its fields, then calls this __init__, which
+    starts run(): it polls until stopping() and stores the partitions the
+    client has in `_assigned`; whatever it raises becomes .error."""
+
+    def __init__(self):
+        self._assigned: set[int] = set()
+        self.error = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, daemon=True)
+        self._thread.start()
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def _main(self) -> None:
+        try:
+            self.run()
+        except Exception as e:  # surfaced through .error in the check's detail
+            self.error = repr(e)
+        finally:
+            self._assigned = set()
+
+    def assigned(self) -> set[int]:
+        return set(self._assigned)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+# -- the checks, given a client's calls --------------------------------------
+# The calls are plain functions (an asyncio client runs each in asyncio.run):
+#   create_topic(bootstrap, topic, partitions, timeout): created and visible
+#   produce(bootstrap, topic, tag, n, timeout) -> (acks, errors) of verify_acks:
+#       message_key(i) / message_value(tag, i) for i < n, acks=all
+#   read_assigned(bootstrap, topic, partitions, n, timeout) -> [Record]:
+#       partitions 0.. from the beginning via assign(), until n records or timeout
+
+
+def produce_fetch_check(rep: Reporter, args: argparse.Namespace, create_topic: Callable,
+                        produce: Callable, read_assigned: Callable, acks_note: str) -> None:
+    """The `produce-fetch` check: --messages to a new topic, every one acked
+    (acks_note says how), read back at the acked offsets in produce order."""
+    topic = unique("compat-produce")
+    create_topic(args.bootstrap, topic, PRODUCE_PARTITIONS, args.stage_timeout)
+    acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
+    rep.verdict("produce", verify_acks(args.messages, acks, errors),
+                f"{args.messages} acked ({acks_note}), per partition "
+                f"{partition_counts((p, o, None) for p, o in acks.values())}")
+    records = read_assigned(args.bootstrap, topic, PRODUCE_PARTITIONS, args.messages, args.stage_timeout)
+    rep.verdict("fetch", verify_read_back(topic, args.messages, records, acks),
+                f"{len(records)} read back via assign(), order and offsets as acked")
+
+
+def idempotent_check(rep: Reporter, args: argparse.Namespace, create_topic: Callable,
+                     produce_idempotent: Callable, read_assigned: Callable, setting: str) -> None:
+    """The `idempotent` check: as produce-fetch through the idempotent
+    producer (`setting` names how it was asked for), one verdict."""
+    topic = unique("compat-idempotent")
+    create_topic(args.bootstrap, topic, PRODUCE_PARTITIONS, args.stage_timeout)
+    acks, errors = produce_idempotent(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
+    problems = verify_acks(args.messages, acks, errors)
+    if not problems:
+        records = read_assigned(args.bootstrap, topic, PRODUCE_PARTITIONS, args.messages, args.stage_timeout)
+        problems = verify_read_back(topic, args.messages, records, acks)
+    rep.verdict("idempotent", problems, f"{setting}: {args.messages} acked and read back once, in order")
+
+
+def group_check(rep: Reporter, args: argparse.Namespace, create_topic: Callable,
+                member: Callable[[str, str], object]) -> None:
+    """The `group` check: group_scenario on a new topic of GROUP_PARTITIONS;
+    member(group, topic) starts one member of the group."""
+    topic, group = unique("compat-group"), unique("compat-group")
+    create_topic(args.bootstrap, topic, GROUP_PARTITIONS, args.stage_timeout)
+    problems, detail = group_scenario(lambda k: member(group, topic), args.stage_timeout)
+    rep.verdict(group_check_name(args.assignor), problems, detail)
+
+
+def next_offsets(records: Iterable[tuple]) -> dict[int, int]:
+    """partition -> the offset after the last of the records read from it
+    ((partition, offset, ...) in read order): what their reader commits."""
+    after: dict[int, int] = {}
+    for p, o, *_ in records:
+        after[p] = o + 1
+    return after
+
+
+def end_offsets(positions: Iterable[tuple]) -> dict[int, int]:
+    """partition -> one past the highest offset of `positions` ((partition, offset, ...))."""
+    end: dict[int, int] = {}
+    for p, o, *_ in positions:
+        end[p] = max(end.get(p, 0), o + 1)
+    return end
+
+
+def save_resume_state(path: str, topic: str, group: str, committed: dict[int, int],
+                      consumed: Iterable[tuple], end: dict[int, int]) -> None:
+    """What commit-resume's phase a leaves phase b (verify_resume's `state`)."""
+    save_state(path, {"topic": topic, "group": group, "committed": committed,
+                      "consumed": [(p, o) for p, o, *_ in consumed], "end_offsets": end})
+
+
+def resume_plan(path: str) -> tuple[dict, dict[int, int], Callable[[list[Record]], bool]]:
+    """Phase b's start: (the state phase a saved, its committed offsets, and
+    done(records): True once the records read reach every partition's end)."""
+    state = load_state(path)
+    end = {int(p): o for p, o in state["end_offsets"].items()}
+    committed = {int(p): o for p, o in state["committed"].items()}
+
+    def done(records: list[Record]) -> bool:
+        high: dict[int, int] = {}
+        for p, o, _ in records:
+            high[p] = max(high.get(p, -1), o)
+        return all(high.get(p, committed.get(p, 0) - 1) + 1 >= e for p, e in end.items())
+
+    return state, committed, done
+
+
+def commit_resume_check(rep: Reporter, args: argparse.Namespace, create_topic: Callable,
+                        produce: Callable, consume_commit: Callable, read_group: Callable) -> None:
+    """The `commit-resume` check, one phase an invocation (the broker restarts
+    in between). Phase a: --messages to a new topic, then
+    consume_commit(topic, group, half) reads exactly `half` of them as a new
+    group member and, when it has them all, commits next_offsets of them;
+    it returns (the records read, the committed offsets OffsetFetch then
+    reports). Phase b: read_group(group, topic, done) reads as a member of
+    that group until done(records) or the stage timeout; verify_resume."""
+    if args.phase == "a":
+        topic, group = unique("compat-resume"), unique("compat-resume")
+        create_topic(args.bootstrap, topic, PRODUCE_PARTITIONS, args.stage_timeout)
+        acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
+        problems = verify_acks(args.messages, acks, errors)
+        if problems:
+            rep.emit("commit-resume", "fail", "phase a produce: " + "; ".join(problems))
+            return
+        half = args.messages // 2
+        records, committed = consume_commit(topic, group, half)
+        if len(records) < half:
+            rep.emit("commit-resume", "fail", f"phase a consumed {len(records)} of {half}")
+            return
+        want = next_offsets(records)
+        if committed != want:
+            rep.emit("commit-resume", "fail", f"committed {want}, OffsetFetch says {committed}")
+            return
+        save_resume_state(args.state, topic, group, committed, records, end_offsets(acks.values()))
+        log(f"phase a: consumed {len(records)}, committed {committed}")
+        return
+    state, committed, done = resume_plan(args.state)
+    records = read_group(state["group"], state["topic"], done)
+    rep.verdict("commit-resume", verify_resume(state, records),
+                f"resumed after broker restart at {committed}, read the other {len(records)}")
+
+
+def aborted_batch(src: str, n: int) -> tuple[str, int]:
+    """(tag, count) of the values the `transactions` check produces to src in
+    the aborted transaction, after n in a committed one."""
+    return src + "-aborted", max(n // 2, 1)
+
+
+def transactions_verdict(rep: Reporter, args: argparse.Namespace, src: str, dst: str, read: Callable,
+                         committed: dict[int, int | None], processed: int, transactions: int, how: str,
+                         first_problems: Iterable[str] = ()) -> None:
+    """The `transactions` check's read-back and verdict, once the driver has
+    produced n = --messages values message_value(src, i) in a committed
+    transaction and the aborted_batch(src, n) in an aborted one to src, and
+    consume-transform-produced src to dst (b"out-" + value) in `transactions`
+    transactions of `processed` records in all, the group's offsets sent as
+    `how` says; `committed` is what OffsetFetch then says of src (partition
+    -> offset; None or < 0: nothing). read(bootstrap, topic, want, timeout,
+    isolation, starts) returns the values of every partition of topic, from
+    starts[p] (< 0 or missing: the beginning), until `want` records and one
+    quiet second more. first_problems come first."""
+    n, b, timeout = args.messages, args.bootstrap, args.stage_timeout
+    aborted_tag, aborted = aborted_batch(src, n)
+    input_committed = read(b, src, n, timeout, "read_committed", None)
+    input_all = read(b, src, n + aborted, timeout, "read_uncommitted", None)
+    out = read(b, dst, n, timeout, "read_committed", None)
+    starts = {p: -1 if o is None else o for p, o in committed.items()}
+    lag = len(read(b, src, 0, timeout, "read_committed", starts))
+    expected = {b"out-" + message_value(src, i) for i in range(n)}
+    seen_aborted = sum(1 for v in input_all if v.startswith(aborted_tag.encode()))
+    problems = list(first_problems)
+    if processed != n:
+        problems.append(f"consume-transform-produce processed {processed} of {n}")
+    problems += verify_transactions(n, input_committed, aborted_tag, out, expected, seen_aborted, lag)
+    rep.verdict("transactions", problems,
+                f"{n} committed + {aborted} aborted; read_committed saw {len(input_committed)}, "
+                f"read_uncommitted {len(input_all)}; {n} transformed once in {transactions} "
+                f"transactions with {how}; lag after {lag}")
+
+
 def run_main(reporter: Reporter, args: argparse.Namespace, checks: dict[str, Callable]) -> int:
     """Dispatch args.check; a crash becomes a fail line (never a silent exit)."""
     name = args.check
@@ -316,6 +517,21 @@ def run_main(reporter: Reporter, args: argparse.Namespace, checks: dict[str, Cal
             if check not in reporter.emitted:
                 reporter.emit(check, "fail", f"driver error: {e!r}")
         return 1
+
+
+def checks_in(namespace: dict) -> dict[str, Callable]:
+    """The checks a driver module defines (pass its globals()): check_<name>,
+    dashes as underscores, for each of CHECK_NAMES; run_main reports the
+    others n/a."""
+    funcs = {name: "check_" + name.replace("-", "_") for name in CHECK_NAMES}
+    return {name: namespace[func] for name, func in funcs.items() if func in namespace}
+
+
+def driver_main(doc: str, client: str, version: str, checks: dict[str, Callable]) -> int:
+    """A driver's main: its command line (the first line of `doc` describes
+    it), then run_main on a Reporter of client and version."""
+    args = parse_args(doc.splitlines()[0])
+    return run_main(Reporter(client, version), args, checks)
 
 
 # -- security ----------------------------------------------------------------
@@ -366,16 +582,19 @@ class ClientCannot(Exception):
 
 
 def security_check(rep: Reporter, args: argparse.Namespace,
-                   produce_consume: Callable[[str, str, str], StepResult],
-                   refused_login: Callable[[], StepResult],
-                   denied_produce: Callable[[str], StepResult]) -> None:
-    """The `security` check on any client, four steps (compat/README.md):
-      (1) produce_consume("SASL_SSL", topic, group): N messages as the SCRAM
-          user to a new granted topic, all read back in a granted group;
+                   produce_consume: Callable[[str, dict[str, str], str, str], StepResult],
+                   refused_login: Callable[[str, dict[str, str]], StepResult],
+                   denied_produce: Callable[[str, dict[str, str]], StepResult]) -> None:
+    """The `security` check on any client, four steps (compat/README.md), each
+    given the (bootstrap, librdkafka settings) of its security_endpoint:
+      (1) produce_consume(bootstrap, conf, topic, group) over "SASL_SSL": N
+          messages as the SCRAM user to a new granted topic, all read back in
+          a granted group;
       (2) the same over "SSL" as the client certificate's principal;
-      (3) refused_login(): a wrong SCRAM password fails with an authentication error;
-      (4) denied_produce(listener), for each listener: producing to the
-          ungranted topic fails with TOPIC_AUTHORIZATION_FAILED.
+      (3) refused_login(bootstrap, conf) with a wrong SCRAM password: it fails
+          with an authentication error;
+      (4) denied_produce(bootstrap, conf), over each listener: producing to
+          the ungranted topic fails with TOPIC_AUTHORIZATION_FAILED.
     A step returns (problems, what happened); one that raises has that as its
     problem, unless it raises ClientCannot. Emits one `security` line naming
     every step's outcome: fail if any step has a problem, else n/a if some
@@ -383,14 +602,17 @@ def security_check(rep: Reporter, args: argparse.Namespace,
     sasl_as = f"SASL_SSL {SCRAM_MECHANISM} as {args.sasl_username}"
     steps: list[tuple[str, Callable[[], StepResult]]] = [
         (f"(1) {sasl_as}",
-         lambda: produce_consume("SASL_SSL", unique(args.topic_prefix + "sasl"),
+         lambda: produce_consume(*security_endpoint(args, "SASL_SSL"), unique(args.topic_prefix + "sasl"),
                                  unique(args.group_prefix + "sasl"))),
         ("(2) SSL, client certificate required, as its subject",
-         lambda: produce_consume("SSL", unique(args.topic_prefix + "mtls"), unique(args.group_prefix + "mtls"))),
-        ("(3) wrong password", refused_login),
-        (f"(4) produce to ungranted {args.denied_topic} over {sasl_as}", lambda: denied_produce("SASL_SSL")),
+         lambda: produce_consume(*security_endpoint(args, "SSL"), unique(args.topic_prefix + "mtls"),
+                                 unique(args.group_prefix + "mtls"))),
+        ("(3) wrong password",
+         lambda: refused_login(*security_endpoint(args, "SASL_SSL", wrong_password(args)))),
+        (f"(4) produce to ungranted {args.denied_topic} over {sasl_as}",
+         lambda: denied_produce(*security_endpoint(args, "SASL_SSL"))),
         (f"(4) produce to ungranted {args.denied_topic} over SSL as the certificate",
-         lambda: denied_produce("SSL")),
+         lambda: denied_produce(*security_endpoint(args, "SSL"))),
     ]
     failed, impossible, details = False, False, []
     for name, step in steps:

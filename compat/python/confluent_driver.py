@@ -2,12 +2,11 @@
 
 Runs one check per invocation against --bootstrap and prints its JSON result
 line(s). Owns only the confluent-kafka calls; messages, verification and the
-group scenario come from compat_common.
+checks' steps come from compat_common.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 
 import confluent_kafka
@@ -63,21 +62,26 @@ def produce(bootstrap: str, topic: str, tag: str, n: int, timeout: float,
     return acks, errors
 
 
-def poll_records(consumer: Consumer, n: int, timeout: float) -> list:
-    """Poll until n records (or timeout), then close the consumer; an error record raises."""
-    records = []
+def poll_until(consumer: Consumer, until, timeout: float) -> list:
+    """Poll until until(records) (or timeout); an error record raises."""
+    records: list = []
     deadline = time.monotonic() + timeout
+    while not until(records) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            raise KafkaException(msg.error())
+        records.append((msg.partition(), msg.offset(), msg.value()))
+    return records
+
+
+def poll_records(consumer: Consumer, until, timeout: float) -> list:
+    """poll_until, then close the consumer."""
     try:
-        while len(records) < n and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                raise KafkaException(msg.error())
-            records.append((msg.partition(), msg.offset(), msg.value()))
+        return poll_until(consumer, until, timeout)
     finally:
         consumer.close()
-    return records
 
 
 def read_assigned(bootstrap: str, topic: str, partitions: int, n: int, timeout: float) -> list:
@@ -86,23 +90,14 @@ def read_assigned(bootstrap: str, topic: str, partitions: int, n: int, timeout: 
                          "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
                      for p in range(partitions)])
-    return poll_records(consumer, n, timeout)
+    return poll_records(consumer, lambda rs: len(rs) >= n, timeout)
 
 
 def check_produce_fetch(rep: cc.Reporter, args) -> None:
-    topic = cc.unique("compat-produce")
-    create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
-    acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
-    rep.verdict("produce", cc.verify_acks(args.messages, acks, errors),
-                f"{args.messages} acked (acks=all), per partition "
-                f"{cc.partition_counts((p, o, None) for p, o in acks.values())}")
-    records = read_assigned(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.messages,
-                            args.stage_timeout)
-    rep.verdict("fetch", cc.verify_read_back(topic, args.messages, records, acks),
-                f"{len(records)} read back via assign(), order and offsets as acked")
+    cc.produce_fetch_check(rep, args, create_topic, produce, read_assigned, "acks=all")
 
 
-class Member:
+class Member(cc.ThreadMember):
     """One group member polling on its own thread; assigned() is what
     consumer.assignment() said after the latest poll."""
 
@@ -113,132 +108,72 @@ class Member:
             conf["partition.assignment.strategy"] = ASSIGNOR_CONFIG[assignor]
         self.consumer = Consumer(conf)
         self.consumer.subscribe([topic])
-        self._assigned: set[int] = set()
-        self.error = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _run(self) -> None:
+    def run(self) -> None:
         try:
-            while not self._stop.is_set():
+            while not self.stopping():
                 msg = self.consumer.poll(0.2)
                 if msg is not None and msg.error() and self.error is None:
                     self.error = str(msg.error())
                 self._assigned = {tp.partition for tp in self.consumer.assignment()}
-        except Exception as e:  # surfaced through .error in the check's detail
-            self.error = repr(e)
         finally:
-            self._assigned = set()
             self.consumer.close()
-
-    def assigned(self) -> set[int]:
-        return set(self._assigned)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
 
 
 def check_group(rep: cc.Reporter, args) -> None:
-    topic, group = cc.unique("compat-group"), cc.unique("compat-group")
-    create_topic(args.bootstrap, topic, cc.GROUP_PARTITIONS, args.stage_timeout)
-    problems, detail = cc.group_scenario(
-        lambda k: Member(args.bootstrap, group, topic, args.assignor), args.stage_timeout)
-    rep.verdict(cc.group_check_name(args.assignor), problems, detail)
+    cc.group_check(rep, args, create_topic,
+                   lambda group, topic: Member(args.bootstrap, group, topic, args.assignor))
+
+
+def group_consumer(bootstrap: str, group: str, topic: str, conf: dict | None = None) -> Consumer:
+    """A member of `group` subscribed to `topic`, from the start where nothing is committed."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, **(conf or {})})
+    consumer.subscribe([topic])
+    return consumer
+
+
+def read_group(bootstrap: str, group: str, topic: str, until, timeout: float, conf: dict | None = None) -> list:
+    """A member of `group` reads `topic` until until(records) (or timeout)."""
+    return poll_records(group_consumer(bootstrap, group, topic, conf), until, timeout)
 
 
 def check_commit_resume(rep: cc.Reporter, args) -> None:
-    if args.phase == "a":
-        topic, group = cc.unique("compat-resume"), cc.unique("compat-resume")
-        create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
-        acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
-        problems = cc.verify_acks(args.messages, acks, errors)
-        if problems:
-            rep.emit("commit-resume", "fail", "phase a produce: " + "; ".join(problems))
-            return
-        half = args.messages // 2
-        consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": group,
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
-        consumer.subscribe([topic])
-        consumed, last = [], {}
-        deadline = time.monotonic() + args.stage_timeout
-        while len(consumed) < half and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                raise KafkaException(msg.error())
-            consumed.append((msg.partition(), msg.offset()))
-            last[msg.partition()] = msg.offset()
-        if len(consumed) < half:
+    timeout = args.stage_timeout
+
+    def consume_commit(topic: str, group: str, half: int) -> tuple[list, dict]:
+        consumer = group_consumer(args.bootstrap, group, topic)
+        try:
+            records = poll_until(consumer, lambda rs: len(rs) >= half, timeout)
+            if len(records) < half:
+                return records, {}
+            offsets = [TopicPartition(topic, p, o) for p, o in sorted(cc.next_offsets(records).items())]
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return records, {tp.partition: tp.offset for tp in consumer.committed(offsets, timeout=timeout)}
+        finally:
             consumer.close()
-            rep.emit("commit-resume", "fail", f"phase a consumed {len(consumed)} of {half}")
-            return
-        offsets = [TopicPartition(topic, p, o + 1) for p, o in sorted(last.items())]
-        consumer.commit(offsets=offsets, asynchronous=False)
-        committed = {tp.partition: tp.offset
-                     for tp in consumer.committed(offsets, timeout=args.stage_timeout)}
-        consumer.close()
-        want = {tp.partition: tp.offset for tp in offsets}
-        if committed != want:
-            rep.emit("commit-resume", "fail", f"committed {want}, OffsetFetch says {committed}")
-            return
-        end = {}
-        for p, o in acks.values():
-            end[p] = max(end.get(p, 0), o + 1)
-        cc.save_state(args.state, {"topic": topic, "group": group, "committed": committed,
-                                   "consumed": consumed, "end_offsets": end})
-        cc.log(f"phase a: consumed {len(consumed)}, committed {committed}")
-        return
-    state = cc.load_state(args.state)
-    end = {int(p): o for p, o in state["end_offsets"].items()}
-    committed = {int(p): o for p, o in state["committed"].items()}
-    consumer = Consumer({"bootstrap.servers": args.bootstrap, "group.id": state["group"],
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([state["topic"]])
-    records, high = [], {}
-    deadline = time.monotonic() + args.stage_timeout
 
-    def done() -> bool:
-        return all(high.get(p, committed.get(p, 0) - 1) + 1 >= e for p, e in end.items())
-
-    try:
-        while not done() and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                raise KafkaException(msg.error())
-            records.append((msg.partition(), msg.offset(), msg.value()))
-            high[msg.partition()] = max(high.get(msg.partition(), -1), msg.offset())
-    finally:
-        consumer.close()
-    rep.verdict("commit-resume", cc.verify_resume(state, records),
-                f"resumed after broker restart at {committed}, read the other {len(records)}")
+    cc.commit_resume_check(rep, args, create_topic, produce, consume_commit,
+                           lambda group, topic, done: read_group(args.bootstrap, group, topic, done, timeout))
 
 
 def check_idempotent(rep: cc.Reporter, args) -> None:
-    topic = cc.unique("compat-idempotent")
-    create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
-    acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout,
-                           {"enable.idempotence": True})
-    problems = cc.verify_acks(args.messages, acks, errors)
-    if not problems:
-        records = read_assigned(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.messages,
-                                args.stage_timeout)
-        problems = cc.verify_read_back(topic, args.messages, records, acks)
-    rep.verdict("idempotent", problems,
-                f"enable.idempotence=true: {args.messages} acked and read back once, in order")
+    cc.idempotent_check(rep, args, create_topic,
+                        lambda *a: produce(*a, {"enable.idempotence": True}),
+                        read_assigned, "enable.idempotence=true")
 
 
-def read_for(bootstrap: str, assignment: list, want: int, timeout: float,
-             isolation: str) -> list[bytes]:
-    """Values read from `assignment` (TopicPartitions with start offsets):
-    until `want` records, then one more quiet second for any extra."""
+def read_values(bootstrap: str, topic: str, want: int, timeout: float, isolation: str,
+                starts: dict[int, int] | None = None) -> list[bytes]:
+    """Values of every partition of topic (from `starts` where >= 0, else the
+    beginning): until `want` records, then one more quiet second for any extra."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": cc.unique("compat-reader"),
                          "enable.auto.commit": False, "isolation.level": isolation})
-    consumer.assign(assignment)
+    starts = starts or {}
+    consumer.assign([TopicPartition(topic, p, starts[p] if starts.get(p, -1) >= 0
+                                    else confluent_kafka.OFFSET_BEGINNING)
+                     for p in range(cc.PRODUCE_PARTITIONS)])
     values: list[bytes] = []
     deadline = time.monotonic() + timeout
     quiet_until = None
@@ -265,7 +200,7 @@ def check_transactions(rep: cc.Reporter, args) -> None:
     src, dst = cc.unique("compat-txn-in"), cc.unique("compat-txn-out")
     for topic in (src, dst):
         create_topic(b, topic, cc.PRODUCE_PARTITIONS, timeout)
-    aborted_tag, aborted = src + "-aborted", max(n // 2, 1)
+    aborted_tag, aborted = cc.aborted_batch(src, n)
     producer = Producer({"bootstrap.servers": b, "transactional.id": cc.unique("compat-txn"),
                          "linger.ms": 5})
     producer.init_transactions(timeout)
@@ -307,52 +242,25 @@ def check_transactions(rep: cc.Reporter, args) -> None:
                                        timeout=timeout)
     finally:
         consumer.close()
-    everything = [TopicPartition(src, p, confluent_kafka.OFFSET_BEGINNING)
-                  for p in range(cc.PRODUCE_PARTITIONS)]
-    input_committed = read_for(b, everything, n, timeout, "read_committed")
-    input_all = read_for(b, everything, n + aborted, timeout, "read_uncommitted")
-    out = read_for(b, [TopicPartition(dst, p, confluent_kafka.OFFSET_BEGINNING)
-                       for p in range(cc.PRODUCE_PARTITIONS)], n, timeout, "read_committed")
-    resume = [TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0
-                             else confluent_kafka.OFFSET_BEGINNING) for tp in committed]
-    lag = len(read_for(b, resume, 0, 2.0, "read_committed"))
-    expected = {b"out-" + cc.message_value(src, i) for i in range(n)}
-    seen_aborted = sum(1 for v in input_all if v.startswith(aborted_tag.encode()))
-    problems = cc.verify_transactions(n, input_committed, aborted_tag, out, expected,
-                                      seen_aborted, lag)
-    if processed != n:
-        problems.append(f"consume-transform-produce processed {processed} of {n}")
-    rep.verdict("transactions", problems,
-                f"{n} committed + {aborted} aborted; read_committed saw {len(input_committed)}, "
-                f"read_uncommitted {len(input_all)}; {n} transformed once in {transactions} "
-                f"transactions with send_offsets_to_transaction; lag after {lag}")
-
-
-def read_group(bootstrap: str, conf: dict, topic: str, group: str, n: int, timeout: float) -> list:
-    """A member of `group` subscribed to `topic` reads from the start until n records (or timeout)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, **conf})
-    consumer.subscribe([topic])
-    return poll_records(consumer, n, timeout)
+    cc.transactions_verdict(rep, args, src, dst, read_values, {tp.partition: tp.offset for tp in committed},
+                            processed, transactions, "send_offsets_to_transaction")
 
 
 def check_security(rep: cc.Reporter, args) -> None:
     """The four steps of compat_common.security_check through confluent-kafka."""
     n, timeout = args.messages, args.stage_timeout
 
-    def produce_consume(listener: str, topic: str, group: str) -> cc.StepResult:
-        bootstrap, conf = cc.security_endpoint(args, listener)
+    def produce_consume(bootstrap: str, conf: dict, topic: str, group: str) -> cc.StepResult:
         create_topic(bootstrap, topic, cc.PRODUCE_PARTITIONS, timeout, conf)
         acks, errors = produce(bootstrap, topic, topic, n, timeout, conf)
         problems = cc.verify_acks(n, acks, errors)
         if problems:
             return problems, ""
-        records = read_group(bootstrap, conf, topic, group, n, timeout)
+        records = read_group(bootstrap, group, topic, lambda rs: len(rs) >= n, timeout, conf)
         return (cc.verify_read_back(topic, n, records, acks),
                 f"{n} produced to {topic} (acks=all), read back by group {group}")
 
-    def refused_login() -> cc.StepResult:
-        bootstrap, conf = cc.security_endpoint(args, "SASL_SSL", cc.wrong_password(args))
+    def refused_login(bootstrap: str, conf: dict) -> cc.StepResult:
         errors: list[KafkaError] = []
         # a producer connects to its bootstrap broker at once; error_cb is served by poll()
         producer = Producer({"bootstrap.servers": bootstrap, **conf, "error_cb": errors.append})
@@ -366,8 +274,7 @@ def check_security(rep: cc.Reporter, args) -> None:
                     f"{[e.str() for e in errors][:3]})"], ""
         return [], f"refused: _AUTHENTICATION {auth[0].str()[:300]}"
 
-    def denied_produce(listener: str) -> cc.StepResult:
-        bootstrap, conf = cc.security_endpoint(args, listener)
+    def denied_produce(bootstrap: str, conf: dict) -> cc.StepResult:
         failures: list[KafkaError] = []
         delivered = []
         producer = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": int(timeout * 1000),
@@ -384,13 +291,7 @@ def check_security(rep: cc.Reporter, args) -> None:
 
 
 def main() -> int:
-    args = cc.parse_args(__doc__.splitlines()[0])
-    rep = cc.Reporter(CLIENT, VERSION)
-    return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
-                                   "commit-resume": check_commit_resume,
-                                   "idempotent": check_idempotent,
-                                   "transactions": check_transactions,
-                                   "security": check_security})
+    return cc.driver_main(__doc__, CLIENT, VERSION, cc.checks_in(globals()))
 
 
 if __name__ == "__main__":

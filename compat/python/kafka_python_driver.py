@@ -2,13 +2,12 @@
 
 Runs one check per invocation against --bootstrap and prints its JSON result
 line(s). Owns only the kafka-python calls; messages, verification and the
-group scenario come from compat_common. kafka-python objects are not
+checks' steps come from compat_common. kafka-python objects are not
 thread-safe: every consumer lives and dies on one thread.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 
 import kafka
@@ -76,31 +75,31 @@ def poll_records(c: KafkaConsumer, until, timeout: float, on_record=None) -> lis
     return records
 
 
+def assign_from(c: KafkaConsumer, topic: str, partitions: int, starts: dict[int, int] | None = None) -> None:
+    """assign() partitions 0..partitions-1 of topic, from the beginning but
+    where starts[p] is an offset (>= 0)."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    for p, o in (starts or {}).items():
+        if o >= 0:
+            c.seek(tps[p], o)
+
+
 def read_assigned(bootstrap: str, topic: str, partitions: int, n: int, timeout: float) -> list:
     c = consumer(bootstrap)
     try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        c.assign(tps)
-        c.seek_to_beginning(*tps)
+        assign_from(c, topic, partitions)
         return poll_records(c, lambda rs: len(rs) >= n, timeout)
     finally:
         c.close()
 
 
 def check_produce_fetch(rep: cc.Reporter, args) -> None:
-    topic = cc.unique("compat-produce")
-    create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
-    acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
-    rep.verdict("produce", cc.verify_acks(args.messages, acks, errors),
-                f"{args.messages} acked (acks=all, client defaults), per partition "
-                f"{cc.partition_counts((p, o, None) for p, o in acks.values())}")
-    records = read_assigned(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.messages,
-                            args.stage_timeout)
-    rep.verdict("fetch", cc.verify_read_back(topic, args.messages, records, acks),
-                f"{len(records)} read back via assign(), order and offsets as acked")
+    cc.produce_fetch_check(rep, args, create_topic, produce, read_assigned, "acks=all, client defaults")
 
 
-class Member:
+class Member(cc.ThreadMember):
     """One group member: consumer created, polled and closed on its own thread."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, assignor: str):
@@ -108,115 +107,57 @@ class Member:
         if assignor in ASSIGNORS:
             self.conf["partition_assignment_strategy"] = ASSIGNORS[assignor]
         self.bootstrap, self.topic = bootstrap, topic
-        self._assigned: set[int] = set()
-        self.error = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _run(self) -> None:
-        c = None
+    def run(self) -> None:
+        c = consumer(self.bootstrap, **self.conf)
         try:
-            c = consumer(self.bootstrap, **self.conf)
             c.subscribe([self.topic])
-            while not self._stop.is_set():
+            while not self.stopping():
                 c.poll(timeout_ms=200)
                 self._assigned = {tp.partition for tp in c.assignment()}
-        except Exception as e:  # surfaced through .error in the check's detail
-            self.error = repr(e)
         finally:
-            self._assigned = set()
-            if c is not None:
-                c.close(autocommit=False)
-
-    def assigned(self) -> set[int]:
-        return set(self._assigned)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
+            c.close(autocommit=False)
 
 
 def check_group(rep: cc.Reporter, args) -> None:
-    topic, group = cc.unique("compat-group"), cc.unique("compat-group")
-    create_topic(args.bootstrap, topic, cc.GROUP_PARTITIONS, args.stage_timeout)
-    problems, detail = cc.group_scenario(
-        lambda k: Member(args.bootstrap, group, topic, args.assignor), args.stage_timeout)
-    rep.verdict(cc.group_check_name(args.assignor), problems, detail)
+    cc.group_check(rep, args, create_topic,
+                   lambda group, topic: Member(args.bootstrap, group, topic, args.assignor))
 
 
 def check_commit_resume(rep: cc.Reporter, args) -> None:
-    if args.phase == "a":
-        topic, group = cc.unique("compat-resume"), cc.unique("compat-resume")
-        create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
-        acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout)
-        problems = cc.verify_acks(args.messages, acks, errors)
-        if problems:
-            rep.emit("commit-resume", "fail", "phase a produce: " + "; ".join(problems))
-            return
-        half = args.messages // 2
+    timeout = args.stage_timeout
+
+    def consume_commit(topic: str, group: str, half: int) -> tuple[list, dict]:
         c = consumer(args.bootstrap, group_id=group)
         try:
             c.subscribe([topic])
             # stop exactly at `half` records even if a poll returned more
-            records = poll_records(c, lambda rs: len(rs) >= half, args.stage_timeout,
+            records = poll_records(c, lambda rs: len(rs) >= half, timeout,
                                    on_record=lambda rs: len(rs) >= half)
             if len(records) < half:
-                rep.emit("commit-resume", "fail", f"phase a consumed {len(records)} of {half}")
-                return
-            last: dict[int, int] = {}
-            for p, o, _ in records:
-                last[p] = o
-            offsets = {TopicPartition(topic, p): OffsetAndMetadata(o + 1, "", -1)
-                       for p, o in last.items()}
+                return records, {}
+            offsets = {TopicPartition(topic, p): OffsetAndMetadata(o, "", -1)
+                       for p, o in cc.next_offsets(records).items()}
             c.commit(offsets)
-            committed = {tp.partition: c.committed(tp) for tp in offsets}
+            return records, {tp.partition: c.committed(tp) for tp in offsets}
         finally:
             c.close(autocommit=False)
-        want = {tp.partition: om.offset for tp, om in offsets.items()}
-        if committed != want:
-            rep.emit("commit-resume", "fail", f"committed {want}, OffsetFetch says {committed}")
-            return
-        end: dict[int, int] = {}
-        for p, o in acks.values():
-            end[p] = max(end.get(p, 0), o + 1)
-        cc.save_state(args.state, {"topic": topic, "group": group, "committed": committed,
-                                   "consumed": [(p, o) for p, o, _ in records],
-                                   "end_offsets": end})
-        cc.log(f"phase a: consumed {len(records)}, committed {committed}")
-        return
-    state = cc.load_state(args.state)
-    end = {int(p): o for p, o in state["end_offsets"].items()}
-    committed = {int(p): o for p, o in state["committed"].items()}
 
-    def done(records) -> bool:
-        high: dict[int, int] = {}
-        for p, o, _ in records:
-            high[p] = max(high.get(p, -1), o)
-        return all(high.get(p, committed.get(p, 0) - 1) + 1 >= e for p, e in end.items())
+    def read_group(group: str, topic: str, done) -> list:
+        c = consumer(args.bootstrap, group_id=group)
+        try:
+            c.subscribe([topic])
+            return poll_records(c, done, timeout)
+        finally:
+            c.close(autocommit=False)
 
-    c = consumer(args.bootstrap, group_id=state["group"])
-    try:
-        c.subscribe([state["topic"]])
-        records = poll_records(c, done, args.stage_timeout)
-    finally:
-        c.close(autocommit=False)
-    rep.verdict("commit-resume", cc.verify_resume(state, records),
-                f"resumed after broker restart at {committed}, read the other {len(records)}")
+    cc.commit_resume_check(rep, args, create_topic, produce, consume_commit, read_group)
 
 
 def check_idempotent(rep: cc.Reporter, args) -> None:
-    topic = cc.unique("compat-idempotent")
-    create_topic(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.stage_timeout)
-    acks, errors = produce(args.bootstrap, topic, topic, args.messages, args.stage_timeout,
-                           enable_idempotence=True)
-    problems = cc.verify_acks(args.messages, acks, errors)
-    if not problems:
-        records = read_assigned(args.bootstrap, topic, cc.PRODUCE_PARTITIONS, args.messages,
-                                args.stage_timeout)
-        problems = cc.verify_read_back(topic, args.messages, records, acks)
-    rep.verdict("idempotent", problems,
-                f"enable_idempotence=True: {args.messages} acked and read back once, in order")
+    cc.idempotent_check(rep, args, create_topic, lambda *a: produce(*a, enable_idempotence=True),
+                        read_assigned, "enable_idempotence=True")
 
 
 def read_values(bootstrap: str, topic: str, want: int, timeout: float, isolation: str,
@@ -225,13 +166,7 @@ def read_values(bootstrap: str, topic: str, want: int, timeout: float, isolation
     until `want` records, then one more quiet second for any extra."""
     c = consumer(bootstrap, isolation_level=isolation)
     try:
-        tps = [TopicPartition(topic, p) for p in range(cc.PRODUCE_PARTITIONS)]
-        c.assign(tps)
-        for tp in tps:
-            if starts and starts.get(tp.partition, -1) >= 0:
-                c.seek(tp, starts[tp.partition])
-            else:
-                c.seek_to_beginning(tp)
+        assign_from(c, topic, cc.PRODUCE_PARTITIONS, starts)
         records = poll_records(c, lambda rs: len(rs) >= want, timeout) if want else []
         records += poll_records(c, lambda rs: False, 1.0)
         return [v for _, _, v in records]
@@ -247,7 +182,7 @@ def check_transactions(rep: cc.Reporter, args) -> None:
     src, dst = cc.unique("compat-txn-in"), cc.unique("compat-txn-out")
     for topic in (src, dst):
         create_topic(b, topic, cc.PRODUCE_PARTITIONS, timeout)
-    aborted_tag, aborted = src + "-aborted", max(n // 2, 1)
+    aborted_tag, aborted = cc.aborted_batch(src, n)
     producer = KafkaProducer(bootstrap_servers=b, transactional_id=cc.unique("compat-txn"),
                              linger_ms=5)
     producer.init_transactions()
@@ -288,30 +223,12 @@ def check_transactions(rep: cc.Reporter, args) -> None:
     finally:
         c.close()
         ctp.close()
-    input_committed = read_values(b, src, n, timeout, "read_committed")
-    input_all = read_values(b, src, n + aborted, timeout, "read_uncommitted")
-    out = read_values(b, dst, n, timeout, "read_committed")
-    starts = {p: (o if o is not None else -1) for p, o in committed.items()}
-    lag = len(read_values(b, src, 0, timeout, "read_committed", starts))
-    expected = {b"out-" + cc.message_value(src, i) for i in range(n)}
-    seen_aborted = sum(1 for v in input_all if v.startswith(aborted_tag.encode()))
-    problems = cc.verify_transactions(n, input_committed, aborted_tag, out, expected,
-                                      seen_aborted, lag)
-    if processed != n:
-        problems.append(f"consume-transform-produce processed {processed} of {n}")
-    rep.verdict("transactions", problems,
-                f"{n} committed + {aborted} aborted; read_committed saw {len(input_committed)}, "
-                f"read_uncommitted {len(input_all)}; {n} transformed once in {transactions} "
-                f"transactions with send_offsets_to_transaction; lag after {lag}")
+    cc.transactions_verdict(rep, args, src, dst, read_values, committed, processed, transactions,
+                            "send_offsets_to_transaction")
 
 
 def main() -> int:
-    args = cc.parse_args(__doc__.splitlines()[0])
-    rep = cc.Reporter(CLIENT, VERSION)
-    return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
-                                   "commit-resume": check_commit_resume,
-                                   "idempotent": check_idempotent,
-                                   "transactions": check_transactions})
+    return cc.driver_main(__doc__, CLIENT, VERSION, cc.checks_in(globals()))
 
 
 if __name__ == "__main__":

@@ -177,11 +177,8 @@ class Member(KcatProcess):
 
 
 def check_group(rep: cc.Reporter, args) -> None:
-    topic, group = cc.unique("compat-group"), cc.unique("compat-group")
-    create_topic(args.bootstrap, topic, cc.GROUP_PARTITIONS, args.stage_timeout)
-    problems, detail = cc.group_scenario(
-        lambda k: Member(args.bootstrap, group, topic, args.assignor), args.stage_timeout)
-    rep.verdict(cc.group_check_name(args.assignor), problems, detail)
+    cc.group_check(rep, args, create_topic,
+                   lambda group, topic: Member(args.bootstrap, group, topic, args.assignor))
 
 
 def consume_group(bootstrap: str, group: str, topic: str, until, timeout: float,
@@ -209,9 +206,6 @@ def check_commit_resume(rep: cc.Reporter, args) -> None:
         if problems:
             rep.emit("commit-resume", "fail", "phase a produce/read-back: " + "; ".join(problems))
             return
-        end: dict[int, int] = {}
-        for p, o, _ in records:
-            end[p] = max(end.get(p, 0), o + 1)
         half = args.messages // 2
         # -c: kcat exits after `half` messages; closing commits what it consumed
         proc = consume_group(args.bootstrap, group, topic, lambda rs: len(rs) >= half,
@@ -222,24 +216,11 @@ def check_commit_resume(rep: cc.Reporter, args) -> None:
                      f"phase a: kcat -G -c {half} consumed {len(consumed)}, exit "
                      f"{proc.proc.returncode}: {stderr_summary(chr(10).join(proc.stderr))}")
             return
-        committed: dict[int, int] = {}
-        for p, o, _ in consumed:
-            committed[p] = o + 1
-        cc.save_state(args.state, {"topic": topic, "group": group, "committed": committed,
-                                   "consumed": [(p, o) for p, o, _ in consumed],
-                                   "end_offsets": end})
+        committed = cc.next_offsets(consumed)
+        cc.save_resume_state(args.state, topic, group, committed, consumed, cc.end_offsets(records))
         cc.log(f"phase a: consumed {len(consumed)}, expect committed {committed}")
         return
-    state = cc.load_state(args.state)
-    end = {int(p): o for p, o in state["end_offsets"].items()}
-    committed = {int(p): o for p, o in state["committed"].items()}
-
-    def done(records) -> bool:
-        high: dict[int, int] = {}
-        for p, o, _ in records:
-            high[p] = max(high.get(p, -1), o)
-        return all(high.get(p, committed.get(p, 0) - 1) + 1 >= e for p, e in end.items())
-
+    state, committed, done = cc.resume_plan(args.state)
     proc = consume_group(args.bootstrap, state["group"], state["topic"], done, args.stage_timeout)
     problems = cc.verify_resume(state, proc.records)
     if problems and proc.error:
@@ -292,7 +273,7 @@ def newer_librdkafka(scratch: str) -> str:
     return scratch
 
 
-def check_security(rep: cc.Reporter, args, librdkafka: str) -> None:
+def check_security(rep: cc.Reporter, args) -> None:
     """The four steps of compat_common.security_check through kcat; each kcat
     gets the security settings as -X options and message.timeout.ms bounded
     by the stage timeout. A librdkafka that cannot log in with SCRAM at all
@@ -301,6 +282,7 @@ def check_security(rep: cc.Reporter, args, librdkafka: str) -> None:
     says so; without one the SCRAM steps are not possible."""
     n, timeout = args.messages, args.stage_timeout
     bound = ("-X", f"message.timeout.ms={int(timeout * 1000)}")
+    _, librdkafka = kcat_version()
     scram_defect = cc.librdkafka_scram_note(librdkafka)
     on_lib = ""
     if scram_defect:
@@ -332,8 +314,7 @@ def check_security(rep: cc.Reporter, args, librdkafka: str) -> None:
             return kcat_until_auth_error([KCAT, "-b", bootstrap, "-P", "-t", topic, "-X", "acks=all",
                                           *x_options(conf), *bound, "-l", f.name], timeout)
 
-    def produce_consume(listener: str, topic: str, group: str) -> cc.StepResult:
-        bootstrap, conf = cc.security_endpoint(args, listener)
+    def produce_consume(bootstrap: str, conf: dict, topic: str, group: str) -> cc.StepResult:
         create_topic(bootstrap, topic, cc.PRODUCE_PARTITIONS, timeout, conf)  # setup: kcat creates no topics
         with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
             f.writelines(f"{cc.message_key(i).decode()}\t{cc.message_value(topic, i).decode()}\n"
@@ -353,18 +334,16 @@ def check_security(rep: cc.Reporter, args, librdkafka: str) -> None:
             problems.append(f"kcat -G: {reader.error}")
         return problems, f"kcat -P {n} to {topic}, kcat -G {group} read them back{on_lib}"
 
-    def refused_login() -> cc.StepResult:
+    def refused_login(bootstrap: str, conf: dict) -> cc.StepResult:
         if right_password_refused and scram_defect:
             raise cc.ClientCannot("the right password is refused too, so a refusal shows nothing")
-        bootstrap, conf = cc.security_endpoint(args, "SASL_SSL", cc.wrong_password(args))
         proc, auth = produce_one(bootstrap, conf, cc.unique(args.topic_prefix + "login"))
         if not auth:
             return [f"no SASL authentication error within {timeout:.0f}s (kcat -P exit status "
                     f"{proc.proc.returncode}: {stderr_summary(chr(10).join(proc.stderr))})"], ""
         return [], f"kcat -P refused: {auth}"
 
-    def denied_produce(listener: str) -> cc.StepResult:
-        bootstrap, conf = cc.security_endpoint(args, listener)
+    def denied_produce(bootstrap: str, conf: dict) -> cc.StepResult:
         proc, auth = produce_one(bootstrap, conf, args.denied_topic)
         if auth:
             return login_refused(auth), ""
@@ -377,13 +356,8 @@ def check_security(rep: cc.Reporter, args, librdkafka: str) -> None:
 
 
 def main() -> int:
-    args = cc.parse_args(__doc__.splitlines()[0])
-    version, librdkafka = kcat_version()
-    rep = cc.Reporter(CLIENT, version)
-    return cc.run_main(rep, args, {"produce-fetch": check_produce_fetch, "group": check_group,
-                                   "commit-resume": check_commit_resume,
-                                   "idempotent": check_idempotent,
-                                   "security": lambda r, a: check_security(r, a, librdkafka)})
+    version, _ = kcat_version()
+    return cc.driver_main(__doc__, CLIENT, version, cc.checks_in(globals()))
 
 
 if __name__ == "__main__":
