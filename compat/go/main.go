@@ -128,14 +128,25 @@ func produce(a args, topic string, n int) (map[int]pos, []string, error) {
 		return nil, nil, err
 	}
 	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), a.stage)
+	defer cancel()
+	acks, errs, err := produceAll(ctx, cl, topic, topic, n)
+	if err != nil {
+		errs = append(errs, "flush: "+err.Error())
+	}
+	return acks, errs, nil
+}
+
+// produceAll sends n keyed messages of tag (messageKey, messageValue) to
+// topic and flushes: the acks (i -> partition/offset), the delivery errors
+// and Flush's error.
+func produceAll(ctx context.Context, cl *kgo.Client, topic, tag string, n int) (map[int]pos, []string, error) {
 	var mu sync.Mutex
 	acks := map[int]pos{}
 	var errs []string
-	ctx, cancel := context.WithTimeout(context.Background(), a.stage)
-	defer cancel()
 	for i := 0; i < n; i++ {
 		i := i
-		rec := &kgo.Record{Topic: topic, Key: messageKey(i), Value: messageValue(topic, i)}
+		rec := &kgo.Record{Topic: topic, Key: messageKey(i), Value: messageValue(tag, i)}
 		cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -146,12 +157,10 @@ func produce(a args, topic string, n int) (map[int]pos, []string, error) {
 			acks[i] = pos{r.Partition, r.Offset}
 		})
 	}
-	if err := cl.Flush(ctx); err != nil {
-		errs = append(errs, "flush: "+err.Error())
-	}
+	err := cl.Flush(ctx)
 	mu.Lock()
 	defer mu.Unlock()
-	return acks, errs, nil
+	return acks, errs, err
 }
 
 // readAssigned reads partitions 0..parts-1 from the start until n records.
@@ -168,6 +177,18 @@ func readAssigned(a args, topic string, parts int32, n int) ([]record, error) {
 	return pollUntil(cl, a.stage, func(rs []record) bool { return len(rs) >= n }, 0)
 }
 
+// fetchError is the first error of a poll's fetches, the poll's own
+// deadline (no records in time) aside; nil if none.
+func fetchError(fs kgo.Fetches) error {
+	var ferr error
+	fs.EachError(func(t string, p int32, err error) {
+		if err != context.DeadlineExceeded && ferr == nil {
+			ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err)
+		}
+	})
+	return ferr
+}
+
 // pollUntil polls until done(records) or timeout; max > 0 caps the records taken.
 func pollUntil(cl *kgo.Client, timeout time.Duration, done func([]record) bool, max int) ([]record, error) {
 	var recs []record
@@ -180,13 +201,7 @@ func pollUntil(cl *kgo.Client, timeout time.Duration, done func([]record) bool, 
 		}
 		fs := cl.PollRecords(ctx, want)
 		cancel()
-		var ferr error
-		fs.EachError(func(t string, p int32, err error) {
-			if err != context.DeadlineExceeded && ferr == nil {
-				ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err)
-			}
-		})
-		if ferr != nil {
+		if ferr := fetchError(fs); ferr != nil {
 			return recs, ferr
 		}
 		fs.EachRecord(func(r *kgo.Record) { recs = append(recs, record{r.Partition, r.Offset, r.Value}) })

@@ -127,30 +127,13 @@ func produceInTxn(a args, cl *kgo.Client, topic, tag string, n int, end kgo.Tran
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.stage)
 	defer cancel()
-	var mu sync.Mutex
-	acks := map[int]pos{}
-	var errs []string
-	for i := 0; i < n; i++ {
-		i := i
-		rec := &kgo.Record{Topic: topic, Key: messageKey(i), Value: messageValue(tag, i)}
-		cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("i=%d: %v", i, err))
-				return
-			}
-			acks[i] = pos{r.Partition, r.Offset}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
+	acks, errs, err := produceAll(ctx, cl, topic, tag, n)
+	if err != nil {
 		return nil, nil, fmt.Errorf("flush: %w", err)
 	}
 	if err := cl.EndTransaction(ctx, end); err != nil {
 		return nil, nil, fmt.Errorf("EndTransaction(commit=%v): %w", bool(end), err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	return acks, errs, nil
 }
 
@@ -213,13 +196,7 @@ func copyBatch(a args, sess *kgo.GroupTransactSession) ([]*kgo.Record, bool, err
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	fs := sess.PollRecords(ctx, txnBatch)
 	cancel()
-	var ferr error
-	fs.EachError(func(t string, p int32, err error) {
-		if err != context.DeadlineExceeded && ferr == nil {
-			ferr = fmt.Errorf("fetch %s[%d]: %w", t, p, err)
-		}
-	})
-	if ferr != nil {
+	if ferr := fetchError(fs); ferr != nil {
 		return nil, false, ferr
 	}
 	recs := fs.Records()
