@@ -109,6 +109,16 @@ function log (msg) {
 const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
 const now = () => performance.now() / 1000
 
+/**
+ * Subscribe `consumer` to `topic` from the beginning (where its group has
+ * committed nothing) and run it without auto-commit; `handlers` holds
+ * consumer.run's eachMessage or eachBatch.
+ */
+async function runFromStart (consumer, topic, handlers) {
+  await consumer.subscribe({ topics: [topic], fromBeginning: true })
+  await consumer.run({ autoCommit: false, ...handlers })
+}
+
 /** promise, or a rejection after `seconds` (every wait is bounded). */
 function withTimeout (promise, seconds, what) {
   let timer
@@ -444,9 +454,7 @@ async function readRecords (kafka, { topic, groupId, want, timeout, quiet = 0, r
   consumer.on(consumer.events.CRASH, e => { crash = e.payload.error })
   await withTimeout(consumer.connect(), timeout, 'consumer connect')
   try {
-    await consumer.subscribe({ topics: [topic], fromBeginning: true })
-    await consumer.run({
-      autoCommit: false,
+    await runFromStart(consumer, topic, {
       eachMessage: async ({ partition, message }) => {
         records.push([partition, Number(message.offset),
           message.value === null ? null : message.value.toString(),
@@ -510,8 +518,7 @@ class Member {
     })
     this._started = (async () => {
       await this.consumer.connect()
-      await this.consumer.subscribe({ topics: [topic], fromBeginning: true })
-      await this.consumer.run({ autoCommit: false, eachMessage: async () => {} })
+      await runFromStart(this.consumer, topic, { eachMessage: async () => {} })
     })().catch(e => { if (!this.error) this.error = String(e) })
   }
 
@@ -576,9 +583,7 @@ async function checkCommitResume (rep, args) {
     let want
     await withTimeout(consumer.connect(), timeout, 'consumer connect')
     try {
-      await consumer.subscribe({ topics: [topic], fromBeginning: true })
-      await consumer.run({
-        autoCommit: false,
+      await runFromStart(consumer, topic, {
         eachMessage: async ({ partition, message }) => {
           if (consumed.length >= half) return // stop exactly at `half`, even mid-batch
           const o = Number(message.offset)
@@ -646,9 +651,7 @@ async function checkCommitResume (rep, args) {
   consumer.on(consumer.events.CRASH, e => { crash = e.payload.error })
   await withTimeout(consumer.connect(), timeout, 'consumer connect')
   try {
-    await consumer.subscribe({ topics: [state.topic], fromBeginning: true })
-    await consumer.run({
-      autoCommit: false,
+    await runFromStart(consumer, state.topic, {
       eachMessage: async ({ partition, message }) => {
         const o = Number(message.offset)
         records.push([partition, o, message.value && message.value.toString()])
@@ -726,9 +729,7 @@ async function checkTransactions (rep, args) {
   await withTimeout(consumer.connect(), timeout, 'consumer connect')
   consumer.on(consumer.events.CRASH, e => { failure = failure || `consumer crashed: ${e.payload.error}` })
   try {
-    await consumer.subscribe({ topics: [src], fromBeginning: true })
-    await consumer.run({
-      autoCommit: false,
+    await runFromStart(consumer, src, {
       eachBatch: async ({ batch, heartbeat }) => {
         if (failure || !batch.messages.length) return
         let step = 'begin (producer.transaction())'
