@@ -26,6 +26,8 @@ PYTHON="${PYTHON:-python3}"
 RUNCTL="$REPO_ROOT/scripts/runctl.py"
 
 say() { printf '[compat deps] %s\n' "$*" >&2; }
+# shellcheck source=scripts/venv.sh
+source "$REPO_ROOT/scripts/venv.sh"
 
 # -- apt ---------------------------------------------------------------------
 missing=()
@@ -51,20 +53,8 @@ say "apt: $(kcat -V 2>&1 | sed -nE 's/^Version ([^ ]+) .*librdkafka ([^ ]+).*/kc
 # -- python ------------------------------------------------------------------
 req="$COMPAT_DIR/requirements.txt"
 stamp="$VENV/.compat-requirements.sha256"
-want=$(sha256sum "$req" | cut -d' ' -f1)
-if [[ -d "$VENV" ]] && ! "$VENV/bin/python" "$RUNCTL" has-modules 2> /dev/null; then
-  say "python: $VENV is broken, recreating"
-  rm -rf "$VENV"
-fi
-[[ -x "$VENV/bin/python" ]] || { say "python: creating $VENV"; "$PYTHON" -m venv "$VENV"; }
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
-   && "$VENV/bin/python" "$RUNCTL" has-modules confluent_kafka kafka aiokafka 2> /dev/null; then
-  :
-else
-  rm -f "$stamp"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
-  echo "$want" > "$stamp"
-fi
+venv_ready "[compat deps] python" >&2
+venv_up_to_date "$req" "$stamp" confluent_kafka kafka aiokafka || venv_install "$req" "$stamp"
 say "python: $("$VENV/bin/python" "$RUNCTL" module-versions confluent-kafka=confluent_kafka kafka-python=kafka aiokafka=aiokafka)"
 
 # -- go ----------------------------------------------------------------------

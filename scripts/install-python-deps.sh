@@ -16,27 +16,16 @@ VENV="${VENV:-$REPO_ROOT/.venv}"
 PYTHON="${PYTHON:-python3}"
 REQ="$REPO_ROOT/tests/python/requirements.txt"
 STAMP="$VENV/.requirements.sha256"
-
-want=$(sha256sum "$REQ" | cut -d' ' -f1)
+# shellcheck source=scripts/venv.sh
+source "$REPO_ROOT/scripts/venv.sh"
 
 # A venv whose interpreter no longer runs (python moved or upgraded) is rebuilt.
-if [[ -d "$VENV" ]] && ! "$VENV/bin/python" "$RUNCTL" has-modules 2>/dev/null; then
-  echo "python deps: $VENV is broken, recreating"
-  rm -rf "$VENV"
-fi
-if [[ ! -x "$VENV/bin/python" ]]; then
-  echo "python deps: creating $VENV with $("$PYTHON" --version 2>&1)"
-  "$PYTHON" -m venv "$VENV"
-fi
-
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] \
-   && "$VENV/bin/python" "$RUNCTL" has-modules confluent_kafka pytest 2>/dev/null; then
+venv_ready "python deps"
+if venv_up_to_date "$REQ" "$STAMP" confluent_kafka pytest; then
   echo "python deps: $VENV up to date"
   exit 0
 fi
 
-rm -f "$STAMP"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
+venv_install "$REQ" "$STAMP"
 versions=$("$VENV/bin/python" "$RUNCTL" module-versions confluent-kafka=confluent_kafka librdkafka=confluent_kafka:libversion pytest)
 echo "python deps: $versions"
-echo "$want" > "$STAMP"

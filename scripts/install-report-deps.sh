@@ -21,31 +21,22 @@ REQ="$REPO_ROOT/reports/requirements.txt"
 STAMP="$VENV/.report-requirements.sha256"
 RUNCTL="$REPO_ROOT/scripts/runctl.py"
 MODULES=(pandas matplotlib hdrh nbclient nbconvert nbformat ipykernel papermill pytest)
-
-want=$(sha256sum "$REQ" | cut -d' ' -f1)
+# shellcheck source=scripts/venv.sh
+source "$REPO_ROOT/scripts/venv.sh"
 
 # A venv whose interpreter no longer runs (python moved or upgraded) is rebuilt.
-if [[ -d "$VENV" ]] && ! "$VENV/bin/python" "$RUNCTL" has-modules 2>/dev/null; then
-  echo "report deps: $VENV is broken, recreating"
-  rm -rf "$VENV"
-fi
-if [[ ! -x "$VENV/bin/python" ]]; then
-  echo "report deps: creating $VENV with $("$PYTHON" --version 2>&1)"
-  "$PYTHON" -m venv "$VENV"
-fi
+venv_ready "report deps"
 if ! "$VENV/bin/python" "$RUNCTL" has-modules --python 3.11; then
   echo "report deps: $VENV has $("$VENV/bin/python" --version 2>&1); pandas 3 needs Python >= 3.11" >&2
   exit 1
 fi
 
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] && "$VENV/bin/python" "$RUNCTL" has-modules "${MODULES[@]}" 2>/dev/null; then
+if venv_up_to_date "$REQ" "$STAMP" "${MODULES[@]}"; then
   echo "report deps: $VENV up to date"
   exit 0
 fi
 
-rm -f "$STAMP"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
+venv_install "$REQ" "$STAMP"
 "$VENV/bin/python" "$RUNCTL" has-modules "${MODULES[@]}" || { echo "report deps: a module does not import after pip install" >&2; exit 1; }
 versions=$("$VENV/bin/python" "$RUNCTL" module-versions pandas matplotlib nbclient papermill pytest)
 echo "report deps: $versions"
-echo "$want" > "$STAMP"
