@@ -9,7 +9,7 @@ use std::path::Path;
 
 use chronik_log::{CleanerConfig, LogManagerConfig, PartitionLog};
 use common::compaction::*;
-use common::{log_files, now_ms, open, partition_dir};
+use common::{file_names, log_files, now_ms, open, partition_dir};
 
 #[test]
 fn cleaning_keeps_each_keys_latest_value_at_its_offset() {
@@ -309,10 +309,7 @@ fn a_crash_after_the_commit_point_completes_the_swap() {
         !files.iter().any(|f| (1..first_next).contains(&base_of(f))),
         "the segments the swap replaced are gone: {files:?}"
     );
-    let names: Vec<String> = std::fs::read_dir(&crashed_p)
-        .expect("list")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
+    let names = file_names(&crashed_p, |_| true);
     assert!(names.iter().all(|n| !n.ends_with(".swap")), "{names:?}");
 }
 

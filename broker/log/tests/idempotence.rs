@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 
@@ -208,13 +207,7 @@ fn assert_producer_state_restored(log: &PartitionLog) {
 }
 
 fn snapshot_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(partition_dir(dir, TOPIC, 0))
-        .expect("list partition dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".snapshot"))
-        .collect();
-    names.sort();
-    names
+    file_names(&partition_dir(dir, TOPIC, 0), |n| n.contains(".snapshot"))
 }
 
 #[test]
@@ -274,13 +267,7 @@ fn a_snapshot_beyond_a_truncated_log_is_ignored() {
     // Tear the last batch (producer P+2, sequence 18, offsets 58..=59).
     let pdir = partition_dir(dir.path(), TOPIC, 0);
     let last = pdir.join(log_files(&pdir).pop().expect("a segment"));
-    let len = std::fs::metadata(&last).expect("stat").len();
-    OpenOptions::new()
-        .write(true)
-        .open(&last)
-        .expect("open")
-        .set_len(len - 7)
-        .expect("chop");
+    chop_tail(&last, 7);
 
     let manager = open_manager(dir.path());
     let log = partition(&manager);

@@ -106,13 +106,7 @@ fn torn_tail_is_truncated(clean: bool) {
     }
     drop(manager);
     let last = last_log_file(&pdir);
-    let len = std::fs::metadata(&last).expect("stat").len();
-    OpenOptions::new()
-        .write(true)
-        .open(&last)
-        .expect("open")
-        .set_len(len - 7)
-        .expect("chop");
+    let len = chop_tail(&last, 7);
 
     let manager = reopen(dir.path());
     let log = manager

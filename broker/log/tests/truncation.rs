@@ -23,12 +23,7 @@ fn names(bases: &[i64]) -> Vec<String> {
 
 /// Every file in the partition directory.
 fn all_files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("list")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    file_names(dir, |_| true)
 }
 
 fn partition(manager: &LogManager) -> Arc<PartitionLog> {

@@ -5,6 +5,7 @@
 pub mod compaction;
 
 use std::collections::BTreeMap;
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -117,15 +118,33 @@ pub fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
     data_dir.join(format!("{topic}-{partition}"))
 }
 
-/// Sorted `.log` file names in a partition directory.
-pub fn log_files(dir: &Path) -> Vec<String> {
+/// Cut the last `bytes` bytes off `file`, the torn tail a crash mid-write
+/// leaves; returns the length it had.
+pub fn chop_tail(file: &Path, bytes: u64) -> u64 {
+    let len = std::fs::metadata(file).expect("stat").len();
+    OpenOptions::new()
+        .write(true)
+        .open(file)
+        .expect("open")
+        .set_len(len - bytes)
+        .expect("chop");
+    len
+}
+
+/// Sorted names of the files in a partition directory that `keep` accepts.
+pub fn file_names(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("list partition dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".log"))
+        .filter(|n| keep(n))
         .collect();
     names.sort();
     names
+}
+
+/// Sorted `.log` file names in a partition directory.
+pub fn log_files(dir: &Path) -> Vec<String> {
+    file_names(dir, |n| n.ends_with(".log"))
 }
 
 /// Polls `condition` until it holds or `timeout` passes.
