@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
 use common::procs::Ingestor;
+use common::status_of;
 
 const NO_BROKER: &str = "127.0.0.1:1";
 const TOKEN: &str = "s3cret-token-0123456789";
@@ -33,12 +34,7 @@ fn call(addr: SocketAddr, method: &str, path: &str, headers: &[&str]) -> Result<
     stream.write_all(head.as_bytes())?;
     let mut raw = String::new();
     stream.read_to_string(&mut raw)?;
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("no status in {raw:?}"))?;
-    Ok((status, raw))
+    status_of(raw)
 }
 
 fn token_file() -> Result<tempfile::NamedTempFile> {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use anyhow::{ensure, Context, Result};
 use chronik_testkit::certs::Certs;
 use common::procs::Ingestor;
+use common::status_of;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
@@ -71,12 +72,7 @@ fn https_get(
         Err(e) => return Err(e).context("reading the response"),
     }
     let raw = String::from_utf8_lossy(&raw).into_owned();
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("no status in {raw:?}"))?;
-    Ok((status, raw))
+    status_of(raw)
 }
 
 /// Sends `bytes` in the clear and reads what comes back until close.

@@ -9,7 +9,7 @@ pub mod procs;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 /// Polls `GET path` until `done(json)` holds.
@@ -32,6 +32,16 @@ pub fn poll_json(
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// (status, the whole response) of a raw HTTP/1.1 response read to its end.
+pub fn status_of(raw: String) -> Result<(u16, String)> {
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .with_context(|| format!("no status in {raw:?}"))?;
+    Ok((status, raw))
 }
 
 /// The value of an un-labelled metric sample in Prometheus text.
