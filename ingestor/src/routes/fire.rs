@@ -13,20 +13,15 @@ use axum::Json;
 use chronik_harness::envelope::now_us;
 use serde_json::json;
 
-use super::{prepare_all, read_json_body};
+use super::{accepted_body, batch_messages, prepare_all};
 use crate::app::AppState;
 use crate::error::{json_response, kafka_error_name, status_for_failures, AppError};
-use crate::message::parse_batch;
 use crate::producer::RunEnd;
 
 pub async fn batch(State(state): State<AppState>, request: Request) -> Result<Response, AppError> {
     let accept_time_us = now_us();
-    state.check_accepting()?;
-    let body = read_json_body(request, state.config.max_body_bytes).await?;
-    let msgs = parse_batch(&body).map_err(AppError::Parse)?;
-    if msgs.is_empty() {
-        return Err(AppError::EmptyBatch);
-    }
+    let body = accepted_body(&state, request).await?;
+    let msgs = batch_messages(&body)?;
     let mut staged = prepare_all(&state, msgs, &state.config.topic).await?;
     let total = staged.len();
     let mut enqueue_errors = Vec::new();

@@ -19,7 +19,7 @@ use axum::http::{header, HeaderMap};
 
 use crate::app::AppState;
 use crate::error::AppError;
-use crate::message::{prepare, MessageIn, Prepared};
+use crate::message::{parse_batch, prepare, MessageIn, Prepared};
 use crate::producer::Staged;
 
 /// Accepts `application/json` and `application/<anything>+json`, with parameters.
@@ -74,6 +74,22 @@ pub async fn read_json_body(request: Request, limit: usize) -> Result<Bytes, App
         }
         AppError::BodyRead(e.to_string())
     })
+}
+
+/// The JSON body of a produce request, once the ingestor is accepting
+/// requests (`AppState::check_accepting`): at most `max_body_bytes`.
+pub async fn accepted_body(state: &AppState, request: Request) -> Result<Bytes, AppError> {
+    state.check_accepting()?;
+    read_json_body(request, state.config.max_body_bytes).await
+}
+
+/// The messages of a batch body: a JSON array, not empty.
+pub fn batch_messages(body: &[u8]) -> Result<Vec<MessageIn<'_>>, AppError> {
+    let msgs = parse_batch(body).map_err(AppError::Parse)?;
+    if msgs.is_empty() {
+        return Err(AppError::EmptyBatch);
+    }
+    Ok(msgs)
 }
 
 /// Validates every message, checks their topics and partitions against the

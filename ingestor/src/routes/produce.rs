@@ -20,10 +20,10 @@ use rdkafka::error::RDKafkaErrorCode;
 use serde::Serialize;
 use serde_json::json;
 
-use super::{prepare_all, read_json_body};
+use super::{accepted_body, batch_messages, prepare_all};
 use crate::app::AppState;
 use crate::error::{is_retriable, json_response, kafka_error_name, status_for_failures, AppError};
-use crate::message::{parse_batch, parse_one};
+use crate::message::parse_one;
 use crate::producer::{BatchWaiter, Outcome, RunEnd, Staged};
 
 /// Beyond `message.timeout.ms`, how long to wait for librdkafka's report
@@ -33,8 +33,7 @@ const REPORT_SLACK: Duration = Duration::from_secs(5);
 /// `POST /produce`: one message; 200 `{"topic","partition","offset"}`.
 pub async fn single(State(state): State<AppState>, request: Request) -> Result<Response, AppError> {
     let accept_time_us = now_us();
-    state.check_accepting()?;
-    let body = read_json_body(request, state.config.max_body_bytes).await?;
+    let body = accepted_body(&state, request).await?;
     let msg = parse_one(&body).map_err(AppError::Parse)?;
     let mut staged = prepare_all(&state, vec![msg], &state.config.topic).await?;
     let topic = staged[0].msg.topic.to_string();
@@ -52,12 +51,8 @@ pub async fn single(State(state): State<AppState>, request: Request) -> Result<R
 /// `POST /produce/batch`: a JSON array of messages.
 pub async fn batch(State(state): State<AppState>, request: Request) -> Result<Response, AppError> {
     let accept_time_us = now_us();
-    state.check_accepting()?;
-    let body = read_json_body(request, state.config.max_body_bytes).await?;
-    let msgs = parse_batch(&body).map_err(AppError::Parse)?;
-    if msgs.is_empty() {
-        return Err(AppError::EmptyBatch);
-    }
+    let body = accepted_body(&state, request).await?;
+    let msgs = batch_messages(&body)?;
     let mut staged = prepare_all(&state, msgs, &state.config.topic).await?;
     let outcomes = send_and_wait(&state, &mut staged, accept_time_us).await;
     Ok(batch_response(&outcomes))
