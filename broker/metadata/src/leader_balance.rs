@@ -76,30 +76,12 @@ pub fn partitions_to_elect(image: &MetadataImage, imbalance_percentage: u32) -> 
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
     use crate::command::{apply, Command};
+    use crate::test_images::{image_with_topic, register};
 
     fn image(assignments: Vec<Vec<i32>>) -> MetadataImage {
-        let mut image = MetadataImage::default();
-        for node_id in 1..=3 {
-            let register = Command::RegisterBroker {
-                node_id,
-                host: format!("127.0.0.{node_id}"),
-                port: 9092,
-                listeners: Default::default(),
-            };
-            apply(&mut image, &register);
-        }
-        let create = Command::CreateTopic {
-            name: "t".into(),
-            topic_id: [3; 16],
-            configs: BTreeMap::new(),
-            assignments,
-        };
-        apply(&mut image, &create);
-        image
+        image_with_topic(3, 3, assignments)
     }
 
     #[test]
@@ -114,15 +96,7 @@ mod tests {
             partitions_to_elect(&image, 10).is_empty(),
             "a fenced broker gets nothing"
         );
-        apply(
-            &mut image,
-            &Command::RegisterBroker {
-                node_id: 1,
-                host: "127.0.0.1".into(),
-                port: 9092,
-                listeners: Default::default(),
-            },
-        );
+        register(&mut image, 1);
         // Back, but out of the ISRs until its leaders let it in again.
         assert!(partitions_to_elect(&image, 10).is_empty());
         for topic in image.topics.values_mut() {

@@ -67,6 +67,8 @@ pub mod rpc;
 mod rpc_server;
 mod store_log;
 mod store_sm;
+#[cfg(test)]
+mod test_images;
 mod transport;
 
 pub use cluster::{Cluster, COMMAND_TIMEOUT};

@@ -2,36 +2,15 @@
 //! images: the phases of a move, replacing and cancelling one, Kafka's
 //! refusals, preferred and unclean elections.
 
-use std::collections::BTreeMap;
-
 use crate::command::{apply, Command, CommandResult};
 use crate::error::ClusterError;
 use crate::image::{MetadataImage, PartitionImage};
 use crate::request::{AlterPartition, ElectionType, Reassignment};
+use crate::test_images::{image_with_topic, register};
 
 /// Brokers 1..=4 and topic "t" with one partition on `replicas`.
 fn image_on(replicas: &[i32]) -> MetadataImage {
-    let mut image = MetadataImage::default();
-    for node_id in 1..=4 {
-        let register = Command::RegisterBroker {
-            node_id,
-            host: format!("127.0.0.{node_id}"),
-            port: 9092,
-            listeners: Default::default(),
-        };
-        apply(&mut image, &register);
-    }
-    let create = Command::CreateTopic {
-        name: "t".into(),
-        topic_id: [1; 16],
-        configs: BTreeMap::new(),
-        assignments: vec![replicas.to_vec()],
-    };
-    assert!(matches!(
-        apply(&mut image, &create),
-        CommandResult::Topic(_)
-    ));
-    image
+    image_with_topic(4, 1, vec![replicas.to_vec()])
 }
 
 fn p0(image: &MetadataImage) -> PartitionImage {
@@ -190,15 +169,7 @@ fn preferred_election_moves_leadership_back() {
         Some(ClusterError::PreferredLeaderNotAvailable(_))
     ));
     // Back, and in sync again through the leader's AlterPartition.
-    apply(
-        &mut image,
-        &Command::RegisterBroker {
-            node_id: 1,
-            host: "127.0.0.1".into(),
-            port: 9092,
-            listeners: Default::default(),
-        },
-    );
+    register(&mut image, 1);
     set_isr(&mut image, &[1, 2, 3]);
     let before = p0(&image).leader_epoch;
     assert_eq!(elect(&mut image, ElectionType::Preferred), None);
