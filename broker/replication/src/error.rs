@@ -142,3 +142,21 @@ pub enum Error {
     #[error("follower log end offset went backwards: {previous} -> {new}")]
     FollowerLogEndOffsetWentBackwards { previous: i64, new: i64 },
 }
+
+/// Leader-epoch fencing of a request that must carry the current epoch:
+/// an older one is FencedLeaderEpoch, a newer one UnknownLeaderEpoch.
+pub(crate) fn check_leader_epoch(request_epoch: i32, current_epoch: i32) -> Result<()> {
+    if request_epoch < current_epoch {
+        Err(Error::FencedLeaderEpoch {
+            request_epoch,
+            current_epoch,
+        })
+    } else if request_epoch > current_epoch {
+        Err(Error::UnknownLeaderEpoch {
+            request_epoch,
+            current_epoch,
+        })
+    } else {
+        Ok(())
+    }
+}

@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::error::{Error, Result};
+use crate::error::{check_leader_epoch, Error, Result};
 use crate::isr::IsrState;
 use crate::registration::PartitionRegistration;
 use crate::{Millis, ReplicaId};
@@ -328,19 +328,7 @@ impl PartitionReplicaState {
         isr: BTreeSet<ReplicaId>,
         version: i32,
     ) -> Result<Vec<LeaderAction>> {
-        if leader_epoch != self.leader_epoch {
-            return Err(if leader_epoch < self.leader_epoch {
-                Error::FencedLeaderEpoch {
-                    request_epoch: leader_epoch,
-                    current_epoch: self.leader_epoch,
-                }
-            } else {
-                Error::UnknownLeaderEpoch {
-                    request_epoch: leader_epoch,
-                    current_epoch: self.leader_epoch,
-                }
-            });
-        }
+        check_leader_epoch(leader_epoch, self.leader_epoch)?;
         if version <= self.isr.partition_epoch() {
             return Err(Error::StaleIsrUpdate {
                 version,
@@ -403,15 +391,8 @@ impl PartitionReplicaState {
     /// request carries (`None`: an old client that sends none).
     pub fn validate_leader_epoch(&self, current_leader_epoch: Option<i32>) -> Result<()> {
         match current_leader_epoch {
-            Some(e) if e < self.leader_epoch => Err(Error::FencedLeaderEpoch {
-                request_epoch: e,
-                current_epoch: self.leader_epoch,
-            }),
-            Some(e) if e > self.leader_epoch => Err(Error::UnknownLeaderEpoch {
-                request_epoch: e,
-                current_epoch: self.leader_epoch,
-            }),
-            _ => Ok(()),
+            Some(e) => check_leader_epoch(e, self.leader_epoch),
+            None => Ok(()),
         }
     }
 

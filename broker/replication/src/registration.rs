@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::error::{Error, Result};
+use crate::error::{check_leader_epoch, Error, Result};
 use crate::ReplicaId;
 
 /// What the metadata quorum records for one partition.
@@ -104,19 +104,7 @@ impl PartitionRegistration {
                 leader: self.leader,
             });
         }
-        if leader_epoch != self.leader_epoch {
-            return Err(if leader_epoch < self.leader_epoch {
-                Error::FencedLeaderEpoch {
-                    request_epoch: leader_epoch,
-                    current_epoch: self.leader_epoch,
-                }
-            } else {
-                Error::UnknownLeaderEpoch {
-                    request_epoch: leader_epoch,
-                    current_epoch: self.leader_epoch,
-                }
-            });
-        }
+        check_leader_epoch(leader_epoch, self.leader_epoch)?;
         if version != self.partition_epoch {
             return Err(Error::InvalidUpdateVersion {
                 version,
