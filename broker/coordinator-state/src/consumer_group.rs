@@ -8,7 +8,7 @@
 //! or the subscribed topics' partition counts change, computing the target
 //! assignment (`assignor`), and handing partitions over only once their
 //! previous owner no longer owns them. Must not: do I/O, read a clock or
-//! know the wire format. Members live in memory only.
+//! know the wire format. Members are stored by the owner (`stored`).
 //!
 //! Reconciliation: a member at epoch E whose target (at the assignment
 //! epoch T > E) drops partitions keeps epoch E and is told to give them up
@@ -163,6 +163,10 @@ impl ConsumerGroup {
     pub fn members(&self) -> impl Iterator<Item = &ConsumerMember> {
         self.members.values()
     }
+    /// Partition counts of every topic some member subscribes to.
+    pub fn subscribed_partitions(&self) -> &BTreeMap<TopicId, i32> {
+        &self.partitions
+    }
     pub fn has_members(&self) -> bool {
         !self.members.is_empty()
     }
@@ -220,14 +224,15 @@ impl ConsumerGroup {
         };
         let before = member.assigned.clone();
         let epoch_before = member.member_epoch;
-        let mut changed = update_subscription(member, &request, regex) | joined;
+        let (subscription_changed, re_resolve) = update_subscription(member, &request, regex);
+        let mut changed = subscription_changed | joined;
         member.last_heard_ms = now;
         if request.rebalance_timeout_ms >= 0 {
             member.rebalance_timeout_ms = u64::try_from(request.rebalance_timeout_ms).unwrap_or(0);
         }
         member.client_id.clone_from(&request.client_id);
         member.client_host.clone_from(&request.client_host);
-        changed |= self.refresh_subscriptions(metadata, &member_id, changed);
+        changed |= self.refresh_subscriptions(metadata, &member_id, changed | re_resolve);
         if changed {
             self.group_epoch += 1;
         }
@@ -575,22 +580,30 @@ fn validate(request: &HeartbeatRequest) -> Result<Option<Regex>, GroupError> {
         Some(pattern) if pattern.len() > MAX_REGEX_BYTES => {
             Err(GroupError::InvalidRegularExpression)
         }
-        Some(pattern) => RegexBuilder::new(&format!("^(?:{pattern})$"))
-            .size_limit(REGEX_SIZE_LIMIT)
-            .dfa_size_limit(REGEX_SIZE_LIMIT)
-            .build()
+        Some(pattern) => compile_regex(pattern)
             .map(Some)
             .map_err(|_| GroupError::InvalidRegularExpression),
     }
 }
 
-/// Applies the subscription fields the request carries; true when the
-/// subscription changed.
+/// A SubscribedTopicRegex as Kafka matches it: on the whole topic name,
+/// bounded in size.
+pub(crate) fn compile_regex(pattern: &str) -> Result<Regex, regex::Error> {
+    RegexBuilder::new(&format!("^(?:{pattern})$"))
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
+        .build()
+}
+
+/// Applies the subscription fields the request carries: (whether the
+/// subscription changed, whether the member's regex must be resolved again
+/// because the topics it may match changed — a change of the group only if
+/// the resolution differs).
 fn update_subscription(
     member: &mut ConsumerMember,
     request: &HeartbeatRequest,
     regex: Option<Regex>,
-) -> bool {
+) -> (bool, bool) {
     let mut changed = false;
     if let Some(names) = &request.subscribed_topic_names {
         let mut names = names.clone();
@@ -605,10 +618,8 @@ fn update_subscription(
         member.subscribed_topic_regex = pattern;
         member.regex = regex;
     }
-    if member.regex.is_some() && request.regex_topics_allowed != member.regex_allowed {
-        // the ACLs (or the topics) changed what the regex may match
-        changed = true;
-    }
+    // the ACLs (or the topics) may have changed what the regex may match
+    let re_resolve = member.regex.is_some() && request.regex_topics_allowed != member.regex_allowed;
     member
         .regex_allowed
         .clone_from(&request.regex_topics_allowed);
@@ -623,7 +634,7 @@ fn update_subscription(
     if request.rack_id.is_some() {
         member.rack_id.clone_from(&request.rack_id);
     }
-    changed
+    (changed, re_resolve)
 }
 
 pub(crate) fn flatten(a: &Assignment) -> impl Iterator<Item = (TopicId, i32)> + '_ {

@@ -43,6 +43,9 @@ enum Act<'a> {
     Leave(i32),
     Tick,
     CreateTopic(&'a str, i32),
+    /// The coordinator fails over: the group is rebuilt from what it
+    /// stored (`ConsumerGroup::stored`, `ConsumerGroup::restore`).
+    Restore,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -130,7 +133,7 @@ impl Harness {
                 instance_id: (epoch == -2).then(|| format!("i-{member}")),
                 ..base
             },
-            Act::Tick | Act::CreateTopic(..) => return None,
+            Act::Tick | Act::CreateTopic(..) | Act::Restore => return None,
         })
     }
 
@@ -145,6 +148,12 @@ impl Harness {
             }
             if let Act::Tick = act {
                 self.group.tick(*now);
+            }
+            if let Act::Restore = act {
+                let stored = self.group.stored();
+                let config = self.group.config;
+                self.group = ConsumerGroup::restore("g", &stored, config, *now);
+                assert_eq!(self.group.stored(), stored, "{at}: restored as stored");
             }
             let Some(request) = self.request(member, *act) else {
                 assert!(matches!(expect, Expect::Nothing), "{at}");
@@ -436,5 +445,59 @@ fn commits_need_the_current_member_epoch() {
     assert_eq!(
         h.group.check_fetch(Some("a"), 2),
         Err(GroupError::StaleMemberEpoch)
+    );
+}
+
+#[test]
+fn a_restored_group_keeps_epochs_assignments_and_a_revocation_in_progress() {
+    let mut h = Harness::new(&[("t", 4)], 10);
+    h.run(
+        "failover mid-revocation",
+        &[
+            (0, "a", Act::Join(&["t"], None), Expect::Ok(1, Some(ALL))),
+            (20, "b", Act::Join(&["t"], None), Expect::Ok(2, Some(NONE))),
+            (40, "a", Act::BeatOwning(ALL), Expect::Ok(1, Some(LOW))),
+            (50, "-", Act::Restore, Expect::Nothing),
+            // Still revoking after the failover: same epoch, nothing new.
+            (60, "a", Act::BeatOwning(ALL), Expect::Ok(1, None)),
+            (70, "b", Act::Beat, Expect::Ok(2, None)),
+            (80, "a", Act::Beat, Expect::Ok(2, None)),
+            (90, "b", Act::Beat, Expect::Ok(2, Some(HIGH))),
+            (100, "-", Act::Restore, Expect::Nothing),
+            // Stable before and after: no epoch moves, nothing is resent.
+            (110, "a", Act::Beat, Expect::Ok(2, None)),
+            (120, "b", Act::Beat, Expect::Ok(2, None)),
+            // Sessions start again at the load: not expired 45 s after the
+            // last heartbeat before it, but 45 s after the last one since.
+            (100 + SESSION, "-", Act::Tick, Expect::Nothing),
+            (125 + SESSION, "-", Act::Tick, Expect::Nothing),
+            (
+                126 + SESSION,
+                "a",
+                Act::Beat,
+                Expect::Err(GroupError::UnknownMemberId),
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_restored_regex_member_resolves_to_the_same_topics() {
+    let mut h = Harness::new(&[("orders", 2), ("other", 2)], 10);
+    const ORDERS: &[(&str, &[i32])] = &[("orders", &[0, 1])];
+    h.run(
+        "regex across a failover",
+        &[
+            (0, "a", Act::JoinRegex("ord.*"), Expect::Ok(1, Some(ORDERS))),
+            (10, "-", Act::Restore, Expect::Nothing),
+            (20, "a", Act::Beat, Expect::Ok(1, None)),
+            (30, "-", Act::CreateTopic("ordinals", 1), Expect::Nothing),
+            (
+                40,
+                "a",
+                Act::Beat,
+                Expect::Ok(2, Some(&[("orders", &[0, 1]), ("ordinals", &[0])])),
+            ),
+        ],
     );
 }

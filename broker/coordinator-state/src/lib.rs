@@ -24,6 +24,8 @@
 //!   (JoinGroup / SyncGroup / Heartbeat / LeaveGroup answered by it).
 //! - `migration` — `group.consumer.migration.policy`: online upgrade of a
 //!   classic group and downgrade of a consumer group.
+//! - `stored` — a KIP-848 group as its coordinator stores it, and rebuilt
+//!   from that after a failover.
 
 mod assignor;
 mod classic_member;
@@ -32,6 +34,7 @@ mod consumer_member;
 mod group;
 mod member;
 mod migration;
+mod stored;
 pub mod txn;
 mod types;
 
@@ -45,6 +48,7 @@ pub use consumer_group::{
 pub use group::{Group, GroupConfig, GroupState};
 pub use member::Member;
 pub use migration::{ClassicSubscription, DecodedClassicMember, MigrationPolicy, NamedPartitions};
+pub use stored::{StoredConsumerGroup, StoredMember};
 pub use types::*;
 
 #[cfg(test)]

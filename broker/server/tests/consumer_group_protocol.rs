@@ -23,7 +23,7 @@ use anyhow::{ensure, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use common::broker::Broker;
 use common::kafka_client::Client;
-use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use common::kip848::{group_id, Member};
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedPartitions;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
@@ -31,10 +31,9 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
-    ConsumerProtocolAssignment, ConsumerProtocolSubscription, DescribeGroupsRequest, GroupId,
-    HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, ListGroupsRequest, OffsetCommitRequest,
-    SyncGroupRequest, TopicName,
+    ConsumerGroupDescribeRequest, ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+    DescribeGroupsRequest, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse,
+    ListGroupsRequest, OffsetCommitRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use uuid::Uuid;
@@ -54,73 +53,6 @@ const ILLEGAL_GENERATION: i16 = 22;
 const REBALANCE_IN_PROGRESS: i16 = 27;
 /// chronik_coordinator_state::MAX_SUBSCRIBED_TOPICS
 const MAX_SUBSCRIBED_TOPICS: usize = 10_000;
-
-fn group_id(group: &str) -> GroupId {
-    GroupId(StrBytes::from_string(group.to_string()))
-}
-
-/// A model consumer: it owns exactly what it was last assigned.
-struct Member {
-    group: String,
-    id: String,
-    epoch: i32,
-    owned: BTreeSet<i32>,
-}
-
-impl Member {
-    fn new(group: &str) -> Member {
-        Member {
-            group: group.to_string(),
-            id: Uuid::new_v4().to_string(),
-            epoch: 0,
-            owned: BTreeSet::new(),
-        }
-    }
-
-    fn request(&self, topic_id: Uuid) -> ConsumerGroupHeartbeatRequest {
-        let owned = TopicPartitions::default()
-            .with_topic_id(topic_id)
-            .with_partitions(self.owned.iter().copied().collect());
-        ConsumerGroupHeartbeatRequest::default()
-            .with_group_id(group_id(&self.group))
-            .with_member_id(StrBytes::from_string(self.id.clone()))
-            .with_member_epoch(self.epoch)
-            .with_rebalance_timeout_ms(if self.epoch == 0 { 30_000 } else { -1 })
-            .with_subscribed_topic_names(
-                (self.epoch == 0).then(|| vec![TopicName(StrBytes::from_static_str(TOPIC))]),
-            )
-            .with_topic_partitions(Some(if self.owned.is_empty() {
-                Vec::new()
-            } else {
-                vec![owned]
-            }))
-    }
-
-    /// One heartbeat; applies the assignment it gets.
-    fn beat(
-        &mut self,
-        client: &mut Client,
-        topic_id: Uuid,
-    ) -> Result<ConsumerGroupHeartbeatResponse> {
-        let r = client.send(&self.request(topic_id), 1)?;
-        ensure!(
-            r.error_code == 0,
-            "{} heartbeat: error {}",
-            self.id,
-            r.error_code
-        );
-        self.epoch = r.member_epoch;
-        if let Some(a) = &r.assignment {
-            self.owned = a
-                .topic_partitions
-                .iter()
-                .filter(|tp| tp.topic_id == topic_id)
-                .flat_map(|tp| tp.partitions.iter().copied())
-                .collect();
-        }
-        Ok(r)
-    }
-}
 
 /// OffsetCommit of offset 0 for partition 0 of the test topic.
 fn commit_request(group: &str, member_id: &str, epoch: i32) -> OffsetCommitRequest {
@@ -171,8 +103,8 @@ fn start_with(flags: &[&str]) -> Result<(Broker, Client, Uuid)> {
 fn two_members_split_the_partitions_and_one_inherits_all_when_the_other_leaves() -> Result<()> {
     let (_broker, mut client, topic_id) = start()?;
     let all: BTreeSet<i32> = (0..PARTITIONS).collect();
-    let mut a = Member::new("split");
-    let mut b = Member::new("split");
+    let mut a = Member::new("split", TOPIC);
+    let mut b = Member::new("split", TOPIC);
     a.beat(&mut client, topic_id)?;
     ensure!(
         a.owned == all,
@@ -244,13 +176,13 @@ fn two_members_split_the_partitions_and_one_inherits_all_when_the_other_leaves()
 #[test]
 fn wrong_epochs_and_unknown_members_are_fenced() -> Result<()> {
     let (_broker, mut client, topic_id) = start()?;
-    let mut a = Member::new("fence");
+    let mut a = Member::new("fence", TOPIC);
     a.beat(&mut client, topic_id)?;
     let r = client.send(&a.request(topic_id).with_member_epoch(a.epoch + 5), 1)?;
     ensure!(r.error_code == FENCED_MEMBER_EPOCH, "{r:?}");
     let stranger = Member {
         epoch: 1,
-        ..Member::new("fence")
+        ..Member::new("fence", TOPIC)
     };
     let r = client.send(&stranger.request(topic_id), 1)?;
     ensure!(r.error_code == UNKNOWN_MEMBER_ID, "{r:?}");
@@ -262,7 +194,7 @@ fn wrong_epochs_and_unknown_members_are_fenced() -> Result<()> {
 #[test]
 fn bad_joins_classic_takeovers_and_stale_commits_are_refused() -> Result<()> {
     let (_broker, mut client, topic_id) = start()?;
-    let member = Member::new("refused");
+    let member = Member::new("refused", TOPIC);
     let r = client.send(
         &member
             .request(topic_id)
@@ -287,7 +219,7 @@ fn bad_joins_classic_takeovers_and_stale_commits_are_refused() -> Result<()> {
         "{described:?}"
     );
 
-    let mut a = Member::new("refused");
+    let mut a = Member::new("refused", TOPIC);
     a.beat(&mut client, topic_id)?;
     // Empty metadata: not a consumer subscription the group could serve.
     let join = client.send(&classic_join("refused"), 5)?;
@@ -305,7 +237,7 @@ fn bad_joins_classic_takeovers_and_stale_commits_are_refused() -> Result<()> {
     // completed (no SyncGroup yet) cannot be upgraded.
     let classic = client.send(&classic_join("classic"), 3)?;
     ensure!(classic.error_code == 0, "{classic:?}");
-    let r = client.send(&Member::new("classic").request(topic_id), 1)?;
+    let r = client.send(&Member::new("classic", TOPIC).request(topic_id), 1)?;
     ensure!(r.error_code == GROUP_ID_NOT_FOUND, "{r:?}");
 
     let commit = |member_id: &str, epoch: i32| commit_request("refused", member_id, epoch);
@@ -335,26 +267,26 @@ fn the_group_size_bound_and_the_session_timeout_come_from_the_flags() -> Result<
         "--group-consumer-heartbeat-interval-ms",
         "250",
     ])?;
-    let mut a = Member::new("bounded");
-    let mut b = Member::new("bounded");
+    let mut a = Member::new("bounded", TOPIC);
+    let mut b = Member::new("bounded", TOPIC);
     let r = a.beat(&mut client, topic_id)?;
     ensure!(r.heartbeat_interval_ms == 250, "{r:?}");
     b.beat(&mut client, topic_id)?;
-    let c = Member::new("bounded");
+    let c = Member::new("bounded", TOPIC);
     let r = client.send(&c.request(topic_id), 1)?;
     ensure!(r.error_code == GROUP_MAX_SIZE_REACHED, "{r:?}");
     let too_many: Vec<TopicName> = (0..=MAX_SUBSCRIBED_TOPICS)
         .map(|i| TopicName(StrBytes::from_string(format!("t{i}"))))
         .collect();
     let r = client.send(
-        &Member::new("other")
+        &Member::new("other", TOPIC)
             .request(topic_id)
             .with_subscribed_topic_names(Some(too_many)),
         1,
     )?;
     ensure!(r.error_code == INVALID_REQUEST, "{r:?}");
     let r = client.send(
-        &Member::new("other")
+        &Member::new("other", TOPIC)
             .request(topic_id)
             .with_subscribed_topic_regex(Some(StrBytes::from_string("a".repeat(2048)))),
         1,
@@ -495,7 +427,7 @@ fn a_classic_group_is_upgraded_online_and_downgraded_when_the_consumer_member_le
     let mut classic = stable_classic_group(&mut client, "migrating")?;
     ensure!(classic.generation == 1);
 
-    let mut modern = Member::new("migrating");
+    let mut modern = Member::new("migrating", TOPIC);
     modern.beat(&mut client, topic_id)?;
     ensure!(
         modern.owned.is_empty(),
@@ -575,7 +507,7 @@ fn the_disabled_policy_refuses_to_upgrade() -> Result<()> {
     let (_broker, mut client, topic_id) =
         start_with(&["--group-consumer-migration-policy", "disabled"])?;
     stable_classic_group(&mut client, "kept")?;
-    let r = client.send(&Member::new("kept").request(topic_id), 1)?;
+    let r = client.send(&Member::new("kept", TOPIC).request(topic_id), 1)?;
     ensure!(r.error_code == GROUP_ID_NOT_FOUND, "{r:?}");
     ensure!(group_type(&mut client, "kept")?.0 == "classic");
     Ok(())
@@ -585,7 +517,7 @@ fn the_disabled_policy_refuses_to_upgrade() -> Result<()> {
 fn a_classic_consumer_joins_a_consumer_group_as_a_classic_member() -> Result<()> {
     let (_broker, mut client, topic_id) = start()?;
     let all: BTreeSet<i32> = (0..PARTITIONS).collect();
-    let mut modern = Member::new("mixed");
+    let mut modern = Member::new("mixed", TOPIC);
     modern.beat(&mut client, topic_id)?;
     ensure!(modern.owned == all);
     let mut classic = ClassicMember {

@@ -163,8 +163,22 @@ pub async fn run(
             max_transactional_ids: config.limits.max_transactional_ids,
         },
     ));
+    let groups = GroupManager::new(
+        GroupConfig {
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            ..GroupConfig::default()
+        },
+        ConsumerGroupConfig {
+            session_timeout_ms: config.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
+            max_size: config.group_consumer_max_size,
+            migration_policy: config.group_consumer_migration_policy,
+        },
+        offsets.clone(),
+    );
     {
-        let (store, coordinator) = (offsets.clone(), txn.clone());
+        let (store, coordinator, loader) = (offsets.clone(), txn.clone(), groups.clone());
         replicas.on_leadership(Box::new(move |replica| {
             let Some(epoch) = replica.leader_epoch() else {
                 return;
@@ -173,7 +187,9 @@ pub async fn run(
                 return;
             }
             let reloaded = match replica.topic.as_str() {
-                crate::coordinators::groups::OFFSETS_TOPIC => store.reload(epoch),
+                crate::coordinators::groups::OFFSETS_TOPIC => {
+                    store.reload(epoch, |records| loader.load_consumer_groups(records))
+                }
                 TXN_TOPIC => coordinator.store.reload(epoch),
                 _ => return,
             };
@@ -187,7 +203,7 @@ pub async fn run(
             .replica(crate::coordinators::groups::OFFSETS_TOPIC, 0)
             .and_then(|r| r.leader_epoch())
         {
-            offsets.reload(epoch)?;
+            offsets.reload(epoch, |records| groups.load_consumer_groups(records))?;
         }
         if let Some(epoch) = replicas
             .replica(TXN_TOPIC, 0)
@@ -197,19 +213,6 @@ pub async fn run(
         }
         replicas.spawn();
     }
-    let groups = GroupManager::new(
-        GroupConfig {
-            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
-            min_session_timeout_ms: config.group_min_session_timeout_ms,
-            ..GroupConfig::default()
-        },
-        ConsumerGroupConfig {
-            session_timeout_ms: config.group_consumer_session_timeout_ms,
-            heartbeat_interval_ms: config.group_consumer_heartbeat_interval_ms,
-            max_size: config.group_consumer_max_size,
-            migration_policy: config.group_consumer_migration_policy,
-        },
-    );
     groups.spawn_ticker();
     let fetch_sessions = FetchSessionCache::new(
         config.limits.max_incremental_fetch_session_cache_slots,

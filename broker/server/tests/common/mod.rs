@@ -11,6 +11,7 @@
 //! - `cluster` — a real 3-node cluster on 127.0.0.1-3 (same ports per node) and Metadata views.
 //! - `clients` — rdkafka producer / consumer / admin helpers (consumers `assign`).
 //! - `kafka_client` — a blocking client on kafka-protocol types: any request at any version.
+//! - `kip848`  — a model KIP-848 consumer (ConsumerGroupHeartbeat) that owns what it is assigned.
 //! - `paced`   — a paced idempotent acks=all producer and the exactly-once read-back.
 //! - `netns`   — nodes in their own network namespaces, and real partitions between them.
 //! - `wire`    — hand-encoded Kafka requests and RecordBatch v2 for raw-socket tests.
@@ -22,6 +23,7 @@
 pub mod clients;
 pub mod cluster;
 pub mod kafka_client;
+pub mod kip848;
 pub mod netns;
 pub mod paced;
 pub mod prom;

@@ -14,8 +14,14 @@
 //! messages other than the embedded consumer protocol (`consumer_protocol`)
 //! or store offsets (conversions keep the group id, so committed offsets
 //! carry over untouched). Locking: one std `Mutex` held only for
-//! state-machine calls, never across an await. KIP-848 members live in memory only: after a
-//! restart or coordinator move they get UNKNOWN_MEMBER_ID and rejoin.
+//! state-machine calls, never across an await. KIP-848 groups are also
+//! written to `__consumer_offsets` (`consumer_group_writes`): a
+//! ConsumerGroupHeartbeat that changed its group is answered once the
+//! change is stored, other changes (classic requests, the clock, deletion)
+//! are written by the tick, and a new coordinator rebuilds every KIP-848
+//! group from the log (`load_consumer_groups`), members keeping their
+//! epochs. Classic groups live in memory only: after a restart or a
+//! coordinator move their members rejoin.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -27,9 +33,13 @@ use chronik_coordinator_state::{
     HeartbeatRequest, JoinReply, JoinRequest, Member, MigrationPolicy, Millis, Reply, SyncReply,
     SyncRequest, Ticket, TopicMetadata, CONSUMER_PROTOCOL_TYPE,
 };
+use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
+use super::consumer_group_records::{groups_of, GroupRecords};
+use super::consumer_group_writes::{GroupWrites, PendingWrite, Scope};
 use super::consumer_protocol::{decode_assignment, decode_subscription, encode_assignment};
+use super::offset_store::OffsetStore;
 
 const TICK: Duration = Duration::from_millis(100);
 
@@ -67,6 +77,8 @@ pub struct GroupManager {
     /// The topics KIP-848 members may subscribe to, built once per
     /// metadata image version.
     topics: Mutex<Option<Arc<TopicMetadata>>>,
+    /// Where KIP-848 groups are written.
+    offsets: Arc<OffsetStore>,
 }
 
 #[derive(Debug, Default)]
@@ -75,17 +87,61 @@ struct Inner {
     consumer_groups: HashMap<String, ConsumerGroup>,
     waiting: HashMap<Ticket, oneshot::Sender<Reply>>,
     next_ticket: Ticket,
+    writes: GroupWrites,
 }
 
 impl GroupManager {
-    pub fn new(config: GroupConfig, consumer_config: ConsumerGroupConfig) -> Arc<GroupManager> {
+    pub fn new(
+        config: GroupConfig,
+        consumer_config: ConsumerGroupConfig,
+        offsets: Arc<OffsetStore>,
+    ) -> Arc<GroupManager> {
         Arc::new(GroupManager {
             config,
             consumer_config,
             epoch: Instant::now(),
             inner: Mutex::new(Inner::default()),
             topics: Mutex::new(None),
+            offsets,
         })
+    }
+
+    /// Rebuilds every KIP-848 group from `records` (the log this broker just
+    /// replayed as the new coordinator): members keep their epochs and
+    /// assignments, their sessions start now.
+    pub fn load_consumer_groups(&self, records: &BTreeMap<String, GroupRecords>) {
+        let now = self.now();
+        let stored = groups_of(records);
+        let mut inner = self.lock();
+        inner.consumer_groups = stored
+            .iter()
+            .map(|(id, group)| {
+                let restored = ConsumerGroup::restore(id, group, self.consumer_config, now);
+                (id.clone(), restored)
+            })
+            .collect();
+        for id in stored.keys() {
+            inner.groups.remove(id);
+        }
+        inner.writes.load(records);
+        tracing::info!(consumer_groups = stored.len(), "loaded the KIP-848 groups");
+    }
+
+    /// Appends `write` in its turn; the change it records stands once this
+    /// returns Ok (else the error the coordinator answers, and the group is
+    /// written whole again by the tick).
+    pub async fn store(&self, write: Option<PendingWrite>) -> Result<(), ResponseError> {
+        let Some(mut write) = write else {
+            return Ok(());
+        };
+        write.turn.wait().await;
+        let stored = self.offsets.write_group_records(&write.changes).await;
+        write.turn.appended();
+        if let Err(error) = &stored {
+            tracing::warn!(group_id = %write.group_id, ?error, "storing a consumer group failed");
+            self.lock().writes.failed(&write);
+        }
+        stored
     }
 
     /// Runs the clock until the runtime stops.
@@ -99,7 +155,12 @@ impl GroupManager {
                 let Some(manager) = manager.upgrade() else {
                     return;
                 };
-                manager.tick();
+                for write in manager.tick() {
+                    // In their turns, apart from the clock: a slow append
+                    // must not hold up rebalance timeouts.
+                    let manager = manager.clone();
+                    tokio::spawn(async move { manager.store(Some(write)).await });
+                }
             }
         });
     }
@@ -114,7 +175,10 @@ impl GroupManager {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn tick(&self) {
+    /// Advances every group's clock; returns the writes of the KIP-848
+    /// groups that changed since their last write (only while this broker
+    /// is their coordinator).
+    fn tick(&self) -> Vec<PendingWrite> {
         let now = self.now();
         let mut inner = self.lock();
         let mut replies = Vec::new();
@@ -124,24 +188,45 @@ impl GroupManager {
             }
         }
         let mut downgrades = Vec::new();
+        let mut changed = Vec::new();
         for group in inner.consumer_groups.values_mut() {
             if group.has_members() {
+                let epoch = group.group_epoch();
                 group.tick(now);
+                if group.group_epoch() != epoch {
+                    changed.push(group.group_id().to_string());
+                }
                 if group.should_downgrade() {
                     downgrades.push(group.group_id().to_string());
                 }
             }
         }
+        for group_id in changed {
+            inner.writes.mark_dirty(&group_id);
+        }
         for group_id in downgrades {
             self.downgrade(&mut inner, &group_id, now);
         }
         deliver(&mut inner, replies);
+        if self.offsets.readable().is_err() {
+            return Vec::new();
+        }
+        let inner = &mut *inner;
+        let dirty = inner.writes.take_dirty();
+        dirty
+            .iter()
+            .filter_map(|id| {
+                let group = inner.consumer_groups.get(id);
+                inner.writes.take(id, group, Scope::Whole)
+            })
+            .collect()
     }
 
     /// Replaces the KIP-848 group `group_id` by the classic group it
     /// becomes (its classic members, rebalancing).
     fn downgrade(&self, inner: &mut Inner, group_id: &str, now: Millis) {
         if let Some(group) = inner.consumer_groups.remove(group_id) {
+            inner.writes.mark_dirty(group_id);
             tracing::info!(group_id, "downgraded the consumer group to a classic group");
             let classic = group.into_classic(self.config, now);
             inner.groups.insert(group_id.to_string(), classic);
@@ -177,6 +262,11 @@ impl GroupManager {
                         .first()
                         .and_then(|(_, m)| decode_subscription(m.clone()));
                     let config = self.config;
+                    inner.writes.mark_dirty(group_id);
+                    let group = inner
+                        .consumer_groups
+                        .get_mut(group_id)
+                        .expect("looked up above");
                     return group.classic_join(
                         request,
                         subscription,
@@ -187,6 +277,7 @@ impl GroupManager {
                     );
                 }
                 inner.consumer_groups.remove(group_id);
+                inner.writes.mark_dirty(group_id);
             }
             let (ticket, rx) = register(&mut inner);
             let config = self.config;
@@ -219,7 +310,9 @@ impl GroupManager {
             let now = self.now();
             let mut inner = self.lock();
             if let Some(group) = inner.consumer_groups.get_mut(group_id) {
-                return match group.classic_sync(&request, now) {
+                let result = group.classic_sync(&request, now);
+                inner.writes.mark_dirty(group_id);
+                return match result {
                     Ok(sync) => SyncReply {
                         error: None,
                         protocol_type: Some(CONSUMER_PROTOCOL_TYPE.to_string()),
@@ -253,7 +346,9 @@ impl GroupManager {
         let now = self.now();
         let mut inner = self.lock();
         if let Some(group) = inner.consumer_groups.get_mut(group_id) {
-            return group.classic_heartbeat(member_id, generation_id, now);
+            let result = group.classic_heartbeat(member_id, generation_id, now);
+            inner.writes.mark_dirty(group_id);
+            return result;
         }
         match inner.groups.get_mut(group_id) {
             Some(group) => group.heartbeat(member_id, generation_id, now),
@@ -265,7 +360,9 @@ impl GroupManager {
         let now = self.now();
         let mut inner = self.lock();
         if let Some(group) = inner.consumer_groups.get_mut(group_id) {
-            return group.classic_leave(member_id);
+            let result = group.classic_leave(member_id);
+            inner.writes.mark_dirty(group_id);
+            return result;
         }
         let Some(group) = inner.groups.get_mut(group_id) else {
             return Err(GroupError::UnknownMemberId);
@@ -286,7 +383,7 @@ impl GroupManager {
         group_id: &str,
         request: HeartbeatRequest,
         metadata: &TopicMetadata,
-    ) -> Result<HeartbeatReply, GroupError> {
+    ) -> (Result<HeartbeatReply, GroupError>, Option<PendingWrite>) {
         let fresh_member_id = if request.member_id.is_empty() {
             uuid::Uuid::new_v4().to_string()
         } else {
@@ -294,6 +391,45 @@ impl GroupManager {
         };
         let now = self.now();
         let mut inner = self.lock();
+        let joining = request.member_epoch == 0;
+        let before = inner
+            .consumer_groups
+            .get(group_id)
+            .map(|g| (g.group_epoch(), g.assignment_epoch()));
+        let result = self.consumer_heartbeat_locked(
+            &mut inner,
+            group_id,
+            request,
+            fresh_member_id,
+            metadata,
+            now,
+        );
+        // A heartbeat that moved neither an epoch nor the membership
+        // changed only its own member's records.
+        let inner = &mut *inner;
+        let group = inner.consumer_groups.get(group_id);
+        let after = group.map(|g| (g.group_epoch(), g.assignment_epoch()));
+        let write = match &result {
+            Err(_) if before == after => None,
+            Ok(reply) if !joining && before == after => {
+                inner
+                    .writes
+                    .take(group_id, group, Scope::Member(&reply.member_id))
+            }
+            _ => inner.writes.take(group_id, group, Scope::Whole),
+        };
+        (result, write)
+    }
+
+    fn consumer_heartbeat_locked(
+        &self,
+        inner: &mut Inner,
+        group_id: &str,
+        request: HeartbeatRequest,
+        fresh_member_id: String,
+        metadata: &TopicMetadata,
+        now: Millis,
+    ) -> Result<HeartbeatReply, GroupError> {
         let config = self.consumer_config;
         let joining = request.member_epoch == 0;
         if let Some(classic) = inner.groups.get(group_id) {
@@ -330,7 +466,7 @@ impl GroupManager {
         if !group.has_members() && result.is_err() {
             inner.consumer_groups.remove(group_id);
         } else if group.should_downgrade() {
-            self.downgrade(&mut inner, group_id, now);
+            self.downgrade(inner, group_id, now);
         }
         result
     }
@@ -416,6 +552,7 @@ impl GroupManager {
                 return Err(GroupError::NonEmptyGroup);
             }
             inner.consumer_groups.remove(group_id);
+            inner.writes.mark_dirty(group_id);
             return Ok(());
         }
         match inner.groups.get_mut(group_id) {

@@ -1,11 +1,15 @@
 //! Consumer groups on the broker side: the driver around the pure
 //! `chronik_coordinator_state` state machine, and committed-offset storage.
 //!
+//! - `consumer_group_records` — KIP-848 groups as records in `__consumer_offsets`.
+//! - `consumer_group_writes` — which of those records to append, and in what order.
 //! - `consumer_protocol` — the consumer's embedded protocol in classic group messages.
 //! - `manager`      — `GroupManager`: groups by id, tickets → waiting requests, the clock tick task.
 //! - `offset_store` — `OffsetStore`: committed offsets kept durably in the broker's own
 //!   `__consumer_offsets` log and rebuilt from it at start.
 
+pub mod consumer_group_records;
+pub mod consumer_group_writes;
 pub mod consumer_protocol;
 pub mod manager;
 pub mod offset_store;

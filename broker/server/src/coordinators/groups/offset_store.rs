@@ -10,8 +10,10 @@
 //! applied or dropped by the transaction's end record, which the
 //! coordinator's marker for `__consumer_offsets` writes
 //! (`complete_transaction`). A marker also records the producer's epoch, so
-//! a fenced producer's late commit is refused. Must not: check group
-//! membership (the handlers ask the `GroupManager` first).
+//! a fenced producer's late commit is refused. It also replays and appends
+//! the KIP-848 groups' records (`consumer_group_records`), whose layout and
+//! meaning are the group manager's. Must not: check group membership (the
+//! handlers ask the `GroupManager` first).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +25,7 @@ use chronik_protocol::records::{build_batch, SimpleRecord};
 use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
+use super::consumer_group_records::{group_of, GroupRecords};
 use crate::coordinators::internal_topic::{
     get_str, put_str, replay_records, InternalPartition, Loaded,
 };
@@ -63,6 +66,9 @@ pub struct OffsetStore {
 /// What `__consumer_offsets` holds, as replayed.
 #[derive(Debug, Default)]
 struct Offsets {
+    /// KIP-848 groups' records by group (`consumer_group_records`), handed
+    /// to the group manager when this broker becomes the coordinator.
+    consumer_groups: BTreeMap<String, GroupRecords>,
     committed: BTreeMap<OffsetKey, CommittedOffset>,
     /// Transactional commits not yet ended, by producer id.
     pending: HashMap<i64, BTreeMap<OffsetKey, CommittedOffset>>,
@@ -107,11 +113,19 @@ impl OffsetStore {
     /// Re-reads the committed offsets from the log (this broker just became
     /// the leader of the offsets partition in `leader_epoch`, whose records
     /// it replicated as a follower).
-    pub fn reload(&self, leader_epoch: i32) -> anyhow::Result<()> {
+    /// `load_groups` is handed the KIP-848 groups' records before the store
+    /// answers as loaded, so no heartbeat finds their groups missing.
+    pub fn reload(
+        &self,
+        leader_epoch: i32,
+        load_groups: impl FnOnce(&BTreeMap<String, GroupRecords>),
+    ) -> anyhow::Result<()> {
         let state = replay(&*self.partition.require()?, &self.skipped)?;
+        load_groups(&state.consumer_groups);
         tracing::info!(
             committed = state.committed.len(),
             pending_transactions = state.pending.len(),
+            consumer_groups = state.consumer_groups.len(),
             leader_epoch,
             "reloaded committed offsets as the new coordinator"
         );
@@ -256,6 +270,25 @@ impl OffsetStore {
         self.delete_offsets(group, |_, _| true).await
     }
 
+    /// Appends a KIP-848 group's changed records (None: a tombstone), as
+    /// `commit` appends offsets: acknowledged once durable here and in
+    /// every ISR member, else the error the coordinator answers.
+    pub async fn write_group_records(
+        &self,
+        changes: &[(Bytes, Option<Bytes>)],
+    ) -> Result<(), ResponseError> {
+        let now = now_ms();
+        let records: Vec<SimpleRecord> = changes
+            .iter()
+            .map(|(key, value)| SimpleRecord {
+                key: Some(key.clone()),
+                value: value.clone(),
+                timestamp: now,
+            })
+            .collect();
+        self.append(&records, Duration::from_secs(30)).await
+    }
+
     /// Removes the committed offsets of `group` whose (topic, partition)
     /// `doomed` picks (OffsetDelete; DeleteGroups picks all), with
     /// tombstones acknowledged like commits.
@@ -370,6 +403,8 @@ enum Key {
     Committed(OffsetKey),
     Pending(i64, OffsetKey),
     TxnEnd(i64),
+    /// A KIP-848 group's record: (group, the whole key).
+    ConsumerGroup(String, Bytes),
 }
 
 fn decode_offset_key(key: &mut Bytes) -> Option<OffsetKey> {
@@ -384,6 +419,9 @@ fn decode_offset_key(key: &mut Bytes) -> Option<OffsetKey> {
 fn decode_key(mut key: Bytes) -> Option<Key> {
     if key.remaining() < 2 {
         return None;
+    }
+    if let Some(group) = group_of(&key) {
+        return Some(Key::ConsumerGroup(group, key));
     }
     match key.get_i16() {
         OFFSET_KEY_VERSION => decode_offset_key(&mut key).map(Key::Committed),
@@ -493,6 +531,23 @@ fn apply(state: &mut Offsets, record: &SimpleRecord) -> bool {
             }
             None => false,
         },
+        (Key::ConsumerGroup(group, key), None) => {
+            if let Some(records) = state.consumer_groups.get_mut(&group) {
+                records.remove(&key);
+                if records.is_empty() {
+                    state.consumer_groups.remove(&group);
+                }
+            }
+            true
+        }
+        (Key::ConsumerGroup(group, key), Some(value)) => {
+            state
+                .consumer_groups
+                .entry(group)
+                .or_default()
+                .insert(key, value);
+            true
+        }
         (Key::TxnEnd(producer_id), Some(mut value)) if value.remaining() >= 3 => {
             let commit = value.get_u8() == 1;
             end_transaction(state, producer_id, value.get_i16(), commit);

@@ -3,8 +3,10 @@
 //! decided as for OffsetFetch (`OffsetStore::readable`: NOT_COORDINATOR
 //! unless this broker leads `__consumer_offsets`, COORDINATOR_LOAD_IN_PROGRESS
 //! until loaded); the group itself is `chronik_coordinator_state::ConsumerGroup`
-//! behind the group manager. v0: the broker names a member that joins
-//! without an id; v1: the client does, and may subscribe by regex.
+//! behind the group manager, which stores a heartbeat's change in
+//! `__consumer_offsets` before it is answered. v0: the broker names a
+//! member that joins without an id; v1: the client does, and may subscribe
+//! by regex.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -37,14 +39,14 @@ pub struct HeartbeatDeps<'a> {
     pub authorizer: &'a Authorizer,
 }
 
-pub fn handle(
+pub async fn handle(
     deps: &HeartbeatDeps<'_>,
     version: i16,
     request: ConsumerGroupHeartbeatRequest,
     client_id: &str,
     context: &RequestContext,
 ) -> Option<Handled> {
-    let response = match heartbeat(deps, version, request, client_id, context) {
+    let response = match heartbeat(deps, version, request, client_id, context).await {
         Ok(reply) => ConsumerGroupHeartbeatResponse::default()
             .with_member_id(Some(StrBytes::from_string(reply.member_id)))
             .with_member_epoch(reply.member_epoch)
@@ -68,7 +70,7 @@ pub fn handle(
     Handled::new(Response::ConsumerGroupHeartbeat(response), has_error)
 }
 
-fn heartbeat(
+async fn heartbeat(
     deps: &HeartbeatDeps<'_>,
     version: i16,
     request: ConsumerGroupHeartbeatRequest,
@@ -112,9 +114,13 @@ fn heartbeat(
         regex_topics_allowed: describable_topics(deps.replicas, deps.authorizer, context),
     };
     let topics = subscribable_topics(deps.replicas, deps.groups);
-    deps.groups
-        .consumer_heartbeat(&group_id, heartbeat, &topics)
-        .map_err(response_error)
+    let (result, write) = deps
+        .groups
+        .consumer_heartbeat(&group_id, heartbeat, &topics);
+    // Answered once the change is stored: a coordinator failover then
+    // finds the member at the epoch this answer gives it.
+    deps.groups.store(write).await?;
+    result.map_err(response_error)
 }
 
 /// The topics `context`'s principal may DESCRIBE, which a regex

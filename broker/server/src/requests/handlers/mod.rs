@@ -231,18 +231,21 @@ async fn dispatch(
         Request::OffsetForLeaderEpoch(r) => {
             offset_for_leader_epoch::handle(replicas, log, version, r)
         }
-        Request::ConsumerGroupHeartbeat(r) => consumer_group_heartbeat::handle(
-            &consumer_group_heartbeat::HeartbeatDeps {
-                replicas,
-                groups,
-                offsets,
-                authorizer,
-            },
-            version,
-            r,
-            client_id,
-            context,
-        ),
+        Request::ConsumerGroupHeartbeat(r) => {
+            consumer_group_heartbeat::handle(
+                &consumer_group_heartbeat::HeartbeatDeps {
+                    replicas,
+                    groups,
+                    offsets,
+                    authorizer,
+                },
+                version,
+                r,
+                client_id,
+                context,
+            )
+            .await
+        }
         Request::ConsumerGroupDescribe(r) => {
             consumer_group_describe::handle(replicas, groups, offsets, version, r)
         }
