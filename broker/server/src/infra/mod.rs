@@ -1,11 +1,14 @@
 //! What every room uses and no request decides: Prometheus metrics
 //! (`metrics`, the replication and quorum ones read from the replica
 //! manager at scrape time in `metrics_cluster`, their shared label sets in
-//! `metric_labels`), the global allocator (`alloc_guard`) and bounded CPU
-//! work kept in request order (`blocking`). Must not: decide what a request
+//! `metric_labels`), the global allocator (`alloc_guard`), bounded CPU
+//! work kept in request order (`blocking`) and appends kept in the order
+//! they were decided (`append_order`: a connection's Produce requests, the
+//! KIP-848 groups' records). Must not: decide what a request
 //! gets.
 
 pub mod alloc_guard;
+pub mod append_order;
 pub mod blocking;
 pub mod metric_labels;
 pub mod metrics;

@@ -64,7 +64,7 @@ use tracing::{debug, info, warn, Instrument};
 use crate::broker::Broker;
 use crate::infra::metrics::{ApiLabels, ReasonLabels};
 use crate::network::connection_limits::ConnectionSlot;
-use crate::requests::append_order::{AppendOrder, AppendTurn};
+use crate::infra::append_order::{AppendOrder, AppendTurn};
 use crate::requests::handlers::{self, RequestContext};
 use crate::security::sasl::session::{Admission, SaslSession};
 use crate::security::{KafkaPrincipal, ListenerContext};

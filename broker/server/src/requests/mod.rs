@@ -5,12 +5,11 @@
 //! (which ACL each API needs, asked before a handler runs), `errors/` (how
 //! a coordinator's or the quorum's failure reads as a Kafka error code),
 //! `topics/` (looking topics up, their configs and the caps on creating
-//! them), `append_order` (a connection's Produce requests append in arrival order), `acl_wire` (ACL bindings and filters between the wire and the
+//! them), `acl_wire` (ACL bindings and filters between the wire and the
 //! quorum) and `fetch_sessions` (KIP-227). Must not: touch sockets or framing
 //! (`network`) or write a log (`replica::write`).
 
 pub mod acl_wire;
-pub mod append_order;
 pub mod authorize;
 pub mod errors;
 pub mod fetch_sessions;

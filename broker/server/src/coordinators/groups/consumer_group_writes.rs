@@ -19,7 +19,7 @@ use chronik_coordinator_state::ConsumerGroup;
 use super::consumer_group_records::{
     diff, group_level_records, member_records, records_of, GroupRecords,
 };
-use crate::requests::append_order::{AppendOrder, AppendTurn};
+use crate::infra::append_order::{AppendOrder, AppendTurn};
 
 /// Which records of a group a change can have touched.
 #[derive(Debug, Clone, Copy)]

@@ -63,7 +63,7 @@ use std::sync::Arc;
 use chronik_protocol::{DecodedRequest, Request, Response};
 
 use crate::broker::Broker;
-use crate::requests::append_order::AppendTurn;
+use crate::infra::append_order::AppendTurn;
 use crate::requests::authorize;
 
 pub use crate::security::request_context::RequestContext;

@@ -37,7 +37,7 @@ use crate::infra::metrics::Metrics;
 use crate::replica::purgatory::MAX_WAIT;
 use crate::replica::write::{Acks, AppendError, Appended};
 use crate::replica::ReplicaManager;
-use crate::requests::append_order::AppendTurn;
+use crate::infra::append_order::AppendTurn;
 use crate::requests::topics::lookup::{is_internal_topic, resolve};
 use crate::startup::config::Config;
 

@@ -9,7 +9,9 @@
 //! `AppendTurn` (a request waits for the previous Produce's appends, then
 //! lets the next one go; dropping it lets the next one go too). Only the
 //! appends are ordered: waiting for durability and the ISR overlaps.
-//! Must not: order anything but appends.
+//! The group manager uses the same turns for the KIP-848 groups' records
+//! (`coordinators::groups::consumer_group_writes`). Must not: order
+//! anything but appends.
 
 use tokio::sync::oneshot;
 
