@@ -82,24 +82,21 @@ endif
 
 # cargo tests and client tests both run even if the first fails, so one CI
 # run reports every failure; the exit status is non-zero if either failed.
+# Each step's wall time is printed (`make test: <step> took N s`) and
+# summed at the end, so a slow CI run says where its minutes went.
+TEST_STEPS = lint cargo-test ci-free-debug pytest compat shellcheck load-test report-test \
+	e2e fault-smoke k8s-test images-test k8s-apiserver-test fuzz-smoke
 test: deps build
-	@rc=0; \
+	@rc=0; times=""; \
 	$(MAKE) --no-print-directory kube-prefetch; \
-	$(MAKE) --no-print-directory lint || rc=1; \
-	$(MAKE) --no-print-directory cargo-test || rc=1; \
-	$(MAKE) --no-print-directory ci-free-debug; \
-	$(MAKE) --no-print-directory pytest || rc=1; \
-	$(MAKE) --no-print-directory compat || rc=1; \
-	$(MAKE) --no-print-directory shellcheck || rc=1; \
-	$(MAKE) --no-print-directory load-test || rc=1; \
-	$(MAKE) --no-print-directory report-test || rc=1; \
-	$(MAKE) --no-print-directory e2e || rc=1; \
-	$(MAKE) --no-print-directory fault-smoke || rc=1; \
-	$(MAKE) --no-print-directory k8s-test || rc=1; \
-	$(MAKE) --no-print-directory images-test || rc=1; \
-	$(MAKE) --no-print-directory k8s-apiserver-test || rc=1; \
-	$(MAKE) --no-print-directory fuzz-smoke || rc=1; \
-	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see cargo test / pytest / compat output above)" >&2; fi; \
+	for step in $(TEST_STEPS); do \
+		started=$$(date +%s); \
+		if ! $(MAKE) --no-print-directory $$step; then rc=1; echo "make test: $$step FAILED" >&2; fi; \
+		took=$$(( $$(date +%s) - started )); times="$$times $$step=$${took}s"; \
+		echo "make test: $$step took $$took s" >&2; \
+	done; \
+	echo "make test: step times:$$times" >&2; \
+	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see the steps marked FAILED above)" >&2; fi; \
 	exit $$rc
 
 deps: system-deps python-deps

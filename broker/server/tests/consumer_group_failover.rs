@@ -31,20 +31,8 @@ const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
 #[test]
 fn a_coordinator_failover_keeps_member_epochs_and_assignments() -> Result<()> {
     let mut cluster = Cluster::start(3, FLAGS)?;
-    Client::connect(cluster.node(1))?.create_topic_replicated(TOPIC, PARTITIONS, 3, &[])?;
-    cluster.wait_for(
-        TOPIC,
-        Duration::from_secs(20),
-        "the topic's full ISR",
-        |ps| ps.iter().all(|p| p.isr.len() == 3),
-    )?;
-    let views = cluster.wait_for(
-        OFFSETS,
-        Duration::from_secs(20),
-        "a coordinator with a full ISR",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
-    )?;
-    let coordinator = views[0].leader;
+    cluster.create_replicated(TOPIC, PARTITIONS)?;
+    let coordinator = cluster.coordinator_of(OFFSETS)?;
     let mut client = Client::connect(cluster.node(coordinator))?;
     let topic_id = client.topic_id(TOPIC)?;
 

@@ -24,20 +24,8 @@ const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     let mut cluster = Cluster::start(3, FLAGS)?;
     let topic = "t";
-    Client::connect(cluster.node(1))?.create_topic_replicated(topic, 1, 3, &[])?;
-    cluster.wait_for(
-        topic,
-        Duration::from_secs(20),
-        "the topic on every node",
-        |ps| ps.iter().all(|p| p.isr.len() == 3),
-    )?;
-    let views = cluster.wait_for(
-        OFFSETS,
-        Duration::from_secs(20),
-        "a coordinator with a full ISR",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
-    )?;
-    let coordinator = views[0].leader;
+    cluster.create_replicated(topic, 1)?;
+    let coordinator = cluster.coordinator_of(OFFSETS)?;
     let followers: Vec<i32> = (1..=3).filter(|&n| n != coordinator).collect();
     let mut client = Client::connect(cluster.node(coordinator))?;
     // The coordinator may learn of the new topic a moment after Metadata

@@ -81,20 +81,8 @@ fn read_committed(bootstrap: &str, want: usize) -> Result<Vec<String>> {
 #[test]
 fn an_open_transaction_commits_whole_through_a_coordinator_failover() -> Result<()> {
     let mut cluster = Cluster::start(3, FLAGS)?;
-    Client::connect(cluster.node(1))?.create_topic_replicated(TOPIC, PARTITIONS, 3, &[])?;
-    cluster.wait_for(
-        TOPIC,
-        Duration::from_secs(20),
-        "the topic's full ISR",
-        |ps| ps.iter().all(|p| p.isr.len() == 3),
-    )?;
-    let views = cluster.wait_for(
-        TXN_STATE,
-        Duration::from_secs(20),
-        "a transaction coordinator with a full ISR",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
-    )?;
-    let coordinator = views[0].leader;
+    cluster.create_replicated(TOPIC, PARTITIONS)?;
+    let coordinator = cluster.coordinator_of(TXN_STATE)?;
     let bootstrap = cluster.bootstrap();
     let producer: BaseProducer = ClientConfig::new()
         .set("bootstrap.servers", &bootstrap)

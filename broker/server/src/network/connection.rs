@@ -62,9 +62,9 @@ use tokio::sync::{broadcast, AcquireError, OwnedSemaphorePermit};
 use tracing::{debug, info, warn, Instrument};
 
 use crate::broker::Broker;
+use crate::infra::append_order::{AppendOrder, AppendTurn};
 use crate::infra::metrics::{ApiLabels, ReasonLabels};
 use crate::network::connection_limits::ConnectionSlot;
-use crate::infra::append_order::{AppendOrder, AppendTurn};
 use crate::requests::handlers::{self, RequestContext};
 use crate::security::sasl::session::{Admission, SaslSession};
 use crate::security::{KafkaPrincipal, ListenerContext};

@@ -245,6 +245,36 @@ impl Cluster {
             .0)
     }
 
+    /// Creates `topic` with `partitions` partitions on every node (through
+    /// node 1) and waits until each has its full ISR.
+    pub fn create_replicated(&mut self, topic: &str, partitions: i32) -> Result<()> {
+        let nodes = i16::try_from(self.nodes.len())?;
+        Client::connect(self.node(1))?.create_topic_replicated(topic, partitions, nodes, &[])?;
+        self.wait_for(
+            topic,
+            Duration::from_secs(20),
+            "the topic's full ISR",
+            |ps| {
+                ps.iter()
+                    .all(|p| p.isr.len() == usize::from(nodes.unsigned_abs()))
+            },
+        )?;
+        Ok(())
+    }
+
+    /// The leader of the internal `topic`'s partition 0 (its coordinator)
+    /// once every node is in its ISR, so a failover has somewhere to go.
+    pub fn coordinator_of(&mut self, topic: &str) -> Result<i32> {
+        let nodes = self.nodes.len();
+        let views = self.wait_for(
+            topic,
+            Duration::from_secs(20),
+            "a coordinator with a full ISR",
+            |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == nodes),
+        )?;
+        Ok(views[0].leader)
+    }
+
     /// Polls until `check` accepts the partition views, or fails after `timeout`.
     pub fn wait_for(
         &mut self,

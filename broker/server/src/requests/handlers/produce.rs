@@ -33,11 +33,11 @@ use kafka_protocol::protocol::StrBytes;
 use super::Handled;
 use crate::coordinators::txn::verify::verify_transaction;
 use crate::coordinators::txn::TxnCoordinator;
+use crate::infra::append_order::AppendTurn;
 use crate::infra::metrics::Metrics;
 use crate::replica::purgatory::MAX_WAIT;
 use crate::replica::write::{Acks, AppendError, Appended};
 use crate::replica::ReplicaManager;
-use crate::infra::append_order::AppendTurn;
 use crate::requests::topics::lookup::{is_internal_topic, resolve};
 use crate::startup::config::Config;
 
