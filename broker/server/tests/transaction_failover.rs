@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Result};
 use common::clients::{assign_from_beginning, consumer_at, transient};
 use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
-use common::kafka_client::Client;
 use rdkafka::config::ClientConfig;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
