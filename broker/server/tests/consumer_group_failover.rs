@@ -6,17 +6,29 @@
 //! is told UNKNOWN_MEMBER_ID or FENCED_MEMBER_EPOCH and rejoins at epoch 0 —
 //! with the group epoch ConsumerGroupDescribe showed before, and the
 //! rebalance completes there without a partition ever owned by two members.
+//!
+//! The same with real clients: two librdkafka consumers
+//! (`group.protocol=consumer`) read a topic, the coordinator is killed, and
+//! they read on without a rebalance callback (no rejoin, no assignment
+//! change) and without reading any record twice.
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
+use common::clients::{base_config_at, producer_at, transient};
 use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
 use common::kafka_client::Client;
 use common::kip848::{group_id, Member};
 use kafka_protocol::messages::ConsumerGroupDescribeRequest;
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::Message;
+use rdkafka::producer::FutureRecord;
 use uuid::Uuid;
 
 const OFFSETS: &str = "__consumer_offsets";
@@ -148,4 +160,183 @@ fn describe(client: &mut Client) -> Result<(i32, BTreeSet<String>)> {
         g.group_epoch,
         g.members.iter().map(|m| m.member_id.to_string()).collect(),
     ))
+}
+
+/// Counts the rebalance callbacks (assignments and revocations) one
+/// consumer goes through.
+struct Rebalances(Arc<AtomicUsize>);
+
+impl ClientContext for Rebalances {}
+
+impl ConsumerContext for Rebalances {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, _: &Rebalance<'_>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+type RealMember = (BaseConsumer<Rebalances>, Arc<AtomicUsize>);
+
+fn real_member(bootstrap: &str, name: &str) -> Result<RealMember> {
+    let rebalances = Arc::new(AtomicUsize::new(0));
+    let mut config = base_config_at(bootstrap);
+    config
+        .set("group.id", "real848")
+        .set("group.protocol", "consumer")
+        .set("client.id", name)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("fetch.wait.max.ms", "100");
+    let consumer: BaseConsumer<Rebalances> =
+        config.create_with_context(Rebalances(rebalances.clone()))?;
+    consumer.subscribe(&[TOPIC])?;
+    Ok((consumer, rebalances))
+}
+
+/// Produces the numbers `from..to` (acks=all) round-robin over the partitions.
+fn produce_numbers(bootstrap: &str, from: u64, to: u64) -> Result<()> {
+    let producer = producer_at(
+        bootstrap,
+        &[("acks", "all"), ("message.timeout.ms", "60000")],
+    )?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut pending = Vec::new();
+        for n in from..to {
+            let value = n.to_string();
+            let partition = i32::try_from(n % u64::try_from(PARTITIONS)?)?;
+            let record = FutureRecord::<(), _>::to(TOPIC)
+                .partition(partition)
+                .payload(&value);
+            let future = producer
+                .send_result(record)
+                .map_err(|(e, _)| anyhow::anyhow!("enqueue failed: {e}"))?;
+            pending.push(future);
+        }
+        for future in pending {
+            if let Err((e, _)) = future.await? {
+                bail!("a produce failed: {e}");
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Polls both members until `seen` holds every number below `total` (each
+/// member committing what it read), or fails after 60 s.
+fn consume_until(
+    members: &[RealMember],
+    seen: &mut BTreeMap<u64, usize>,
+    total: u64,
+) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while (seen.len() as u64) < total {
+        ensure!(
+            Instant::now() < deadline,
+            "read {} of {total} records in 60 s",
+            seen.len()
+        );
+        for (consumer, _) in members {
+            let mut read = false;
+            while let Some(message) = consumer.poll(Duration::from_millis(20)) {
+                let message = match message {
+                    Ok(message) => message,
+                    // the killed node's connections failing
+                    Err(e) if transient(&e) => continue,
+                    Err(e) => return Err(e.into()),
+                };
+                let n: u64 = std::str::from_utf8(message.payload().unwrap_or_default())?.parse()?;
+                *seen.entry(n).or_default() += 1;
+                read = true;
+            }
+            if read {
+                consumer.commit_consumer_state(CommitMode::Sync)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn assignment(consumer: &BaseConsumer<Rebalances>) -> Result<BTreeSet<i32>> {
+    Ok(consumer
+        .assignment()?
+        .elements()
+        .iter()
+        .map(|e| e.partition())
+        .collect())
+}
+
+#[test]
+fn real_consumers_read_on_through_a_coordinator_failover_without_a_rebalance() -> Result<()> {
+    const HALF: u64 = 3_000;
+    let mut cluster = Cluster::start(3, FLAGS)?;
+    cluster.create_replicated(TOPIC, PARTITIONS)?;
+    let coordinator = cluster.coordinator_of(OFFSETS)?;
+    let bootstrap = cluster.bootstrap();
+    produce_numbers(&bootstrap, 0, HALF)?;
+    let members = [real_member(&bootstrap, "a")?, real_member(&bootstrap, "b")?];
+    let mut seen = BTreeMap::new();
+    consume_until(&members, &mut seen, HALF)?;
+    // Both members hold a share of the partitions, and the group is quiet.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (before, callbacks) = loop {
+        for (consumer, _) in &members {
+            let _ = consumer.poll(Duration::from_millis(100));
+        }
+        let shares = (assignment(&members[0].0)?, assignment(&members[1].0)?);
+        let callbacks: Vec<usize> = members
+            .iter()
+            .map(|(_, r)| r.load(Ordering::SeqCst))
+            .collect();
+        if !shares.0.is_empty() && !shares.1.is_empty() && shares.0.len() + shares.1.len() == 6 {
+            break (shares, callbacks);
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the two members never shared the topic: {shares:?}"
+        );
+    };
+
+    cluster.node(coordinator).kill_hard()?;
+    cluster.wait_for(
+        OFFSETS,
+        Duration::from_secs(30),
+        "a new coordinator",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.leader != coordinator),
+    )?;
+    produce_numbers(&bootstrap, HALF, 2 * HALF)?;
+    consume_until(&members, &mut seen, 2 * HALF)?;
+    // A few more heartbeats at the new coordinator.
+    let settle = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < settle {
+        for (consumer, _) in &members {
+            let extra = consumer.poll(Duration::from_millis(100));
+            ensure!(!matches!(extra, Some(Ok(_))), "a record beyond the last");
+        }
+    }
+    let twice: Vec<u64> = seen
+        .iter()
+        .filter(|(_, c)| **c > 1)
+        .map(|(n, _)| *n)
+        .collect();
+    ensure!(
+        twice.is_empty(),
+        "{} records read twice, e.g. {:?}",
+        twice.len(),
+        &twice[..twice.len().min(5)]
+    );
+    let after = (assignment(&members[0].0)?, assignment(&members[1].0)?);
+    let callbacks_after: Vec<usize> = members
+        .iter()
+        .map(|(_, r)| r.load(Ordering::SeqCst))
+        .collect();
+    println!("assignments {before:?}, rebalance callbacks {callbacks:?} before the failover; {after:?}, {callbacks_after:?} after");
+    ensure!(
+        callbacks_after == callbacks && after == before,
+        "the members rebalanced through the failover: callbacks {callbacks:?} -> {callbacks_after:?}, \
+         assignments {before:?} -> {after:?}\n{}",
+        cluster.logs()
+    );
+    Ok(())
 }
