@@ -268,7 +268,7 @@ LOADGEN_INSTALL_PID=$!
 PY_INSTALL_PID=$!
 if [[ "$BUILD" == 1 ]]; then
   log "building release binaries"
-  cargo build --release -p chronik-server -p chronik-ingestor -p chronik-consumer >&2
+  bash scripts/build-release.sh >&2
 fi
 wait "$PY_INSTALL_PID" || { cat "$WORK/install-python.log" >&2; die "installing the Python packages failed"; }
 wait "$LOADGEN_INSTALL_PID" || { cat "$WORK/install-loadgen.log" >&2; die "building chronik-loadgen failed"; }

@@ -127,7 +127,7 @@ if ((DEPS)); then
 fi
 if [[ ! -x "$CHRONIK_SERVER_BIN" ]]; then
   log "no $CHRONIK_SERVER_BIN: building it"
-  (cd "$REPO_ROOT" && cargo build --release -p chronik-server)
+  bash "$REPO_ROOT/scripts/build-release.sh" >&2
 fi
 
 # label: the client name the driver prints (matrix rows, owed-check bookkeeping)

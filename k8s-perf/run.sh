@@ -457,7 +457,7 @@ collect_brokers
 collect_prometheus
 
 CONSUMER_BIN="$REPO_ROOT/target/release/chronik-consumer"
-[[ -x "$CONSUMER_BIN" ]] || (cd "$REPO_ROOT" && cargo build --release -p chronik-consumer >&2)
+[[ -x "$CONSUMER_BIN" ]] || bash "$REPO_ROOT/scripts/build-release.sh" >&2
 LEDGER_ARGS=()
 for l in "${LEDGERS[@]}"; do LEDGER_ARGS+=(--ledger "$l"); done
 VERIFY_RC=0

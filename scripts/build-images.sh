@@ -60,7 +60,7 @@ else
     rm -rf "$root" "$root.log"
   fi
   log "cargo build --release (server, ingestor, consumer, bench)"
-  cargo build --release -p chronik-server -p chronik-ingestor -p chronik-consumer -p chronik-bench >&2
+  bash scripts/build-release.sh >&2
   # chronik-loadgen: static, at the path the Dockerfile copies (.tools/bin, kept by .dockerignore)
   loadgen=$(bash scripts/install-loadgen.sh) || die "scripts/install-loadgen.sh failed"
   staged=.tools/bin/chronik-loadgen

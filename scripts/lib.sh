@@ -120,7 +120,7 @@ cpu_ticks() {
 start_chronik() {
   local dir=$1; shift
   [[ -x "$CHRONIK_SERVER_BIN" ]] \
-    || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
+    || die "$CHRONIK_SERVER_BIN not found: run 'make build' (scripts/build-release.sh)"
   mkdir -p "$dir/data"
   : > "$dir/stdout.log"
   # one PLAINTEXT listener on a free port unless the caller names its own (--listeners)
@@ -171,7 +171,7 @@ start_chronik() {
 start_chronik_cluster() {
   local dir=$1 n=$2; shift 2
   [[ -x "$CHRONIK_SERVER_BIN" ]] \
-    || die "$CHRONIK_SERVER_BIN not found: run 'cargo build --release -p chronik-server' (or make build)"
+    || die "$CHRONIK_SERVER_BIN not found: run 'make build' (scripts/build-release.sh)"
   local ports kport rport mport peers="" i proto=${CHRONIK_CLUSTER_PROTOCOL:-PLAINTEXT}
   # CHRONIK_CONTROLLERS=C > 0: Kafka's split roles. Nodes 1..C on 127.0.0.1..C
   # are controllers only (the voters); the n brokers are nodes C+1..C+n,

@@ -85,16 +85,13 @@ tally() {
 
 # -- tools and binaries ----------------------------------------------------------------
 read -r -a KUSTOMIZE <<< "$("$REPO/scripts/install-k8s-tools.sh")"
-missing=()
+build="$K8S_TEST_BUILD"
 for b in chronik-server chronik-ingestor chronik-consumer; do
-  [[ -x "$REPO/target/release/$b" ]] || missing+=("-p" "$b")
+  [[ -x "$REPO/target/release/$b" ]] || build=1
 done
-if [[ "$K8S_TEST_BUILD" == 1 ]]; then
-  missing=(-p chronik-server -p chronik-ingestor -p chronik-consumer)
-fi
-if ((${#missing[@]})); then
-  echo "building ${missing[*]} (release)" >&2
-  (cd "$REPO" && cargo build --release "${missing[@]}") >&2
+if [[ "$build" == 1 ]]; then
+  echo "building the release binaries (scripts/build-release.sh)" >&2
+  bash "$REPO/scripts/build-release.sh" >&2
 fi
 
 # chronik-loadgen (static Go binary, load/generator): the Job's flags and the live run
