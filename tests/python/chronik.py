@@ -5,8 +5,9 @@ and stopping a broker process (port 0, LISTENING line, /ready poll, SIGTERM),
 and the client-side helpers the tests repeat: create a topic and wait for it,
 produce with delivery reports, read a partition range back with assign().
 
-No consumer groups exist yet in the broker: consumers here only ever use
-assign() with explicit offsets, never subscribe() or commit.
+The read-back helpers here use assign() with explicit offsets, never
+subscribe() or commit: group membership is what test_consumer_groups.py and
+test_consumer_protocol.py test, with their own consumers.
 """
 
 from __future__ import annotations
@@ -313,9 +314,9 @@ def consumer(bootstrap: str, **conf) -> Consumer:
     return Consumer(base)
 
 
-# Consumer errors caused by the (not yet implemented) group coordinator: the
-# Python client insists on a group.id, so librdkafka may look up a coordinator
-# even though assign() never needs one. Everything else fails the read.
+# Consumer errors from the group coordinator lookup: the Python client
+# insists on a group.id, so librdkafka may look up a coordinator even though
+# assign() never needs one. Everything else fails the read.
 _GROUP_ERRORS = {
     KafkaError._UNSUPPORTED_FEATURE,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
