@@ -64,13 +64,8 @@ fn a_coordinator_failover_keeps_member_epochs_and_assignments() -> Result<()> {
     );
 
     cluster.node(coordinator).kill_hard()?;
-    let views = cluster.wait_for(
-        OFFSETS,
-        Duration::from_secs(30),
-        "a new coordinator",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.leader != coordinator),
-    )?;
-    let mut client = Client::connect(cluster.node(views[0].leader))?;
+    let new_coordinator = cluster.new_coordinator_of(OFFSETS, coordinator)?;
+    let mut client = Client::connect(cluster.node(new_coordinator))?;
     for i in 0..members.len() {
         let m = &mut members[i];
         let epoch = m.epoch;
@@ -299,12 +294,7 @@ fn real_consumers_read_on_through_a_coordinator_failover_without_a_rebalance() -
     };
 
     cluster.node(coordinator).kill_hard()?;
-    cluster.wait_for(
-        OFFSETS,
-        Duration::from_secs(30),
-        "a new coordinator",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.leader != coordinator),
-    )?;
+    cluster.new_coordinator_of(OFFSETS, coordinator)?;
     produce_numbers(&bootstrap, HALF, 2 * HALF)?;
     consume_until(&members, &mut seen, 2 * HALF)?;
     // A few more heartbeats at the new coordinator.

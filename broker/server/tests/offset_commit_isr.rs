@@ -86,13 +86,8 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     }
     // ...and an acknowledged one survives the coordinator's SIGKILL.
     cluster.node(coordinator).kill_hard()?;
-    let views = cluster.wait_for(
-        OFFSETS,
-        Duration::from_secs(20),
-        "a new coordinator",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.leader != coordinator),
-    )?;
-    let mut client = Client::connect(cluster.node(views[0].leader))?;
+    let new_coordinator = cluster.new_coordinator_of(OFFSETS, coordinator)?;
+    let mut client = Client::connect(cluster.node(new_coordinator))?;
     let deadline = Instant::now() + Duration::from_secs(10);
     let committed = loop {
         match client.committed_offset("g", topic) {

@@ -104,13 +104,7 @@ fn an_open_transaction_commits_whole_through_a_coordinator_failover() -> Result<
         "commit through the new coordinator took {:?}",
         started.elapsed()
     );
-    let after = cluster.wait_for(
-        TXN_STATE,
-        Duration::from_secs(20),
-        "a new coordinator",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.leader != coordinator),
-    )?;
-    ensure!(after[0].leader != coordinator);
+    cluster.new_coordinator_of(TXN_STATE, coordinator)?;
 
     producer.begin_transaction()?;
     send(&producer, "aborted", ABORTED)?;

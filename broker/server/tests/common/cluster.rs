@@ -275,6 +275,15 @@ impl Cluster {
         Ok(views[0].leader)
     }
 
+    /// The node that leads the internal `topic`'s partition 0 once `old`
+    /// (its coordinator, killed or stopped) no longer does.
+    pub fn new_coordinator_of(&mut self, topic: &str, old: i32) -> Result<i32> {
+        let views = self.wait_for(topic, Duration::from_secs(30), "a new coordinator", |ps| {
+            ps.iter().all(|p| p.leader > 0 && p.leader != old)
+        })?;
+        Ok(views[0].leader)
+    }
+
     /// Polls until `check` accepts the partition views, or fails after `timeout`.
     pub fn wait_for(
         &mut self,
