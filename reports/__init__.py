@@ -11,6 +11,7 @@ Layout (load -> tidy -> summarise, each step small pure functions):
 - ``regression``    whether two sets of runs differ beyond run-to-run noise
 - ``verification``  the consumers' verdict line, ingestor ledgers
 - ``resources``     CPU cores and RSS per process and component, msg/s per core, CPU µs/msg
+- ``sizing``        the costliest tier per message; cores and pods a target rate would take (linear projection)
 - ``broker``        key broker figures from Prometheus snapshots
 - ``events``        events the run's driver caused (k8s --delete-pod) on the load timeline
 - ``faults``        scheduled faults (run-all.sh --faults): per-second timeline and each fault's recovery figures

@@ -1,6 +1,8 @@
 """``python -m reports render RESULTS_DIR... -o report.md``: writes the report and
-its charts (``charts/*.png`` beside the report). Exit status 2 when a results
-directory does not exist; missing pieces inside one are reported, not fatal.
+its charts (``charts/*.png`` beside the report); ``--target-rate N`` is the
+msg/s its sizing table projects to (default 800,000). Exit status 2 when a
+results directory does not exist (or a bad option); missing pieces inside one
+are reported, not fatal.
 
 ``python -m reports capacity RESULTS_DIR...``: prints the max sustainable rate
 of each find-max run; exit status 1 when a run has no level that held (or no
@@ -31,6 +33,18 @@ from .charts import write_charts
 from .load import load_runs
 from .render import render_markdown
 from .report import build_report
+from .sizing import DEFAULT_TARGET_RATE
+
+
+def _rate(text: str) -> float:
+    """A target rate: a positive number of messages per second."""
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = float("nan")
+    if not rate > 0 or rate == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a positive msg/s rate: {text!r}")
+    return rate
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("results", nargs="+", type=Path, metavar="RESULTS_DIR", help="results/<run-id>/ directories")
     render.add_argument("-o", "--output", type=Path, default=Path("report.md"), help="Markdown file (default report.md)")
     render.add_argument("--no-charts", action="store_true", help="do not draw charts/*.png")
+    render.add_argument("--target-rate", type=_rate, default=DEFAULT_TARGET_RATE, metavar="N",
+                        help=f"msg/s the sizing table projects to (default {DEFAULT_TARGET_RATE:,})")
     cap = commands.add_parser("capacity", help="print the max sustainable rate of find-max runs")
     cap.add_argument("results", nargs="+", type=Path, metavar="RESULTS_DIR", help="results/<run-id>/ directories")
     flt = commands.add_parser("faults", help="print the recovery figures of each scheduled fault")
@@ -120,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         return _capacity(load_runs(args.results))
     if args.command == "faults":
         return _faults(load_runs(args.results))
-    report = build_report(load_runs(args.results))
+    report = build_report(load_runs(args.results), target_rate=args.target_rate)
     output = args.output
     output.parent.mkdir(parents=True, exist_ok=True)
     charts = {}

@@ -440,6 +440,7 @@ def _resources(report: Report, charts: Mapping[str, str]) -> list[str]:
                 + ". System under test: ingestors + brokers + consumers. Pipeline CPU µs/msg: load generator + "
                 "system under test. When the load generator takes more than half of the machine, the run measured "
                 "the load generator as much as the system: the conclusions say so."]
+        out += _tier_costs(report) + _sizing(report)
     if "cpu" in charts:
         out += ["", f"![CPU per component]({charts['cpu']})"]
     pcols: list[Column] = [
@@ -449,6 +450,78 @@ def _resources(report: Report, charts: Mapping[str, str]) -> list[str]:
     ]
     return out + ["", "### Per process", "",
                   markdown_table(report.processes, pcols, ["Avg cores", "Peak cores", "Peak RSS"])]
+
+
+# a tier as a sentence names it and as the sizing table does
+TIER_NAMES = {
+    "loadgen": ("load generator", "Load generator (chronik-loadgen)"),
+    "ingestor": ("ingestor", "Ingestors"),
+    "broker": ("broker", "Brokers"),
+    "consumer": ("consumer", "Consumers"),
+}
+DASH = "—"
+
+
+def _us(x) -> str:
+    return f"{fmt_float(x)} µs"
+
+
+def _tier_cost_line(c) -> str:
+    """E.g. "The ingestor tier costs the most CPU per message: 11.32 µs, 3.7× the consumers' 3.05 µs." """
+    line = f"The {TIER_NAMES[c.top_tier][0]} tier costs the most CPU per message: {_us(c.top_us_per_msg)}"
+    ratio = f"{c.ingestor_to_consumer:.1f}×"
+    if _missing(c.ingestor_us_per_msg) or _missing(c.consumer_us_per_msg):
+        absent = "ingestor" if _missing(c.ingestor_us_per_msg) else "consumer"
+        return line + f"; no {absent} CPU was sampled, so no ingestor-to-consumer ratio."
+    if c.top_tier == "ingestor":
+        return line + f", {ratio} the consumers' {_us(c.consumer_us_per_msg)}."
+    return line + (f"; the ingestors' {_us(c.ingestor_us_per_msg)} is {ratio} the consumers' "
+                   f"{_us(c.consumer_us_per_msg)}.")
+
+
+def _tier_costs(report: Report) -> list[str]:
+    """Per run: the tier with the most CPU per message, the ingestor-to-consumer ratio."""
+    if report.tier_costs.empty:
+        return []
+    return ["", *(f"- `{c.run_id}`: {_tier_cost_line(c)}" for c in report.tier_costs.itertuples()),
+            "", "Tiers: the load generator (chronik-loadgen), the ingestors, the brokers, the verifying consumers; "
+            "a tier's CPU µs/msg is its processes' CPU seconds summed ÷ messages produced."]
+
+
+def _pod_cpu(cores, source) -> str:
+    return DASH if _missing(cores) else f"{float(cores):g} ({source})"
+
+
+def _sizing(report: Report) -> list[str]:
+    """What the target rate would take per tier: cores, and pods at the overlay's pod CPU."""
+    z = report.sizing
+    if z.empty:
+        return []
+    rate = fmt_int(report.target_rate)
+    table = z.assign(
+        tier=[TIER_NAMES[t][1] for t in z["tier"]],
+        pod_cpu=[_pod_cpu(c, f) for c, f in zip(z["pod_cpu"], z["pod_cpu_from"])],
+        overlay=[DASH + " (local)" if _missing(o) else f"`{o}`" for o in z["overlay"]],
+    )
+    cols: list[Column] = [
+        ("Run", "run_id", fmt_code), ("Tier", "tier", fmt_text),
+        ("CPU µs/msg (measured)", "cpu_us_per_msg", fmt_float), (f"Cores for {rate} msg/s", "cores", fmt_float),
+        ("Overlay", "overlay", fmt_text),
+        ("Pod CPU (cores)", "pod_cpu", fmt_text), ("Pods", "pods", lambda x: DASH if _missing(x) else fmt_int(x)),
+    ]
+    out = ["", f"#### Sizing for {rate} msg/s", "", markdown_table(table, cols, ["CPU µs/msg (measured)", cols[3][0],
+                                                                            "Pod CPU (cores)", "Pods"]),
+           "", f"**A linear projection from each run's own measured CPU per message**, nothing more: cores = CPU "
+           f"µs/msg × {rate} msg/s ÷ 10⁶; pods = cores ÷ the pod CPU, rounded up. No headroom, and no non-linear "
+           "effect (contention, batching, replication, the network, disks) is modelled, nor any minimum count (the "
+           "brokers a replication factor needs): a floor to measure against at the target, not a plan. Pod CPU: "
+           "the tier's container CPU limit in `k8s-perf/overlays/<overlay>` (meta.json's `settings.overlay`), "
+           "else its CPU request (`request`; on the one-machine node "
+           "`k8s-perf/run.sh` may have scaled requests down to fit). `python -m reports render --target-rate N` sets "
+           "the rate."]
+    if z["overlay"].isna().any():
+        out[-1] += " A local run (no overlay) gets cores only: pods need an overlay."
+    return out
 
 
 def _capacity(report: Report) -> list[list[str]]:

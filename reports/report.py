@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from . import broker, capacity, events, faults, resources, summarise, verification
+from . import broker, capacity, events, faults, resources, sizing, summarise, verification
 from .load import Run, load_runs
 
 
@@ -38,6 +38,10 @@ class Report:
     processes: pd.DataFrame
     components: pd.DataFrame
     sides: pd.DataFrame
+    tiers: pd.DataFrame  # per (run, tier): CPU µs/msg of the load generator, ingestors, brokers, consumers
+    tier_costs: pd.DataFrame  # per run: the costliest tier, the ingestor-to-consumer ratio
+    sizing: pd.DataFrame  # per (run, tier): cores and pods for target_rate, a linear projection
+    target_rate: float  # msg/s the sizing table projects to
     resource_timeline: pd.DataFrame
     capacity_steps: pd.DataFrame  # find-max runs: one row per staircase step
     capacity_levels: pd.DataFrame  # ... per level, across climbs
@@ -49,8 +53,9 @@ class Report:
     conclusions: list[str] = field(default_factory=list)
 
 
-def build_report(runs_or_paths) -> Report:
-    """The report of ``runs_or_paths``: loaded runs, or results directories to load."""
+def build_report(runs_or_paths, target_rate: float = sizing.DEFAULT_TARGET_RATE) -> Report:
+    """The report of ``runs_or_paths``: loaded runs, or results directories to
+    load; ``target_rate`` (msg/s) is the rate the sizing table projects to."""
     runs = list(runs_or_paths)
     if runs and not all(isinstance(r, Run) for r in runs):
         runs = load_runs(runs)
@@ -73,6 +78,7 @@ def build_report(runs_or_paths) -> Report:
         summary.merge(e2e[["run_id", "e2e_p50_ms", "e2e_p99_ms"]], on="run_id", how="left")
         .merge(broker_cpu, on="run_id", how="left")
     )
+    tiers = sizing.tiers(components)
     steps = capacity.steps(runs)
     levels = capacity.levels(steps)
     timeline = summarise.throughput_timeline(runs)
@@ -98,6 +104,10 @@ def build_report(runs_or_paths) -> Report:
         processes=resources.processes(usage),
         components=components,
         sides=resources.sides(components),
+        tiers=tiers,
+        tier_costs=sizing.tier_costs(tiers),
+        sizing=sizing.sizing(tiers, settings, target_rate),
+        target_rate=target_rate,
         resource_timeline=resources.timeline(usage),
         capacity_steps=steps,
         capacity_levels=levels,
