@@ -12,7 +12,7 @@
 #   node       compat/kafkajs/node_modules                  (npm ci, when the lockfile changed)
 #   java       compat/java -> compat/java/target/{classes,lib} (mvn -q -B package;
 #              skipped while pom.xml and the sources are unchanged)
-#   rust       chronik-compat-rdkafka -> target/release/     (cargo build --release)
+#   rust       chronik-compat-rdkafka -> target/release/     (scripts/build-release.sh)
 #
 # Needs: Debian 12, root or sudo (only when an apt package is missing), Go >= 1.26
 # on PATH (franz-go's minimum; never downloaded: GOTOOLCHAIN=local), cargo, python3.
@@ -89,5 +89,7 @@ jars=("$COMPAT_DIR"/java/target/lib/kafka-clients-[0-9]*.jar "$COMPAT_DIR"/java/
 say "java: compat/java/target (${jars[*]##*/})"
 
 # -- rust --------------------------------------------------------------------
-(cd "$REPO_ROOT" && "$CARGO" build --release --quiet -p chronik-compat-rdkafka)
+# the whole release set (scripts/build-release.sh): built alone, the driver
+# would get other dependency features and compile shared crates again
+CARGO="$CARGO" bash "$REPO_ROOT/scripts/build-release.sh" --quiet
 say "rust: target/release/chronik-compat-rdkafka"

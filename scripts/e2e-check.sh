@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # e2e-check.sh - the CI check of the main job: one short real ./run-all.sh
-# (a 10 s warm-up, then a minute of load at small scale, with a third
+# (a 10 s warm-up, then 40 s of load at small scale, with a third
 # verifying consumer joining 20 s into it) whose report must state a verified
 # zero-loss verdict and name the rebalance the late consumer caused inside
 # the measured window; each message must be timed once (its first delivery:
@@ -10,12 +10,12 @@
 # report must state the same verified zero-loss verdict. Run by `make e2e`
 # (part of `make test`).
 #
-# Needs: what run-all.sh needs. Env: E2E_DURATION (default 60s), E2E_RATE
+# Needs: what run-all.sh needs. Env: E2E_DURATION (default 40s), E2E_RATE
 # (batches/s, default 20), E2E_SECURE_DURATION (default 20s).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-E2E_DURATION="${E2E_DURATION:-60s}"
+E2E_DURATION="${E2E_DURATION:-40s}"
 E2E_RATE="${E2E_RATE:-20}"
 E2E_SECURE_DURATION="${E2E_SECURE_DURATION:-20s}"
 RUN_ID="ci-e2e-$(date -u +%Y%m%dT%H%M%SZ)"

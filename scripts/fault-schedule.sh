@@ -16,5 +16,5 @@ SECS="${1:-600}"
 export CHRONIK_FAULT_SECS="$SECS"
 [[ -n "${2:-}" ]] && export CHRONIK_FAULT_SEED="$2"
 cd "$REPO_ROOT"
-cargo test -p chronik-server --test fault_schedule -- --nocapture 2>&1 | tee "${FAULT_LOG:-/dev/null}" \
+"${CARGO:-cargo}" test --release --workspace --test fault_schedule -- --nocapture 2>&1 | tee "${FAULT_LOG:-/dev/null}" \
   | grep -E '^fault schedule|^\[ *[0-9.]+ s\]|^Error|passed|FAILED|panicked'

@@ -42,7 +42,10 @@ unset RUSTFLAGS
 
 # Seed corpora: frames and batches as clients write them, plus the
 # hand-written raft and ingestor seeds.
-"$CARGO" run -q -p chronik-protocol --example fuzz_seeds -- fuzz/corpus
+# (built with the release workspace's features, so the artifacts of make
+# build and cargo test are reused rather than a debug build made for it)
+"$CARGO" build -q --release --workspace --example fuzz_seeds
+target/release/examples/fuzz_seeds fuzz/corpus
 for t in raft_frame ingestor_json; do
   mkdir -p "fuzz/corpus/$t"
   cp -n fuzz/seeds/$t/* "fuzz/corpus/$t/" 2> /dev/null || true

@@ -19,14 +19,15 @@ mkdir -p "$OUT"
 # the same code even if the tree changes meanwhile.
 binaries=()
 while read -r exe; do binaries+=("$exe"); done < <(
-  { "$CARGO" test -p chronik-server --test cluster --no-run 2>&1
-    "$CARGO" test -p chronik-metadata --test restart_readiness --test quorum --no-run 2>&1; } \
+  { "$CARGO" test --release --workspace --test cluster --no-run 2>&1
+    "$CARGO" test --release --workspace --test restart_readiness --test quorum --no-run 2>&1; } \
     | sed -n 's/.*Executable .*(\(.*\))$/\1/p')
 [ "${#binaries[@]}" -eq 3 ] || { echo "expected 3 test executables, found ${#binaries[@]}" >&2; exit 1; }
 # The broker binary the tests start is pinned too (a later build replaces
-# target/debug/chronik-server).
-"$CARGO" build -p chronik-server
-cp target/debug/chronik-server "$OUT/chronik-server"
+# target/release/chronik-server). --release --workspace: the artifacts make
+# build and make test use, so nothing is compiled a second time.
+CARGO="$CARGO" bash scripts/build-release.sh
+cp target/release/chronik-server "$OUT/chronik-server"
 export CHRONIK_TEST_SERVER_BIN="$PWD/$OUT/chronik-server"
 pinned=()
 for exe in "${binaries[@]}"; do

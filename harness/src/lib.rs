@@ -19,8 +19,9 @@
 //! - `reconcile` — one producer's ledger against the sequences consumed
 //!   (lost, failed, delivered despite failure, unknown).
 //! - `assess` — every count a tally and its ledgers define, once.
-//! - `test_support` — (feature `test-support`) a verifier fed a table of
-//!   records, for other crates' tests.
+//! - `test_support` — a verifier fed a table of records, for other crates'
+//!   tests (always compiled: a feature only for tests would give `cargo test`
+//!   other dependency features than the release build, and compile twice).
 //! - `procfs` — CPU ticks and RSS of a process or thread from /proc.
 //! - `results` — the `meta` block of every result file (tool, git commit,
 //!   host, broker identity, settings) and atomic JSON writes.
@@ -36,7 +37,6 @@ pub mod procfs;
 pub mod reconcile;
 pub mod results;
 pub mod tally;
-#[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 pub mod verify;
 

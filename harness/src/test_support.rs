@@ -1,4 +1,4 @@
-//! Test support (feature `test-support`, and this crate's own tests): a
+//! Test support (for this crate's tests and other crates' tests): a
 //! verifier fed a table of records, for the tables of every crate that
 //! tests what is built on the verifier.
 //!
