@@ -46,6 +46,10 @@ need_cmd flock util-linux
 need_cmd shellcheck shellcheck
 need_cmd python3 python3
 need_cmd tcpdump tcpdump
+# the fault tools (scripts/faults.py: cuts between nodes' cgroups; their
+# tests in tests/python/test_faults.py) and the network-namespace tests
+need_cmd iptables iptables
+need_cmd ip iproute2
 need_pkg zlib1g-dev
 # pyenv/uv pythons ship venv+ensurepip; Debian's python3 needs python3-venv
 if command -v python3 > /dev/null 2>&1 && ! python3 "$RUNCTL" has-modules venv ensurepip 2>/dev/null; then
