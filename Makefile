@@ -223,13 +223,13 @@ images:
 	bash scripts/build-images.sh
 
 # The overlays applied server-side one by one (20 s to 80 s each with the
-# load Job): one of each kind - the secured one (small plus the security
-# component; small itself is applied for real by the run.sh step), the 3-node
-# cluster, and the smallest seed overlay (several generators in an Indexed
-# Job; the larger seed overlays, up to baremetal-1kib-36's 36 ingestors, have
-# the same shape). Every overlay is still built and schema-checked by
-# k8s-test; make k8s-apiserver-test-all (in make test-long) applies every one.
-APISERVER_OVERLAYS ?= secure cluster test-1
+# load Job): one of each kind - the small and the secured one (the run.sh
+# steps after them need both), the 3-node cluster, and the smallest seed
+# overlay (several generators in an Indexed Job; the larger seed overlays, up
+# to baremetal-1kib-36's 36 ingestors, have the same shape). Every overlay is
+# still built and schema-checked by k8s-test; make k8s-apiserver-test-all (in
+# make test-long) applies every one.
+APISERVER_OVERLAYS ?= small secure cluster test-1
 k8s-apiserver-test: python-deps
 	APISERVER_OVERLAYS="$(APISERVER_OVERLAYS)" bash k8s-perf/tests/apiserver.sh
 

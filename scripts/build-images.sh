@@ -47,6 +47,7 @@ mirror() {  # the Debian mirror apt uses (deb822 or one-line sources)
 if timeout "$PULL_TIMEOUT" podman_cmd pull -q "docker.io/library/debian:$DEBIAN_RELEASE-slim" > /dev/null 2>&1; then
   log "a registry answers: ordinary bases, binaries compiled in the Rust image"
   BUILD_ARGS=(--build-arg BINARIES=compile)
+  CONTEXT=.  # the workspace's sources (.dockerignore keeps them only)
 else
   log "no registry answers: local Debian base ($LOCAL_BASE) and this host's release binaries"
   if ! podman_cmd image exists "$LOCAL_BASE"; then
@@ -72,12 +73,22 @@ else
     die "$loadgen is dynamically linked: scripts/install-loadgen.sh must build it with CGO_ENABLED=0"
   fi
   BUILD_ARGS=(--build-arg BINARIES=host --build-arg "RUNTIME_IMAGE=$LOCAL_BASE")
+  # The build context: a directory holding just what BINARIES=host copies, at
+  # the paths the Dockerfiles name. Not the repository root: under CI target/
+  # and .tools/ are links into a cache (scripts/link-caches.sh), which a build
+  # context cannot follow.
+  CONTEXT=.run/image-context
+  rm -rf "$CONTEXT" && mkdir -p "$CONTEXT/target/release" "$CONTEXT/.tools/bin"
+  for bin in chronik-server chronik-ingestor chronik-consumer chronik-bench; do
+    cp "target/release/$bin" "$CONTEXT/target/release/"
+  done
+  cp "$staged" "$CONTEXT/.tools/bin/"
 fi
 
 for image in chronik-server chronik-harness; do
   log "podman build $image:$TAG"
   podman_cmd build --isolation=chroot -q "${BUILD_ARGS[@]}" \
-    -f "docker/$image.Dockerfile" -t "localhost/$image:$TAG" . > /dev/null
+    -f "docker/$image.Dockerfile" -t "localhost/$image:$TAG" "$CONTEXT" > /dev/null
   echo "localhost/$image:$TAG"
 done
 # the previous build of each tag is left untagged: drop those, not others' images
