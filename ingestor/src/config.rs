@@ -52,6 +52,15 @@ impl fmt::Display for Acks {
     }
 }
 
+/// Which producer talks to Kafka (`--producer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProducerEngine {
+    /// The batch-native producer: one record batch per partition per request.
+    Native,
+    /// librdkafka, message by message (takes every librdkafka property).
+    Librdkafka,
+}
+
 /// Batch compression (`compression.type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Compression {
@@ -173,8 +182,20 @@ pub struct Args {
     /// This ingestor's name in /ledger and logs (default: the hostname).
     #[arg(long, env = "CHRONIK_INGESTOR_ID")]
     pub ingestor_id: Option<String>,
-    /// Extra librdkafka producer properties, `key=value` (repeatable; the env
-    /// var takes a comma-separated list). Applied last, so they override.
+    /// The producer: native (one record batch per partition per request) or
+    /// librdkafka (message by message).
+    #[arg(
+        long,
+        env = "CHRONIK_INGESTOR_PRODUCER",
+        value_enum,
+        default_value = "native"
+    )]
+    pub producer: ProducerEngine,
+    /// Extra producer properties under their Kafka / librdkafka names,
+    /// `key=value` (repeatable; the env var takes a comma-separated list).
+    /// Applied last, so they override. The native producer takes
+    /// security.protocol, sasl.*, ssl.{ca,certificate,key}.location and the
+    /// batching, timeout and queue properties, and refuses others at start.
     #[arg(
         short = 'X',
         long = "producer-config",
@@ -206,6 +227,7 @@ pub struct Config {
     pub message_timeout: Duration,
     pub max_body_bytes: usize,
     pub ingestor_id: String,
+    pub producer: ProducerEngine,
     pub producer_overrides: chronik_harness::results::ClientProperties,
     /// Bearer token every route but /health and /ready requires.
     pub auth_token: Option<crate::auth::BearerToken>,
@@ -269,6 +291,7 @@ impl TryFrom<Args> for Config {
             message_timeout: Duration::from_millis(args.message_timeout_ms),
             max_body_bytes: args.max_body_bytes,
             ingestor_id,
+            producer: args.producer,
             producer_overrides: chronik_harness::results::ClientProperties(producer_overrides),
             auth_token: args
                 .auth_token_file

@@ -116,10 +116,8 @@ pub async fn run(
         task.abort();
     }
 
-    let producer = state.producer.clone();
     let flush_timeout = config.message_timeout + Duration::from_secs(1);
-    let flushed = tokio::task::spawn_blocking(move || producer.flush(flush_timeout)).await?;
-    if let Err(e) = flushed {
+    if let Err(e) = state.producer.flush(flush_timeout).await {
         tracing::warn!(error = %e, "flush did not complete: some messages have no delivery report");
     }
     let (accepted, delivered, failed) = state.producer.counts();

@@ -13,10 +13,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::types::RDKafkaRespErr;
+use rdkafka::error::RDKafkaErrorCode;
 
-use crate::producer::KafkaProducer;
+use crate::producer::{KafkaProducer, TopicAnswer};
 
 /// Why a topic cannot be produced to.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,33 +84,26 @@ async fn fetch_partitions(
         let left = deadline
             .saturating_duration_since(tokio::time::Instant::now())
             .max(Duration::from_millis(10));
-        let (p, t) = (producer.clone(), topic.clone());
-        let answer = tokio::task::spawn_blocking(move || p.fetch_metadata(Some(&t), left))
-            .await
-            .map_err(|e| TopicError::Unavailable {
-                topic: topic.clone(),
-                kafka_error: format!("metadata task: {e}"),
-            })?;
-        let unavailable = |e: &KafkaError| TopicError::Unavailable {
-            topic: topic.clone(),
-            kafka_error: e.to_string(),
-        };
-        let metadata = answer.map_err(|e| unavailable(&e))?;
-        let Some(entry) = metadata.topics().iter().find(|t| t.name() == topic) else {
+        let answer =
+            producer
+                .lookup_topic(&topic, left)
+                .await
+                .map_err(|e| TopicError::Unavailable {
+                    topic: topic.clone(),
+                    kafka_error: format!("{e:#}"),
+                })?;
+        let TopicAnswer::Listed { error, partitions } = answer else {
             return Err(TopicError::Unknown {
                 topic: topic.clone(),
                 kafka_error: "the broker's metadata does not list it".into(),
             });
         };
-        let code = entry.error().map(RDKafkaErrorCode::from);
-        match code {
-            None if !entry.partitions().is_empty() => {
-                return Ok(i32::try_from(entry.partitions().len()).unwrap_or(i32::MAX))
-            }
+        match error {
+            None if partitions > 0 => return Ok(i32::try_from(partitions).unwrap_or(i32::MAX)),
             Some(RDKafkaErrorCode::UnknownTopicOrPartition | RDKafkaErrorCode::UnknownTopic) => {
                 return Err(TopicError::Unknown {
                     topic: topic.clone(),
-                    kafka_error: describe(entry.error()),
+                    kafka_error: describe(error),
                 })
             }
             // Being created / electing a leader: ask again shortly.
@@ -119,7 +111,7 @@ async fn fetch_partitions(
                 if tokio::time::Instant::now() >= deadline {
                     return Err(TopicError::Unavailable {
                         topic: topic.clone(),
-                        kafka_error: describe(entry.error()),
+                        kafka_error: describe(error),
                     });
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -127,7 +119,7 @@ async fn fetch_partitions(
             _ => {
                 return Err(TopicError::Refused {
                     topic: topic.clone(),
-                    kafka_error: describe(entry.error()),
+                    kafka_error: describe(error),
                 })
             }
         }
@@ -135,12 +127,10 @@ async fn fetch_partitions(
 }
 
 /// The Kafka error, e.g. "UnknownTopicOrPartition (Broker: Unknown topic or partition)".
-fn describe(err: Option<RDKafkaRespErr>) -> String {
+fn describe(err: Option<RDKafkaErrorCode>) -> String {
     match err {
         None => "no partitions".into(),
-        Some(e) => {
-            // Display reads "UnknownTopicOrPartition (Broker: Unknown topic or partition)".
-            RDKafkaErrorCode::from(e).to_string()
-        }
+        // Display reads "UnknownTopicOrPartition (Broker: Unknown topic or partition)".
+        Some(e) => e.to_string(),
     }
 }

@@ -1,22 +1,25 @@
 //! `chronik-tls`: TLS for every Chronik port that serves or speaks it —
 //! the broker's SSL and SASL_SSL listeners and its inter-broker
-//! connections, the ingestor's HTTPS port — with rustls and the ring
-//! provider, from PEM files as Kafka's `ssl.keystore.type=PEM` /
-//! `ssl.truststore.type=PEM` name them, reloaded when the files change.
+//! connections, the ingestor's HTTPS port and its Kafka client's
+//! connections — with rustls and the ring provider, from PEM files as
+//! Kafka's `ssl.keystore.type=PEM` / `ssl.truststore.type=PEM` name them,
+//! reloaded when the files change.
 //!
 //! Owns: building the rustls server config (key store = private key and
 //! certificate chain, trust store = CA certificates, Kafka's
 //! `ssl.client.auth` none | requested | required), the bounded server
-//! handshake, the client config of outgoing connections (the trust store
-//! as roots, the key store as client certificate, so mTLS listeners
-//! accept it) and its bounded handshake, and the reload loop: every
+//! handshake, the client config of outgoing connections and its bounded
+//! handshake (`TlsClient`: CA certificates as roots, optionally a client
+//! certificate for mTLS listeners; a client without a server key store
+//! loads one from its own files, a server's `TlsAcceptor` builds its own
+//! from the trust store and the key store), and the reload loop: every
 //! `reload_interval` the files' modification times and sizes are compared
 //! and on a change both configs are rebuilt; new connections use them, a
 //! broken file is logged and the previous configs kept. Must not: know
 //! what is spoken over the stream (Kafka frames, HTTP) or map a
 //! certificate to a principal (the broker's `security::principal` does).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -38,7 +41,7 @@ pub use tokio_rustls::server::TlsStream;
 /// Reads a whole file of at most `max` bytes; `what` names it (the flag)
 /// in errors. Key stores, trust stores and credential files are small:
 /// a larger one is refused rather than read.
-pub fn read_bounded_file(path: &std::path::Path, max: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+pub fn read_bounded_file(path: &Path, max: u64, what: &str) -> anyhow::Result<Vec<u8>> {
     let len = std::fs::metadata(path)
         .with_context(|| format!("{what} {}", path.display()))?
         .len();
@@ -88,7 +91,91 @@ pub struct TlsAcceptor {
 struct Configs {
     server: Arc<ServerConfig>,
     /// For outgoing inter-broker connections; None without a trust store.
-    client: Option<Arc<ClientConfig>>,
+    client: Option<TlsClient>,
+}
+
+/// The client side of TLS: outgoing connections verify the server against
+/// CA certificates and, when an identity is given, present a client
+/// certificate. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct TlsClient {
+    config: Arc<ClientConfig>,
+    handshake_timeout: Duration,
+}
+
+impl TlsClient {
+    /// Loads `ca_pem` (the CA certificates servers must chain to) and, for
+    /// listeners that require client certificates, `identity`: a PEM
+    /// certificate chain and a PEM private key. The handshake of every
+    /// connection must finish within `handshake_timeout`.
+    pub fn load(
+        ca_pem: &Path,
+        identity: Option<(&Path, &Path)>,
+        handshake_timeout: Duration,
+    ) -> anyhow::Result<TlsClient> {
+        let roots = trust_roots(ca_pem, "TLS CA file")?;
+        let identity = match identity {
+            Some((chain, key)) => {
+                let chain_what = "TLS client certificate";
+                let chain = certificate_chain(
+                    &read_bounded_file(chain, MAX_PEM_BYTES, chain_what)?,
+                    chain_what,
+                )?;
+                let key_what = "TLS client key";
+                let key = private_key(&read_bounded_file(key, MAX_PEM_BYTES, key_what)?, key_what)?;
+                Some((chain, key))
+            }
+            None => None,
+        };
+        TlsClient::new(
+            Arc::new(rustls::crypto::ring::default_provider()),
+            Arc::new(roots),
+            identity,
+            handshake_timeout,
+        )
+        .context("TLS client certificate and key")
+    }
+
+    /// The one place a client config is built (`load`, and a server's
+    /// outgoing connections in `build`).
+    fn new(
+        provider: Arc<rustls::crypto::CryptoProvider>,
+        roots: Arc<RootCertStore>,
+        identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+        handshake_timeout: Duration,
+    ) -> anyhow::Result<TlsClient> {
+        let builder = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .context("TLS protocol versions")?
+            .with_root_certificates(roots);
+        let config = match identity {
+            Some((chain, key)) => builder
+                .with_client_auth_cert(chain, key)
+                .context("key does not match the certificate")?,
+            None => builder.with_no_client_auth(),
+        };
+        Ok(TlsClient {
+            config: Arc::new(config),
+            handshake_timeout,
+        })
+    }
+
+    /// The client handshake of an outgoing connection to `host` (a DNS
+    /// name or an IP literal; the server's certificate must name it),
+    /// within the handshake timeout.
+    pub async fn connect(
+        &self,
+        stream: TcpStream,
+        host: &str,
+    ) -> anyhow::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        let name = ServerName::try_from(host.to_string())
+            .with_context(|| format!("{host} is not a valid TLS server name"))?;
+        let connector = tokio_rustls::TlsConnector::from(self.config.clone());
+        tokio::time::timeout(self.handshake_timeout, connector.connect(name, stream))
+            .await
+            .context("TLS handshake timed out")?
+            .with_context(|| format!("TLS handshake with {host} failed"))
+    }
 }
 
 /// What identifies a file's version: (modified, length) of each file.
@@ -124,20 +211,11 @@ impl TlsAcceptor {
         stream: TcpStream,
         host: &str,
     ) -> anyhow::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-        let config = self
+        let client = self
             .configs()
             .client
             .context("outgoing TLS needs --ssl-truststore-location")?;
-        let name = ServerName::try_from(host.to_string())
-            .with_context(|| format!("{host} is not a valid TLS server name"))?;
-        let connector = tokio_rustls::TlsConnector::from(config);
-        tokio::time::timeout(
-            self.settings.handshake_timeout,
-            connector.connect(name, stream),
-        )
-        .await
-        .context("TLS handshake timed out")?
-        .with_context(|| format!("TLS handshake with {host} failed"))
+        client.connect(stream, host).await
     }
 
     /// Runs the TLS handshake within the handshake timeout.
@@ -198,17 +276,12 @@ fn stamp(settings: &TlsSettings) -> Stamp {
 /// Builds the configs from the files as they are now.
 fn build(settings: &TlsSettings) -> anyhow::Result<Configs> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let keystore = read_bounded_file(&settings.keystore, MAX_PEM_BYTES, "--ssl-keystore-location")?;
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&keystore)
-        .collect::<Result<_, _>>()
-        .map_err(|e| anyhow::anyhow!("--ssl-keystore-location: bad certificate: {e}"))?;
-    if chain.is_empty() {
-        bail!("--ssl-keystore-location holds no certificate");
-    }
-    let key = PrivateKeyDer::from_pem_slice(&keystore)
-        .map_err(|e| anyhow::anyhow!("--ssl-keystore-location: no usable private key: {e}"))?;
+    let keystore_what = "--ssl-keystore-location";
+    let keystore = read_bounded_file(&settings.keystore, MAX_PEM_BYTES, keystore_what)?;
+    let chain = certificate_chain(&keystore, keystore_what)?;
+    let key = private_key(&keystore, keystore_what)?;
     let roots = match &settings.truststore {
-        Some(path) => Some(Arc::new(trust_roots(path)?)),
+        Some(path) => Some(Arc::new(trust_roots(path, "--ssl-truststore-location")?)),
         None => None,
     };
     let builder = ServerConfig::builder_with_provider(provider.clone())
@@ -230,14 +303,15 @@ fn build(settings: &TlsSettings) -> anyhow::Result<Configs> {
         }
     };
     let client = match roots {
-        Some(roots) => Some(Arc::new(
-            ClientConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .context("TLS protocol versions")?
-                .with_root_certificates(roots)
-                .with_client_auth_cert(chain.clone(), key.clone_key())
-                .context("--ssl-keystore-location: key does not match the certificate")?,
-        )),
+        Some(roots) => Some(
+            TlsClient::new(
+                provider,
+                roots,
+                Some((chain.clone(), key.clone_key())),
+                settings.handshake_timeout,
+            )
+            .context("--ssl-keystore-location")?,
+        ),
         None => None,
     };
     let server = builder
@@ -249,19 +323,35 @@ fn build(settings: &TlsSettings) -> anyhow::Result<Configs> {
     })
 }
 
-/// The CA certificates of the trust store.
-fn trust_roots(path: &std::path::Path) -> anyhow::Result<RootCertStore> {
-    let pem = read_bounded_file(path, MAX_PEM_BYTES, "--ssl-truststore-location")?;
+/// The certificate chain of a PEM file (`what` names it in errors).
+fn certificate_chain(pem: &[u8], what: &str) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("{what}: bad certificate: {e}"))?;
+    if chain.is_empty() {
+        bail!("{what} holds no certificate");
+    }
+    Ok(chain)
+}
+
+/// The private key of a PEM file (`what` names it in errors).
+fn private_key(pem: &[u8], what: &str) -> anyhow::Result<PrivateKeyDer<'static>> {
+    PrivateKeyDer::from_pem_slice(pem)
+        .map_err(|e| anyhow::anyhow!("{what}: no usable private key: {e}"))
+}
+
+/// The CA certificates of a trust store file (`what` names it in errors).
+fn trust_roots(path: &Path, what: &str) -> anyhow::Result<RootCertStore> {
+    let pem = read_bounded_file(path, MAX_PEM_BYTES, what)?;
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert =
-            cert.map_err(|e| anyhow::anyhow!("--ssl-truststore-location: bad certificate: {e}"))?;
+        let cert = cert.map_err(|e| anyhow::anyhow!("{what}: bad certificate: {e}"))?;
         roots
             .add(cert)
-            .context("--ssl-truststore-location: unusable CA certificate")?;
+            .with_context(|| format!("{what}: unusable CA certificate"))?;
     }
     if roots.is_empty() {
-        bail!("--ssl-truststore-location holds no CA certificate");
+        bail!("{what} holds no CA certificate");
     }
     Ok(roots)
 }

@@ -106,7 +106,10 @@ pub async fn prepare_all<'a>(
         .collect::<Result<Vec<Prepared<'a>>, _>>()
         .map_err(AppError::InvalidMessage)?;
     check_topics(state, &prepared).await?;
-    Ok(prepared.into_iter().map(Staged::new).collect())
+    Ok(prepared
+        .into_iter()
+        .map(|m| state.producer.stage(m))
+        .collect())
 }
 
 /// One entry per distinct topic: (topic, partitions needed, first message index).

@@ -32,22 +32,17 @@ pub async fn ready(State(state): State<AppState>) -> Response {
             json!({ "error": "shutting_down", "detail": "the ingestor is shutting down" }),
         );
     }
-    let producer = state.producer.clone();
     let timeout = READY_TIMEOUT.min(state.config.message_timeout);
-    match tokio::task::spawn_blocking(move || producer.fetch_metadata(None, timeout)).await {
-        Ok(Ok(metadata)) => Json(json!({
+    match state.producer.probe(timeout).await {
+        Ok((brokers, topics)) => Json(json!({
             "status": "ready",
-            "brokers": metadata.brokers().len(),
-            "topics": metadata.topics().len(),
+            "brokers": brokers,
+            "topics": topics,
         }))
         .into_response(),
-        Ok(Err(e)) => json_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            json!({ "error": "broker_unavailable", "detail": format!("metadata request failed: {e}") }),
-        ),
         Err(e) => json_response(
             StatusCode::SERVICE_UNAVAILABLE,
-            json!({ "error": "broker_unavailable", "detail": format!("metadata task failed: {e}") }),
+            json!({ "error": "broker_unavailable", "detail": format!("metadata request failed: {e:#}") }),
         ),
     }
 }
@@ -58,8 +53,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let (accepted, delivered, failed) = state.producer.counts();
     m.messages_in_flight
         .set(i64::try_from(accepted.saturating_sub(delivered + failed)).unwrap_or(i64::MAX));
-    m.producer_queue_depth
-        .set(i64::from(state.producer.queue_depth()));
+    m.producer_queue_depth.set(state.producer.queue_depth());
     (
         [(
             header::CONTENT_TYPE,

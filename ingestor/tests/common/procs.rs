@@ -56,9 +56,20 @@ pub struct Stopped {
 impl Ingestor {
     /// Starts `chronik-ingestor` on 127.0.0.1:0 against `bootstrap`, with `extra` flags.
     pub fn start(bootstrap: &str, extra: &[&str]) -> Result<Ingestor> {
+        Self::start_with_env(bootstrap, extra, &[])
+    }
+
+    /// `start` with environment variables set for the child (the test's own
+    /// `CHRONIK_*` variables are never passed on; these are).
+    pub fn start_with_env(
+        bootstrap: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Result<Ingestor> {
         let scratch = scratch_dir("chronik-ingestor-")?;
         let mut command = Command::new(env!("CARGO_BIN_EXE_chronik-ingestor"));
         command
+            .envs(env.iter().copied())
             .args([
                 "--listen",
                 "127.0.0.1:0",

@@ -67,10 +67,7 @@ impl LeaderClient {
     }
 
     /// SaslHandshake v1, then SaslAuthenticate until the exchange is done.
-    async fn authenticate(
-        &mut self,
-        login: &crate::security::sasl::client::SaslLogin,
-    ) -> Result<()> {
+    async fn authenticate(&mut self, login: &chronik_sasl::SaslLogin) -> Result<()> {
         let mechanism = login.mechanism.name();
         let handshake = self
             .round_trip(

@@ -2,7 +2,8 @@
 //! fetchers, transaction markers and verification): the inter-broker
 //! listener's security protocol applied to an outgoing TCP stream — TLS
 //! with the trust store and the key store as client certificate (`tls`),
-//! and the SASL login (`sasl::client`) the leader client runs over it.
+//! and the SASL login (`chronik_sasl::SaslLogin`) the leader client runs
+//! over it.
 //!
 //! Owns: choosing what an outgoing connection needs. Must not: read or
 //! write Kafka frames (the leader client does), or log the password.
@@ -10,11 +11,11 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use chronik_sasl::SaslLogin;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::listeners::SecurityProtocol;
-use super::sasl::client::SaslLogin;
 use super::TlsAcceptor;
 
 /// A byte stream to another broker, plain or TLS.

@@ -9,9 +9,9 @@
 //! - TLS itself (PEM key/trust stores, `ssl.client.auth`, handshakes,
 //!   reload) is the `chronik-tls` crate, shared with the ingestor.
 //! - `principal` — `KafkaPrincipal`, a certificate's subject DN (RFC 2253).
-//! - `sasl/`     — the per-connection SASL state machine and mechanisms,
-//!   (OAUTHBEARER's JWKS file is reloaded like the TLS files), and the
-//!   client side of PLAIN and SCRAM.
+//! - `sasl/`     — the per-connection SASL state machine and mechanisms
+//!   (OAUTHBEARER's JWKS file is reloaded like the TLS files); the client
+//!   side of PLAIN and SCRAM is the `chronik-sasl` crate.
 //! - `client`    — the inter-broker protocol on this broker's outgoing
 //!   connections to other brokers.
 //!
@@ -98,8 +98,11 @@ impl Security {
         let login = match config.sasl.inter_broker_mechanism {
             Some(mechanism) => match own_login {
                 Some((username, password)) => {
+                    let mechanism = mechanism.client().with_context(|| {
+                        format!("{} cannot be the inter-broker mechanism", mechanism.name())
+                    })?;
                     info!(mechanism = mechanism.name(), username = %username, "inter-broker SASL login");
-                    Some(sasl::client::SaslLogin::new(mechanism, username, password))
+                    Some(chronik_sasl::SaslLogin::new(mechanism, username, password))
                 }
                 None if config.several_voters => anyhow::bail!(
                     "the inter-broker listener is {inter_protocol}: --sasl-jaas-config-file must give this broker's username=\"…\" password=\"…\""

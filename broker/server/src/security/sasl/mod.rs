@@ -11,13 +11,14 @@
 //! - `jwks`      — the JWKS file OAUTHBEARER tokens are verified with.
 //! - `login_failures` — the per-principal back-off after failed logins.
 //! - `bootstrap` — SCRAM users loaded at start (kafka-storage's `--add-scram` syntax).
-//! - `client`    — the client side (PLAIN, SCRAM) of this broker's own
-//!   inter-broker connections.
+//!
+//! The client side (PLAIN, SCRAM) of this broker's own inter-broker
+//! connections, and the SCRAM primitives both sides run on, are the
+//! `chronik-sasl` crate (shared with the ingestor's Kafka client).
 //!
 //! Must not: decide what an authenticated principal may do.
 
 pub mod bootstrap;
-pub mod client;
 pub mod jwks;
 pub mod login_failures;
 pub mod oauthbearer;
@@ -29,6 +30,8 @@ pub mod session;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use chronik_sasl::fill_random;
+use chronik_sasl::SaslMechanism;
 use login_failures::LoginFailures;
 use oauthbearer::OAuthBearerValidator;
 use plain::PlainUsers;
@@ -45,17 +48,34 @@ pub enum Mechanism {
 impl Mechanism {
     pub fn parse(name: &str) -> Option<Mechanism> {
         match name {
-            "PLAIN" => Some(Mechanism::Plain),
             "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
-            other => ScramMechanism::parse(other).map(Mechanism::Scram),
+            other => other.parse::<SaslMechanism>().ok().map(Mechanism::from),
         }
     }
 
     pub fn name(self) -> &'static str {
+        match self.client() {
+            Some(m) => m.name(),
+            None => "OAUTHBEARER",
+        }
+    }
+
+    /// The mechanism a client logs in with (`chronik_sasl`), or None for
+    /// OAUTHBEARER (served, never used to log in to another broker).
+    pub fn client(self) -> Option<SaslMechanism> {
         match self {
-            Mechanism::Plain => "PLAIN",
-            Mechanism::Scram(m) => m.name(),
-            Mechanism::OAuthBearer => "OAUTHBEARER",
+            Mechanism::Plain => Some(SaslMechanism::Plain),
+            Mechanism::Scram(m) => Some(SaslMechanism::Scram(m)),
+            Mechanism::OAuthBearer => None,
+        }
+    }
+}
+
+impl From<SaslMechanism> for Mechanism {
+    fn from(m: SaslMechanism) -> Mechanism {
+        match m {
+            SaslMechanism::Plain => Mechanism::Plain,
+            SaslMechanism::Scram(m) => Mechanism::Scram(m),
         }
     }
 }
@@ -109,14 +129,4 @@ pub struct SaslConfig {
     /// Failed PLAIN and SCRAM logins per attempted user name, and the
     /// back-off they impose on that name's next attempt.
     pub login_failures: LoginFailures,
-}
-
-/// Fills `buf` from the ring provider's system random source.
-pub fn fill_random(buf: &mut [u8]) {
-    let provider = rustls::crypto::ring::default_provider();
-    if provider.secure_random.fill(buf).is_err() {
-        // getrandom failing is not recoverable: a predictable nonce would
-        // make SCRAM replayable.
-        panic!("the system random source failed");
-    }
 }

@@ -1,6 +1,8 @@
 //! SCRAM-SHA-256 and SCRAM-SHA-512, server side (RFC 5802, RFC 7677), as
-//! Kafka's `ScramSaslServer` runs them, and the `ScramCredentials` store;
-//! its HMAC, hash and Hi() are also the client side's (`client`).
+//! Kafka's `ScramSaslServer` runs them, and the `ScramCredentials` store,
+//! on `chronik-sasl`'s primitives (`ScramMechanism`'s HMAC, hash and Hi(),
+//! the iteration bounds, constant-time comparison), which its client side
+//! (this broker's inter-broker logins) shares.
 //!
 //! Owns: salted credentials (salt, iterations, stored key, server key —
 //! never a password), the three-message exchange (client-first →
@@ -17,90 +19,13 @@ use std::sync::RwLock;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
-use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256, Sha512};
 
 use super::SaslError;
 
-/// Kafka's bounds on `iterations` (ScramMechanism.minIterations/maxIterations).
-pub const MIN_ITERATIONS: u32 = 4096;
-pub const MAX_ITERATIONS: u32 = 16384;
+pub use chronik_sasl::{constant_time_eq, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
+
 /// Largest client message accepted (a name, a nonce and a proof).
 const MAX_MESSAGE: usize = 4096;
-
-/// The two SCRAM mechanisms Kafka offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ScramMechanism {
-    Sha256,
-    Sha512,
-}
-
-impl ScramMechanism {
-    pub fn parse(name: &str) -> Option<ScramMechanism> {
-        match name {
-            "SCRAM-SHA-256" => Some(ScramMechanism::Sha256),
-            "SCRAM-SHA-512" => Some(ScramMechanism::Sha512),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ScramMechanism::Sha256 => "SCRAM-SHA-256",
-            ScramMechanism::Sha512 => "SCRAM-SHA-512",
-        }
-    }
-
-    /// Kafka's `ScramMechanism` type in the admin APIs (1 and 2).
-    pub fn type_code(self) -> i8 {
-        match self {
-            ScramMechanism::Sha256 => 1,
-            ScramMechanism::Sha512 => 2,
-        }
-    }
-
-    pub fn from_type_code(code: i8) -> Option<ScramMechanism> {
-        match code {
-            1 => Some(ScramMechanism::Sha256),
-            2 => Some(ScramMechanism::Sha512),
-            _ => None,
-        }
-    }
-
-    pub(super) fn hmac(self, key: &[u8], data: &[&[u8]]) -> Vec<u8> {
-        fn run<M: Mac + hmac::digest::KeyInit>(key: &[u8], data: &[&[u8]]) -> Vec<u8> {
-            // HMAC takes keys of any length.
-            let mut mac = <M as hmac::digest::KeyInit>::new_from_slice(key)
-                .unwrap_or_else(|_| unreachable!("HMAC accepts every key length"));
-            for part in data {
-                mac.update(part);
-            }
-            mac.finalize().into_bytes().to_vec()
-        }
-        match self {
-            ScramMechanism::Sha256 => run::<Hmac<Sha256>>(key, data),
-            ScramMechanism::Sha512 => run::<Hmac<Sha512>>(key, data),
-        }
-    }
-
-    pub(super) fn hash(self, data: &[u8]) -> Vec<u8> {
-        match self {
-            ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
-            ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
-        }
-    }
-
-    /// RFC 5802's Hi(): PBKDF2 with this HMAC, one block.
-    pub(super) fn salted_password(self, password: &[u8], salt: &[u8], iterations: u32) -> Vec<u8> {
-        let mut u = self.hmac(password, &[salt, &1u32.to_be_bytes()]);
-        let mut result = u.clone();
-        for _ in 1..iterations {
-            u = self.hmac(password, &[&u]);
-            result.iter_mut().zip(&u).for_each(|(r, x)| *r ^= x);
-        }
-        result
-    }
-}
 
 /// One user's salted SCRAM credential (Kafka's `ScramCredential`).
 #[derive(Clone, PartialEq, Eq)]
@@ -146,10 +71,10 @@ impl ScramCredential {
         salt: Vec<u8>,
         iterations: u32,
     ) -> ScramCredential {
-        let client_key = mechanism.hmac(salted_password, &[b"Client Key"]);
+        let client_key = mechanism.client_key(salted_password);
         ScramCredential {
             stored_key: mechanism.hash(&client_key),
-            server_key: mechanism.hmac(salted_password, &[b"Server Key"]),
+            server_key: mechanism.server_key(salted_password),
             salt,
             iterations,
         }
@@ -502,10 +427,6 @@ fn decode_saslname(name: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
-pub(super) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,15 +487,7 @@ mod tests {
             }
         }
         let salted = m.salted_password(password.as_bytes(), &salt.expect("s="), iterations);
-        let client_key = m.hmac(&salted, &[b"Client Key"]);
-        let signature = m.hmac(&m.hash(&client_key), &[auth.as_bytes()]);
-        BASE64.encode(
-            client_key
-                .iter()
-                .zip(&signature)
-                .map(|(k, s)| k ^ s)
-                .collect::<Vec<_>>(),
-        )
+        BASE64.encode(m.client_proof(&salted, auth.as_bytes()))
     }
 
     #[test]
@@ -697,6 +610,71 @@ mod tests {
         assert_eq!(decode_saslname("a=2Cb=3D").as_deref(), Some("a,b="));
         assert!(
             ScramCredential::from_password(ScramMechanism::Sha256, "p", vec![1], 4095).is_err()
+        );
+    }
+
+    /// A full SCRAM-SHA-512 exchange of chronik-sasl's client (what this
+    /// broker logs in to others with) against this server side.
+    fn client_login(
+        login: &chronik_sasl::SaslLogin,
+        credentials: &ScramCredentials,
+    ) -> Result<String, String> {
+        let chronik_sasl::SaslMechanism::Scram(m) = login.mechanism else {
+            return Err("not SCRAM".into());
+        };
+        let mut server = ScramExchange::new(m);
+        let (mut client, first) = login.start().map_err(|e| e.to_string())?;
+        let random = |buf: &mut [u8]| chronik_sasl::fill_random(buf);
+        let ScramStep::Challenge(challenge) = server
+            .step(&first, credentials, &random, b"k")
+            .map_err(|e| e.to_string())?
+        else {
+            return Err("expected a challenge".into());
+        };
+        let last = client
+            .step(&challenge)
+            .map_err(|e| e.to_string())?
+            .ok_or("no client-final")?;
+        let ScramStep::Authenticated { user, response } = server
+            .step(&last, credentials, &random, b"k")
+            .map_err(|e| e.to_string())?
+        else {
+            return Err("expected authentication".into());
+        };
+        match client.step(&response).map_err(|e| e.to_string())? {
+            None => Ok(user),
+            Some(_) => Err("exchange not done".into()),
+        }
+    }
+
+    #[test]
+    fn sasl_client_authenticates_against_the_server_side() {
+        use chronik_sasl::{SaslLogin, SaslMechanism};
+        let credentials = ScramCredentials::default();
+        let m = ScramMechanism::Sha512;
+        let credential = ScramCredential::from_password(m, "broker-secret", vec![3; 16], 4096)
+            .expect("credential");
+        credentials.upsert(m, "broker,a=b", credential);
+        let login = |password: &str| {
+            SaslLogin::new(
+                SaslMechanism::Scram(m),
+                "broker,a=b".into(),
+                password.into(),
+            )
+        };
+        assert_eq!(
+            client_login(&login("broker-secret"), &credentials).as_deref(),
+            Ok("broker,a=b")
+        );
+        assert!(client_login(&login("wrong"), &credentials).is_err());
+        let other = SaslLogin::new(
+            SaslMechanism::Scram(ScramMechanism::Sha256),
+            "broker,a=b".into(),
+            "broker-secret".into(),
+        );
+        assert!(
+            client_login(&other, &credentials).is_err(),
+            "no SCRAM-SHA-256 credential"
         );
     }
 }

@@ -1,28 +1,29 @@
-//! The client side of SASL, for this broker's own connections to other
-//! brokers on a SASL inter-broker listener (Kafka's
-//! `sasl.mechanism.inter.broker.protocol`): PLAIN (RFC 4616) and
-//! SCRAM-SHA-256/512 (RFC 5802) on the server side's primitives
-//! (`ScramMechanism`'s HMAC, hash and Hi()).
+//! The client side of SASL: a login (mechanism, user name, password) and
+//! the exchange it runs — PLAIN (RFC 4616) and SCRAM-SHA-256/512 (RFC 5802)
+//! on the SCRAM primitives of `scram` (the broker's server side runs on
+//! the same ones). Used by the broker's inter-broker connections (Kafka's
+//! `sasl.mechanism.inter.broker.protocol`) and the ingestor's Kafka client.
 //!
 //! Owns: the client's messages and checking the server's (nonce prefix,
 //! Kafka's iteration bounds, the server signature in constant time). Must
-//! not: know about Kafka frames or sockets (the leader client sends the
-//! messages), or show the password (Debug redacts it).
+//! not: know about Kafka frames or sockets (the caller sends the messages
+//! in SaslHandshake / SaslAuthenticate), or show the password (Debug
+//! redacts it).
 
 use anyhow::{bail, ensure, Context, Result};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 
-use super::scram::{constant_time_eq, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
-use super::Mechanism;
+use crate::mechanism::SaslMechanism;
+use crate::scram::{constant_time_eq, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 
 /// Largest server message accepted.
 const MAX_MESSAGE: usize = 4096;
 
-/// The mechanism and credentials this broker logs in to other brokers with.
+/// The mechanism and credentials a client logs in with.
 #[derive(Clone)]
 pub struct SaslLogin {
-    pub mechanism: Mechanism,
+    pub mechanism: SaslMechanism,
     pub username: String,
     password: String,
 }
@@ -38,7 +39,7 @@ impl std::fmt::Debug for SaslLogin {
 }
 
 impl SaslLogin {
-    pub fn new(mechanism: Mechanism, username: String, password: String) -> SaslLogin {
+    pub fn new(mechanism: SaslMechanism, username: String, password: String) -> SaslLogin {
         SaslLogin {
             mechanism,
             username,
@@ -47,20 +48,15 @@ impl SaslLogin {
     }
 
     /// Starts an exchange: its state and the first message to send.
-    /// OAUTHBEARER has no client side here (brokers log in to each other
-    /// with PLAIN or SCRAM; `args` refuses it as the inter-broker mechanism).
     pub fn start(&self) -> Result<(SaslClient, Vec<u8>)> {
         Ok(match self.mechanism {
-            Mechanism::Plain => (
+            SaslMechanism::Plain => (
                 SaslClient::Plain,
                 format!("\0{}\0{}", self.username, self.password).into_bytes(),
             ),
-            Mechanism::OAuthBearer => {
-                bail!("OAUTHBEARER cannot be the inter-broker mechanism")
-            }
-            Mechanism::Scram(mechanism) => {
+            SaslMechanism::Scram(mechanism) => {
                 let mut nonce = [0u8; 24];
-                super::fill_random(&mut nonce);
+                crate::fill_random(&mut nonce);
                 let nonce = BASE64.encode(nonce);
                 let first_bare = format!("n={},r={nonce}", encode_saslname(&self.username));
                 let message = format!("n,,{first_bare}").into_bytes();
@@ -152,15 +148,8 @@ impl ScramClient {
         let without_proof = format!("c=biws,r={nonce}");
         let auth = format!("{},{server},{without_proof}", self.first_bare);
         let salted = m.salted_password(self.password.as_bytes(), &salt, iterations);
-        let client_key = m.hmac(&salted, &[b"Client Key"]);
-        let signature = m.hmac(&m.hash(&client_key), &[auth.as_bytes()]);
-        let proof: Vec<u8> = client_key
-            .iter()
-            .zip(&signature)
-            .map(|(k, s)| k ^ s)
-            .collect();
-        let server_key = m.hmac(&salted, &[b"Server Key"]);
-        self.expected_signature = Some(m.hmac(&server_key, &[auth.as_bytes()]));
+        let proof = m.client_proof(&salted, auth.as_bytes());
+        self.expected_signature = Some(m.hmac(&m.server_key(&salted), &[auth.as_bytes()]));
         Ok(Some(
             format!("{without_proof},p={}", BASE64.encode(proof)).into_bytes(),
         ))
@@ -174,58 +163,32 @@ fn encode_saslname(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::scram::{ScramCredential, ScramCredentials, ScramExchange, ScramStep};
     use super::*;
 
-    fn run(login: &SaslLogin, credentials: &ScramCredentials) -> Result<String> {
-        let Mechanism::Scram(m) = login.mechanism else {
-            bail!("not SCRAM");
-        };
-        let mut server = ScramExchange::new(m);
-        let (mut client, first) = login.start()?;
-        let random = |buf: &mut [u8]| super::super::fill_random(buf);
-        let ScramStep::Challenge(challenge) = server
-            .step(&first, credentials, &random, b"k")
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-        else {
-            bail!("expected a challenge");
-        };
-        let last = client.step(&challenge)?.context("client-final")?;
-        let ScramStep::Authenticated { user, response } = server
-            .step(&last, credentials, &random, b"k")
-            .map_err(|e| anyhow::anyhow!("{e}"))?
-        else {
-            bail!("expected authentication");
-        };
-        ensure!(client.step(&response)?.is_none(), "exchange not done");
-        Ok(user)
+    fn scram(m: ScramMechanism, user: &str) -> SaslLogin {
+        SaslLogin::new(SaslMechanism::Scram(m), user.into(), "p".into())
     }
 
     #[test]
-    fn scram_client_authenticates_against_the_server_side() {
-        let credentials = ScramCredentials::default();
-        let m = ScramMechanism::Sha512;
-        let credential = ScramCredential::from_password(m, "broker-secret", vec![3; 16], 4096)
-            .expect("credential");
-        credentials.upsert(m, "broker,a=b", credential);
-        let good = SaslLogin::new(
-            Mechanism::Scram(m),
-            "broker,a=b".into(),
-            "broker-secret".into(),
-        );
-        assert_eq!(run(&good, &credentials).expect("login"), "broker,a=b");
-        let bad = SaslLogin::new(Mechanism::Scram(m), "broker,a=b".into(), "wrong".into());
-        assert!(run(&bad, &credentials).is_err());
-        assert!(!format!("{good:?}").contains("broker-secret"));
+    fn plain_is_one_message_and_debug_redacts_the_password() {
+        let login = SaslLogin::new(SaslMechanism::Plain, "alice".into(), "s3cret".into());
+        let (mut client, first) = login.start().expect("PLAIN");
+        assert_eq!(first, b"\0alice\0s3cret");
+        assert!(client.step(b"").expect("done").is_none());
+        assert!(!format!("{login:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn scram_client_first_escapes_the_name() {
+        let login = scram(ScramMechanism::Sha512, "a=b,c");
+        let (_, first) = login.start().expect("SCRAM");
+        let first = String::from_utf8(first).expect("utf8");
+        assert!(first.starts_with("n,,n=a=3Db=2Cc,r="), "{first}");
     }
 
     #[test]
     fn scram_client_refuses_bad_server_messages() {
-        let login = SaslLogin::new(
-            Mechanism::Scram(ScramMechanism::Sha256),
-            "u".into(),
-            "p".into(),
-        );
+        let login = scram(ScramMechanism::Sha256, "u");
         let salt = BASE64.encode([1u8; 16]);
         for bad in [
             format!("r=someoneelse,s={salt},i=4096"),
