@@ -18,7 +18,7 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -30,33 +30,20 @@ use chronik_harness::ledger::Ledger;
 use chronik_harness::now_us;
 use chronik_harness::tally::Tally;
 use chronik_harness::verify::{Observed, Verifier};
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
+use chronik_testkit::cluster::{Cluster, FAST_FAILOVER};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
-use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 
 use common::http::post_json;
+use common::kafka::{consumer_from_beginning, create_replicated_topic};
 use common::poll_json;
-use common::procs::{Broker, Ingestor};
+use common::procs::Ingestor;
 
 const TOPIC: &str = "failover";
 const PARTITIONS: i32 = 6;
 const NODES: usize = 3;
-/// Broker flags: fencing and ISR shrink 3 s after a node goes silent.
-const BROKER_FLAGS: &[&str] = &[
-    "--wal-profile",
-    "low",
-    "--broker-session-timeout-ms",
-    "3000",
-    "--replica-lag-time-max-ms",
-    "3000",
-    "--min-insync-replicas",
-    "2",
-    "--default-replication-factor",
-    "3",
-];
 /// Bounds how long a request waits (+ 5 s report slack): far below the test
 /// HTTP client's 30 s read timeout, far above a failover.
 const MESSAGE_TIMEOUT_MS: &str = "10000";
@@ -113,9 +100,16 @@ struct Answers {
 fn scenario(engine: &str) -> Result<()> {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let started = Instant::now();
-    let mut cluster = Cluster::start(NODES, BROKER_FLAGS)?;
+    // Fencing and ISR shrink 3 s after a node goes silent.
+    let mut cluster = Cluster::start(NODES, FAST_FAILOVER)?;
     let bootstrap = cluster.bootstrap();
-    create_topic(&bootstrap)?;
+    create_replicated_topic(
+        &bootstrap,
+        TOPIC,
+        PARTITIONS,
+        NODES as i32,
+        &[("min.insync.replicas", "2")],
+    )?;
     let meta = metadata_client(&bootstrap)?;
     wait_for_partitions(
         &meta,
@@ -198,11 +192,7 @@ fn scenario(engine: &str) -> Result<()> {
         killed_at.elapsed().as_secs_f64()
     );
     sleep_until(killed_at + RESTART_AFTER);
-    cluster.node(victim).respawn()?;
-    cluster
-        .node(victim)
-        .finish_start()
-        .with_context(|| cluster.logs())?;
+    cluster.restart_node(victim)?;
     println!(
         "[{engine}] t={:.1} s: node {victim} restarted and ready",
         load_start.elapsed().as_secs_f64()
@@ -540,16 +530,7 @@ struct Consumed {
 
 fn consume_all(bootstrap: &str, timeout: Duration) -> Result<Consumed> {
     let deadline = Instant::now() + timeout;
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set(
-            "group.id",
-            format!("leader-failover-{}", uuid::Uuid::new_v4()),
-        )
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .create()
-        .context("creating consumer")?;
+    let consumer = consumer_from_beginning(bootstrap, TOPIC, PARTITIONS)?;
     let mut high_watermarks = Vec::new();
     for p in 0..PARTITIONS {
         let (low, high) = consumer
@@ -558,11 +539,6 @@ fn consume_all(bootstrap: &str, timeout: Duration) -> Result<Consumed> {
         ensure!(low == 0, "partition {p} starts at {low}");
         high_watermarks.push(high);
     }
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        tpl.add_partition_offset(TOPIC, p, Offset::Beginning)?;
-    }
-    consumer.assign(&tpl)?;
     let mut verifier = Verifier::new();
     let slots: Vec<usize> = (0..PARTITIONS)
         .map(|p| verifier.partition_slot(TOPIC, p))
@@ -612,26 +588,6 @@ fn consume_all(bootstrap: &str, timeout: Duration) -> Result<Consumed> {
         partitions_written: high_watermarks.iter().filter(|&&h| h > 0).count(),
         high_watermarks,
     })
-}
-
-fn create_topic(bootstrap: &str) -> Result<()> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .context("creating admin client")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let topic = NewTopic::new(TOPIC, PARTITIONS, TopicReplication::Fixed(NODES as i32))
-        .set("min.insync.replicas", "2");
-    let results = runtime.block_on(admin.create_topics(
-        &[topic],
-        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(20))),
-    ))?;
-    for r in results {
-        r.map_err(|(t, e)| anyhow::anyhow!("creating {t}: {e}"))?;
-    }
-    Ok(())
 }
 
 /// One partition as Metadata describes it.
@@ -701,109 +657,4 @@ fn wait_for_partitions(
         }
         thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// A 3-node cluster as broker/server/tests/common/cluster.rs starts one:
-/// node N on 127.0.0.N, the same Kafka, raft and metrics ports on every
-/// node (kept across restarts), peers `1@127.0.0.1,2@127.0.0.2,3@127.0.0.3`.
-struct Cluster {
-    nodes: Vec<Broker>,
-    hosts: Vec<String>,
-    kafka_port: u16,
-    /// Holds the shared `--cluster-secret-file`.
-    _secret_dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn start(n: usize, extra: &[&str]) -> Result<Cluster> {
-        let (kafka, raft, metrics) = loop {
-            let ports = (free_port()?, free_port()?, free_port()?);
-            if ports.0 != ports.1 && ports.1 != ports.2 && ports.0 != ports.2 {
-                break ports;
-            }
-        };
-        let hosts: Vec<String> = (1..=n).map(|i| format!("127.0.0.{i}")).collect();
-        let peers = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| format!("{}@{h}", i + 1))
-            .collect::<Vec<_>>()
-            .join(",");
-        let secret_dir = tempfile::tempdir()?;
-        let secret = secret_dir
-            .path()
-            .join("cluster.secret")
-            .to_str()
-            .context("temp path is not UTF-8")?
-            .to_string();
-        let mut nodes = Vec::new();
-        for (i, host) in hosts.iter().enumerate() {
-            let id = (i + 1).to_string();
-            let raft_listen = format!("{host}:{raft}");
-            let mut args = vec![
-                "--node-id",
-                &id,
-                "--raft-listen",
-                &raft_listen,
-                "--cluster-secret-file",
-                &secret,
-                "--peers",
-                &peers,
-            ];
-            args.extend_from_slice(extra);
-            nodes.push(Broker::spawn_at(
-                &format!("{host}:{kafka}"),
-                &format!("{host}:{metrics}"),
-                &args,
-            )?);
-        }
-        for node in &mut nodes {
-            node.finish_start()?;
-        }
-        Ok(Cluster {
-            nodes,
-            hosts,
-            kafka_port: kafka,
-            _secret_dir: secret_dir,
-        })
-    }
-
-    fn bootstrap(&self) -> String {
-        self.hosts
-            .iter()
-            .map(|h| format!("{h}:{}", self.kafka_port))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// The node with id `id` (1-based).
-    fn node(&mut self, id: i32) -> &mut Broker {
-        &mut self.nodes[usize::try_from(id - 1).expect("node ids start at 1")]
-    }
-
-    /// Stderr tails of every node, for failure messages.
-    fn logs(&self) -> String {
-        self.nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| format!("--- node {} ---\n{}", i + 1, n.log_tail(60)))
-            .collect()
-    }
-}
-
-/// A port free on 127.0.0.1–3 right now, below Linux's ephemeral range
-/// (nodes bind their outgoing connections to their own address, so a port
-/// from that range could be taken before the node given it listens).
-fn free_port() -> Result<u16> {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .subsec_nanos()
-        ^ std::process::id();
-    for attempt in 0..1000u32 {
-        let port = 20_000 + u16::try_from(seed.wrapping_add(attempt.wrapping_mul(7919)) % 12_000)?;
-        if (1..=NODES).all(|i| TcpListener::bind((format!("127.0.0.{i}"), port)).is_ok()) {
-            return Ok(port);
-        }
-    }
-    bail!("no port free on 127.0.0.1-{NODES} in 20000-31999")
 }

@@ -1,6 +1,6 @@
 //! Reading back what the ingestor produced, with a real Kafka client
 //! (rdkafka `BaseConsumer`, partitions assigned explicitly from the start),
-//! and creating topics on a broker whose auto-create is off.
+//! and creating topics on a broker (or cluster) whose auto-create is off.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -27,15 +27,13 @@ pub struct Record {
     pub consumed_us: i64,
 }
 
-/// Reads `partitions` partitions of `topic` from the beginning until `count`
-/// records arrived (or `timeout` passed: then fails with what was read).
-pub fn consume(
+/// A consumer (a group of its own, nothing committed) with partitions
+/// 0..`partitions` of `topic` assigned from their beginning.
+pub fn consumer_from_beginning(
     bootstrap: &str,
     topic: &str,
     partitions: i32,
-    count: usize,
-    timeout: Duration,
-) -> Result<Vec<Record>> {
+) -> Result<BaseConsumer> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .set(
@@ -51,6 +49,19 @@ pub fn consume(
         tpl.add_partition_offset(topic, p, Offset::Beginning)?;
     }
     consumer.assign(&tpl)?;
+    Ok(consumer)
+}
+
+/// Reads `partitions` partitions of `topic` from the beginning until `count`
+/// records arrived (or `timeout` passed: then fails with what was read).
+pub fn consume(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+    timeout: Duration,
+) -> Result<Vec<Record>> {
+    let consumer = consumer_from_beginning(bootstrap, topic, partitions)?;
     let deadline = Instant::now() + timeout;
     let mut out = Vec::with_capacity(count);
     while out.len() < count {
@@ -152,6 +163,18 @@ pub fn verify_envelopes(records: &[Record], producer_id: u64) -> Result<HashMap<
 
 /// Creates `topic` with `partitions` partitions (for brokers with auto-create off).
 pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()> {
+    create_replicated_topic(bootstrap, topic, partitions, 1, &[])
+}
+
+/// Creates `topic` with `partitions` partitions of `replicas` replicas and
+/// the topic `configs` (e.g. `min.insync.replicas`).
+pub fn create_replicated_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replicas: i32,
+    configs: &[(&str, &str)],
+) -> Result<()> {
     let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
         .create()
@@ -159,9 +182,13 @@ pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) -> Result<()>
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let new_topic = configs.iter().fold(
+        NewTopic::new(topic, partitions, TopicReplication::Fixed(replicas)),
+        |t, (key, value)| t.set(key, value),
+    );
     let results = runtime.block_on(admin.create_topics(
-        &[NewTopic::new(topic, partitions, TopicReplication::Fixed(1))],
-        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+        &[new_topic],
+        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(20))),
     ))?;
     for r in results {
         r.map_err(|(t, e)| anyhow::anyhow!("creating {t}: {e}"))?;

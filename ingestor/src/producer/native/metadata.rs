@@ -145,7 +145,7 @@ impl Metadata {
         topics: Option<&[String]>,
     ) -> Result<Arc<Snapshot>> {
         let request = MetadataRequest::default()
-            .with_allow_auto_topic_creation(false)
+            .with_allow_auto_topic_creation(settings.allow_auto_create_topics)
             .with_topics(topics.map(|ts| {
                 ts.iter()
                     .map(|t| {

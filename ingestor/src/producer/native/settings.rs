@@ -48,6 +48,10 @@ pub struct Settings {
     pub connect_timeout: Duration,
     /// `metadata.max.age.ms`.
     pub metadata_max_age: Duration,
+    /// `allow.auto.create.topics`: a Metadata request for an unknown topic
+    /// lets a broker with `auto.create.topics.enable` create it (the Kafka
+    /// producer's default, true).
+    pub allow_auto_create_topics: bool,
     /// `queue.buffering.max.messages` / `.kbytes` (in bytes).
     pub queue_max_messages: usize,
     pub queue_max_bytes: usize,
@@ -132,6 +136,7 @@ impl Settings {
             reconnect_backoff_max: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(10),
             metadata_max_age: Duration::from_secs(300),
+            allow_auto_create_topics: true,
             queue_max_messages: config.queue_max_messages as usize,
             queue_max_bytes: (config.queue_max_kbytes as usize).saturating_mul(1024),
             security: Security::default(),
@@ -175,6 +180,9 @@ impl Settings {
                 "reconnect.backoff.max.ms" => s.reconnect_backoff_max = millis(k, v)?,
                 "socket.connection.setup.timeout.ms" => s.connect_timeout = millis(k, v)?,
                 "metadata.max.age.ms" => s.metadata_max_age = millis(k, v)?,
+                "allow.auto.create.topics" => {
+                    s.allow_auto_create_topics = v.parse().with_context(|| format!("{k}={v:?}"))?
+                }
                 "queue.buffering.max.messages" => {
                     s.queue_max_messages = v.parse().with_context(|| format!("{k}={v:?}"))?
                 }
