@@ -145,7 +145,7 @@ impl Metrics {
         );
         registry.register(
             "producer_queue_depth",
-            "Messages and requests queued in librdkafka (rd_kafka_outq_len)",
+            "Messages queued or in flight in the producer (native: messages; librdkafka: messages and requests, rd_kafka_outq_len)",
             m.producer_queue_depth.clone(),
         );
         Metrics { registry, ..m }

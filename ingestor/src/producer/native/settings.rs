@@ -153,6 +153,13 @@ impl Settings {
                 "ssl.ca.location" => ca = Some(v.into()),
                 "ssl.certificate.location" => cert = Some(v.into()),
                 "ssl.key.location" => key = Some(v.into()),
+                // The server's certificate must name the host connected to
+                // (librdkafka's default, https); skipping that is librdkafka's.
+                "ssl.endpoint.identification.algorithm" if v.eq_ignore_ascii_case("https") => {}
+                "ssl.endpoint.identification.algorithm" => bail!(
+                    "ssl.endpoint.identification.algorithm={v:?}: the native producer always verifies \
+                     the broker's host name (https); use --producer librdkafka to turn that off"
+                ),
                 "client.id" => s.client_id = v.clone(),
                 "acks" | "request.required.acks" => {
                     s.acks = match v.as_str() {
