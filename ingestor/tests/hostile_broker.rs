@@ -38,7 +38,10 @@ impl Drop for HostileBroker {
     }
 }
 
-fn hostile(reply: fn(&mut TcpStream)) -> Result<HostileBroker> {
+/// What the hostile broker answers a connection's first request with.
+type Reply = fn(&mut TcpStream);
+
+fn hostile(reply: Reply) -> Result<HostileBroker> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?.to_string();
     let stop = Arc::new(AtomicBool::new(false));
@@ -91,7 +94,7 @@ fn silence(_: &mut TcpStream) {}
 
 #[test]
 fn hostile_answers_get_503s_within_the_message_timeout() -> Result<()> {
-    let cases: [(&str, fn(&mut TcpStream)); 5] = [
+    let cases: [(&str, Reply); 5] = [
         ("a 2 GiB frame", huge_frame),
         ("garbage", garbage),
         ("another correlation id", wrong_correlation),
