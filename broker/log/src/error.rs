@@ -89,7 +89,11 @@ pub enum Error {
     },
     #[error("the log manager is shutting down")]
     ShuttingDown,
-    #[error("partition {topic}-{partition} is offline until restart: an fsync failed, so data written since the last successful one may not be on disk")]
+    /// The data directory went offline (a write or fsync failed there):
+    /// Kafka's KAFKA_STORAGE_ERROR until it is reopened.
+    #[error("log directory {dir} is offline ({reason})")]
+    LogDirOffline { dir: PathBuf, reason: String },
+    #[error("partition {topic}-{partition} is offline until its log directory is reopened: an fsync failed, so data written since the last successful one may not be on disk")]
     StorageOffline { topic: String, partition: i32 },
 }
 

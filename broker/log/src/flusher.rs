@@ -262,8 +262,8 @@ impl Flusher {
                     }
                     Err(e) => {
                         error!(topic = partition.topic(), partition = partition.partition(), error = %e,
-                            "fsync failed: partition taken offline until restart (its durable offset will not advance)");
-                        partition.mark_offline();
+                            "fsync failed: partition and log directory taken offline (its durable offset will not advance until the directory is reopened)");
+                        partition.mark_offline(&e);
                         progressed.push(Arc::clone(partition));
                         failed = true;
                     }
@@ -365,13 +365,17 @@ mod tests {
         let durable = log.durable_offset();
         assert_eq!(durable, 2, "the first batch became durable while online");
 
-        log.mark_offline();
+        log.mark_offline(&Error::Io {
+            path: dir.path().join("t-0"),
+            source: std::io::Error::from_raw_os_error(5),
+        });
         assert!(log.is_offline());
+        assert!(manager.dir_health().is_offline(), "the directory too");
         let mut batch = build_test_batch(1, 0, b"y");
         let headers = parse_batches(&batch).expect("valid");
         assert!(matches!(
             log.append(&mut batch, &headers),
-            Err(Error::StorageOffline { partition: 0, .. })
+            Err(Error::LogDirOffline { .. })
         ));
         assert_eq!(
             log.durable_offset(),

@@ -39,6 +39,8 @@
 //!   (`clean_segment`) and the crash-safe file swap (`swap`).
 //! - `registry`     — live topics by name and id; checkpoint writes.
 //! - `checkpoint`   — recovery-point checkpoint and clean-shutdown marker files.
+//! - `dir_health`   — the data directory online or offline (a write or fsync
+//!   failed), shared by its partitions; `LogManager::reopen_dir` brings it back.
 //! - `topic_meta`   — topic metadata files.
 //! - `durable_file` — atomic, fsynced replacement of small files.
 //! - `config`       — `LogConfig` and Kafka topic-config overrides.
@@ -56,6 +58,7 @@
 mod checkpoint;
 mod cleaner;
 mod config;
+mod dir_health;
 mod durable_file;
 mod error;
 mod flusher;
@@ -76,10 +79,11 @@ mod topic_meta;
 
 pub use cleaner::CleanerConfig;
 pub use config::{ConfigEntry, LogConfig};
+pub use dir_health::{is_dir_failure, LogDirHealth};
 pub use durable_file::write_atomically;
 pub use error::{Error, Result};
 pub use flusher::{FlushPolicy, OnFlush, GROUP_COMMIT_BYTES};
-pub use manager::{LogManager, LogManagerConfig};
+pub use manager::{LogManager, LogManagerConfig, ReopenedDir};
 pub use partition::{AppendInfo, PartitionLog};
 pub use producer_state::AbortedTxn;
 pub use retention::CHECKPOINT_INTERVAL;

@@ -29,6 +29,7 @@ use crate::checkpoint::{
 use crate::cleaner::offset_map::OffsetMap;
 use crate::cleaner::{clean_filthiest, run_cleaner, CleanerConfig};
 use crate::config::LogConfig;
+use crate::dir_health::LogDirHealth;
 use crate::durable_file::sync_dir;
 use crate::error::{Error, Result};
 use crate::flusher::{sync_partition, FlushPolicy, FlushQueue, Flusher, OnFlush};
@@ -107,6 +108,33 @@ pub struct LogManager {
     shut_down: AtomicBool,
 }
 
+/// What `LogManager::reopen_dir` did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReopenedDir {
+    pub partitions: usize,
+    /// Partitions cut back to their durable offset.
+    pub truncated: usize,
+}
+
+/// Bytes the writability probe writes and fsyncs.
+const PROBE_BYTES: usize = 1 << 20;
+const PROBE_FILE: &str = ".dir-probe";
+
+/// Writes, fsyncs and deletes a probe file: the directory takes writes.
+fn probe_writable(data_dir: &Path) -> Result<()> {
+    use std::io::Write;
+    let path = data_dir.join(PROBE_FILE);
+    let result = fs::File::create(&path)
+        .and_then(|mut file| {
+            file.write_all(&vec![0u8; PROBE_BYTES])?;
+            file.sync_all()
+        })
+        .map_err(Error::io(&path));
+    let removed = fs::remove_file(&path).map_err(Error::io(&path));
+    result.and(removed)?;
+    sync_dir(data_dir)
+}
+
 /// `<data_dir>/<topic>-<partition>`, Kafka's layout.
 fn partition_dir(data_dir: &Path, topic: &str, partition: u32) -> PathBuf {
     data_dir.join(format!("{topic}-{partition}"))
@@ -128,11 +156,13 @@ impl LogManager {
             clean_shutdown = false;
             RecoveryPoints::new()
         });
-        let registry = Arc::new(Registry::new(data_dir.clone()));
+        let dir = Arc::new(LogDirHealth::default());
+        let registry = Arc::new(Registry::new(data_dir.clone(), Arc::clone(&dir)));
         let ctx = PartitionContext {
             flush: Arc::new(FlushQueue::new(config.flush_policy)),
             counters: Arc::new(Counters::default()),
             registry: Arc::downgrade(&registry),
+            dir,
         };
         let metas = topic_meta::read_all(&data_dir)?;
         clean_data_dir(&data_dir, &metas)?;
@@ -213,6 +243,42 @@ impl LogManager {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// The data directory's health: offline once a write or fsync there
+    /// failed, until `reopen_dir` succeeds.
+    pub fn dir_health(&self) -> &Arc<LogDirHealth> {
+        &self.ctx.dir
+    }
+
+    /// Brings an offline data directory back, without a restart (Kafka
+    /// needs one): checks that it takes writes and fsyncs again (a probe
+    /// file), then reopens every partition — a failed fsync's offline
+    /// state cleared, and the log cut back to its durable offset, since
+    /// what was written above it may never reach the disk (the broker
+    /// fetches it again from the leaders as a follower) — rewrites the
+    /// recovery-point checkpoint and marks the directory online. The
+    /// caller must no longer lead any partition here (the controller moved
+    /// them): a cut below a leader's high watermark would lose records.
+    /// No-op while online; an error leaves the directory offline.
+    pub fn reopen_dir(&self) -> Result<ReopenedDir> {
+        let _admin = self.admin();
+        if !self.ctx.dir.is_offline() {
+            return Ok(ReopenedDir::default());
+        }
+        probe_writable(&self.data_dir)?;
+        let mut reopened = ReopenedDir::default();
+        for partition in self.registry.partitions() {
+            reopened.partitions += 1;
+            if partition.reopen_at_durable()? {
+                reopened.truncated += 1;
+            }
+        }
+        self.registry.write_checkpoint()?;
+        self.ctx.dir.set_online();
+        info!(data_dir = %self.data_dir.display(), partitions = reopened.partitions,
+            truncated_to_durable_offset = reopened.truncated, "log directory back online");
+        Ok(reopened)
     }
     pub fn default_log_config(&self) -> &LogConfig {
         &self.default_log_config

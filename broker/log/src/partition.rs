@@ -33,6 +33,7 @@ use chronik_protocol::record_batch::BatchHeader;
 use tracing::debug;
 
 use crate::config::LogConfig;
+use crate::dir_health::LogDirHealth;
 use crate::error::{Error, Result};
 use crate::flusher::{FlushPolicy, FlushQueue};
 use crate::producer_recovery::load_producer_state;
@@ -45,6 +46,7 @@ use crate::stats::Counters;
 
 mod clean;
 mod delete_records;
+mod reopen;
 mod retention;
 mod sync;
 mod truncate;
@@ -75,6 +77,8 @@ pub(crate) struct PartitionContext {
     pub counters: Arc<Counters>,
     /// For the recovery-point checkpoint a truncation rewrites first.
     pub registry: Weak<Registry>,
+    /// The data directory's health: offline, every partition refuses writes.
+    pub dir: Arc<LogDirHealth>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,6 +330,17 @@ impl PartitionLog {
     }
 
     fn check_open(&self, state: &State) -> Result<()> {
+        if self.ctx.dir.is_offline() {
+            return Err(Error::LogDirOffline {
+                dir: self.dir.parent().unwrap_or(&self.dir).to_path_buf(),
+                reason: self.ctx.dir.reason().unwrap_or_default(),
+            });
+        }
+        self.check_closed(state)
+    }
+
+    /// `check_open` without the directory's health (reopening it).
+    fn check_closed(&self, state: &State) -> Result<()> {
         match state.closed {
             None => Ok(()),
             Some(Closed::ShuttingDown) => Err(Error::ShuttingDown),
@@ -342,8 +357,11 @@ impl PartitionLog {
         self.offline.load(Ordering::Acquire)
     }
 
-    /// Takes the partition offline after a failed fsync.
-    pub(crate) fn mark_offline(&self) {
+    /// Takes the partition, and its directory, offline after a failed fsync.
+    pub(crate) fn mark_offline(&self, error: &Error) {
+        self.ctx
+            .dir
+            .fail_fsync(&format!("{}-{}", self.topic, self.partition), error);
         let mut state = self.lock();
         if state.closed.is_none() {
             state.closed = Some(Closed::Offline);
@@ -395,9 +413,12 @@ impl PartitionLog {
             }
         };
         let interval = self.config().index_interval_bytes;
-        let (info, rolled) =
-            self.write(&mut state, batches, offsets, records.len(), |segment| {
+        let (info, rolled) = self
+            .write(&mut state, batches, offsets, records.len(), |segment| {
                 segment.append(records, batches, interval)
+            })
+            .inspect_err(|e| {
+                self.ctx.dir.record("append", e);
             })?;
         state.producers.commit(producer_update);
         self.publish_transactions(&state);
@@ -443,9 +464,12 @@ impl PartitionLog {
             expected = h.last_offset() + 1;
         }
         let interval = self.config().index_interval_bytes;
-        let (info, rolled) =
-            self.write(&mut state, batches, offsets, records.len(), |segment| {
+        let (info, rolled) = self
+            .write(&mut state, batches, offsets, records.len(), |segment| {
                 segment.append_assigned(records, batches, interval)
+            })
+            .inspect_err(|e| {
+                self.ctx.dir.record("follower append", e);
             })?;
         for h in batches {
             state.producers.replay(&ProducerBatch::from_header(

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::checkpoint::write_checkpoint;
+use crate::dir_health::LogDirHealth;
 use crate::error::Result;
 use crate::partition::PartitionLog;
 use crate::topic::TopicLog;
@@ -25,15 +26,18 @@ struct Topics {
 
 pub(crate) struct Registry {
     data_dir: PathBuf,
+    /// A failed checkpoint write takes the directory offline.
+    dir: Arc<LogDirHealth>,
     topics: RwLock<Topics>,
     /// The entries last written to the checkpoint file.
     last_checkpoint: Mutex<Option<Vec<(String, i32, i64)>>>,
 }
 
 impl Registry {
-    pub(crate) fn new(data_dir: PathBuf) -> Self {
+    pub(crate) fn new(data_dir: PathBuf, dir: Arc<LogDirHealth>) -> Self {
         Self {
             data_dir,
+            dir,
             topics: RwLock::default(),
             last_checkpoint: Mutex::new(None),
         }
@@ -95,7 +99,7 @@ impl Registry {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let points = self.recovery_points();
-        write_checkpoint(&self.data_dir, &points)?;
+        self.write_points(&points)?;
         *last = Some(points);
         Ok(())
     }
@@ -111,8 +115,14 @@ impl Registry {
         if last.as_ref() == Some(&points) {
             return Ok(false);
         }
-        write_checkpoint(&self.data_dir, &points)?;
+        self.write_points(&points)?;
         *last = Some(points);
         Ok(true)
+    }
+
+    fn write_points(&self, points: &[(String, i32, i64)]) -> Result<()> {
+        write_checkpoint(&self.data_dir, points).inspect_err(|e| {
+            self.dir.record("writing the recovery-point checkpoint", e);
+        })
     }
 }

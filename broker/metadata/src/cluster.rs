@@ -65,6 +65,8 @@ pub struct Cluster {
     /// The controller's applied index at this broker's last accepted heartbeat.
     heartbeat_accepted: watch::Receiver<Option<u64>>,
     heartbeats_stopped: heartbeat::Stopped,
+    /// What this broker's heartbeats say of its data directory.
+    log_dir: Arc<heartbeat::LogDirState>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     stopped: AtomicBool,
 }
@@ -268,6 +270,7 @@ impl Cluster {
         });
         let fencer_tick = (config.heartbeat_interval / 2).min(Duration::from_millis(250));
         let heartbeats_stopped = heartbeat::Stopped::default();
+        let log_dir = Arc::new(heartbeat::LogDirState::default());
         let mut tasks = vec![
             rpc_server::spawn(listener, handler),
             monitor.clone().spawn(raft.clone()),
@@ -283,6 +286,7 @@ impl Cluster {
                 controller.clone(),
                 accepted_tx,
                 heartbeats_stopped.clone(),
+                log_dir.clone(),
             ));
         }
         if !config.roles.controller {
@@ -300,6 +304,7 @@ impl Cluster {
             images,
             heartbeat_accepted,
             heartbeats_stopped,
+            log_dir,
             tasks: Mutex::new(tasks),
             stopped: AtomicBool::new(false),
         });
@@ -418,6 +423,13 @@ impl Cluster {
     /// brokers) and returns once this node's image shows that. The broker
     /// stays listed until the controller fences it for silence; the node
     /// stays in the quorum (raft) until `shutdown`.
+    /// Reports this broker's data directory offline (or back online) in
+    /// its heartbeats, from the next one, sent now: the controller moves
+    /// its leaderships and ISR places (or lets it lead and rejoin again).
+    pub fn report_log_dir_offline(&self, offline: bool) {
+        self.log_dir.set(offline);
+    }
+
     pub async fn controlled_shutdown(&self) -> Result<(), ClusterError> {
         *self.heartbeats_stopped.lock().await = true;
         let node_id = self.config.node_id;

@@ -14,6 +14,13 @@
 //!   as leader, or none (-1) when there is none;
 //! - an unfenced broker leads every leaderless partition whose ISR has it;
 //!   it rejoins other ISRs only through AlterPartition from their leaders;
+//! - a broker whose data directory goes offline is moved off as a fenced
+//!   one is (it stays registered, and is not live), except that it keeps
+//!   leading a partition no other live ISR member can take (still readable;
+//!   writes fail with KAFKA_STORAGE_ERROR). When it reports the directory
+//!   back, the partitions it still leads get leader epoch + 1 (its logs
+//!   were cut back to their durable offsets: followers must truncate to
+//!   the new epoch) and it is treated as unfenced again;
 //! - a leader change bumps `leader_epoch` and `partition_epoch`, any other
 //!   change only `partition_epoch`;
 //! - an unregistered broker leaves the image's brokers; one that was live
@@ -50,6 +57,17 @@ pub enum Command {
         /// brokers named their listeners (then `host:port` serves all).
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         listeners: ListenerEndpoints,
+        /// Its data directory is offline as it registers.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        log_dir_offline: bool,
+    },
+    /// The broker's heartbeat reports its data directory offline (its
+    /// leaderships and ISR places move as on fencing) or back online (it
+    /// leads the leaderless partitions whose ISR holds it, and rejoins
+    /// other ISRs through their leaders once caught up).
+    SetLogDirOffline {
+        node_id: i32,
+        offline: bool,
     },
     FenceBroker {
         node_id: i32,
@@ -165,8 +183,24 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             host,
             port,
             listeners,
+            log_dir_offline,
         } => {
-            register_broker(image, *node_id, host, *port, listeners);
+            register_broker(
+                image,
+                BrokerImage {
+                    node_id: *node_id,
+                    host: host.clone(),
+                    port: *port,
+                    fenced: false,
+                    in_controlled_shutdown: false,
+                    listeners: listeners.clone(),
+                    log_dir_offline: *log_dir_offline,
+                },
+            );
+            Ok(CommandResult::Done)
+        }
+        Command::SetLogDirOffline { node_id, offline } => {
+            set_log_dir_offline(image, *node_id, *offline);
             Ok(CommandResult::Done)
         }
         Command::FenceBroker { node_id } => {
@@ -264,24 +298,51 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
     outcome.unwrap_or_else(CommandResult::Rejected)
 }
 
-fn register_broker(
-    image: &mut MetadataImage,
-    node_id: i32,
-    host: &str,
-    port: u16,
-    listeners: &ListenerEndpoints,
-) {
-    image.brokers.insert(
-        node_id,
-        BrokerImage {
-            node_id,
-            host: host.to_string(),
-            port,
-            fenced: false,
-            in_controlled_shutdown: false,
-            listeners: listeners.clone(),
-        },
-    );
+fn register_broker(image: &mut MetadataImage, broker: BrokerImage) {
+    let (node_id, offline) = (broker.node_id, broker.log_dir_offline);
+    image.brokers.insert(node_id, broker);
+    if offline {
+        move_off_offline_dir(image, node_id);
+    } else {
+        lead_leaderless(image, node_id);
+    }
+}
+
+/// The broker's data directory went offline or came back (rules in the
+/// module header). Ignored for a fenced or unknown broker, and when nothing
+/// changes.
+fn set_log_dir_offline(image: &mut MetadataImage, node_id: i32, offline: bool) {
+    match image.brokers.get_mut(&node_id) {
+        Some(broker) if !broker.fenced && broker.log_dir_offline != offline => {
+            broker.log_dir_offline = offline;
+            if broker.in_controlled_shutdown {
+                return;
+            }
+        }
+        _ => return,
+    }
+    if offline {
+        move_off_offline_dir(image, node_id);
+    } else {
+        for partition in all_partitions(image) {
+            if partition.leader == node_id {
+                partition.leader_epoch += 1;
+                partition.partition_epoch += 1;
+            }
+        }
+        lead_leaderless(image, node_id);
+    }
+}
+
+/// `move_off` for a broker whose directory went offline: a partition no
+/// other live ISR member can lead keeps it as leader.
+fn move_off_offline_dir(image: &mut MetadataImage, node_id: i32) {
+    move_off_keeping(image, node_id, true);
+}
+
+/// A broker that may lead again leads every leaderless partition whose ISR
+/// has it.
+fn lead_leaderless(image: &mut MetadataImage, node_id: i32) {
     for partition in all_partitions(image) {
         if partition.leader == NO_LEADER && partition.isr.contains(&node_id) {
             partition.leader = node_id;
@@ -334,6 +395,12 @@ fn unregister_broker(image: &mut MetadataImage, node_id: i32) -> Result<(), Clus
 /// the ISRs it shares with a live broker, and its partitions get new
 /// leaders (the partition rules in the module header).
 fn move_off(image: &mut MetadataImage, node_id: i32) {
+    move_off_keeping(image, node_id, false);
+}
+
+/// `move_off`; with `keep_sole_leader`, a partition whose leader is
+/// `node_id` and that no other live ISR member can lead keeps its leader.
+fn move_off_keeping(image: &mut MetadataImage, node_id: i32, keep_sole_leader: bool) {
     let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
     for partition in all_partitions(image) {
         if !partition.isr.contains(&node_id) {
@@ -348,7 +415,11 @@ fn move_off(image: &mut MetadataImage, node_id: i32) {
         }
         if partition.leader == node_id {
             let isr: BTreeSet<i32> = partition.isr.iter().copied().collect();
-            partition.leader = choose_leader(&partition.replicas, &isr, &live).unwrap_or(NO_LEADER);
+            match choose_leader(&partition.replicas, &isr, &live) {
+                Some(leader) => partition.leader = leader,
+                None if keep_sole_leader => continue,
+                None => partition.leader = NO_LEADER,
+            }
             partition.leader_epoch += 1;
         }
         partition.partition_epoch += 1;

@@ -10,6 +10,7 @@ fn register(image: &mut MetadataImage, node_id: i32) {
         host: format!("127.0.0.{node_id}"),
         port: 9092,
         listeners: Default::default(),
+        log_dir_offline: false,
     };
     assert_eq!(apply(image, &command), CommandResult::Done);
 }
@@ -514,6 +515,7 @@ fn registrations_with_and_without_listener_names() {
         host: "h2".into(),
         port: 9092,
         listeners: endpoints,
+        log_dir_offline: false,
     };
     assert_eq!(apply(&mut image, &named), CommandResult::Done);
     let old_entry = serde_json::to_string(&old).expect("encodes");
@@ -570,4 +572,76 @@ fn scram_credentials_are_upserted_and_deleted() {
         serde_json::from_str(r#"{"applied_index":3,"brokers":{},"topics":{}}"#)
             .expect("older image");
     assert!(older.scram_credentials.is_empty());
+}
+
+#[test]
+fn an_offline_log_dir_moves_leadership_and_isr_places_until_it_is_back() {
+    let mut image = image_with(&[&[1, 2, 3], &[2, 3, 1], &[1]]);
+    let offline = |image: &mut MetadataImage, offline: bool| {
+        let command = Command::SetLogDirOffline {
+            node_id: 1,
+            offline,
+        };
+        assert_eq!(apply(image, &command), CommandResult::Done);
+    };
+    offline(&mut image, true);
+    let broker = &image.brokers[&1];
+    assert!(broker.log_dir_offline && !broker.fenced);
+    assert!(
+        image.listed_brokers().any(|b| b.node_id == 1),
+        "still listed"
+    );
+    assert!(!image.is_live(1), "may not lead or join an ISR");
+    assert_eq!(state(&image, 0), (2, vec![2, 3], 1, 1), "leader moved");
+    assert_eq!(state(&image, 1), (2, vec![2, 3], 0, 1), "left the ISR");
+    assert_eq!(
+        state(&image, 2),
+        (1, vec![1], 0, 0),
+        "sole replica: keeps its leader (readable; writes fail) as no one else can lead"
+    );
+    // Reported again: nothing changes.
+    let before = image.clone();
+    offline(&mut image, true);
+    assert_eq!(image, before);
+    // An ISR expansion naming it is refused while it is offline.
+    let rejoin = Command::AlterPartition(AlterPartition {
+        topic: "t".into(),
+        partition: 1,
+        leader_id: 2,
+        leader_epoch: 0,
+        partition_epoch: 1,
+        new_isr: vec![2, 3, 1],
+    });
+    assert!(matches!(
+        apply(&mut image, &rejoin),
+        CommandResult::Rejected(ClusterError::InvalidRequest(_))
+    ));
+
+    // Back online: it leads its sole-replica partition again and may
+    // rejoin the ISRs through their leaders.
+    offline(&mut image, false);
+    assert!(image.is_live(1));
+    assert_eq!(
+        state(&image, 2),
+        (1, vec![1], 1, 1),
+        "a new leader epoch: its log was cut back to its durable offset"
+    );
+    assert_eq!(state(&image, 0), (2, vec![2, 3], 1, 1), "no leader change");
+    assert!(matches!(
+        apply(&mut image, &rejoin),
+        CommandResult::Partition(_)
+    ));
+
+    // A registration carries the directory's state: a broker restarting
+    // with its directory offline leads nothing.
+    let register_offline = Command::RegisterBroker {
+        node_id: 3,
+        host: "127.0.0.3".into(),
+        port: 9092,
+        listeners: Default::default(),
+        log_dir_offline: true,
+    };
+    apply(&mut image, &register_offline);
+    assert!(!image.is_live(3));
+    assert!(part(&image, 0).isr.iter().all(|&r| r != 3));
 }

@@ -321,6 +321,23 @@ impl Controller {
                 && b.listeners == heartbeat.listeners
         });
         if registered {
+            if current.is_some_and(|b| b.log_dir_offline != heartbeat.log_dir_offline) {
+                let offline = heartbeat.log_dir_offline;
+                if offline {
+                    tracing::warn!(broker = heartbeat.node_id, "broker reports its log directory offline: moving its leaderships and ISR places");
+                } else {
+                    tracing::info!(
+                        broker = heartbeat.node_id,
+                        "broker reports its log directory back online"
+                    );
+                }
+                return self
+                    .propose(Command::SetLogDirOffline {
+                        node_id: heartbeat.node_id,
+                        offline,
+                    })
+                    .await;
+            }
             return self.confirm_registration(heartbeat.node_id).await;
         }
         tracing::info!(
@@ -335,6 +352,7 @@ impl Controller {
             host: heartbeat.host,
             port: heartbeat.port,
             listeners: heartbeat.listeners,
+            log_dir_offline: heartbeat.log_dir_offline,
         })
         .await
     }

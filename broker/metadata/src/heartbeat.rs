@@ -5,8 +5,10 @@
 //! `Heartbeat{node_id, host, port}` to the current raft leader — directly
 //! to the local controller when that is this node — and records the
 //! controller's applied index from the latest accepted heartbeat, which
-//! `Cluster::wait_ready` waits for. Must not: decide liveness (the
-//! controller does).
+//! `Cluster::wait_ready` waits for. The heartbeat also carries whether the
+//! broker's data directory is offline (`LogDirState`, set by the broker);
+//! a change is sent at once, not a tick later. Must not: decide liveness
+//! (the controller does).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +29,26 @@ use crate::rpc::{RpcRequest, RpcResponse};
 /// controller has fenced it.
 pub type Stopped = Arc<tokio::sync::Mutex<bool>>;
 
+/// Whether this broker's data directory is offline, as its heartbeats
+/// report it; `set` wakes the loop so the controller learns at once.
+#[derive(Debug, Default)]
+pub struct LogDirState {
+    offline: std::sync::atomic::AtomicBool,
+    changed: tokio::sync::Notify,
+}
+
+impl LogDirState {
+    pub fn set(&self, offline: bool) {
+        use std::sync::atomic::Ordering;
+        if self.offline.swap(offline, Ordering::AcqRel) != offline {
+            self.changed.notify_one();
+        }
+    }
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
 /// Spawns the loop; `accepted` receives the controller's applied index
 /// after every accepted heartbeat.
 pub fn spawn(
@@ -35,6 +57,7 @@ pub fn spawn(
     controller: Arc<Controller>,
     accepted: watch::Sender<Option<u64>>,
     stopped: Stopped,
+    log_dir: Arc<LogDirState>,
 ) -> JoinHandle<()> {
     let host = config.own_host().to_string();
     let heartbeat = Heartbeat {
@@ -42,6 +65,7 @@ pub fn spawn(
         host,
         port: config.kafka_port,
         listeners: config.listeners.clone(),
+        log_dir_offline: false,
     };
     let credentials = config.credentials();
     // A heartbeat that needs a registration waits for a raft commit.
@@ -50,13 +74,19 @@ pub fn spawn(
         let mut interval = tokio::time::interval(config.heartbeat_interval);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            interval.tick().await;
+            tokio::select! {
+                _ = interval.tick() => {}
+                () = log_dir.changed.notified() => {}
+            }
             let stopped = stopped.lock().await;
             if *stopped {
                 return;
             }
             let leader = raft.metrics().borrow().current_leader.and_then(kafka_id);
-            let request = ControllerRequest::Heartbeat(heartbeat.clone());
+            let request = ControllerRequest::Heartbeat(Heartbeat {
+                log_dir_offline: log_dir.is_offline(),
+                ..heartbeat.clone()
+            });
             let reply = match leader {
                 None => {
                     // No leader yet (a quorum electing, or just started):

@@ -38,9 +38,20 @@ pub struct BrokerImage {
     /// Every advertised listener; `host:port` is the inter-broker one.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub listeners: ListenerEndpoints,
+    /// Its data directory is offline (a write or fsync failed there, as its
+    /// heartbeat reports): like a fenced broker it leads nothing and joins
+    /// no ISR, but it stays listed and keeps its session; its replicas are
+    /// Metadata's offline replicas until it reports the directory back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_dir_offline: bool,
 }
 
 impl BrokerImage {
+    /// May lead, join ISRs and get new replicas.
+    pub fn is_live(&self) -> bool {
+        !self.fenced && !self.in_controlled_shutdown && !self.log_dir_offline
+    }
+
     /// The endpoint of `listener` that clients connected on that listener
     /// are given (Kafka answers each client with the endpoints of the
     /// listener it came in on). A broker registered without listener names
@@ -156,11 +167,9 @@ impl std::fmt::Debug for ScramCredentialImage {
 
 impl MetadataImage {
     /// Brokers that may lead, join ISRs and get new replicas: registered,
-    /// not fenced, not shutting down. By node id.
+    /// not fenced, not shutting down, their data directory online. By node id.
     pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerImage> {
-        self.brokers
-            .values()
-            .filter(|b| !b.fenced && !b.in_controlled_shutdown)
+        self.brokers.values().filter(|b| b.is_live())
     }
 
     /// Brokers Metadata lists: registered and not fenced (brokers in
@@ -188,8 +197,6 @@ impl MetadataImage {
     }
 
     pub fn is_live(&self, node_id: i32) -> bool {
-        self.brokers
-            .get(&node_id)
-            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+        self.brokers.get(&node_id).is_some_and(BrokerImage::is_live)
     }
 }

@@ -77,6 +77,11 @@ pub struct Heartbeat {
     /// Every advertised listener (absent from brokers that predate them).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub listeners: crate::image::ListenerEndpoints,
+    /// The broker's data directory is offline (Kafka's heartbeat reports
+    /// its offline log directories, KIP-858): it must lead nothing and
+    /// leave the ISRs until it reports the directory back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_dir_offline: bool,
 }
 
 /// A request only the controller (raft leader) can serve.

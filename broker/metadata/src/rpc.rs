@@ -123,6 +123,7 @@ mod tests {
             host: "127.0.0.2".into(),
             port: 9092,
             listeners: Default::default(),
+            log_dir_offline: false,
         }));
         let mut buf = Vec::new();
         write_frame(&mut buf, &request).await.expect("write");

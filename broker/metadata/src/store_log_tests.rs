@@ -161,6 +161,7 @@ async fn the_state_machine_restarts_from_its_snapshot() {
             host: "h".into(),
             port: 9092,
             listeners: Default::default(),
+            log_dir_offline: false,
         }),
     };
     {

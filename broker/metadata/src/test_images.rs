@@ -14,6 +14,7 @@ pub fn register(image: &mut MetadataImage, node_id: i32) {
         host: format!("127.0.0.{node_id}"),
         port: 9092,
         listeners: Default::default(),
+        log_dir_offline: false,
     };
     apply(image, &register);
 }

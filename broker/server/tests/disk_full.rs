@@ -13,7 +13,7 @@
 //!
 //! Three nodes, one follower's data directory a small tmpfs: when it fills,
 //! the leader keeps acknowledging acks=all writes (the full follower leaves
-//! the ISR after replica.lag.time.max.ms and two members remain,
+//! the ISR at once (its directory offline, as below) and two members remain,
 //! min.insync.replicas 2); once space returns the follower catches up and
 //! rejoins the ISR, and no acknowledged record is lost. Topics created
 //! while it is full reach its copy of the metadata log only once space
@@ -23,17 +23,21 @@
 //! (Kafka shuts a broker down when its metadata log directory fails,
 //! KIP-858; waiting keeps the issue's "resumes without a restart".)
 //!
-//! Why KAFKA_STORAGE_ERROR and no offline partition: Kafka answers an
-//! append's IOException with KAFKA_STORAGE_ERROR ("Disk error when trying to
-//! access log file on the disk", a retriable error clients retry) and marks
-//! the whole log directory offline, "until the broker is restarted"
-//! (`LogDirFailureChannel`). Chronik answers with the same code but keeps
-//! the partition writable: a failed write(2) leaves nothing uncertain —
-//! the segment is cut back to its old size (`LogSegment::write_batches`)
-//! and the producer state is not advanced — so the next append may simply
-//! try again, and a full disk that is freed needs no restart (the issue's
-//! demand). Only a failed fsync, after which the page cache's state is
-//! unknown, takes a partition offline until restart, as Kafka does.
+//! Three nodes, the leader's data directory a small tmpfs (issue 43): the
+//! failed write takes the directory offline, the broker reports it in its
+//! heartbeat, and the controller moves its leaderships and ISR places, as
+//! Kafka does for an offline log directory; the producer follows the new
+//! leader and keeps getting acknowledgements while the disk is still full.
+//! Beyond Kafka (which needs a restart), once space returns the broker
+//! reopens the directory (each log cut back to its durable offset), catches
+//! up as a follower and rejoins every ISR; nothing acknowledged is lost or
+//! written twice.
+//!
+//! Every failed Produce is answered at once with KAFKA_STORAGE_ERROR (56), as
+//! Kafka answers an append's IOException ("Disk error when trying to access
+//! log file on the disk", retriable), or NOT_LEADER_OR_FOLLOWER once the
+//! partition has moved. The directory's state is `chronik_log::LogDirHealth`;
+//! the watch that reports and reopens it is the server's `replica::log_dir`.
 
 mod common;
 
@@ -48,11 +52,15 @@ use bytes::Bytes;
 use chronik_protocol::record_batch::parse_batches;
 use kafka_protocol::records::{Compression, Record, RecordBatchDecoder};
 
-use common::cluster::{Cluster, FAST_FAILOVER};
+use common::cluster::{Cluster, PartitionView, FAST_FAILOVER};
 use common::kafka_client::{plain_record, Client};
 use common::Broker;
 
 const KAFKA_STORAGE_ERROR: i16 = 56;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+const LEADER_NOT_AVAILABLE: i16 = 5;
+const REQUEST_TIMED_OUT: i16 = 7;
+const NOT_ENOUGH_REPLICAS: i16 = 19;
 /// Records per Produce, each `VALUE_BYTES` long.
 const BATCH: i32 = 8;
 const VALUE_BYTES: usize = 1000;
@@ -211,6 +219,14 @@ impl Producer {
         Ok((error_code, base_offset, elapsed))
     }
 
+    /// Talks to `broker` from now on (the partition's new leader), with the
+    /// same producer id, epoch and sequence: a retried batch the old leader
+    /// had replicated is answered as a duplicate, at its first offsets.
+    fn reconnect(&mut self, broker: &Broker) -> Result<()> {
+        self.client = Client::connect(broker)?;
+        Ok(())
+    }
+
     /// Records acknowledged so far (sequence = offset = value).
     fn acknowledged(&self) -> i32 {
         self.next_sequence
@@ -337,7 +353,12 @@ fn a_full_disk_is_answered_at_once_and_writes_resume_when_space_returns() -> Res
         match (error, resumed) {
             (0, None) => resumed = Some(freed.elapsed()),
             (0, Some(_)) => {}
-            (KAFKA_STORAGE_ERROR, None) if freed.elapsed() < Duration::from_secs(10) => {
+            // The directory went offline: once the metadata log (on the
+            // same disk) takes the controller's record of it, the sole
+            // replica leads nothing until the directory is reopened.
+            (KAFKA_STORAGE_ERROR | NOT_LEADER_OR_FOLLOWER | LEADER_NOT_AVAILABLE, None)
+                if freed.elapsed() < Duration::from_secs(10) =>
+            {
                 std::thread::sleep(Duration::from_millis(50));
             }
             (other, _) => bail!("after space returned a Produce answered {other}"),
@@ -363,16 +384,29 @@ fn a_full_disk_is_answered_at_once_and_writes_resume_when_space_returns() -> Res
     Ok(())
 }
 
-#[test]
-fn a_full_follower_leaves_the_isr_and_rejoins_when_space_returns() -> Result<()> {
-    if !tmpfs_usable() {
-        return Ok(());
-    }
+/// Three nodes, `node`'s data directory on a tmpfs, and `topic` (3
+/// partitions, 3 replicas) with every ISR whole: its partitions' views.
+fn cluster_with_node_on_tmpfs(
+    node: i32,
+    topic: &str,
+) -> Result<(Cluster, Tmpfs, Vec<PartitionView>)> {
     let mut cluster = Cluster::start(3, FAST_FAILOVER)?;
-    // Node 3's data directory moves onto a tmpfs: stopped, copied, restarted.
-    let full_node = 3;
-    let data_dir = cluster.node(full_node).data_dir().to_path_buf();
-    cluster.node(full_node).stop()?;
+    let tmpfs = move_onto_tmpfs(&mut cluster, node)?;
+    Client::connect(cluster.node(1))?.create_topic_replicated(topic, 3, 3, TOPIC_CONFIGS)?;
+    let views = cluster.wait_for(
+        topic,
+        Duration::from_secs(20),
+        "every partition's ISR whole",
+        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
+    )?;
+    Ok((cluster, tmpfs, views))
+}
+
+/// Moves `node`'s data directory onto a 16 MiB tmpfs: stopped, copied,
+/// restarted.
+fn move_onto_tmpfs(cluster: &mut Cluster, node: i32) -> Result<Tmpfs> {
+    let data_dir = cluster.node(node).data_dir().to_path_buf();
+    cluster.node(node).stop()?;
     let original = data_dir.with_extension("orig");
     std::fs::rename(&data_dir, &original)?;
     let tmpfs = Tmpfs::mount(&data_dir, "16m")?;
@@ -381,24 +415,23 @@ fn a_full_follower_leaves_the_isr_and_rejoins_when_space_returns() -> Result<()>
         .arg(original.join("."))
         .arg(&data_dir)
         .status()?;
-    ensure!(
-        status.success(),
-        "copying node {full_node}'s data: {status}"
-    );
-    cluster.node(full_node).respawn()?;
+    ensure!(status.success(), "copying node {node}'s data: {status}");
+    cluster.node(node).respawn()?;
     cluster
-        .node(full_node)
+        .node(node)
         .finish_start()
         .with_context(|| cluster.logs())?;
+    Ok(tmpfs)
+}
 
+#[test]
+fn a_full_follower_leaves_the_isr_and_rejoins_when_space_returns() -> Result<()> {
+    if !tmpfs_usable() {
+        return Ok(());
+    }
+    let full_node = 3;
     let topic = "follower-full";
-    Client::connect(cluster.node(1))?.create_topic_replicated(topic, 3, 3, TOPIC_CONFIGS)?;
-    let views = cluster.wait_for(
-        topic,
-        Duration::from_secs(20),
-        "every partition's ISR whole",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
-    )?;
+    let (mut cluster, tmpfs, views) = cluster_with_node_on_tmpfs(full_node, topic)?;
     // A partition node 3 follows.
     let (partition, view) = views
         .iter()
@@ -461,7 +494,10 @@ fn a_full_follower_leaves_the_isr_and_rejoins_when_space_returns() -> Result<()>
     tmpfs.fill_leaving(0)?;
     let mut admin = Client::connect(cluster.node(leader))?;
     for i in 0..WHILE_FULL_TOPICS {
-        admin.create_topic_replicated(&format!("while-full-{i}"), 1, 3, &[])?;
+        // Replication factor 2: node 3, its directory offline, may not be
+        // given new replicas (it is not live), but its metadata log must
+        // still learn of the topics.
+        admin.create_topic_replicated(&format!("while-full-{i}"), 1, 2, &[])?;
     }
     let last_topic = format!("while-full-{}", WHILE_FULL_TOPICS - 1);
     ensure!(
@@ -510,6 +546,169 @@ fn a_full_follower_leaves_the_isr_and_rejoins_when_space_returns() -> Result<()>
     check_exactly(
         &read_all(&mut reader, topic, partition)?,
         acknowledged,
+        "on the leader",
+    )?;
+    ensure!(
+        cluster.node(full_node).is_running(),
+        "node {full_node} exited"
+    );
+    drop(cluster);
+    drop(tmpfs);
+    Ok(())
+}
+
+#[test]
+fn a_full_leader_takes_its_directory_offline_and_its_partitions_move() -> Result<()> {
+    if !tmpfs_usable() {
+        return Ok(());
+    }
+    let full_node = 3;
+    let topic = "leader-full";
+    let (mut cluster, tmpfs, views) = cluster_with_node_on_tmpfs(full_node, topic)?;
+    // A partition node 3 leads (round-robin: one of the three).
+    let partition = views
+        .iter()
+        .position(|v| v.leader == full_node)
+        .context("node 3 leads no partition")?;
+    let index = partition;
+    let partition = i32::try_from(partition)?;
+    let mut producer = Producer::new(cluster.node(full_node), topic, partition)?;
+    let mut connected_to = full_node;
+    for _ in 0..20 {
+        ensure!(
+            producer.send_next()?.0 == 0,
+            "a write before the disk filled failed"
+        );
+    }
+    tmpfs.fill_leaving(1 << 20)?;
+
+    // Write until the partition has moved and 50 batches more were
+    // acknowledged by the new leader; every failure is retried (the same
+    // sequence), at the leader Metadata names.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last_ack = Instant::now();
+    let (mut longest_gap, mut first_failure, mut moved_at) = (Duration::ZERO, None, None);
+    let mut errors: Vec<i16> = Vec::new();
+    loop {
+        ensure!(
+            Instant::now() < deadline,
+            "writes never resumed at a new leader: {} acknowledged, errors {errors:?}\n{}",
+            producer.acknowledged(),
+            cluster.logs()
+        );
+        let error = match producer.send_next() {
+            Ok((0, _, _)) => {
+                longest_gap = longest_gap.max(last_ack.elapsed());
+                last_ack = Instant::now();
+                if connected_to != full_node {
+                    moved_at.get_or_insert(producer.acknowledged());
+                }
+                if moved_at.is_some_and(|at| producer.acknowledged() >= at + 50 * BATCH) {
+                    break;
+                }
+                continue;
+            }
+            Ok((error, _, _)) => error,
+            Err(_) => -1, // the connection: look for the leader again
+        };
+        first_failure.get_or_insert(producer.acknowledged());
+        ensure!(
+            [
+                -1,
+                KAFKA_STORAGE_ERROR,
+                NOT_LEADER_OR_FOLLOWER,
+                REQUEST_TIMED_OUT,
+                NOT_ENOUGH_REPLICAS
+            ]
+            .contains(&error),
+            "a Produce to the full leader answered {error}\n{}",
+            cluster.logs()
+        );
+        if errors.last() != Some(&error) {
+            errors.push(error);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        let leader = cluster.partitions(topic)?[index].leader;
+        if leader > 0 && leader != connected_to {
+            producer.reconnect(cluster.node(leader))?;
+            connected_to = leader;
+        }
+    }
+    let acknowledged = producer.acknowledged();
+    eprintln!(
+        "node {full_node}'s disk full after {} acknowledged records; partition {partition} moved \
+         to node {connected_to}; longest gap between acknowledgements {longest_gap:?}; errors \
+         met {errors:?}; {acknowledged} acknowledged in all",
+        first_failure.unwrap_or_default()
+    );
+    ensure!(
+        first_failure.is_some(),
+        "no write failed: was the disk full?"
+    );
+    let log = cluster.node(full_node).log_tail(400);
+    ensure!(
+        log.contains("log directory offline"),
+        "node {full_node} did not log its directory going offline"
+    );
+    let metrics = cluster.node(full_node).metrics_text()?;
+    ensure!(
+        metrics.contains("chronik_cluster_offline_log_directory_count 1"),
+        "the offline directory's metric is not 1 while the disk is full"
+    );
+    let views = cluster.partitions(topic)?;
+    ensure!(
+        views
+            .iter()
+            .all(|v| v.leader != full_node && !v.isr.contains(&full_node)),
+        "node {full_node} still leads or is in an ISR with its directory offline: {views:?}"
+    );
+
+    // Space returns: the directory is reopened without a restart, and the
+    // node catches up and rejoins every ISR.
+    tmpfs.free()?;
+    let freed = Instant::now();
+    cluster
+        .wait_for(
+            topic,
+            Duration::from_secs(30),
+            "node 3 back in every ISR",
+            |ps| ps.iter().all(|p| p.isr.contains(&full_node)),
+        )
+        .with_context(|| cluster.logs())?;
+    eprintln!(
+        "node {full_node} back in every ISR {:?} after space returned",
+        freed.elapsed()
+    );
+    ensure!(
+        cluster
+            .node(full_node)
+            .log_tail(400)
+            .contains("log directory writable again"),
+        "node {full_node} did not log reopening its directory"
+    );
+    ensure!(
+        cluster
+            .node(full_node)
+            .metrics_text()?
+            .contains("chronik_cluster_offline_log_directory_count 0"),
+        "the offline directory's metric is not back to 0"
+    );
+    // More writes go through with it back in the ISR (acks=all, 3 copies).
+    for _ in 0..20 {
+        ensure!(
+            producer.send_next()?.0 == 0,
+            "a write after the rejoin failed"
+        );
+    }
+    let total = producer.acknowledged();
+
+    // Nothing acknowledged is lost, nothing written twice, on the leader —
+    // and on node 3 once it leads again (its copy was cut back and fetched).
+    let leader = cluster.partitions(topic)?[index].leader;
+    let mut reader = Client::connect(cluster.node(leader))?;
+    check_exactly(
+        &read_all(&mut reader, topic, partition)?,
+        total,
         "on the leader",
     )?;
     ensure!(

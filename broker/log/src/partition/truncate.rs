@@ -22,8 +22,8 @@
 //! durability; reads wait meanwhile, or (holding file handles from before)
 //! fail or return what was cut. Truncations are rare: a follower whose log
 //! diverged from its leader's. A failure after the first file change takes
-//! the partition offline, as a failed fsync does: memory and disk may differ
-//! until a restart's recovery settles them.
+//! the partition (and its directory) offline, as a failed fsync does: memory
+//! and disk may differ until recovery settles them (`partition/reopen`).
 
 use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
@@ -53,8 +53,19 @@ impl PartitionLog {
     /// changed (e.g. writing the checkpoint) leaves the log as it was; one
     /// after takes the partition offline.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
-        let mut state = self.lock();
+        let state = self.lock();
         self.check_open(&state)?;
+        self.truncate_locked(state, offset).inspect_err(|e| {
+            self.ctx.dir.record("truncation", e);
+        })
+    }
+
+    /// `truncate_to` under the caller's lock (also `reopen_at_durable`).
+    pub(super) fn truncate_locked(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        offset: i64,
+    ) -> Result<()> {
         let (start, end) = (state.log_start_offset(), state.active().next_offset());
         if offset < 0 {
             return Err(Error::OffsetOutOfRange {

@@ -19,6 +19,8 @@ use crate::replica::ReplicaManager;
 pub struct ClusterMetrics {
     under_replicated_partitions: Gauge,
     offline_partitions: Gauge,
+    offline_log_directory_count: Gauge,
+    log_dir_failures: Counter,
     isr_size: Family<PartitionLabels, Gauge>,
     replica_lag_messages: Family<PartitionLabels, Gauge>,
     leader_changes: Counter,
@@ -80,6 +82,16 @@ impl ClusterMetrics {
             self.offline_partitions.clone(),
         );
         r.register(
+            "offline_log_directory_count",
+            "1 while this broker's data directory is offline (a write or fsync failed; Kafka's OfflineLogDirectoryCount)",
+            self.offline_log_directory_count.clone(),
+        );
+        r.register(
+            "log_dir_failures",
+            "Times this broker's data directory went offline since it started",
+            self.log_dir_failures.clone(),
+        );
+        r.register(
             "isr_size",
             "In-sync replicas of each partition led here",
             self.isr_size.clone(),
@@ -118,6 +130,9 @@ impl ClusterMetrics {
         let (under, offline) = manager.under_replicated_and_offline();
         self.under_replicated_partitions.set(under);
         self.offline_partitions.set(offline);
+        self.offline_log_directory_count
+            .set(i64::from(manager.log_dir_offline()));
+        catch_up(&self.log_dir_failures, manager.log_dir_failures());
         for replica in manager.all_replicas() {
             let labels = PartitionLabels {
                 topic: replica.topic.clone(),

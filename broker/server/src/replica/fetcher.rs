@@ -57,6 +57,12 @@ pub async fn run(manager: Arc<ReplicaManager>, leader: i32) {
     let mut client: Option<LeaderClient> = None;
     let mut connect_failures = 0u32;
     loop {
+        if manager.log_dir_offline() {
+            // Nothing can be appended; `log_dir` restarts the fetchers
+            // once the directory is back.
+            tokio::time::sleep(BACKOFF).await;
+            continue;
+        }
         let work: Work = manager
             .all_replicas()
             .into_iter()

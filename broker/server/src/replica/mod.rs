@@ -9,7 +9,8 @@
 //! counters. Must not: decode client requests — handlers call into `Replica`.
 //!
 //! Submodules: `partition` (one replica's role and state machines),
-//! `identity` (who may fetch as a replica),
+//! `identity` (who may fetch as a replica), `log_dir` (the data directory
+//! offline and back),
 //! `fetcher` (Fetch/OffsetForLeaderEpoch from the leader), `leader_client`
 //! (a minimal Kafka client over one TCP connection), `epoch_file`
 //! (leader-epoch checkpoints), `throttle` (replication throttles).
@@ -19,6 +20,7 @@ mod fetcher;
 pub mod high_watermark;
 pub mod identity;
 pub mod leader_client;
+pub mod log_dir;
 mod partition;
 pub mod purgatory;
 pub mod throttle;
@@ -365,6 +367,34 @@ impl ReplicaManager {
         }
     }
 
+    /// Whether this broker's data directory is offline (nothing is fetched
+    /// meanwhile: followers could not append).
+    pub fn log_dir_offline(&self) -> bool {
+        self.log.dir_health().is_offline()
+    }
+
+    /// Times the data directory went offline since the process started.
+    pub fn log_dir_failures(&self) -> u64 {
+        self.log.dir_health().failures()
+    }
+
+    /// After the data directory was reopened (its logs cut back): every
+    /// replica forgets its role and takes it again from the latest image,
+    /// a follower from the start (OffsetForLeaderEpoch, truncation, fetch)
+    /// with fresh fetchers.
+    pub async fn restart_as_follower(self: &Arc<Self>) {
+        {
+            let mut fetchers = self.fetchers.lock().unwrap_or_else(|e| e.into_inner());
+            for (_, fetcher) in fetchers.drain() {
+                fetcher.task.abort();
+            }
+        }
+        for replica in self.all_replicas() {
+            replica.forget_role();
+        }
+        self.apply_latest().await;
+    }
+
     /// Stops every replica fetcher for good: a broker in controlled
     /// shutdown has been fenced and must not fetch (a fenced follower that
     /// keeps fetching would ask its leaders to put it back in their ISRs).
@@ -419,8 +449,9 @@ impl ReplicaManager {
     }
 
     /// Follows the metadata quorum until the process ends; also runs the
-    /// ISR-shrink tick.
+    /// ISR-shrink tick and the data directory's watch (`log_dir`).
     pub fn spawn(self: &Arc<Self>) {
+        log_dir::spawn(self.clone());
         let manager = self.clone();
         tokio::spawn(async move {
             let mut images = manager.cluster.subscribe();

@@ -105,6 +105,26 @@ impl Replica {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Forgets the role, after the log was cut back under it (its
+    /// directory reopened): a follower takes it afresh at the next `apply`
+    /// (OffsetForLeaderEpoch, truncation, fetch); a leader serves nothing
+    /// until the controller's new leader epoch for it arrives (followers
+    /// may hold records past the cut under the old one). Leader epochs past
+    /// the log end go with the log.
+    pub fn forget_role(&self) {
+        let mut inner = self.lock();
+        if !matches!(inner.role, Role::Leader(_)) {
+            inner.applied = None;
+        }
+        inner.role = Role::None;
+        let leo = self.log.log_end_offset();
+        if inner.epochs.truncate_from_end(leo) {
+            self.save_epochs(&inner.epochs);
+        }
+        inner.high_watermark = inner.high_watermark.min(leo);
+        inner.leader_high_watermark = inner.leader_high_watermark.min(leo);
+    }
+
     /// Applies the quorum's registration for this partition.
     pub fn apply(
         &self,

@@ -224,6 +224,9 @@ fn log_error(log: &PartitionLog, e: LogError) -> AppendError {
         }
         LogError::InvalidRecords(_) => (ResponseError::InvalidRecord, e.to_string()),
         LogError::InvalidTxnState { .. } => (ResponseError::InvalidTxnState, e.to_string()),
+        // Logged once by the directory's health; clients move to the new
+        // leader the controller elects.
+        LogError::LogDirOffline { .. } => (ResponseError::KafkaStorageError, e.to_string()),
         other => {
             warn!(topic = log.topic(), partition = log.partition(), error = %other, "append failed");
             (ResponseError::KafkaStorageError, other.to_string())

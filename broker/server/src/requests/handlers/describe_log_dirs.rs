@@ -65,7 +65,14 @@ pub fn handle(
     }
     let data_dir = log.data_dir();
     let (total, usable) = volume_bytes(data_dir).unwrap_or((-1, -1));
+    // Kafka answers an offline log directory with KAFKA_STORAGE_ERROR.
+    let error = if log.dir_health().is_offline() {
+        kafka_protocol::error::ResponseError::KafkaStorageError.code()
+    } else {
+        0
+    };
     let result = DescribeLogDirsResult::default()
+        .with_error_code(error)
         .with_log_dir(StrBytes::from_string(data_dir.display().to_string()))
         .with_topics(topics)
         .with_total_bytes(total)

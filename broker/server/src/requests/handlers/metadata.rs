@@ -177,7 +177,12 @@ fn describe_topic(
             let offline: Vec<BrokerId> = p
                 .replicas
                 .iter()
-                .filter(|r| image.brokers.get(r).is_none_or(|b| b.fenced))
+                .filter(|r| {
+                    image
+                        .brokers
+                        .get(r)
+                        .is_none_or(|b| b.fenced || b.log_dir_offline)
+                })
                 .map(|&r| BrokerId(r))
                 .collect();
             let unreachable = image
@@ -233,6 +238,7 @@ mod tests {
             port: 9092,
             fenced: false,
             in_controlled_shutdown: false,
+            log_dir_offline: false,
             listeners: listeners
                 .iter()
                 .map(|name| {
