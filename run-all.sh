@@ -64,7 +64,8 @@
 #     --faults SPEC      a fault schedule during the measured load (--test faults: the plan's) (scripts/faults.py; root; a
 #                        3-node cluster, not with --secure or --controllers), e.g.
 #                        'kill:leader@20s,restart@+10s;partition:node2@40s+8s;pause:node3@60s+3s;disk-full:node1@80s+10s'
-#                        (disk-full: Chronik only). Each fault is undone on time and on exit;
+#                        or 'slow-disk:follower@20s+20s' (FAULT_SLOW_DISK="wbps=1m wiops=50": its
+#                        write limit). Each fault is undone on time and on exit;
 #                        leaders and ISRs are polled twice a second; the report gets a fault
 #                        timeline. scripts/fault-compare.sh runs Chronik and Kafka under one SPEC
 #     --keep             keep the broker's data and scratch files (.run/<run-id>/)
@@ -282,18 +283,28 @@ MESSAGE_SIZE=${MESSAGE_SIZE:-$(plan_field message_size)}
 
 # -- faults: what the schedule needs before the brokers start ----------------------
 # a tmpfs under each data directory a disk-full fault fills, and with a
-# partition in the schedule a cgroup per node (the cut's iptables match)
+# partition or a slow-disk in the schedule cgroups per node (the cut's
+# iptables match; the disk throttle). Kafka's nodes keep their log.dirs in
+# $WORK/kafka-data/nodeN (a per-run copy of the anchor says so: the anchor
+# itself wipes and recreates its node directories on start), where the
+# tmpfs can be mounted first.
 FAULT_STATE="" FAULT_CGROUPS=""
 if [[ -n "$FAULTS" ]]; then
   FAULT_STATE="$WORK/faults"
   mkdir -p "$OUT/faults"
   fault_prep=(--state "$FAULT_STATE" --broker "$BROKER" --nodes "$NODES")
-  if [[ "$BROKER" == chronik ]]; then
-    for ((i = 1; i <= NODES; i++)); do fault_prep+=(--data-dir "$i=$WORK/broker/node-$i/data"); done
+  for ((i = 1; i <= NODES; i++)); do
+    if [[ "$BROKER" == chronik ]]; then fault_prep+=(--data-dir "$i=$WORK/broker/node-$i/data")
+    else fault_prep+=(--data-dir "$i=$WORK/kafka-data/node$i"); fi
+  done
+  if ! "$VENV_PY" scripts/faults.py prepare "$FAULTS" "${fault_prep[@]}" > "$OUT/logs/faults-prepare.log" 2>&1; then
+    cat "$OUT/logs/faults-prepare.log" >&2
+    die "--faults: preparing the nodes failed (above; logs/faults-prepare.log)"
   fi
-  "$VENV_PY" scripts/faults.py prepare "$FAULTS" "${fault_prep[@]}" > "$OUT/logs/faults-prepare.log" \
-    || die "--faults: preparing the nodes failed (logs/faults-prepare.log)"
   FAULT_CGROUPS=$(awk '$1 == "cgroup-root" {print $2}' "$OUT/logs/faults-prepare.log")
+  if [[ "$BROKER" == kafka ]]; then
+    ANCHOR_HOME=$(kafka_anchor_for_log_dirs "$WORK/kafka-anchor" "$WORK/kafka-data")
+  fi
 fi
 
 # -- broker ----------------------------------------------------------------------
@@ -326,7 +337,7 @@ else
   # The same topology as Chronik with the same flags (nodes, RF, min ISR),
   # and an unreported warm-up so the JVMs are not measured cold.
   if [[ -n "$FAULT_CGROUPS" ]]; then
-    # each JVM in its node's cgroup (scripts/in-cgroup.sh as the anchor's $JAVA)
+    # each JVM in its node's cgroups (scripts/in-cgroup.sh as the anchor's $JAVA)
     real_java=${JAVA:-java}
     IN_CGROUP_ROOT=$FAULT_CGROUPS IN_CGROUP_JAVA=$real_java JAVA=$REPO_ROOT/scripts/in-cgroup.sh \
       start_kafka "$WORK/kafka" "$NODES"

@@ -107,7 +107,8 @@ def _faults(runs) -> int:
             ok = False
         for f in mine.itertuples():
             print(f"{run.run_id} {f.kind} {f.target} at {f.at_s:.1f} s for {f.lasted_s:.1f} s: acks resumed after "
-                  f"{f.acks_resumed_after_s:.1f} s, p99 {f.p99_before_ms:.0f} -> {f.p99_peak_ms:.0f} ms back within 2x "
+                  f"{f.acks_resumed_after_s:.1f} s, p99 {f.p99_before_ms:.0f} -> {f.p99_peak_ms:.0f} ms (during "
+                  f"{f.p99_during_ms:.0f} ms) back within 2x "
                   f"after {f.p99_back_after_s:.0f} s, {f.messages_unanswered:.0f} msgs not answered in time and "
                   f"{f.messages_refused:.0f} answered failed, ISR shrank after "
                   f"{f.isr_shrank_after_s:.1f} s full after {f.isr_full_after_s:.1f} s, {f.leader_changes:.0f} leader "

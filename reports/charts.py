@@ -114,7 +114,7 @@ def cpu(report: Report) -> Figure | None:
 
 
 FAULT_COLOURS = {"kill": "tab:red", "stop": "tab:orange", "pause": "tab:purple", "partition": "tab:blue",
-                 "disk-full": "tab:brown"}
+                 "disk-full": "tab:brown", "slow-disk": "tab:olive"}
 
 
 def fault_timeline(report: Report) -> Figure | None:

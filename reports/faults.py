@@ -9,7 +9,7 @@ intervals), and per fault: when it began and ended on that timeline; how
 long until acknowledgements resumed (the longest stretch without any
 acknowledged request completing, from the fault on); how long until the
 batch p99 was back within 2x its value before the run's first fault and
-stayed there 3 s; the messages the load generator counted failed, split
+stayed there 3 s, and the p99 of the requests sent while it was in force; the messages the load generator counted failed, split
 into those it stopped waiting for (no answer within the plan's timeout) and
 those the ingestors answered failed; when an ISR first shrank and when
 every ISR was full again (from ``faults/partitions.csv``, the Metadata
@@ -29,7 +29,7 @@ from .summarise import hlog_path
 from .tidy import empty, load_requests
 
 # scripts/faults.py's kinds; other events (k8s --delete-pod) stay in events.py's table
-FAULT_KINDS = ("kill", "stop", "pause", "partition", "disk-full")
+FAULT_KINDS = ("kill", "stop", "pause", "partition", "disk-full", "slow-disk")
 BEFORE_S = 10  # the pre-fault window of the p99
 AFTER_S = 30  # how long after a fault's end its effects are looked for (or up to the next fault)
 ACK_GAP_S = 1.0  # a shorter pause in acknowledgements is not a stall
@@ -39,7 +39,8 @@ STAY_S = 3  # seconds the p99 must stay within P99_FACTOR to count as back
 TIMELINE_COLUMNS = ["run_id", "second", "msg_per_s", "failed_msgs", "batch_p99_ms", "e2e_p99_ms"]
 FAULT_COLUMNS = [
     "run_id", "broker", "kind", "target", "detail", "end_detail", "ran", "at_s", "end_s", "lasted_s",
-    "ack_gap_s", "acks_resumed_after_s", "p99_before_ms", "p99_peak_ms", "p99_back_after_s", "messages_failed",
+    "ack_gap_s", "acks_resumed_after_s", "p99_before_ms", "p99_during_ms", "p99_peak_ms", "p99_back_after_s",
+    "messages_failed",
     "requests_failed", "messages_unanswered", "messages_refused", "isr_shrank_after_s", "isr_full_after_s", "isr_note", "leader_changes", "leader_moves",
 ]
 
@@ -129,6 +130,7 @@ def faults(runs: list[Run]) -> tuple[pd.DataFrame, pd.DataFrame]:
             if ran and not np.isnan(at):
                 row.update(_acks(requests, origin, at, horizon))
                 row.update(_p99(timeline, at, horizon, steady_from=starts[0]))
+                row["p99_during_ms"] = _p99_during(requests, origin, at, end)
                 row.update(_failed(requests, origin, at, horizon))
                 row.update(_isr(states, at, horizon, rf))
             rows.append(row)
@@ -181,6 +183,16 @@ def _p99(timeline: pd.DataFrame, at: float, horizon: float, steady_from: float) 
                 back = float(s - at)
                 break
     return {"p99_before_ms": level, "p99_peak_ms": window.max(), "p99_back_after_s": back}
+
+
+def _p99_during(requests: pd.DataFrame, origin: pd.Timestamp, at: float, end: float) -> float:
+    """The batch latency p99 of the requests sent while the fault was in
+    force (from its injection to its undo; a lasting fault such as a slow
+    disk is judged by it, a short one by the peak)."""
+    sent = requests[requests["sent"]]
+    second = (sent["time"] - origin).dt.total_seconds()
+    inside = sent.loc[(second >= at) & (second < (end if not np.isnan(end) else at + 1)), "latency_ms"].dropna()
+    return float(inside.quantile(0.99)) if len(inside) else np.nan
 
 
 def _failed(requests: pd.DataFrame, origin: pd.Timestamp, at: float, horizon: float) -> dict:

@@ -188,7 +188,8 @@ def _fault_timeline(report: Report, charts: Mapping[str, str]) -> list[str]:
         ("At (s)", "at_s", lambda x: fmt_float(x, 1)), ("Lasted (s)", "lasted_s", lambda x: fmt_float(x, 1)),
         ("Longest ack gap (s)", "ack_gap_s", lambda x: fmt_float(x, 1)),
         ("Acks resumed after (s)", "acks_resumed_after_s", lambda x: fmt_float(x, 1)),
-        ("p99 before", "p99_before_ms", fmt_ms), ("p99 peak", "p99_peak_ms", fmt_ms),
+        ("p99 before", "p99_before_ms", fmt_ms), ("p99 during", "p99_during_ms", fmt_ms),
+        ("p99 peak", "p99_peak_ms", fmt_ms),
         ("p99 within 2× after (s)", "p99_back_after_s", lambda x: fmt_float(x, 0)),
         ("Msgs not answered in time", "messages_unanswered", fmt_int),
         ("Msgs answered failed", "messages_refused", fmt_int),
@@ -207,7 +208,8 @@ def _fault_timeline(report: Report, charts: Mapping[str, str]) -> list[str]:
     out += ["", "Times are seconds after the fault began (At: since the load's first request). Longest ack gap: "
             "the longest stretch, from the fault to 30 s after its end (or the next fault), in which no "
             "acknowledged request completed; acks resumed at its end (0: no gap over 1 s). p99: batch latency "
-            "of the requests sent in each second; before = median of the per-second p99 in the 10 s before the "
+            "of the requests sent in each second; during = the p99 of every request sent while the fault was in "
+            "force (from injection to undo); before = median of the per-second p99 in the 10 s before the "
             "run's first fault (the steady state: a later fault's own 10 s may still hold an earlier one's tail); "
             "within 2× after: "
             "when the per-second p99 was back within twice that for 3 s in a row (0: it never left). Msgs not "

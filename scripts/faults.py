@@ -7,14 +7,19 @@ Owns (called by run-all.sh; confluent-kafka from the project's .venv only in
   parse SPEC [--broker chronik|kafka] [--nodes N] [--duration-s S]
                          validate SPEC, print one fault per line; exit 2 with
                          the reason when it is not valid for that run
+                         (a slow-disk fault: also that this kernel can throttle
+                         a cgroup's writes, else exit 2 saying why)
   plan PLAN_FILE          print a load plan's "faults" schedule (load/plans/*.json),
                          or nothing when it has none
   for-broker KIND SPEC    print SPEC without the faults KIND cannot take here
-                         (disk-full for kafka; scripts/fault-compare.sh)
+                         (none at present; scripts/fault-compare.sh)
   prepare --state DIR SPEC [--data-dir ID=PATH ...] [--tmpfs-size SIZE]
                          before the brokers start: a tmpfs mounted on the data
                          directory of every node a disk-full fault targets;
-                         the cgroups of every node (network faults)
+                         the cgroups of every node (network faults: cgroup v2;
+                         slow-disk: the io controller's, v2 or v1 blkio), and
+                         the block device under each slow-disk node's data
+                         directory (refused when there is none: tmpfs, overlay)
                          print what must be mounted or created; records it in DIR
   run --state DIR --events FILE --partitions-csv FILE --start EPOCH SPEC
       --bootstrap B --topic T --broker KIND --node ID=PID ... [--endpoint ID=HOST:PORT,PORT ...]
@@ -27,7 +32,7 @@ Owns (called by run-all.sh; confluent-kafka from the project's .venv only in
                          SIGTERM ends it (undoing first)
   undo --state DIR [--final]
                          the run's trap: undo whatever DIR says is still in force
-                         (SIGCONT, iptables cuts, filler files); --final also
+                         (SIGCONT, iptables cuts, filler files, disk throttles); --final also
                          unmounts the tmpfs and removes the cgroups (after the
                          brokers stopped)
   pids --state DIR       print the pids of nodes the scheduler restarted (the
@@ -42,13 +47,22 @@ SPEC: faults separated by ';', each KIND:TARGET@AT[+FOR][,restart@+AFTER]
                                  every port they listen on), clients still
                                  reaching it, for 8 s
   disk-full:node1@80s+10s        node 1's data directory (a tmpfs this run
-                                 mounted) full for 10 s (Chronik only)
+                                 mounted) full for 10 s
+  slow-disk:node2@60s+20s        node 2's writes to the disk under its data
+                                 directory throttled (cgroup io.max wbps/wiops,
+                                 or the v1 blkio.throttle files) for 20 s;
+                                 the limit: FAULT_SLOW_DISK (default
+                                 "wbps=1m wiops=50") or the fault's own
+                                 ,wbps=512k,wiops=20
 TARGET: leader (of partition 0 at that moment), follower (a replica of
 partition 0 that is not its leader), nodeN or N. Times: 20s, 1.5m, 20 (s).
 A kill or stop without FOR is restarted when the load ends.
 
-Network cuts: every node runs in its own cgroup (v2) from its start
-(scripts/in-cgroup.sh; only when SPEC has a partition), and a cut is an
+Network cuts and slow disks: every node runs in its own cgroups from its
+start (scripts/in-cgroup.sh; only when SPEC has a partition or a slow-disk:
+a v2 cgroup for the iptables match, the io controller's cgroup for the
+throttle - the v2 one when cgroup2 has io, else v1 blkio's, as on this
+project's hybrid-hierarchy machines), and a cut is an
 iptables DROP on the loopback output of one node's cgroup towards another
 node's listening ports: the same for Chronik's 127.0.0.1-3 and Kafka's
 three ports on 127.0.0.1, where a network namespace per node would need
@@ -79,14 +93,31 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 # the SPEC grammar (beside this file)
-from fault_spec import CHRONIK_ONLY, PROCESS_KINDS, Fault, SpecError, for_broker, has_network_fault, parse
+from fault_spec import (CHRONIK_ONLY, PROCESS_KINDS, SLOW_DISK_DEFAULT, Fault, SpecError, for_broker,
+                        has_disk_throttle, has_network_fault, io_limit, limit_text, parse)
 
 __all__ = ["CHRONIK_ONLY", "Fault", "SpecError", "for_broker", "has_network_fault", "parse"]
 
 TICK_S = 0.05
 STOP_TIMEOUT_S = 30.0
-CGROUP2 = Path(os.environ.get("FAULT_CGROUP2", "/sys/fs/cgroup/unified"))
+
+
+def _cgroup2_root() -> Path:
+    """The cgroup2 hierarchy: /sys/fs/cgroup on a unified machine,
+    /sys/fs/cgroup/unified on a hybrid one (systemd's layout)."""
+    if os.environ.get("FAULT_CGROUP2"):
+        return Path(os.environ["FAULT_CGROUP2"])
+    unified = Path("/sys/fs/cgroup")
+    return unified if (unified / "cgroup.controllers").exists() else unified / "unified"
+
+
+CGROUP2 = _cgroup2_root()
+BLKIO_V1 = Path(os.environ.get("FAULT_BLKIO_V1", "/sys/fs/cgroup/blkio"))
 RULE_TAG = "chronik-fault"
+
+
+def slow_disk_default() -> str:
+    return os.environ.get("FAULT_SLOW_DISK") or SLOW_DISK_DEFAULT
 
 # --- state: everything in force, written before it is done ---------------------------
 
@@ -99,7 +130,7 @@ class State:
         self.dir = directory
         self.path = directory / "state.json"
         self.data = {"paused": {}, "rules": [], "fillers": {}, "mounts": {}, "cgroups": [], "restarted": {},
-                     "killed": {}}
+                     "killed": {}, "io": {}, "throttles": {}, "images": {}}
         if self.path.exists():
             self.data.update(json.loads(self.path.read_text()))
 
@@ -159,6 +190,9 @@ def undo_all(state: State, final: bool) -> list[str]:
     for node, path in list(d["fillers"].items()):
         _unfill(state, node, path)
         done.append(f"freed {node}'s disk")
+    for node in list(d["throttles"]):
+        lift_throttle(state, node)
+        done.append(f"lifted {node}'s disk throttle")
     if final:
         for node, mount in list(d["mounts"].items()):
             if subprocess.run(["umount", mount["path"]], capture_output=True).returncode == 0 \
@@ -194,6 +228,141 @@ def _unfill(state: State, node: str, path: str) -> None:
         subprocess.run(["mount", "-o", f"remount,size={mount['size']}", mount["path"]], capture_output=True)
     state.data["fillers"].pop(node, None)
     state.save()
+
+
+# --- slow disks: the block-I/O throttle ------------------------------------------------
+
+
+class Refused(Exception):
+    """A fault this machine cannot inject (said at parse/prepare, never a silent no-op)."""
+
+
+def io_backend() -> tuple[str, Path]:
+    """Where this kernel throttles a cgroup's writes: ("v2", cgroup2 root)
+    when the cgroup2 hierarchy offers the io controller (io.max), else
+    ("v1", blkio root) when the v1 blkio hierarchy is mounted with its
+    throttle files (a hybrid hierarchy: blkio bound to v1 cannot be enabled
+    in cgroup2). Refused otherwise, saying what is missing."""
+    controllers = CGROUP2 / "cgroup.controllers"
+    v2 = controllers.read_text().split() if controllers.exists() else []
+    if "io" in v2:
+        return "v2", CGROUP2
+    if (BLKIO_V1 / "blkio.throttle.write_bps_device").exists():
+        return "v1", BLKIO_V1
+    where = f"{controllers} lists {' '.join(v2) or 'nothing'}" if controllers.exists() else f"no {controllers}"
+    raise Refused(f"slow-disk needs the kernel's block-I/O throttle: the io controller in cgroup v2 or v1 blkio "
+                  f"with blkio.throttle.*; {where} and there is no {BLKIO_V1}/blkio.throttle.write_bps_device "
+                  "(CONFIG_BLK_DEV_THROTTLING, or a cgroup namespace without io)")
+
+
+def _mount_of(path: Path) -> tuple[str, str, str]:
+    """(mount point, filesystem type, source) of the mount holding path."""
+    best = ("/", "?", "?")
+    real = str(path.resolve())
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        point = left.split()[4].replace("\\040", " ")
+        fstype, source = (right.split() + ["?", "?"])[:2]
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
+            best = (point, fstype, source)
+    return best
+
+
+def block_device(path: str) -> tuple[str, str]:
+    """("MAJ:MIN", name) of the whole disk under ``path`` (its nearest
+    existing ancestor: a data directory the broker creates later), as the
+    throttle files take it: a partition's disk, since blk-throttle limits
+    whole devices. Refused for a filesystem without a block device (tmpfs,
+    overlay, a btrfs subvolume's anonymous device)."""
+    p = Path(path)
+    while not p.exists():
+        p = p.parent
+    st = os.stat(p)
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    sysfs = Path(f"/sys/dev/block/{major}:{minor}")
+    if major == 0 or not sysfs.exists():
+        point, fstype, source = _mount_of(p)
+        raise Refused(f"{path} is on {fstype} ({source} on {point}), a filesystem without a block device: "
+                      "there is no disk whose writes a throttle could slow")
+    disk = sysfs.resolve()
+    if (disk / "partition").exists():
+        disk = disk.parent
+    return (disk / "dev").read_text().strip(), disk.name
+
+
+def _io_files(backend: str) -> dict[str, str]:
+    if backend == "v2":
+        return {"max": "io.max"}
+    return {"wbps": "blkio.throttle.write_bps_device", "wiops": "blkio.throttle.write_iops_device"}
+
+
+def _written(backend: str, cgroup: Path, dev: str) -> tuple[int, int]:
+    """(bytes, IOs) the cgroup has written to ``dev`` so far."""
+    if backend == "v2":
+        for line in (cgroup / "io.stat").read_text().splitlines():
+            if line.startswith(dev + " "):
+                kv = dict(x.split("=", 1) for x in line.split()[1:] if "=" in x)
+                return int(kv.get("wbytes", 0)), int(kv.get("wios", 0))
+        return 0, 0
+    counts = []
+    for name in ("blkio.throttle.io_service_bytes", "blkio.throttle.io_serviced"):
+        lines = (cgroup / name).read_text().splitlines()
+        counts.append(sum(int(x.split()[2]) for x in lines if x.startswith(dev + " Write ")))
+    return counts[0], counts[1]
+
+
+def apply_throttle(state: State, node: str, pid: int, limit: dict[str, int]) -> str:
+    """Limit ``node``'s cgroup's writes to its disk, read the limit back,
+    and check the node's process is in that cgroup: a throttle that cannot
+    slow anything raises instead of passing for a fault."""
+    io = state.data["io"]
+    dev = io["devices"][node]
+    cgroup = Path(io["root"]) / node
+    procs = (cgroup / "cgroup.procs").read_text().split()
+    if str(pid) not in procs:
+        raise RuntimeError(f"pid {pid} is not in {cgroup} (started outside it): the throttle would slow nothing")
+    state.data["throttles"][node] = {"backend": io["backend"], "cgroup": str(cgroup), "dev": dev,
+                                     "written": _written(io["backend"], cgroup, dev)}
+    state.save()
+    if io["backend"] == "v2":
+        want = {"max": f"{dev} " + " ".join(f"{k}={v}" for k, v in limit.items())}
+    else:
+        want = {k: f"{dev} {v}" for k, v in limit.items()}
+    for key, line in want.items():
+        path = cgroup / _io_files(io["backend"])[key]
+        path.write_text(line + "\n")
+        back = path.read_text().splitlines()
+        if io["backend"] == "v2":
+            row = next((x for x in back if x.startswith(dev + " ")), "")
+            ok = all(f"{k}={v}" in row.split() for k, v in limit.items())
+        else:
+            ok = line in back
+        if not ok:
+            raise RuntimeError(f"{path} reads back {back!r} after writing {line!r}")
+    files = ", ".join(_io_files(io["backend"])[k] for k in want)
+    return f"writes to /dev/{io['names'][node]} ({dev}) limited to {limit_text(limit)} ({cgroup}/{files}, read back)"
+
+
+def lift_throttle(state: State, node: str) -> str:
+    t = state.data["throttles"].get(node)
+    if not t:
+        return "no throttle in force"
+    cgroup, dev = Path(t["cgroup"]), t["dev"]
+    detail = "limit lifted"
+    try:
+        if t["backend"] == "v2":
+            (cgroup / "io.max").write_text(f"{dev} rbps=max wbps=max riops=max wiops=max\n")
+        else:
+            for name in _io_files("v1").values():
+                (cgroup / name).write_text(f"{dev} 0\n")  # 0 removes the rule
+        written, ios = (a - b for a, b in zip(_written(t["backend"], cgroup, dev), t["written"]))
+        detail = (f"limit lifted; {written / (1 << 20):.1f} MiB in {ios} write IOs reached the disk under it"
+                  if ios else "limit lifted; the node wrote nothing to the disk under it (nothing was slowed)")
+    except FileNotFoundError:
+        detail = "its cgroup is gone (the node stopped)"
+    state.data["throttles"].pop(node, None)
+    state.save()
+    return detail
 
 
 # --- the scheduler --------------------------------------------------------------------
@@ -307,7 +476,15 @@ class Scheduler:
                     raise RuntimeError(f"iptables refused {' '.join(rule)}")
             return f"cut from {len(self.cluster.endpoints) - 1} peers (both ways), clients still reach it"
         if fault.kind == "disk-full":
+            # a broker may shut itself down on a full disk (Kafka does, its one
+            # log dir offline): the undo starts it again from this image
+            self.state.data["images"][node] = _process_image(pid)
+            self.state.save()
             return self.fill(node)
+        if fault.kind == "slow-disk":
+            if node not in self.state.data["io"].get("devices", {}):
+                raise RuntimeError(f"{node} has no throttle cgroup of this run (prepare was not run for it)")
+            return apply_throttle(self.state, node, pid, dict(fault.limit))
         raise AssertionError(fault.kind)
 
     def fill(self, node: str) -> str:
@@ -340,14 +517,7 @@ class Scheduler:
             image = self.state.data["killed"].pop(node, None)
             if image is None:
                 return "nothing to restart"
-            pid = _restart(image, self.cgroup_of(node))
-            self.cluster.pids[node] = pid
-            self.state.data["restarted"][node] = pid
-            self.state.save()
-            if node in self.cluster.pid_files:
-                Path(self.cluster.pid_files[node]).write_text(f"{pid}\n")
-            _register(pid, f"{self.args.broker}-{node}-restarted")
-            return f"restarted as pid {pid}"
+            return f"restarted as pid {self.start_again(node, image)}"
         if fault.kind == "pause":
             pid = self.state.data["paused"].pop(node, None)
             self.state.save()
@@ -367,12 +537,34 @@ class Scheduler:
             path = self.state.data["fillers"].get(node)
             if path:
                 _unfill(self.state, node, path)
-            return "space back"
+            image = self.state.data["images"].pop(node, None)
+            self.state.save()
+            old = self.cluster.pids[node]
+            if image is None or _alive(old):
+                return "space back"
+            return (f"space back; pid {old} had exited during the fault (its log: {image['stderr']}), "
+                    f"started again as pid {self.start_again(node, image)}")
+        if fault.kind == "slow-disk":
+            return lift_throttle(self.state, node)
         raise AssertionError(fault.kind)
 
-    def cgroup_of(self, node: str) -> Path | None:
-        path = CGROUP2 / cgroup_rel(self.state.dir, node)
-        return path if path.is_dir() else None
+    def start_again(self, node: str, image: dict) -> int:
+        """``node`` started again from its /proc image, in its cgroups; its pid."""
+        pid = _restart(image, self.cgroup_of(node))
+        self.cluster.pids[node] = pid
+        self.state.data["restarted"][node] = pid
+        self.state.save()
+        if node in self.cluster.pid_files:
+            Path(self.cluster.pid_files[node]).write_text(f"{pid}\n")
+        _register(pid, f"{self.args.broker}-{node}-restarted")
+        return pid
+
+    def cgroup_of(self, node: str) -> list[Path]:
+        """Every cgroup of this run the node belongs in (network, io)."""
+        roots = [CGROUP2 / f"{RULE_TAG}-{run_tag(self.state.dir)}"]
+        if self.state.data["io"].get("root"):
+            roots.append(Path(self.state.data["io"]["root"]))
+        return [r / node for r in dict.fromkeys(roots) if (r / node).is_dir()]
 
     def start(self, fault: Fault, start: float) -> None:
         node, why = self.resolve(fault.target)
@@ -480,9 +672,11 @@ def _wait_gone(pid: int, timeout: float) -> bool:
     return not _alive(pid)
 
 
-def _restart(image: dict, cgroup: Path | None) -> int:
+def _restart(image: dict, cgroups: list[Path] | Path | None) -> int:
+    joined = [cgroups] if isinstance(cgroups, Path) else list(cgroups or [])
+
     def join_cgroup() -> None:
-        if cgroup is not None:
+        for cgroup in joined:
             (cgroup / "cgroup.procs").write_text(str(os.getpid()))
 
     out = open(image["stdout"], "ab") if image["stdout"].startswith("/") else subprocess.DEVNULL
@@ -518,8 +712,10 @@ def _register(pid: int, name: str) -> None:
 
 def cmd_parse(args: argparse.Namespace) -> int:
     try:
-        faults = parse(args.spec, args.broker, args.nodes, args.duration_s)
-    except SpecError as e:
+        faults = parse(args.spec, args.broker, args.nodes, args.duration_s, slow_disk_default())
+        if has_disk_throttle(faults):
+            io_backend()
+    except (SpecError, Refused) as e:
         print(f"--faults: {e}", file=sys.stderr)
         return 2
     for f in faults:
@@ -541,7 +737,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    faults = parse(args.spec, args.broker, args.nodes)
+    try:
+        return _prepare(args)
+    except (SpecError, Refused) as e:
+        print(f"faults prepare: refused: {e}", file=sys.stderr)
+        return 2
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    faults = parse(args.spec, args.broker, args.nodes, slow_disk=slow_disk_default())
     state_dir = Path(args.state)
     state_dir.mkdir(parents=True, exist_ok=True)
     state = State(state_dir)
@@ -562,8 +766,41 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={args.tmpfs_size},mode=0755", "tmpfs", path],
                            check=True)
             print(f"{node}: tmpfs of {args.tmpfs_size} on {path}")
+    roots = []
+    if has_disk_throttle(faults):
+        backend, hierarchy = io_backend()
+        devices, names = {}, {}
+        for f in faults:
+            if f.kind != "slow-disk":
+                continue
+            for node in [f.target] if f.target.startswith("node") else [f"node{i}" for i in range(1, args.nodes + 1)]:
+                path = data_dirs.get(node)
+                if not path:
+                    raise SystemExit(f"faults prepare: no --data-dir for {node} (slow-disk throttles its disk)")
+                if node in state.data["mounts"]:
+                    raise Refused(f"{f}: {node}'s data directory is the tmpfs of this run's disk-full fault, "
+                                  "which has no disk to slow")
+                devices[node], names[node] = block_device(path)
+        root = hierarchy / f"{RULE_TAG}-{run_tag(state_dir)}"
+        if backend == "v2":
+            # io must be on in the subtree_control of every ancestor of the nodes' cgroups
+            root.mkdir(exist_ok=True)
+            for parent in (hierarchy, root):
+                if "io" not in (parent / "cgroup.subtree_control").read_text().split():
+                    try:
+                        (parent / "cgroup.subtree_control").write_text("+io\n")
+                    except OSError as e:
+                        raise Refused(f"the io controller cannot be enabled in {parent}/cgroup.subtree_control "
+                                      f"({e.strerror})") from e
+        state.data["io"] = {"backend": backend, "root": str(root), "devices": devices, "names": names}
+        state.save()
+        roots.append(root)
+        for node in devices:
+            print(f"{node}: slow-disk throttles /dev/{names[node]} ({devices[node]}) through {backend} "
+                  f"{'io.max' if backend == 'v2' else 'blkio.throttle.write_*_device'}")
     if has_network_fault(faults):
-        root = CGROUP2 / f"{RULE_TAG}-{run_tag(state_dir)}"
+        roots.append(CGROUP2 / f"{RULE_TAG}-{run_tag(state_dir)}")
+    for root in dict.fromkeys(roots):
         for i in range(1, args.nodes + 1):
             path = root / f"node{i}"
             path.mkdir(parents=True, exist_ok=True)
@@ -571,12 +808,13 @@ def cmd_prepare(args: argparse.Namespace) -> int:
                 if p not in state.data["cgroups"]:
                     state.data["cgroups"].append(p)
             state.save()
-        print(f"cgroup-root {root}")
+    if roots:
+        print(f"cgroup-root {':'.join(str(r) for r in dict.fromkeys(roots))}")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    faults = parse(args.spec, args.broker, len(args.node))
+    faults = parse(args.spec, args.broker, len(args.node), slow_disk=slow_disk_default())
     return Scheduler(args, faults).run()
 
 

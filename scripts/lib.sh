@@ -159,8 +159,9 @@ start_chronik() {
 # listener's protocol (e.g. SASL_SSL: --listeners SASL_SSL://127.0.0.I:PORT,
 # also the inter-broker listener). Nodes wait for each other before listening, so all are
 # started first and then awaited.
-# CHRONIK_CGROUP_ROOT=DIR starts node I in the cgroup DIR/nodeI
-# (scripts/in-cgroup.sh), so a fault can cut it off (scripts/faults.py).
+# CHRONIK_CGROUP_ROOT=DIR[:DIR...] starts node I in the cgroup DIR/nodeI of
+# every DIR (scripts/in-cgroup.sh), so a fault can cut it off or slow its
+# disk (scripts/faults.py).
 # CHRONIK_CONTROLLERS=C (> 0) splits the roles: C controller-only nodes first
 # (127.0.0.1..C, the voters), then the N brokers (broker-only, observers of
 # the quorum) on 127.0.0.C+1..C+N.
@@ -196,8 +197,13 @@ start_chronik_cluster() {
     if ((controllers > 0)); then
       if ((i <= controllers)); then roles=(--process-roles controller); else roles=(--process-roles broker); fi
     fi
-    local launch=()  # CHRONIK_CGROUP_ROOT: each node in its own cgroup (run-all.sh --faults with a partition)
-    [[ -n "${CHRONIK_CGROUP_ROOT:-}" ]] && launch=("$REPO_ROOT/scripts/in-cgroup.sh" "$CHRONIK_CGROUP_ROOT/node$i")
+    local launch=()  # CHRONIK_CGROUP_ROOT: each node in its own cgroups (run-all.sh --faults: partition, slow-disk)
+    if [[ -n "${CHRONIK_CGROUP_ROOT:-}" ]]; then
+      local roots root node_dirs=""
+      IFS=: read -ra roots <<< "$CHRONIK_CGROUP_ROOT"
+      for root in "${roots[@]}"; do node_dirs+="${node_dirs:+:}$root/node$i"; done
+      launch=("$REPO_ROOT/scripts/in-cgroup.sh" "$node_dirs")
+    fi
     "${launch[@]}" "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" "${roles[@]}" \
       "${listen[@]}" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
       --data-dir "$dir/node-$i/data" --cluster-secret-file "$dir/cluster.secret" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &

@@ -104,6 +104,26 @@ kafka_anchor() {
   echo "$home"
 }
 
+# kafka_anchor_for_log_dirs DIR DATA_ROOT - a copy of the kafka-anchor's
+# scripts and config in DIR (its jars linked, not copied) whose nodes keep
+# their log.dirs (and so the KRaft metadata log) in DATA_ROOT/nodeN instead
+# of under their node directory, which the anchor wipes and recreates on
+# every start: run-all.sh --faults mounts a disk-full fault's tmpfs there
+# before Kafka formats it, and throttles the disk under it. The anchor itself
+# is not changed. Prints DIR (use it as ANCHOR_HOME).
+kafka_anchor_for_log_dirs() {
+  local dir=$1 data_root=$2 base
+  base=$(ANCHOR_HOME="" kafka_anchor)
+  mkdir -p "$dir" "$data_root"
+  tar -C "$base" --exclude=./lib --exclude=./run --exclude=./results --exclude=./.venv -cf - . | tar -C "$dir" -xf -
+  ln -sfn "$base/lib" "$dir/lib"
+  local template="$dir/config/server.properties.template"
+  grep -q '^log.dirs=@DATA_DIR@$' "$template" \
+    || die "the kafka-anchor's $template has no 'log.dirs=@DATA_DIR@' line to redirect"
+  sed -i "s#^log.dirs=@DATA_DIR@\$#log.dirs=$data_root/node@NODE_ID@#" "$template"
+  echo "$dir"
+}
+
 # start_kafka DIR NODES - Apache Kafka 4.3.1 with the topology Chronik gets
 # from the same flags: NODES=1 one KRaft node (broker+controller) on free
 # ports; NODES=3 three, each broker+controller, one 3-voter quorum, internal

@@ -46,6 +46,11 @@ fn base(c: &Config) -> ClientConfig {
     let mut cc = ClientConfig::new();
     cc.set("bootstrap.servers", &c.bootstrap_servers)
         .set("client.id", "chronik-bench");
+    // a broker that restarted or moved is found again in seconds;
+    // --client-property overrides
+    for (k, v) in chronik_harness::reconnect::LIBRDKAFKA_RECONNECT {
+        cc.set(k, v);
+    }
     cc
 }
 

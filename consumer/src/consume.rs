@@ -230,6 +230,10 @@ fn client_config(config: &Config) -> ClientConfig {
         )
         .set("enable.partition.eof", "false")
         .set("statistics.interval.ms", "1000");
+    // a broker that restarted or moved is found again in seconds; -X overrides
+    for (k, v) in chronik_harness::reconnect::LIBRDKAFKA_RECONNECT {
+        c.set(k, v);
+    }
     for (k, v) in config.consumer_properties.iter() {
         c.set(k, v);
     }

@@ -26,6 +26,8 @@
 //! - `results` — the `meta` block of every result file (tool, git commit,
 //!   host, broker identity, settings) and atomic JSON writes.
 //! - `error` — `HarnessError` for the file helpers.
+//! - `reconnect` — the librdkafka connection settings every harness client
+//!   starts from (a broker that moved found in seconds).
 
 pub mod assess;
 pub mod envelope;
@@ -35,6 +37,7 @@ pub mod intervals;
 pub mod ledger;
 pub mod procfs;
 pub mod reconcile;
+pub mod reconnect;
 pub mod results;
 pub mod tally;
 pub mod test_support;

@@ -336,9 +336,12 @@ impl Config {
             .set(
                 "message.timeout.ms",
                 self.message_timeout.as_millis().to_string(),
-            )
-            // Come back quickly after a broker restart (librdkafka's default backs off to 10 s).
-            .set("reconnect.backoff.max.ms", "1000");
+            );
+        // Come back quickly after a broker restart or move (librdkafka's
+        // defaults: 30 s connection setup, backoff to 10 s); -X overrides.
+        for (k, v) in chronik_harness::reconnect::LIBRDKAFKA_RECONNECT {
+            c.set(k, v);
+        }
         for (k, v) in self.producer_overrides.iter() {
             c.set(k, v);
         }
@@ -371,6 +374,21 @@ mod tests {
         let props = c.producer_properties();
         assert_eq!(props.get("acks"), Some("1"));
         assert_eq!(props.get("compression.type"), Some("snappy"));
+        assert_eq!(
+            props.get("socket.connection.setup.timeout.ms"),
+            Some("3000")
+        );
+        assert_eq!(props.get("reconnect.backoff.max.ms"), Some("1000"));
+        let mut own = Config::for_bootstrap("127.0.0.1:9092");
+        own.producer_overrides
+            .0
+            .push(("socket.connection.setup.timeout.ms".into(), "10000".into()));
+        assert_eq!(
+            own.producer_properties()
+                .get("socket.connection.setup.timeout.ms"),
+            Some("10000"),
+            "-X wins over the harness's default"
+        );
     }
 
     #[test]

@@ -1,7 +1,11 @@
 """scripts/faults.py without a cluster: the --faults SPEC parser (what it
 accepts, what it refuses and why), the Kafka subset fault-compare.sh runs,
-and the undo and restart primitives on a plain `sleep` process (SIGSTOP
-undone by `undo`; a killed process started again from its /proc image)."""
+the undo and restart primitives on a plain `sleep` process (SIGSTOP
+undone by `undo`; a killed process started again from its /proc image), and
+slow-disk on a real cgroup: a process started by scripts/in-cgroup.sh in
+the cgroup `prepare` made, its fsynced writes timed before and under the
+throttle (a throttle that does not slow them fails), then lifted and
+removed; a data directory on tmpfs refused."""
 
 from __future__ import annotations
 
@@ -61,14 +65,129 @@ def test_refused_with_the_reason(text, why):
         faults.parse(text, duration_s=30)
 
 
-def test_disk_full_is_chronik_only_and_left_out_of_kafkas_run():
-    spec_text = "kill:leader@20s,restart@+10s;disk-full:node1@80s+10s;pause:node3@60s+3s"
-    with pytest.raises(faults.SpecError, match="Chronik only"):
-        faults.parse(spec_text, broker="kafka")
-    kafka = faults.for_broker(spec_text, "kafka")
-    assert kafka == "kill:leader@20s,restart@+10s;pause:node3@60s+3s"
-    assert len(faults.parse(kafka, broker="kafka")) == 2
+def test_kafka_takes_every_kind_now():
+    spec_text = "kill:leader@20s,restart@+10s;disk-full:node1@80s+10s;slow-disk:follower@30s+5s;pause:node3@60s+3s"
+    assert len(faults.parse(spec_text, broker="kafka")) == 4
+    assert faults.for_broker(spec_text, "kafka") == spec_text
     assert faults.for_broker(spec_text, "chronik") == spec_text
+
+
+def test_slow_disk_limits():
+    (f,) = faults.parse("slow-disk:node2@60s+20s")
+    assert (f.kind, f.target, f.at_s, f.duration_s) == ("slow-disk", "node2", 60.0, 20.0)
+    assert dict(f.limit) == {"wbps": 1 << 20, "wiops": 50} and "wbps=1048576 wiops=50" in str(f)
+    (f,) = faults.parse("slow-disk:leader@1s+2s,wiops=10", slow_disk="wbps=512k wiops=30")
+    assert dict(f.limit) == {"wbps": 512 << 10, "wiops": 10}  # the fault's own over FAULT_SLOW_DISK's
+    (f,) = faults.parse("slow-disk:3@1s+2s,wbps=2m,wiops=5")
+    assert dict(f.limit) == {"wbps": 2 << 20, "wiops": 5} and f.target == "node3"
+    assert faults.parse("kill:node1@1s+1s")[0].limit == ()
+
+
+@pytest.mark.parametrize("text, why", [
+    ("slow-disk:node2@60s", "needs a duration"),
+    ("slow-disk:node2@1s+1s,wiops=0", "positive"),
+    ("slow-disk:node2@1s+1s,wbps=1x", "wbps=BYTES"),
+    ("slow-disk:node2@1s+1s,wiops=5k", "plain number"),
+    ("pause:node2@1s+1s,wiops=5", "only slow-disk"),
+    ("slow-disk:node2@1s,restart@+2s", "only kill and stop"),
+])
+def test_slow_disk_refused_with_the_reason(text, why):
+    with pytest.raises(faults.SpecError, match=why):
+        faults.parse(text)
+
+
+def test_slow_disk_refused_on_a_filesystem_without_a_disk():
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.major(os.stat(shm).st_dev) != 0:
+        pytest.skip("no tmpfs at /dev/shm")
+    with pytest.raises(faults.Refused, match="without a block device"):
+        faults.block_device(str(shm / "not-yet" / "data"))
+
+
+def _io_backend_or_skip():
+    if os.geteuid() != 0:
+        pytest.skip("cgroups need root")
+    try:
+        return faults.io_backend()
+    except faults.Refused as e:  # the parse/prepare refusal, not a silent no-op: said by the skip
+        pytest.skip(str(e))
+
+
+# writes 4 KiB and fsyncs it N times per line read, answering with the seconds it took
+_WRITER = ("import os, sys, time\n"
+           "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)\n"
+           "print('ready', flush=True)\n"
+           "for line in sys.stdin:\n"
+           "    t = time.monotonic()\n"
+           "    for _ in range(int(line)):\n"
+           "        os.write(fd, b'x' * 4096)\n"
+           "        os.fsync(fd)\n"
+           "    print(time.monotonic() - t, flush=True)\n")
+
+
+def test_slow_disk_really_slows_fsyncs(tmp_path):
+    backend, _ = _io_backend_or_skip()
+    data = tmp_path / "node1-data"
+    data.mkdir()
+    try:
+        faults.block_device(str(data))
+    except faults.Refused as e:
+        pytest.skip(f"pytest's tmp_path: {e}")
+    state_dir = tmp_path / "run-sd" / "faults"
+    limit = "wbps=1m wiops=10"
+    assert faults.main(["prepare", f"slow-disk:node1@1s+1s,{limit.replace(' ', ',')}", "--state", str(state_dir),
+                        "--nodes", "1", "--data-dir", f"1={data}"]) == 0
+    state = faults.State(state_dir)
+    cgroup = Path(state.data["io"]["root"]) / "node1"
+    writer = subprocess.Popen([str(FAULTS_PY.parent / "in-cgroup.sh"), str(cgroup), sys.executable, "-c", _WRITER,
+                               str(data / "f")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+
+        def timed(n: int) -> float:
+            writer.stdin.write(f"{n}\n")
+            writer.stdin.flush()
+            return float(writer.stdout.readline())
+
+        before = timed(6)
+        detail = faults.apply_throttle(state, "node1", writer.pid, faults.io_limit(limit))
+        assert "read back" in detail and state.data["throttles"]["node1"]["dev"] in detail
+        under = timed(6)
+        lifted = faults.lift_throttle(state, "node1")
+        after = timed(6)
+        # 6 fsynced writes (one or more write IOs each) at <= 10 write IOPS: half a second or more
+        print(f"6 fsynced writes: {before:.3f} s, throttled {under:.3f} s, lifted {after:.3f} s")
+        assert under >= 0.4 and under > 5 * before, (before, under)
+        assert "write IOs reached the disk under it" in lifted, lifted
+        assert after < under / 3, (after, under)
+        rule = (cgroup / ("io.max" if backend == "v2" else "blkio.throttle.write_iops_device")).read_text()
+        assert "wiops=10" not in rule and " 10" not in rule and "node1" not in state.data["throttles"]
+    finally:
+        writer.kill()
+        writer.wait()
+    faults.undo_all(faults.State(state_dir), final=True)
+    assert not cgroup.exists() and faults.State(state_dir).data["cgroups"] == []
+
+
+def test_apply_throttle_refuses_a_process_outside_the_cgroup(tmp_path):
+    _io_backend_or_skip()
+    state_dir = tmp_path / "run-sd-out" / "faults"
+    data = tmp_path / "d"
+    data.mkdir()
+    try:
+        faults.block_device(str(data))
+    except faults.Refused as e:
+        pytest.skip(f"pytest's tmp_path: {e}")
+    assert faults.main(["prepare", "slow-disk:node1@1s+1s", "--state", str(state_dir), "--nodes", "1",
+                        "--data-dir", f"1={data}"]) == 0
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        with pytest.raises(RuntimeError, match="would slow nothing"):
+            faults.apply_throttle(faults.State(state_dir), "node1", p.pid, {"wiops": 10})
+    finally:
+        p.kill()
+        p.wait()
+        faults.undo_all(faults.State(state_dir), final=True)
 
 
 def test_parse_cli_exit_status():
@@ -79,6 +198,10 @@ def test_parse_cli_exit_status():
     assert bad.returncode == 2 and "bounded" in bad.stderr
     assert run("kill:leader@2s+1s", "--network").returncode == 1
     assert run("partition:node2@2s+1s", "--network").returncode == 0
+    refused = subprocess.run([sys.executable, str(FAULTS_PY), "parse", "slow-disk:node2@2s+1s"], capture_output=True,
+                             text=True, env={**os.environ, "FAULT_CGROUP2": "/nonexistent",
+                                             "FAULT_BLKIO_V1": "/nonexistent"})
+    assert refused.returncode == 2 and "block-I/O throttle" in refused.stderr
 
 
 def _state(tmp_path: Path) -> "faults.State":

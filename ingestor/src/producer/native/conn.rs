@@ -1,7 +1,11 @@
 //! One connection of the native producer to one broker.
 //!
-//! Owns: connecting (TCP within `socket.connection.setup.timeout.ms`, then TLS
-//! and the SASL login when `security.protocol` asks for them), ApiVersions
+//! Owns: connecting (the broker's host name resolved again on every
+//! attempt, never an address kept from an earlier lookup: a broker pod that
+//! comes back on a new IP is found on the next attempt; TCP, then TLS and the
+//! SASL login when `security.protocol` asks for them, and ApiVersions, all
+//! within `socket.connection.setup.timeout.ms`, so a dial to an address
+//! that no longer answers is given up in seconds), ApiVersions
 //! and choosing each API's version, and one request at a time: a frame out,
 //! its answer back within the request timeout, checked against its
 //! correlation id and bounded in size. One request at a time is the point:
@@ -53,17 +57,27 @@ impl std::fmt::Debug for Conn {
 
 impl Conn {
     /// Connects to `host:port`, runs TLS and SASL as configured, and asks
-    /// the broker's API versions.
+    /// the broker's API versions, all of it within the connection-setup
+    /// timeout (Kafka's and librdkafka's `socket.connection.setup.timeout.ms`:
+    /// TCP, TLS and SASL). `host` is looked up afresh (getaddrinfo, every
+    /// address it returns tried in turn) on each call.
     pub async fn open(settings: &Settings, host: &str, port: u16) -> Result<Conn> {
-        let addr = format!("{host}:{port}");
-        let tcp = tokio::time::timeout(settings.connect_timeout, TcpStream::connect((host, port)))
+        tokio::time::timeout(settings.connect_timeout, Self::setup(settings, host, port))
             .await
             .map_err(|_| {
                 anyhow!(
-                    "connecting to {addr}: timed out after {:?}",
+                    "connecting to {host}:{port}: not set up within {:?} \
+                     (socket.connection.setup.timeout.ms)",
                     settings.connect_timeout
                 )
             })?
+    }
+
+    async fn setup(settings: &Settings, host: &str, port: u16) -> Result<Conn> {
+        let addr = format!("{host}:{port}");
+        // (host, port), not a SocketAddr: tokio resolves the name on this call
+        let tcp = TcpStream::connect((host, port))
+            .await
             .with_context(|| format!("connecting to {addr}"))?;
         tcp.set_nodelay(true)?;
         let stream: Box<dyn Stream> = match &settings.security.tls {
@@ -243,5 +257,46 @@ impl Conn {
             );
         }
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    /// A listener that accepts (the kernel's backlog does) and never
+    /// answers, as an address that leads nowhere answers nothing: the
+    /// attempt ends at `socket.connection.setup.timeout.ms`, not at the
+    /// request timeout (30 s) of the ApiVersions inside it; and the broker
+    /// is named, not given as an address (resolved on this call).
+    #[test]
+    fn setup_is_bounded_by_the_connection_setup_timeout() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let mut c = Config::for_bootstrap("127.0.0.1:9092");
+        c.producer_overrides
+            .0
+            .push(("socket.connection.setup.timeout.ms".into(), "300".into()));
+        let settings = Settings::from_config(&c).expect("valid");
+        assert!(settings.request_timeout >= Duration::from_secs(10));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let started = std::time::Instant::now();
+        let e = rt
+            .block_on(Conn::open(&settings, "localhost", port))
+            .expect_err("nothing answers");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+            "{took:?}"
+        );
+        assert!(
+            format!("{e:#}").contains("socket.connection.setup.timeout.ms"),
+            "{e:#}"
+        );
+        drop(listener);
     }
 }

@@ -31,7 +31,7 @@ const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 pub async fn run(inner: Arc<Inner>, broker: i32) {
     let mut conn: Option<Conn> = None;
-    let mut reconnect_backoff = inner.settings.retry_backoff;
+    let mut reconnect_backoff = inner.settings.reconnect_backoff;
     loop {
         let notified = inner.wake.notified();
         tokio::pin!(notified);
@@ -63,7 +63,7 @@ pub async fn run(inner: Arc<Inner>, broker: i32) {
             match Conn::open(&inner.settings, &host, port).await {
                 Ok(c) => {
                     conn = Some(c);
-                    reconnect_backoff = inner.settings.retry_backoff;
+                    reconnect_backoff = inner.settings.reconnect_backoff;
                 }
                 Err(e) => {
                     tracing::debug!(broker, error = %format!("{e:#}"), "cannot connect; batches wait");

@@ -42,9 +42,13 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// `retry.backoff.ms`.
     pub retry_backoff: Duration,
+    /// `reconnect.backoff.ms`: the wait before the first reconnect to a
+    /// broker, doubled on each failure up to `reconnect.backoff.max.ms`.
+    pub reconnect_backoff: Duration,
     /// `reconnect.backoff.max.ms`.
     pub reconnect_backoff_max: Duration,
-    /// `socket.connection.setup.timeout.ms`.
+    /// `socket.connection.setup.timeout.ms`: TCP, TLS, SASL and ApiVersions
+    /// of one connection attempt (the host name resolved anew each time).
     pub connect_timeout: Duration,
     /// `metadata.max.age.ms`.
     pub metadata_max_age: Duration,
@@ -79,6 +83,19 @@ impl std::fmt::Debug for Settings {
 /// librdkafka's `batch.size` default: 1,000,000 bytes (under Kafka's
 /// default `max.message.bytes`, 1,048,588).
 const BATCH_BYTES: usize = 1_000_000;
+
+/// `socket.connection.setup.timeout.ms` default: 3 s, below Kafka's Java
+/// client (10 s) and librdkafka (30 s). A broker pod that moved leaves its
+/// old address unanswered (no RST): every attempt on it costs the whole
+/// timeout, so the harness gives one up in 3 s, still ample for TCP, TLS
+/// and SASL to a broker on the same network under load (k8s-perf/README.md).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// `reconnect.backoff.ms` default (librdkafka's 100 ms; Kafka's 50 ms).
+pub const RECONNECT_BACKOFF: Duration = Duration::from_millis(100);
+/// `reconnect.backoff.max.ms` default (Kafka's 1 s; librdkafka's 10 s): a
+/// broker that returns is tried again within a second, a dead one at most
+/// once a second per sender.
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 fn millis(key: &str, v: &str) -> Result<Duration> {
     let ms: u64 = v
@@ -133,8 +150,9 @@ impl Settings {
             message_timeout: config.message_timeout,
             request_timeout: Duration::from_secs(30),
             retry_backoff: Duration::from_millis(100),
-            reconnect_backoff_max: Duration::from_secs(1),
-            connect_timeout: Duration::from_secs(10),
+            reconnect_backoff: RECONNECT_BACKOFF,
+            reconnect_backoff_max: RECONNECT_BACKOFF_MAX,
+            connect_timeout: CONNECT_TIMEOUT,
             metadata_max_age: Duration::from_secs(300),
             allow_auto_create_topics: true,
             queue_max_messages: config.queue_max_messages as usize,
@@ -184,6 +202,7 @@ impl Settings {
                 "message.timeout.ms" | "delivery.timeout.ms" => s.message_timeout = millis(k, v)?,
                 "request.timeout.ms" => s.request_timeout = millis(k, v)?,
                 "retry.backoff.ms" => s.retry_backoff = millis(k, v)?,
+                "reconnect.backoff.ms" => s.reconnect_backoff = millis(k, v)?,
                 "reconnect.backoff.max.ms" => s.reconnect_backoff_max = millis(k, v)?,
                 "socket.connection.setup.timeout.ms" => s.connect_timeout = millis(k, v)?,
                 "metadata.max.age.ms" => s.metadata_max_age = millis(k, v)?,
@@ -211,6 +230,11 @@ impl Settings {
         if s.batch_bytes == 0 || s.batch_records == 0 {
             bail!("batch.size and batch.num.messages must be positive");
         }
+        if s.connect_timeout.is_zero() {
+            bail!("socket.connection.setup.timeout.ms must be positive");
+        }
+        // as librdkafka: the initial backoff never exceeds the maximum
+        s.reconnect_backoff = s.reconnect_backoff.min(s.reconnect_backoff_max);
         let (tls, sasl) = match protocol.as_str() {
             "PLAINTEXT" => (false, false),
             "SSL" => (true, false),
@@ -291,5 +315,25 @@ mod tests {
         assert_eq!(s.linger, Duration::from_millis(7));
         assert_eq!(s.compression, Compression::Zstd);
         assert!(s.security.tls.is_none() && s.security.sasl.is_none());
+    }
+
+    #[test]
+    fn reconnect_settings_default_short_and_override() {
+        let s = Settings::from_config(&Config::for_bootstrap("127.0.0.1:9092")).expect("valid");
+        assert_eq!(s.connect_timeout, Duration::from_secs(3));
+        assert_eq!(s.reconnect_backoff, Duration::from_millis(100));
+        assert_eq!(s.reconnect_backoff_max, Duration::from_secs(1));
+        let mut c = Config::for_bootstrap("127.0.0.1:9092");
+        for (k, v) in [
+            ("socket.connection.setup.timeout.ms", "10000"),
+            ("reconnect.backoff.ms", "50"),
+            ("reconnect.backoff.max.ms", "20"),
+        ] {
+            c.producer_overrides.0.push((k.into(), v.into()));
+        }
+        let s = Settings::from_config(&c).expect("valid");
+        assert_eq!(s.connect_timeout, Duration::from_secs(10));
+        assert_eq!(s.reconnect_backoff, Duration::from_millis(20));
+        assert_eq!(s.reconnect_backoff_max, Duration::from_millis(20));
     }
 }
