@@ -59,12 +59,12 @@ impl Default for GroupConfig {
 pub struct Group {
     group_id: String,
     config: GroupConfig,
-    state: GroupState,
-    generation_id: i32,
-    protocol_type: Option<String>,
-    protocol_name: Option<String>,
-    leader: Option<String>,
-    members: BTreeMap<String, Member>,
+    pub(crate) state: GroupState,
+    pub(crate) generation_id: i32,
+    pub(crate) protocol_type: Option<String>,
+    pub(crate) protocol_name: Option<String>,
+    pub(crate) leader: Option<String>,
+    pub(crate) members: BTreeMap<String, Member>,
     /// Member ids handed out with MEMBER_ID_REQUIRED, and when they lapse.
     pending_members: BTreeMap<String, Millis>,
     awaiting_join: BTreeMap<String, Ticket>,

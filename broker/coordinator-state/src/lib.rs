@@ -24,11 +24,14 @@
 //!   (JoinGroup / SyncGroup / Heartbeat / LeaveGroup answered by it).
 //! - `migration` — `group.consumer.migration.policy`: online upgrade of a
 //!   classic group and downgrade of a consumer group.
+//! - `classic_stored` — a classic group as its coordinator stores it
+//!   (Kafka's GroupMetadataValue), and rebuilt from that after a failover.
 //! - `stored` — a KIP-848 group as its coordinator stores it, and rebuilt
 //!   from that after a failover.
 
 mod assignor;
 mod classic_member;
+mod classic_stored;
 mod consumer_group;
 mod consumer_member;
 mod group;
@@ -40,6 +43,7 @@ mod types;
 
 pub use assignor::{Assignment, Assignor, TopicId};
 pub use classic_member::{ClassicProtocol, ClassicSync};
+pub use classic_stored::{StoredClassicGroup, StoredClassicMember};
 pub use consumer_group::{
     ConsumerGroup, ConsumerGroupConfig, ConsumerGroupState, ConsumerMember, HeartbeatReply,
     HeartbeatRequest, MemberState, TopicMetadata, MAX_REGEX_BYTES, MAX_STRING_BYTES,
@@ -48,7 +52,7 @@ pub use consumer_group::{
 pub use group::{Group, GroupConfig, GroupState};
 pub use member::Member;
 pub use migration::{ClassicSubscription, DecodedClassicMember, MigrationPolicy, NamedPartitions};
-pub use stored::{StoredConsumerGroup, StoredMember};
+pub use stored::{StoredClassicProtocol, StoredConsumerGroup, StoredMember};
 pub use types::*;
 
 #[cfg(test)]

@@ -7,15 +7,20 @@
 //! ConsumerGroupTargetAssignmentMetadata, ConsumerGroupMemberMetadata,
 //! ConsumerGroupTargetAssignmentMember and ConsumerGroupCurrentMemberAssignment
 //! records), taking it from a live group and rebuilding a group from it
-//! (sessions and revocation deadlines re-armed from the load time). Must not:
-//! encode bytes (the owner writes the records) or store classic-protocol
-//! members of a consumer group: they rejoin with JoinGroup after a failover,
-//! which rebalances the group.
+//! (sessions and revocation deadlines re-armed from the load time). A
+//! classic-protocol member of a consumer group is stored like the others
+//! plus Kafka's ClassicMemberMetadata (its session timeout and supported
+//! protocols), so the new coordinator answers its Heartbeat, SyncGroup and
+//! OffsetCommit at its generation (= member epoch). Must not: encode bytes
+//! (the owner writes the records).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::assignor::{Assignment, Assignor, TopicId};
+use crate::classic_member::ClassicProtocol;
 use crate::consumer_group::{compile_regex, ConsumerGroup, ConsumerGroupConfig};
 use crate::consumer_member::{ConsumerMember, MemberState};
 use crate::types::Millis;
@@ -62,10 +67,20 @@ pub struct StoredMember {
     pub state: MemberState,
     pub assigned: Assignment,
     pub revoking: Assignment,
+    /// ClassicMemberMetadata: set for a member speaking the classic protocol.
+    pub classic: Option<StoredClassicProtocol>,
+}
+
+/// Kafka's ClassicMemberMetadata of a consumer group's classic member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredClassicProtocol {
+    pub session_timeout_ms: u64,
+    /// (assignor name, subscription metadata), in the member's preference order.
+    pub protocols: Vec<(String, Bytes)>,
 }
 
 impl ConsumerGroup {
-    /// What this group stores: every consumer-protocol member.
+    /// What this group stores: every member, classic ones included.
     pub fn stored(&self) -> StoredConsumerGroup {
         StoredConsumerGroup {
             group_epoch: self.group_epoch,
@@ -74,18 +89,14 @@ impl ConsumerGroup {
             members: self
                 .members
                 .values()
-                .filter(|m| m.classic.is_none())
                 .map(|m| (m.member_id.clone(), self.stored_member(m)))
                 .collect(),
         }
     }
 
-    /// `member_id`'s stored records, None for an unknown or classic member.
+    /// `member_id`'s stored records, None for an unknown member.
     pub fn stored_member_of(&self, member_id: &str) -> Option<StoredMember> {
-        self.members
-            .get(member_id)
-            .filter(|m| m.classic.is_none())
-            .map(|m| self.stored_member(m))
+        self.members.get(member_id).map(|m| self.stored_member(m))
     }
 
     fn stored_member(&self, m: &ConsumerMember) -> StoredMember {
@@ -113,6 +124,10 @@ impl ConsumerGroup {
             state: m.state,
             assigned: m.assigned.clone(),
             revoking: m.revoking.clone(),
+            classic: m.classic.as_ref().map(|c| StoredClassicProtocol {
+                session_timeout_ms: c.session_timeout_ms,
+                protocols: c.protocols.clone(),
+            }),
         }
     }
 
@@ -155,6 +170,10 @@ impl ConsumerGroup {
             m.state = s.state;
             m.assigned.clone_from(&s.assigned);
             m.revoking.clone_from(&s.revoking);
+            m.classic = s
+                .classic
+                .as_ref()
+                .map(|c| ClassicProtocol::new(c.session_timeout_ms, c.protocols.clone()));
             if s.state == MemberState::UnrevokedPartitions {
                 m.revoke_deadline_ms = Some(now + s.rebalance_timeout_ms);
             }

@@ -319,3 +319,63 @@ fn member_ids_handed_out_but_never_used_lapse() {
     let r = g.join(2, join_request("a", &["range"]), "x".into(), SESSION + 2);
     assert_eq!(join_reply(&r, 2).error, Some(GroupError::UnknownMemberId));
 }
+
+/// A stable group stored and restored (a coordinator failover): the
+/// members carry on at their generation — Heartbeat, SyncGroup, a
+/// follower's JoinGroup with the same metadata and OffsetCommit are
+/// answered normally — and their sessions restart at the load.
+#[test]
+fn a_restored_group_answers_its_members_at_their_generation() {
+    let g = stable_group_of_three();
+    let stored = g.stored().expect("a Stable group is stored");
+    assert_eq!(stored.generation_id, 2);
+    assert_eq!(stored.members.len(), 3);
+    let mut r = Group::restore("g", &stored, config(), 1_000_000);
+    assert_eq!(r.state(), GroupState::Stable);
+    assert_eq!(r.generation_id(), 2);
+    assert_eq!(r.leader(), Some("a"));
+    assert_eq!(r.protocol_name(), Some("range"));
+    assert_eq!(r.stored(), Some(stored.clone()), "stored again unchanged");
+    for m in ["a", "b", "c"] {
+        assert_eq!(r.heartbeat(m, 2, 1_000_100), Ok(()));
+        assert_eq!(r.check_commit(m, 2), CommitCheck::Ok);
+    }
+    assert_eq!(
+        r.heartbeat("b", 1, 1_000_100),
+        Err(GroupError::IllegalGeneration)
+    );
+    let replies = r.sync(
+        1,
+        SyncRequest {
+            member_id: "b".into(),
+            generation_id: 2,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignments: vec![],
+        },
+        1_000_200,
+    );
+    assert_eq!(sync_reply(&replies, 1).assignment, Bytes::from("p2,p3"));
+    let replies = r.join(2, join_request("c", &["range"]), "unused".into(), 1_000_300);
+    let c = join_reply(&replies, 2);
+    assert_eq!((c.error, c.generation_id), (None, 2), "no rebalance");
+    assert_eq!(r.state(), GroupState::Stable);
+    // Sessions run from the load: nobody expires before a session passed.
+    assert!(r.tick(1_000_000 + SESSION).is_empty());
+    assert_eq!(r.state(), GroupState::Stable);
+    // A rebalance in progress is not stored; a group gone Empty is.
+    let (left, _) = r.leave("c", 1_000_400);
+    assert_eq!(left, Ok(()));
+    assert_eq!(r.state(), GroupState::PreparingRebalance);
+    assert_eq!(r.stored(), None);
+    let mut empty = Group::new("e", config());
+    let _ = admit(&mut empty, 1, "x", 0);
+    let _ = empty.leave("x", 10);
+    assert_eq!(empty.state(), GroupState::Empty);
+    let stored = empty.stored().expect("an Empty group is stored");
+    assert!(stored.members.is_empty());
+    assert_eq!(
+        Group::restore("e", &stored, config(), 0).state(),
+        GroupState::Empty
+    );
+}

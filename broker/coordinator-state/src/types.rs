@@ -23,8 +23,13 @@ pub enum GroupError {
     InvalidSessionTimeout,
     GroupIdNotFound,
     NonEmptyGroup,
-    /// The group is being deleted or was unloaded.
+    /// The group is being deleted or was unloaded, or its record could
+    /// not be stored.
     CoordinatorNotAvailable,
+    /// This broker does not lead `__consumer_offsets` (any more).
+    NotCoordinator,
+    /// This broker leads `__consumer_offsets` but has not loaded it yet.
+    CoordinatorLoadInProgress,
     // KIP-848 consumer groups:
     /// A required field is missing or out of bounds.
     InvalidRequest,

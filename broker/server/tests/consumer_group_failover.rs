@@ -15,20 +15,16 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Result};
-use common::clients::{base_config_at, producer_at, transient};
 use common::cluster::{Cluster, FAST_FAILOVER as FLAGS};
+use common::group_members::{
+    assignment, callbacks, consume_until, produce_numbers, read_twice, real_member,
+};
 use common::kafka_client::Client;
 use common::kip848::{group_id, Member};
 use kafka_protocol::messages::ConsumerGroupDescribeRequest;
-use rdkafka::client::ClientContext;
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::message::Message;
-use rdkafka::producer::FutureRecord;
 use uuid::Uuid;
 
 const OFFSETS: &str = "__consumer_offsets";
@@ -157,135 +153,29 @@ fn describe(client: &mut Client) -> Result<(i32, BTreeSet<String>)> {
     ))
 }
 
-/// Counts the rebalance callbacks (assignments and revocations) one
-/// consumer goes through.
-struct Rebalances(Arc<AtomicUsize>);
-
-impl ClientContext for Rebalances {}
-
-impl ConsumerContext for Rebalances {
-    fn post_rebalance(&self, _: &BaseConsumer<Self>, _: &Rebalance<'_>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-type RealMember = (BaseConsumer<Rebalances>, Arc<AtomicUsize>);
-
-fn real_member(bootstrap: &str, name: &str) -> Result<RealMember> {
-    let rebalances = Arc::new(AtomicUsize::new(0));
-    let mut config = base_config_at(bootstrap);
-    config
-        .set("group.id", "real848")
-        .set("group.protocol", "consumer")
-        .set("client.id", name)
-        .set("enable.auto.commit", "false")
-        .set("auto.offset.reset", "earliest")
-        .set("fetch.wait.max.ms", "100");
-    let consumer: BaseConsumer<Rebalances> =
-        config.create_with_context(Rebalances(rebalances.clone()))?;
-    consumer.subscribe(&[TOPIC])?;
-    Ok((consumer, rebalances))
-}
-
-/// Produces the numbers `from..to` (acks=all) round-robin over the partitions.
-fn produce_numbers(bootstrap: &str, from: u64, to: u64) -> Result<()> {
-    let producer = producer_at(
-        bootstrap,
-        &[("acks", "all"), ("message.timeout.ms", "60000")],
-    )?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let mut pending = Vec::new();
-        for n in from..to {
-            let value = n.to_string();
-            let partition = i32::try_from(n % u64::try_from(PARTITIONS)?)?;
-            let record = FutureRecord::<(), _>::to(TOPIC)
-                .partition(partition)
-                .payload(&value);
-            let future = producer
-                .send_result(record)
-                .map_err(|(e, _)| anyhow::anyhow!("enqueue failed: {e}"))?;
-            pending.push(future);
-        }
-        for future in pending {
-            if let Err((e, _)) = future.await? {
-                bail!("a produce failed: {e}");
-            }
-        }
-        Ok(())
-    })
-}
-
-/// Polls both members until `seen` holds every number below `total` (each
-/// member committing what it read), or fails after 60 s.
-fn consume_until(
-    members: &[RealMember],
-    seen: &mut BTreeMap<u64, usize>,
-    total: u64,
-) -> Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while (seen.len() as u64) < total {
-        ensure!(
-            Instant::now() < deadline,
-            "read {} of {total} records in 60 s",
-            seen.len()
-        );
-        for (consumer, _) in members {
-            let mut read = false;
-            while let Some(message) = consumer.poll(Duration::from_millis(20)) {
-                let message = match message {
-                    Ok(message) => message,
-                    // the killed node's connections failing
-                    Err(e) if transient(&e) => continue,
-                    Err(e) => return Err(e.into()),
-                };
-                let n: u64 = std::str::from_utf8(message.payload().unwrap_or_default())?.parse()?;
-                *seen.entry(n).or_default() += 1;
-                read = true;
-            }
-            if read {
-                consumer.commit_consumer_state(CommitMode::Sync)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn assignment(consumer: &BaseConsumer<Rebalances>) -> Result<BTreeSet<i32>> {
-    Ok(consumer
-        .assignment()?
-        .elements()
-        .iter()
-        .map(|e| e.partition())
-        .collect())
-}
-
 #[test]
 fn real_consumers_read_on_through_a_coordinator_failover_without_a_rebalance() -> Result<()> {
     const HALF: u64 = 3_000;
+    const REAL_GROUP: &str = "real848";
     let mut cluster = Cluster::start(3, FLAGS)?;
     cluster.create_replicated(TOPIC, PARTITIONS)?;
     let coordinator = cluster.coordinator_of(OFFSETS)?;
     let bootstrap = cluster.bootstrap();
-    produce_numbers(&bootstrap, 0, HALF)?;
-    let members = [real_member(&bootstrap, "a")?, real_member(&bootstrap, "b")?];
+    produce_numbers(&bootstrap, TOPIC, PARTITIONS, 0, HALF)?;
+    let member = |name| real_member(&bootstrap, REAL_GROUP, "consumer", TOPIC, name);
+    let members = [member("a")?, member("b")?];
     let mut seen = BTreeMap::new();
-    consume_until(&members, &mut seen, HALF)?;
+    let mut nobody_else = |_: &mut BTreeMap<u64, usize>| Ok(());
+    consume_until(&members, &mut seen, HALF, &mut nobody_else)?;
     // Both members hold a share of the partitions, and the group is quiet.
     let deadline = Instant::now() + Duration::from_secs(30);
-    let (before, callbacks) = loop {
+    let (before, callbacks_before) = loop {
         for (consumer, _) in &members {
             let _ = consumer.poll(Duration::from_millis(100));
         }
         let shares = (assignment(&members[0].0)?, assignment(&members[1].0)?);
-        let callbacks: Vec<usize> = members
-            .iter()
-            .map(|(_, r)| r.load(Ordering::SeqCst))
-            .collect();
         if !shares.0.is_empty() && !shares.1.is_empty() && shares.0.len() + shares.1.len() == 6 {
-            break (shares, callbacks);
+            break (shares, callbacks(&members));
         }
         ensure!(
             Instant::now() < deadline,
@@ -293,10 +183,23 @@ fn real_consumers_read_on_through_a_coordinator_failover_without_a_rebalance() -
         );
     };
 
+    let killed = Instant::now();
     cluster.node(coordinator).kill_hard()?;
     cluster.new_coordinator_of(OFFSETS, coordinator)?;
-    produce_numbers(&bootstrap, HALF, 2 * HALF)?;
-    consume_until(&members, &mut seen, 2 * HALF)?;
+    produce_numbers(&bootstrap, TOPIC, PARTITIONS, HALF, 2 * HALF)?;
+    let first_read = consume_until(&members, &mut seen, 2 * HALF, &mut nobody_else)?;
+    let stall: Vec<String> = first_read
+        .iter()
+        .map(|t| {
+            t.map_or("-".into(), |t| {
+                format!("{:.2} s", (t - killed).as_secs_f64())
+            })
+        })
+        .collect();
+    eprintln!(
+        "KIP-848 group: from SIGKILL of the coordinator to each member's first record after it: {stall:?}; all {HALF} records read after {:.2} s",
+        killed.elapsed().as_secs_f64()
+    );
     // A few more heartbeats at the new coordinator.
     let settle = Instant::now() + Duration::from_secs(3);
     while Instant::now() < settle {
@@ -305,11 +208,7 @@ fn real_consumers_read_on_through_a_coordinator_failover_without_a_rebalance() -
             ensure!(!matches!(extra, Some(Ok(_))), "a record beyond the last");
         }
     }
-    let twice: Vec<u64> = seen
-        .iter()
-        .filter(|(_, c)| **c > 1)
-        .map(|(n, _)| *n)
-        .collect();
+    let twice = read_twice(&seen);
     ensure!(
         twice.is_empty(),
         "{} records read twice, e.g. {:?}",
@@ -317,14 +216,11 @@ fn real_consumers_read_on_through_a_coordinator_failover_without_a_rebalance() -
         &twice[..twice.len().min(5)]
     );
     let after = (assignment(&members[0].0)?, assignment(&members[1].0)?);
-    let callbacks_after: Vec<usize> = members
-        .iter()
-        .map(|(_, r)| r.load(Ordering::SeqCst))
-        .collect();
-    println!("assignments {before:?}, rebalance callbacks {callbacks:?} before the failover; {after:?}, {callbacks_after:?} after");
+    let callbacks_after = callbacks(&members);
+    println!("assignments {before:?}, rebalance callbacks {callbacks_before:?} before the failover; {after:?}, {callbacks_after:?} after");
     ensure!(
-        callbacks_after == callbacks && after == before,
-        "the members rebalanced through the failover: callbacks {callbacks:?} -> {callbacks_after:?}, \
+        callbacks_after == callbacks_before && after == before,
+        "the members rebalanced through the failover: callbacks {callbacks_before:?} -> {callbacks_after:?}, \
          assignments {before:?} -> {after:?}\n{}",
         cluster.logs()
     );

@@ -188,7 +188,7 @@ pub async fn run(
             }
             let reloaded = match replica.topic.as_str() {
                 crate::coordinators::groups::OFFSETS_TOPIC => {
-                    store.reload(epoch, |records| loader.load_consumer_groups(records))
+                    store.reload(epoch, |records| loader.load_groups(records))
                 }
                 TXN_TOPIC => coordinator.store.reload(epoch),
                 _ => return,
@@ -203,7 +203,7 @@ pub async fn run(
             .replica(crate::coordinators::groups::OFFSETS_TOPIC, 0)
             .and_then(|r| r.leader_epoch())
         {
-            offsets.reload(epoch, |records| groups.load_consumer_groups(records))?;
+            offsets.reload(epoch, |records| groups.load_groups(records))?;
         }
         if let Some(epoch) = replicas
             .replica(TXN_TOPIC, 0)

@@ -11,6 +11,8 @@
 //! - `cluster` — a real 3-node cluster on 127.0.0.1-3 (same ports per node) and Metadata views.
 //! - `clients` — rdkafka producer / consumer / admin helpers (consumers `assign`).
 //! - `kafka_client` — a blocking client on kafka-protocol types: any request at any version.
+//! - `group_members` — real librdkafka group members counting rebalance callbacks and
+//!   records read, for the coordinator-failover tests.
 //! - `kip848`  — a model KIP-848 consumer (ConsumerGroupHeartbeat) that owns what it is assigned.
 //! - `paced`   — a paced idempotent acks=all producer and the exactly-once read-back.
 //! - `netns`   — nodes in their own network namespaces, and real partitions between them.
@@ -22,6 +24,7 @@
 
 pub mod clients;
 pub mod cluster;
+pub mod group_members;
 pub mod kafka_client;
 pub mod kip848;
 pub mod netns;

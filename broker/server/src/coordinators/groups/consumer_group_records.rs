@@ -4,7 +4,9 @@
 //! and a ConsumerGroupTargetAssignmentMetadata (the assignment epoch); per
 //! member a ConsumerGroupMemberMetadata (its subscription), a
 //! ConsumerGroupTargetAssignmentMember (its target) and a
-//! ConsumerGroupCurrentMemberAssignment (its epochs and what it owns). Each
+//! ConsumerGroupCurrentMemberAssignment (its epochs and what it owns); a
+//! classic-protocol member's metadata also carries Kafka's
+//! ClassicMemberMetadata (session timeout, supported protocols). Each
 //! record is keyed by (type, group[, member]), so the compacted topic keeps
 //! the latest of each; a removed member or group leaves tombstones.
 //!
@@ -20,9 +22,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use chronik_coordinator_state::{
-    Assignment, MemberState, StoredConsumerGroup, StoredMember, TopicId,
+    Assignment, MemberState, StoredClassicProtocol, StoredConsumerGroup, StoredMember, TopicId,
 };
 
+use super::classic_group_records::CLASSIC_GROUP_METADATA;
 use crate::coordinators::internal_topic::{get_str, put_str};
 
 const GROUP_METADATA: i16 = 10;
@@ -42,11 +45,17 @@ pub fn is_consumer_group_key(version: i16) -> bool {
     (GROUP_METADATA..=CURRENT_MEMBER_ASSIGNMENT).contains(&version)
 }
 
-/// The group a key (with its version) belongs to; None when it is not a
-/// consumer group record or does not decode.
+/// The group a key (with its version) belongs to — a KIP-848 group's
+/// record or a classic group's (`classic_group_records`), which replay
+/// and reload the same way; None for another key or one that does not
+/// decode.
 pub fn group_of(key: &Bytes) -> Option<String> {
     let mut key = key.clone();
-    if key.remaining() < 2 || !is_consumer_group_key(key.get_i16()) {
+    if key.remaining() < 2 {
+        return None;
+    }
+    let kind = key.get_i16();
+    if !is_consumer_group_key(kind) && kind != CLASSIC_GROUP_METADATA {
         return None;
     }
     get_str(&mut key)
@@ -112,6 +121,18 @@ pub fn member_records(group_id: &str, member_id: &str, m: &StoredMember) -> Grou
         metadata.put_slice(id);
     }
     metadata.put_u8(u8::from(m.departed));
+    // ClassicMemberMetadata, last: a record written before it existed
+    // simply ends here.
+    if let Some(classic) = &m.classic {
+        metadata.put_u8(1);
+        metadata.put_u64(classic.session_timeout_ms);
+        put_len(&mut metadata, classic.protocols.len());
+        for (name, subscription) in &classic.protocols {
+            put_str(&mut metadata, name);
+            put_len(&mut metadata, subscription.len());
+            metadata.put_slice(subscription);
+        }
+    }
 
     let mut target = value();
     put_assignment(&mut target, &m.target);
@@ -375,6 +396,11 @@ fn get_member_metadata(v: &mut Bytes) -> Option<StoredMember> {
     if v.remaining() < 1 {
         return None;
     }
+    let departed = v.get_u8() == 1;
+    let classic = match v.has_remaining().then(|| v.get_u8()) {
+        None | Some(0) => None,
+        Some(_) => Some(get_classic(v)?),
+    };
     Some(StoredMember {
         instance_id,
         rack_id,
@@ -386,13 +412,34 @@ fn get_member_metadata(v: &mut Bytes) -> Option<StoredMember> {
         regex_matched_allowed,
         server_assignor,
         subscribed_ids,
-        departed: v.get_u8() == 1,
+        departed,
         target: Assignment::new(),
         member_epoch: 0,
         previous_member_epoch: 0,
         state: MemberState::Stable,
         assigned: Assignment::new(),
         revoking: Assignment::new(),
+        classic,
+    })
+}
+
+fn get_classic(v: &mut Bytes) -> Option<StoredClassicProtocol> {
+    if v.remaining() < 8 {
+        return None;
+    }
+    let session_timeout_ms = v.get_u64();
+    // a protocol is at least a name's length and the metadata's
+    let count = get_len(v, 2 + 4)?;
+    let protocols = (0..count)
+        .map(|_| {
+            let name = get_str(v)?;
+            let len = get_len(v, 1)?;
+            Some((name, v.split_to(len)))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(StoredClassicProtocol {
+        session_timeout_ms,
+        protocols,
     })
 }
 
@@ -437,6 +484,20 @@ mod tests {
             state: MemberState::UnrevokedPartitions,
             assigned: Assignment::from([(t, BTreeSet::from([0]))]),
             revoking: Assignment::from([(t, BTreeSet::from([2]))]),
+            classic: None,
+        }
+    }
+
+    fn classic_member(epoch: i32) -> StoredMember {
+        StoredMember {
+            classic: Some(StoredClassicProtocol {
+                session_timeout_ms: 45_000,
+                protocols: vec![
+                    ("range".into(), Bytes::from_static(b"\x00\x03sub")),
+                    ("roundrobin".into(), Bytes::new()),
+                ],
+            }),
+            ..member(epoch)
         }
     }
 
@@ -445,14 +506,18 @@ mod tests {
             group_epoch: 5,
             assignment_epoch: 4,
             partitions: BTreeMap::from([([7; 16], 3)]),
-            members: BTreeMap::from([("m1".into(), member(4)), ("m2".into(), member(3))]),
+            members: BTreeMap::from([
+                ("m1".into(), member(4)),
+                ("m2".into(), member(3)),
+                ("c3".into(), classic_member(4)),
+            ]),
         }
     }
 
     #[test]
     fn a_group_round_trips_through_its_records() {
         let records = records_of("g", &group());
-        assert_eq!(records.len(), 3 + 2 * 3);
+        assert_eq!(records.len(), 3 + 3 * 3);
         assert!(records.keys().all(|k| group_of(k).as_deref() == Some("g")));
         let groups = groups_of(&BTreeMap::from([("g".to_string(), records)]));
         assert_eq!(groups.get("g"), Some(&group()));
@@ -466,7 +531,7 @@ mod tests {
         after.group_epoch = 6;
         let desired = records_of("g", &after);
         let changes = diff(&before, &desired, true);
-        // the group epoch changed; m2's three records go
+        // the group epoch changed; m2's three records go (c3's stay)
         assert_eq!(changes.iter().filter(|(_, v)| v.is_some()).count(), 1);
         assert_eq!(changes.iter().filter(|(_, v)| v.is_none()).count(), 3);
         // a member's own records never tombstone others'

@@ -1,21 +1,25 @@
-//! Keeping `__consumer_offsets` in step with the KIP-848 groups in memory,
-//! so a coordinator failover (or a restart) finds every member at the epoch
-//! and with the assignment it was last told.
+//! Keeping `__consumer_offsets` in step with the groups in memory — KIP-848
+//! groups and classic groups alike — so a coordinator failover (or a
+//! restart) finds every member at the epoch (generation) and with the
+//! assignment it was last told.
 //!
 //! Owns: what the log holds per group (the mirror each change is diffed
 //! against, so only changed records are appended), the order writes append
 //! in (a turn taken with the change, under the group manager's lock, so a
 //! later change never lands first), the groups to rewrite whole (`dirty`:
 //! changed by a classic-protocol request, the clock or a deletion, or whose
-//! write failed), and the mirror's reload. Must not: change groups (the
-//! manager does), encode records (`consumer_group_records`) or append
-//! (the offset store).
+//! write failed), and the mirror's reload. A group id's records are
+//! whichever kind it is now: a whole write tombstones the other kind's.
+//! Must not: change groups (the manager does), encode records
+//! (`consumer_group_records`, `classic_group_records`) or append (the
+//! offset store).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 use chronik_coordinator_state::ConsumerGroup;
 
+use super::classic_group_records;
 use super::consumer_group_records::{
     diff, group_level_records, member_records, records_of, GroupRecords,
 };
@@ -38,6 +42,16 @@ pub struct PendingWrite {
     /// (key, value), None for a tombstone.
     pub changes: Vec<(Bytes, Option<Bytes>)>,
     pub turn: AppendTurn,
+}
+
+/// What a whole write takes a group id's records to.
+#[derive(Debug)]
+pub enum Desired {
+    /// Exactly these (none: the group is gone, every record is tombstoned).
+    Records(GroupRecords),
+    /// A classic group mid-rebalance: its last stored generation stands,
+    /// any other record of the id goes.
+    KeepClassic,
 }
 
 #[derive(Debug, Default)]
@@ -80,6 +94,32 @@ impl GroupWrites {
                 records
             }
         };
+        self.take_records(group_id, desired, whole)
+    }
+
+    /// The whole write that brings the log to `desired` for `group_id`;
+    /// None when nothing changed.
+    pub fn take_whole(&mut self, group_id: &str, desired: Desired) -> Option<PendingWrite> {
+        let desired = match desired {
+            Desired::Records(records) => records,
+            Desired::KeepClassic => {
+                let key = classic_group_records::key(group_id);
+                self.written
+                    .get(group_id)
+                    .and_then(|w| w.get(&key))
+                    .map(|v| GroupRecords::from([(key, v.clone())]))
+                    .unwrap_or_default()
+            }
+        };
+        self.take_records(group_id, desired, true)
+    }
+
+    fn take_records(
+        &mut self,
+        group_id: &str,
+        desired: GroupRecords,
+        whole: bool,
+    ) -> Option<PendingWrite> {
         if whole {
             self.dirty.remove(group_id);
         }

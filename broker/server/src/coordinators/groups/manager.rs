@@ -19,9 +19,17 @@
 //! ConsumerGroupHeartbeat that changed its group is answered once the
 //! change is stored, other changes (classic requests, the clock, deletion)
 //! are written by the tick, and a new coordinator rebuilds every KIP-848
-//! group from the log (`load_consumer_groups`), members keeping their
-//! epochs. Classic groups live in memory only: after a restart or a
-//! coordinator move their members rejoin.
+//! group from the log (`load_groups`), members keeping their epochs.
+//! Classic groups are written too (Kafka's GroupMetadataValue,
+//! `classic_group_records`), when Kafka writes them: the leader's SyncGroup
+//! that completes a generation is answered (with every member's SyncGroup)
+//! only once the group is stored, and a group that became Empty or was
+//! deleted is written (a tombstone) by the tick; a rebalance in progress
+//! leaves the last stored generation standing. A new coordinator rebuilds
+//! them with the KIP-848 groups, members keeping their generation (their
+//! sessions restart at the load). Classic requests, like
+//! ConsumerGroupHeartbeat, are answered only by the loaded coordinator
+//! (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -36,8 +44,9 @@ use chronik_coordinator_state::{
 use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
-use super::consumer_group_records::{groups_of, GroupRecords};
-use super::consumer_group_writes::{GroupWrites, PendingWrite, Scope};
+use super::classic_group_records::{self, classic_groups_of};
+use super::consumer_group_records::{groups_of, records_of, GroupRecords};
+use super::consumer_group_writes::{Desired, GroupWrites, PendingWrite, Scope};
 use super::consumer_protocol::{decode_assignment, decode_subscription, encode_assignment};
 use super::offset_store::OffsetStore;
 
@@ -106,13 +115,21 @@ impl GroupManager {
         })
     }
 
-    /// Rebuilds every KIP-848 group from `records` (the log this broker just
-    /// replayed as the new coordinator): members keep their epochs and
-    /// assignments, their sessions start now.
-    pub fn load_consumer_groups(&self, records: &BTreeMap<String, GroupRecords>) {
+    /// Rebuilds every group — classic and KIP-848 — from `records` (the log
+    /// this broker just replayed as the new coordinator): members keep their
+    /// generations, epochs and assignments, their sessions start now.
+    /// Requests still waiting on the groups this replaces are answered
+    /// COORDINATOR_NOT_AVAILABLE (their reply channels are dropped).
+    pub fn load_groups(&self, records: &BTreeMap<String, GroupRecords>) {
         let now = self.now();
         let stored = groups_of(records);
+        let classic = classic_groups_of(records);
         let mut inner = self.lock();
+        inner.waiting.clear();
+        inner.groups = classic
+            .iter()
+            .map(|(id, group)| (id.clone(), Group::restore(id, group, self.config, now)))
+            .collect();
         inner.consumer_groups = stored
             .iter()
             .map(|(id, group)| {
@@ -124,7 +141,20 @@ impl GroupManager {
             inner.groups.remove(id);
         }
         inner.writes.load(records);
-        tracing::info!(consumer_groups = stored.len(), "loaded the KIP-848 groups");
+        tracing::info!(
+            consumer_groups = stored.len(),
+            classic_groups = inner.groups.len(),
+            "loaded the groups"
+        );
+    }
+
+    /// Whether this broker is the loaded coordinator (as for OffsetFetch).
+    fn coordinating(&self) -> Result<(), GroupError> {
+        self.offsets.readable().map_err(|e| match e {
+            ResponseError::CoordinatorLoadInProgress => GroupError::CoordinatorLoadInProgress,
+            ResponseError::CoordinatorNotAvailable => GroupError::CoordinatorNotAvailable,
+            _ => GroupError::NotCoordinator,
+        })
     }
 
     /// Appends `write` in its turn; the change it records stands once this
@@ -138,7 +168,7 @@ impl GroupManager {
         let stored = self.offsets.write_group_records(&write.changes).await;
         write.turn.appended();
         if let Err(error) = &stored {
-            tracing::warn!(group_id = %write.group_id, ?error, "storing a consumer group failed");
+            tracing::warn!(group_id = %write.group_id, ?error, "storing a group failed");
             self.lock().writes.failed(&write);
         }
         stored
@@ -182,13 +212,17 @@ impl GroupManager {
         let now = self.now();
         let mut inner = self.lock();
         let mut replies = Vec::new();
+        let mut changed = Vec::new();
         for group in inner.groups.values_mut() {
             if group.needs_ticks() || group.state() == GroupState::PreparingRebalance {
+                let before = (group.state(), group.generation_id());
                 replies.extend(group.tick(now));
+                if (group.state(), group.generation_id()) != before {
+                    changed.push(group.group_id().to_string());
+                }
             }
         }
         let mut downgrades = Vec::new();
-        let mut changed = Vec::new();
         for group in inner.consumer_groups.values_mut() {
             if group.has_members() {
                 let epoch = group.group_epoch();
@@ -216,8 +250,8 @@ impl GroupManager {
         dirty
             .iter()
             .filter_map(|id| {
-                let group = inner.consumer_groups.get(id);
-                inner.writes.take(id, group, Scope::Whole)
+                let desired = desired(inner, id);
+                inner.writes.take_whole(id, desired)
             })
             .collect()
     }
@@ -247,6 +281,9 @@ impl GroupManager {
         metadata: &TopicMetadata,
     ) -> JoinReply {
         let member_id = request.member_id.clone();
+        if let Err(error) = self.coordinating() {
+            return JoinReply::error(error, &member_id);
+        }
         let fresh_member_id = format!("{}-{}", request.client_id, uuid::Uuid::new_v4());
         let rx = {
             let now = self.now();
@@ -289,6 +326,7 @@ impl GroupManager {
                 *group = Group::new(group_id, config);
             }
             let replies = group.join(ticket, request, fresh_member_id, now);
+            inner.writes.mark_dirty(group_id);
             deliver(&mut inner, replies);
             rx
         };
@@ -306,7 +344,10 @@ impl GroupManager {
         request: SyncRequest,
         metadata: &TopicMetadata,
     ) -> SyncReply {
-        let rx = {
+        if let Err(error) = self.coordinating() {
+            return sync_error(error);
+        }
+        let (rx, completed) = {
             let now = self.now();
             let mut inner = self.lock();
             if let Some(group) = inner.consumer_groups.get_mut(group_id) {
@@ -327,10 +368,39 @@ impl GroupManager {
                 inner.waiting.remove(&ticket);
                 return sync_error(GroupError::UnknownMemberId);
             };
+            let before = group.state();
             let replies = group.sync(ticket, request, now);
-            deliver(&mut inner, replies);
-            rx
+            if before == GroupState::CompletingRebalance && group.state() == GroupState::Stable {
+                // The leader's assignments completed the generation: every
+                // member is answered once it is stored, as Kafka does.
+                let desired = desired(&inner, group_id);
+                let write = inner.writes.take_whole(group_id, desired);
+                (rx, Some((write, replies)))
+            } else {
+                deliver(&mut inner, replies);
+                (rx, None)
+            }
         };
+        if let Some((write, replies)) = completed {
+            let stored = self.store(write).await;
+            let replies = match stored {
+                Ok(()) => replies,
+                Err(error) => {
+                    let error = match error {
+                        ResponseError::NotCoordinator => GroupError::NotCoordinator,
+                        _ => GroupError::CoordinatorNotAvailable,
+                    };
+                    replies
+                        .into_iter()
+                        .map(|reply| match reply {
+                            Reply::Sync(ticket, _) => Reply::Sync(ticket, sync_error(error)),
+                            other => other,
+                        })
+                        .collect()
+                }
+            };
+            deliver(&mut self.lock(), replies);
+        }
         match rx.await {
             Ok(Reply::Sync(_, reply)) => reply,
             _ => sync_error(GroupError::CoordinatorNotAvailable),
@@ -343,6 +413,7 @@ impl GroupManager {
         member_id: &str,
         generation_id: i32,
     ) -> Result<(), GroupError> {
+        self.coordinating()?;
         let now = self.now();
         let mut inner = self.lock();
         if let Some(group) = inner.consumer_groups.get_mut(group_id) {
@@ -357,6 +428,7 @@ impl GroupManager {
     }
 
     pub fn leave(&self, group_id: &str, member_id: &str) -> Result<(), GroupError> {
+        self.coordinating()?;
         let now = self.now();
         let mut inner = self.lock();
         if let Some(group) = inner.consumer_groups.get_mut(group_id) {
@@ -368,6 +440,7 @@ impl GroupManager {
             return Err(GroupError::UnknownMemberId);
         };
         let (result, replies) = group.leave(member_id, now);
+        inner.writes.mark_dirty(group_id);
         deliver(&mut inner, replies);
         result
     }
@@ -530,6 +603,9 @@ impl GroupManager {
     /// Whether an OffsetCommit from (member, generation or member epoch)
     /// may be stored, by the rules of the group's protocol.
     pub fn check_commit(&self, group_id: &str, member_id: &str, generation_id: i32) -> CommitCheck {
+        if let Err(error) = self.coordinating() {
+            return CommitCheck::Rejected(error);
+        }
         let inner = self.lock();
         if let Some(group) = inner.consumer_groups.get(group_id) {
             return match group.check_commit(member_id, generation_id) {
@@ -559,6 +635,7 @@ impl GroupManager {
             Some(group) => {
                 group.delete()?;
                 inner.groups.remove(group_id);
+                inner.writes.mark_dirty(group_id);
                 Ok(())
             }
             None => Ok(()),
@@ -592,6 +669,22 @@ impl GroupManager {
         let mut groups: Vec<ListedGroup> = classic.chain(consumer).collect();
         groups.sort_by(|a, b| a.0.cmp(&b.0));
         groups
+    }
+}
+
+/// What the log should hold for `group_id`: the KIP-848 group's records,
+/// the classic group's record (its last stored generation while it
+/// rebalances), or nothing (a tombstone for each record left).
+fn desired(inner: &Inner, group_id: &str) -> Desired {
+    if let Some(group) = inner.consumer_groups.get(group_id) {
+        return Desired::Records(records_of(group_id, &group.stored()));
+    }
+    match inner.groups.get(group_id) {
+        Some(group) if group.state() != GroupState::Dead => match group.stored() {
+            Some(stored) => Desired::Records(classic_group_records::records_of(group_id, &stored)),
+            None => Desired::KeepClassic,
+        },
+        _ => Desired::Records(GroupRecords::new()),
     }
 }
 

@@ -11,9 +11,10 @@
 //! coordinator's marker for `__consumer_offsets` writes
 //! (`complete_transaction`). A marker also records the producer's epoch, so
 //! a fenced producer's late commit is refused. It also replays and appends
-//! the KIP-848 groups' records (`consumer_group_records`), whose layout and
-//! meaning are the group manager's. Must not: check group membership (the
-//! handlers ask the `GroupManager` first).
+//! the groups' records — KIP-848 groups (`consumer_group_records`) and
+//! classic groups (`classic_group_records`) — whose layout and meaning are
+//! the group manager's, and hands them to it at a reload. Must not: check
+//! group membership (the handlers ask the `GroupManager` first).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -35,7 +36,9 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Key schema version of an offset-commit record.
 const OFFSET_KEY_VERSION: i16 = 1;
 /// A transactional offset commit, pending until its transaction ends:
-/// (producer id, group, topic, partition) -> an offset value.
+/// (producer id, group, topic, partition) -> an offset value. (Kafka's
+/// GroupMetadataKey is version 2 too: classic groups' records are type 16,
+/// `classic_group_records`.)
 const PENDING_KEY_VERSION: i16 = 2;
 /// A transaction's end for a producer id: value (commit u8, epoch i16).
 const TXN_END_KEY_VERSION: i16 = 3;
@@ -66,7 +69,8 @@ pub struct OffsetStore {
 /// What `__consumer_offsets` holds, as replayed.
 #[derive(Debug, Default)]
 struct Offsets {
-    /// KIP-848 groups' records by group (`consumer_group_records`), handed
+    /// Groups' records by group (`consumer_group_records::group_of`: KIP-848
+    /// and classic), handed
     /// to the group manager when this broker becomes the coordinator.
     consumer_groups: BTreeMap<String, GroupRecords>,
     committed: BTreeMap<OffsetKey, CommittedOffset>,
@@ -113,8 +117,9 @@ impl OffsetStore {
     /// Re-reads the committed offsets from the log (this broker just became
     /// the leader of the offsets partition in `leader_epoch`, whose records
     /// it replicated as a follower).
-    /// `load_groups` is handed the KIP-848 groups' records before the store
-    /// answers as loaded, so no heartbeat finds their groups missing.
+    /// `load_groups` is handed the groups' records (KIP-848 and classic)
+    /// before the store answers as loaded, so no request finds its group
+    /// missing.
     pub fn reload(
         &self,
         leader_epoch: i32,
@@ -270,7 +275,7 @@ impl OffsetStore {
         self.delete_offsets(group, |_, _| true).await
     }
 
-    /// Appends a KIP-848 group's changed records (None: a tombstone), as
+    /// Appends a group's changed records (None: a tombstone), as
     /// `commit` appends offsets: acknowledged once durable here and in
     /// every ISR member, else the error the coordinator answers.
     pub async fn write_group_records(

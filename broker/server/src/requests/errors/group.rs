@@ -18,6 +18,8 @@ pub fn response_error(error: GroupError) -> ResponseError {
         GroupError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         GroupError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
         GroupError::InvalidRequest => ResponseError::InvalidRequest,
         GroupError::FencedMemberEpoch => ResponseError::FencedMemberEpoch,
         GroupError::UnreleasedInstanceId => ResponseError::UnreleasedInstanceId,
