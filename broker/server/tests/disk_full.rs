@@ -384,6 +384,28 @@ fn a_full_disk_is_answered_at_once_and_writes_resume_when_space_returns() -> Res
     Ok(())
 }
 
+/// Reads `partition` back from `leader`: exactly 0..count, once each, in
+/// order; and the node whose disk filled is still running.
+fn read_back_exactly(
+    cluster: &mut Cluster,
+    (topic, partition): (&str, i32),
+    leader: i32,
+    count: i32,
+    full_node: i32,
+) -> Result<()> {
+    let mut reader = Client::connect(cluster.node(leader))?;
+    check_exactly(
+        &read_all(&mut reader, topic, partition)?,
+        count,
+        "on the leader",
+    )?;
+    ensure!(
+        cluster.node(full_node).is_running(),
+        "node {full_node} exited"
+    );
+    Ok(())
+}
+
 /// Three nodes, `node`'s data directory on a tmpfs, and `topic` (3
 /// partitions, 3 replicas) with every ISR whole: its partitions' views.
 fn cluster_with_node_on_tmpfs(
@@ -542,16 +564,13 @@ fn a_full_follower_leaves_the_isr_and_rejoins_when_space_returns() -> Result<()>
     eprintln!("node {full_node} rejoined the ISR {rejoined:?} after space returned");
 
     // Nothing acknowledged is lost, nothing written twice.
-    let mut reader = Client::connect(cluster.node(leader))?;
-    check_exactly(
-        &read_all(&mut reader, topic, partition)?,
+    read_back_exactly(
+        &mut cluster,
+        (topic, partition),
+        leader,
         acknowledged,
-        "on the leader",
+        full_node,
     )?;
-    ensure!(
-        cluster.node(full_node).is_running(),
-        "node {full_node} exited"
-    );
     drop(cluster);
     drop(tmpfs);
     Ok(())
@@ -702,19 +721,9 @@ fn a_full_leader_takes_its_directory_offline_and_its_partitions_move() -> Result
     }
     let total = producer.acknowledged();
 
-    // Nothing acknowledged is lost, nothing written twice, on the leader —
-    // and on node 3 once it leads again (its copy was cut back and fetched).
+    // Nothing acknowledged is lost, nothing written twice, on the leader.
     let leader = cluster.partitions(topic)?[index].leader;
-    let mut reader = Client::connect(cluster.node(leader))?;
-    check_exactly(
-        &read_all(&mut reader, topic, partition)?,
-        total,
-        "on the leader",
-    )?;
-    ensure!(
-        cluster.node(full_node).is_running(),
-        "node {full_node} exited"
-    );
+    read_back_exactly(&mut cluster, (topic, partition), leader, total, full_node)?;
     drop(cluster);
     drop(tmpfs);
     Ok(())
