@@ -92,6 +92,17 @@ impl Cluster {
         Cluster::start_nodes(hosts, netns, ports, extra, hosts.len(), &|_| Vec::new())
     }
 
+    /// `start`, with `node_args(i)` added to node i+1's flags (a rack of
+    /// its own, say).
+    pub fn start_each(
+        n: usize,
+        extra: &[&str],
+        node_args: &dyn Fn(usize) -> Vec<String>,
+    ) -> Result<Cluster> {
+        let hosts: Vec<String> = (1..=n).map(|i| format!("127.0.0.{i}")).collect();
+        Cluster::start_nodes(&hosts, None, free_ports()?, extra, n, node_args)
+    }
+
     /// Kafka's split roles: nodes 1..=controllers on 127.0.0.1.. are
     /// controllers only (`--process-roles controller`, the voters), the next
     /// `brokers` nodes brokers only. Brokers with an even id find the quorum

@@ -60,6 +60,9 @@ pub enum Command {
         /// Its data directory is offline as it registers.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         log_dir_offline: bool,
+        /// Its `broker.rack`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rack: Option<String>,
     },
     /// The broker's heartbeat reports its data directory offline (its
     /// leaderships and ISR places move as on fencing) or back online (it
@@ -83,21 +86,28 @@ pub enum Command {
     ControlledShutdown {
         node_id: i32,
     },
-    /// `assignments[p]` is partition p's replica list, leader first.
+    /// `assignments[p]` is partition p's replica list, leader first;
+    /// `isrs[p]` its first ISR when not every replica is live (a manual
+    /// assignment naming a fenced broker; empty: every replica).
     CreateTopic {
         name: String,
         topic_id: [u8; 16],
         configs: BTreeMap<String, String>,
         assignments: Vec<Vec<i32>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        isrs: Vec<Vec<i32>>,
     },
     DeleteTopic {
         name: String,
     },
     /// Appends partitions to a topic: `assignments[i]` is the replica list
-    /// of partition `current count + i`, leader first.
+    /// of partition `current count + i`, leader first; `isrs` as for
+    /// `CreateTopic`.
     CreatePartitions {
         name: String,
         assignments: Vec<Vec<i32>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        isrs: Vec<Vec<i32>>,
     },
     /// Replaces a topic's config overrides.
     AlterTopicConfigs {
@@ -184,6 +194,7 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             port,
             listeners,
             log_dir_offline,
+            rack,
         } => {
             register_broker(
                 image,
@@ -195,6 +206,7 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
                     in_controlled_shutdown: false,
                     listeners: listeners.clone(),
                     log_dir_offline: *log_dir_offline,
+                    rack: rack.clone(),
                 },
             );
             Ok(CommandResult::Done)
@@ -237,15 +249,19 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             topic_id,
             configs,
             assignments,
-        } => create_topic(image, name, *topic_id, configs, assignments).map(CommandResult::Topic),
+            isrs,
+        } => create_topic(image, name, *topic_id, configs, assignments, isrs)
+            .map(CommandResult::Topic),
         Command::DeleteTopic { name } => image
             .topics
             .remove(name)
             .map(|_| CommandResult::Done)
             .ok_or_else(|| ClusterError::UnknownTopic(name.clone())),
-        Command::CreatePartitions { name, assignments } => {
-            create_partitions(image, name, assignments).map(CommandResult::Topic)
-        }
+        Command::CreatePartitions {
+            name,
+            assignments,
+            isrs,
+        } => create_partitions(image, name, assignments, isrs).map(CommandResult::Topic),
         Command::AlterTopicConfigs { name, configs } => image
             .topics
             .get_mut(name)
@@ -439,6 +455,7 @@ fn create_topic(
     topic_id: [u8; 16],
     configs: &BTreeMap<String, String>,
     assignments: &[Vec<i32>],
+    isrs: &[Vec<i32>],
 ) -> Result<TopicImage, ClusterError> {
     validate_topic_name(name)?;
     if image.topics.contains_key(name) {
@@ -451,28 +468,50 @@ fn create_topic(
         name: name.to_string(),
         topic_id,
         configs: configs.clone(),
-        partitions: new_partitions(0, assignments)?,
+        partitions: new_partitions(0, assignments, isrs)?,
     };
     image.topics.insert(name.to_string(), topic.clone());
     Ok(topic)
 }
 
-/// Registrations for partitions `first..` with `assignments`, every
-/// replica in the ISR, the first one leading.
+/// Registrations for partitions `first..` with `assignments`: every
+/// replica in the ISR (or `isrs[i]`, when given), the first ISR member
+/// in replica order leading.
 fn new_partitions(
     first: usize,
     assignments: &[Vec<i32>],
+    isrs: &[Vec<i32>],
 ) -> Result<Vec<PartitionImage>, ClusterError> {
+    if !isrs.is_empty() && isrs.len() != assignments.len() {
+        return Err(ClusterError::InvalidReplicaAssignment(format!(
+            "{} ISRs for {} partitions",
+            isrs.len(),
+            assignments.len()
+        )));
+    }
     let mut partitions = Vec::with_capacity(assignments.len());
     for (index, replicas) in assignments.iter().enumerate() {
         let registration = PartitionRegistration::new(replicas.clone())
             .map_err(|e| ClusterError::InvalidReplicationFactor(e.to_string()))?;
+        let isr = isrs.get(index).unwrap_or(replicas);
+        if isr.is_empty() || isr.iter().any(|r| !replicas.contains(r)) {
+            return Err(ClusterError::InvalidReplicaAssignment(format!(
+                "ISR {isr:?} of partition {} is not a non-empty subset of its replicas {replicas:?}",
+                first + index
+            )));
+        }
+        let leader = replicas
+            .iter()
+            .copied()
+            .find(|r| isr.contains(r))
+            .or(registration.leader)
+            .unwrap_or(NO_LEADER);
         partitions.push(PartitionImage {
             partition: i32::try_from(first + index)
                 .map_err(|_| ClusterError::InvalidPartitions(format!("{}", first + index)))?,
             replicas: replicas.clone(),
-            isr: replicas.clone(),
-            leader: registration.leader.unwrap_or(NO_LEADER),
+            isr: isr.clone(),
+            leader,
             leader_epoch: 0,
             partition_epoch: 0,
             adding_replicas: Vec::new(),
@@ -486,6 +525,7 @@ fn create_partitions(
     image: &mut MetadataImage,
     name: &str,
     assignments: &[Vec<i32>],
+    isrs: &[Vec<i32>],
 ) -> Result<TopicImage, ClusterError> {
     let topic = image
         .topics
@@ -496,7 +536,7 @@ fn create_partitions(
             "no new partitions".to_string(),
         ));
     }
-    let added = new_partitions(topic.partitions.len(), assignments)?;
+    let added = new_partitions(topic.partitions.len(), assignments, isrs)?;
     topic.partitions.extend(added);
     Ok(topic.clone())
 }

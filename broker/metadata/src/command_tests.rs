@@ -11,6 +11,7 @@ fn register(image: &mut MetadataImage, node_id: i32) {
         port: 9092,
         listeners: Default::default(),
         log_dir_offline: false,
+        rack: None,
     };
     assert_eq!(apply(image, &command), CommandResult::Done);
 }
@@ -33,6 +34,7 @@ fn image_with(assignments: &[&[i32]]) -> MetadataImage {
         topic_id: [7; 16],
         configs: BTreeMap::new(),
         assignments: assignments.iter().map(|a| a.to_vec()).collect(),
+        isrs: Vec::new(),
     };
     assert!(matches!(
         apply(&mut image, &command),
@@ -66,6 +68,7 @@ fn create_topic_registers_partitions_and_rejects_duplicates() {
         topic_id: [8; 16],
         configs: BTreeMap::new(),
         assignments: vec![vec![1]],
+        isrs: Vec::new(),
     };
     assert_eq!(
         apply(&mut image, &again),
@@ -76,6 +79,7 @@ fn create_topic_registers_partitions_and_rejects_duplicates() {
         topic_id: [9; 16],
         configs: BTreeMap::new(),
         assignments: vec![vec![1, 1]],
+        isrs: Vec::new(),
     };
     assert!(matches!(
         apply(&mut image, &duplicate_replica),
@@ -447,6 +451,7 @@ fn create_partitions_appends_registrations_and_configs_are_replaced() {
     let grow = Command::CreatePartitions {
         name: "t".into(),
         assignments: vec![vec![3, 1], vec![1, 2]],
+        isrs: Vec::new(),
     };
     let CommandResult::Topic(topic) = apply(&mut image, &grow) else {
         panic!("CreatePartitions refused");
@@ -458,6 +463,7 @@ fn create_partitions_appends_registrations_and_configs_are_replaced() {
     let unknown = Command::CreatePartitions {
         name: "nope".into(),
         assignments: vec![vec![1]],
+        isrs: Vec::new(),
     };
     assert!(matches!(
         apply(&mut image, &unknown),
@@ -516,6 +522,7 @@ fn registrations_with_and_without_listener_names() {
         port: 9092,
         listeners: endpoints,
         log_dir_offline: false,
+        rack: None,
     };
     assert_eq!(apply(&mut image, &named), CommandResult::Done);
     let old_entry = serde_json::to_string(&old).expect("encodes");
@@ -640,6 +647,7 @@ fn an_offline_log_dir_moves_leadership_and_isr_places_until_it_is_back() {
         port: 9092,
         listeners: Default::default(),
         log_dir_offline: true,
+        rack: None,
     };
     apply(&mut image, &register_offline);
     assert!(!image.is_live(3));

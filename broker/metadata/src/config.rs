@@ -152,6 +152,8 @@ pub struct ClusterConfig {
     pub security: crate::transport::ControllerSecurity,
     /// Automatic preferred-leader elections (`leader_balance`).
     pub leader_balance: crate::leader_balance::LeaderBalance,
+    /// Kafka's `broker.rack`, registered with the broker.
+    pub rack: Option<String>,
 }
 
 impl ClusterConfig {

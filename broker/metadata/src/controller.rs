@@ -27,6 +27,7 @@ use crate::error::ClusterError;
 use crate::image::MetadataImage;
 use crate::leader_balance::{partitions_to_elect, LeaderBalance};
 use crate::observers;
+use crate::placement;
 use crate::quorum::{self, ReplicationClock};
 use crate::raft_types::{kafka_id, Raft};
 use crate::request::{
@@ -60,6 +61,9 @@ pub fn check_partition_growth(current: i32, requested: i32) -> Result<(), Cluste
     }
     Ok(())
 }
+
+/// The longest `broker.rack` a registration may carry.
+const MAX_RACK_LEN: usize = 255;
 
 /// Dynamic configs one broker resource may hold.
 const MAX_BROKER_CONFIGS: usize = 64;
@@ -308,6 +312,16 @@ impl Controller {
                 heartbeat.node_id, heartbeat.host
             )));
         }
+        if heartbeat
+            .rack
+            .as_ref()
+            .is_some_and(|r| r.len() > MAX_RACK_LEN)
+        {
+            return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
+                "broker {}'s rack is longer than {MAX_RACK_LEN} bytes",
+                heartbeat.node_id
+            )));
+        }
         self.liveness(term)
             .last_seen
             .insert(heartbeat.node_id, Instant::now());
@@ -319,6 +333,7 @@ impl Controller {
                 && b.host == heartbeat.host
                 && b.port == heartbeat.port
                 && b.listeners == heartbeat.listeners
+                && b.rack == heartbeat.rack
         });
         if registered {
             if current.is_some_and(|b| b.log_dir_offline != heartbeat.log_dir_offline) {
@@ -353,6 +368,7 @@ impl Controller {
             port: heartbeat.port,
             listeners: heartbeat.listeners,
             log_dir_offline: heartbeat.log_dir_offline,
+            rack: heartbeat.rack,
         })
         .await
     }
@@ -390,8 +406,8 @@ impl Controller {
         }
     }
 
-    /// Validates a CreateTopics request and assigns its replicas
-    /// round-robin over the live brokers.
+    /// Validates a CreateTopics request and places its replicas
+    /// (`placement`), or checks the caller's manual assignment.
     fn plan_create_topic(&self, create: &CreateTopic) -> Result<Command, ClusterError> {
         validate_topic_name(&create.name)?;
         let image = self.images.borrow().clone();
@@ -404,11 +420,17 @@ impl Controller {
                 create.partitions
             )));
         }
-        let assignments = self.assign(
-            &image,
-            0..create.partitions,
-            usize::try_from(create.replication_factor).unwrap_or(0),
-        )?;
+        let (assignments, isrs) = if create.assignments.is_empty() {
+            let placed = self.assign(
+                &image,
+                0..create.partitions,
+                usize::try_from(create.replication_factor).unwrap_or(0),
+            )?;
+            (placed, Vec::new())
+        } else {
+            let isrs = placement::check_manual_assignment(&image, 0, &create.assignments, None)?;
+            (create.assignments.clone(), isrs)
+        };
         Ok(Command::CreateTopic {
             name: create.name.clone(),
             topic_id: create
@@ -416,12 +438,14 @@ impl Controller {
                 .unwrap_or_else(|| *uuid::Uuid::new_v4().as_bytes()),
             configs: create.configs.clone(),
             assignments,
+            isrs,
         })
     }
 
     /// Validates a CreatePartitions request (Kafka's rules and messages)
-    /// and assigns the new partitions' replicas as for a new topic, with
-    /// the replication factor of the topic's first partition.
+    /// and places the new partitions' replicas as for a new topic, with
+    /// the replication factor of the topic's first partition — or checks
+    /// the caller's assignment of them.
     fn plan_create_partitions(&self, create: &CreatePartitions) -> Result<Command, ClusterError> {
         let image = self.images.borrow().clone();
         let topic = image
@@ -431,37 +455,37 @@ impl Controller {
         let current = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
         check_partition_growth(current, create.total)?;
         let replication_factor = topic.partitions.first().map_or(1, |p| p.replicas.len());
-        let assignments = self.assign(&image, current..create.total, replication_factor)?;
+        let (assignments, isrs) = if create.assignments.is_empty() {
+            let placed = self.assign(&image, current..create.total, replication_factor)?;
+            (placed, Vec::new())
+        } else {
+            let isrs = placement::check_added_partitions(
+                &image,
+                (current, create.total),
+                &create.assignments,
+                replication_factor,
+            )?;
+            (create.assignments.clone(), isrs)
+        };
         Ok(Command::CreatePartitions {
             name: create.topic.clone(),
             assignments,
+            isrs,
         })
     }
 
-    /// Round-robin replica lists over the live brokers for `partitions`,
-    /// starting where the last assignment left off (leaders spread).
+    /// Rack-aware round-robin replica lists over the live brokers for
+    /// `partitions` (`placement::place`), starting where the last
+    /// assignment left off (leaders spread).
     fn assign(
         &self,
         image: &MetadataImage,
         partitions: std::ops::Range<i32>,
         replication_factor: usize,
     ) -> Result<Vec<Vec<i32>>, ClusterError> {
-        let live: Vec<i32> = image.live_brokers().map(|b| b.node_id).collect();
-        if replication_factor < 1 || replication_factor > live.len() {
-            return Err(ClusterError::InvalidReplicationFactor(format!(
-                "replication factor {replication_factor} with {} live brokers",
-                live.len()
-            )));
-        }
+        let slots = placement::live_slots(image);
         let start = self.rotation.fetch_add(1, Ordering::Relaxed);
-        Ok(partitions
-            .map(|p| {
-                let p = usize::try_from(p).unwrap_or(0);
-                (0..replication_factor)
-                    .map(|r| live[(start + p + r) % live.len()])
-                    .collect()
-            })
-            .collect())
+        placement::place(&slots, partitions, replication_factor, start)
     }
 
     /// Commits `command` through raft; returns once applied on this node.

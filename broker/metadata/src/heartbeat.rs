@@ -66,6 +66,7 @@ pub fn spawn(
         port: config.kafka_port,
         listeners: config.listeners.clone(),
         log_dir_offline: false,
+        rack: config.rack.clone(),
     };
     let credentials = config.credentials();
     // A heartbeat that needs a registration waits for a raft commit.

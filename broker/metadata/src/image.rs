@@ -44,6 +44,10 @@ pub struct BrokerImage {
     /// Metadata's offline replicas until it reports the directory back.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub log_dir_offline: bool,
+    /// Kafka's `broker.rack`: where replicas are spread over, and what a
+    /// consumer's `client.rack` is matched with (KIP-392).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
 }
 
 impl BrokerImage {

@@ -59,6 +59,7 @@ mod monitor;
 mod network;
 mod observers;
 pub mod peer_auth;
+mod placement;
 mod quorum;
 mod raft_types;
 mod reassign;
@@ -85,6 +86,7 @@ pub use image::{
 };
 pub use network::{connect_from, Credentials, OpenError};
 pub use peer_auth::ClusterSecret;
+pub use placement::{check_added_partitions, check_manual_assignment};
 pub use quorum::{QuorumInfo, VoterEndpoint, VoterState};
 pub use request::{AlterPartition, CreatePartitions, CreateTopic, ElectionType, Reassignment};
 pub use transport::{ControllerSecurity, RaftStream};

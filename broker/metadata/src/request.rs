@@ -16,6 +16,8 @@ use crate::error::ClusterError;
 
 /// CreateTopics for one topic. `partitions` and `replication_factor` must
 /// be concrete (>= 1): the server substitutes its defaults for Kafka's -1.
+/// With `assignments` (Kafka's manual assignment, `--replica-assignment`)
+/// they must match it: `assignments[p]` is partition p's replica list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreateTopic {
     pub name: String,
@@ -26,14 +28,21 @@ pub struct CreateTopic {
     /// into a new quorum of one); `None`: the controller draws one.
     #[serde(default)]
     pub topic_id: Option<[u8; 16]>,
+    /// Replica lists chosen by the caller; empty: the controller places
+    /// the replicas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assignments: Vec<Vec<i32>>,
 }
 
 /// CreatePartitions for one topic: grow it to `total` partitions, the new
-/// ones with the topic's replication factor.
+/// ones with the topic's replication factor, placed by the controller or,
+/// with `assignments`, by the caller (one replica list per new partition).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CreatePartitions {
     pub topic: String,
     pub total: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assignments: Vec<Vec<i32>>,
 }
 
 /// KIP-497 AlterPartition from a partition leader: its proposed ISR,
@@ -82,6 +91,9 @@ pub struct Heartbeat {
     /// leave the ISRs until it reports the directory back.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub log_dir_offline: bool,
+    /// Its `--broker-rack` (Kafka's `broker.rack`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
 }
 
 /// A request only the controller (raft leader) can serve.

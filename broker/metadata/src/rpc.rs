@@ -124,6 +124,7 @@ mod tests {
             port: 9092,
             listeners: Default::default(),
             log_dir_offline: false,
+            rack: None,
         }));
         let mut buf = Vec::new();
         write_frame(&mut buf, &request).await.expect("write");

@@ -162,6 +162,7 @@ async fn the_state_machine_restarts_from_its_snapshot() {
             port: 9092,
             listeners: Default::default(),
             log_dir_offline: false,
+            rack: None,
         }),
     };
     {

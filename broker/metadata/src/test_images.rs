@@ -15,6 +15,7 @@ pub fn register(image: &mut MetadataImage, node_id: i32) {
         port: 9092,
         listeners: Default::default(),
         log_dir_offline: false,
+        rack: None,
     };
     apply(image, &register);
 }
@@ -31,6 +32,7 @@ pub fn image_with_topic(brokers: i32, topic_id: u8, assignments: Vec<Vec<i32>>) 
         topic_id: [topic_id; 16],
         configs: BTreeMap::new(),
         assignments,
+        isrs: Vec::new(),
     };
     assert!(matches!(
         apply(&mut image, &create),

@@ -67,6 +67,7 @@ async fn without_the_secret_nothing_registers_or_deletes() {
             replication_factor: 3,
             configs: BTreeMap::new(),
             topic_id: None,
+            assignments: Vec::new(),
         })
         .await
         .expect("create");
@@ -191,6 +192,7 @@ async fn connections_past_the_cap_are_refused_and_peers_keep_working() {
             replication_factor: 3,
             configs: BTreeMap::new(),
             topic_id: None,
+            assignments: Vec::new(),
         })
         .await;
     assert!(created.is_ok(), "the quorum stalled: {created:?}");
@@ -262,6 +264,7 @@ async fn strangers_holding_every_slot_cannot_fence_the_voters() {
             replication_factor: 3,
             configs: BTreeMap::new(),
             topic_id: None,
+            assignments: Vec::new(),
         })
         .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -347,6 +350,7 @@ async fn a_voter_may_not_alter_a_partition_in_its_leaders_name() {
             replication_factor: 3,
             configs: BTreeMap::new(),
             topic_id: None,
+            assignments: Vec::new(),
         })
         .await
         .expect("create");

@@ -23,6 +23,7 @@ fn topic(name: &str, partitions: i32, replication_factor: i16) -> CreateTopic {
         replication_factor,
         configs: BTreeMap::new(),
         topic_id: None,
+        assignments: Vec::new(),
     }
 }
 

@@ -30,6 +30,7 @@ async fn a_restarted_controller_is_ready_only_with_what_was_committed_while_it_w
                 replication_factor: 2,
                 configs: BTreeMap::new(),
                 topic_id: None,
+                assignments: Vec::new(),
             })
             .await
             .expect("create while the old controller is down");

@@ -14,3 +14,10 @@ pub struct PartitionLabels {
 pub struct ReasonLabels {
     pub reason: &'static str,
 }
+
+/// Which replica served a consumer's Fetch: the partition's `leader`, or a
+/// `follower` (KIP-392 follower fetching).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServedByLabels {
+    pub replica: &'static str,
+}

@@ -24,7 +24,7 @@ pub struct ApiLabels {
     pub api: &'static str,
 }
 
-pub use crate::infra::metric_labels::{PartitionLabels, ReasonLabels};
+pub use crate::infra::metric_labels::{PartitionLabels, ReasonLabels, ServedByLabels};
 
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~52 s
@@ -43,6 +43,8 @@ pub struct Metrics {
     pub records_in_total: Counter,
     pub batches_in_total: Counter,
     pub records_out_total: Counter,
+    /// Record bytes returned to consumers, by the replica that served them.
+    pub consumer_fetch_bytes_total: Family<ServedByLabels, Counter>,
     pub fsync_total: Counter,
     pub fsync_duration_seconds: Histogram,
     pub group_commit_bytes: Histogram,
@@ -82,6 +84,7 @@ impl Metrics {
             records_in_total: Counter::default(),
             batches_in_total: Counter::default(),
             records_out_total: Counter::default(),
+            consumer_fetch_bytes_total: Family::default(),
             fsync_total: Counter::default(),
             fsync_duration_seconds: latency_histogram(),
             group_commit_bytes: Histogram::new(exponential_buckets(1024.0, 4.0, 12)),
@@ -148,6 +151,11 @@ impl Metrics {
             "records_out",
             "Records returned by Fetch",
             m.records_out_total.clone(),
+        );
+        registry.register(
+            "consumer_fetch_bytes",
+            "Record bytes Fetch returned to consumers, by the replica that served them (leader, or follower: KIP-392)",
+            m.consumer_fetch_bytes_total.clone(),
         );
         registry.register(
             "fsync",

@@ -324,14 +324,17 @@ async fn fetch_once(
                 let fetched = u64::try_from(records.len()).unwrap_or(u64::MAX);
                 manager.throttle.record(Side::Follower, fetched);
             }
-            let replica = replica.clone();
             let (hw, leader_log_start) = (p.high_watermark, p.log_start_offset);
+            let fetched = replica.clone();
             let appended = tokio::task::spawn_blocking(move || {
-                let appended = replica.on_fetched(current_leader_epoch, fetch_offset, &records, hw);
-                follow_log_start(&replica, leader_log_start);
+                let appended = fetched.on_fetched(current_leader_epoch, fetch_offset, &records, hw);
+                follow_log_start(&fetched, leader_log_start);
                 appended
             })
             .await?;
+            // Consumers parked on this follower (KIP-392) read up to its
+            // high watermark, which this answer may have moved.
+            manager.purgatory.wake(&replica.log);
             match appended {
                 Ok(n) => {
                     manager

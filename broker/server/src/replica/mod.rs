@@ -23,6 +23,7 @@ pub mod leader_client;
 pub mod log_dir;
 mod partition;
 pub mod purgatory;
+pub mod read_replica;
 pub mod throttle;
 pub mod write;
 

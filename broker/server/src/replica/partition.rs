@@ -387,6 +387,55 @@ impl Replica {
         }
     }
 
+    /// The offset a consumer's fetch reads below on this replica, after
+    /// checking its `current_leader_epoch` (KIP-320) against the epoch this
+    /// replica knows: the leader's high watermark, or — when
+    /// `followers_serve` (Fetch v11+, KIP-392) — the high watermark this
+    /// follower last learned from its leader. NOT_LEADER_OR_FOLLOWER
+    /// otherwise. The caller caps it at what is durable here.
+    pub fn consumer_read_bound(
+        &self,
+        current_leader_epoch: i32,
+        followers_serve: bool,
+    ) -> Result<i64, ResponseError> {
+        let inner = self.lock();
+        match &inner.role {
+            Role::Leader(state) => {
+                check_current_epoch(current_leader_epoch, state.leader_epoch())?;
+                Ok(state.high_watermark())
+            }
+            Role::Follower { state, .. } if followers_serve => {
+                check_current_epoch(current_leader_epoch, state.leader_epoch())?;
+                Ok(inner.high_watermark.min(self.log.log_end_offset()))
+            }
+            _ => Err(ResponseError::NotLeaderOrFollower),
+        }
+    }
+
+    /// KIP-392's candidates when this broker leads: its own log end offset,
+    /// and every in-sync follower whose log holds `fetch_offset` (its log
+    /// start at or below it, its log end at or above it) with its log end
+    /// offset. `None` when this broker does not lead.
+    pub fn read_replica_candidates(&self, fetch_offset: i64) -> Option<(i64, Vec<(i32, i64)>)> {
+        let inner = self.lock();
+        let Role::Leader(state) = &inner.role else {
+            return None;
+        };
+        let followers = state
+            .isr()
+            .committed()
+            .iter()
+            .filter(|&&id| id != state.leader_id())
+            .filter_map(|&id| {
+                let f = state.follower(id)?;
+                let end = f.log_end_offset?;
+                let start = f.log_start_offset.unwrap_or(0);
+                (start <= fetch_offset && fetch_offset <= end).then_some((id, end))
+            })
+            .collect();
+        Some((state.log_end_offset(), followers))
+    }
+
     /// The current leader epoch when this broker leads and the asker's
     /// `current_leader_epoch` (-1 = not given) matches it (KIP-320):
     /// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH

@@ -186,6 +186,7 @@ pub fn cluster_config(
         secret,
         security,
         leader_balance: config.leader_balance.clone(),
+        rack: config.broker_rack.clone(),
     }
 }
 
@@ -259,6 +260,7 @@ async fn adopt_local_topics(cluster: &Cluster, log: &LogManager) -> anyhow::Resu
             replication_factor: 1,
             configs: topic.overrides.clone(),
             topic_id: Some(topic.topic_id),
+            assignments: Vec::new(),
         };
         match cluster.create_topic(request).await {
             Ok(_) | Err(ClusterError::TopicAlreadyExists(_)) => {
@@ -342,6 +344,7 @@ async fn ensure_internal_topic(
             replication_factor,
             configs: configs.clone(),
             topic_id: None,
+            assignments: Vec::new(),
         };
         match cluster.create_topic(request).await {
             Ok(_) | Err(ClusterError::TopicAlreadyExists(_)) => break,

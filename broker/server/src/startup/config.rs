@@ -208,6 +208,19 @@ pub struct Args {
     /// no other node dials) an ephemeral port on its own host.
     #[arg(long, env = "CHRONIK_RAFT_LISTEN")]
     pub raft_listen: Option<SocketAddr>,
+    /// Kafka's broker.rack: the rack (or zone) this broker is in. Replicas
+    /// of new topics and partitions are spread over racks, Metadata and
+    /// DescribeCluster show it, and with --replica-selector-class a
+    /// consumer whose client.rack matches fetches from this broker when it
+    /// follows (KIP-392).
+    #[arg(long, env = "CHRONIK_BROKER_RACK", value_parser = parse_rack)]
+    pub broker_rack: Option<String>,
+    /// Kafka's replica.selector.class: `org.apache.kafka.common.replica.RackAwareReplicaSelector`
+    /// (or `RackAwareReplicaSelector`) tells a consumer that gives
+    /// client.rack to fetch from the in-sync replica in its rack (KIP-392);
+    /// unset (Kafka's default), consumers fetch from leaders.
+    #[arg(long, env = "CHRONIK_REPLICA_SELECTOR_CLASS", value_parser = parse_replica_selector)]
+    pub replica_selector_class: Option<crate::replica::read_replica::ReplicaSelector>,
     /// Replication factor of auto-created topics and of CreateTopics with
     /// replication_factor = -1 (Kafka's default.replication.factor).
     #[arg(long, env = "CHRONIK_DEFAULT_REPLICATION_FACTOR", default_value_t = 1,
@@ -312,6 +325,10 @@ pub struct Config {
     pub replica_lag_time_max_ms: u64,
     pub broker_session_timeout_ms: u64,
     pub leader_balance: chronik_metadata::leader_balance::LeaderBalance,
+    /// Kafka's broker.rack.
+    pub broker_rack: Option<String>,
+    /// Kafka's replica.selector.class (`None`: consumers read from leaders).
+    pub replica_selector: Option<crate::replica::read_replica::ReplicaSelector>,
     pub cluster_secret_file: PathBuf,
     /// What the raft port speaks beneath the cluster-secret handshake.
     pub controller_protocol: crate::network::controller_listener::ControllerProtocol,
@@ -457,6 +474,8 @@ impl TryFrom<Args> for Config {
                     args.leader_imbalance_check_interval_seconds,
                 ),
             },
+            broker_rack: args.broker_rack,
+            replica_selector: args.replica_selector_class,
             cluster_secret_file,
             controller_protocol,
             limits,
@@ -468,6 +487,25 @@ impl TryFrom<Args> for Config {
 /// Parses `host:port` (host may be a name, an IPv4 address or `[v6]`).
 const DEFAULT_METRICS_PORT: u16 = 9644;
 const DEFAULT_RAFT_PORT: u16 = 9093;
+
+/// A rack id: what Kafka puts in a broker's registration and a consumer's
+/// client.rack — short, printable, no whitespace.
+fn parse_rack(s: &str) -> Result<String, String> {
+    const MAX_RACK_LEN: usize = 255;
+    if s.is_empty() || s.len() > MAX_RACK_LEN {
+        return Err(format!("a rack is 1 to {MAX_RACK_LEN} characters"));
+    }
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a rack has no whitespace or control characters".to_string());
+    }
+    Ok(s.to_string())
+}
+
+fn parse_replica_selector(
+    s: &str,
+) -> Result<crate::replica::read_replica::ReplicaSelector, String> {
+    crate::replica::read_replica::ReplicaSelector::from_class_name(s)
+}
 
 fn parse_roles(s: &str) -> Result<chronik_metadata::Roles, String> {
     chronik_metadata::Roles::parse(s)

@@ -62,6 +62,15 @@ impl Cluster {
         chronik_testkit::Cluster::start_on(hosts, netns, ports, extra).map(Cluster)
     }
 
+    /// `start`, with `node_args(i)` added to node i+1's flags.
+    pub fn start_each(
+        n: usize,
+        extra: &[&str],
+        node_args: &dyn Fn(usize) -> Vec<String>,
+    ) -> Result<Cluster> {
+        chronik_testkit::Cluster::start_each(n, extra, node_args).map(Cluster)
+    }
+
     /// Kafka's split roles: `controllers` controller-only nodes, then
     /// `brokers` broker-only ones (`chronik_testkit::Cluster::start_split`).
     pub fn start_split(controllers: usize, brokers: usize, extra: &[&str]) -> Result<Cluster> {

@@ -260,12 +260,6 @@ async fn alter(
             ))
         }
     }
-    if INTERNAL_TOPICS.contains(&name) {
-        return Err((
-            ResponseError::InvalidRequest,
-            format!("the configs of internal topic {name} cannot be altered"),
-        ));
-    }
     let cluster = &replicas.cluster;
     let current = cluster
         .image()
@@ -280,6 +274,7 @@ async fn alter(
         })?;
     let overrides = apply_changes(&current, changes, mode)?;
     crate::requests::topics::configs::validate(log, &overrides)?;
+    check_internal_topic(name, &overrides)?;
     if validate_only || overrides == current {
         return Ok(());
     }
@@ -290,6 +285,31 @@ async fn alter(
     info!(topic = name, ?overrides, "altered topic configs");
     replicas.apply_latest().await;
     Ok(())
+}
+
+/// Internal topics take config changes as Kafka's do (throttles,
+/// retention, segments, ...), but the coordinators keep only the latest
+/// record per key there: any `cleanup.policy` but `compact` would delete
+/// committed offsets or transaction states, and is refused.
+fn check_internal_topic(name: &str, overrides: &BTreeMap<String, String>) -> Outcome {
+    if !INTERNAL_TOPICS.contains(&name) {
+        return Ok(());
+    }
+    match overrides.get("cleanup.policy").map(|p| p.trim()) {
+        Some("compact") => Ok(()),
+        None => Err((
+            ResponseError::InvalidConfig,
+            format!(
+                "Invalid value for configuration cleanup.policy: internal topic {name} must stay compact, and without its override it would fall back to the default delete"
+            ),
+        )),
+        Some(other) => Err((
+            ResponseError::InvalidConfig,
+            format!(
+                "Invalid value {other} for configuration cleanup.policy: internal topic {name} must stay compact (its coordinator keeps only the latest record per key)"
+            ),
+        )),
+    }
 }
 
 /// A broker resource (a broker id, or `""` for every broker's default):

@@ -1,8 +1,9 @@
 //! CreatePartitions (kafka-topics.sh --alter --partitions): grows topics
 //! through the controller, which assigns the new partitions' replicas with
-//! the topic's replication factor; this broker applies the grown topic
-//! before answering. Kafka's validation and messages; explicit replica
-//! assignments are refused, and so is growing an internal topic (its keys
+//! the topic's replication factor (or takes the caller's assignment of
+//! them, `--replica-assignment`, checked by the controller as Kafka checks
+//! it); this broker applies the grown topic before answering. Kafka's
+//! validation and messages; growing an internal topic is refused (its keys
 //! are placed by hashing over its partition count).
 
 use std::collections::BTreeSet;
@@ -69,12 +70,12 @@ async fn grow(
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
     let name = topic.name.0.to_string();
-    if topic.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-        return Err((
-            ResponseError::InvalidReplicaAssignment,
-            "explicit replica assignments are not supported".to_string(),
-        ));
-    }
+    let manual: Vec<Vec<i32>> = topic
+        .assignments
+        .iter()
+        .flatten()
+        .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+        .collect();
     if INTERNAL_TOPICS.contains(&name.as_str()) {
         return Err((
             ResponseError::InvalidRequest,
@@ -101,11 +102,18 @@ async fn grow(
         replication_factor,
     )?;
     if validate_only {
-        return Ok(());
+        if manual.is_empty() {
+            return Ok(());
+        }
+        let rf = usize::try_from(replication_factor).unwrap_or(0);
+        return chronik_metadata::check_added_partitions(&image, (count, topic.count), &manual, rf)
+            .map(|_| ())
+            .map_err(|e| (cluster_error_code(&e), e.to_string()));
     }
     let request = CreatePartitions {
         topic: name.clone(),
         total: topic.count,
+        assignments: manual,
     };
     cluster
         .create_partitions(request)

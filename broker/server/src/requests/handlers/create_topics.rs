@@ -1,8 +1,10 @@
 //! CreateTopics: Kafka's validation (name, partitions, known config values,
 //! the replication factor against the live brokers) and `validate_only`;
 //! the controller assigns replicas and commits the topic through the
-//! metadata quorum, and this broker applies it before answering. Explicit
-//! replica assignments are refused.
+//! metadata quorum, and this broker applies it before answering. A manual
+//! assignment (`kafka-topics.sh --replica-assignment`) is checked with
+//! Kafka's rules: partitions numbered 0..n once each here, the brokers
+//! (registered, each once per partition, equal counts) by the controller.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -62,21 +64,27 @@ async fn create(
             .with_num_partitions(-1)
             .with_replication_factor(-1)
     };
-    if !topic.assignments.is_empty() {
-        return fail(
-            ResponseError::InvalidReplicaAssignment,
-            "explicit replica assignments are not supported".into(),
-        );
-    }
-    let partitions = if topic.num_partitions == -1 {
-        i32::try_from(config.default_partitions).unwrap_or(1)
-    } else {
-        topic.num_partitions
+    let manual = match manual_assignment(&topic) {
+        Ok(manual) => manual,
+        Err((code, message)) => return fail(code, message),
     };
-    let replication_factor = if topic.replication_factor == -1 {
-        config.default_replication_factor
-    } else {
-        topic.replication_factor
+    let (partitions, replication_factor) = match manual.first() {
+        Some(first) => (
+            i32::try_from(manual.len()).unwrap_or(i32::MAX),
+            i16::try_from(first.len()).unwrap_or(i16::MAX),
+        ),
+        None => (
+            if topic.num_partitions == -1 {
+                i32::try_from(config.default_partitions).unwrap_or(1)
+            } else {
+                topic.num_partitions
+            },
+            if topic.replication_factor == -1 {
+                config.default_replication_factor
+            } else {
+                topic.replication_factor
+            },
+        ),
     };
     let mut configs = BTreeMap::new();
     for config in &topic.configs {
@@ -99,7 +107,8 @@ async fn create(
         );
     }
     let live = replicas.cluster.image().live_brokers().count();
-    if replication_factor < 1 || usize::try_from(replication_factor).unwrap_or(usize::MAX) > live {
+    let needs_live = usize::try_from(replication_factor).unwrap_or(usize::MAX) > live;
+    if replication_factor < 1 || (manual.is_empty() && needs_live) {
         return fail(
             ResponseError::InvalidReplicationFactor,
             format!("replication factor {replication_factor} needs that many live brokers; {live} are live"),
@@ -114,11 +123,15 @@ async fn create(
         return fail(code, message);
     }
     let topic_id = if validate_only {
-        if replicas.cluster.image().topics.contains_key(&name) {
+        let image = replicas.cluster.image();
+        if image.topics.contains_key(&name) {
             return fail(
                 ResponseError::TopicAlreadyExists,
                 format!("topic {name:?} already exists"),
             );
+        }
+        if let Err(e) = chronik_metadata::check_manual_assignment(&image, 0, &manual, None) {
+            return fail(cluster_error_code(&e), e.to_string());
         }
         [0u8; 16]
     } else {
@@ -128,6 +141,7 @@ async fn create(
             replication_factor,
             configs: configs.clone(),
             topic_id: None,
+            assignments: manual,
         };
         match replicas.cluster.create_topic(request).await {
             Ok(created) => {
@@ -166,4 +180,51 @@ async fn create(
         result = result.with_configs(Some(described));
     }
     result
+}
+
+/// The replica lists of a manual assignment, by partition (empty: none
+/// given). Kafka's rules: numPartitions and replicationFactor must then be
+/// -1, and the partitions are numbered 0..n, each once.
+fn manual_assignment(topic: &CreatableTopic) -> Result<Vec<Vec<i32>>, (ResponseError, String)> {
+    if topic.assignments.is_empty() {
+        return Ok(Vec::new());
+    }
+    if topic.replication_factor != -1 {
+        return Err((
+            ResponseError::InvalidRequest,
+            "A manual partition assignment was specified, but replication factor was not set to -1."
+                .to_string(),
+        ));
+    }
+    if topic.num_partitions != -1 {
+        return Err((
+            ResponseError::InvalidRequest,
+            "A manual partition assignment was specified, but numPartitions was not set to -1."
+                .to_string(),
+        ));
+    }
+    let mut by_partition: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+    for a in &topic.assignments {
+        let brokers = a.broker_ids.iter().map(|b| b.0).collect();
+        if by_partition.insert(a.partition_index, brokers).is_some() {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!(
+                    "Found multiple manual partition assignments for partition {}",
+                    a.partition_index
+                ),
+            ));
+        }
+    }
+    let consecutive = by_partition
+        .keys()
+        .enumerate()
+        .all(|(i, &p)| i64::try_from(i).ok() == Some(i64::from(p)));
+    if !consecutive {
+        return Err((
+            ResponseError::InvalidReplicaAssignment,
+            "partitions should be a consecutive 0-based integer sequence".to_string(),
+        ));
+    }
+    Ok(by_partition.into_values().collect())
 }

@@ -63,6 +63,7 @@ pub fn handle(
                     .with_broker_id(BrokerId(b.node_id))
                     .with_host(StrBytes::from_string(host.to_string()))
                     .with_port(i32::from(port))
+                    .with_rack(b.rack.clone().map(StrBytes::from_string))
                     .with_is_fenced(b.fenced),
             )
         })

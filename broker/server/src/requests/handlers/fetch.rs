@@ -11,8 +11,12 @@
 //! TOPIC_AUTHORIZATION_FAILED). It is a follower's — it reads up
 //! to the log end, records the follower's progress (which may grow the ISR
 //! and advance the high watermark) and reports the high watermark; a
-//! consumer's Fetch is served by the leader only, up to the replication high
-//! watermark capped at what is durable here. A read_committed consumer
+//! consumer's Fetch is served by the leader up to the replication high
+//! watermark capped at what is durable here, and from v11 (KIP-392) also
+//! by a follower, up to the high watermark it learned from its leader.
+//! With `--replica-selector-class`, the leader answers a consumer that
+//! names its rack with no records and the in-sync follower in that rack as
+//! `preferred_read_replica` (`replica::read_replica`). A read_committed consumer
 //! (isolation_level 1) reads only below the last stable offset and is given
 //! the aborted transactions of what it read, so it drops their records;
 //! every consumer's answer reports the last stable offset.
@@ -36,10 +40,11 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::Handled;
-use crate::infra::metrics::Metrics;
+use crate::infra::metrics::{Metrics, ServedByLabels};
 use crate::replica::high_watermark::last_stable_offset;
 use crate::replica::identity::verify_replica;
 use crate::replica::purgatory::{Purgatory, MAX_WAIT};
+use crate::replica::read_replica::{preferred_read_replica, Candidate};
 use crate::replica::throttle::Side;
 use crate::replica::ReplicaManager;
 use crate::requests::fetch_sessions::{FetchSessionCache, Owner};
@@ -52,6 +57,15 @@ use crate::startup::config::Config;
 enum Fetcher {
     Consumer,
     Follower(i32),
+}
+
+/// What every partition of one request is read with.
+#[derive(Clone, Copy)]
+struct Asked<'r> {
+    version: i16,
+    isolation_level: i8,
+    /// The consumer's client.rack (Fetch v11+; empty: none given).
+    rack: &'r str,
 }
 
 /// What a Fetch reads through, lent by the dispatcher.
@@ -179,9 +193,18 @@ fn read_all(
         .iter()
         .enumerate()
         .map(|(topic_index, topic)| {
+            let asked = Asked {
+                version,
+                isolation_level: request.isolation_level,
+                rack: if version >= 11 {
+                    request.rack_id.as_str()
+                } else {
+                    ""
+                },
+            };
             let partitions = read_topic(
                 deps,
-                (version, request.isolation_level),
+                asked,
                 topic,
                 fetcher,
                 &mut remaining,
@@ -201,7 +224,7 @@ fn read_all(
 #[allow(clippy::too_many_arguments)]
 fn read_topic(
     deps: &FetchDeps<'_>,
-    (version, isolation_level): (i16, i8),
+    asked: Asked<'_>,
     topic: &FetchTopic,
     fetcher: Fetcher,
     remaining: &mut usize,
@@ -209,12 +232,12 @@ fn read_topic(
     has_error: &mut bool,
     is_duplicate: impl Fn(usize) -> bool,
 ) -> Vec<PartitionData> {
-    let id = if version >= 13 {
+    let id = if asked.version >= 13 {
         topic.topic_id
     } else {
         uuid::Uuid::nil()
     };
-    let read_committed = isolation_level == 1 && matches!(fetcher, Fetcher::Consumer);
+    let read_committed = asked.isolation_level == 1 && matches!(fetcher, Fetcher::Consumer);
     let found = resolve(deps.log, &topic.topic.0, id);
     topic
         .partitions
@@ -245,10 +268,11 @@ fn read_topic(
                 Ok(log) => log,
                 Err(error) => return failed(error),
             };
-            let (high_watermark, upper_bound) = match bounds(deps, log, p, fetcher) {
-                Ok(b) => b,
-                Err(error) => return failed(error),
-            };
+            let (high_watermark, upper_bound, served_by) =
+                match bounds(deps, log, p, fetcher, asked.version) {
+                    Ok(b) => b,
+                    Err(error) => return failed(error),
+                };
             let (last_stable, upper_bound) = match fetcher {
                 Fetcher::Consumer => {
                     let lso = last_stable_offset(log, high_watermark);
@@ -261,6 +285,14 @@ fn read_topic(
                 .with_last_stable_offset(last_stable)
                 .with_log_start_offset(log.log_start_offset())
                 .with_aborted_transactions(read_committed.then(Vec::new));
+            if matches!(fetcher, Fetcher::Consumer) && !asked.rack.is_empty() {
+                if let Some(preferred) = preferred_replica(deps, log, p.fetch_offset, asked.rack) {
+                    // Kafka's leader sends no records with the preference.
+                    return data
+                        .with_preferred_read_replica(BrokerId(preferred))
+                        .with_records(Some(Bytes::new()));
+                }
+            }
             // Kafka returns the first batch of the first non-empty partition
             // even when it exceeds the limits; the log does that when asked
             // for at least one byte, so a spent budget means "skip".
@@ -288,6 +320,13 @@ fn read_topic(
                     }
                     *total += bytes.len();
                     *remaining = remaining.saturating_sub(bytes.len());
+                    if let Some(replica) = served_by {
+                        let sent = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+                        deps.metrics
+                            .consumer_fetch_bytes_total
+                            .get_or_create(&ServedByLabels { replica })
+                            .inc_by(sent);
+                    }
                     let aborted = match last_offset_in(&bytes) {
                         Some(last) if read_committed => Some(
                             log.aborted_transactions(p.fetch_offset, last + 1)
@@ -370,13 +409,52 @@ fn leader_throttle(
         .allowance(&image, log.topic(), log.partition(), Side::Leader, in_sync)
 }
 
-/// (high watermark to report, offset reads stop before) for one partition.
+/// KIP-392: the follower a consumer in `rack` should read `log` from, when
+/// this broker leads it, a replica selector is configured and an in-sync
+/// follower in that rack holds `fetch_offset` (`None`: read here).
+fn preferred_replica(
+    deps: &FetchDeps<'_>,
+    log: &chronik_log::PartitionLog,
+    fetch_offset: i64,
+    rack: &str,
+) -> Option<i32> {
+    let selector = deps.config.replica_selector?;
+    let replica = deps.replicas.replica(log.topic(), log.partition())?;
+    let (leader_end, followers) = replica.read_replica_candidates(fetch_offset)?;
+    let image = deps.replicas.cluster.image();
+    let rack_of = |id: i32| {
+        image
+            .brokers
+            .get(&id)
+            .filter(|b| b.is_live())
+            .and_then(|b| b.rack.as_deref())
+    };
+    let leader = Candidate {
+        broker: deps.replicas.node_id,
+        rack: deps.config.broker_rack.as_deref(),
+        log_end_offset: leader_end,
+    };
+    let followers: Vec<Candidate<'_>> = followers
+        .into_iter()
+        .filter(|&(id, _)| image.is_live(id))
+        .map(|(id, end)| Candidate {
+            broker: id,
+            rack: rack_of(id),
+            log_end_offset: end,
+        })
+        .collect();
+    preferred_read_replica(selector, rack, &leader, &followers)
+}
+
+/// (high watermark to report, offset reads stop before, who serves a
+/// consumer: `leader` or `follower`) for one partition.
 fn bounds(
     deps: &FetchDeps<'_>,
     log: &chronik_log::PartitionLog,
     p: &kafka_protocol::messages::fetch_request::FetchPartition,
     fetcher: Fetcher,
-) -> Result<(i64, i64), ResponseError> {
+    version: i16,
+) -> Result<(i64, i64, Option<&'static str>), ResponseError> {
     let manager = deps.replicas;
     let replica = manager
         .replica(log.topic(), log.partition())
@@ -390,12 +468,18 @@ fn bounds(
                 manager.now(),
             )?;
             manager.perform(&replica, actions);
-            Ok((hw, log.log_end_offset()))
+            Ok((hw, log.log_end_offset(), None))
         }
         Fetcher::Consumer => {
-            replica.leader_epoch_matching(p.current_leader_epoch)?;
-            let hw = replica.consumer_high_watermark()?.min(log.durable_offset());
-            Ok((hw, hw))
+            let followers_serve = version >= 11;
+            let hw = replica
+                .consumer_read_bound(p.current_leader_epoch, followers_serve)?
+                .min(log.durable_offset());
+            let served_by = match replica.leader_epoch() {
+                Some(_) => "leader",
+                None => "follower",
+            };
+            Ok((hw, hw, Some(served_by)))
         }
     }
 }

@@ -104,7 +104,8 @@ async fn metadata(
                 MetadataResponseBroker::default()
                     .with_node_id(BrokerId(b.node_id))
                     .with_host(StrBytes::from_string(host.to_string()))
-                    .with_port(i32::from(port)),
+                    .with_port(i32::from(port))
+                    .with_rack(b.rack.clone().map(StrBytes::from_string)),
             )
         })
         .collect();
@@ -139,6 +140,7 @@ async fn auto_create(
         replication_factor: config.default_replication_factor,
         configs: BTreeMap::new(),
         topic_id: None,
+        assignments: Vec::new(),
     };
     match replicas.cluster.create_topic(request).await {
         Ok(topic) => {
@@ -239,6 +241,7 @@ mod tests {
             fenced: false,
             in_controlled_shutdown: false,
             log_dir_offline: false,
+            rack: None,
             listeners: listeners
                 .iter()
                 .map(|name| {
