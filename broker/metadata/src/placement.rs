@@ -213,7 +213,7 @@ mod tests {
                 slots
                     .iter()
                     .find(|s| s.node_id == *id)
-                    .unwrap()
+                    .expect("a slot")
                     .rack
                     .clone()
             })
@@ -224,7 +224,7 @@ mod tests {
     fn without_racks_it_is_plain_round_robin() {
         let s = slots(&[(1, None), (2, None), (3, None)]);
         assert_eq!(
-            place(&s, 0..3, 2, 0).unwrap(),
+            place(&s, 0..3, 2, 0).expect("placed"),
             vec![vec![1, 2], vec![2, 3], vec![3, 1]]
         );
     }
@@ -240,7 +240,7 @@ mod tests {
             (5, Some("b")),
             (6, Some("c")),
         ]);
-        let placed = place(&s, 0..60, 3, 7).unwrap();
+        let placed = place(&s, 0..60, 3, 7).expect("placed");
         let mut leaders: BTreeMap<i32, usize> = BTreeMap::new();
         for replicas in &placed {
             assert_eq!(replicas.len(), 3);
@@ -264,10 +264,10 @@ mod tests {
             (3, Some("b")),
             (4, Some("b")),
         ]);
-        for replicas in place(&s, 0..8, 4, 0).unwrap() {
+        for replicas in place(&s, 0..8, 4, 0).expect("placed") {
             assert_eq!(replicas.iter().collect::<BTreeSet<_>>().len(), 4);
         }
-        for replicas in place(&s, 0..8, 2, 3).unwrap() {
+        for replicas in place(&s, 0..8, 2, 3).expect("placed") {
             assert_eq!(racks_of(&s, &replicas).len(), 2, "{replicas:?}");
         }
     }
