@@ -46,6 +46,12 @@
 #                        metadata quorum's voters, 127.0.0.1..C) serving the --nodes brokers
 #                        (broker-only, 127.0.0.C+1..), e.g. --nodes 5 --controllers 3;
 #                        default 0: every node is broker and controller
+#     --racks a,b,c      racks (Kafka's broker.rack; Chronik, 2+ nodes): broker I gets
+#                        racks[(I-1) % len] and the rack-aware replica selector
+#                        (KIP-392), verifying consumer I the client.rack racks[I % len],
+#                        so consumers fetch from the in-sync follower in their rack;
+#                        1-16 names of [A-Za-z0-9._-], 64 chars at most. The report
+#                        shows the bytes consumers fetched from leaders and followers
 #     --replication-factor R   topic replication factor (default min(3, nodes))
 #     --min-insync-replicas M  topic min.insync.replicas (default 2 with 3+ nodes, else 1)
 #     --broker chronik|kafka   broker under test (default chronik)
@@ -102,6 +108,7 @@ DURATION_SCALE="${DURATION_SCALE:-}"
 ACKS="${ACKS:-all}"
 NODES="${NODES:-3}"
 CONTROLLERS="${CONTROLLERS:-0}"
+RACKS="${RACKS:-}"
 KAFKA_WARMUP="${KAFKA_WARMUP:-200000}"
 REPLICATION_FACTOR="${REPLICATION_FACTOR:-}"
 MIN_INSYNC="${MIN_INSYNC:-}"
@@ -157,6 +164,7 @@ while (($#)); do
     --partitions) PARTITIONS=$2; shift 2 ;;
     --nodes) NODES=$2; shift 2 ;;
     --controllers) CONTROLLERS=$2; shift 2 ;;
+    --racks) RACKS=$2; shift 2 ;;
     --replication-factor) REPLICATION_FACTOR=$2; shift 2 ;;
     --min-insync-replicas) MIN_INSYNC=$2; shift 2 ;;
     --batch-size) BATCH_SIZE=$2; shift 2 ;;
@@ -197,6 +205,14 @@ fi
   || die "--controllers runs Chronik with 2 or more --nodes (brokers)"
 ((CONTROLLERS + NODES <= 16)) || die "--controllers plus --nodes at most 16 (127.0.0.1..16)"
 [[ "$KEYS" == fixed || "$KEYS" == fresh ]] || die "--keys must be fixed or fresh"
+if [[ -n "$RACKS" ]]; then
+  racks_valid "$RACKS" || die "--racks: $RACKS_INVALID"
+  # the kafka-anchor's nodes share one server.properties template: no per-node broker.rack
+  [[ "$BROKER" == chronik ]] \
+    || die "--racks runs Chronik only: the kafka-anchor that starts Apache Kafka cannot give its nodes a broker.rack each"
+  [[ "$NODES" -ge 2 ]] || die "--racks needs a cluster (--nodes 2 or more): one node has no follower to fetch from"
+  IFS=, read -ra RACK_LIST <<< "$RACKS"
+fi
 [[ "$WARMUP" =~ ^[0-9]+[smh]?$ ]] || die "--warmup takes a duration like 10s, 1m or 0"
 [[ -z "$LATE_CONSUMER" || "$LATE_CONSUMER" =~ ^[0-9]+s?$ ]] || die "--late-consumer takes seconds, e.g. 20s"
 TOPOLOGY=$([[ "$NODES" == 1 ]] && echo standalone || echo cluster)
@@ -251,7 +267,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
 
-log "run $RUN_ID: test=$TEST broker=$BROKER$( ((SECURE)) && echo " (secure: $SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, HTTPS)") nodes=$NODES controllers=$CONTROLLERS rf=$REPLICATION_FACTOR min.insync=$MIN_INSYNC acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
+log "run $RUN_ID: test=$TEST broker=$BROKER${RACKS:+ racks=$RACKS}$( ((SECURE)) && echo " (secure: $SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, HTTPS)") nodes=$NODES controllers=$CONTROLLERS rf=$REPLICATION_FACTOR min.insync=$MIN_INSYNC acks=$ACKS ingestors=$INGESTORS consumers=$CONSUMERS partitions=$PARTITIONS -> $OUT"
 
 # -- build and install ---------------------------------------------------------
 # apt's output goes to a log (a fresh machine's first run would flood the terminal).
@@ -323,15 +339,16 @@ if [[ "$BROKER" == chronik ]]; then
     start_chronik "$WORK/broker" "${CHRONIK_ARGS[@]}"
     STARTED+=("broker=$CHRONIK_PID")
     BROKER_METRICS_LIST=("$CHRONIK_METRICS")
+    BROKER_IDS=(1)
   else
-    CHRONIK_CGROUP_ROOT=$FAULT_CGROUPS CHRONIK_CONTROLLERS=$CONTROLLERS \
+    CHRONIK_CGROUP_ROOT=$FAULT_CGROUPS CHRONIK_CONTROLLERS=$CONTROLLERS CHRONIK_RACKS=$RACKS \
       start_chronik_cluster "$WORK/broker" "$NODES" "${CHRONIK_ARGS[@]}"
     for ((i = 0; i < CONTROLLERS; i++)); do STARTED+=("controller-$((i + 1))=${CHRONIK_CONTROLLER_PIDS[$i]}"); done
     for ((i = 0; i < NODES; i++)); do STARTED+=("broker-$((CONTROLLERS + i + 1))=${CHRONIK_PIDS[$i]}"); done
     BROKER_METRICS_LIST=("${CHRONIK_METRICS_LIST[@]}")
+    BROKER_IDS=("${CHRONIK_BROKER_IDS[@]}")
   fi
   BOOTSTRAP=$CHRONIK_KAFKA
-  BROKER_METRICS=${BROKER_METRICS_LIST[0]}
   BROKER_VERSION=$("$CHRONIK_SERVER_BIN" --version | awk '{print $2}')
 else
   # The same topology as Chronik with the same flags (nodes, RF, min ISR),
@@ -351,8 +368,7 @@ else
   fi
   BOOTSTRAP=$KAFKA_BOOTSTRAP
   warm_up_kafka "$BOOTSTRAP" "$REPLICATION_FACTOR" "$MIN_INSYNC" "$KAFKA_WARMUP" "$WORK/kafka-warmup.log"
-  BROKER_METRICS=""
-  BROKER_METRICS_LIST=()
+  BROKER_METRICS_LIST=() BROKER_IDS=()
   BROKER_VERSION="4.3.1"
 fi
 create_topic "$BOOTSTRAP" "$TOPIC" "$PARTITIONS" "$REPLICATION_FACTOR" "$MIN_INSYNC"
@@ -364,8 +380,16 @@ case $ACKS in all) INGESTOR_ARGS+=(-1) ;; *) INGESTOR_ARGS+=("$ACKS") ;; esac
 # -- consumers, ingestors, prometheus -----------------------------------------------------
 declare -a CONSUMER_URLS=() INGESTOR_URL_LIST=() SCRAPE=()
 SCRAPE+=("${BROKER_METRICS_LIST[@]}")
+# consumer_rack_args I - --client-rack for verifying consumer I (racks[I % len]) under --racks
+consumer_rack_args() {
+  CONSUMER_RACK_ARGS=()
+  [[ -n "$RACKS" ]] && CONSUMER_RACK_ARGS=(--client-rack "${RACK_LIST[$(($1 % ${#RACK_LIST[@]}))]}")
+  return 0
+}
 for ((i = 0; i < CONSUMERS; i++)); do
-  start_consumer "consumer-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-$i.json"
+  consumer_rack_args "$i"
+  start_consumer "consumer-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-$i.json" \
+    "${CONSUMER_RACK_ARGS[@]}"
   STARTED+=("consumer-$i=$STARTED_PID"); CONSUMER_URLS+=("$STARTED_URL"); SCRAPE+=("$STARTED_METRICS")
 done
 for ((i = 0; i < INGESTORS; i++)); do
@@ -379,6 +403,17 @@ for port in $LOADGEN_PORTS; do LOADGEN_METRICS+=("127.0.0.1:$port"); done
 SCRAPE+=("${LOADGEN_METRICS[@]}")
 start_prometheus "$WORK/prometheus" "${SCRAPE[@]}"
 [[ -n "${PROM_PID:-}" ]] && STARTED+=("prometheus=$PROM_PID")
+
+# snapshot_broker_metrics DIR - each broker's /metrics into DIR/broker-<node id>.prom
+# (the report adds the brokers' counters up); none for Apache Kafka (no exporter here)
+snapshot_broker_metrics() {
+  local i
+  mkdir -p "$1"
+  for ((i = 0; i < ${#BROKER_METRICS_LIST[@]}; i++)); do
+    curl -fsS --max-time 5 "http://${BROKER_METRICS_LIST[$i]}/metrics" > "$1/broker-${BROKER_IDS[$i]}.prom" \
+      || { rm -f "$1/broker-${BROKER_IDS[$i]}.prom"; log "broker ${BROKER_IDS[$i]}: no /metrics snapshot"; }
+  done
+}
 
 # -- meta.json --------------------------------------------------------------------
 write_meta() {  # [FINISHED_AT]
@@ -402,6 +437,7 @@ write_meta() {  # [FINISHED_AT]
     --setting "measured_until=${MEASURED_UNTIL:-null}" \
     --setting "security=\"$( ((SECURE)) && echo "$SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, ingestor HTTPS + bearer token" || echo PLAINTEXT)\"" \
     --setting "generators=$GENERATORS" --setting "faults=\"$FAULTS\"" \
+    --setting "racks=\"$RACKS\"" --setting "rack_map=\"${CHRONIK_RACK_MAP:-}\"" \
     ${FAULTS:+--events "$OUT/faults/events.jsonl"} --version "loadgen=$("$LOADGEN_BIN" version 2>/dev/null | head -1)"
 }
 write_meta ""
@@ -461,8 +497,10 @@ PROGRESS_PID=$!
 
 if [[ -n "$LATE_CONSUMER" ]]; then
   # a member joining mid-load: the group rebalances inside the measured window
+  consumer_rack_args "$CONSUMERS"
   ( sleep "${LATE_CONSUMER%s}"; [[ -e "$SAMPLER_STOP" ]] && exit 0
-    start_consumer "consumer-late" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-late.json"
+    start_consumer "consumer-late" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-late.json" \
+      "${CONSUMER_RACK_ARGS[@]}"
     echo "$STARTED_PID $STARTED_URL" > "$WORK/late-consumer" ) &
   LATE_PID=$!
 fi
@@ -477,6 +515,10 @@ case $TEST in
     [[ -n "$STEP" ]] && PLAN_ARGS+=(--step "$STEP")
     [[ -n "$REPEAT" ]] && PLAN_ARGS+=(--repeat "$REPEAT") ;;
 esac
+# every broker's counters as the measured load starts: the report takes what
+# the run added (end snapshot - this one), e.g. the bytes consumers fetched
+# from leaders and from followers
+snapshot_broker_metrics "$OUT/metrics/start"
 MEASURED_FROM=$(date +%s.%N)
 if [[ -n "$FAULTS" ]]; then
   # the schedule counts from the measured load's start; it also polls every
@@ -559,9 +601,7 @@ for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
   sleep 1
 done
 log "consumers: $(cat "$WORK/drain.txt" 2>/dev/null)"
-if [[ -n "$BROKER_METRICS" ]]; then
-  curl -fsS --max-time 5 "http://$BROKER_METRICS/metrics" > "$OUT/metrics/broker.prom" || true
-fi
+snapshot_broker_metrics "$OUT/metrics"
 if [[ -n "${PROM_URL:-}" ]]; then
   curl -fsS --max-time 5 "$PROM_URL/api/v1/query?query=up" > "$OUT/metrics/prometheus-up.json" || true
   curl -fsS --max-time 5 --data-urlencode 'query=sum(rate(chronik_records_in_total[30s]))' \

@@ -105,8 +105,9 @@ class Run:
     k6_raw: pd.DataFrame
     consumers: tuple[ConsumerReport, ...]
     ledgers: tuple[Ledger, ...]
-    # scope ("metrics" for metrics/*.prom, "ingestor"), source (file stem or
-    # ingestor name), metric, labels, value
+    # scope ("metrics" for metrics/*.prom, "metrics-start" for
+    # metrics/start/*.prom: the same brokers as the measured load began,
+    # "ingestor"), source (file stem or ingestor name), metric, labels, value
     prom: pd.DataFrame
     # timestamp (raw), component, name, pid, cpu_seconds, rss_bytes
     resources: pd.DataFrame
@@ -285,6 +286,7 @@ def _prom(run_dir: Path, problems: list[str]) -> pd.DataFrame:
     sources: list[tuple[str, str, Path]] = []
     if (run_dir / "metrics").is_dir():
         sources += [("metrics", f.stem, f) for f in sorted((run_dir / "metrics").glob("*.prom"))]
+        sources += [("metrics-start", f.stem, f) for f in sorted((run_dir / "metrics" / "start").glob("*.prom"))]
     if (run_dir / "ingestors").is_dir():
         sources += [
             ("ingestor", INGESTOR_METRICS.match(f.name)["name"], f)

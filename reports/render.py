@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
+from .broker import FETCH_FIGURES
 from .report import Report
 
 NA = "n/a"
@@ -339,7 +340,9 @@ def _comparison(table: pd.DataFrame, title: str, group_by: str, a: str, b: str, 
     out = [f"## {title}", ""]
     if table.empty:
         return out + [f"{NOT_AVAILABLE}: {absent}"]
-    value_fmt = {"msg/s": fmt_int, "error rate": fmt_pct, "MB/s": fmt_float, "broker CPU µs/msg": fmt_float}
+    value_fmt = {"msg/s": fmt_int, "error rate": fmt_pct, "MB/s": fmt_float, "broker CPU µs/msg": fmt_float,
+                 **{label: fmt_bytes for label in list(FETCH_FIGURES.values())[:2]},
+                 FETCH_FIGURES["follower_fetch_share"]: lambda v: fmt_pct(v, 1)}
     for (group, runs), rows in table.groupby([group_by, "runs"], sort=False, observed=True):
         first = rows.iloc[0]
         shape = (f"{first['scenario']}, {first['message_size']} B × {first['batch_size']}, "
@@ -405,12 +408,19 @@ def _broker_metrics(report: Report) -> list[str]:
         return out + [NOT_AVAILABLE]
     order = list(dict.fromkeys(b["run_id"]))
     wide = b.pivot(index="figure", columns="run_id", values="value").reindex(list(dict.fromkeys(b["figure"])))[order]
+    formats = {"mean fsync (ms)": lambda v: fmt_float(v, 3), "fsync time (s)": lambda v: fmt_float(v, 1),
+               **{label: fmt_bytes for label in list(FETCH_FIGURES.values())[:2]},
+               FETCH_FIGURES["follower_fetch_share"]: lambda v: fmt_pct(v, 1)}
     formatted = wide.reset_index().assign(
-        **{run: [fmt_float(v, 3) if f == "mean fsync (ms)" else fmt_float(v, 1) if f == "fsync time (s)" else fmt_int(v)
-                 for f, v in zip(wide.index, wide[run])] for run in order}
+        **{run: [formats.get(f, fmt_int)(v) for f, v in zip(wide.index, wide[run])] for run in order}
     )
     cols: list[Column] = [("Figure", "figure", fmt_text), *((f"`{r}`", r, fmt_text) for r in order)]
-    return out + [markdown_table(formatted, cols, [f"`{r}`" for r in order])]
+    return out + [markdown_table(formatted, cols, [f"`{r}`" for r in order]), "",
+                  "Counters summed over every broker's snapshot. Consumer bytes: record bytes the brokers returned "
+                  "to consumers' fetches (`chronik_consumer_fetch_bytes_total`) as the partition's leader or as a "
+                  "follower (KIP-392: `run-all.sh --racks`, a consumer's `client.rack`), each broker's count at "
+                  "the end less its count as the measured load began; n/a where the broker exports no such counter "
+                  "(Apache Kafka here)."]
 
 
 def _resources(report: Report, charts: Mapping[str, str]) -> list[str]:

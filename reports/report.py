@@ -25,7 +25,7 @@ class Report:
     throughput: pd.DataFrame  # per run: messages, msg/s (scenarios added)
     timeline: pd.DataFrame  # msg/s per second of each run
     progression: pd.DataFrame
-    figures: pd.DataFrame  # summary + e2e + broker CPU: what comparisons compare
+    figures: pd.DataFrame  # summary + e2e + broker CPU + consumer fetch bytes: what comparisons compare
     acks: pd.DataFrame
     brokers: pd.DataFrame
     e2e: pd.DataFrame
@@ -35,6 +35,7 @@ class Report:
     rebalances: pd.DataFrame  # the consumers' rebalance callbacks, placed in the run's windows
     ingestors: pd.DataFrame
     broker_metrics: pd.DataFrame
+    consumer_fetch: pd.DataFrame  # per run: consumer bytes from leaders and followers, the followers' share
     processes: pd.DataFrame
     components: pd.DataFrame
     sides: pd.DataFrame
@@ -74,9 +75,11 @@ def build_report(runs_or_paths, target_rate: float = sizing.DEFAULT_TARGET_RATE)
         components[components["component"] == "broker"][["run_id", "cpu_us_per_msg"]]
         .rename(columns={"cpu_us_per_msg": "broker_cpu_us_per_msg"})
     )
+    fetch = broker.consumer_fetch(runs)
     figures = (
         summary.merge(e2e[["run_id", "e2e_p50_ms", "e2e_p99_ms"]], on="run_id", how="left")
         .merge(broker_cpu, on="run_id", how="left")
+        .merge(fetch, on="run_id", how="left")
     )
     tiers = sizing.tiers(components)
     steps = capacity.steps(runs)
@@ -101,6 +104,7 @@ def build_report(runs_or_paths, target_rate: float = sizing.DEFAULT_TARGET_RATE)
         rebalances=verification.rebalances(runs),
         ingestors=verification.ingestors(runs),
         broker_metrics=broker.broker_metrics(runs),
+        consumer_fetch=fetch,
         processes=resources.processes(usage),
         components=components,
         sides=resources.sides(components),
@@ -224,6 +228,15 @@ def conclusions(report: Report) -> list[str]:
         out.append(
             f"**chronik vs Kafka** at acks={row.acks}: chronik reached {row.ratio:.2f}× Kafka's throughput "
             f"({_n(row.chronik)} vs {_n(row.kafka)} msg/s){cpu_text}."
+        )
+
+    racks = report.settings.set_index("run_id")["racks"]
+    for row in report.consumer_fetch.dropna(subset=["follower_fetch_share"]).itertuples():
+        rack_text = f" (racks {racks.get(row.run_id)})" if pd.notna(racks.get(row.run_id)) else ""
+        out.append(
+            f"**Follower fetching** `{row.run_id}`{rack_text}: consumers fetched {_n(row.follower_fetch_bytes)} "
+            f"bytes from followers and {_n(row.leader_fetch_bytes)} from leaders "
+            f"({row.follower_fetch_share:.1%} from followers)."
         )
 
     out.extend(capacity.verdict_lines(report.capacity))

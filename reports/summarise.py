@@ -52,6 +52,10 @@ COMPARED = (
     ("e2e p50 (ms)", "e2e_p50_ms"),
     ("e2e p99 (ms)", "e2e_p99_ms"),
     ("broker CPU µs/msg", "broker_cpu_us_per_msg"),
+    # KIP-392 follower fetching (reports/broker.py: consumer_fetch); n/a for Kafka
+    ("consumer bytes from leaders", "leader_fetch_bytes"),
+    ("consumer bytes from followers", "follower_fetch_bytes"),
+    ("follower share of consumer bytes", "follower_fetch_share"),
 )
 # settings that must be equal for two runs to be compared
 COMPARABLE_ON = ["scenario", "message_size", "batch_size", "partitions", "ingestors"]

@@ -33,7 +33,7 @@ SETTINGS_COLUMNS = [
     "run_id", "test", "broker", "broker_version", "broker_flags", "security", "acks", "message_size", "batch_size",
     "ingestors", "consumers", "partitions", "wal_profile", "produce_profile", "planned_duration_s", "scale",
     "started_at", "finished_at", "git_commit", "host_cores", "host_memory_bytes", "hostname", "load_generator",
-    "overlay",
+    "overlay", "racks",
 ]
 
 
@@ -131,6 +131,8 @@ def run_settings(run: Run) -> pd.DataFrame:
         "load_generator": load_generator_version(meta),
         # k8s-perf/run.sh: k8s-perf/overlays/<overlay>; local runs have none
         "overlay": settings.get("overlay"),
+        # run-all.sh --racks a,b,c (KIP-392 follower fetching); "" or absent: none
+        "racks": settings.get("racks") or None,
     }
     return pd.DataFrame([row], columns=SETTINGS_COLUMNS).assign(
         started_at=lambda d: pd.to_datetime(d["started_at"], utc=True, format="ISO8601", errors="coerce"),

@@ -152,6 +152,29 @@ start_chronik() {
   log "chronik-server pid $CHRONIK_PID kafka=$CHRONIK_KAFKA metrics=$CHRONIK_METRICS data=$dir/data"
 }
 
+# Kafka's replica.selector.class that serves a consumer from the in-sync
+# replica in its client.rack (KIP-392)
+RACK_AWARE_REPLICA_SELECTOR=org.apache.kafka.common.replica.RackAwareReplicaSelector
+
+# racks_valid LIST - true when LIST is 1 to 16 comma-separated rack names of
+# [A-Za-z0-9._-], each 1 to 64 characters; else false with the reason in
+# RACKS_INVALID.
+racks_valid() {
+  local list=$1 rack racks=()
+  RACKS_INVALID=""
+  IFS=, read -ra racks <<< "$list"
+  if [[ -z "$list" || "$list" == *, || ${#racks[@]} -gt 16 ]]; then
+    RACKS_INVALID="give 1 to 16 comma-separated rack names"
+    return 1
+  fi
+  for rack in "${racks[@]}"; do
+    if [[ ! "$rack" =~ ^[A-Za-z0-9._-]{1,64}$ ]]; then
+      RACKS_INVALID="rack name '$rack' must be 1 to 64 characters of A-Z a-z 0-9 . _ -"
+      return 1
+    fi
+  done
+}
+
 # start_chronik_cluster DIR N [ARGS...] - start an N-node chronik cluster:
 # node I on 127.0.0.I with the same Kafka, raft and metrics ports on every node
 # (as pods have), data in DIR/node-I/data, peers 1@127.0.0.1,...; extra ARGS go
@@ -165,10 +188,18 @@ start_chronik() {
 # CHRONIK_CONTROLLERS=C (> 0) splits the roles: C controller-only nodes first
 # (127.0.0.1..C, the voters), then the N brokers (broker-only, observers of
 # the quorum) on 127.0.0.C+1..C+N.
+# CHRONIK_RACKS=a,b,c (racks_valid) gives the I-th broker (I = 1..N, counted
+# over brokers only) the rack racks[(I-1) % len] (--broker-rack, Kafka's
+# broker.rack) and the rack-aware replica selector (KIP-392: consumers that
+# send client.rack fetch from the in-sync follower in their rack);
+# controller-only nodes get neither.
 # Sets CHRONIK_RAFT_PORT (every node's raft port), CHRONIK_PIDS (array, brokers), CHRONIK_KAFKA (bootstrap list of every
 # broker), CHRONIK_METRICS_LIST (array of host:port, brokers), CHRONIK_PID
 # (the first broker), CHRONIK_CONTROLLER_PIDS and
-# CHRONIK_CONTROLLER_METRICS_LIST (controller-only nodes; empty when combined).
+# CHRONIK_CONTROLLER_METRICS_LIST (controller-only nodes; empty when combined),
+# CHRONIK_BROKER_IDS (array, each broker's node id) and, with CHRONIK_RACKS,
+# CHRONIK_BROKER_RACKS (array, each broker's rack; all three arrays in the
+# order of CHRONIK_PIDS) and CHRONIK_RACK_MAP ("NODE_ID=RACK,...", exported).
 start_chronik_cluster() {
   local dir=$1 n=$2; shift 2
   [[ -x "$CHRONIK_SERVER_BIN" ]] \
@@ -188,6 +219,12 @@ start_chronik_cluster() {
   [[ -s "$dir/cluster.secret" ]] || (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$dir/cluster.secret")
   CHRONIK_PIDS=(); CHRONIK_METRICS_LIST=(); CHRONIK_KAFKA=""
   CHRONIK_CONTROLLER_PIDS=(); CHRONIK_CONTROLLER_METRICS_LIST=()
+  CHRONIK_BROKER_IDS=(); CHRONIK_BROKER_RACKS=(); CHRONIK_RACK_MAP=""
+  local racks=()
+  if [[ -n "${CHRONIK_RACKS:-}" ]]; then
+    racks_valid "$CHRONIK_RACKS" || die "CHRONIK_RACKS=$CHRONIK_RACKS: $RACKS_INVALID"
+    IFS=, read -ra racks <<< "$CHRONIK_RACKS"
+  fi
   local pids=() node_metrics=()
   for ((i = 1; i <= total; i++)); do
     mkdir -p "$dir/node-$i/data"
@@ -197,6 +234,11 @@ start_chronik_cluster() {
     if ((controllers > 0)); then
       if ((i <= controllers)); then roles=(--process-roles controller); else roles=(--process-roles broker); fi
     fi
+    local rack="" rack_args=()
+    if ((${#racks[@]} && i > controllers)); then
+      rack=${racks[$(((i - controllers - 1) % ${#racks[@]}))]}
+      rack_args=(--broker-rack "$rack" --replica-selector-class "$RACK_AWARE_REPLICA_SELECTOR")
+    fi
     local launch=()  # CHRONIK_CGROUP_ROOT: each node in its own cgroups (run-all.sh --faults: partition, slow-disk)
     if [[ -n "${CHRONIK_CGROUP_ROOT:-}" ]]; then
       local roots root node_dirs=""
@@ -204,7 +246,7 @@ start_chronik_cluster() {
       for root in "${roots[@]}"; do node_dirs+="${node_dirs:+:}$root/node$i"; done
       launch=("$REPO_ROOT/scripts/in-cgroup.sh" "$node_dirs")
     fi
-    "${launch[@]}" "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" "${roles[@]}" \
+    "${launch[@]}" "$CHRONIK_SERVER_BIN" --node-id "$i" --peers "$peers" "${roles[@]}" "${rack_args[@]}" \
       "${listen[@]}" --raft-listen "127.0.0.$i:$rport" --metrics-listen "127.0.0.$i:$mport" \
       --data-dir "$dir/node-$i/data" --cluster-secret-file "$dir/cluster.secret" "$@" > "$dir/node-$i/stdout.log" 2> "$dir/node-$i/stderr.log" < /dev/null &
     pids+=("$!"); node_metrics+=("127.0.0.$i:$mport")
@@ -215,11 +257,17 @@ start_chronik_cluster() {
     else
       pid_record "$!" "chronik-server-$i"
       CHRONIK_PIDS+=("$!")
+      CHRONIK_BROKER_IDS+=("$i")
+      if [[ -n "$rack" ]]; then
+        CHRONIK_BROKER_RACKS+=("$rack")
+        CHRONIK_RACK_MAP+="${CHRONIK_RACK_MAP:+,}$i=$rack"
+      fi
       CHRONIK_KAFKA+="${CHRONIK_KAFKA:+,}127.0.0.$i:$kport"
       CHRONIK_METRICS_LIST+=("127.0.0.$i:$mport")
     fi
   done
   CHRONIK_PID=${CHRONIK_PIDS[0]}
+  export CHRONIK_RACK_MAP
   for ((i = 1; i <= total; i++)); do
     local pid=${pids[$((i - 1))]} waited
     for ((waited = 0; waited < CHRONIK_START_TIMEOUT * 10; waited++)); do
@@ -233,6 +281,7 @@ start_chronik_cluster() {
     wait_http_ok "http://127.0.0.$i:$mport/ready" "$CHRONIK_START_TIMEOUT" "$pid" \
       || { tail -n 30 "$dir/node-$i/stderr.log" >&2 || true; die "chronik-server node $i not ready (logs: $dir/node-$i)"; }
   done
+  [[ -n "$CHRONIK_RACK_MAP" ]] && log "racks (node=rack): $CHRONIK_RACK_MAP, replica selector $RACK_AWARE_REPLICA_SELECTOR"
   if ((controllers > 0)); then
     log "chronik cluster of $controllers controllers (pids ${CHRONIK_CONTROLLER_PIDS[*]}) and $n brokers: pids ${CHRONIK_PIDS[*]} bootstrap=$CHRONIK_KAFKA"
   else

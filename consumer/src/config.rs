@@ -93,6 +93,11 @@ pub struct RunArgs {
         value_delimiter = ','
     )]
     pub consumer_properties: Vec<String>,
+    /// Kafka client.rack: the rack (zone) this consumer runs in. A broker
+    /// with a rack-aware replica.selector.class (KIP-392) then points its
+    /// fetches at the in-sync replica in the same rack
+    #[arg(long, env = "CHRONIK_CONSUMER_CLIENT_RACK")]
+    pub client_rack: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -135,6 +140,8 @@ pub struct Config {
     pub commit_interval: Duration,
     pub hlog_interval: Duration,
     pub client_id: String,
+    /// librdkafka's `client.rack`, sent in Fetch v11+ as `rack_id`
+    pub client_rack: Option<String>,
     pub consumer_properties: chronik_harness::results::ClientProperties,
 }
 
@@ -169,6 +176,15 @@ impl TryFrom<RunArgs> for Config {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let client_rack = match a.client_rack.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(rack) if consumer_properties.iter().any(|(k, _)| k == "client.rack") => {
+                return Err(Error::Config(format!(
+                    "--client-rack {rack:?} and -X client.rack both given: give one"
+                )))
+            }
+            Some(rack) => Some(rack.to_string()),
+        };
         let client_id = a.client_id.unwrap_or_else(|| {
             let host =
                 std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string());
@@ -190,6 +206,7 @@ impl TryFrom<RunArgs> for Config {
             commit_interval: a.commit_interval,
             hlog_interval: a.hlog_interval,
             client_id,
+            client_rack,
             consumer_properties: chronik_harness::results::ClientProperties(consumer_properties),
         })
     }
@@ -210,6 +227,7 @@ impl Config {
             "commitIntervalSecs": self.commit_interval.as_secs_f64(),
             "hlogIntervalSecs": self.hlog_interval.as_secs_f64(),
             "clientId": self.client_id,
+            "clientRack": self.client_rack,
             "consumerProperties": self.consumer_properties.shown(),
         })
     }
@@ -262,6 +280,25 @@ mod tests {
             *c.consumer_properties,
             [("session.timeout.ms".to_string(), "6000".to_string())]
         );
+    }
+
+    #[test]
+    fn client_rack_is_client_rack_once() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["chronik-consumer", "--topic", "t"];
+            argv.extend_from_slice(extra);
+            Config::try_from(Args::try_parse_from(argv).expect("parses").run)
+        };
+        let c = parse(&["--client-rack", "b"]).expect("valid");
+        assert_eq!(c.client_rack.as_deref(), Some("b"));
+        assert_eq!(c.settings_json()["clientRack"], "b");
+        // empty (an unset zone label) means no rack, as when not given
+        assert_eq!(
+            parse(&["--client-rack", " "]).expect("valid").client_rack,
+            None
+        );
+        assert_eq!(parse(&[]).expect("valid").client_rack, None);
+        assert!(parse(&["--client-rack", "b", "-X", "client.rack=c"]).is_err());
     }
 
     #[test]

@@ -230,6 +230,12 @@ fn client_config(config: &Config) -> ClientConfig {
         )
         .set("enable.partition.eof", "false")
         .set("statistics.interval.ms", "1000");
+    // KIP-392: librdkafka sends it as Fetch v11+'s rack_id, and a leader with
+    // a rack-aware replica selector answers with the same-rack follower to
+    // fetch from (preferred_read_replica)
+    if let Some(rack) = &config.client_rack {
+        c.set("client.rack", rack);
+    }
     // a broker that restarted or moved is found again in seconds; -X overrides
     for (k, v) in chronik_harness::reconnect::LIBRDKAFKA_RECONNECT {
         c.set(k, v);

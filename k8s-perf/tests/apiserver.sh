@@ -15,7 +15,10 @@
 #   2. Every overlay applied server-side for real (schema, defaulting,
 #      admission with PodSecurity "restricted" in the namespace it makes, no
 #      PodSecurity warning): every pod is scheduled on the kwok nodes and
-#      turns Ready, every Job completes; the load Job's pods are made by the
+#      turns Ready, every Job completes; every broker pod carries its node's
+#      topology.kubernetes.io/zone label (the nodes are given zone-a..c: the
+#      API server's PodTopologyLabels admission copies it at binding, on by
+#      default since 1.35, and the brokers read it as their rack); the load Job's pods are made by the
 #      real Job controller as an Indexed Job: one per index 0..N-1, each with
 #      the stable name chronik-load-<index> under the subdomain chronik-load
 #      that its barrier wiring relies on; then the overlay is removed. The
@@ -83,6 +86,27 @@ if "$BIN/kwokctl" scale node --name "$CLUSTER" --replicas 6 > "$WORK/nodes.log" 
 else
   fail "kwok nodes: $(tail -n 3 "$WORK/nodes.log") $(kc get nodes --no-headers 2>&1 | tr '\n' ' ')"
 fi
+
+# the nodes' zones: what a cloud's nodes carry, and what the brokers take as their rack
+zones=(zone-a zone-b zone-c)
+i=0
+for node in $(kc get nodes -o name); do
+  kc label --overwrite "$node" "topology.kubernetes.io/zone=${zones[$((i % 3))]}" > /dev/null || true
+  i=$((i + 1))
+done
+# zones_copied NS - every broker pod's topology.kubernetes.io/zone label is its node's; prints the mismatches
+zones_copied() {
+  local pod node zone want count=0 bad=0
+  while read -r pod node zone; do
+    [[ -n "$pod" ]] || continue
+    count=$((count + 1))
+    want=$(kc get node "$node" -o jsonpath='{.metadata.labels.topology\.kubernetes\.io/zone}')
+    [[ -n "$want" && "$zone" == "$want" ]] || { bad=1; echo "$pod on $node has zone '$zone', its node '$want'"; }
+  done < <(kc get pods -n "$1" -l app.kubernetes.io/component=broker \
+             -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeName} {.metadata.labels.topology\.kubernetes\.io/zone}{"\n"}{end}')
+  ((count > 0 && bad == 0)) && echo "$count broker pod(s)"
+  ((count > 0 && bad == 0))
+}
 
 # -- 1. CRDs ----------------------------------------------------------------------------------------
 crd_dir=$(cat "$REPO/.tools/k8s-crd-dir" 2> /dev/null || true)
@@ -160,6 +184,11 @@ for dir in "$K8S"/overlays/*/; do
     ok "overlays/$name: $(cat "$WORK/$name.job.out")"
   else
     fail "overlays/$name: the load Job's pods: $(cat "$WORK/$name.job.out")"
+  fi
+  if zones_copied "$ns" > "$WORK/$name.zones" 2>&1; then
+    ok "overlays/$name: $(cat "$WORK/$name.zones") carry their node's topology.kubernetes.io/zone (the brokers' rack)"
+  else
+    fail "overlays/$name: zone labels not copied onto the broker pods: $(tr '\n' ' ' < "$WORK/$name.zones")"
   fi
   ready=$(kc get pods -n "$ns" -l '!batch.kubernetes.io/job-name' -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^True$' || true)
   nodes=$(kc get pods -n "$ns" -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort -u | grep -c . || true)

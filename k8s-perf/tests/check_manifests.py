@@ -36,6 +36,10 @@ Owns, per built overlay (one YAML file each, named <overlay>.yaml):
             stand-in chronik-server: node id, advertised name (or listeners) and
             peers (the voters); a broker StatefulSet apart from its
             controllers also for two pods past its replicas (it grows)
+  racks     brokers' CHRONIK_BROKER_RACK and the consumers' client.rack from
+            the pod's topology.kubernetes.io/zone label (downward API), the
+            rack-aware replica selector; the entrypoint drops an empty rack
+            and a controller's rack settings
   secrets, tls  check_secure.py (no literal secret; Secrets and files a pod
             names exist; components/secure's protocol, authorizer and clients)
   security  the namespace enforces PodSecurity restricted, every pod template
@@ -621,6 +625,55 @@ def check_entrypoint(overlay, docs):
                       f"got {out.stdout.strip()!r} {out.stderr.strip()!r}, want {want!r}")
 
 
+ZONE_FIELD = "metadata.labels['topology.kubernetes.io/zone']"
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def check_racks(overlay, docs):
+    """Brokers take their node's zone as broker.rack (the label Kubernetes
+    copies from the node onto the pod, read through the downward API) with the
+    rack-aware replica selector; consumers send it as client.rack; the
+    entrypoint drops an empty rack (a node without the label) and every rack
+    setting on a controller-only pod."""
+    brokers, controllers = broker_and_controllers(docs)
+
+    def field_of(wl, name):
+        for e in wl["spec"]["template"]["spec"]["containers"][0].get("env", []):
+            if e["name"] == name:
+                return ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        return None
+
+    for s in brokers:
+        name = s["metadata"]["name"]
+        check(field_of(s, "CHRONIK_BROKER_RACK") == ZONE_FIELD, f"{overlay}: {name}'s CHRONIK_BROKER_RACK is its zone label")
+        check(env_of(s).get("CHRONIK_REPLICA_SELECTOR_CLASS") == RACK_AWARE_SELECTOR,
+              f"{overlay}: {name} selects replicas by rack (KIP-392)")
+    for d in by_kind(docs, "Deployment"):
+        if d["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "consumer":
+            check(field_of(d, "CHRONIK_CONSUMER_CLIENT_RACK") == ZONE_FIELD,
+                  f"{overlay}: {d['metadata']['name']}'s client.rack is its zone label")
+    cm = next(d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].startswith("chronik-broker-entrypoint"))
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "entrypoint.sh").write_text(cm["data"]["entrypoint.sh"])
+        fake = Path(tmp) / "chronik-server"
+        fake.write_text("#!/bin/sh\necho \"RACK=${CHRONIK_BROKER_RACK-unset} SELECTOR=${CHRONIK_REPLICA_SELECTOR_CLASS-unset}\"\n")
+        fake.chmod(0o755)
+        for s in brokers + controllers:
+            name = s["metadata"]["name"]
+            env = {k: v for k, v in env_of(s).items() if v is not None}
+            controller = env.get("CHRONIK_PROCESS_ROLES") == "controller"
+            for zone in ("", "zone-b"):
+                run_env = {**env, "PATH": f"{tmp}:/usr/bin:/bin", "POD_NAME": f"{name}-0",
+                           "POD_NAMESPACE": s["metadata"].get("namespace", "default"), "CHRONIK_BROKER_RACK": zone,
+                           "CHRONIK_REPLICA_SELECTOR_CLASS": RACK_AWARE_SELECTOR}
+                out = subprocess.run(["sh", f"{tmp}/entrypoint.sh"], env=run_env, capture_output=True, text=True, timeout=10)
+                rack = "unset" if controller or not zone else zone
+                want = f"RACK={rack} SELECTOR={'unset' if controller else RACK_AWARE_SELECTOR}"
+                check(out.returncode == 0 and out.stdout.strip() == want,
+                      f"{overlay}: entrypoint in {name}-0 with zone {zone!r} -> rack {rack}",
+                      f"got {out.stdout.strip()!r} {out.stderr.strip()!r}, want {want!r}")
+
+
 class LazyHelps(dict):
     """`BIN --help` of a binary the first time a manifest runs it."""
 
@@ -677,6 +730,7 @@ def main() -> int:
         check_monitors(overlay, docs)
         check_topology(overlay, docs)
         check_entrypoint(overlay, docs)
+        check_racks(overlay, docs)
         check_secrets(overlay, docs, known_secrets)
         check_tls(overlay, docs)
     passed, failed = counts()

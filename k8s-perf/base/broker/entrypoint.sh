@@ -12,6 +12,11 @@
 #                      listeners (NAME://host:port,...): each listener's name
 #                      and port at the own stable DNS name (what the
 #                      certificates' SANs cover in the secure overlay)
+#   CHRONIK_BROKER_RACK  dropped when empty (the node has no
+#                      topology.kubernetes.io/zone label: the downward API gives
+#                      "", which chronik-server refuses as a rack) and on
+#                      controller-only pods, with CHRONIK_REPLICA_SELECTOR_CLASS
+#                      (racks and replica selection are a broker's)
 #   CHRONIK_PEERS      the metadata quorum's voters ("ID@stable DNS name,..."):
 #                      with CONTROLLER_STATEFULSET set, that StatefulSet's
 #                      CONTROLLER_REPLICAS pods (ids CONTROLLER_ID_BASE + ordinal:
@@ -24,7 +29,7 @@
 # Kafka address; a `broker` pod follows the quorum as an observer, so its
 # StatefulSet grows and shrinks without any change here (BROKER_REPLICAS is
 # not read).
-# Inputs (env): POD_NAME, POD_NAMESPACE (downward API),
+# Inputs (env): POD_NAME, POD_NAMESPACE, CHRONIK_BROKER_RACK (downward API),
 # HEADLESS_SERVICE, BROKER_REPLICAS (combined nodes: must equal the
 # StatefulSet's replicas; CI checks that), CHRONIK_PROCESS_ROLES (default
 # broker,controller), CONTROLLER_STATEFULSET, CONTROLLER_SERVICE,
@@ -68,6 +73,13 @@ case $roles in
     exit 1
     ;;
 esac
+
+if [ -z "${CHRONIK_BROKER_RACK:-}" ] || [ "$roles" = controller ]; then
+  unset CHRONIK_BROKER_RACK
+fi
+if [ "$roles" = controller ]; then
+  unset CHRONIK_REPLICA_SELECTOR_CLASS
+fi
 
 suffix="$HEADLESS_SERVICE.$POD_NAMESPACE.svc.$domain"
 if [ "$roles" = controller ]; then
@@ -125,5 +137,5 @@ if [ -n "$peers" ]; then
   fi
 fi
 
-echo "entrypoint: node id $CHRONIK_NODE_ID ($roles), advertised as ${CHRONIK_ADVERTISED_LISTENERS:-${CHRONIK_ADVERTISE:-nothing}}, peers ${CHRONIK_PEERS:-none (standalone)}" >&2
+echo "entrypoint: node id $CHRONIK_NODE_ID ($roles), rack ${CHRONIK_BROKER_RACK:-none}, advertised as ${CHRONIK_ADVERTISED_LISTENERS:-${CHRONIK_ADVERTISE:-nothing}}, peers ${CHRONIK_PEERS:-none (standalone)}" >&2
 exec chronik-server "$@"
