@@ -193,6 +193,7 @@ run_client() {
     eos_client && echo eos-failover
     eos_848_client && echo eos-848
     security_client && echo security
+    [[ $client == kafka-cli ]] && echo cluster-ops
   }
   eos_client() { [[ " $EOS_FAILOVER_CLIENTS " == *" $client "* ]]; }
   eos_848_client() { [[ " $EOS_848_CLIENTS " == *" $client "* ]]; }
@@ -223,16 +224,18 @@ run_client() {
     stop_chronik || log "$client: broker did not stop cleanly (exit status $?)"
     cp "$BROKER_DIR/stderr.log" "$logs/broker.$((++seq)).stderr.log" 2> /dev/null || true
   }
+  # cluster_stop - stops the nodes of the cluster in $CLUSTER_DIR (controllers too)
   cluster_stop() {
     local pid i=0
-    for pid in "${CHRONIK_PIDS[@]}"; do
+    for pid in "${CHRONIK_CONTROLLER_PIDS[@]}" "${CHRONIK_PIDS[@]}"; do
       i=$((i + 1))
       stop_pid "$pid" || true
       wait "$pid" 2> /dev/null || true
       pid_forget "$pid"
-      cp "$work/cluster/node-$i/stderr.log" "$logs/cluster-node-$i.stderr.log" 2> /dev/null || true
+      cp "$CLUSTER_DIR/node-$i/stderr.log" "$logs/$(basename "$CLUSTER_DIR")-node-$i.stderr.log" 2> /dev/null || true
     done
     CHRONIK_PIDS=()
+    CHRONIK_CONTROLLER_PIDS=()
     CHRONIK_PID=""
   }
   cleanup() {
@@ -302,6 +305,7 @@ run_client() {
   broker_stop
   eos_848_client && eos_848
   eos_client && eos_failover
+  [[ $client == kafka-cli ]] && cluster_ops
   if security_client; then
     security_check
   else
@@ -331,7 +335,8 @@ eos_failover() {
   local req="$work/kill-request" ack="$work/kill-done"
   rm -f "$req" "$ack"
   log "$client: starting a 3-node cluster for eos-failover"
-  start_chronik_cluster "$work/cluster" 3 "${EOS_CLUSTER_ARGS[@]}"
+  CLUSTER_DIR="$work/cluster"
+  start_chronik_cluster "$CLUSTER_DIR" 3 "${EOS_CLUSTER_ARGS[@]}"
   (
     local i id
     for ((i = 0; i < CHECK_TIMEOUT * 10; i++)); do
@@ -355,6 +360,19 @@ eos_failover() {
   kill -TERM "$KILLER_PID" 2> /dev/null || true
   wait "$KILLER_PID" 2> /dev/null || true
   KILLER_PID=""
+  cluster_stop
+}
+
+# cluster_ops - (inside run_client, the kafka-cli row) the cluster-ops check on
+# a fresh split cluster as docs/cluster.md runs it: 3 controllers and 5
+# brokers in racks a, b, c (consumers may fetch from followers, KIP-392).
+# shellcheck disable=SC2317  # called from run_client only
+cluster_ops() {
+  log "$client: starting 3 controllers and 5 brokers in racks a,b,c for cluster-ops"
+  CLUSTER_DIR="$work/ops"
+  CHRONIK_CONTROLLERS=3 CHRONIK_RACKS=a,b,c start_chronik_cluster "$CLUSTER_DIR" 5 "${EOS_CLUSTER_ARGS[@]}"
+  COMPAT_BROKER_METRICS=$(IFS=,; echo "${CHRONIK_METRICS_LIST[*]}") \
+    invoke cluster-ops cluster-ops -- --check cluster-ops
   cluster_stop
 }
 

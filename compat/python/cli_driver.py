@@ -23,6 +23,9 @@ a user of a Kafka cluster runs them, and prints the JSON result line:
          the StandardAuthorizer with allow.everyone.if.no.acl.found; the
          ACL's topic is then refused to this client, User:ANONYMOUS, with
          TOPIC_AUTHORIZATION_FAILED)
+  cluster-ops  the same tools operating a split cluster in racks: manual
+         placement, draining a broker under load, follower fetching
+         (cluster_ops.py)
   the rest n/a: these tools neither produce nor consume.
 Setup (messages, a group's commits, a transaction) uses confluent-kafka.
 """
@@ -39,39 +42,11 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 import compat_common as cc
-from kafka_tools import java, tools_version
+import cluster_ops
+from kafka_tools import StepFailed, Steps, tools_version
 
 CLIENT = "kafka-cli"
 TOOLS = "org.apache.kafka.tools."
-
-
-class Steps:
-    """Runs the tool steps in order; the first that fails ends the check."""
-
-    def __init__(self, bootstrap: str, timeout: float):
-        self.bootstrap, self.timeout = bootstrap, timeout
-        self.done: list[str] = []
-
-    def tool(self, name: str, main: str, *argv: str, expect: Callable[[str], bool],
-             subcommand: str | None = None, exit_code: int = 0) -> str:
-        """Runs a tool (`subcommand` first, for tools that parse it first)."""
-        head = [subcommand] if subcommand else []
-        r = java(main, *head, "--bootstrap-server", self.bootstrap, *argv, timeout=self.timeout * 2)
-        out = r.stdout + r.stderr
-        if r.returncode != exit_code or not expect(out):
-            tail = " | ".join(out.strip().splitlines()[-4:])[:600]
-            raise StepFailed(f"{name}: exit {r.returncode}, output: {tail}")
-        self.done.append(name)
-        return out
-
-    def state(self, name: str, ok: bool, detail: str) -> None:
-        if not ok:
-            raise StepFailed(f"{name}: {detail}")
-        self.done.append(name)
-
-
-class StepFailed(Exception):
-    pass
 
 
 def produce(bootstrap: str, topic: str, n: int, timeout: float) -> None:
@@ -280,6 +255,7 @@ def main() -> int:
         "transactions": not_applicable(
             "transactions", "kafka-transactions.sh list/describe is part of the admin check"),
         "admin": check_admin,
+        "cluster-ops": cluster_ops.check_cluster_ops,
     })
 
 

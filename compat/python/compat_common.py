@@ -23,12 +23,14 @@ import traceback
 import uuid
 from typing import Callable, Iterable
 
-CHECK_NAMES = ("produce-fetch", "group", "commit-resume", "idempotent", "transactions", "admin", "security")
+CHECK_NAMES = ("produce-fetch", "group", "commit-resume", "idempotent", "transactions", "admin", "security",
+               "cluster-ops")
 # What a driver that does not implement a check reports for it.
 NOT_CHECKED = {
     "admin": "admin APIs are checked with Kafka's own CLI tools (the kafka-cli row)",
     "transactions": "this client has no transactional producer",
     "security": "this driver has no TLS/SASL step (compat/run.sh SECURITY_CLIENTS)",
+    "cluster-ops": "cluster operations are checked with Kafka's own CLI tools (the kafka-cli row)",
 }
 # The SASL mechanism of the `security` check (the broker enables only this one).
 SCRAM_MECHANISM = "SCRAM-SHA-512"

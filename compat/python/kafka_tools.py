@@ -2,8 +2,10 @@
 Maven Central, in compat/java/target/lib, built by compat/install-deps.sh)
 with `java -cp`, as the distribution's bin/*.sh scripts do.
 
-Owns: the jar directory, the tools' version, and one bounded tool run whose
-output is logged to stderr. Used by perf_driver.py and cli_driver.py.
+Owns: the jar directory, the tools' version, one bounded tool run whose
+output is logged to stderr, and `Steps`, a check's tool runs in order (the
+first that fails ends it). Used by perf_driver.py, cli_driver.py and
+cluster_ops.py.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import glob
 import os
 import re
 import subprocess
+from typing import Callable
 from pathlib import Path
 
 import compat_common as cc
@@ -34,3 +37,36 @@ def java(main: str, *argv: str, timeout: float) -> subprocess.CompletedProcess:
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     cc.log(f"exit {r.returncode}\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
     return r
+
+
+class Steps:
+    """Runs the tool steps in order; the first that fails ends the check."""
+
+    def __init__(self, bootstrap: str, timeout: float):
+        self.bootstrap, self.timeout = bootstrap, timeout
+        self.done: list[str] = []
+
+    def tool(self, name: str, main: str, *argv: str, expect: Callable[[str], bool],
+             subcommand: str | None = None, exit_code: int = 0) -> str:
+        """Runs a tool (`subcommand` first, for tools that parse it first)."""
+        head = [subcommand] if subcommand else []
+        r = java(main, *head, "--bootstrap-server", self.bootstrap, *argv, timeout=self.timeout * 2)
+        out = r.stdout + r.stderr
+        if r.returncode != exit_code or not expect(out):
+            tail = " | ".join(out.strip().splitlines()[-4:])[:600]
+            raise StepFailed(f"{name}: exit {r.returncode}, output: {tail}")
+        self.done.append(name)
+        return out
+
+    def run(self, main: str, *argv: str) -> subprocess.CompletedProcess:
+        """Runs a tool whose output the caller judges (a step polled until done)."""
+        return java(main, "--bootstrap-server", self.bootstrap, *argv, timeout=self.timeout * 2)
+
+    def state(self, name: str, ok: bool, detail: str) -> None:
+        if not ok:
+            raise StepFailed(f"{name}: {detail}")
+        self.done.append(name)
+
+
+class StepFailed(Exception):
+    pass
