@@ -9,7 +9,7 @@
 //! UnregisterBroker stays removed until it heartbeats again (the fencer
 //! only looks at listed brokers). Must not: change the image other than by
 //! proposing commands, or answer when it is not the leader (`NotController`);
-//! DescribeQuorum (`quorum`) proposes nothing.
+//! DescribeQuorum (`quorum`) proposes nothing; voter changes are `voters`'.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +29,7 @@ use crate::leader_balance::{partitions_to_elect, LeaderBalance};
 use crate::observers;
 use crate::quorum::{self, ReplicationClock};
 use crate::raft_types::{kafka_id, Raft};
+use crate::voters::VoterChanges;
 use crate::request::{
     ControllerReply, ControllerRequest, CreatePartitions, CreateTopic, ElectionType, Heartbeat,
 };
@@ -99,6 +100,8 @@ pub struct Controller {
     rotation: AtomicUsize,
     /// The voters' replication times, for DescribeQuorum.
     clock: Arc<ReplicationClock>,
+    /// KIP-853 voter changes, one at a time.
+    voter_changes: VoterChanges,
 }
 
 impl Controller {
@@ -121,6 +124,7 @@ impl Controller {
             }),
             rotation: AtomicUsize::new(0),
             clock,
+            voter_changes: VoterChanges::default(),
         }
     }
 
@@ -251,9 +255,39 @@ impl Controller {
                 .await
             }
             ControllerRequest::DescribeQuorum => quorum::describe(&self.raft, &self.clock).await,
-            ControllerRequest::AddObserver { node_id, raft_addr } => {
+            ControllerRequest::AddObserver {
+                node_id,
+                raft_addr,
+                directory_id,
+            } => {
                 let voters = self.voters.keys().copied().collect();
-                observers::add(&self.raft, &voters, node_id, raft_addr).await
+                observers::add(&self.raft, &voters, node_id, raft_addr, directory_id).await
+            }
+            ControllerRequest::AddVoter {
+                node_id,
+                directory_id,
+                raft_addr,
+            } => {
+                self.voter_changes
+                    .add(&self.raft, &self.clock, node_id, directory_id, raft_addr)
+                    .await
+            }
+            ControllerRequest::RemoveVoter {
+                node_id,
+                directory_id,
+            } => {
+                self.voter_changes
+                    .remove(&self.raft, node_id, directory_id)
+                    .await
+            }
+            ControllerRequest::UpdateVoter {
+                node_id,
+                directory_id,
+                raft_addr,
+            } => {
+                self.voter_changes
+                    .update(&self.raft, node_id, directory_id, raft_addr)
+                    .await
             }
             ControllerRequest::UnregisterBroker { node_id } => {
                 // The state machine refuses it too; this spares a log entry.

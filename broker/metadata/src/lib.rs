@@ -32,6 +32,7 @@
 //! - `controller`  — liveness, fencing, replica assignment, proposals.
 //! - `leader_balance` — which partitions automatic preferred elections move back.
 //! - `observers`   — brokers that are not controllers: raft learners that follow the log.
+//! - `voters`      — KIP-853: adding, removing and updating voters (controllers).
 //! - `heartbeat`   — this broker's heartbeat to the controller.
 //! - `cluster`     — `Cluster`: startup, routing, shutdown.
 //!
@@ -70,6 +71,7 @@ mod store_sm;
 #[cfg(test)]
 mod test_images;
 mod transport;
+mod voters;
 
 pub use cluster::{Cluster, COMMAND_TIMEOUT};
 pub use command::{validate_topic_name, NO_LEADER};
@@ -86,6 +88,7 @@ pub use image::{
 pub use network::{connect_from, Credentials, OpenError};
 pub use peer_auth::ClusterSecret;
 pub use quorum::{QuorumInfo, VoterEndpoint, VoterState};
+pub use voters::uuid_string;
 pub use request::{AlterPartition, CreatePartitions, CreateTopic, ElectionType, Reassignment};
 pub use transport::{ControllerSecurity, RaftStream};
 

@@ -90,6 +90,7 @@ impl TestCluster {
             secret: ClusterSecret::from_bytes(b"the test cluster's shared secret"),
             security: Default::default(),
             leader_balance: Default::default(),
+            directory_id: [u8::try_from(id).expect("small"); 16],
         }
     }
 
