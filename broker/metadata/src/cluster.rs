@@ -240,7 +240,10 @@ fn spawn_register_voter(cluster: std::sync::Weak<Cluster>) -> JoinHandle<()> {
                 Err(e) => {
                     let why = e.to_string();
                     if last_refusal.as_deref() != Some(why.as_str()) {
-                        tracing::warn!(node_id = config.node_id, "recording this controller's directory id: {why}");
+                        tracing::warn!(
+                            node_id = config.node_id,
+                            "recording this controller's directory id: {why}"
+                        );
                         last_refusal = Some(why);
                     }
                 }

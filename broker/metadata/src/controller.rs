@@ -29,10 +29,10 @@ use crate::leader_balance::{partitions_to_elect, LeaderBalance};
 use crate::observers;
 use crate::quorum::{self, ReplicationClock};
 use crate::raft_types::{kafka_id, Raft};
-use crate::voters::VoterChanges;
 use crate::request::{
     ControllerReply, ControllerRequest, CreatePartitions, CreateTopic, ElectionType, Heartbeat,
 };
+use crate::voters::VoterChanges;
 
 /// A proposal that takes longer than this to commit is reported as failed.
 pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);

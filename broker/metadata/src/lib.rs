@@ -88,9 +88,9 @@ pub use image::{
 pub use network::{connect_from, Credentials, OpenError};
 pub use peer_auth::ClusterSecret;
 pub use quorum::{QuorumInfo, VoterEndpoint, VoterState};
-pub use voters::uuid_string;
 pub use request::{AlterPartition, CreatePartitions, CreateTopic, ElectionType, Reassignment};
 pub use transport::{ControllerSecurity, RaftStream};
+pub use voters::uuid_string;
 
 /// A snapshot of this node's view of the controller.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -299,7 +299,8 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, QuorumNode, RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, QuorumNode, RaftError<NodeId>>>
+    {
         let term = rpc.vote.leader_id().get_term();
         let through = rpc
             .entries

@@ -279,7 +279,10 @@ fn build(view: &LeaderView, clock: &ReplicationClock, now: i64) -> QuorumInfo {
             let (host, port) = addr.rsplit_once(':')?;
             Some(VoterEndpoint {
                 node_id,
-                host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+                host: host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
                 port: port.parse().ok()?,
             })
         })

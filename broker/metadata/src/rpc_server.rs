@@ -206,14 +206,11 @@ fn raft_senders(handler: &RpcHandler, peer_id: i32) -> RaftSenders {
     let unjoined = membership.nodes().next().is_none();
     // Once the membership is known it decides: a configured voter removed
     // with RemoveRaftVoter no longer votes here.
-    let senders = RaftSenders {
-        voter: match unjoined {
-            true => handler.voters.contains(&peer_id),
-            false => membership.voter_ids().any(|v| v == id),
-        },
-        unjoined,
+    let voter = match unjoined {
+        true => handler.voters.contains(&peer_id),
+        false => membership.voter_ids().any(|v| v == id),
     };
-    senders
+    RaftSenders { voter, unjoined }
 }
 
 /// Raft RPCs come from voters only (an observer that has not joined yet

@@ -100,7 +100,10 @@ fn timed_out(message: String) -> ControllerReply {
 impl VoterChanges {
     /// Checks Kafka's preconditions shared by every change: none under way,
     /// the latest membership entry committed. Returns the view to act on.
-    async fn begin(&self, raft: &Raft) -> Result<(tokio::sync::MutexGuard<'_, ()>, View), ControllerReply> {
+    async fn begin(
+        &self,
+        raft: &Raft,
+    ) -> Result<(tokio::sync::MutexGuard<'_, ()>, View), ControllerReply> {
         let Ok(guard) = self.busy.try_lock() else {
             return Err(timed_out(
                 "Request timed out waiting for leader to handle previous add or remove voter request"
@@ -178,13 +181,22 @@ impl VoterChanges {
 
     /// RemoveRaftVoter: voter (`node_id`, `directory_id`) leaves the voters
     /// and the membership.
-    pub async fn remove(&self, raft: &Raft, node_id: i32, directory_id: [u8; 16]) -> ControllerReply {
+    pub async fn remove(
+        &self,
+        raft: &Raft,
+        node_id: i32,
+        directory_id: [u8; 16],
+    ) -> ControllerReply {
         let (_guard, view) = match self.begin(raft).await {
             Ok(begun) => begun,
             Err(reply) => return reply,
         };
         let id = raft_id(node_id);
-        let recorded = view.nodes.get(&id).and_then(|n| n.directory_id).unwrap_or_default();
+        let recorded = view
+            .nodes
+            .get(&id)
+            .and_then(|n| n.directory_id)
+            .unwrap_or_default();
         let key = replica_key(node_id, Some(directory_id));
         if !view.voters.contains(&id) || recorded != directory_id {
             return ControllerReply::Failed(ClusterError::VoterNotFound(format!(
@@ -199,7 +211,12 @@ impl VoterChanges {
         }
         tracing::info!(voter = node_id, directory_id = %uuid_string(&directory_id),
             "removing a voter from the metadata quorum");
-        change_membership(raft, ChangeMembers::RemoveVoters(BTreeSet::from([id])), false).await
+        change_membership(
+            raft,
+            ChangeMembers::RemoveVoters(BTreeSet::from([id])),
+            false,
+        )
+        .await
     }
 
     /// UpdateRaftVoter: voter `node_id` records its directory id (once:
@@ -235,7 +252,12 @@ impl VoterChanges {
         }
         tracing::info!(voter = node_id, directory_id = %uuid_string(&directory_id), addr = node.addr,
             "updating a voter of the metadata quorum");
-        change_membership(raft, ChangeMembers::SetNodes(BTreeMap::from([(id, node)])), true).await
+        change_membership(
+            raft,
+            ChangeMembers::SetNodes(BTreeMap::from([(id, node)])),
+            true,
+        )
+        .await
     }
 }
 

@@ -77,4 +77,3 @@ impl Broker {
             .saturating_sub(self.produce_memory.available_permits())
     }
 }
-

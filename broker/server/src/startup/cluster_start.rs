@@ -308,7 +308,11 @@ async fn adopt_cluster_id(
             cluster_id = chosen,
             "adopting the quorum's cluster id in meta.properties"
         );
-        crate::startup::meta_properties::store_cluster_id(&config.data_dir, config.node_id, &chosen)?;
+        crate::startup::meta_properties::store_cluster_id(
+            &config.data_dir,
+            config.node_id,
+            &chosen,
+        )?;
     }
     Ok(chosen)
 }

@@ -127,8 +127,13 @@ fn spawn_adopt_cluster_id(
         drop(image);
         if chosen != local {
             match crate::startup::meta_properties::store_cluster_id(&data_dir, node_id, &chosen) {
-                Ok(()) => info!(cluster_id = chosen, "adopted the quorum's cluster id in meta.properties"),
-                Err(e) => tracing::warn!(error = %e, "writing the quorum's cluster id to meta.properties"),
+                Ok(()) => info!(
+                    cluster_id = chosen,
+                    "adopted the quorum's cluster id in meta.properties"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "writing the quorum's cluster id to meta.properties")
+                }
             }
         }
     })

@@ -133,7 +133,10 @@ mod tests {
             .find_map(|l| l.strip_prefix("directory.id="))
             .expect("a directory id");
         assert_eq!(written.len(), 22);
-        assert_eq!(parse_directory_id(written).expect("parses"), first.directory_id);
+        assert_eq!(
+            parse_directory_id(written).expect("parses"),
+            first.directory_id
+        );
         // Rewriting the cluster id keeps the directory id.
         store_cluster_id(dir.path(), 4, "quorum-id").expect("stored");
         let after = load_or_create(dir.path(), 4).expect("read");
@@ -144,8 +147,11 @@ mod tests {
         // Another node's directory is refused.
         assert!(load_or_create(dir.path(), 5).is_err());
         // A file written before directory ids gets one, kept from then on.
-        std::fs::write(dir.path().join(FILE), "version=1\ncluster.id=c\nnode.id=4\n")
-            .expect("old file");
+        std::fs::write(
+            dir.path().join(FILE),
+            "version=1\ncluster.id=c\nnode.id=4\n",
+        )
+        .expect("old file");
         let upgraded = load_or_create(dir.path(), 4).expect("upgraded");
         assert_eq!(load_or_create(dir.path(), 4).expect("read"), upgraded);
         assert!(parse_directory_id("short").is_err());

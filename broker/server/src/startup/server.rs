@@ -110,13 +110,7 @@ pub async fn run(
         .map(|(l, _, addr)| (l.clone(), *addr))
         .collect();
     let joined = crate::startup::cluster_start::start(
-        &config,
-        &log,
-        &purgatory,
-        &meta,
-        kafka_port,
-        &bound,
-        &security,
+        &config, &log, &purgatory, &meta, kafka_port, &bound, &security,
     )
     .await?;
     let (replicas, advertised, cluster_id) =

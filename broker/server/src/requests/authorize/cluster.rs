@@ -19,10 +19,10 @@ use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
-    DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
-    DescribeUserScramCredentialsResponse, ElectLeadersResponse, ListPartitionReassignmentsResponse,
-    AddRaftVoterResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
+    AddRaftVoterResponse, AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse,
+    CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse,
+    DescribeQuorumResponse, DescribeUserScramCredentialsResponse, ElectLeadersResponse,
+    ListPartitionReassignmentsResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
     UpdateRaftVoterResponse,
 };
 use kafka_protocol::protocol::StrBytes;

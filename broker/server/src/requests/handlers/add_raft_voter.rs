@@ -144,7 +144,10 @@ mod tests {
     #[test]
     fn picks_the_controller_listener_and_bounds_the_list() {
         let one = [("CONTROLLER", "127.0.0.6", 9093)];
-        assert_eq!(raft_addr(one.iter().copied()).expect("ok"), "127.0.0.6:9093");
+        assert_eq!(
+            raft_addr(one.iter().copied()).expect("ok"),
+            "127.0.0.6:9093"
+        );
         let other = [("RAFT", "::1", 9093)];
         assert_eq!(raft_addr(other.iter().copied()).expect("ok"), "[::1]:9093");
         let two = [("A", "h", 1), ("CONTROLLER", "c", 2)];
@@ -154,7 +157,9 @@ mod tests {
             raft_addr(unnamed.iter().copied()).map_err(|e| e.0),
             Err(ResponseError::InvalidRequest)
         );
-        let many: Vec<(&str, &str, u16)> = (0..=MAX_LISTENERS).map(|_| ("CONTROLLER", "h", 1)).collect();
+        let many: Vec<(&str, &str, u16)> = (0..=MAX_LISTENERS)
+            .map(|_| ("CONTROLLER", "h", 1))
+            .collect();
         assert_eq!(
             raft_addr(many.iter().copied()).map_err(|e| e.0),
             Err(ResponseError::InvalidRequest)

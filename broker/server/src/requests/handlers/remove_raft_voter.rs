@@ -31,7 +31,10 @@ pub async fn handle(replicas: &ReplicaManager, request: RemoveRaftVoterRequest) 
     let response = match &result {
         Ok(()) => RemoveRaftVoterResponse::default(),
         Err((error, message)) => {
-            tracing::info!(voter = request.voter_id, "RemoveRaftVoter refused: {message}");
+            tracing::info!(
+                voter = request.voter_id,
+                "RemoveRaftVoter refused: {message}"
+            );
             RemoveRaftVoterResponse::default()
                 .with_error_code(error.code())
                 .with_error_message(Some(StrBytes::from_string(message.clone())))

@@ -42,7 +42,10 @@ pub async fn handle(replicas: &ReplicaManager, request: UpdateRaftVoterRequest) 
         Err(refusal) => Err(refusal),
     };
     if let Err((_, message)) = &result {
-        tracing::info!(voter = request.voter_id, "UpdateRaftVoter refused: {message}");
+        tracing::info!(
+            voter = request.voter_id,
+            "UpdateRaftVoter refused: {message}"
+        );
     }
     let (leader, epoch) = replicas.cluster.leader();
     let response = UpdateRaftVoterResponse::default()
