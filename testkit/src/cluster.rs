@@ -70,6 +70,12 @@ pub struct Cluster {
     pub kafka_port: u16,
     /// Nodes before this index are controllers only (`start_split`).
     pub first_broker: usize,
+    /// Controllers started later (`start_joining_controller`), by node id.
+    pub joined_controllers: Vec<i32>,
+    /// The (Kafka, raft, metrics) ports every node uses.
+    ports: (u16, u16, u16),
+    /// The shared `--cluster-secret-file`.
+    secret: String,
     /// Holds the shared `--cluster-secret-file`.
     _secret_dir: tempfile::TempDir,
 }
@@ -202,15 +208,67 @@ impl Cluster {
             hosts: hosts.to_vec(),
             kafka_port: kafka,
             first_broker: 0,
+            joined_controllers: Vec::new(),
+            ports,
+            secret,
             _secret_dir: secret_dir,
         })
     }
 
+    /// Starts a new controller-only node (the next id, at 127.0.0.<id>,
+    /// same ports) with no `--peers`: it finds the quorum through
+    /// `--controller-quorum-bootstrap-servers` (the first `first_broker`
+    /// controllers' raft addresses) and follows the log as an observer
+    /// until AddRaftVoter makes it a voter. Returns its node id.
+    pub fn start_joining_controller(&mut self, extra: &[&str]) -> Result<i32> {
+        let id = self.nodes.len() + 1;
+        let host = format!("127.0.0.{id}");
+        let (kafka, raft, metrics) = self.ports;
+        let quorum: Vec<String> = self.hosts[..self.first_broker.max(1)]
+            .iter()
+            .map(|h| format!("{h}:{raft}"))
+            .collect();
+        let (quorum, node_id) = (quorum.join(","), id.to_string());
+        let raft_listen = format!("{host}:{raft}");
+        let mut args = vec![
+            "--node-id",
+            &node_id,
+            "--raft-listen",
+            &raft_listen,
+            "--cluster-secret-file",
+            &self.secret,
+            "--process-roles",
+            "controller",
+            "--controller-quorum-bootstrap-servers",
+            &quorum,
+        ];
+        args.extend_from_slice(extra);
+        let mut node = Broker::spawn_at(
+            &format!("{host}:{kafka}"),
+            &format!("{host}:{metrics}"),
+            &args,
+        )?;
+        node.finish_start()?;
+        self.nodes.push(node);
+        self.hosts.push(host);
+        let id = i32::try_from(id)?;
+        self.joined_controllers.push(id);
+        Ok(id)
+    }
+
     /// `bootstrap.servers` naming every broker.
     pub fn bootstrap(&self) -> String {
-        self.hosts[self.first_broker..]
+        self.hosts
             .iter()
-            .map(|h| format!("{h}:{}", self.kafka_port))
+            .enumerate()
+            .skip(self.first_broker)
+            .filter(|(i, _)| {
+                !self
+                    .joined_controllers
+                    .iter()
+                    .any(|id| usize::try_from(*id).is_ok_and(|id| id == i + 1))
+            })
+            .map(|(_, h)| format!("{h}:{}", self.kafka_port))
             .collect::<Vec<_>>()
             .join(",")
     }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use openraft::error::{InitializeError, RaftError};
-use openraft::{BasicNode, Config, SnapshotPolicy};
+use openraft::{Config, SnapshotPolicy};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -34,8 +34,8 @@ use crate::error::ClusterError;
 use crate::image::{MetadataImage, PartitionImage, TopicImage};
 use crate::monitor::LeaderMonitor;
 use crate::network::{call_once, CallError, NetworkFactory};
-use crate::quorum::{QuorumInfo, ReplicationClock, VoterEndpoint};
-use crate::raft_types::{raft_id, Raft};
+use crate::quorum::{QuorumInfo, ReplicationClock};
+use crate::raft_types::{raft_id, QuorumNode, Raft};
 use crate::request::{
     AlterPartition, ControllerReply, ControllerRequest, CreatePartitions, CreateTopic,
     ElectionType, Reassignment,
@@ -127,6 +127,7 @@ fn spawn_join(
         let request = RpcRequest::Controller(ControllerRequest::AddObserver {
             node_id: config.node_id,
             raft_addr: config.own_raft_addr(),
+            directory_id: Some(config.directory_id),
         });
         let credentials = config.credentials();
         let mut last_warning: Option<Instant> = None;
@@ -138,6 +139,17 @@ fn spawn_join(
                     Ok(Ok(())) => continue,
                     Ok(Err(_)) => return,
                     Err(_) => {}
+                }
+                // A controller added as a voter (AddRaftVoter) has joined for good.
+                let is_voter = raft
+                    .metrics()
+                    .borrow()
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .any(|v| v == own);
+                if is_voter {
+                    continue;
                 }
             }
             let addr = &addrs[attempt % addrs.len()];
@@ -177,6 +189,64 @@ fn spawn_join(
             }
             if attempt.is_multiple_of(addrs.len()) {
                 tokio::time::sleep(JOIN_BACKOFF).await;
+            }
+        }
+    })
+}
+
+/// A controller that is a voter makes sure the membership records its
+/// directory id and raft address (Kafka's voters send UpdateRaftVoter at
+/// start): checked every `REGISTER_BACKOFF`, sent through the controller
+/// when missing, refusals logged once each.
+fn spawn_register_voter(cluster: std::sync::Weak<Cluster>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut last_refusal: Option<String> = None;
+        loop {
+            tokio::time::sleep(crate::voters::REGISTER_BACKOFF).await;
+            let Some(cluster) = cluster.upgrade() else {
+                return;
+            };
+            let config = &cluster.config;
+            let own = raft_id(config.node_id);
+            let wanted = QuorumNode::new(config.own_raft_addr(), Some(config.directory_id));
+            let registered = {
+                let metrics = cluster.raft.metrics();
+                let m = metrics.borrow();
+                let membership = m.membership_config.membership();
+                let voter = membership.voter_ids().any(|v| v == own);
+                // Only the directory id is filled in: an address recorded
+                // differently (a host name for an IP) is the operator's.
+                !voter
+                    || membership
+                        .get_node(&own)
+                        .is_some_and(|n| n.directory_id == wanted.directory_id)
+            };
+            if registered {
+                continue;
+            }
+            let addr = crate::cluster::raft_addr_of(config, &cluster.raft, config.node_id)
+                .unwrap_or(wanted.addr);
+            match cluster
+                .update_raft_voter(config.node_id, config.directory_id, addr)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(
+                        node_id = config.node_id,
+                        directory_id = %crate::voters::uuid_string(&config.directory_id),
+                        "recorded this controller's directory id in the metadata quorum's voter set"
+                    );
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    if last_refusal.as_deref() != Some(why.as_str()) {
+                        tracing::warn!(
+                            node_id = config.node_id,
+                            "recording this controller's directory id: {why}"
+                        );
+                        last_refusal = Some(why);
+                    }
+                }
             }
         }
     })
@@ -289,7 +359,10 @@ impl Cluster {
                 log_dir.clone(),
             ));
         }
-        if !config.roles.controller {
+        // A broker that is not a controller, or a controller not among the
+        // configured voters (one to be added with AddRaftVoter), follows
+        // the log as an observer first.
+        if config.own_peer().is_none() {
             tasks.push(spawn_join(
                 config.clone(),
                 raft.clone(),
@@ -312,6 +385,14 @@ impl Cluster {
             cluster.shutdown().await;
             return Err(e);
         }
+        if cluster.config.roles.controller {
+            let task = spawn_register_voter(Arc::downgrade(&cluster));
+            cluster
+                .tasks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(task);
+        }
         tracing::info!(
             node_id = cluster.config.node_id,
             process_roles = %cluster.config.roles,
@@ -332,9 +413,13 @@ impl Cluster {
         if lowest != Some(self.config.node_id) || self.raft.is_initialized().await? {
             return Ok(());
         }
-        let members: BTreeMap<u64, BasicNode> = peers
+        let own = raft_id(self.config.node_id);
+        let members: BTreeMap<u64, QuorumNode> = peers
             .into_iter()
-            .map(|(id, addr)| (id, BasicNode { addr }))
+            .map(|(id, addr)| {
+                let directory_id = (id == own).then_some(self.config.directory_id);
+                (id, QuorumNode::new(addr, directory_id))
+            })
             .collect();
         match self.raft.initialize(members).await {
             Ok(()) => {
@@ -565,6 +650,61 @@ impl Cluster {
             .map(drop)
     }
 
+    /// KIP-853 AddRaftVoter: observer `node_id` (following the log with
+    /// `directory_id` from `raft_addr`) becomes a voter (`voters::add`).
+    pub async fn add_raft_voter(
+        &self,
+        node_id: i32,
+        directory_id: [u8; 16],
+        raft_addr: String,
+    ) -> Result<(), ClusterError> {
+        self.submit(ControllerRequest::AddVoter {
+            node_id,
+            directory_id,
+            raft_addr,
+        })
+        .await
+        .map(drop)
+    }
+
+    /// KIP-853 RemoveRaftVoter (`voters::remove`); removing the active
+    /// controller makes it step down once the change commits.
+    pub async fn remove_raft_voter(
+        &self,
+        node_id: i32,
+        directory_id: [u8; 16],
+    ) -> Result<(), ClusterError> {
+        self.submit(ControllerRequest::RemoveVoter {
+            node_id,
+            directory_id,
+        })
+        .await
+        .map(drop)
+    }
+
+    /// KIP-853 UpdateRaftVoter: records voter `node_id`'s directory id and
+    /// raft address (`voters::update`).
+    pub async fn update_raft_voter(
+        &self,
+        node_id: i32,
+        directory_id: [u8; 16],
+        raft_addr: String,
+    ) -> Result<(), ClusterError> {
+        self.submit(ControllerRequest::UpdateVoter {
+            node_id,
+            directory_id,
+            raft_addr,
+        })
+        .await
+        .map(drop)
+    }
+
+    /// The raft leader (controller) id and term this node knows.
+    pub fn leader(&self) -> (Option<i32>, u64) {
+        let view = self.monitor.view();
+        (view.controller_id, view.raft_term)
+    }
+
     /// KRaft's DescribeQuorum: the controller's view of every voter's
     /// replication (nothing is proposed), with the voters' raft listeners.
     pub async fn describe_quorum(&self) -> Result<QuorumInfo, ClusterError> {
@@ -573,19 +713,7 @@ impl Cluster {
             .route(&ControllerRequest::DescribeQuorum, deadline)
             .await?
         {
-            ControllerReply::Quorum(mut info) => {
-                info.endpoints = self
-                    .config
-                    .peers
-                    .iter()
-                    .map(|p| VoterEndpoint {
-                        node_id: p.node_id,
-                        host: p.host.clone(),
-                        port: self.config.raft_port,
-                    })
-                    .collect();
-                Ok(info)
-            }
+            ControllerReply::Quorum(info) => Ok(info),
             ControllerReply::Failed(e) => Err(e),
             other => Err(unexpected_reply(&other)),
         }

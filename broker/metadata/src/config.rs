@@ -154,6 +154,9 @@ pub struct ClusterConfig {
     pub leader_balance: crate::leader_balance::LeaderBalance,
     /// Kafka's `broker.rack`, registered with the broker.
     pub rack: Option<String>,
+    /// KIP-853: this node's metadata directory id (`directory.id` in its
+    /// `meta.properties`), recorded with its place in the membership.
+    pub directory_id: [u8; 16],
 }
 
 impl ClusterConfig {
@@ -218,9 +221,9 @@ impl ClusterConfig {
     /// Rejects configurations the quorum cannot run with.
     pub(crate) fn validate(&self) -> Result<(), String> {
         match (self.roles.controller, self.own_peer().is_some()) {
-            (true, false) => {
+            (true, false) if self.bootstrap_servers.is_empty() => {
                 return Err(format!(
-                    "node id {} is a controller but not among the voters {:?}",
+                    "node id {} is a controller but not among the voters {:?} (a controller to be added with AddRaftVoter needs controller.quorum.bootstrap.servers)",
                     self.node_id, self.peers
                 ))
             }
@@ -235,7 +238,7 @@ impl ClusterConfig {
         if !self.roles.broker && !self.roles.controller {
             return Err("a node needs the broker role, the controller role or both".to_string());
         }
-        if !self.roles.controller && self.join_addrs().is_empty() {
+        if self.own_peer().is_none() && self.join_addrs().is_empty() {
             return Err(
                 "a broker that is not a controller needs the voters or controller.quorum.bootstrap.servers"
                     .to_string(),

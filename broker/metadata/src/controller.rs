@@ -9,7 +9,7 @@
 //! UnregisterBroker stays removed until it heartbeats again (the fencer
 //! only looks at listed brokers). Must not: change the image other than by
 //! proposing commands, or answer when it is not the leader (`NotController`);
-//! DescribeQuorum (`quorum`) proposes nothing.
+//! DescribeQuorum (`quorum`) proposes nothing; voter changes are `voters`'.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,6 +33,7 @@ use crate::raft_types::{kafka_id, Raft};
 use crate::request::{
     ControllerReply, ControllerRequest, CreatePartitions, CreateTopic, ElectionType, Heartbeat,
 };
+use crate::voters::VoterChanges;
 
 /// A proposal that takes longer than this to commit is reported as failed.
 pub const PROPOSE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -103,6 +104,8 @@ pub struct Controller {
     rotation: AtomicUsize,
     /// The voters' replication times, for DescribeQuorum.
     clock: Arc<ReplicationClock>,
+    /// KIP-853 voter changes, one at a time.
+    voter_changes: VoterChanges,
 }
 
 impl Controller {
@@ -125,6 +128,7 @@ impl Controller {
             }),
             rotation: AtomicUsize::new(0),
             clock,
+            voter_changes: VoterChanges::default(),
         }
     }
 
@@ -255,9 +259,39 @@ impl Controller {
                 .await
             }
             ControllerRequest::DescribeQuorum => quorum::describe(&self.raft, &self.clock).await,
-            ControllerRequest::AddObserver { node_id, raft_addr } => {
+            ControllerRequest::AddObserver {
+                node_id,
+                raft_addr,
+                directory_id,
+            } => {
                 let voters = self.voters.keys().copied().collect();
-                observers::add(&self.raft, &voters, node_id, raft_addr).await
+                observers::add(&self.raft, &voters, node_id, raft_addr, directory_id).await
+            }
+            ControllerRequest::AddVoter {
+                node_id,
+                directory_id,
+                raft_addr,
+            } => {
+                self.voter_changes
+                    .add(&self.raft, &self.clock, node_id, directory_id, raft_addr)
+                    .await
+            }
+            ControllerRequest::RemoveVoter {
+                node_id,
+                directory_id,
+            } => {
+                self.voter_changes
+                    .remove(&self.raft, node_id, directory_id)
+                    .await
+            }
+            ControllerRequest::UpdateVoter {
+                node_id,
+                directory_id,
+                raft_addr,
+            } => {
+                self.voter_changes
+                    .update(&self.raft, node_id, directory_id, raft_addr)
+                    .await
             }
             ControllerRequest::UnregisterBroker { node_id } => {
                 // The state machine refuses it too; this spares a log entry.

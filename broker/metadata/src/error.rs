@@ -63,6 +63,18 @@ pub enum ClusterError {
     /// still be applied).
     #[error("timed out")]
     Timeout,
+    /// REQUEST_TIMED_OUT with Kafka's message: a voter change that cannot
+    /// be made now (another is under way, the new voter is not caught up
+    /// or not following the leader); the client may retry.
+    #[error("{0}")]
+    VoterChangeTimedOut(String),
+    /// DUPLICATE_VOTER (AddRaftVoter of a node id that already votes)
+    #[error("{0}")]
+    DuplicateVoter(String),
+    /// VOTER_NOT_FOUND (RemoveRaftVoter / UpdateRaftVoter of an id and
+    /// directory id the voter set does not hold)
+    #[error("{0}")]
+    VoterNotFound(String),
     /// The quorum cannot commit (no leader, shut down): a retriable error
     /// such as NOT_CONTROLLER / REQUEST_TIMED_OUT for the client.
     #[error("metadata quorum unavailable: {0}")]

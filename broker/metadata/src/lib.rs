@@ -32,6 +32,7 @@
 //! - `controller`  — liveness, fencing, replica assignment, proposals.
 //! - `leader_balance` — which partitions automatic preferred elections move back.
 //! - `observers`   — brokers that are not controllers: raft learners that follow the log.
+//! - `voters`      — KIP-853: adding, removing and updating voters (controllers).
 //! - `heartbeat`   — this broker's heartbeat to the controller.
 //! - `cluster`     — `Cluster`: startup, routing, shutdown.
 //!
@@ -71,6 +72,7 @@ mod store_sm;
 #[cfg(test)]
 mod test_images;
 mod transport;
+mod voters;
 
 pub use cluster::{Cluster, COMMAND_TIMEOUT};
 pub use command::{validate_topic_name, NO_LEADER};
@@ -90,6 +92,7 @@ pub use placement::{check_added_partitions, check_manual_assignment};
 pub use quorum::{QuorumInfo, VoterEndpoint, VoterState};
 pub use request::{AlterPartition, CreatePartitions, CreateTopic, ElectionType, Reassignment};
 pub use transport::{ControllerSecurity, RaftStream};
+pub use voters::uuid_string;
 
 /// A snapshot of this node's view of the controller.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -87,7 +87,7 @@ impl LeaderMonitor {
         self.leader_changes.load(Ordering::Relaxed)
     }
 
-    fn observe(&self, m: &RaftMetrics<NodeId, openraft::BasicNode>) {
+    fn observe(&self, m: &RaftMetrics<NodeId, crate::raft_types::QuorumNode>) {
         let mut state = self.lock();
         let leading = m.state == ServerState::Leader && m.current_leader == Some(self.node_id);
         state.is_controller = leading;
@@ -114,7 +114,7 @@ impl LeaderMonitor {
     /// Whether the watchdog should start an election now.
     fn leaderless_for(
         &self,
-        m: &RaftMetrics<NodeId, openraft::BasicNode>,
+        m: &RaftMetrics<NodeId, crate::raft_types::QuorumNode>,
         limit: Duration,
     ) -> Option<Duration> {
         let is_voter = m.membership_config.voter_ids().any(|id| id == self.node_id);

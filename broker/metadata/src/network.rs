@@ -27,7 +27,9 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::{BasicNode, RPCTypes};
+use openraft::RPCTypes;
+
+use crate::raft_types::QuorumNode;
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
@@ -243,7 +245,7 @@ pub struct NetworkFactory {
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerConnection;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerConnection {
+    async fn new_client(&mut self, target: NodeId, node: &QuorumNode) -> PeerConnection {
         PeerConnection {
             own_id: self.own_id,
             target,
@@ -269,7 +271,7 @@ impl PeerConnection {
         action: RPCTypes,
         request: RpcRequest,
         option: &RPCOption,
-    ) -> Result<RpcResponse, RPCError<NodeId, BasicNode, E>> {
+    ) -> Result<RpcResponse, RPCError<NodeId, QuorumNode, E>> {
         let ttl = option.hard_ttl();
         self.channel.call(&request, ttl).await.map_err(|e| match e {
             CallError::Connect(e) => RPCError::Unreachable(Unreachable::new(&e)),
@@ -283,7 +285,7 @@ impl PeerConnection {
         })
     }
 
-    fn unexpected<E: std::error::Error>(response: RpcResponse) -> RPCError<NodeId, BasicNode, E> {
+    fn unexpected<E: std::error::Error>(response: RpcResponse) -> RPCError<NodeId, QuorumNode, E> {
         let message = match response {
             RpcResponse::Error(message) => message,
             other => format!("unexpected response {other:?}"),
@@ -297,7 +299,8 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, QuorumNode, RaftError<NodeId>>>
+    {
         let term = rpc.vote.leader_id().get_term();
         let through = rpc
             .entries
@@ -336,7 +339,7 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+        RPCError<NodeId, QuorumNode, RaftError<NodeId, InstallSnapshotError>>,
     > {
         match self
             .call(
@@ -358,7 +361,7 @@ impl RaftNetwork<TypeConfig> for PeerConnection {
         &mut self,
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, QuorumNode, RaftError<NodeId>>> {
         match self
             .call(RPCTypes::Vote, RpcRequest::Vote(rpc), &option)
             .await?

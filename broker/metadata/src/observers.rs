@@ -11,12 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use openraft::error::{ClientWriteError, RaftError};
-use openraft::{BasicNode, ChangeMembers};
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::ChangeMembers;
 
 use crate::command::CommandResult;
 use crate::error::ClusterError;
-use crate::raft_types::{kafka_id, raft_id, Raft};
+use crate::raft_types::{kafka_id, raft_id, QuorumNode, Raft};
 use crate::request::ControllerReply;
 
 /// Observers the quorum keeps at most: each is a replication stream the
@@ -33,6 +33,7 @@ pub async fn add(
     voters: &BTreeSet<i32>,
     node_id: i32,
     addr: String,
+    directory_id: Option<[u8; 16]>,
 ) -> ControllerReply {
     if node_id < 0 {
         return failed(format!("node id {node_id} is negative"));
@@ -51,16 +52,16 @@ pub async fn add(
         let m = metrics.borrow();
         let membership = m.membership_config.membership();
         let voter_ids: BTreeSet<u64> = membership.voter_ids().collect();
-        let known = membership.get_node(&id).map(|n| n.addr.clone());
+        let known = membership.get_node(&id).cloned();
         let observers = membership
             .nodes()
             .filter(|(nid, _)| !voter_ids.contains(nid))
             .count();
         (known, observers)
     };
-    let node = BasicNode { addr: addr.clone() };
+    let node = QuorumNode::new(addr.clone(), directory_id);
     let change = match known {
-        Some(current) if current == addr => {
+        Some(current) if current == node => {
             // Already an observer here: nothing to commit.
             let applied = raft.metrics().borrow().last_applied.map_or(0, |l| l.index);
             return ControllerReply::Applied {
@@ -81,7 +82,7 @@ pub async fn add(
         addr,
         "adding an observer of the metadata quorum"
     );
-    change_membership(raft, change).await
+    change_membership(raft, change, true).await
 }
 
 /// Removes node `node_id` from the observers (nothing when it is none).
@@ -104,20 +105,19 @@ pub async fn remove(raft: &Raft, node_id: i32) -> ControllerReply {
         broker = node_id,
         "removing an observer of the metadata quorum"
     );
-    change_membership(raft, ChangeMembers::RemoveNodes(BTreeSet::from([id]))).await
+    change_membership(raft, ChangeMembers::RemoveNodes(BTreeSet::from([id])), true).await
 }
 
-/// The host observer `node_id` joined with (what it may register at);
-/// `None` when it is not an observer.
+/// The host member `node_id` joined with (what it may register at, when
+/// it is no voter configured on the controller: an observer, or a voter
+/// added with AddRaftVoter); `None` when it is no member.
 pub fn registered_host(raft: &Raft, node_id: i32) -> Option<String> {
     let metrics = raft.metrics();
     let m = metrics.borrow();
     let membership = m.membership_config.membership();
-    let id = raft_id(node_id);
-    if membership.voter_ids().any(|v| v == id) {
-        return None;
-    }
-    membership.get_node(&id).and_then(|n| host_of(&n.addr))
+    membership
+        .get_node(&raft_id(node_id))
+        .and_then(|n| host_of(&n.addr))
 }
 
 /// The raft address the membership records for `node_id` (voter or observer).
@@ -130,8 +130,15 @@ pub fn recorded_addr(raft: &Raft, node_id: i32) -> Option<String> {
         .map(|n| n.addr.clone())
 }
 
-async fn change_membership(raft: &Raft, change: ChangeMembers<u64, BasicNode>) -> ControllerReply {
-    match tokio::time::timeout(CHANGE_TIMEOUT, raft.change_membership(change, true)).await {
+/// Commits one membership change (both steps of openraft's joint
+/// consensus when voters change); shared with `voters`. A change while
+/// another is uncommitted is REQUEST_TIMED_OUT, as Kafka answers it.
+pub(crate) async fn change_membership(
+    raft: &Raft,
+    change: ChangeMembers<u64, QuorumNode>,
+    retain: bool,
+) -> ControllerReply {
+    match tokio::time::timeout(CHANGE_TIMEOUT, raft.change_membership(change, retain)).await {
         Ok(Ok(response)) => ControllerReply::Applied {
             log_index: response.log_id.index,
             result: CommandResult::Done,
@@ -141,8 +148,13 @@ async fn change_membership(raft: &Raft, change: ChangeMembers<u64, BasicNode>) -
                 leader: forward.leader_id.and_then(kafka_id),
             }
         }
+        Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(e),
+        )))) => ControllerReply::Failed(ClusterError::VoterChangeTimedOut(format!(
+            "Request timed out waiting for leader to handle previous add or remove voter request ({e})"
+        ))),
         Ok(Err(e)) => ControllerReply::Failed(ClusterError::Unavailable(format!(
-            "changing the quorum's observers: {e}"
+            "changing the quorum's membership: {e}"
         ))),
         Err(_) => ControllerReply::Failed(ClusterError::Timeout),
     }

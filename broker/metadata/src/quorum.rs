@@ -3,7 +3,8 @@
 //! raft leader's view of every voter's replication.
 //!
 //! Owns: `QuorumInfo` / `VoterState` (the controller's serializable answer,
-//! forwarded to whichever node was asked), `ReplicationClock` (per voter,
+//! forwarded to whichever node was asked, with every voter's directory id
+//! and raft listener as the membership records them), `ReplicationClock` (per voter,
 //! the leader's wall-clock time of its last acknowledged AppendEntries —
 //! heartbeats included — and of the last one that found the voter caught
 //! up with the leader's log; `network` records, Kafka's rules of
@@ -17,12 +18,12 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
-use openraft::{BasicNode, RaftMetrics, ServerState};
+use openraft::{RaftMetrics, ServerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::error::ClusterError;
-use crate::raft_types::{kafka_id, NodeId, Raft};
+use crate::raft_types::{kafka_id, NodeId, QuorumNode, Raft};
 use crate::request::ControllerReply;
 
 /// Kafka's "unknown" for offsets and timestamps.
@@ -41,6 +42,10 @@ pub struct VoterState {
     /// Leader wall clock of the last acknowledgement that found the voter
     /// holding the leader's whole log; the leader's own is now.
     pub last_caught_up_timestamp: i64,
+    /// KIP-853: the id of its metadata directory (`None`: not reported,
+    /// Kafka's zero Uuid).
+    #[serde(default)]
+    pub directory_id: Option<[u8; 16]>,
 }
 
 /// Where a voter's raft listener is (Kafka's DescribeQuorum v2 `nodes`).
@@ -65,17 +70,16 @@ pub struct QuorumInfo {
     /// node id.
     #[serde(default)]
     pub observers: Vec<VoterState>,
-    /// The voters' raft listeners, from the asked node's configuration
-    /// (every node has the same peers); the controller leaves it empty.
+    /// The voters' raft listeners, as the membership records them.
     #[serde(default)]
     pub endpoints: Vec<VoterEndpoint>,
 }
 
 /// What the leader has seen of one voter in its current term.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Contact {
+pub(crate) struct Contact {
     last_fetch_ms: Option<i64>,
-    last_caught_up_ms: Option<i64>,
+    pub(crate) last_caught_up_ms: Option<i64>,
     /// The leader's last log index when the voter last acknowledged.
     leader_end_at_last_fetch: Option<u64>,
 }
@@ -94,12 +98,12 @@ struct ClockState {
 pub struct ReplicationClock {
     state: Mutex<ClockState>,
     /// This node's raft metrics: the leader's own last log index.
-    metrics: OnceLock<watch::Receiver<RaftMetrics<NodeId, BasicNode>>>,
+    metrics: OnceLock<watch::Receiver<RaftMetrics<NodeId, QuorumNode>>>,
 }
 
 impl ReplicationClock {
     /// Gives the clock this node's raft metrics (once raft is built).
-    pub fn watch(&self, metrics: watch::Receiver<RaftMetrics<NodeId, BasicNode>>) {
+    pub fn watch(&self, metrics: watch::Receiver<RaftMetrics<NodeId, QuorumNode>>) {
         let _ = self.metrics.set(metrics);
     }
 
@@ -142,7 +146,7 @@ impl ReplicationClock {
     }
 
     /// What is known of `node` in term `term` (nothing for another term).
-    fn contact(&self, term: u64, node: NodeId) -> Contact {
+    pub(crate) fn contact(&self, term: u64, node: NodeId) -> Contact {
         let state = self.lock();
         if state.term != term {
             return Contact::default();
@@ -167,6 +171,8 @@ struct LeaderView {
     observers: Vec<NodeId>,
     /// Per follower, the last index it is known to hold.
     matched: BTreeMap<NodeId, Option<u64>>,
+    /// Every member's recorded raft address and directory id.
+    nodes: BTreeMap<NodeId, QuorumNode>,
 }
 
 /// Describes the quorum if this node leads it (`ControllerReply::Quorum`);
@@ -211,6 +217,12 @@ pub async fn describe(raft: &Raft, clock: &ReplicationClock) -> ControllerReply 
                 .as_ref()
                 .map(|r| r.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect())
                 .unwrap_or_default(),
+            nodes: m
+                .membership_config
+                .membership()
+                .nodes()
+                .map(|(id, node)| (*id, node.clone()))
+                .collect(),
         }
     };
     ControllerReply::Quorum(build(&view, clock, now_ms()))
@@ -222,6 +234,7 @@ fn build(view: &LeaderView, clock: &ReplicationClock, now: i64) -> QuorumInfo {
             i64::try_from(i).unwrap_or(i64::MAX - 1).saturating_add(1)
         })
     };
+    let directory_id = |id: NodeId| view.nodes.get(&id).and_then(|n| n.directory_id);
     let follower = |id: NodeId, node_id: i32| {
         let contact = clock.contact(view.term, id);
         VoterState {
@@ -229,6 +242,7 @@ fn build(view: &LeaderView, clock: &ReplicationClock, now: i64) -> QuorumInfo {
             log_end_offset: view.matched.get(&id).map_or(UNKNOWN, |m| offset(*m)),
             last_fetch_timestamp: contact.last_fetch_ms.unwrap_or(UNKNOWN),
             last_caught_up_timestamp: contact.last_caught_up_ms.unwrap_or(UNKNOWN),
+            directory_id: directory_id(id),
         }
     };
     let mut observers: Vec<VoterState> = view
@@ -248,6 +262,7 @@ fn build(view: &LeaderView, clock: &ReplicationClock, now: i64) -> QuorumInfo {
                     log_end_offset: offset(view.last_log_index),
                     last_fetch_timestamp: now,
                     last_caught_up_timestamp: now,
+                    directory_id: directory_id(id),
                 }
             } else {
                 follower(id, node_id)
@@ -255,17 +270,34 @@ fn build(view: &LeaderView, clock: &ReplicationClock, now: i64) -> QuorumInfo {
         })
         .collect();
     voters.sort_by_key(|v| v.node_id);
+    let endpoints = view
+        .voters
+        .iter()
+        .filter_map(|id| {
+            let node_id = kafka_id(*id)?;
+            let addr = &view.nodes.get(id)?.addr;
+            let (host, port) = addr.rsplit_once(':')?;
+            Some(VoterEndpoint {
+                node_id,
+                host: host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+                port: port.parse().ok()?,
+            })
+        })
+        .collect();
     QuorumInfo {
         leader_id: kafka_id(view.leader).unwrap_or(-1),
         leader_epoch: view.term,
         high_watermark: offset(view.committed).max(0),
         voters,
         observers,
-        endpoints: Vec::new(),
+        endpoints,
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -321,6 +353,10 @@ mod tests {
             voters: vec![3, 1, 2],
             observers: vec![5, 4],
             matched: BTreeMap::from([(2, Some(41)), (3, None), (4, Some(40))]),
+            nodes: BTreeMap::from([
+                (1, QuorumNode::new("127.0.0.1:9093".into(), Some([1; 16]))),
+                (2, QuorumNode::new("[::2]:9093".into(), None)),
+            ]),
         };
         let info = build(&view, &clock, 1_000);
         // Observers are described as voters are, by node id.
@@ -343,18 +379,37 @@ mod tests {
                     log_end_offset: 42,
                     last_fetch_timestamp: 1_000,
                     last_caught_up_timestamp: 1_000,
+                    directory_id: Some([1; 16]),
                 },
                 VoterState {
                     node_id: 2,
                     log_end_offset: 42,
                     last_fetch_timestamp: 900,
                     last_caught_up_timestamp: 900,
+                    directory_id: None,
                 },
                 VoterState {
                     node_id: 3,
                     log_end_offset: UNKNOWN,
                     last_fetch_timestamp: UNKNOWN,
                     last_caught_up_timestamp: UNKNOWN,
+                    directory_id: None,
+                },
+            ]
+        );
+        // The voters' recorded raft listeners (node 3 has none recorded).
+        assert_eq!(
+            info.endpoints,
+            vec![
+                VoterEndpoint {
+                    node_id: 1,
+                    host: "127.0.0.1".into(),
+                    port: 9093
+                },
+                VoterEndpoint {
+                    node_id: 2,
+                    host: "::2".into(),
+                    port: 9093
                 },
             ]
         );

@@ -142,6 +142,29 @@ pub enum ControllerRequest {
     AddObserver {
         node_id: i32,
         raft_addr: String,
+        /// Its metadata directory's id (absent from nodes that predate them).
+        #[serde(default)]
+        directory_id: Option<[u8; 16]>,
+    },
+    /// KIP-853 AddRaftVoter: observer `node_id`, following the log with
+    /// `directory_id` from `raft_addr`, becomes a voter (`voters::add`).
+    AddVoter {
+        node_id: i32,
+        directory_id: [u8; 16],
+        raft_addr: String,
+    },
+    /// KIP-853 RemoveRaftVoter: voter (`node_id`, `directory_id`) leaves
+    /// the voter set (`voters::remove`).
+    RemoveVoter {
+        node_id: i32,
+        directory_id: [u8; 16],
+    },
+    /// KIP-853 UpdateRaftVoter: a voter records its directory id and raft
+    /// address (each controller sends it at start; `voters::update`).
+    UpdateVoter {
+        node_id: i32,
+        directory_id: [u8; 16],
+        raft_addr: String,
     },
     /// KRaft's DescribeQuorum: answered from the leader's raft state
     /// (`ControllerReply::Quorum`), never proposed.

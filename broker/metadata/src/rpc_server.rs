@@ -189,7 +189,8 @@ fn log_refused_handshake(peer: SocketAddr, error: &HandshakeError, refusals: &Re
 
 /// Who may send this node raft RPCs.
 struct RaftSenders {
-    /// The peer is a voter: configured (`--peers`) or in the membership.
+    /// The peer is a voter: in the membership, or configured (`--peers`)
+    /// while this node knows no membership yet.
     voter: bool,
     /// This node has no membership yet (an observer that has not joined,
     /// found the quorum through bootstrap servers and knows no voter): the
@@ -202,11 +203,14 @@ fn raft_senders(handler: &RpcHandler, peer_id: i32) -> RaftSenders {
     let m = metrics.borrow();
     let membership = m.membership_config.membership();
     let id = crate::raft_types::raft_id(peer_id);
-    let senders = RaftSenders {
-        voter: handler.voters.contains(&peer_id) || membership.voter_ids().any(|v| v == id),
-        unjoined: membership.nodes().next().is_none(),
+    let unjoined = membership.nodes().next().is_none();
+    // Once the membership is known it decides: a configured voter removed
+    // with RemoveRaftVoter no longer votes here.
+    let voter = match unjoined {
+        true => handler.voters.contains(&peer_id),
+        false => membership.voter_ids().any(|v| v == id),
     };
-    senders
+    RaftSenders { voter, unjoined }
 }
 
 /// Raft RPCs come from voters only (an observer that has not joined yet

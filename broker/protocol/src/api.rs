@@ -135,6 +135,9 @@ api_table! {
     ListPartitionReassignments: ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, versions 0 ..= 0;
     DescribeQuorum: DescribeQuorumRequest => DescribeQuorumResponse, versions 0 ..= 2;
     UnregisterBroker: UnregisterBrokerRequest => UnregisterBrokerResponse, versions 0 ..= 0;
+    AddRaftVoter: AddRaftVoterRequest => AddRaftVoterResponse, versions 0 ..= 0;
+    RemoveRaftVoter: RemoveRaftVoterRequest => RemoveRaftVoterResponse, versions 0 ..= 0;
+    UpdateRaftVoter: UpdateRaftVoterRequest => UpdateRaftVoterResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -189,6 +192,9 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
         ApiKey::DescribeQuorum => "DescribeQuorum",
         ApiKey::UnregisterBroker => "UnregisterBroker",
+        ApiKey::AddRaftVoter => "AddRaftVoter",
+        ApiKey::RemoveRaftVoter => "RemoveRaftVoter",
+        ApiKey::UpdateRaftVoter => "UpdateRaftVoter",
         _ => "Other",
     }
 }

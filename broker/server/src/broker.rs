@@ -3,13 +3,11 @@
 //! handler only the managers it uses; nothing else under `requests/` names it.
 //!
 //! Owns: the log manager, the replica manager, metrics, the advertised endpoint, the cluster id
-//! (the quorum's, persisted in `<data-dir>/meta.properties`), the produce-memory budget and
+//! (the quorum's, persisted in `<data-dir>/meta.properties` by `startup::meta_properties`), the produce-memory budget and
 //! the purgatory where requests wait on partitions. Must not: speak the wire protocol.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
 use chronik_log::LogManager;
 use tokio::sync::Semaphore;
 
@@ -78,40 +76,4 @@ impl Broker {
             .in_flight_bytes()
             .saturating_sub(self.produce_memory.available_permits())
     }
-}
-
-/// Reads `cluster.id` from `<data_dir>/meta.properties`, creating the file
-/// with a fresh id on first start, and checks the stored node id matches.
-pub fn load_or_create_cluster_id(data_dir: &Path, node_id: i32) -> anyhow::Result<String> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("creating data dir {}", data_dir.display()))?;
-    let path = data_dir.join("meta.properties");
-    if let Ok(text) = std::fs::read_to_string(&path) {
-        let mut cluster_id = None;
-        for line in text.lines() {
-            match line.split_once('=') {
-                Some(("cluster.id", v)) => cluster_id = Some(v.trim().to_string()),
-                Some(("node.id", v)) if v.trim() != node_id.to_string() => anyhow::bail!(
-                    "{} belongs to node.id {} but this broker is --node-id {node_id}",
-                    path.display(),
-                    v.trim()
-                ),
-                _ => {}
-            }
-        }
-        return cluster_id.with_context(|| format!("{} has no cluster.id", path.display()));
-    }
-    let cluster_id = uuid::Uuid::new_v4().simple().to_string();
-    store_cluster_id(data_dir, node_id, &cluster_id)?;
-    Ok(cluster_id)
-}
-
-/// Writes `<data_dir>/meta.properties` (atomically) with `cluster_id`.
-pub fn store_cluster_id(data_dir: &Path, node_id: i32, cluster_id: &str) -> anyhow::Result<()> {
-    let path = data_dir.join("meta.properties");
-    chronik_log::write_atomically(
-        &path,
-        format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n").as_bytes(),
-    )
-    .with_context(|| format!("writing {}", path.display()))
 }

@@ -91,6 +91,7 @@ impl TestCluster {
             security: Default::default(),
             leader_balance: Default::default(),
             rack: None,
+            directory_id: [u8::try_from(id).expect("small"); 16],
         }
     }
 

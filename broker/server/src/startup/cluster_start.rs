@@ -38,14 +38,15 @@ pub struct Joined {
 }
 
 /// Joins the quorum. `kafka_port` is the port clients are given (the
-/// advertised one, else the bound listener's). `local_cluster_id` (from
-/// meta.properties) is this node's proposal for the cluster id; the
-/// quorum's choice replaces it on disk when they differ.
+/// advertised one, else the bound listener's). `meta` is this node's
+/// meta.properties: its cluster id is this node's proposal (the quorum's
+/// choice replaces it on disk when they differ), its directory id is
+/// recorded with this node's place in the quorum.
 pub async fn start(
     config: &Config,
     log: &Arc<LogManager>,
     purgatory: &Arc<Purgatory>,
-    local_cluster_id: &str,
+    meta: &crate::startup::meta_properties::MetaProperties,
     kafka_port: u16,
     bound: &[(crate::security::ListenerConfig, std::net::SocketAddr)],
     security: &crate::security::Security,
@@ -83,7 +84,14 @@ pub async fn start(
     let cluster_config = ClusterConfig {
         listeners,
         kafka_port,
-        ..cluster_config(config, peers.clone(), host, secret, controller_security)
+        ..cluster_config(
+            config,
+            peers.clone(),
+            host,
+            secret,
+            controller_security,
+            meta.directory_id,
+        )
     };
     let new_quorum = !cluster_config.metadata_dir().exists();
     let unadopted: Vec<String> = log.topics().iter().map(|t| t.name.clone()).collect();
@@ -118,7 +126,7 @@ pub async fn start(
         .await
         .context("joining the metadata quorum")?;
     diagnosis.waiting_for("agreeing on the cluster id");
-    let cluster_id = adopt_cluster_id(config, &cluster, local_cluster_id).await?;
+    let cluster_id = adopt_cluster_id(config, &cluster, &meta.cluster_id).await?;
     if new_quorum {
         diagnosis.waiting_for("adopting this data directory's topics");
         adopt_local_topics(&cluster, log).await?;
@@ -169,6 +177,7 @@ pub fn cluster_config(
     host: String,
     secret: ClusterSecret,
     security: chronik_metadata::ControllerSecurity,
+    directory_id: [u8; 16],
 ) -> ClusterConfig {
     ClusterConfig {
         node_id: config.node_id,
@@ -187,6 +196,7 @@ pub fn cluster_config(
         security,
         leader_balance: config.leader_balance.clone(),
         rack: config.broker_rack.clone(),
+        directory_id,
     }
 }
 
@@ -201,6 +211,9 @@ pub fn cluster_peers(config: &Config) -> anyhow::Result<Vec<chronik_metadata::Pe
     };
     let listed = peers.iter().any(|p| p.node_id == config.node_id);
     match (config.roles.controller, listed) {
+        // A new controller: it follows the log as an observer until
+        // AddRaftVoter (`kafka-metadata-quorum.sh add-controller`) adds it.
+        (true, false) if !config.bootstrap_servers.is_empty() => Ok(peers),
         (true, false) => bail!(
             "--node-id {} has the controller role (--process-roles {}) but is not among the voters --peers {raw:?}",
             config.node_id,
@@ -297,7 +310,11 @@ async fn adopt_cluster_id(
             cluster_id = chosen,
             "adopting the quorum's cluster id in meta.properties"
         );
-        crate::broker::store_cluster_id(&config.data_dir, config.node_id, &chosen)?;
+        crate::startup::meta_properties::store_cluster_id(
+            &config.data_dir,
+            config.node_id,
+            &chosen,
+        )?;
     }
     Ok(chosen)
 }

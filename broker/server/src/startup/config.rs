@@ -200,7 +200,9 @@ pub struct Args {
     pub process_roles: chronik_metadata::Roles,
     /// Kafka's controller.quorum.bootstrap.servers: the controllers' raft
     /// addresses (`HOST:PORT,...`) a broker that is not a controller joins
-    /// through, when --peers is not given.
+    /// through, when --peers is not given; a controller not among --peers
+    /// joins through them as an observer and waits to be added as a voter
+    /// (KIP-853 AddRaftVoter, `kafka-metadata-quorum.sh add-controller`).
     #[arg(long, env = "CHRONIK_CONTROLLER_QUORUM_BOOTSTRAP_SERVERS")]
     pub controller_quorum_bootstrap_servers: Option<String>,
     /// Address the metadata-quorum (raft) listener binds. Default: port 9093
@@ -341,7 +343,7 @@ impl Config {
     /// Whether this node is a cluster of one: a controller that is the
     /// only voter (no `--peers`, or only itself).
     pub fn single_voter(&self) -> bool {
-        self.roles.controller && !self.peers.contains(',')
+        self.roles.controller && !self.peers.contains(',') && self.bootstrap_servers.is_empty()
     }
 }
 
@@ -377,15 +379,14 @@ impl TryFrom<Args> for Config {
                  or --controller-quorum-bootstrap-servers"
             );
         }
-        if roles.controller && !bootstrap_servers.is_empty() && peers_given.is_none() {
-            anyhow::bail!(
-                "--controller-quorum-bootstrap-servers is for brokers that are not controllers; \
-                 a controller needs --peers (the voters, itself included)"
-            );
-        }
+        // A controller with bootstrap servers and not among --peers is a new
+        // one: it follows the log as an observer until AddRaftVoter adds it.
+        let joining_controller =
+            roles.controller && !bootstrap_servers.is_empty() && own_peer_host.is_none();
         // Other nodes dial this one (TLS between brokers needs a truststore).
-        let several_voters =
-            peers_given.as_deref().is_some_and(|p| p.contains(',')) || !roles.controller;
+        let several_voters = peers_given.as_deref().is_some_and(|p| p.contains(','))
+            || !roles.controller
+            || joining_controller;
         let security = crate::security::SecurityConfig::from_args(
             &args.security,
             args.listen,
@@ -416,13 +417,16 @@ impl TryFrom<Args> for Config {
         };
         let raft_listen = match (args.raft_listen, &own_peer_host, &peers_given) {
             (Some(addr), _, _) => addr,
-            (None, None, _) if !roles.controller => resolve(&own_host, DEFAULT_RAFT_PORT)?,
+            (None, None, _) if !roles.controller || joining_controller => {
+                resolve(&own_host, DEFAULT_RAFT_PORT)?
+            }
             (None, Some(host), _) => resolve(host, DEFAULT_RAFT_PORT)?,
             (None, None, Some(_)) => SocketAddr::from(([127, 0, 0, 1], DEFAULT_RAFT_PORT)),
             (None, None, None) => resolve(&own_host, 0)?,
         };
         let peers =
             peers_given.unwrap_or_else(|| match (roles.controller, own_host.contains(':')) {
+                _ if joining_controller => String::new(),
                 (false, _) => String::new(),
                 (true, true) => format!("{}@[{own_host}]", args.node_id),
                 (true, false) => format!("{}@{own_host}", args.node_id),

@@ -3,7 +3,12 @@
 //! opens no Kafka listener, hosts no partition and never registers as a
 //! broker; brokers reach it on its raft port.
 //!
-//! Owns: that node's start and stop, its `--metrics-listen` endpoint
+//! A controller not among `--peers` but given
+//! `--controller-quorum-bootstrap-servers` follows the log as an observer
+//! until KIP-853's AddRaftVoter makes it a voter.
+//!
+//! Owns: that node's start and stop, its meta.properties (created with a
+//! directory id; the quorum's cluster id written once known), its `--metrics-listen` endpoint
 //! (`/metrics` with the `chronik_cluster_*` quorum metrics, `/health`,
 //! `/ready` once a controller is known) and its `LISTENING` line. Must not:
 //! serve clients or touch a partition log.
@@ -36,6 +41,7 @@ pub async fn run(
     config: Config,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    let meta = crate::startup::meta_properties::load_or_create(&config.data_dir, config.node_id)?;
     let secret = load_secret(&config)?;
     let peers = cluster_peers(&config)?;
     let host = peers
@@ -54,9 +60,17 @@ pub async fn run(
         &config.security,
         !config.single_voter(),
     )?;
-    let cluster = Cluster::start(cluster_config(&config, peers, host, secret, security))
-        .await
-        .context("starting the metadata quorum")?;
+    let cluster = Cluster::start(cluster_config(
+        &config,
+        peers,
+        host,
+        secret,
+        security,
+        meta.directory_id,
+    ))
+    .await
+    .context("starting the metadata quorum")?;
+    let cluster_id = spawn_adopt_cluster_id(&config, &cluster, meta.cluster_id);
 
     let quorum = Arc::new(QuorumMetrics::default());
     let mut registry = Registry::with_prefix("chronik");
@@ -89,9 +103,40 @@ pub async fn run(
     shutdown.await;
     info!("shutdown requested");
     http.abort();
+    cluster_id.abort();
     cluster.shutdown().await;
     info!("shutdown: complete");
     Ok(())
+}
+
+/// Once the quorum's image has a cluster id, writes it to meta.properties
+/// when it differs from this node's (a controller never proposes one: the
+/// first broker does), so Kafka's tools read the cluster's id there.
+fn spawn_adopt_cluster_id(
+    config: &Config,
+    cluster: &Cluster,
+    local: String,
+) -> tokio::task::JoinHandle<()> {
+    let mut images = cluster.subscribe();
+    let (data_dir, node_id) = (config.data_dir.clone(), config.node_id);
+    tokio::spawn(async move {
+        let Ok(image) = images.wait_for(|image| image.cluster_id.is_some()).await else {
+            return;
+        };
+        let chosen = image.cluster_id.clone().unwrap_or_default();
+        drop(image);
+        if chosen != local {
+            match crate::startup::meta_properties::store_cluster_id(&data_dir, node_id, &chosen) {
+                Ok(()) => info!(
+                    cluster_id = chosen,
+                    "adopted the quorum's cluster id in meta.properties"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "writing the quorum's cluster id to meta.properties")
+                }
+            }
+        }
+    })
 }
 
 async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {

@@ -5,7 +5,8 @@
 //! Owns: `config` (clap args, every flag also `CHRONIK_*`), `limits` (every bound a
 //! client cannot push the broker past), `server` (a broker's start-up and ordered
 //! shutdown), `cluster_start` (joining the quorum, the cluster id, the internal
-//! topics, the first sync), `controller_node` (a controller-only node) and
+//! topics, the first sync), `controller_node` (a controller-only node),
+//! `meta_properties` (the data directory's cluster, node and directory ids) and
 //! `join_diagnosis` (why a node that has not joined is not serving). Must not:
 //! serve a request.
 
@@ -14,4 +15,5 @@ pub mod config;
 pub mod controller_node;
 pub mod join_diagnosis;
 pub mod limits;
+pub mod meta_properties;
 pub mod server;

@@ -17,7 +17,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{error, info, warn};
 
-use crate::broker::{load_or_create_cluster_id, Broker};
+use crate::broker::Broker;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
 use crate::coordinators::producer_ids::ProducerIdAllocator;
 use crate::coordinators::txn::store::TxnStore;
@@ -39,7 +39,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let metrics = Metrics::new();
-    let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
+    let meta = crate::startup::meta_properties::load_or_create(&config.data_dir, config.node_id)?;
 
     let purgatory = Arc::new(Purgatory::new());
     let on_flush: chronik_log::OnFlush = {
@@ -110,13 +110,7 @@ pub async fn run(
         .map(|(l, _, addr)| (l.clone(), *addr))
         .collect();
     let joined = crate::startup::cluster_start::start(
-        &config,
-        &log,
-        &purgatory,
-        &cluster_id,
-        kafka_port,
-        &bound,
-        &security,
+        &config, &log, &purgatory, &meta, kafka_port, &bound, &security,
     )
     .await?;
     let (replicas, advertised, cluster_id) =

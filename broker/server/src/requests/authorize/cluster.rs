@@ -5,7 +5,8 @@
 //! DescribeUserScramCredentials (DescribeCluster is answered to everyone,
 //! as Kafka does; the cluster operations it reports are 0 without DESCRIBE), ALTER on the cluster for CreateAcls,
 //! DeleteAcls and AlterUserScramCredentials, AlterPartitionReassignments,
-//! ElectLeaders and UnregisterBroker, DESCRIBE on it for
+//! ElectLeaders, UnregisterBroker, AddRaftVoter and RemoveRaftVoter,
+//! CLUSTER_ACTION for UpdateRaftVoter, DESCRIBE on it for
 //! ListPartitionReassignments and DescribeQuorum (Kafka's rules; refused
 //! whole with CLUSTER_AUTHORIZATION_FAILED in the top-level error code).
 
@@ -18,10 +19,11 @@ use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
-    DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
-    DescribeUserScramCredentialsResponse, ElectLeadersResponse, ListPartitionReassignmentsResponse,
-    UnregisterBrokerResponse,
+    AddRaftVoterResponse, AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse,
+    CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse,
+    DescribeQuorumResponse, DescribeUserScramCredentialsResponse, ElectLeadersResponse,
+    ListPartitionReassignmentsResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
+    UpdateRaftVoterResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -183,6 +185,19 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
         Request::DescribeQuorum(_) if !gate.cluster(operation::DESCRIBE) => {
             refused(Response::DescribeQuorum(
                 DescribeQuorumResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::AddRaftVoter(_) if !gate.cluster(operation::ALTER) => refused(
+            Response::AddRaftVoter(AddRaftVoterResponse::default().with_error_code(cluster_denied)),
+        ),
+        Request::RemoveRaftVoter(_) if !gate.cluster(operation::ALTER) => {
+            refused(Response::RemoveRaftVoter(
+                RemoveRaftVoterResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::UpdateRaftVoter(_) if !gate.cluster(operation::CLUSTER_ACTION) => {
+            refused(Response::UpdateRaftVoter(
+                UpdateRaftVoterResponse::default().with_error_code(cluster_denied),
             ))
         }
         Request::UnregisterBroker(_) if !gate.cluster(operation::ALTER) => {

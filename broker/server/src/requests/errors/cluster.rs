@@ -20,6 +20,10 @@ pub fn cluster_error_code(e: &ClusterError) -> ResponseError {
         ClusterError::EligibleLeadersNotAvailable(_) => ResponseError::EligibleLeadersNotAvailable,
         ClusterError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
         ClusterError::NotController | ClusterError::Unavailable(_) => ResponseError::NotController,
-        ClusterError::Timeout => ResponseError::RequestTimedOut,
+        ClusterError::Timeout | ClusterError::VoterChangeTimedOut(_) => {
+            ResponseError::RequestTimedOut
+        }
+        ClusterError::DuplicateVoter(_) => ResponseError::DuplicateVoter,
+        ClusterError::VoterNotFound(_) => ResponseError::VoterNotFound,
     }
 }

@@ -6,9 +6,11 @@
 //! committed raft index as high watermark, every voter's log end offset
 //! and (v1+) its last fetch and last caught-up times; the same for every
 //! observer (a broker that is not a controller). v2 adds each voter's raft listener, named
-//! `CONTROLLER` (the `--peers` host and the raft port: it speaks Chronik's
-//! raft RPC, not the Kafka protocol), and directory ids (zero, as Kafka's
-//! static voters have).
+//! `CONTROLLER` (as the membership records it: the `--peers` host and the
+//! raft port, or the listener AddRaftVoter gave; it speaks Chronik's raft
+//! RPC, not the Kafka protocol), and every replica's directory id (KIP-853:
+//! the `directory.id` of its meta.properties; zero until a voter has
+//! recorded it, as Kafka's static voters have).
 //!
 //! Owns: the request's check (only `__cluster_metadata`-0, else
 //! INVALID_REQUEST, as Kafka's raft client answers) and the answer's
@@ -69,10 +71,17 @@ fn answer(version: i16, info: &QuorumInfo) -> DescribeQuorumResponse {
         let state = ReplicaState::default()
             .with_replica_id(BrokerId(v.node_id))
             .with_log_end_offset(v.log_end_offset);
-        if version >= 1 {
+        let state = if version >= 1 {
             state
                 .with_last_fetch_timestamp(v.last_fetch_timestamp)
                 .with_last_caught_up_timestamp(v.last_caught_up_timestamp)
+        } else {
+            state
+        };
+        if version >= 2 {
+            state.with_replica_directory_id(uuid::Uuid::from_bytes(
+                v.directory_id.unwrap_or_default(),
+            ))
         } else {
             state
         }
@@ -125,12 +134,14 @@ mod tests {
                     log_end_offset: 118,
                     last_fetch_timestamp: 1_000,
                     last_caught_up_timestamp: 900,
+                    directory_id: Some([7; 16]),
                 },
                 VoterState {
                     node_id: 2,
                     log_end_offset: 120,
                     last_fetch_timestamp: 1_100,
                     last_caught_up_timestamp: 1_100,
+                    directory_id: None,
                 },
             ],
             observers: vec![VoterState {
@@ -138,6 +149,7 @@ mod tests {
                 log_end_offset: 119,
                 last_fetch_timestamp: 1_050,
                 last_caught_up_timestamp: 1_000,
+                directory_id: None,
             }],
             endpoints: vec![
                 VoterEndpoint {
@@ -175,6 +187,15 @@ mod tests {
             let timestamps = partition.current_voters[0].last_fetch_timestamp;
             assert_eq!(timestamps, if version >= 1 { 1_000 } else { -1 });
             assert_eq!(response.nodes.len(), if version >= 2 { 2 } else { 0 });
+            let directory = partition.current_voters[0].replica_directory_id;
+            assert_eq!(
+                directory,
+                if version >= 2 {
+                    uuid::Uuid::from_bytes([7; 16])
+                } else {
+                    uuid::Uuid::nil()
+                }
+            );
         }
         let v2 = answer(2, &info());
         let listener = &v2.nodes[1].listeners[0];

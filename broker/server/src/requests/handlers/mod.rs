@@ -12,6 +12,7 @@
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod add_raft_voter;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
@@ -51,11 +52,13 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod produce;
+mod remove_raft_voter;
 pub mod sasl_authenticate;
 pub mod sasl_handshake;
 mod sync_group;
 mod txn_offset_commit;
 mod unregister_broker;
+mod update_raft_voter;
 mod write_txn_markers;
 
 use std::sync::Arc;
@@ -269,5 +272,8 @@ async fn dispatch(
         Request::ElectLeaders(r) => elect_leaders::handle(replicas, version, r).await,
         Request::DescribeQuorum(r) => describe_quorum::handle(replicas, version, r).await,
         Request::UnregisterBroker(r) => unregister_broker::handle(replicas, version, r).await,
+        Request::AddRaftVoter(r) => add_raft_voter::handle(replicas, r).await,
+        Request::RemoveRaftVoter(r) => remove_raft_voter::handle(replicas, r).await,
+        Request::UpdateRaftVoter(r) => update_raft_voter::handle(replicas, r).await,
     }
 }

@@ -6,8 +6,8 @@
 //! BROKER_ID_NOT_REGISTERED (102). As in Kafka, a live broker is not
 //! refused; unlike Kafka's (whose heartbeats then fail), a live Chronik
 //! broker registers again at its next heartbeat. Unregistering removes the
-//! broker, not its vote: every node stays a voter of the metadata quorum
-//! (KIP-853's RemoveRaftVoter is not served).
+//! broker, not its vote: a voter leaves the metadata quorum only through
+//! KIP-853's RemoveRaftVoter (`remove_raft_voter`).
 //!
 //! Owns: the answer. Must not: change the image other than through the
 //! controller (`Command::UnregisterBroker`).

@@ -1,0 +1,59 @@
+//! UpdateRaftVoter (KIP-853, v0): a voter records its directory id and raft
+//! listener in the voter set (Kafka's controllers send it to the leader
+//! at start; Chronik's do so over the raft port, and this handler lets an
+//! operator do it through a broker). Forwarded to the active controller
+//! (`chronik_metadata` `voters`): an id that does not vote, or another
+//! directory id than the one recorded, is VOTER_NOT_FOUND. The answer
+//! names the current leader and epoch.
+//!
+//! Owns: the request's checks (shared with AddRaftVoter) and the answer.
+//! Must not: change the membership itself (`Cluster::update_raft_voter`).
+
+use chronik_protocol::Response;
+use kafka_protocol::messages::update_raft_voter_response::CurrentLeader;
+use kafka_protocol::messages::{BrokerId, UpdateRaftVoterRequest, UpdateRaftVoterResponse};
+
+use super::add_raft_voter::{check_cluster_id, check_voter, raft_addr};
+use super::Handled;
+use crate::replica::ReplicaManager;
+use crate::requests::errors::cluster::cluster_error_code;
+
+pub async fn handle(replicas: &ReplicaManager, request: UpdateRaftVoterRequest) -> Option<Handled> {
+    let checked = check_cluster_id(replicas, request.cluster_id.as_deref())
+        .and_then(|()| check_voter(request.voter_id, request.voter_directory_id))
+        .and_then(|()| {
+            raft_addr(
+                request
+                    .listeners
+                    .iter()
+                    .map(|l| (l.name.as_str(), l.host.as_str(), l.port)),
+            )
+        });
+    let result = match checked {
+        Ok(addr) => replicas
+            .cluster
+            .update_raft_voter(
+                request.voter_id,
+                *request.voter_directory_id.as_bytes(),
+                addr,
+            )
+            .await
+            .map_err(|e| (cluster_error_code(&e), e.to_string())),
+        Err(refusal) => Err(refusal),
+    };
+    if let Err((_, message)) = &result {
+        tracing::info!(
+            voter = request.voter_id,
+            "UpdateRaftVoter refused: {message}"
+        );
+    }
+    let (leader, epoch) = replicas.cluster.leader();
+    let response = UpdateRaftVoterResponse::default()
+        .with_error_code(result.as_ref().err().map_or(0, |(e, _)| e.code()))
+        .with_current_leader(
+            CurrentLeader::default()
+                .with_leader_id(BrokerId(leader.unwrap_or(-1)))
+                .with_leader_epoch(i32::try_from(epoch).unwrap_or(i32::MAX)),
+        );
+    Handled::new(Response::UpdateRaftVoter(response), result.is_err())
+}
