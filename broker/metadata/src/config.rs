@@ -152,6 +152,10 @@ pub struct ClusterConfig {
     pub security: crate::transport::ControllerSecurity,
     /// Automatic preferred-leader elections (`leader_balance`).
     pub leader_balance: crate::leader_balance::LeaderBalance,
+    /// Kafka's cluster-wide `min.insync.replicas` (`--min-insync-replicas`):
+    /// the controller records it in the image for the ELR rules (KIP-966)
+    /// of topics without their own.
+    pub default_min_insync_replicas: i32,
 }
 
 impl ClusterConfig {

@@ -99,6 +99,11 @@ pub struct Controller {
     rotation: AtomicUsize,
     /// The voters' replication times, for DescribeQuorum.
     clock: Arc<ReplicationClock>,
+    /// This node's id, for UpdateFeatures' messages.
+    node_id: i32,
+    /// Its `--min-insync-replicas`, recorded with a new cluster's features
+    /// and with every UpdateFeatures (the ELR rules' cluster default).
+    default_min_insync_replicas: i32,
 }
 
 impl Controller {
@@ -108,6 +113,7 @@ impl Controller {
         session_timeout: Duration,
         voters: HashMap<i32, String>,
         clock: Arc<ReplicationClock>,
+        (node_id, default_min_insync_replicas): (i32, i32),
     ) -> Self {
         Controller {
             raft,
@@ -121,6 +127,8 @@ impl Controller {
             }),
             rotation: AtomicUsize::new(0),
             clock,
+            node_id,
+            default_min_insync_replicas,
         }
     }
 
@@ -195,7 +203,12 @@ impl Controller {
                         "cluster id must be 1..={MAX_CLUSTER_ID_LEN} bytes"
                     )));
                 }
-                self.propose(Command::InitClusterId { cluster_id }).await
+                self.propose(Command::InitClusterId {
+                    cluster_id,
+                    features: crate::features::bootstrap_levels(),
+                    default_min_insync_replicas: Some(self.default_min_insync_replicas),
+                })
+                .await
             }
             ControllerRequest::CreateAcls(bindings) => {
                 if let Err(e) = check_acl_request(bindings.len()) {
@@ -251,6 +264,33 @@ impl Controller {
                 .await
             }
             ControllerRequest::DescribeQuorum => quorum::describe(&self.raft, &self.clock).await,
+            ControllerRequest::UpdateFeatures {
+                updates,
+                validate_only,
+            } => {
+                let features = self.images.borrow().features.clone();
+                let levels =
+                    match crate::features::check_update(&features, self.node_id, &updates) {
+                        Ok(levels) => levels,
+                        Err(e) => {
+                            return ControllerReply::Failed(ClusterError::FeatureUpdateFailed(
+                                e.to_string(),
+                            ))
+                        }
+                    };
+                if validate_only {
+                    return ControllerReply::Applied {
+                        log_index: self.images.borrow().applied_index,
+                        result: CommandResult::Done,
+                    };
+                }
+                tracing::info!(?levels, "updating finalized feature levels");
+                self.propose(Command::UpdateFeatures {
+                    levels,
+                    default_min_insync_replicas: Some(self.default_min_insync_replicas),
+                })
+                .await
+            }
             ControllerRequest::AddObserver { node_id, raft_addr } => {
                 let voters = self.voters.keys().copied().collect();
                 observers::add(&self.raft, &voters, node_id, raft_addr).await

@@ -90,6 +90,7 @@ impl TestCluster {
             secret: ClusterSecret::from_bytes(b"the test cluster's shared secret"),
             security: Default::default(),
             leader_balance: Default::default(),
+            default_min_insync_replicas: 1,
         }
     }
 

@@ -186,6 +186,7 @@ pub fn cluster_config(
         secret,
         security,
         leader_balance: config.leader_balance.clone(),
+        default_min_insync_replicas: i32::from(config.min_insync_replicas),
     }
 }
 
