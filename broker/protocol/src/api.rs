@@ -135,6 +135,8 @@ api_table! {
     ListPartitionReassignments: ListPartitionReassignmentsRequest => ListPartitionReassignmentsResponse, versions 0 ..= 0;
     DescribeQuorum: DescribeQuorumRequest => DescribeQuorumResponse, versions 0 ..= 2;
     UnregisterBroker: UnregisterBrokerRequest => UnregisterBrokerResponse, versions 0 ..= 0;
+    UpdateFeatures: UpdateFeaturesRequest => UpdateFeaturesResponse, versions 0 ..= 2;
+    DescribeTopicPartitions: DescribeTopicPartitionsRequest => DescribeTopicPartitionsResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -189,6 +191,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::ListPartitionReassignments => "ListPartitionReassignments",
         ApiKey::DescribeQuorum => "DescribeQuorum",
         ApiKey::UnregisterBroker => "UnregisterBroker",
+        ApiKey::UpdateFeatures => "UpdateFeatures",
+        ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         _ => "Other",
     }
 }

@@ -5,7 +5,7 @@
 //! DescribeUserScramCredentials (DescribeCluster is answered to everyone,
 //! as Kafka does; the cluster operations it reports are 0 without DESCRIBE), ALTER on the cluster for CreateAcls,
 //! DeleteAcls and AlterUserScramCredentials, AlterPartitionReassignments,
-//! ElectLeaders and UnregisterBroker, DESCRIBE on it for
+//! ElectLeaders, UnregisterBroker and UpdateFeatures, DESCRIBE on it for
 //! ListPartitionReassignments and DescribeQuorum (Kafka's rules; refused
 //! whole with CLUSTER_AUTHORIZATION_FAILED in the top-level error code).
 
@@ -21,7 +21,7 @@ use kafka_protocol::messages::{
     AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
     DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse, DescribeQuorumResponse,
     DescribeUserScramCredentialsResponse, ElectLeadersResponse, ListPartitionReassignmentsResponse,
-    UnregisterBrokerResponse,
+    UnregisterBrokerResponse, UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -183,6 +183,15 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
         Request::DescribeQuorum(_) if !gate.cluster(operation::DESCRIBE) => {
             refused(Response::DescribeQuorum(
                 DescribeQuorumResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::UpdateFeatures(_) if !gate.cluster(operation::ALTER) => {
+            refused(Response::UpdateFeatures(
+                UpdateFeaturesResponse::default()
+                    .with_error_code(cluster_denied)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "The client is not authorized to update features.",
+                    ))),
             ))
         }
         Request::UnregisterBroker(_) if !gate.cluster(operation::ALTER) => {

@@ -31,6 +31,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_quorum;
+mod describe_topic_partitions;
 mod describe_transactions;
 mod describe_user_scram_credentials;
 mod elect_leaders;
@@ -56,6 +57,7 @@ pub mod sasl_handshake;
 mod sync_group;
 mod txn_offset_commit;
 mod unregister_broker;
+mod update_features;
 mod write_txn_markers;
 
 use std::sync::Arc;
@@ -146,7 +148,7 @@ async fn dispatch(
     let peer = context.peer;
     let listener = &*context.listener;
     match request {
-        Request::ApiVersions(r) => api_versions::handle(version, r),
+        Request::ApiVersions(r) => api_versions::handle(replicas, version, r),
         Request::Metadata(r) => {
             metadata::handle(replicas, config, cluster_id, version, r, listener).await
         }
@@ -269,5 +271,9 @@ async fn dispatch(
         Request::ElectLeaders(r) => elect_leaders::handle(replicas, version, r).await,
         Request::DescribeQuorum(r) => describe_quorum::handle(replicas, version, r).await,
         Request::UnregisterBroker(r) => unregister_broker::handle(replicas, version, r).await,
+        Request::UpdateFeatures(r) => update_features::handle(replicas, version, r).await,
+        Request::DescribeTopicPartitions(r) => {
+            describe_topic_partitions::handle(replicas, version, r)
+        }
     }
 }
