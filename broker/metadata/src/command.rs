@@ -43,8 +43,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::acl::{self, AclBinding, AclBindingFilter};
 use crate::elr;
-use crate::features;
 use crate::error::ClusterError;
+use crate::features;
 use crate::image::{
     BrokerImage, ListenerEndpoints, MetadataImage, PartitionImage, ScramCredentialImage, TopicImage,
 };
@@ -324,7 +324,10 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             reassignments
                 .iter()
                 .map(|r| {
-                    with_elr(image, &r.topic, r.partition, |image| reassign::alter(image, r)).err()
+                    with_elr(image, &r.topic, r.partition, |image| {
+                        reassign::alter(image, r)
+                    })
+                    .err()
                 })
                 .collect(),
         )),
@@ -554,7 +557,11 @@ fn with_elr(
         .flatten();
     change(image)?;
     let Some(before) = before else { return Ok(()) };
-    let Some(min_isr) = image.topics.get(topic).map(|t| image.min_insync_replicas(t)) else {
+    let Some(min_isr) = image
+        .topics
+        .get(topic)
+        .map(|t| image.min_insync_replicas(t))
+    else {
         return Ok(());
     };
     let index = usize::try_from(index).unwrap_or(usize::MAX);

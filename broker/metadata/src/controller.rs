@@ -269,15 +269,15 @@ impl Controller {
                 validate_only,
             } => {
                 let features = self.images.borrow().features.clone();
-                let levels =
-                    match crate::features::check_update(&features, self.node_id, &updates) {
-                        Ok(levels) => levels,
-                        Err(e) => {
-                            return ControllerReply::Failed(ClusterError::FeatureUpdateFailed(
-                                e.to_string(),
-                            ))
-                        }
-                    };
+                let levels = match crate::features::check_update(&features, self.node_id, &updates)
+                {
+                    Ok(levels) => levels,
+                    Err(e) => {
+                        return ControllerReply::Failed(ClusterError::FeatureUpdateFailed(
+                            e.to_string(),
+                        ))
+                    }
+                };
                 if validate_only {
                     return ControllerReply::Applied {
                         log_index: self.images.borrow().applied_index,

@@ -33,14 +33,22 @@ fn cluster(elr: bool) -> MetadataImage {
         configs: [("min.insync.replicas".to_string(), "2".to_string())].into(),
         assignments: vec![vec![1, 2, 3]],
     };
-    assert!(matches!(apply(&mut image, &create), CommandResult::Topic(_)));
+    assert!(matches!(
+        apply(&mut image, &create),
+        CommandResult::Topic(_)
+    ));
     image
 }
 
 /// (leader, isr, elr, last known elr)
 fn state(image: &MetadataImage) -> (i32, Vec<i32>, Vec<i32>, Vec<i32>) {
     let p = image.partition("t", 0).expect("partition");
-    (p.leader, p.isr.clone(), p.elr.clone(), p.last_known_elr.clone())
+    (
+        p.leader,
+        p.isr.clone(),
+        p.elr.clone(),
+        p.last_known_elr.clone(),
+    )
 }
 
 fn shrink(image: &mut MetadataImage, new_isr: &[i32]) {

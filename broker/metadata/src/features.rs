@@ -36,7 +36,11 @@ pub const METADATA_VERSION_FOR_ELR: i16 = 23;
 pub const SUPPORTED: &[(&str, i16, i16)] = &[
     (ELR_VERSION, 0, 1),
     (KRAFT_VERSION, 0, 1),
-    (METADATA_VERSION, METADATA_VERSION_MIN, METADATA_VERSION_LATEST),
+    (
+        METADATA_VERSION,
+        METADATA_VERSION_MIN,
+        METADATA_VERSION_LATEST,
+    ),
 ];
 
 /// What a new cluster finalizes (Kafka 4.1+ bootstraps ELR on).
@@ -152,7 +156,9 @@ pub fn check_update(
             return Err(invalid("Can't downgrade to a newer version.".into()));
         }
         if name == KRAFT_VERSION && *level < now {
-            return Err(invalid("Can't downgrade the version of this feature.".into()));
+            return Err(invalid(
+                "Can't downgrade the version of this feature.".into(),
+            ));
         }
         if name == METADATA_VERSION && *level < now {
             return Err(FeatureError::MetadataDowngrade {
@@ -212,7 +218,8 @@ mod tests {
     fn updates_are_checked_as_kafka_checks_them() {
         let old = BTreeMap::new();
         let new = bootstrap_levels();
-        let table: [(&BTreeMap<String, i16>, &str, i16, UpgradeType, &str); 9] = [
+        type Row<'a> = (&'a BTreeMap<String, i16>, &'a str, i16, UpgradeType, &'a str);
+        let table: [Row<'_>; 9] = [
             (&old, ELR_VERSION, 1, UP, "ok {\"eligible.leader.replicas.version\": 1}"),
             (&new, ELR_VERSION, 0, SAFE, "ok {\"eligible.leader.replicas.version\": 0}"),
             (&new, ELR_VERSION, 0, UP, "Invalid update version 0 for feature eligible.leader.replicas.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."),

@@ -94,7 +94,10 @@ fn scenario(elr_on: bool) -> Result<()> {
     let at_min = wait_elr(&mut cluster, &[leader], "F2 out of the ISR", |s| {
         !s.isr.contains(&f2)
     })?;
-    ensure!(at_min.elr.is_empty(), "ISR at min.insync.replicas: {at_min:?}");
+    ensure!(
+        at_min.elr.is_empty(),
+        "ISR at min.insync.replicas: {at_min:?}"
+    );
     acked.extend(produce(&bootstrap, "b", BATCH)?);
 
     cluster.node(f1).kill_hard()?;
@@ -102,7 +105,10 @@ fn scenario(elr_on: bool) -> Result<()> {
         s.isr == set(&[leader])
     })?;
     let want_elr = if elr_on { set(&[f1]) } else { set(&[]) };
-    ensure!(below.elr == want_elr, "F1 eligible when ELR is on: {below:?}");
+    ensure!(
+        below.elr == want_elr,
+        "F1 eligible when ELR is on: {below:?}"
+    );
 
     cluster.node(leader).kill_hard()?;
     cluster.restart_node(f2)?;
@@ -116,7 +122,10 @@ fn scenario(elr_on: bool) -> Result<()> {
             "F1 and L eligible, L the last known leader: {offline:?}"
         );
     } else {
-        ensure!(offline.isr == set(&[leader]), "L stays the last ISR member: {offline:?}");
+        ensure!(
+            offline.isr == set(&[leader]),
+            "L stays the last ISR member: {offline:?}"
+        );
     }
 
     cluster.restart_node(f1)?;
@@ -125,7 +134,10 @@ fn scenario(elr_on: bool) -> Result<()> {
         let led = wait_elr(&mut cluster, &[f1], "F1 elected", |s| s.leader == f1)?;
         ensure!(led.isr.contains(&f1), "F1 leads from the ISR: {led:?}");
     } else {
-        ensure!(after_f1.leader == -1, "without ELR F1 may not lead: {after_f1:?}");
+        ensure!(
+            after_f1.leader == -1,
+            "without ELR F1 may not lead: {after_f1:?}"
+        );
     }
     ensure!(
         after_f1.leader != f2,

@@ -53,7 +53,11 @@ fn describe(
     let mut names: Vec<String> = if request.topics.is_empty() {
         image.topics.keys().cloned().collect()
     } else {
-        request.topics.iter().map(|t| t.name.0.to_string()).collect()
+        request
+            .topics
+            .iter()
+            .map(|t| t.name.0.to_string())
+            .collect()
     };
     names.sort_unstable();
     names.dedup();
@@ -103,10 +107,12 @@ fn describe(
         // A topic that ended exactly at the limit: the next one with
         // partitions starts the next page.
         if budget == 0 {
-            if let Some(next) = names[i + 1..]
-                .iter()
-                .find(|n| image.topics.get(*n).is_some_and(|t| !t.partitions.is_empty()))
-            {
+            if let Some(next) = names[i + 1..].iter().find(|n| {
+                image
+                    .topics
+                    .get(*n)
+                    .is_some_and(|t| !t.partitions.is_empty())
+            }) {
                 response.next_cursor = Some(cursor(next, 0));
             }
             break;
@@ -132,7 +138,10 @@ fn describe_topic(
         .with_partitions(partitions)
 }
 
-fn partition(image: &MetadataImage, p: &PartitionImage) -> DescribeTopicPartitionsResponsePartition {
+fn partition(
+    image: &MetadataImage,
+    p: &PartitionImage,
+) -> DescribeTopicPartitionsResponsePartition {
     let ids = |ids: &[i32]| ids.iter().map(|&r| BrokerId(r)).collect::<Vec<_>>();
     let offline: Vec<i32> = p
         .replicas
@@ -198,12 +207,11 @@ mod tests {
         image
     }
 
-    /// (topic, first partition, count) of each topic in a page, and its cursor.
-    fn page(
-        image: &MetadataImage,
-        limit: i32,
-        from: Option<(&str, i32)>,
-    ) -> (Vec<(String, i32, usize)>, Option<(String, i32)>) {
+    /// (topic, first partition, count) of each topic in a page, and its
+    /// cursor (topic, partition).
+    type Page = (Vec<(String, i32, usize)>, Option<(String, i32)>);
+
+    fn page(image: &MetadataImage, limit: i32, from: Option<(&str, i32)>) -> Page {
         let cursor = from.map(|(t, p)| {
             RequestCursor::default()
                 .with_topic_name(topic_name(t))
@@ -249,9 +257,8 @@ mod tests {
         assert_eq!(next, Some(("big".into(), 2000)));
         let (topics, _) = page(&image, -5, None);
         assert_eq!(topics, vec![("big".into(), 0, 1)], "at least one partition");
-        let request = DescribeTopicPartitionsRequest::default().with_topics(vec![
-            TopicRequest::default().with_name(topic_name("nope")),
-        ]);
+        let request = DescribeTopicPartitionsRequest::default()
+            .with_topics(vec![TopicRequest::default().with_name(topic_name("nope"))]);
         let response = describe(&image, request);
         assert_eq!(
             response.topics[0].error_code,
