@@ -141,3 +141,18 @@ fn turning_elr_off_or_changing_min_isr_clears_it() {
     fence(&mut image, 1);
     assert_eq!(state(&image), (-1, vec![1], vec![], vec![]), "today's rule");
 }
+
+#[test]
+fn an_image_written_before_elr_loads_with_the_feature_off() {
+    let old = r#"{"applied_index":7,"cluster_id":"c","brokers":{},"topics":{"t":{"name":"t",
+        "topic_id":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"configs":{},"partitions":[{"partition":0,
+        "replicas":[1,2,3],"isr":[1],"leader":1,"leader_epoch":3,"partition_epoch":5}]}}}"#;
+    let image: MetadataImage = serde_json::from_str(old).expect("an old image loads");
+    let p = image.partition("t", 0).expect("partition");
+    assert!(p.elr.is_empty() && p.last_known_elr.is_empty());
+    assert!(!image.elr_enabled(), "ELR off until upgraded");
+    assert_eq!(
+        features::level(&image.features, features::METADATA_VERSION),
+        30
+    );
+}
