@@ -327,6 +327,7 @@ impl Cluster {
                 .map(|p| (p.node_id, p.host.clone()))
                 .collect(),
             clock,
+            (config.node_id, config.default_min_insync_replicas),
         ));
         let (accepted_tx, heartbeat_accepted) = watch::channel(None);
         let handler = Arc::new(RpcHandler {
@@ -622,6 +623,21 @@ impl Cluster {
             CommandResult::PerPartition(results) => Ok(results),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// UpdateFeatures: checks `updates` (name, level, upgrade type) against
+    /// the finalized levels and, unless `validate_only`, records them.
+    pub async fn update_features(
+        &self,
+        updates: Vec<(String, i16, crate::features::UpgradeType)>,
+        validate_only: bool,
+    ) -> Result<(), ClusterError> {
+        self.submit(ControllerRequest::UpdateFeatures {
+            updates,
+            validate_only,
+        })
+        .await
+        .map(drop)
     }
 
     /// KIP-460: elections of `partitions`; per partition, in order, `None`

@@ -27,6 +27,14 @@
 //!   first leaves ISRs and leaderships as on fencing. Its replica
 //!   assignments stay (offline replicas, as Kafka keeps them), and so does
 //!   a last-ISR place, which it leads again if it ever registers again.
+//!
+//! With `eligible.leader.replicas.version` >= 1 (KIP-966) `elr` adds its
+//! rules to every change of an ISR or a leader: a fenced (or shut down, or
+//! unregistered) broker leaves the ISR even as its last member, replicas
+//! that leave an ISR below min.insync.replicas become eligible leaders, and
+//! a leaderless partition takes a live ELR member (or its last known
+//! leader) when no ISR member is live. Turning the feature off, or changing
+//! a min.insync.replicas, clears the ELR fields concerned, as Kafka does.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -34,7 +42,9 @@ use chronik_replication::{choose_leader, PartitionRegistration};
 use serde::{Deserialize, Serialize};
 
 use crate::acl::{self, AclBinding, AclBindingFilter};
+use crate::elr;
 use crate::error::ClusterError;
+use crate::features;
 use crate::image::{
     BrokerImage, ListenerEndpoints, MetadataImage, PartitionImage, ScramCredentialImage, TopicImage,
 };
@@ -115,9 +125,23 @@ pub enum Command {
         configs: BTreeMap<String, String>,
     },
     AlterPartition(AlterPartition),
-    /// Sets the cluster id unless one is set already (then a no-op).
+    /// Sets the cluster id unless one is set already (then a no-op); a new
+    /// cluster also takes its first feature levels and default
+    /// min.insync.replicas from it (absent from entries written before
+    /// features: such a cluster has none, `features` says how that reads).
     InitClusterId {
         cluster_id: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        features: BTreeMap<String, i16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        default_min_insync_replicas: Option<i32>,
+    },
+    /// UpdateFeatures (checked by the controller, `features::check_update`):
+    /// sets these finalized levels, and records the controller's default
+    /// min.insync.replicas.
+    UpdateFeatures {
+        levels: BTreeMap<String, i16>,
+        default_min_insync_replicas: Option<i32>,
     },
     /// Adds ACLs (validated by the controller; existing ones are no-ops).
     CreateAcls {
@@ -266,13 +290,33 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             .topics
             .get_mut(name)
             .map(|topic| {
+                let key = "min.insync.replicas";
+                if topic.configs.get(key) != configs.get(key) {
+                    // Kafka's ClearElrRecord for the topic.
+                    topic.partitions.iter_mut().for_each(clear_elr);
+                }
                 topic.configs = configs.clone();
                 CommandResult::Topic(topic.clone())
             })
             .ok_or_else(|| ClusterError::UnknownTopic(name.clone())),
         Command::AlterPartition(req) => alter_partition(image, req).map(CommandResult::Partition),
-        Command::InitClusterId { cluster_id } => {
-            image.cluster_id.get_or_insert_with(|| cluster_id.clone());
+        Command::InitClusterId {
+            cluster_id,
+            features,
+            default_min_insync_replicas,
+        } => {
+            if image.cluster_id.is_none() {
+                image.cluster_id = Some(cluster_id.clone());
+                image.features = features.clone();
+                image.default_min_insync_replicas = *default_min_insync_replicas;
+            }
+            Ok(CommandResult::Done)
+        }
+        Command::UpdateFeatures {
+            levels,
+            default_min_insync_replicas,
+        } => {
+            update_features(image, levels, *default_min_insync_replicas);
             Ok(CommandResult::Done)
         }
         Command::CreateAcls { bindings } => {
@@ -295,7 +339,12 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
         Command::AlterPartitionReassignments { reassignments } => Ok(CommandResult::PerPartition(
             reassignments
                 .iter()
-                .map(|r| reassign::alter(image, r).err())
+                .map(|r| {
+                    with_elr(image, &r.topic, r.partition, |image| {
+                        reassign::alter(image, r)
+                    })
+                    .err()
+                })
                 .collect(),
         )),
         Command::ElectLeaders {
@@ -304,7 +353,12 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
         } => Ok(CommandResult::PerPartition(
             partitions
                 .iter()
-                .map(|(topic, p)| reassign::elect(image, topic, *p, *election).err())
+                .map(|(topic, p)| {
+                    with_elr(image, topic, *p, |image| {
+                        reassign::elect(image, topic, *p, *election)
+                    })
+                    .err()
+                })
                 .collect(),
         )),
         Command::UnregisterBroker { node_id } => {
@@ -357,13 +411,36 @@ fn move_off_offline_dir(image: &mut MetadataImage, node_id: i32) {
 }
 
 /// A broker that may lead again leads every leaderless partition whose ISR
-/// has it.
+/// has it (with ELR on: also one whose ISR has no live member and whose
+/// ELR, or last known leader, elects it).
 fn lead_leaderless(image: &mut MetadataImage, node_id: i32) {
-    for partition in all_partitions(image) {
-        if partition.leader == NO_LEADER && partition.isr.contains(&node_id) {
+    let elr_on = image.elr_enabled();
+    let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
+    let mins = min_isrs(image);
+    for (partition, min_isr) in all_partitions_with(image, &mins) {
+        if partition.leader != NO_LEADER {
+            continue;
+        }
+        if partition.isr.contains(&node_id) {
+            let before = elr_on.then(|| partition.clone());
             partition.leader = node_id;
             partition.leader_epoch += 1;
             partition.partition_epoch += 1;
+            if let Some(before) = before {
+                elr::update(&before, partition, min_isr);
+            }
+        } else if elr_on
+            && !partition.isr.iter().any(|r| live.contains(r))
+            && elr::choose_leader(partition, &live) == Some(node_id)
+        {
+            let before = partition.clone();
+            tracing::info!(leader = node_id, elr = ?partition.elr, last_known_elr = ?partition.last_known_elr,
+                "leader elected from the eligible leader replicas");
+            partition.leader = node_id;
+            partition.isr = vec![node_id];
+            partition.leader_epoch += 1;
+            partition.partition_epoch += 1;
+            elr::update(&before, partition, min_isr);
         }
     }
 }
@@ -417,21 +494,38 @@ fn move_off(image: &mut MetadataImage, node_id: i32) {
 /// `move_off`; with `keep_sole_leader`, a partition whose leader is
 /// `node_id` and that no other live ISR member can lead keeps its leader.
 fn move_off_keeping(image: &mut MetadataImage, node_id: i32, keep_sole_leader: bool) {
+    let elr_on = image.elr_enabled();
     let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
-    for partition in all_partitions(image) {
+    let mins = min_isrs(image);
+    for (partition, min_isr) in all_partitions_with(image, &mins) {
         if !partition.isr.contains(&node_id) {
             continue;
         }
+        let before = partition.clone();
         let others_live = partition
             .isr
             .iter()
             .any(|&r| r != node_id && live.contains(&r));
-        if others_live {
+        let sole_kept = keep_sole_leader && partition.leader == node_id && !others_live;
+        if others_live || (elr_on && !sole_kept) {
             partition.isr.retain(|&r| r != node_id);
         }
         if partition.leader == node_id {
             let isr: BTreeSet<i32> = partition.isr.iter().copied().collect();
-            match choose_leader(&partition.replicas, &isr, &live) {
+            let mut chosen = choose_leader(&partition.replicas, &isr, &live);
+            if chosen.is_none() && elr_on && !sole_kept {
+                // No live ISR member: a live eligible replica leads.
+                let mut staged = partition.clone();
+                staged.leader = NO_LEADER;
+                elr::update(&before, &mut staged, min_isr);
+                chosen = elr::choose_leader(&staged, &live);
+                if let Some(leader) = chosen {
+                    tracing::info!(leader, elr = ?staged.elr,
+                        "leader elected from the eligible leader replicas");
+                    partition.isr = vec![leader];
+                }
+            }
+            match chosen {
                 Some(leader) => partition.leader = leader,
                 None if keep_sole_leader => continue,
                 None => partition.leader = NO_LEADER,
@@ -439,6 +533,86 @@ fn move_off_keeping(image: &mut MetadataImage, node_id: i32, keep_sole_leader: b
             partition.leader_epoch += 1;
         }
         partition.partition_epoch += 1;
+        if elr_on {
+            elr::update(&before, partition, min_isr);
+        }
+    }
+}
+
+/// Each topic's min.insync.replicas, by name.
+fn min_isrs(image: &MetadataImage) -> BTreeMap<String, usize> {
+    image
+        .topics
+        .values()
+        .map(|t| (t.name.clone(), image.min_insync_replicas(t)))
+        .collect()
+}
+
+/// Every partition with its topic's min.insync.replicas.
+fn all_partitions_with<'a>(
+    image: &'a mut MetadataImage,
+    mins: &'a BTreeMap<String, usize>,
+) -> impl Iterator<Item = (&'a mut PartitionImage, usize)> {
+    image.topics.values_mut().flat_map(move |t| {
+        let min = mins.get(&t.name).copied().unwrap_or(1);
+        t.partitions.iter_mut().map(move |p| (p, min))
+    })
+}
+
+/// Runs `change` on one partition and, with ELR on, applies the ELR rules
+/// to what it did.
+fn with_elr(
+    image: &mut MetadataImage,
+    topic: &str,
+    index: i32,
+    change: impl FnOnce(&mut MetadataImage) -> Result<(), ClusterError>,
+) -> Result<(), ClusterError> {
+    let before = image
+        .elr_enabled()
+        .then(|| image.partition(topic, index).cloned())
+        .flatten();
+    change(image)?;
+    let Some(before) = before else { return Ok(()) };
+    let Some(min_isr) = image
+        .topics
+        .get(topic)
+        .map(|t| image.min_insync_replicas(t))
+    else {
+        return Ok(());
+    };
+    let index = usize::try_from(index).unwrap_or(usize::MAX);
+    if let Some(after) = image
+        .topics
+        .get_mut(topic)
+        .and_then(|t| t.partitions.get_mut(index))
+    {
+        elr::update(&before, after, min_isr);
+    }
+    Ok(())
+}
+
+fn clear_elr(partition: &mut PartitionImage) {
+    partition.elr.clear();
+    partition.last_known_elr.clear();
+}
+
+/// UpdateFeatures: records the levels; turning ELR off, or a new cluster
+/// default min.insync.replicas, clears every ELR (Kafka's ClearElrRecord).
+fn update_features(
+    image: &mut MetadataImage,
+    levels: &BTreeMap<String, i16>,
+    default_min_insync_replicas: Option<i32>,
+) {
+    for (name, level) in levels {
+        image.features.insert(name.clone(), *level);
+    }
+    let min_changed = default_min_insync_replicas.is_some()
+        && default_min_insync_replicas != image.default_min_insync_replicas;
+    if min_changed {
+        image.default_min_insync_replicas = default_min_insync_replicas;
+    }
+    if !features::elr_enabled(&image.features) || min_changed {
+        all_partitions(image).for_each(clear_elr);
     }
 }
 
@@ -516,6 +690,8 @@ fn new_partitions(
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         });
     }
     Ok(partitions)
@@ -594,6 +770,12 @@ fn alter_partition(
         )));
     }
     let index = usize::try_from(req.partition).map_err(|_| unknown())?;
+    let before = current.clone();
+    let elr_on = image.elr_enabled();
+    let min_isr = image
+        .topics
+        .get(&req.topic)
+        .map_or(1, |t| image.min_insync_replicas(t));
     let partition = image
         .topics
         .get_mut(&req.topic)
@@ -601,6 +783,9 @@ fn alter_partition(
         .ok_or_else(unknown)?;
     partition.isr = req.new_isr.clone();
     partition.partition_epoch = next.partition_epoch;
+    if elr_on {
+        elr::update(&before, partition, min_isr);
+    }
     // The ISR change that admits a reassignment's last newcomer finishes it.
     let live = reassign::live_set(image);
     let partition = image

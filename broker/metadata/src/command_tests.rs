@@ -439,6 +439,8 @@ fn the_first_cluster_id_committed_stays() {
     let mut image = MetadataImage::default();
     let init = |id: &str| Command::InitClusterId {
         cluster_id: id.to_string(),
+        features: BTreeMap::new(),
+        default_min_insync_replicas: None,
     };
     assert_eq!(apply(&mut image, &init("first")), CommandResult::Done);
     assert_eq!(apply(&mut image, &init("second")), CommandResult::Done);

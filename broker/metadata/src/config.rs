@@ -157,6 +157,10 @@ pub struct ClusterConfig {
     /// KIP-853: this node's metadata directory id (`directory.id` in its
     /// `meta.properties`), recorded with its place in the membership.
     pub directory_id: [u8; 16],
+    /// Kafka's cluster-wide `min.insync.replicas` (`--min-insync-replicas`):
+    /// the controller records it in the image for the ELR rules (KIP-966)
+    /// of topics without their own.
+    pub default_min_insync_replicas: i32,
 }
 
 impl ClusterConfig {

@@ -106,6 +106,11 @@ pub struct Controller {
     clock: Arc<ReplicationClock>,
     /// KIP-853 voter changes, one at a time.
     voter_changes: VoterChanges,
+    /// This node's id, for UpdateFeatures' messages.
+    node_id: i32,
+    /// Its `--min-insync-replicas`, recorded with a new cluster's features
+    /// and with every UpdateFeatures (the ELR rules' cluster default).
+    default_min_insync_replicas: i32,
 }
 
 impl Controller {
@@ -115,6 +120,7 @@ impl Controller {
         session_timeout: Duration,
         voters: HashMap<i32, String>,
         clock: Arc<ReplicationClock>,
+        (node_id, default_min_insync_replicas): (i32, i32),
     ) -> Self {
         Controller {
             raft,
@@ -129,6 +135,8 @@ impl Controller {
             rotation: AtomicUsize::new(0),
             clock,
             voter_changes: VoterChanges::default(),
+            node_id,
+            default_min_insync_replicas,
         }
     }
 
@@ -203,7 +211,12 @@ impl Controller {
                         "cluster id must be 1..={MAX_CLUSTER_ID_LEN} bytes"
                     )));
                 }
-                self.propose(Command::InitClusterId { cluster_id }).await
+                self.propose(Command::InitClusterId {
+                    cluster_id,
+                    features: crate::features::bootstrap_levels(),
+                    default_min_insync_replicas: Some(self.default_min_insync_replicas),
+                })
+                .await
             }
             ControllerRequest::CreateAcls(bindings) => {
                 if let Err(e) = check_acl_request(bindings.len()) {
@@ -259,6 +272,33 @@ impl Controller {
                 .await
             }
             ControllerRequest::DescribeQuorum => quorum::describe(&self.raft, &self.clock).await,
+            ControllerRequest::UpdateFeatures {
+                updates,
+                validate_only,
+            } => {
+                let features = self.images.borrow().features.clone();
+                let levels = match crate::features::check_update(&features, self.node_id, &updates)
+                {
+                    Ok(levels) => levels,
+                    Err(e) => {
+                        return ControllerReply::Failed(ClusterError::FeatureUpdateFailed(
+                            e.to_string(),
+                        ))
+                    }
+                };
+                if validate_only {
+                    return ControllerReply::Applied {
+                        log_index: self.images.borrow().applied_index,
+                        result: CommandResult::Done,
+                    };
+                }
+                tracing::info!(?levels, "updating finalized feature levels");
+                self.propose(Command::UpdateFeatures {
+                    levels,
+                    default_min_insync_replicas: Some(self.default_min_insync_replicas),
+                })
+                .await
+            }
             ControllerRequest::AddObserver {
                 node_id,
                 raft_addr,

@@ -56,6 +56,10 @@ pub enum ClusterError {
     /// does not have)
     #[error("Broker ID {0} is not currently registered")]
     BrokerIdNotRegistered(i32),
+    /// INVALID_UPDATE_VERSION: an UpdateFeatures change the controller
+    /// refused, in Kafka's words (`features::FeatureError`).
+    #[error("{0}")]
+    FeatureUpdateFailed(String),
     /// NOT_CONTROLLER: the controller could not be reached to forward to.
     #[error("not the controller")]
     NotController,

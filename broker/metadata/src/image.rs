@@ -90,6 +90,14 @@ pub struct PartitionImage {
     /// replicas are all in the ISR (also in `replicas`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removing_replicas: Vec<i32>,
+    /// KIP-966: replicas outside the ISR that hold every record acknowledged
+    /// with acks=all, so they may lead (`elr`). Empty while the feature is
+    /// off or the ISR is at or above min.insync.replicas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub elr: Vec<i32>,
+    /// KIP-966: the last leader, kept while the ISR and the ELR are empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_known_elr: Vec<i32>,
 }
 
 impl PartitionImage {
@@ -149,6 +157,17 @@ pub struct MetadataImage {
     /// by resource name, a broker id or `""` for the cluster-wide default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Finalized feature levels by name (Kafka's FeatureLevelRecord), as
+    /// the cluster was created with or UpdateFeatures set them; empty for
+    /// a cluster created before Chronik had features (`features` says how
+    /// that reads).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub features: BTreeMap<String, i16>,
+    /// The cluster-wide default min.insync.replicas the controller last
+    /// recorded (its `--min-insync-replicas`), for the ELR rules of topics
+    /// without their own; `None` in images older than ELR (then 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_min_insync_replicas: Option<i32>,
 }
 
 /// One user's salted SCRAM credential for one mechanism: never the
@@ -198,6 +217,26 @@ impl MetadataImage {
         own.and_then(|c| c.get(name))
             .or_else(|| self.broker_configs.get("").and_then(|c| c.get(name)))
             .map(String::as_str)
+    }
+
+    /// The min.insync.replicas in force for `topic`: its own config, else
+    /// the cluster default (at least 1).
+    pub fn min_insync_replicas(&self, topic: &TopicImage) -> usize {
+        topic
+            .configs
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse::<usize>().ok())
+            .or_else(|| {
+                self.default_min_insync_replicas
+                    .and_then(|v| usize::try_from(v).ok())
+            })
+            .unwrap_or(1)
+            .max(1)
+    }
+
+    /// Whether KIP-966's eligible leader replicas are on.
+    pub fn elr_enabled(&self) -> bool {
+        crate::features::elr_enabled(&self.features)
     }
 
     pub fn is_live(&self, node_id: i32) -> bool {

@@ -15,6 +15,9 @@
 //!   forwarded controller request/reply.
 //! - `command`     — raft commands and their deterministic `apply`.
 //! - `reassign`    — KIP-455 reassignments and KIP-460 elections of one partition.
+//! - `features`    — feature levels (metadata.version, kraft.version,
+//!   eligible.leader.replicas.version) and UpdateFeatures' checks.
+//! - `elr`         — KIP-966 eligible leader replicas of one partition.
 //! - `quorum`      — DescribeQuorum: the leader's view of every voter's replication.
 //! - `error`       — `ClusterError` (each variant names its Kafka error).
 //! - `raft_types`  — openraft's type configuration.
@@ -52,7 +55,11 @@ mod cluster;
 mod command;
 mod config;
 mod controller;
+mod elr;
+#[cfg(test)]
+mod elr_tests;
 mod error;
+pub mod features;
 mod heartbeat;
 mod image;
 pub mod leader_balance;

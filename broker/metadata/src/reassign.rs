@@ -100,20 +100,28 @@ pub fn elect(
                 )));
             }
             // A live ISR member would have been elected cleanly already;
-            // any live replica may lead now, with an ISR of itself.
-            let Some(chosen) = partition
-                .replicas
-                .iter()
-                .copied()
-                .find(|r| live.contains(r))
-            else {
+            // a live eligible leader replica (KIP-966) goes first, else any
+            // live replica may lead now, with an ISR of itself.
+            let eligible = crate::elr::choose_leader(partition, &live);
+            let Some(chosen) = eligible.or_else(|| {
+                partition
+                    .replicas
+                    .iter()
+                    .copied()
+                    .find(|r| live.contains(r))
+            }) else {
                 return Err(ClusterError::EligibleLeadersNotAvailable(format!(
                     "{name}: none of the replicas {:?} is live",
                     partition.replicas
                 )));
             };
-            tracing::warn!(partition = name, leader = chosen, isr = ?partition.isr,
-                "unclean leader election: records only the old ISR held are lost");
+            if eligible.is_some() {
+                tracing::info!(partition = name, leader = chosen, elr = ?partition.elr,
+                    "unclean election request: an eligible leader replica leads, nothing is lost");
+            } else {
+                tracing::warn!(partition = name, leader = chosen, isr = ?partition.isr,
+                    "unclean leader election: records only the old ISR held are lost");
+            }
             partition.leader = chosen;
             partition.isr = vec![chosen];
         }

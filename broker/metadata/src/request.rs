@@ -174,6 +174,12 @@ pub enum ControllerRequest {
     UnregisterBroker {
         node_id: i32,
     },
+    /// UpdateFeatures: (name, level, upgrade type) in request order;
+    /// `validate_only` checks without recording.
+    UpdateFeatures {
+        updates: Vec<(String, i16, crate::features::UpgradeType)>,
+        validate_only: bool,
+    },
 }
 
 /// The controller's answer to a `ControllerRequest`.

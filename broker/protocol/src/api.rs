@@ -138,6 +138,8 @@ api_table! {
     AddRaftVoter: AddRaftVoterRequest => AddRaftVoterResponse, versions 0 ..= 0;
     RemoveRaftVoter: RemoveRaftVoterRequest => RemoveRaftVoterResponse, versions 0 ..= 0;
     UpdateRaftVoter: UpdateRaftVoterRequest => UpdateRaftVoterResponse, versions 0 ..= 0;
+    UpdateFeatures: UpdateFeaturesRequest => UpdateFeaturesResponse, versions 0 ..= 2;
+    DescribeTopicPartitions: DescribeTopicPartitionsRequest => DescribeTopicPartitionsResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -195,6 +197,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::AddRaftVoter => "AddRaftVoter",
         ApiKey::RemoveRaftVoter => "RemoveRaftVoter",
         ApiKey::UpdateRaftVoter => "UpdateRaftVoter",
+        ApiKey::UpdateFeatures => "UpdateFeatures",
+        ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         _ => "Other",
     }
 }

@@ -148,6 +148,14 @@ const TABLE: &[(ApiKey, Row)] = &[
     (ApiKey::ListPartitionReassignments, refuses(&[Cluster])),
     (ApiKey::DescribeQuorum, refuses(&[Cluster])),
     (ApiKey::UnregisterBroker, refuses(&[Cluster])),
+    (ApiKey::UpdateFeatures, refuses(&[Cluster])),
+    (
+        ApiKey::DescribeTopicPartitions,
+        Row {
+            refuses: &[Topic],
+            lists: true,
+        },
+    ),
 ];
 
 const TOPIC: &str = "t";
@@ -856,6 +864,31 @@ fn probe(c: &mut Client, api: ApiKey, v: i16, fx: &Fixture) -> Result<Vec<Seen>>
                 v,
             )?;
             vec![Seen::Refused(Cluster, r.error_code)]
+        }
+        ApiKey::UpdateFeatures => {
+            let update = update_features_request::FeatureUpdateKey::default()
+                .with_feature(s("eligible.leader.replicas.version"))
+                .with_max_version_level(1)
+                .with_upgrade_type(1);
+            let r = c.send(
+                &UpdateFeaturesRequest::default()
+                    .with_validate_only(v >= 1)
+                    .with_feature_updates(vec![update]),
+                v,
+            )?;
+            vec![Seen::Refused(Cluster, r.error_code)]
+        }
+        ApiKey::DescribeTopicPartitions => {
+            let named =
+                describe_topic_partitions_request::TopicRequest::default().with_name(topic_name());
+            let r = c.send(
+                &DescribeTopicPartitionsRequest::default().with_topics(vec![named]),
+                v,
+            )?;
+            let mut seen = each(Topic, r.topics.iter().map(|t| t.error_code));
+            let all = c.send(&DescribeTopicPartitionsRequest::default(), v)?;
+            seen.push(Seen::Listed(all.topics.len()));
+            seen
         }
         other => bail!("no probe for advertised API {other:?}: add one, and its row in TABLE"),
     })

@@ -818,6 +818,46 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             anyhow::ensure!(r.error_code == 102, "UnregisterBroker v{version}: {r:?}");
             vec![0]
         }
+        // Already at level 1: a no-op upgrade, checked only.
+        ApiKey::UpdateFeatures => {
+            let update = update_features_request::FeatureUpdateKey::default()
+                .with_feature(StrBytes::from_static_str(
+                    "eligible.leader.replicas.version",
+                ))
+                .with_max_version_level(1)
+                .with_upgrade_type(1);
+            let r = client.send(
+                &UpdateFeaturesRequest::default()
+                    .with_timeout_ms(10_000)
+                    .with_validate_only(version >= 1)
+                    .with_feature_updates(vec![update]),
+                version,
+            )?;
+            anyhow::ensure!(
+                r.results.len() == usize::from(version <= 1),
+                "UpdateFeatures v{version}: {r:?}"
+            );
+            let mut codes = vec![r.error_code];
+            codes.extend(r.results.iter().map(|f| f.error_code));
+            codes
+        }
+        ApiKey::DescribeTopicPartitions => {
+            let r = client.send(
+                &DescribeTopicPartitionsRequest::default().with_topics(vec![
+                    describe_topic_partitions_request::TopicRequest::default()
+                        .with_name(name(TOPIC)),
+                ]),
+                version,
+            )?;
+            let partitions: Vec<_> = r.topics.iter().flat_map(|t| &t.partitions).collect();
+            anyhow::ensure!(
+                partitions.len() == 1 && partitions[0].eligible_leader_replicas.is_some(),
+                "DescribeTopicPartitions v{version}: {r:?}"
+            );
+            let mut codes: Vec<i16> = r.topics.iter().map(|t| t.error_code).collect();
+            codes.extend(partitions.iter().map(|p| p.error_code));
+            codes
+        }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
 }

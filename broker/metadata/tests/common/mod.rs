@@ -92,6 +92,7 @@ impl TestCluster {
             leader_balance: Default::default(),
             rack: None,
             directory_id: [u8::try_from(id).expect("small"); 16],
+            default_min_insync_replicas: 1,
         }
     }
 

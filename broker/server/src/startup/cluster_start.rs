@@ -197,6 +197,7 @@ pub fn cluster_config(
         leader_balance: config.leader_balance.clone(),
         rack: config.broker_rack.clone(),
         directory_id,
+        default_min_insync_replicas: i32::from(config.min_insync_replicas),
     }
 }
 

@@ -5,8 +5,8 @@
 //! DescribeUserScramCredentials (DescribeCluster is answered to everyone,
 //! as Kafka does; the cluster operations it reports are 0 without DESCRIBE), ALTER on the cluster for CreateAcls,
 //! DeleteAcls and AlterUserScramCredentials, AlterPartitionReassignments,
-//! ElectLeaders, UnregisterBroker, AddRaftVoter and RemoveRaftVoter,
-//! CLUSTER_ACTION for UpdateRaftVoter, DESCRIBE on it for
+//! ElectLeaders, UnregisterBroker, UpdateFeatures, AddRaftVoter and
+//! RemoveRaftVoter, CLUSTER_ACTION for UpdateRaftVoter, DESCRIBE on it for
 //! ListPartitionReassignments and DescribeQuorum (Kafka's rules; refused
 //! whole with CLUSTER_AUTHORIZATION_FAILED in the top-level error code).
 
@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
     CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse,
     DescribeQuorumResponse, DescribeUserScramCredentialsResponse, ElectLeadersResponse,
     ListPartitionReassignmentsResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
-    UpdateRaftVoterResponse,
+    UpdateFeaturesResponse, UpdateRaftVoterResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -198,6 +198,15 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
         Request::UpdateRaftVoter(_) if !gate.cluster(operation::CLUSTER_ACTION) => {
             refused(Response::UpdateRaftVoter(
                 UpdateRaftVoterResponse::default().with_error_code(cluster_denied),
+            ))
+        }
+        Request::UpdateFeatures(_) if !gate.cluster(operation::ALTER) => {
+            refused(Response::UpdateFeatures(
+                UpdateFeaturesResponse::default()
+                    .with_error_code(cluster_denied)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "The client is not authorized to update features.",
+                    ))),
             ))
         }
         Request::UnregisterBroker(_) if !gate.cluster(operation::ALTER) => {

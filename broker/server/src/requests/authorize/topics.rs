@@ -14,7 +14,11 @@
 //! CreateTopics: CREATE on the cluster or the topic; DeleteTopics and
 //! DeleteRecords: DELETE; CreatePartitions: ALTER; OffsetForLeaderEpoch:
 //! CLUSTER_ACTION on the cluster (a follower) passes every topic, else
-//! DESCRIBE on each.
+//! DESCRIBE on each; DescribeTopicPartitions: DESCRIBE, as Metadata (all
+//! topics - an empty list - becomes the list of those the session may
+//! describe, so pages and cursors never name another; a named topic
+//! refused is TOPIC_AUTHORIZATION_FAILED, placed in name order within the
+//! page).
 
 use chronik_metadata::acl::operation;
 use chronik_protocol::{Request, Response};
@@ -26,6 +30,8 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+use kafka_protocol::messages::describe_topic_partitions_response::DescribeTopicPartitionsResponseTopic;
 use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::list_offsets_request::ListOffsetsTopic;
 use kafka_protocol::messages::list_offsets_response::{
@@ -60,6 +66,14 @@ pub enum Denied {
         asked: Asked,
     },
     OffsetForLeaderEpoch(Vec<OffsetForLeaderTopic>),
+    /// DescribeTopicPartitions: the named topics refused, the request's
+    /// cursor topic, and whether nothing was left for the handler (whose
+    /// empty list would mean every topic).
+    TopicPartitions {
+        refused: Vec<TopicName>,
+        cursor: Option<String>,
+        none_admitted: bool,
+    },
     Names(Vec<TopicName>, Api),
     DeleteRecords(Vec<DeleteRecordsTopic>),
 }
@@ -204,6 +218,34 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                 .collect();
             admitted(Request::Metadata(r), Denied::Metadata { refused, asked })
         }
+        Request::DescribeTopicPartitions(mut r) => {
+            let cursor = r.cursor.as_ref().map(|c| c.topic_name.0.to_string());
+            let (ok, refused) = if r.topics.is_empty() {
+                let image = gate.replicas.cluster.image();
+                let every = image
+                    .topics
+                    .keys()
+                    .filter(|n| gate.topic(operation::DESCRIBE, n))
+                    .map(|n| TopicRequest::default().with_name(topic_name(n)))
+                    .collect();
+                (every, Vec::new())
+            } else {
+                split(std::mem::take(&mut r.topics), |t| {
+                    gate.topic(operation::DESCRIBE, &t.name.0)
+                })
+            };
+            let none_admitted = ok.is_empty();
+            r.topics = ok;
+            let refused = refused.into_iter().map(|t| t.name).collect();
+            admitted(
+                Request::DescribeTopicPartitions(r),
+                Denied::TopicPartitions {
+                    refused,
+                    cursor,
+                    none_admitted,
+                },
+            )
+        }
         Request::CreateTopics(mut r) => {
             let (ok, refused) = split(std::mem::take(&mut r.topics), |t| {
                 gate.may_create_topic(&t.name.0)
@@ -345,6 +387,34 @@ impl Denied {
                         .with_topic_id(id)
                         .with_error_code(code)
                 }));
+                any
+            }
+            (
+                Denied::TopicPartitions {
+                    refused,
+                    cursor,
+                    none_admitted,
+                },
+                Response::DescribeTopicPartitions(resp),
+            ) => {
+                if none_admitted {
+                    resp.topics.clear();
+                    resp.next_cursor = None;
+                }
+                let next = resp.next_cursor.as_ref().map(|c| c.topic_name.0.clone());
+                let any = !refused.is_empty();
+                resp.topics.extend(
+                    refused
+                        .into_iter()
+                        .filter(|n| cursor.as_deref().is_none_or(|c| n.0.as_str() >= c))
+                        .filter(|n| next.as_ref().is_none_or(|c| n.0 < *c))
+                        .map(|n| {
+                            DescribeTopicPartitionsResponseTopic::default()
+                                .with_name(Some(n))
+                                .with_error_code(code)
+                        }),
+                );
+                resp.topics.sort_by(|a, b| a.name.cmp(&b.name));
                 any
             }
             (Denied::OffsetForLeaderEpoch(refused), Response::OffsetForLeaderEpoch(resp)) => {

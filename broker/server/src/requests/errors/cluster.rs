@@ -11,7 +11,9 @@ pub fn cluster_error_code(e: &ClusterError) -> ResponseError {
         ClusterError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         ClusterError::InvalidTopic(_) => ResponseError::InvalidTopicException,
         ClusterError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
-        ClusterError::InvalidUpdateVersion => ResponseError::InvalidUpdateVersion,
+        ClusterError::InvalidUpdateVersion | ClusterError::FeatureUpdateFailed(_) => {
+            ResponseError::InvalidUpdateVersion
+        }
         ClusterError::InvalidRequest(_) => ResponseError::InvalidRequest,
         ClusterError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         ClusterError::NoReassignmentInProgress(_) => ResponseError::NoReassignmentInProgress,

@@ -32,6 +32,7 @@ mod describe_configs;
 mod describe_groups;
 mod describe_log_dirs;
 mod describe_quorum;
+mod describe_topic_partitions;
 mod describe_transactions;
 mod describe_user_scram_credentials;
 mod elect_leaders;
@@ -59,6 +60,7 @@ mod sync_group;
 mod txn_offset_commit;
 mod unregister_broker;
 mod update_raft_voter;
+mod update_features;
 mod write_txn_markers;
 
 use std::sync::Arc;
@@ -149,7 +151,7 @@ async fn dispatch(
     let peer = context.peer;
     let listener = &*context.listener;
     match request {
-        Request::ApiVersions(r) => api_versions::handle(version, r),
+        Request::ApiVersions(r) => api_versions::handle(replicas, version, r),
         Request::Metadata(r) => {
             metadata::handle(replicas, config, cluster_id, version, r, listener).await
         }
@@ -275,5 +277,9 @@ async fn dispatch(
         Request::AddRaftVoter(r) => add_raft_voter::handle(replicas, r).await,
         Request::RemoveRaftVoter(r) => remove_raft_voter::handle(replicas, r).await,
         Request::UpdateRaftVoter(r) => update_raft_voter::handle(replicas, r).await,
+        Request::UpdateFeatures(r) => update_features::handle(replicas, version, r).await,
+        Request::DescribeTopicPartitions(r) => {
+            describe_topic_partitions::handle(replicas, version, r)
+        }
     }
 }
