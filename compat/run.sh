@@ -371,7 +371,8 @@ cluster_ops() {
   log "$client: starting 3 controllers and 5 brokers in racks a,b,c for cluster-ops"
   CLUSTER_DIR="$work/ops"
   CHRONIK_CONTROLLERS=3 CHRONIK_RACKS=a,b,c start_chronik_cluster "$CLUSTER_DIR" 5 "${EOS_CLUSTER_ARGS[@]}"
-  COMPAT_BROKER_METRICS=$(IFS=,; echo "${CHRONIK_METRICS_LIST[*]}") \
+  COMPAT_BROKER_METRICS=$(IFS=,; echo "${CHRONIK_METRICS_LIST[*]}") COMPAT_CLUSTER_DIR=$CLUSTER_DIR \
+    COMPAT_RAFT_PORT=$CHRONIK_RAFT_PORT COMPAT_CONTROLLERS=3 CHRONIK_SERVER_BIN=$CHRONIK_SERVER_BIN \
     invoke cluster-ops cluster-ops -- --check cluster-ops
   cluster_stop
 }

@@ -19,8 +19,19 @@ state, with confluent-kafka:
      topic whose leader is in another rack; the brokers' own counter
      (chronik_consumer_fetch_bytes_total{replica="follower"}) shows the
      bytes served by the follower.
+  4. KIP-853, replacing the active controller under an acks=all load as
+     docs/cluster.md says: a new controller joins with no --peers entry,
+     kafka-metadata-quorum add-controller (its controller.properties naming
+     its metadata.log.dir) adds it, remove-controller removes the active
+     one, describe shows the new voters with their directory ids and
+     another leader, topics can still be created, and every acknowledged
+     record is read back.
 Needs: the brokers' metrics endpoints in $COMPAT_BROKER_METRICS (host:port,
-comma-separated).
+comma-separated); for step 4 the cluster's directory ($COMPAT_CLUSTER_DIR,
+node N's data in node-N/data), its raft port ($COMPAT_RAFT_PORT), the
+controllers' count ($COMPAT_CONTROLLERS) and the server binary
+($CHRONIK_SERVER_BIN). The new controller is node 9 on 127.0.0.9, stopped
+when the check ends.
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import tempfile
 import threading
 import time
@@ -38,6 +50,7 @@ from confluent_kafka.admin import AdminClient
 
 import compat_common as cc
 from kafka_tools import StepFailed, Steps
+from pathlib import Path
 
 TOOLS = "org.apache.kafka.tools."
 REASSIGN = TOOLS + "reassign.ReassignPartitionsCommand"
@@ -247,6 +260,96 @@ def follower_fetch_steps(s, args, admin: AdminClient, metrics: list[str]) -> Non
             "chronik_consumer_fetch_bytes_total{replica=\"follower\"} did not grow: the leader served it")
 
 
+QUORUM = TOOLS + "MetadataQuorumCommand"
+NEW_CONTROLLER = 9
+
+
+def directory_id(data_dir: Path) -> str:
+    text = (data_dir / "meta.properties").read_text() if (data_dir / "meta.properties").exists() else ""
+    m = re.search(r"^directory.id=(\S+)$", text, re.M)
+    return m.group(1) if m else ""
+
+
+def leader_id(s) -> int:
+    out = s.run(QUORUM, "describe", "--status")
+    m = re.search(r"^LeaderId:\s+(\d+)$", out.stdout, re.M)
+    return int(m.group(1)) if m else -1
+
+
+def start_controller(cluster: Path, raft_port: int, controllers: int) -> subprocess.Popen:
+    """Node NEW_CONTROLLER as a controller that knows the quorum only through
+    its bootstrap servers: it follows the log as an observer until added."""
+    data = cluster / f"node-{NEW_CONTROLLER}" / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    host = f"127.0.0.{NEW_CONTROLLER}"
+    bootstrap = ",".join(f"127.0.0.{i}:{raft_port}" for i in range(1, controllers + 1))
+    log = open(cluster / f"node-{NEW_CONTROLLER}" / "stderr.log", "wb")
+    return subprocess.Popen(
+        [os.environ["CHRONIK_SERVER_BIN"], "--node-id", str(NEW_CONTROLLER), "--process-roles", "controller",
+         "--controller-quorum-bootstrap-servers", bootstrap, "--raft-listen", f"{host}:{raft_port}",
+         "--listen", f"{host}:0", "--metrics-listen", f"{host}:0", "--data-dir", str(data),
+         "--cluster-secret-file", str(cluster / "cluster.secret"), "--broker-session-timeout-ms", "3000"],
+        stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL)
+
+
+def quorum_steps(s, args, brokers: list[int]) -> None:
+    """Replace the active controller with Kafka's tool, under load."""
+    b, timeout = args.bootstrap, args.stage_timeout
+    cluster = Path(os.environ["COMPAT_CLUSTER_DIR"])
+    raft_port = int(os.environ["COMPAT_RAFT_PORT"])
+    controllers = int(os.environ["COMPAT_CONTROLLERS"])
+    topic, group = cc.unique("compat-ops-quorum"), cc.unique("compat-ops-quorum-group")
+    s.tool("topics --create for the load", TOOLS + "TopicCommand", "--create", "--topic", topic,
+           "--partitions", "3", "--replication-factor", "3", expect=lambda o: f"Created topic {topic}." in o)
+    new = start_controller(cluster, raft_port, controllers)
+    try:
+        with LoadWhile(b, topic, group) as load:
+            s.state("load running", cc.wait_until(lambda: len(load.acked) >= 200, timeout),
+                    f"{len(load.acked)} acked")
+            data = cluster / f"node-{NEW_CONTROLLER}" / "data"
+            s.state(f"controller {NEW_CONTROLLER} started with a directory id",
+                    cc.wait_until(lambda: bool(directory_id(data)), timeout), f"no directory.id in {data}")
+            props = cluster / f"controller-{NEW_CONTROLLER}.properties"
+            props.write_text(f"node.id={NEW_CONTROLLER}\nprocess.roles=controller\n"
+                             f"controller.listener.names=CONTROLLER\n"
+                             f"listeners=CONTROLLER://127.0.0.{NEW_CONTROLLER}:{raft_port}\n"
+                             f"metadata.log.dir={data}\n")
+            out, deadline = "", time.time() + timeout
+            while time.time() < deadline:  # REQUEST_TIMED_OUT while it catches up
+                r = s.run(QUORUM, "--command-config", str(props), "add-controller")
+                out = r.stdout + r.stderr
+                if r.returncode == 0:
+                    break
+                time.sleep(1)
+            s.state("metadata-quorum add-controller", f"Added controller {NEW_CONTROLLER}" in out,
+                    " | ".join(out.strip().splitlines()[-3:])[:600])
+            old = leader_id(s)
+            old_dir = directory_id(cluster / f"node-{old}" / "data")
+            s.tool(f"metadata-quorum remove-controller (the active one, {old})", QUORUM, "remove-controller",
+                   "--controller-id", str(old), "--controller-directory-id", old_dir,
+                   expect=lambda o: "Exception" not in o and "Error" not in o)
+            s.state("another controller leads", cc.wait_until(lambda: leader_id(s) not in (old, -1), timeout),
+                    f"leader still {leader_id(s)}")
+            new_dir = directory_id(data)
+            s.tool("metadata-quorum describe --replication: the new voters", QUORUM, "describe", "--replication",
+                   expect=lambda o: re.search(rf"^{NEW_CONTROLLER}\s+{re.escape(new_dir)}\s", o, re.M) is not None
+                   and re.search(rf"^{old}\s+{re.escape(old_dir)}\s+\S+\s+\S+\s+\S+\s+\S+\s+(Leader|Follower)",
+                                 o, re.M) is None)
+            s.tool("topics --create after the change", TOOLS + "TopicCommand", "--create",
+                   "--topic", cc.unique("compat-ops-after"), "--partitions", "1", "--replication-factor", "3",
+                   expect=lambda o: "Created topic" in o)
+        problems = cc.verify_acks(load.sent, load.acked, load.errors)
+        problems += cc.verify_read_back(topic, load.sent, read_back(b, topic, 3, timeout), load.acked)
+        s.state(f"{load.sent} acknowledged records read back exactly once, in order", not problems,
+                "; ".join(problems)[:600])
+    finally:
+        new.terminate()
+        try:
+            new.wait(30)
+        except subprocess.TimeoutExpired:
+            new.kill()
+
+
 def check_cluster_ops(rep: cc.Reporter, args) -> None:
     s = Steps(args.bootstrap, args.stage_timeout)
     admin = AdminClient({"bootstrap.servers": args.bootstrap})
@@ -257,6 +360,7 @@ def check_cluster_ops(rep: cc.Reporter, args) -> None:
         assignment_steps(s, admin, brokers, args.stage_timeout)
         drain_steps(s, args, admin, brokers)
         follower_fetch_steps(s, args, admin, metrics)
+        quorum_steps(s, args, brokers)
     except StepFailed as e:
         rep.emit("cluster-ops", "fail", f"after {len(s.done)} steps ok: {e}")
         return
