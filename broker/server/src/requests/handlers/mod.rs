@@ -59,8 +59,8 @@ pub mod sasl_handshake;
 mod sync_group;
 mod txn_offset_commit;
 mod unregister_broker;
-mod update_raft_voter;
 mod update_features;
+mod update_raft_voter;
 mod write_txn_markers;
 
 use std::sync::Arc;
