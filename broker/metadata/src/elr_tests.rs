@@ -32,6 +32,7 @@ fn cluster(elr: bool) -> MetadataImage {
         topic_id: [1; 16],
         configs: [("min.insync.replicas".to_string(), "2".to_string())].into(),
         assignments: vec![vec![1, 2, 3]],
+        isrs: Vec::new(),
     };
     assert!(matches!(
         apply(&mut image, &create),
