@@ -149,6 +149,9 @@ const TABLE: &[(ApiKey, Row)] = &[
     (ApiKey::DescribeQuorum, refuses(&[Cluster])),
     (ApiKey::UnregisterBroker, refuses(&[Cluster])),
     (ApiKey::UpdateFeatures, refuses(&[Cluster])),
+    (ApiKey::AddRaftVoter, refuses(&[Cluster])),
+    (ApiKey::RemoveRaftVoter, refuses(&[Cluster])),
+    (ApiKey::UpdateRaftVoter, refuses(&[Cluster])),
     (
         ApiKey::DescribeTopicPartitions,
         Row {
@@ -874,6 +877,34 @@ fn probe(c: &mut Client, api: ApiKey, v: i16, fx: &Fixture) -> Result<Vec<Seen>>
                 &UpdateFeaturesRequest::default()
                     .with_validate_only(v >= 1)
                     .with_feature_updates(vec![update]),
+                v,
+            )?;
+            vec![Seen::Refused(Cluster, r.error_code)]
+        }
+        // Voters that do not exist: refused before anything is looked up.
+        ApiKey::AddRaftVoter => {
+            let r = c.send(
+                &AddRaftVoterRequest::default()
+                    .with_voter_id(4242)
+                    .with_voter_directory_id(uuid::Uuid::from_u128(7)),
+                v,
+            )?;
+            vec![Seen::Refused(Cluster, r.error_code)]
+        }
+        ApiKey::RemoveRaftVoter => {
+            let r = c.send(
+                &RemoveRaftVoterRequest::default()
+                    .with_voter_id(4242)
+                    .with_voter_directory_id(uuid::Uuid::from_u128(7)),
+                v,
+            )?;
+            vec![Seen::Refused(Cluster, r.error_code)]
+        }
+        ApiKey::UpdateRaftVoter => {
+            let r = c.send(
+                &UpdateRaftVoterRequest::default()
+                    .with_voter_id(4242)
+                    .with_voter_directory_id(uuid::Uuid::from_u128(7)),
                 v,
             )?;
             vec![Seen::Refused(Cluster, r.error_code)]

@@ -841,6 +841,40 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             codes.extend(r.results.iter().map(|f| f.error_code));
             codes
         }
+        // Another cluster's id: refused before anything changes.
+        ApiKey::AddRaftVoter => {
+            let r = client.send(
+                &AddRaftVoterRequest::default()
+                    .with_cluster_id(Some(StrBytes::from_static_str("not-this-cluster")))
+                    .with_voter_id(4242)
+                    .with_voter_directory_id(uuid::Uuid::from_u128(7)),
+                version,
+            )?;
+            anyhow::ensure!(r.error_code == 104, "AddRaftVoter v{version}: {r:?}");
+            vec![0]
+        }
+        ApiKey::RemoveRaftVoter => {
+            let r = client.send(
+                &RemoveRaftVoterRequest::default()
+                    .with_cluster_id(Some(StrBytes::from_static_str("not-this-cluster")))
+                    .with_voter_id(4242)
+                    .with_voter_directory_id(uuid::Uuid::from_u128(7)),
+                version,
+            )?;
+            anyhow::ensure!(r.error_code == 104, "RemoveRaftVoter v{version}: {r:?}");
+            vec![0]
+        }
+        ApiKey::UpdateRaftVoter => {
+            let r = client.send(
+                &UpdateRaftVoterRequest::default()
+                    .with_cluster_id(Some(StrBytes::from_static_str("not-this-cluster")))
+                    .with_voter_id(4242)
+                    .with_voter_directory_id(uuid::Uuid::from_u128(7)),
+                version,
+            )?;
+            anyhow::ensure!(r.error_code == 104, "UpdateRaftVoter v{version}: {r:?}");
+            vec![0]
+        }
         ApiKey::DescribeTopicPartitions => {
             let r = client.send(
                 &DescribeTopicPartitionsRequest::default().with_topics(vec![
