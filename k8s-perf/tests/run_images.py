@@ -138,7 +138,14 @@ class Pods:
                 field = e["valueFrom"]["fieldRef"]["fieldPath"]
                 fields = {"metadata.name": pod, "metadata.namespace": NAMESPACE,
                           **{f"metadata.annotations['{k}']": v for k, v in (annotations or {}).items()}}
-                env += ["--env", f"{e['name']}={fields[field]}"]
+                value = fields.get(field)
+                if value is None and field.startswith("metadata.labels["):
+                    # no node here: the downward API gives a label the pod
+                    # lacks (an unlabelled node's zone) as an empty value
+                    value = ""
+                if value is None:
+                    raise KeyError(field)
+                env += ["--env", f"{e['name']}={value}"]
         mounts = []
         for m in container.get("volumeMounts", []):
             ro = ",ro" if m.get("readOnly") else ""
