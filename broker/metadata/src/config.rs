@@ -262,7 +262,7 @@ impl ClusterConfig {
 }
 
 /// `host:port`, bracketing a bare IPv6 literal.
-pub(crate) fn host_port(host: &str, port: u16) -> String {
+pub fn host_port(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
     } else {

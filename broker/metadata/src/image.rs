@@ -239,6 +239,20 @@ impl MetadataImage {
         crate::features::elr_enabled(&self.features)
     }
 
+    /// Kafka's offline replicas of `p`: those on a broker that is not
+    /// registered, is fenced or has its log directory offline.
+    pub fn offline_replicas(&self, p: &PartitionImage) -> Vec<i32> {
+        p.replicas
+            .iter()
+            .copied()
+            .filter(|r| {
+                self.brokers
+                    .get(r)
+                    .is_none_or(|b| b.fenced || b.log_dir_offline)
+            })
+            .collect()
+    }
+
     pub fn is_live(&self, node_id: i32) -> bool {
         self.brokers.get(&node_id).is_some_and(BrokerImage::is_live)
     }

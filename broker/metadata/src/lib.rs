@@ -84,7 +84,7 @@ mod voters;
 pub use cluster::{Cluster, COMMAND_TIMEOUT};
 pub use command::{validate_topic_name, NO_LEADER};
 pub use config::{
-    parse_peers, ClusterConfig, Peer, Roles, DEFAULT_BROKER_SESSION_TIMEOUT,
+    host_port, parse_peers, ClusterConfig, Peer, Roles, DEFAULT_BROKER_SESSION_TIMEOUT,
     DEFAULT_HEARTBEAT_INTERVAL,
 };
 pub use controller::check_partition_growth;

@@ -130,11 +130,7 @@ pub(super) fn raft_addr<'a>(
             format!("Listener {name} has no usable endpoint ({host:?} port {port})"),
         ));
     }
-    Ok(if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    })
+    Ok(chronik_metadata::host_port(host, port))
 }
 
 #[cfg(test)]

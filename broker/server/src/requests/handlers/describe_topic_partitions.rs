@@ -143,17 +143,7 @@ fn partition(
     p: &PartitionImage,
 ) -> DescribeTopicPartitionsResponsePartition {
     let ids = |ids: &[i32]| ids.iter().map(|&r| BrokerId(r)).collect::<Vec<_>>();
-    let offline: Vec<i32> = p
-        .replicas
-        .iter()
-        .copied()
-        .filter(|r| {
-            image
-                .brokers
-                .get(r)
-                .is_none_or(|b| b.fenced || b.log_dir_offline)
-        })
-        .collect();
+    let offline = image.offline_replicas(p);
     let error = if p.leader < 0 {
         ResponseError::LeaderNotAvailable.code()
     } else {

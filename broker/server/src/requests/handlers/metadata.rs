@@ -176,16 +176,10 @@ fn describe_topic(
         .partitions
         .iter()
         .map(|p| {
-            let offline: Vec<BrokerId> = p
-                .replicas
-                .iter()
-                .filter(|r| {
-                    image
-                        .brokers
-                        .get(r)
-                        .is_none_or(|b| b.fenced || b.log_dir_offline)
-                })
-                .map(|&r| BrokerId(r))
+            let offline: Vec<BrokerId> = image
+                .offline_replicas(p)
+                .into_iter()
+                .map(BrokerId)
                 .collect();
             let unreachable = image
                 .brokers
