@@ -4,10 +4,21 @@
 //! producer writes each record transformed to an output topic and commits
 //! the member's offsets in the same transaction (librdkafka's
 //! send_offsets_to_transaction, the EOS loop Kafka Streams and Flink run).
-//! A third of the way through, the node leading the output topic's first
-//! partition is killed with SIGKILL; the loop aborts and rewinds to the
-//! committed offsets whenever a transaction fails, as an EOS application
-//! must. Every input appears in the read_committed output exactly once.
+//! A third of the way through, a node leading a partition of the output
+//! topic is killed with SIGKILL: not the group's coordinator, because
+//! librdkafka (2.12) waits forever in send_offsets_to_transaction for a
+//! group coordinator that died (its coordinator requests never time out and
+//! are re-tried only on another broker's state change: librdkafka issues
+//! #5456 and #5511; Chronik answers FindCoordinator as Kafka does, so Kafka
+//! hangs it the same way). Group coordinator failover is
+//! consumer_group_failover.rs's and classic_group_failover.rs's. The loop
+//! aborts and rewinds to the committed offsets whenever a transaction
+//! fails, as an EOS application must. A producer fenced because the coordinator aborted its transaction
+//! past transaction.timeout.ms (a slow machine can hold one open that long
+//! through the failover) is closed and a new one initialised under the same
+//! transactional.id, as Kafka Streams does; that happens at most twice, and
+//! only after the kill. Every input appears in the read_committed output
+//! exactly once.
 
 mod common;
 
@@ -39,20 +50,68 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// nobody polls).
 type Transactional = ThreadedProducer<DefaultProducerContext>;
 
+/// The input, all in flight at once (idempotent: in order per partition).
 fn produce_input(bootstrap: &str) -> Result<()> {
     let producer = producer_at(bootstrap, &[("enable.idempotence", "true")])?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        for i in 0..RECORDS {
-            let (key, value) = (format!("k{i}"), format!("in-{i}"));
-            producer
-                .send(FutureRecord::to(INPUT).key(&key).payload(&value), TIMEOUT)
-                .await
-                .map_err(|(e, _)| anyhow::anyhow!("input {i}: {e}"))?;
+        let sends = (0..RECORDS).map(|i| {
+            let producer = &producer;
+            async move {
+                let (key, value) = (format!("k{i}"), format!("in-{i}"));
+                producer
+                    .send(FutureRecord::to(INPUT).key(&key).payload(&value), TIMEOUT)
+                    .await
+                    .map_err(|(e, _)| anyhow::anyhow!("input {i}: {e}"))
+            }
+        });
+        for sent in futures::future::join_all(sends).await {
+            sent?;
         }
         anyhow::Ok(())
+    })
+}
+
+/// The application's transactional producer, initialised (which fences an
+/// earlier instance under the same transactional.id and aborts its open
+/// transaction). A retriable error (the coordinator still loading, or
+/// moving) is retried, as librdkafka documents for init_transactions.
+fn transactional_producer(bootstrap: &str) -> Result<Transactional> {
+    let producer: Transactional = base_config_at(bootstrap)
+        .set("transactional.id", "eos-app-0")
+        .set("transaction.timeout.ms", "60000")
+        .set("message.timeout.ms", "60000")
+        .set("linger.ms", "5")
+        .create()?;
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        match producer.init_transactions(TIMEOUT) {
+            Ok(()) => return Ok(producer),
+            Err(KafkaError::Transaction(e)) if e.is_retriable() && Instant::now() < deadline => {
+                eprintln!("init_transactions: {e}; retrying");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => bail!("init_transactions: {e}"),
+        }
+    }
+}
+
+/// A transaction's failure that fenced the producer: it is fatal, and an
+/// EOS application replaces the producer.
+fn fenced(e: &KafkaError) -> bool {
+    matches!(e, KafkaError::Transaction(t) if t.is_fatal())
+}
+
+/// Whether a transaction coordinator logged aborting a transaction past
+/// its timeout: the one reason this test's only producer may be fenced.
+fn coordinator_expired_a_transaction(cluster: &mut Cluster) -> bool {
+    (1..=3).any(|id| {
+        cluster
+            .node(id)
+            .log_tail(usize::MAX)
+            .contains("aborting a transaction past its timeout")
     })
 }
 
@@ -134,30 +193,19 @@ fn consume_transform_produce_is_exactly_once_through_a_leader_kill() -> Result<(
         ],
     )?;
     consumer.subscribe(&[INPUT])?;
-    let producer: Transactional = base_config_at(&bootstrap)
-        .set("transactional.id", "eos-app-0")
-        .set("transaction.timeout.ms", "60000")
-        .set("message.timeout.ms", "60000")
-        .set("linger.ms", "5")
-        .create()?;
-    // A retriable error (the coordinator still loading, or moving) may be
-    // retried, as librdkafka documents for init_transactions.
-    let init_deadline = Instant::now() + TIMEOUT;
-    loop {
-        match producer.init_transactions(TIMEOUT) {
-            Ok(()) => break,
-            Err(KafkaError::Transaction(e))
-                if e.is_retriable() && Instant::now() < init_deadline =>
-            {
-                eprintln!("init_transactions: {e}; retrying");
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            Err(e) => bail!("init_transactions: {e}\n{}", cluster.logs()),
-        }
-    }
+    let started = Instant::now();
+    let at = || format!("{:.1} s", started.elapsed().as_secs_f64());
+    let mut producer = transactional_producer(&bootstrap)
+        .with_context(|| format!("the first producer\n{}", cluster.logs()))?;
 
-    let victim = cluster.partitions(OUTPUT)?[0].leader;
-    let (mut committed, mut aborted, mut killed) = (0usize, 0usize, false);
+    let coordinator = cluster.partitions("__consumer_offsets")?[0].leader;
+    let victim = cluster
+        .partitions(OUTPUT)?
+        .iter()
+        .map(|p| p.leader)
+        .find(|&leader| leader != coordinator)
+        .context("every output partition led by the group coordinator")?;
+    let (mut committed, mut aborted, mut replaced, mut killed) = (0usize, 0usize, 0usize, false);
     let deadline = Instant::now() + Duration::from_secs(240);
     while committed < RECORDS {
         ensure!(
@@ -166,7 +214,11 @@ fn consume_transform_produce_is_exactly_once_through_a_leader_kill() -> Result<(
             cluster.logs()
         );
         if !killed && committed >= RECORDS / 3 {
-            eprintln!("killing node {victim}, leader of {OUTPUT}-0, after {committed} records");
+            eprintln!(
+                "{}: killing node {victim}, a leader of {OUTPUT} (the group coordinator is \
+                 node {coordinator}), after {committed} records",
+                at()
+            );
             cluster.node(victim).kill_hard()?;
             killed = true;
         }
@@ -186,25 +238,55 @@ fn consume_transform_produce_is_exactly_once_through_a_leader_kill() -> Result<(
         if batch.is_empty() {
             continue;
         }
-        match transact(&producer, &consumer, &batch) {
-            Ok(()) => committed += batch.len(),
-            Err(KafkaError::Transaction(e)) if e.is_fatal() => {
-                bail!("fatal: {e}\n{}", cluster.logs())
+        let attempt = Instant::now();
+        let failure = match transact(&producer, &consumer, &batch) {
+            Ok(()) => {
+                committed += batch.len();
+                continue;
             }
-            Err(e) => {
-                eprintln!(
-                    "transaction of {} failed ({e}); aborting and rewinding",
-                    batch.len()
+            Err(e) => e,
+        };
+        eprintln!(
+            "{}: transaction of {} failed after {:.1} s ({failure}); aborting and rewinding",
+            at(),
+            batch.len(),
+            attempt.elapsed().as_secs_f64()
+        );
+        aborted += batch.len();
+        let mut failure = Some(failure);
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(e) = failure.take().filter(fenced) {
+                replaced += 1;
+                let expired = coordinator_expired_a_transaction(&mut cluster);
+                ensure!(
+                    killed && expired && replaced <= 2,
+                    "{}: producer fenced ({replaced} times, killed: {killed}, a transaction \
+                     expired by its coordinator: {expired}): {e}\n{}",
+                    at(),
+                    cluster.logs()
                 );
-                aborted += batch.len();
-                let deadline = Instant::now() + TIMEOUT;
-                while let Err(e) = producer.abort_transaction(TIMEOUT) {
-                    ensure!(Instant::now() < deadline, "abort_transaction: {e}");
+                eprintln!("{}: producer fenced ({e}); replacing it", at());
+                drop(producer);
+                producer = transactional_producer(&bootstrap)
+                    .with_context(|| format!("{}: a new producer\n{}", at(), cluster.logs()))?;
+                break;
+            }
+            match producer.abort_transaction(TIMEOUT) {
+                Ok(()) => break,
+                Err(e) => {
+                    ensure!(
+                        Instant::now() < deadline,
+                        "{}: abort_transaction: {e}",
+                        at()
+                    );
+                    eprintln!("{}: abort_transaction: {e}", at());
+                    failure = Some(e);
                     std::thread::sleep(Duration::from_millis(200));
                 }
-                rewind(&consumer).context("rewinding to the committed offsets")?;
             }
         }
+        rewind(&consumer).context("rewinding to the committed offsets")?;
     }
     ensure!(killed, "the run ended before the kill");
     drop(consumer);
@@ -241,7 +323,10 @@ fn consume_transform_produce_is_exactly_once_through_a_leader_kill() -> Result<(
         .filter(|i| !seen.contains_key(&format!("out-in-{i}")))
         .take(5)
         .collect();
-    eprintln!("committed {committed}, aborted and redone {aborted}, read back {total}");
+    eprintln!(
+        "{}: committed {committed}, aborted and redone {aborted}, producers replaced {replaced}, read back {total}",
+        at()
+    );
     ensure!(twice.is_empty(), "duplicates in the output: {twice:?}");
     ensure!(
         missing.is_empty(),
