@@ -612,6 +612,16 @@ impl Cluster {
         self.submit(request).await.map(drop)
     }
 
+    /// AlterClientQuotas: applies checked alterations, all or none.
+    pub async fn alter_client_quotas(
+        &self,
+        alterations: Vec<crate::quotas::QuotaAlteration>,
+    ) -> Result<(), ClusterError> {
+        self.submit(ControllerRequest::AlterClientQuotas(alterations))
+            .await
+            .map(drop)
+    }
+
     /// KIP-455: starts, replaces or cancels reassignments; per
     /// reassignment, in order, `None` when the controller applied it.
     pub async fn alter_partition_reassignments(

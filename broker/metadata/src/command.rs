@@ -170,6 +170,11 @@ pub enum Command {
     UnregisterBroker {
         node_id: i32,
     },
+    /// AlterClientQuotas: sets and removes client quota values, all or
+    /// none (`quotas::apply`).
+    AlterClientQuotas {
+        alterations: Vec<crate::quotas::QuotaAlteration>,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -326,6 +331,10 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
             &mut image.acls,
             filters,
         ))),
+        Command::AlterClientQuotas { alterations } => {
+            crate::quotas::apply(&mut image.client_quotas, alterations)
+                .map(|()| CommandResult::Done)
+        }
         Command::AlterBrokerConfigs { resource, configs } => {
             if configs.is_empty() {
                 image.broker_configs.remove(resource);

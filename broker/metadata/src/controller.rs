@@ -247,6 +247,16 @@ impl Controller {
                 self.propose(Command::AlterBrokerConfigs { resource, configs })
                     .await
             }
+            ControllerRequest::AlterClientQuotas(alterations) => {
+                if let Err(e) = alterations
+                    .iter()
+                    .try_for_each(crate::quotas::check_alteration)
+                {
+                    return ControllerReply::Failed(e);
+                }
+                self.propose(Command::AlterClientQuotas { alterations })
+                    .await
+            }
             ControllerRequest::AlterPartitionReassignments(reassignments) => {
                 if let Err(e) = check_partition_request(reassignments.len()) {
                     return ControllerReply::Failed(e);

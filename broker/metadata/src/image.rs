@@ -168,6 +168,10 @@ pub struct MetadataImage {
     /// without their own; `None` in images older than ELR (then 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_min_insync_replicas: Option<i32>,
+    /// Client quotas by entity (Kafka's ClientQuotaRecord), enforced by
+    /// every broker.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub client_quotas: crate::quotas::ClientQuotas,
 }
 
 /// One user's salted SCRAM credential for one mechanism: never the

@@ -19,6 +19,7 @@
 //!   eligible.leader.replicas.version) and UpdateFeatures' checks.
 //! - `elr`         — KIP-966 eligible leader replicas of one partition.
 //! - `quorum`      — DescribeQuorum: the leader's view of every voter's replication.
+//! - `quotas`      — client quotas (Kafka's ClientQuotaRecord): entities, values, checks.
 //! - `error`       — `ClusterError` (each variant names its Kafka error).
 //! - `raft_types`  — openraft's type configuration.
 //! - `store_log`   — the durable raft log and vote.
@@ -69,6 +70,7 @@ mod observers;
 pub mod peer_auth;
 mod placement;
 mod quorum;
+pub mod quotas;
 mod raft_types;
 mod reassign;
 mod request;

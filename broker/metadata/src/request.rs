@@ -132,6 +132,9 @@ pub enum ControllerRequest {
         configs: BTreeMap<String, String>,
     },
     AlterPartitionReassignments(Vec<Reassignment>),
+    /// AlterClientQuotas' accepted entries (checked again by the
+    /// controller, `quotas::check_alteration`).
+    AlterClientQuotas(Vec<crate::quotas::QuotaAlteration>),
     ElectLeaders {
         election: ElectionType,
         partitions: Vec<(String, i32)>,

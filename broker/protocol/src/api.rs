@@ -140,6 +140,8 @@ api_table! {
     UpdateRaftVoter: UpdateRaftVoterRequest => UpdateRaftVoterResponse, versions 0 ..= 0;
     UpdateFeatures: UpdateFeaturesRequest => UpdateFeaturesResponse, versions 0 ..= 2;
     DescribeTopicPartitions: DescribeTopicPartitionsRequest => DescribeTopicPartitionsResponse, versions 0 ..= 0;
+    DescribeClientQuotas: DescribeClientQuotasRequest => DescribeClientQuotasResponse, versions 0 ..= 1;
+    AlterClientQuotas: AlterClientQuotasRequest => AlterClientQuotasResponse, versions 0 ..= 1;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -199,6 +201,8 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::UpdateRaftVoter => "UpdateRaftVoter",
         ApiKey::UpdateFeatures => "UpdateFeatures",
         ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
+        ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
+        ApiKey::AlterClientQuotas => "AlterClientQuotas",
         _ => "Other",
     }
 }

@@ -20,6 +20,7 @@ pub mod header;
 pub mod record_batch;
 pub mod record_walk;
 pub mod records;
+pub mod throttle;
 
 pub use api::{encode_response, Request, Response, SUPPORTED_APIS};
 pub use error::{

@@ -57,6 +57,8 @@ pub struct Broker {
     /// SCRAM credentials (bootstrap file and the quorum's), shared with
     /// the SASL listeners.
     pub scram: Arc<crate::security::sasl::scram::ScramCredentials>,
+    /// Client quotas from the metadata quorum, and their measures.
+    pub quotas: Arc<crate::quotas::ClientQuotaManager>,
 }
 
 impl std::fmt::Debug for Broker {

@@ -10,6 +10,8 @@
 //!   needs), `errors/` (lower layers' failures as Kafka codes), `topics/`, `acl_wire`, `fetch_sessions`.
 //! - `security/`     — listeners and their security protocols, TLS, SASL PLAIN/SCRAM, principals, the
 //!   authorizer (`authorizer`: flags and `Authorizer::allows`), this broker's own client connections.
+//! - `quotas/`       — client quotas (byte rates, request percentage, controller mutations, connection
+//!   creation per IP) from the metadata image: who has which, measured how, what throttle it earns.
 //! - `coordinators/` — consumer groups and committed offsets, transactions, the internal topics both write,
 //!   producer ids.
 //! - `replica/`      — replicas kept in step with the metadata quorum, the write path (`write`: append as
@@ -27,6 +29,7 @@ pub mod broker;
 pub mod coordinators;
 pub mod infra;
 pub mod network;
+pub mod quotas;
 pub mod replica;
 pub mod requests;
 pub mod security;

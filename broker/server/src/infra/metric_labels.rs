@@ -21,3 +21,13 @@ pub struct ReasonLabels {
 pub struct ServedByLabels {
     pub replica: &'static str,
 }
+
+/// A client quota's measure (Kafka's quota metric tags): the quota type
+/// (`Produce`, `Fetch`, `Request`, `ControllerMutation`) and the user and
+/// client id it counts (`""` where the quota names none).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QuotaLabels {
+    pub quota_type: &'static str,
+    pub user: String,
+    pub client_id: String,
+}

@@ -24,7 +24,7 @@ pub struct ApiLabels {
     pub api: &'static str,
 }
 
-pub use crate::infra::metric_labels::{PartitionLabels, ReasonLabels, ServedByLabels};
+pub use crate::infra::metric_labels::{PartitionLabels, QuotaLabels, ReasonLabels, ServedByLabels};
 
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~52 s
@@ -45,6 +45,16 @@ pub struct Metrics {
     pub records_out_total: Counter,
     /// Record bytes returned to consumers, by the replica that served them.
     pub consumer_fetch_bytes_total: Family<ServedByLabels, Counter>,
+    /// Per client quota measure (only clients with a quota): what it
+    /// recorded (bytes for Produce and Fetch, percent-seconds of a thread
+    /// for Request, partitions for ControllerMutation) ...
+    pub client_quota_recorded_total:
+        Family<QuotaLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
+    /// ... and the throttle time it was given.
+    pub client_quota_throttle_time_ms_total: Family<QuotaLabels, Counter>,
+    /// Connections held and closed for going over their IP's
+    /// connection_creation_rate (KIP-612).
+    pub connections_throttled_total: Counter,
     pub fsync_total: Counter,
     pub fsync_duration_seconds: Histogram,
     pub group_commit_bytes: Histogram,
@@ -85,6 +95,9 @@ impl Metrics {
             batches_in_total: Counter::default(),
             records_out_total: Counter::default(),
             consumer_fetch_bytes_total: Family::default(),
+            client_quota_recorded_total: Family::default(),
+            client_quota_throttle_time_ms_total: Family::default(),
+            connections_throttled_total: Counter::default(),
             fsync_total: Counter::default(),
             fsync_duration_seconds: latency_histogram(),
             group_commit_bytes: Histogram::new(exponential_buckets(1024.0, 4.0, 12)),
@@ -156,6 +169,21 @@ impl Metrics {
             "consumer_fetch_bytes",
             "Record bytes Fetch returned to consumers, by the replica that served them (leader, or follower: KIP-392)",
             m.consumer_fetch_bytes_total.clone(),
+        );
+        registry.register(
+            "client_quota_recorded",
+            "What clients with a quota recorded against it: bytes (Produce, Fetch), percent-seconds of a thread (Request), partitions (ControllerMutation); by quota type, user and client id",
+            m.client_quota_recorded_total.clone(),
+        );
+        registry.register(
+            "client_quota_throttle_time_ms",
+            "Throttle time given to clients over their quota (throttle_time_ms, and their connection muted as long), by quota type, user and client id",
+            m.client_quota_throttle_time_ms_total.clone(),
+        );
+        registry.register(
+            "connections_throttled",
+            "Connections held and then closed for going over their IP address's connection_creation_rate (KIP-612)",
+            m.connections_throttled_total.clone(),
         );
         registry.register(
             "fsync",

@@ -45,7 +45,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::{Bytes, BytesMut};
@@ -81,9 +81,11 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// What a finished request asks the connection to do.
 enum Outcome {
-    Respond(Bytes),
-    /// acks=0 produce: Kafka sends no response.
-    Silent,
+    /// The answer, and how long to mute the channel after it for the
+    /// client's quotas (KIP-219: nothing more is read or started meanwhile).
+    Respond(Bytes, Duration),
+    /// acks=0 produce: Kafka sends no response (the mute still applies).
+    Silent(Duration),
     Close(RequestError),
     /// Refused by the SASL gate: write the response if any, then close.
     CloseAfter(Option<Bytes>, &'static str),
@@ -233,10 +235,17 @@ async fn serve_stream<R, W>(
     let mut paused_at: Option<tokio::time::Instant> = None;
     let mut last_activity = tokio::time::Instant::now();
 
+    // Until when the channel is muted for the client's quotas.
+    let mut muted_until: Option<tokio::time::Instant> = None;
+
     loop {
+        if muted_until.is_some_and(|t| t <= tokio::time::Instant::now()) {
+            muted_until = None;
+        }
+        let muted = muted_until.is_some();
         // Start every request whose frame is fully buffered (paying for it
         // first); reserve for a large frame whose body has begun.
-        while in_flight.len() < MAX_IN_FLIGHT && permit_wait.is_none() && !closing {
+        while in_flight.len() < MAX_IN_FLIGHT && permit_wait.is_none() && !closing && !muted {
             let max_frame = sasl
                 .as_ref()
                 .map_or(max_request, |s| s.max_frame(max_request));
@@ -311,7 +320,7 @@ async fn serve_stream<R, W>(
                     };
                     let outcome = match admission {
                         Admission::Serve => None,
-                        Admission::Respond(bytes) => Some(Outcome::Respond(bytes)),
+                        Admission::Respond(bytes) => Some(Outcome::Respond(bytes, Duration::ZERO)),
                         Admission::RespondAndClose(bytes, reason) => {
                             Some(Outcome::CloseAfter(Some(bytes), reason))
                         }
@@ -366,8 +375,11 @@ async fn serve_stream<R, W>(
             debug!(%peer, "peer closed the connection");
             return;
         }
-        let can_read =
-            !peer_closed && !closing && permit_wait.is_none() && in_flight.len() < MAX_IN_FLIGHT;
+        let can_read = !peer_closed
+            && !closing
+            && !muted
+            && permit_wait.is_none()
+            && in_flight.len() < MAX_IN_FLIGHT;
         match (can_read, paused_at) {
             (false, None) => paused_at = Some(tokio::time::Instant::now()),
             (true, Some(since)) => {
@@ -396,8 +408,11 @@ async fn serve_stream<R, W>(
                 let mut next = Some(outcome);
                 while let Some(outcome) = next.take() {
                     match outcome {
-                        Outcome::Respond(bytes) => write_buf.extend_from_slice(&bytes),
-                        Outcome::Silent => {}
+                        Outcome::Respond(bytes, mute) => {
+                            write_buf.extend_from_slice(&bytes);
+                            mute_for(&mut muted_until, mute);
+                        }
+                        Outcome::Silent(mute) => mute_for(&mut muted_until, mute),
                         Outcome::Close(e) => {
                             warn!(%peer, error = %e, "closing connection: request rejected");
                             count_close(&broker, close_reason(&e));
@@ -456,6 +471,7 @@ async fn serve_stream<R, W>(
                     }
                 }
             }
+            () = sleep_until_opt(muted_until), if muted => {}
             () = sleep_until_opt(read_deadline) => {
                 warn!(%peer, buffered = read_buf.len(), timeout_ms = limits.request_read_timeout.as_millis() as u64,
                       "closing connection: request body not received within the read timeout");
@@ -483,6 +499,15 @@ async fn read_chunk<R: AsyncRead + Unpin>(
     buf: &mut BytesMut,
 ) -> std::io::Result<usize> {
     (&mut *reader).take(READ_CHUNK as u64).read_buf(buf).await
+}
+
+/// Mutes the channel for `mute` from now, unless it already is for longer.
+fn mute_for(muted_until: &mut Option<tokio::time::Instant>, mute: Duration) {
+    if mute.is_zero() {
+        return;
+    }
+    let until = tokio::time::Instant::now() + mute;
+    *muted_until = Some(muted_until.map_or(until, |t| t.max(until)));
 }
 
 /// Sleeps until `deadline`, or forever when there is none.
@@ -558,6 +583,7 @@ async fn run_request(
     turn: AppendTurn,
 ) -> Outcome {
     let _memory = memory;
+    let request_bytes = frame.len() + SIZE_PREFIX_LEN;
     let raw = RawHeader::peek(&frame);
     let request = match decode_request(frame) {
         Ok(request) => request,
@@ -570,7 +596,12 @@ async fn run_request(
             // carrying UNSUPPORTED_VERSION and the supported ranges, so the
             // client can retry with a version both sides know.
             let body = api_versions_response(ResponseError::UnsupportedVersion.code());
-            return encode(correlation_id, 0, &Response::ApiVersions(body));
+            return encode(
+                correlation_id,
+                0,
+                &Response::ApiVersions(body),
+                Duration::ZERO,
+            );
         }
         Err(e) => {
             debug!(?raw, error = %e, "undecodable request");
@@ -599,16 +630,17 @@ async fn run_request(
     let correlation_id = request.correlation_id();
     let version = request.version();
     let span = tracing::debug_span!("request", api, version, correlation_id);
-    let response = handlers::handle(&broker, request, &context, turn)
+    let answer = handlers::handle(&broker, request, &context, turn, request_bytes)
         .instrument(span)
         .await;
+    let mute = Duration::from_millis(answer.throttle_ms);
     broker.metrics.requests_total.get_or_create(&labels).inc();
     broker
         .metrics
         .request_duration_seconds
         .get_or_create(&labels)
         .observe(started.elapsed().as_secs_f64());
-    match response {
+    match answer.handled {
         Some(handled) => {
             if handled.has_error {
                 broker
@@ -617,15 +649,15 @@ async fn run_request(
                     .get_or_create(&labels)
                     .inc();
             }
-            encode(correlation_id, version, &handled.response)
+            encode(correlation_id, version, &handled.response, mute)
         }
-        None => Outcome::Silent,
+        None => Outcome::Silent(mute),
     }
 }
 
-fn encode(correlation_id: i32, version: i16, response: &Response) -> Outcome {
+fn encode(correlation_id: i32, version: i16, response: &Response, mute: Duration) -> Outcome {
     match encode_response(correlation_id, version, response) {
-        Ok(bytes) => Outcome::Respond(bytes),
+        Ok(bytes) => Outcome::Respond(bytes, mute),
         Err(e) => Outcome::Close(RequestError::Malformed {
             api: e.api,
             version: e.version,

@@ -50,6 +50,8 @@ pub fn entries_named(request: &Request) -> usize {
         Request::DescribeTransactions(r) => r.transactional_ids.len(),
         Request::DescribeUserScramCredentials(r) => r.users.as_ref().map_or(0, Vec::len),
         Request::AlterUserScramCredentials(r) => r.deletions.len() + r.upsertions.len(),
+        Request::AlterClientQuotas(r) => sum(&r.entries, |e| 1 + e.ops.len()),
+        Request::DescribeClientQuotas(r) => r.components.len(),
         _ => 0,
     }
 }

@@ -5,7 +5,8 @@
 //! (which ACL each API needs, asked before a handler runs), `errors/` (how
 //! a coordinator's or the quorum's failure reads as a Kafka error code),
 //! `topics/` (looking topics up, their configs and the caps on creating
-//! them), `acl_wire` (ACL bindings and filters between the wire and the
+//! them), `quota_gate` (which client quota a request counts against, and
+//! its throttled answer), `acl_wire` (ACL bindings and filters between the wire and the
 //! quorum) and `fetch_sessions` (KIP-227). Must not: touch sockets or framing
 //! (`network`) or write a log (`replica::write`).
 
@@ -14,5 +15,6 @@ pub mod authorize;
 pub mod errors;
 pub mod fetch_sessions;
 pub mod handlers;
+pub mod quota_gate;
 pub mod refusals;
 pub mod topics;

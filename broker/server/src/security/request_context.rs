@@ -1,7 +1,7 @@
 //! Who sent a request and how, as the ACL checks and the handlers see it:
 //! the peer, the listener, the authenticated principal, and the two ACL
-//! strings formatted once per connection. Must not: decide access
-//! (`authorizer` does).
+//! strings formatted once per connection, and the connection's quota turn.
+//! Must not: decide access (`authorizer` does) or quotas (`quotas`).
 
 use std::sync::Arc;
 
@@ -22,6 +22,11 @@ pub struct RequestContext {
     /// per connection (and per authentication), not per ACL check.
     pub acl_principal: String,
     pub acl_host: String,
+    /// The connection's quota turn: a client with a quota has its requests
+    /// on this connection handled one at a time, each after the previous
+    /// one's throttle (the instant held here) has passed — Kafka's
+    /// one-request-per-connection, so pipelining cannot outrun the mute.
+    pub quota_turn: Arc<tokio::sync::Mutex<Option<tokio::time::Instant>>>,
 }
 
 impl RequestContext {
@@ -36,6 +41,7 @@ impl RequestContext {
             acl_principal: principal.to_string(),
             acl_host: peer.ip().to_string(),
             principal,
+            quota_turn: Arc::default(),
         }
     }
 }

@@ -241,6 +241,15 @@ pub struct Args {
         default_value_t = 10_000
     )]
     pub replica_lag_time_max_ms: u64,
+    /// Samples a client quota's rate is measured over (Kafka's
+    /// quota.window.num).
+    #[arg(long, env = "CHRONIK_QUOTA_WINDOW_NUM", default_value_t = 11,
+          value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub quota_window_num: u32,
+    /// Length of one such sample (Kafka's quota.window.size.seconds).
+    #[arg(long, env = "CHRONIK_QUOTA_WINDOW_SIZE_SECONDS", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub quota_window_size_seconds: u32,
     /// The controller fences a broker that has not heartbeated for this long
     /// and moves its leaderships to other in-sync replicas
     /// (Kafka's broker.session.timeout.ms).
@@ -325,6 +334,8 @@ pub struct Config {
     pub default_replication_factor: i16,
     pub min_insync_replicas: i16,
     pub replica_lag_time_max_ms: u64,
+    /// Client quotas' rate windows (quota.window.num, quota.window.size.seconds).
+    pub quota_window: crate::quotas::QuotaWindow,
     pub broker_session_timeout_ms: u64,
     pub leader_balance: chronik_metadata::leader_balance::LeaderBalance,
     /// Kafka's broker.rack.
@@ -470,6 +481,10 @@ impl TryFrom<Args> for Config {
             default_replication_factor: args.default_replication_factor,
             min_insync_replicas: args.min_insync_replicas,
             replica_lag_time_max_ms: args.replica_lag_time_max_ms,
+            quota_window: crate::quotas::QuotaWindow {
+                samples: args.quota_window_num,
+                sample_ms: u64::from(args.quota_window_size_seconds) * 1000,
+            },
             broker_session_timeout_ms: args.broker_session_timeout_ms,
             leader_balance: chronik_metadata::leader_balance::LeaderBalance {
                 enabled: args.auto_leader_rebalance_enable,

@@ -213,8 +213,13 @@ pub async fn run(
         metrics.fetch_sessions.clone(),
     );
     let authorizer = Authorizer::new(config.authorizer.clone(), replicas.cluster.clone());
+    let quotas = Arc::new(crate::quotas::ClientQuotaManager::new(
+        config.quota_window,
+        Some(&metrics),
+    ));
     let broker = Arc::new(Broker {
         authorizer,
+        quotas,
         produce_memory: Arc::new(Semaphore::new(config.produce_profile.in_flight_bytes())),
         pre_auth_memory: Arc::new(Semaphore::new(
             crate::network::connection::PRE_AUTH_MEMORY_BYTES,
@@ -233,7 +238,7 @@ pub async fn run(
         replicas,
         scram: security.sasl.scram.clone(),
     });
-    spawn_scram_follower(&broker);
+    spawn_image_follower(&broker);
     crate::coordinators::txn::spawn_ticker(&broker.txn);
     info!(
         kafka = %kafka_addr,
@@ -364,19 +369,30 @@ fn bind_unlistened(addr: std::net::SocketAddr) -> std::io::Result<TcpSocket> {
     Ok(socket)
 }
 
-/// Keeps the SCRAM credentials of the metadata quorum (committed by
-/// AlterUserScramCredentials on any node) in step with the latest image.
-fn spawn_scram_follower(broker: &Arc<Broker>) {
+/// Keeps what the metadata quorum holds for every broker to apply — the
+/// SCRAM credentials (AlterUserScramCredentials) and the client quotas
+/// (AlterClientQuotas), committed through any node — in step with the
+/// latest image.
+fn spawn_image_follower(broker: &Arc<Broker>) {
     let scram = broker.scram.clone();
+    let quotas = broker.quotas.clone();
     let mut images = broker.replicas.cluster.subscribe();
-    let mut current = images.borrow_and_update().scram_credentials.clone();
-    scram.replace_quorum(&current);
+    let (mut credentials, mut client_quotas) = {
+        let image = images.borrow_and_update();
+        (image.scram_credentials.clone(), image.client_quotas.clone())
+    };
+    scram.replace_quorum(&credentials);
+    quotas.replace(&client_quotas);
     tokio::spawn(async move {
         while images.changed().await.is_ok() {
             let image = images.borrow_and_update().clone();
-            if image.scram_credentials != current {
-                current = image.scram_credentials.clone();
-                scram.replace_quorum(&current);
+            if image.scram_credentials != credentials {
+                credentials = image.scram_credentials.clone();
+                scram.replace_quorum(&credentials);
+            }
+            if image.client_quotas != client_quotas {
+                client_quotas = image.client_quotas.clone();
+                quotas.replace(&client_quotas);
             }
         }
     });
@@ -465,8 +481,24 @@ async fn accept_loop(
                     }
                 };
                 let broker = broker.clone();
-                let shutdown = shutdown_tx.subscribe();
+                let mut shutdown = shutdown_tx.subscribe();
                 let done = conn_done_tx.clone();
+                let throttle_ms = broker.quotas.connection_throttle_ms(peer.ip());
+                if throttle_ms > 0 {
+                    // KIP-612: over its IP's connection_creation_rate, the
+                    // connection is held unserved for the throttle time
+                    // (its places kept), then closed.
+                    broker.metrics.connections_throttled_total.inc();
+                    refusals.log(peer, "connection_creation_rate");
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            () = tokio::time::sleep(std::time::Duration::from_millis(throttle_ms)) => {}
+                            _ = shutdown.recv() => {}
+                        }
+                        drop((stream, slot, pre_auth, done));
+                    });
+                    continue;
+                }
                 let context = context.clone();
                 tokio::spawn(async move {
                     connection::serve(broker, stream, peer, context, shutdown, slot, pre_auth)

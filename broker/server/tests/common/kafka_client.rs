@@ -21,7 +21,11 @@ use super::broker::Broker;
 pub struct Client {
     stream: TcpStream,
     correlation_id: i32,
+    client_id: &'static str,
 }
+
+/// The client id requests carry unless `with_client_id` names another.
+pub const CLIENT_ID: &str = "idempotence-test";
 
 impl Client {
     pub fn connect(broker: &Broker) -> Result<Client> {
@@ -35,12 +39,31 @@ impl Client {
         Ok(Client {
             stream,
             correlation_id: 0,
+            client_id: CLIENT_ID,
         })
+    }
+
+    /// The client id the following requests carry (a client quota's
+    /// entity, for instance).
+    pub fn with_client_id(mut self, client_id: &'static str) -> Client {
+        self.client_id = client_id;
+        self
+    }
+
+    /// The connection (to read or write raw bytes beside the requests).
+    pub fn stream(&mut self) -> &mut TcpStream {
+        &mut self.stream
     }
 
     pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
         self.correlation_id += 1;
-        round_trip(&mut self.stream, self.correlation_id, request, version)
+        write_request_as(
+            &mut self.stream,
+            (self.correlation_id, self.client_id),
+            request,
+            version,
+        )?;
+        read_response::<R, _>(&mut self.stream, self.correlation_id, version)
     }
 
     /// Sends every request before reading any response (pipelined, as
@@ -53,7 +76,12 @@ impl Client {
         let first = self.correlation_id + 1;
         for request in requests {
             self.correlation_id += 1;
-            write_request(&mut self.stream, self.correlation_id, request, version)?;
+            write_request_as(
+                &mut self.stream,
+                (self.correlation_id, self.client_id),
+                request,
+                version,
+            )?;
         }
         (first..=self.correlation_id)
             .map(|id| read_response::<R, _>(&mut self.stream, id, version))
@@ -442,11 +470,21 @@ pub fn write_request<R: Request, S: Write>(
     request: &R,
     version: i16,
 ) -> Result<()> {
+    write_request_as(stream, (correlation_id, CLIENT_ID), request, version)
+}
+
+/// Writes one request frame with this (correlation id, client id).
+pub fn write_request_as<R: Request, S: Write>(
+    stream: &mut S,
+    (correlation_id, client_id): (i32, &'static str),
+    request: &R,
+    version: i16,
+) -> Result<()> {
     let header = RequestHeader::default()
         .with_request_api_key(R::KEY)
         .with_request_api_version(version)
         .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("idempotence-test")));
+        .with_client_id(Some(StrBytes::from_static_str(client_id)));
     let mut body = BytesMut::new();
     header.encode(&mut body, R::header_version(version))?;
     request.encode(&mut body, version)?;

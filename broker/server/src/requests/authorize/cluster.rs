@@ -3,7 +3,9 @@
 //! TOPIC_ or CLUSTER_AUTHORIZATION_FAILED next to the others), DESCRIBE on
 //! the cluster for DescribeLogDirs, DescribeAcls and
 //! DescribeUserScramCredentials (DescribeCluster is answered to everyone,
-//! as Kafka does; the cluster operations it reports are 0 without DESCRIBE), ALTER on the cluster for CreateAcls,
+//! as Kafka does; the cluster operations it reports are 0 without DESCRIBE),
+//! DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster for DescribeClientQuotas
+//! / AlterClientQuotas, ALTER on the cluster for CreateAcls,
 //! DeleteAcls and AlterUserScramCredentials, AlterPartitionReassignments,
 //! ElectLeaders, UnregisterBroker, UpdateFeatures, AddRaftVoter and
 //! RemoveRaftVoter, CLUSTER_ACTION for UpdateRaftVoter, DESCRIBE on it for
@@ -13,14 +15,18 @@
 use chronik_metadata::acl::operation;
 use chronik_protocol::{Request, Response};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_client_quotas_response::{
+    EntityData as AlterClientQuotasEntity, EntryData as AlterClientQuotasEntry,
+};
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{
-    AddRaftVoterResponse, AlterPartitionReassignmentsResponse, AlterUserScramCredentialsResponse,
-    CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse, DescribeLogDirsResponse,
+    AddRaftVoterResponse, AlterClientQuotasResponse, AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsResponse, CreateAclsResponse, DeleteAclsResponse,
+    DescribeAclsResponse, DescribeClientQuotasResponse, DescribeLogDirsResponse,
     DescribeQuorumResponse, DescribeUserScramCredentialsResponse, ElectLeadersResponse,
     ListPartitionReassignmentsResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
     UpdateFeaturesResponse, UpdateRaftVoterResponse,
@@ -129,6 +135,36 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
         }
         Request::DescribeCluster(r) => {
             admitted(Request::DescribeCluster(r), Denied::ClusterOperations)
+        }
+        Request::DescribeClientQuotas(_) if !gate.cluster(operation::DESCRIBE_CONFIGS) => {
+            refused(Response::DescribeClientQuotas(
+                DescribeClientQuotasResponse::default()
+                    .with_error_code(cluster_denied)
+                    .with_entries(None),
+            ))
+        }
+        Request::AlterClientQuotas(r) if !gate.cluster(operation::ALTER_CONFIGS) => {
+            refused(Response::AlterClientQuotas(
+                AlterClientQuotasResponse::default().with_entries(
+                    r.entries
+                        .iter()
+                        .map(|e| {
+                            AlterClientQuotasEntry::default()
+                                .with_error_code(cluster_denied)
+                                .with_entity(
+                                    e.entity
+                                        .iter()
+                                        .map(|c| {
+                                            AlterClientQuotasEntity::default()
+                                                .with_entity_type(c.entity_type.clone())
+                                                .with_entity_name(c.entity_name.clone())
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            ))
         }
         Request::DescribeUserScramCredentials(_) if !gate.cluster(operation::DESCRIBE) => {
             refused(Response::DescribeUserScramCredentials(

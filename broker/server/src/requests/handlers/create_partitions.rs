@@ -4,7 +4,9 @@
 //! them, `--replica-assignment`, checked by the controller as Kafka checks
 //! it); this broker applies the grown topic before answering. Kafka's
 //! validation and messages; growing an internal topic is refused (its keys
-//! are placed by hashing over its partition count).
+//! are placed by hashing over its partition count). The partitions added
+//! spend the client's controller_mutation_rate (KIP-599); from v3, once
+//! that is spent, the next topics answer THROTTLING_QUOTA_EXCEEDED.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -19,6 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
 use super::Handled;
+use crate::quotas::MutationQuota;
 use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::requests::topics::lookup::INTERNAL_TOPICS;
@@ -29,6 +32,7 @@ pub async fn handle(
     config: &Config,
     _version: i16,
     request: CreatePartitionsRequest,
+    mutations: &MutationQuota<'_>,
 ) -> Option<Handled> {
     let mut seen = BTreeSet::new();
     let duplicated: BTreeSet<String> = request
@@ -45,8 +49,15 @@ pub async fn handle(
                 ResponseError::InvalidRequest,
                 "Duplicate topic in request.".to_string(),
             ))
+        } else if !request.validate_only && mutations.refuses() {
+            Err((
+                ResponseError::ThrottlingQuotaExceeded,
+                "The throttling quota has been exceeded.".to_string(),
+            ))
         } else {
-            grow(replicas, config, topic, request.validate_only).await
+            grow(replicas, config, topic, request.validate_only)
+                .await
+                .map(|added| mutations.record(added))
         };
         let result = CreatePartitionsTopicResult::default().with_name(name);
         results.push(match outcome {
@@ -68,7 +79,7 @@ async fn grow(
     config: &Config,
     topic: CreatePartitionsTopic,
     validate_only: bool,
-) -> Result<(), (ResponseError, String)> {
+) -> Result<usize, (ResponseError, String)> {
     let name = topic.name.0.to_string();
     let manual: Vec<Vec<i32>> = topic
         .assignments
@@ -103,11 +114,11 @@ async fn grow(
     )?;
     if validate_only {
         if manual.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let rf = usize::try_from(replication_factor).unwrap_or(0);
         return chronik_metadata::check_added_partitions(&image, (count, topic.count), &manual, rf)
-            .map(|_| ())
+            .map(|_| 0)
             .map_err(|e| (cluster_error_code(&e), e.to_string()));
     }
     let request = CreatePartitions {
@@ -121,5 +132,5 @@ async fn grow(
         .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
     info!(topic = %name, from = count, to = topic.count, "created partitions");
     replicas.apply_latest().await;
-    Ok(())
+    Ok(usize::try_from(topic.count - count).unwrap_or(0))
 }

@@ -5,6 +5,9 @@
 //! assignment (`kafka-topics.sh --replica-assignment`) is checked with
 //! Kafka's rules: partitions numbered 0..n once each here, the brokers
 //! (registered, each once per partition, equal counts) by the controller.
+//! The partitions created spend the client's controller_mutation_rate
+//! (KIP-599); from v6, once that is spent, the next topics answer
+//! THROTTLING_QUOTA_EXCEEDED.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use tracing::info;
 
 use super::describe_configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::Handled;
+use crate::quotas::MutationQuota;
 use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::requests::topics::lookup::to_uuid;
@@ -34,10 +38,29 @@ pub async fn handle(
     config: &Config,
     version: i16,
     request: CreateTopicsRequest,
+    mutations: &MutationQuota<'_>,
 ) -> Option<Handled> {
     let mut topics: Vec<CreatableTopicResult> = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
-        topics.push(create(replicas, log, config, version, topic, request.validate_only).await);
+        // KIP-599: validate_only requests spend nothing and are not refused.
+        if !request.validate_only && mutations.refuses() {
+            topics.push(
+                CreatableTopicResult::default()
+                    .with_name(topic.name)
+                    .with_error_code(ResponseError::ThrottlingQuotaExceeded.code())
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "The throttling quota has been exceeded.",
+                    )))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            );
+            continue;
+        }
+        let result = create(replicas, log, config, version, topic, request.validate_only).await;
+        if !request.validate_only && result.error_code == 0 {
+            mutations.record(usize::try_from(result.num_partitions).unwrap_or(0));
+        }
+        topics.push(result);
     }
     let has_error = topics.iter().any(|t| t.error_code != 0);
     Handled::new(

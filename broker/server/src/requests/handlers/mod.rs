@@ -13,6 +13,7 @@
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod add_raft_voter;
+mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
@@ -27,6 +28,7 @@ mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_acls;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -69,15 +71,19 @@ use chronik_protocol::{DecodedRequest, Request, Response};
 
 use crate::broker::Broker;
 use crate::infra::append_order::AppendTurn;
-use crate::requests::authorize;
+use crate::quotas::PollTime;
+use crate::requests::{authorize, quota_gate};
 
 pub use crate::security::request_context::RequestContext;
 
-/// A response plus whether any of its error codes is non-zero (for metrics).
+/// A response plus whether any of its error codes is non-zero (for
+/// metrics), and the throttle its handler gave (the controller mutation
+/// quota's; `quota_gate::settle` adds the others).
 #[derive(Debug)]
 pub struct Handled {
     pub response: Response,
     pub has_error: bool,
+    pub throttle_ms: u64,
 }
 
 impl Handled {
@@ -85,19 +91,36 @@ impl Handled {
         Some(Handled {
             response,
             has_error,
+            throttle_ms: 0,
         })
+    }
+
+    fn throttled(mut handled: Option<Handled>, throttle_ms: u64) -> Option<Handled> {
+        if let Some(h) = handled.as_mut() {
+            h.throttle_ms = throttle_ms;
+        }
+        handled
     }
 }
 
-/// Runs the handler for `request` on behalf of `context` (its peer,
-/// listener and principal), behind the authorizer (`authorize`). `None`
-/// means no response is sent (acks=0).
+/// What `handle` gives the connection: the answer (None: none is sent,
+/// acks=0) and how long to mute the channel for the client's quotas.
+pub struct Answer {
+    pub handled: Option<Handled>,
+    pub throttle_ms: u64,
+}
+
+/// Runs the handler for `request` (`request_bytes` long on the wire) on
+/// behalf of `context` (its peer, listener and principal), behind the
+/// authorizer (`authorize`), and settles its client quotas
+/// (`quota_gate`).
 pub async fn handle(
     broker: &Arc<Broker>,
     request: DecodedRequest,
     context: &RequestContext,
     turn: AppendTurn,
-) -> Option<Handled> {
+    request_bytes: usize,
+) -> Answer {
     let version = request.version();
     let client_id = request
         .header
@@ -111,14 +134,47 @@ pub async fn handle(
         log: &broker.log,
     };
     let (body, after) = match authorize::admit(gate, context, version, request.body) {
-        authorize::Admission::Refused(response) => return Handled::new(response, true),
+        authorize::Admission::Refused(response) => {
+            return Answer {
+                handled: Handled::new(response, true),
+                throttle_ms: 0,
+            }
+        }
         authorize::Admission::Admitted(body, after) => (body, after),
     };
-    let mut handled = dispatch(broker, version, &client_id, body, context, turn).await?;
-    if after.apply(gate, context, version, &mut handled.response) {
-        handled.has_error = true;
+    let charge = quota_gate::charge_of(&body, version, request_bytes);
+    let user = context.principal.name.as_str();
+    // A client with a quota: one request at a time on this connection,
+    // each after the previous one's throttle.
+    let mut quota_turn = None;
+    if !charge.is_exempt() && broker.quotas.applies_to(user, &client_id) {
+        let held = context.quota_turn.clone().lock_owned().await;
+        if let Some(until) = *held {
+            tokio::time::sleep_until(until).await;
+        }
+        quota_turn = Some(held);
     }
-    Some(handled)
+    let (mut handled, busy) =
+        PollTime::new(dispatch(broker, version, &client_id, body, context, turn)).await;
+    if let Some(handled) = handled.as_mut() {
+        if after.apply(gate, context, version, &mut handled.response) {
+            handled.has_error = true;
+        }
+    }
+    let throttle_ms = quota_gate::settle(
+        &broker.quotas,
+        &charge,
+        (user, &client_id),
+        handled.as_mut(),
+        busy,
+    );
+    if let Some(mut held) = quota_turn {
+        *held = Some(tokio::time::Instant::now() + std::time::Duration::from_millis(throttle_ms));
+    }
+    Answer {
+        handled,
+        throttle_ms,
+    }
 }
 
 /// The handler of each API. The peer address checks replica fetches and
@@ -146,8 +202,10 @@ async fn dispatch(
         replicas,
         authorizer,
         scram,
+        quotas,
         ..
     } = broker;
+    let user = context.principal.name.as_str();
     let peer = context.peer;
     let listener = &*context.listener;
     match request {
@@ -155,10 +213,23 @@ async fn dispatch(
         Request::Metadata(r) => {
             metadata::handle(replicas, config, cluster_id, version, r, listener).await
         }
-        Request::CreateTopics(r) => create_topics::handle(replicas, log, config, version, r).await,
-        Request::DeleteTopics(r) => delete_topics::handle(replicas, log, version, r).await,
+        // KIP-599: strict from CreateTopics v6, DeleteTopics v5,
+        // CreatePartitions v3 (refused topics answer THROTTLING_QUOTA_EXCEEDED).
+        Request::CreateTopics(r) => {
+            let mutations = quotas.mutations(user, client_id, version >= 6);
+            let handled =
+                create_topics::handle(replicas, log, config, version, r, &mutations).await;
+            Handled::throttled(handled, mutations.throttle_ms())
+        }
+        Request::DeleteTopics(r) => {
+            let mutations = quotas.mutations(user, client_id, version >= 5);
+            let handled = delete_topics::handle(replicas, log, version, r, &mutations).await;
+            Handled::throttled(handled, mutations.throttle_ms())
+        }
         Request::CreatePartitions(r) => {
-            create_partitions::handle(replicas, config, version, r).await
+            let mutations = quotas.mutations(user, client_id, version >= 3);
+            let handled = create_partitions::handle(replicas, config, version, r, &mutations).await;
+            Handled::throttled(handled, mutations.throttle_ms())
         }
         Request::AlterConfigs(r) => alter_configs::handle(replicas, log, version, r).await,
         Request::IncrementalAlterConfigs(r) => {
@@ -280,6 +351,10 @@ async fn dispatch(
         Request::UpdateFeatures(r) => update_features::handle(replicas, version, r).await,
         Request::DescribeTopicPartitions(r) => {
             describe_topic_partitions::handle(replicas, version, r)
+        }
+        Request::DescribeClientQuotas(r) => describe_client_quotas::handle(replicas, version, r),
+        Request::AlterClientQuotas(r) => {
+            alter_client_quotas::handle(replicas, quotas, version, r).await
         }
     }
 }
