@@ -365,7 +365,8 @@ eos_failover() {
 
 # cluster_ops - (inside run_client, the kafka-cli row) the cluster-ops check on
 # a fresh split cluster as docs/cluster.md runs it: 3 controllers and 5
-# brokers in racks a, b, c (consumers may fetch from followers, KIP-392).
+# brokers in racks a, b, c (consumers may fetch from followers, KIP-392);
+# twice CHECK_TIMEOUT, as it runs some forty tool invocations.
 # shellcheck disable=SC2317  # called from run_client only
 cluster_ops() {
   log "$client: starting 3 controllers and 5 brokers in racks a,b,c for cluster-ops"
@@ -373,7 +374,7 @@ cluster_ops() {
   CHRONIK_CONTROLLERS=3 CHRONIK_RACKS=a,b,c start_chronik_cluster "$CLUSTER_DIR" 5 "${EOS_CLUSTER_ARGS[@]}"
   COMPAT_BROKER_METRICS=$(IFS=,; echo "${CHRONIK_METRICS_LIST[*]}") COMPAT_CLUSTER_DIR=$CLUSTER_DIR \
     COMPAT_RAFT_PORT=$CHRONIK_RAFT_PORT COMPAT_CONTROLLERS=3 CHRONIK_SERVER_BIN=$CHRONIK_SERVER_BIN \
-    invoke cluster-ops cluster-ops -- --check cluster-ops
+    CHECK_TIMEOUT=$((CHECK_TIMEOUT * 2)) invoke cluster-ops cluster-ops -- --check cluster-ops
   cluster_stop
 }
 

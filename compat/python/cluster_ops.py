@@ -26,6 +26,9 @@ state, with confluent-kafka:
      one, describe shows the new voters with their directory ids and
      another leader, topics can still be created, and every acknowledged
      record is read back.
+  5. Client quotas with kafka-configs (client_quotas.py): set through one
+     broker, shown through another, a producer held near its quota on a
+     third; users, defaults, user and client id, IPs; removed.
 Needs: the brokers' metrics endpoints in $COMPAT_BROKER_METRICS (host:port,
 comma-separated); for step 4 the cluster's directory ($COMPAT_CLUSTER_DIR,
 node N's data in node-N/data), its raft port ($COMPAT_RAFT_PORT), the
@@ -48,6 +51,7 @@ import urllib.request
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+import client_quotas
 import compat_common as cc
 from kafka_tools import StepFailed, Steps
 from pathlib import Path
@@ -361,6 +365,14 @@ def check_cluster_ops(rep: cc.Reporter, args) -> None:
         drain_steps(s, args, admin, brokers)
         follower_fetch_steps(s, args, admin, metrics)
         quorum_steps(s, args, brokers)
+        addresses = {b.id: f"{b.host}:{b.port}" for b in admin.list_topics(timeout=args.stage_timeout).brokers.values()}
+
+        def through(broker: int) -> Steps:
+            via = Steps(addresses[broker], args.stage_timeout)
+            via.done = s.done  # one list of the steps done
+            return via
+
+        client_quotas.quota_steps(through, args, admin, brokers, metrics)
     except StepFailed as e:
         rep.emit("cluster-ops", "fail", f"after {len(s.done)} steps ok: {e}")
         return

@@ -17,7 +17,8 @@
 # and OUT_DIR/load/ (the distributed smoke run's results as run.sh collects
 # them: gen-0/, gen-1/, merged-smoke.json; tests/test_results.sh checks them).
 # Provokes: produce + consume through an ingestor and a consumer; a garbage
-# frame (connections closed on error); chronik-loadgen runs with the flags
+# frame (connections closed on error); a client over its producer_byte_rate
+# (client-quota metrics); chronik-loadgen runs with the flags
 # the Job's script gives (load/plans/ as the ConfigMap holds them): the smoke
 # plan as a Job of 2 indexes (index 0 holds the start barrier, index 1 joins
 # it; each serves its results until lib/collect.sh's loadgen_fetch, through a
@@ -163,6 +164,8 @@ batch='[{"key":"a","value":"hello"},{"key":"b","value":"world"},{"key":"c","valu
 for _ in 1 2 3; do curl -fsS -o /dev/null -XPOST -H 'content-type: application/json' "http://$INGESTOR/produce/batch" -d "$batch"; done
 # a frame shorter than a request header: the broker closes the connection on error
 python3 "$HERE/scrape_probe.py" short-frame "127.0.0.1:$KAFKA_PORT"
+# a client over its producer_byte_rate: measured and throttled
+python3 "$HERE/scrape_probe.py" client-quota "127.0.0.1:$KAFKA_PORT"
 
 # loadgen NAME INDEX ARGS... - chronik-loadgen run, as the Job's script runs it, in the background
 loadgen() {

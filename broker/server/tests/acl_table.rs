@@ -152,6 +152,8 @@ const TABLE: &[(ApiKey, Row)] = &[
     (ApiKey::AddRaftVoter, refuses(&[Cluster])),
     (ApiKey::RemoveRaftVoter, refuses(&[Cluster])),
     (ApiKey::UpdateRaftVoter, refuses(&[Cluster])),
+    (ApiKey::DescribeClientQuotas, refuses(&[Cluster])),
+    (ApiKey::AlterClientQuotas, refuses(&[Cluster])),
     (
         ApiKey::DescribeTopicPartitions,
         Row {
@@ -920,6 +922,26 @@ fn probe(c: &mut Client, api: ApiKey, v: i16, fx: &Fixture) -> Result<Vec<Seen>>
             let all = c.send(&DescribeTopicPartitionsRequest::default(), v)?;
             seen.push(Seen::Listed(all.topics.len()));
             seen
+        }
+        ApiKey::DescribeClientQuotas => {
+            let r = c.send(&DescribeClientQuotasRequest::default(), v)?;
+            vec![Seen::Refused(Cluster, r.error_code)]
+        }
+        ApiKey::AlterClientQuotas => {
+            let entry = alter_client_quotas_request::EntryData::default()
+                .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                    .with_entity_type(s("client-id"))
+                    .with_entity_name(Some(s("acl-table")))])
+                .with_ops(vec![alter_client_quotas_request::OpData::default()
+                    .with_key(s("producer_byte_rate"))
+                    .with_value(1024.0)]);
+            let r = c.send(
+                &AlterClientQuotasRequest::default()
+                    .with_entries(vec![entry])
+                    .with_validate_only(true),
+                v,
+            )?;
+            each(Cluster, r.entries.iter().map(|e| e.error_code))
         }
         other => bail!("no probe for advertised API {other:?}: add one, and its row in TABLE"),
     })

@@ -892,6 +892,33 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             codes.extend(partitions.iter().map(|p| p.error_code));
             codes
         }
+        ApiKey::DescribeClientQuotas => {
+            let r = client.send(&DescribeClientQuotasRequest::default(), version)?;
+            anyhow::ensure!(
+                r.error_code == 0 && r.entries.is_some(),
+                "DescribeClientQuotas v{version}: {r:?}"
+            );
+            vec![r.error_code]
+        }
+        // validate_only: the sweep changes nothing.
+        ApiKey::AlterClientQuotas => {
+            let entry = alter_client_quotas_request::EntryData::default()
+                .with_entity(vec![alter_client_quotas_request::EntityData::default()
+                    .with_entity_type(StrBytes::from_static_str("client-id"))
+                    .with_entity_name(Some(StrBytes::from_static_str("sweep")))])
+                .with_ops(vec![alter_client_quotas_request::OpData::default()
+                    .with_key(StrBytes::from_static_str("producer_byte_rate"))
+                    .with_value(1024.0)]);
+            let r = client.send(
+                &AlterClientQuotasRequest::default()
+                    .with_entries(vec![entry])
+                    .with_validate_only(true),
+                version,
+            )?;
+            let codes: Vec<i16> = r.entries.iter().map(|e| e.error_code).collect();
+            anyhow::ensure!(codes == vec![0], "AlterClientQuotas v{version}: {r:?}");
+            codes
+        }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),
     })
 }

@@ -128,6 +128,14 @@ def broker() -> dict:
         panel("Log size by topic", [(f'sum by (topic) (chronik_log_size_bytes{{{NS}}})', "{{topic}}")], "bytes",
               description="Summed over partitions and replicas."),
         panel("Log start offset by topic", [(f'sum by (topic) (chronik_log_start_offset{{{NS}}})', "{{topic}}")]),
+        panel("Client quotas: byte rate per entity",
+              [(rate("chronik_client_quota_recorded_total", "quota_type, user, client_id",
+                     NS + ', quota_type=~"Produce|Fetch"'), "{{quota_type}} {{user}} {{client_id}}")], "Bps",
+              description="Only clients with a quota are measured (docs/quotas.md); per broker summed over brokers."),
+        panel("Client quotas: throttle time per entity",
+              [(rate("chronik_client_quota_throttle_time_ms_total", "quota_type, user, client_id"),
+                "{{quota_type}} {{user}} {{client_id}}")], "ms",
+              description="Throttle time given per second (throttle_time_ms; the channel is muted as long)."),
     ]
     return dashboard("chronik-broker", "Chronik broker", p, [NS_VAR])
 
