@@ -22,7 +22,7 @@
 #                        topic, verifying consumer and generator run (scripts/tenants.sh);
 #                        the report gets a per-tenant table and chart
 #     --quota K=V[,K=V]  a Kafka client quota on the tenant QUOTA_TENANT (default noisy),
-#                        set before the load with Kafka 4.3.1's kafka-configs --alter
+#                        set after the warm-up, before the measured load, with Kafka 4.3.1's kafka-configs --alter
 #                        --add-config K=V --entity-type clients --entity-name
 #                        chronik-ingestor-QUOTA_TENANT, e.g. producer_byte_rate=2000000
 #                        (plans with tenants only)
@@ -33,9 +33,9 @@
 #                        P99_MS (1000) and the dropped-request gate in every
 #                        climb; the report shows it per level and step
 #     --duration D       load duration for smoke/rate scenarios, e.g. 60s (default 60s)
-#     --warmup D         a warm-up before the measured load (default 10s, plans with
-#                        tenants 0: the calm tenant before the flood is its baseline; 0 = none): the
-#                        smoke plan at --rate, its own generator run (results/<id>/warmup/),
+#     --warmup D         a warm-up before the measured load (default 10s; 0 = none): the
+#                        smoke plan at --rate, its own generator run (results/<id>/warmup/;
+#                        with tenants each tenant's at --rate / tenants, warmup/<tenant>/),
 #                        so JIT, page cache and connections are warm; the report's
 #                        headline throughput and latency cover only the measured load
 #                        and show the warm-up's end-to-end latency apart
@@ -201,12 +201,11 @@ done
 [[ "$GENERATORS" =~ ^[1-9]$ ]] || die "--generators must be 1..9"
 tenants_load_plans "load/plans/$TEST.json" "$RUN_DIR/$RUN_ID/plans"
 if ((${#TENANTS[@]})); then
-  # one generator, ingestor and consumer per tenant; no warm-up unless asked
+  # one generator, ingestor and consumer per tenant
   [[ "$GENERATORS" == 1 && -z "$FAULTS$LATE_CONSUMER" && "$SECURE" == 0 ]] \
     || die "--test $TEST (tenants): not with --generators, --faults, --late-consumer or --secure"
   [[ " ${TENANTS[*]} " == *" $QUOTA_TENANT "* || -z "$QUOTA" ]] || die "--quota: no tenant $QUOTA_TENANT in $TEST"
   INGESTORS=${#TENANTS[@]} CONSUMERS=${#TENANTS[@]}
-  WARMUP=${WARMUP:-0}
 else
   [[ -z "$QUOTA" ]] || die "--quota needs a plan with tenants (--test noisy-neighbour)"
 fi
@@ -496,7 +495,9 @@ LOAD_ARGS=(--targets "$INGESTOR_URLS" --generators "$GENERATORS" --topic "$TOPIC
   --prometheus-addrs "$(IFS=,; echo "${LOADGEN_METRICS[*]}")"
   --topology "$TOPOLOGY" --batch-size "$BATCH_SIZE" --message-size "$MESSAGE_SIZE" --keys "$KEYS" "${LOAD_SECURE[@]}")
 LOAD_FROM=$(date +%s.%N)
-if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
+if [[ "$(duration_seconds "$WARMUP")" != 0 && ${#TENANTS[@]} -gt 0 ]]; then
+  tenants_warm_up
+elif [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
   log "warm-up: smoke at $RATE requests/s for $WARMUP (results in $OUT/warmup, not in the headline)"
   RUN_ID="$RUN_ID-warmup" load/run.sh smoke --results "$OUT/warmup" "${LOAD_ARGS[@]}" \
     --rate "$RATE" --duration "$WARMUP" > "$OUT/logs/loadgen-warmup.log" 2>&1 \
@@ -504,6 +505,7 @@ if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
 fi
 
 # -- load ---------------------------------------------------------------------------
+((${#TENANTS[@]})) && tenants_set_quota
 sample_specs=()
 for spec in "${STARTED[@]}"; do
   # under --faults a broker node may be restarted: follow its newest process

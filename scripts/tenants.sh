@@ -14,7 +14,7 @@
 # Reads run-all.sh's TEST, OUT, WORK, RUN_ID, TOPIC, GROUP, BOOTSTRAP,
 # PARTITIONS, REPLICATION_FACTOR, MIN_INSYNC, INGESTOR_ARGS, ACKS, TOPOLOGY,
 # SCALE, DURATION_SCALE, KEYS, BATCH_SIZE, MESSAGE_SIZE, QUOTA, QUOTA_TENANT,
-# DRAIN_TIMEOUT, SETTLE_TIMEOUT; appends to STARTED, CONSUMER_URLS,
+# RATE, WARMUP, DRAIN_TIMEOUT, SETTLE_TIMEOUT; appends to STARTED, CONSUMER_URLS,
 # INGESTOR_URL_LIST and SCRAPE.
 
 declare -a TENANTS=() TENANT_PLANS=() TENANT_TOPICS=() TENANT_CONSUMER_URLS=() TENANT_INGESTOR_URLS=()
@@ -32,7 +32,7 @@ tenants_load_plans() {
   done <<< "$lines"
 }
 
-# tenants_start - every tenant's topic, consumer and ingestor; then the quota
+# tenants_start - every tenant's topic, consumer and ingestor
 tenants_start() {
   local i t topic dir
   for ((i = 0; i < ${#TENANTS[@]}; i++)); do
@@ -41,13 +41,6 @@ tenants_start() {
     TENANT_TOPICS+=("$topic")
     create_topic "$BOOTSTRAP" "$topic" "$PARTITIONS" "$REPLICATION_FACTOR" "$MIN_INSYNC"
   done
-  if [[ -n "$QUOTA" ]]; then
-    # Kafka's own tool, before any of the tenant's requests
-    log "quota: kafka-configs --alter --add-config $QUOTA --entity-type clients --entity-name chronik-ingestor-$QUOTA_TENANT"
-    "$VENV_PY" scripts/tenants.py quota "$BOOTSTRAP" --entity-type clients \
-      --entity-name "chronik-ingestor-$QUOTA_TENANT" --add-config "$QUOTA" > "$OUT/logs/quota.log" 2>&1 \
-      || { cat "$OUT/logs/quota.log" >&2; die "--quota: the broker did not take the quota (logs/quota.log)"; }
-  fi
   for ((i = 0; i < ${#TENANTS[@]}; i++)); do
     t=${TENANTS[$i]} dir="$OUT/tenants/${TENANTS[$i]}"
     start_consumer "consumer-$t" "$OUT/logs" "$BOOTSTRAP" "${TENANT_TOPICS[$i]}" "$GROUP-$t" \
@@ -61,6 +54,16 @@ tenants_start() {
   local port
   for port in $(free_port "${#TENANTS[@]}"); do TENANT_LOADGEN_METRICS+=("127.0.0.1:$port"); done
   SCRAPE+=("${TENANT_LOADGEN_METRICS[@]}")
+}
+
+# tenants_set_quota - --quota on QUOTA_TENANT's client id with Kafka's own
+# tool, after the warm-up and before the measured load
+tenants_set_quota() {
+  [[ -n "$QUOTA" ]] || return 0
+  log "quota: kafka-configs --alter --add-config $QUOTA --entity-type clients --entity-name chronik-ingestor-$QUOTA_TENANT"
+  "$VENV_PY" scripts/tenants.py quota "$BOOTSTRAP" --entity-type clients \
+    --entity-name "chronik-ingestor-$QUOTA_TENANT" --add-config "$QUOTA" > "$OUT/logs/quota.log" 2>&1 \
+    || { cat "$OUT/logs/quota.log" >&2; die "--quota: the broker did not take the quota (logs/quota.log)"; }
 }
 
 # tenants_settle - each tenant's consumer holds its topic's partitions, full ISR
@@ -79,6 +82,27 @@ tenants_sample_specs() {
   local i
   for ((i = 0; i < ${#TENANTS[@]}; i++)); do
     echo "loadgen-$i=~$LOADGEN_BIN run ${TENANT_PLANS[$i]} "
+  done
+}
+
+# tenants_warm_up - the smoke plan through every tenant's ingestor to its
+# topic at once, --rate shared among them, for --warmup (results in
+# warmup/TENANT/, not in the headline): the brokers, ingestors and consumers
+# warm before the calm tenant's first measured requests
+tenants_warm_up() {
+  local i pids=() rc rate
+  rate=$(awk -v r="$RATE" -v n="${#TENANTS[@]}" 'BEGIN { printf "%g", r / n }')
+  log "warm-up: smoke at $rate requests/s per tenant for $WARMUP (results in $OUT/warmup/TENANT, not in the headline)"
+  for ((i = 0; i < ${#TENANTS[@]}; i++)); do
+    RUN_ID="$RUN_ID-warmup-${TENANTS[$i]}" load/run.sh smoke --results "$OUT/warmup/${TENANTS[$i]}" \
+      --targets "${TENANT_INGESTOR_URLS[$i]}" --generators 1 --topic "${TENANT_TOPICS[$i]}" --acks "$ACKS" \
+      --topology "$TOPOLOGY" --batch-size "$BATCH_SIZE" --message-size "$MESSAGE_SIZE" --keys "$KEYS" \
+      --rate "$rate" --duration "$WARMUP" > "$OUT/logs/loadgen-warmup-${TENANTS[$i]}.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((i = 0; i < ${#pids[@]}; i++)); do
+    rc=0; wait "${pids[$i]}" || rc=$?
+    ((rc == 0)) || log "tenant ${TENANTS[$i]}: warm-up generator exited $rc (it does not decide the run)"
   done
 }
 
