@@ -142,17 +142,20 @@ def notes(report: Report) -> list[str]:
     """What was missing or could not be combined, per run."""
     out = []
     e2e = report.e2e.set_index("run_id")
+    # a run with tenants keeps its load, consumers and ledgers per tenant (the Tenants section)
+    with_tenants = set(report.tenants["run_id"])
     for run in report.runs:
         missing = []
+        per_tenant_run = run.run_id in with_tenants
         if not run.meta:
             missing.append("meta.json (settings unknown)")
-        if not run.load_summaries:
+        if not run.load_summaries and not per_tenant_run:
             missing.append("load generator summary")
-        elif run.load_requests.empty and run.k6_raw.empty:
+        elif run.load_requests.empty and run.k6_raw.empty and not per_tenant_run:
             missing.append("raw request rows (no throughput-over-time chart)")
-        if not run.consumers:
+        if not run.consumers and not per_tenant_run:
             missing.append("consumer reports")
-        if not run.ledgers:
+        if not run.ledgers and not per_tenant_run:
             missing.append("ingestor ledgers")
         if run.resources.empty:
             missing.append("resources.csv")

@@ -38,7 +38,7 @@ PHASES = ("before flood", "flood", "after flood")
 TENANT_COLUMNS = [
     "run_id", "broker", "quota", "tenant", "messages", "duration_s", "msg_per_s", "mb_per_s", "failed",
     "batch_p50_ms", "batch_p99_ms", "e2e_p99_ms", "throttle_ms", "throttle_ms_per_s", "throttled_responses",
-    "acknowledged", "lost", "status", "verdict",
+    "acknowledged", "verified", "lost", "status", "verdict",
 ]
 PHASE_COLUMNS = ["run_id", "broker", "quota", "tenant", "phase", "from_s", "to_s", "requests", "msg_per_s",
                  "batch_p50_ms", "batch_p99_ms"]
@@ -128,7 +128,8 @@ def tenant_table(runs: list[Run]) -> pd.DataFrame:
                 "e2e_p99_ms": e2e.get("e2e_p99_ms"), "throttle_ms": throttle,
                 "throttle_ms_per_s": throttle / duration if duration and duration > 0 else np.nan,
                 "throttled_responses": _prom_total(t, THROTTLED_RESPONSES),
-                "acknowledged": v["acknowledged"], "lost": v["lost"], "status": v["status"], "verdict": v["verdict"],
+                "acknowledged": v["acknowledged"], "verified": v["verified"], "lost": v["lost"],
+                "status": v["status"], "verdict": v["verdict"],
             })
     return pd.DataFrame(rows, columns=TENANT_COLUMNS) if rows else empty(TENANT_COLUMNS)
 
@@ -210,7 +211,8 @@ def with_tenant_verdicts(verified: pd.DataFrame, table: pd.DataFrame) -> pd.Data
         rows.append({"run_id": run_id, "status": status,
                      "verdict": "; ".join(f"{r.tenant}: {r.verdict}" for r in g.itertuples()),
                      "source": "tenants/*/consumers/merged.json",
-                     "lost": g["lost"].sum(min_count=1), "acknowledged": g["acknowledged"].sum(min_count=1)})
+                     "lost": g["lost"].sum(min_count=1), "acknowledged": g["acknowledged"].sum(min_count=1),
+                     "verified": g["verified"].sum(min_count=1)})
     replaced = pd.DataFrame(rows)
     kept = verified[~verified["run_id"].isin(replaced["run_id"])]
     return pd.concat([kept, replaced.reindex(columns=verified.columns)], ignore_index=True)

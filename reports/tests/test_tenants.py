@@ -152,6 +152,7 @@ def test_report_shows_tenants_side_by_side_and_a_chart(nn_runs, tmp_path):
     v = report.verification.set_index("run_id")
     # a run with tenants is decided by its tenants' consumers, the worst of them
     assert v.loc["nn-a", "status"] == "verified" and v.loc["nn-b", "status"] == "loss"
+    assert v.loc["nn-a", "verified"] == 30_000 + 50_000 and v.loc["nn-b", "lost"] == 1
     charts = write_charts(report, tmp_path / "charts")
     assert "tenants" in charts and charts["tenants"].stat().st_size > 0
     md = render_markdown(report, {k: f"charts/{p.name}" for k, p in charts.items()})
