@@ -16,7 +16,16 @@
 # on exit or Ctrl-C; ./cleanup.sh stops leftovers of a killed run.
 #
 #   ./run-all.sh [options]
-#     --test NAME        load plan in load/plans/ (default smoke)
+#     --test NAME        load plan in load/plans/ (default smoke); a plan with tenants
+#                        (noisy-neighbour) gives each tenant its own ingestor
+#                        (--ingestor-id TENANT: Kafka client.id chronik-ingestor-TENANT),
+#                        topic, verifying consumer and generator run (scripts/tenants.sh);
+#                        the report gets a per-tenant table and chart
+#     --quota K=V[,K=V]  a Kafka client quota on the tenant QUOTA_TENANT (default noisy),
+#                        set after the warm-up, before the measured load, with Kafka 4.3.1's kafka-configs --alter
+#                        --add-config K=V --entity-type clients --entity-name
+#                        chronik-ingestor-QUOTA_TENANT, e.g. producer_byte_rate=2000000
+#                        (plans with tenants only)
 #     --find-max         the max sustainable rate: load/plans/find-max.json climbs a
 #                        staircase of constant rates (--levels 200,400,...
 #                        batches/s, --step 20s each, --repeat 2 climbs) and the
@@ -25,7 +34,8 @@
 #                        climb; the report shows it per level and step
 #     --duration D       load duration for smoke/rate scenarios, e.g. 60s (default 60s)
 #     --warmup D         a warm-up before the measured load (default 10s; 0 = none): the
-#                        smoke plan at --rate, its own generator run (results/<id>/warmup/),
+#                        smoke plan at --rate, its own generator run (results/<id>/warmup/;
+#                        with tenants each tenant's at --rate / tenants, warmup/<tenant>/),
 #                        so JIT, page cache and connections are warm; the report's
 #                        headline throughput and latency cover only the measured load
 #                        and show the warm-up's end-to-end latency apart
@@ -97,10 +107,14 @@ source scripts/lib.sh
 source scripts/pipeline.sh
 # shellcheck source=scripts/secure.sh
 source scripts/secure.sh
+# shellcheck source=scripts/tenants.sh
+source scripts/tenants.sh
 
 TEST="${TEST:-smoke}"
 DURATION="${DURATION:-60s}"
-WARMUP="${WARMUP:-10s}"
+WARMUP="${WARMUP:-}"
+QUOTA="${QUOTA:-}"
+QUOTA_TENANT="${QUOTA_TENANT:-noisy}"
 LATE_CONSUMER="${LATE_CONSUMER:-}"
 RATE="${RATE:-200}"
 SCALE="${SCALE:-}"
@@ -152,6 +166,7 @@ while (($#)); do
     --repeat) REPEAT=$2; shift 2 ;;
     --duration) DURATION=$2; shift 2 ;;
     --warmup) WARMUP=$2; shift 2 ;;
+    --quota) QUOTA=$2; shift 2 ;;
     --late-consumer) LATE_CONSUMER=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --scale) SCALE=$2; shift 2 ;;
@@ -184,13 +199,25 @@ while (($#)); do
 done
 [[ -f "load/plans/$TEST.json" ]] || die "no load plan load/plans/$TEST.json"
 [[ "$GENERATORS" =~ ^[1-9]$ ]] || die "--generators must be 1..9"
+tenants_load_plans "load/plans/$TEST.json" "$RUN_DIR/$RUN_ID/plans"
+if ((${#TENANTS[@]})); then
+  # one generator, ingestor and consumer per tenant
+  [[ "$GENERATORS" == 1 && -z "$FAULTS$LATE_CONSUMER" && "$SECURE" == 0 ]] \
+    || die "--test $TEST (tenants): not with --generators, --faults, --late-consumer or --secure"
+  [[ " ${TENANTS[*]} " == *" $QUOTA_TENANT "* || -z "$QUOTA" ]] || die "--quota: no tenant $QUOTA_TENANT in $TEST"
+  INGESTORS=${#TENANTS[@]} CONSUMERS=${#TENANTS[@]}
+else
+  [[ -z "$QUOTA" ]] || die "--quota needs a plan with tenants (--test noisy-neighbour)"
+fi
+WARMUP=${WARMUP:-10s}
+[[ -z "$QUOTA" || "$QUOTA" =~ ^[a-z_]+=[0-9.]+(,[a-z_]+=[0-9.]+)*$ ]] || die "--quota takes K=V[,K=V], e.g. producer_byte_rate=2000000"
 # a plan may carry its own fault schedule ("faults"); --faults replaces it
 PLAN_FAULTS=$(python3 scripts/faults.py plan "load/plans/$TEST.json")
 FAULTS=${FAULTS:-$PLAN_FAULTS}
 # smoke is sized by --rate and --duration; the seed plans by their own
 # stages, scaled down to fit one machine unless told otherwise (plans with
 # a fault schedule are sized for this machine already).
-if [[ "$TEST" == smoke || "$TEST" == find-max || -n "$PLAN_FAULTS" ]]; then
+if [[ "$TEST" == smoke || "$TEST" == find-max || -n "$PLAN_FAULTS" || ${#TENANTS[@]} -gt 0 ]]; then
   SCALE=${SCALE:-1}; DURATION_SCALE=${DURATION_SCALE:-1}
 else
   SCALE=${SCALE:-0.01}; DURATION_SCALE=${DURATION_SCALE:-0.05}
@@ -371,7 +398,7 @@ else
   BROKER_METRICS_LIST=() BROKER_IDS=()
   BROKER_VERSION="4.3.1"
 fi
-create_topic "$BOOTSTRAP" "$TOPIC" "$PARTITIONS" "$REPLICATION_FACTOR" "$MIN_INSYNC"
+((${#TENANTS[@]})) || create_topic "$BOOTSTRAP" "$TOPIC" "$PARTITIONS" "$REPLICATION_FACTOR" "$MIN_INSYNC"
 ((SECURE)) && secure_grant "$BOOTSTRAP" "$TOPIC" "$GROUP"
 INGESTOR_ARGS=(--acks)
 case $ACKS in all) INGESTOR_ARGS+=(-1) ;; *) INGESTOR_ARGS+=("$ACKS") ;; esac
@@ -386,19 +413,20 @@ consumer_rack_args() {
   [[ -n "$RACKS" ]] && CONSUMER_RACK_ARGS=(--client-rack "${RACK_LIST[$(($1 % ${#RACK_LIST[@]}))]}")
   return 0
 }
-for ((i = 0; i < CONSUMERS; i++)); do
+((${#TENANTS[@]})) && tenants_start
+for ((i = 0; i < CONSUMERS && ${#TENANTS[@]} == 0; i++)); do
   consumer_rack_args "$i"
   start_consumer "consumer-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-$i.json" \
     "${CONSUMER_RACK_ARGS[@]}"
   STARTED+=("consumer-$i=$STARTED_PID"); CONSUMER_URLS+=("$STARTED_URL"); SCRAPE+=("$STARTED_METRICS")
 done
-for ((i = 0; i < INGESTORS; i++)); do
+for ((i = 0; i < INGESTORS && ${#TENANTS[@]} == 0; i++)); do
   start_ingestor "ingestor-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "${INGESTOR_ARGS[@]}"
   STARTED+=("ingestor-$i=$STARTED_PID"); INGESTOR_URL_LIST+=("$STARTED_URL"); SCRAPE+=("$STARTED_METRICS")
 done
 # the load generators' live /metrics (request rate, latency, errors, dropped)
 LOADGEN_METRICS=()
-LOADGEN_PORTS=$(free_port "$GENERATORS")
+LOADGEN_PORTS=$( ((${#TENANTS[@]})) || free_port "$GENERATORS")
 for port in $LOADGEN_PORTS; do LOADGEN_METRICS+=("127.0.0.1:$port"); done
 SCRAPE+=("${LOADGEN_METRICS[@]}")
 start_prometheus "$WORK/prometheus" "${SCRAPE[@]}"
@@ -438,6 +466,8 @@ write_meta() {  # [FINISHED_AT]
     --setting "security=\"$( ((SECURE)) && echo "$SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, ingestor HTTPS + bearer token" || echo PLAINTEXT)\"" \
     --setting "generators=$GENERATORS" --setting "faults=\"$FAULTS\"" \
     --setting "racks=\"$RACKS\"" --setting "rack_map=\"${CHRONIK_RACK_MAP:-}\"" \
+    --setting "tenants=\"${TENANTS[*]}\"" --setting "quota=\"$QUOTA\"" \
+    --setting "quota_entity=\"$([[ -n "$QUOTA" ]] && echo "clients=chronik-ingestor-$QUOTA_TENANT")\"" \
     ${FAULTS:+--events "$OUT/faults/events.jsonl"} --version "loadgen=$("$LOADGEN_BIN" version 2>/dev/null | head -1)"
 }
 write_meta ""
@@ -446,10 +476,14 @@ write_meta ""
 # Otherwise the first seconds' records are read by a consumer that then loses
 # the partition in the group's first rebalance and are read again: extra
 # consumer work and a redelivery tail in the latency that is not the broker's.
-"$VENV_PY" scripts/runctl.py settle --partitions "$PARTITIONS" --timeout "$SETTLE_TIMEOUT" \
-  --bootstrap "$BOOTSTRAP" --topic "$TOPIC" --rf "$REPLICATION_FACTOR" "${CONSUMER_URLS[@]}" \
-  2> >(tee "$OUT/logs/settle.log" >&2) \
-  || die "the verifying consumers' group or the topic's ISR did not settle within ${SETTLE_TIMEOUT}s (logs/settle.log)"
+if ((${#TENANTS[@]})); then
+  tenants_settle
+else
+  "$VENV_PY" scripts/runctl.py settle --partitions "$PARTITIONS" --timeout "$SETTLE_TIMEOUT" \
+    --bootstrap "$BOOTSTRAP" --topic "$TOPIC" --rf "$REPLICATION_FACTOR" "${CONSUMER_URLS[@]}" \
+    2> >(tee "$OUT/logs/settle.log" >&2) \
+    || die "the verifying consumers' group or the topic's ISR did not settle within ${SETTLE_TIMEOUT}s (logs/settle.log)"
+fi
 
 # -- warm-up: its own generator run, kept out of the headline ----------------------------
 # --secure: the generator sends the ingestors' token and trusts the run's CA
@@ -461,7 +495,9 @@ LOAD_ARGS=(--targets "$INGESTOR_URLS" --generators "$GENERATORS" --topic "$TOPIC
   --prometheus-addrs "$(IFS=,; echo "${LOADGEN_METRICS[*]}")"
   --topology "$TOPOLOGY" --batch-size "$BATCH_SIZE" --message-size "$MESSAGE_SIZE" --keys "$KEYS" "${LOAD_SECURE[@]}")
 LOAD_FROM=$(date +%s.%N)
-if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
+if [[ "$(duration_seconds "$WARMUP")" != 0 && ${#TENANTS[@]} -gt 0 ]]; then
+  tenants_warm_up
+elif [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
   log "warm-up: smoke at $RATE requests/s for $WARMUP (results in $OUT/warmup, not in the headline)"
   RUN_ID="$RUN_ID-warmup" load/run.sh smoke --results "$OUT/warmup" "${LOAD_ARGS[@]}" \
     --rate "$RATE" --duration "$WARMUP" > "$OUT/logs/loadgen-warmup.log" 2>&1 \
@@ -469,6 +505,7 @@ if [[ "$(duration_seconds "$WARMUP")" != 0 ]]; then
 fi
 
 # -- load ---------------------------------------------------------------------------
+((${#TENANTS[@]})) && tenants_set_quota
 sample_specs=()
 for spec in "${STARTED[@]}"; do
   # under --faults a broker node may be restarted: follow its newest process
@@ -479,7 +516,11 @@ for spec in "${STARTED[@]}"; do
   fi
   sample_specs+=("$spec")
 done
-for ((i = 0; i < GENERATORS; i++)); do sample_specs+=("loadgen-$i=~$LOADGEN_BIN run .* --index $i( |$)"); done
+if ((${#TENANTS[@]})); then
+  mapfile -t -O "${#sample_specs[@]}" sample_specs < <(tenants_sample_specs)
+else
+  for ((i = 0; i < GENERATORS; i++)); do sample_specs+=("loadgen-$i=~$LOADGEN_BIN run .* --index $i( |$)"); done
+fi
 sample_resources "$OUT/resources.csv" "$SAMPLER_STOP" "${sample_specs[@]}" &
 SAMPLER_PID=$!
 
@@ -540,8 +581,12 @@ if [[ -n "$FAULTS" ]]; then
   pid_record "$FAULTS_PID" fault-schedule
   log "fault schedule pid $FAULTS_PID: $FAULTS"
 fi
-RUN_ID="$RUN_ID" load/run.sh "$TEST" --results "$OUT/load" "${LOAD_ARGS[@]}" "${PLAN_ARGS[@]}" \
-  > "$OUT/logs/loadgen.log" 2>&1 || LOAD_RC=$?
+if ((${#TENANTS[@]})); then
+  tenants_run_load
+else
+  RUN_ID="$RUN_ID" load/run.sh "$TEST" --results "$OUT/load" "${LOAD_ARGS[@]}" "${PLAN_ARGS[@]}" \
+    > "$OUT/logs/loadgen.log" 2>&1 || LOAD_RC=$?
+fi
 MEASURED_UNTIL=$(date +%s.%N)
 log "load generator finished with exit status $LOAD_RC (99 = a threshold failed)"
 if [[ -n "$LATE_CONSUMER" ]]; then
@@ -554,10 +599,16 @@ if [[ -n "$LATE_CONSUMER" ]]; then
     log "the late consumer did not start (the load ended first?)"
   fi
 fi
-tail -n 25 "$OUT/logs/loadgen.log" >&2 || true
+((${#TENANTS[@]})) || tail -n 25 "$OUT/logs/loadgen.log" >&2 || true
 if [[ "$TEST" == find-max && "$LOAD_RC" == 99 ]]; then
   # The upper steps failing their gates is how the staircase finds the max;
   # the verdict below (reports capacity) decides the run.
+  LOAD_RC=0
+fi
+if [[ ${#TENANTS[@]} -gt 0 && "$LOAD_RC" == 99 ]]; then
+  # a flood is meant to hurt: each tenant's verification decides the run,
+  # the report's tenant table shows what the flood cost
+  log "a tenant's plan thresholds failed (the report shows which; the verification decides the run)"
   LOAD_RC=0
 fi
 if [[ -n "$FAULTS" && "$LOAD_RC" == 99 ]]; then
@@ -577,7 +628,8 @@ fi
 
 # -- drain: ingestors flush, consumers catch up, ledgers reconcile ----------------------
 LEDGERS=()
-for ((i = 0; i < INGESTORS; i++)); do
+((${#TENANTS[@]})) && tenants_drain
+for ((i = 0; i < INGESTORS && ${#TENANTS[@]} == 0; i++)); do
   url=${INGESTOR_URL_LIST[$i]}
   for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
     inflight=$("$VENV_PY" scripts/runctl.py in-flight "$url")
@@ -588,19 +640,21 @@ for ((i = 0; i < INGESTORS; i++)); do
   ingestor_get "$url/metrics" > "$OUT/ingestors/ingestor-$i-metrics.prom" || true
   LEDGERS+=("$OUT/ingestors/ingestor-$i-ledger.json")
 done
-ACKED=$("$VENV_PY" scripts/runctl.py ledger-total "${LEDGERS[@]}")
-log "ingestors acknowledged $ACKED messages; waiting for the consumers to drain"
-# Drained: every partition is assigned to some consumer with zero lag, and the
-# consumers together verified at least what was acknowledged (replica counts
-# can overlap after a rebalance; the merge below gives the exact verdict).
-drained() {
-  "$VENV_PY" scripts/runctl.py drained --acked "$ACKED" --partitions "$PARTITIONS" "${CONSUMER_URLS[@]}"
-}
-for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
-  drained 2> "$WORK/drain.txt" && break
-  sleep 1
-done
-log "consumers: $(cat "$WORK/drain.txt" 2>/dev/null)"
+if ((${#TENANTS[@]})); then
+  ACKED=$("$VENV_PY" scripts/runctl.py ledger-total "${TENANT_LEDGERS[@]}")
+else
+  ACKED=$("$VENV_PY" scripts/runctl.py ledger-total "${LEDGERS[@]}")
+  log "ingestors acknowledged $ACKED messages; waiting for the consumers to drain"
+  # Drained: every partition is assigned to some consumer with zero lag, and the
+  # consumers together verified at least what was acknowledged (replica counts
+  # can overlap after a rebalance; the merge below gives the exact verdict).
+  for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
+    "$VENV_PY" scripts/runctl.py drained --acked "$ACKED" --partitions "$PARTITIONS" "${CONSUMER_URLS[@]}" \
+      2> "$WORK/drain.txt" && break
+    sleep 1
+  done
+  log "consumers: $(cat "$WORK/drain.txt" 2>/dev/null)"
+fi
 snapshot_broker_metrics "$OUT/metrics"
 if [[ -n "${PROM_URL:-}" ]]; then
   curl -fsS --max-time 5 "$PROM_URL/api/v1/query?query=up" > "$OUT/metrics/prometheus-up.json" || true
@@ -622,12 +676,16 @@ for spec in "${STARTED[@]}"; do
   case $spec in consumer-*|ingestor-*) stop_pid "${spec#*=}" 30 || true; pid_forget "${spec#*=}" ;; esac
 done
 VERIFY_RC=0
-CONSUMER_REPORTS=("$OUT"/consumers/consumer-*.json)
-LEDGER_ARGS=()
-for l in "${LEDGERS[@]}"; do LEDGER_ARGS+=(--ledger "$l"); done
-"$CONSUMER_BIN" merge "${LEDGER_ARGS[@]}" --report "$OUT/consumers/merged.json" "${CONSUMER_REPORTS[@]}" \
-  > "$OUT/logs/merge.log" 2>&1 || VERIFY_RC=$?
-log "verification (chronik-consumer merge): exit status $VERIFY_RC (0 = clean and conclusive)"
+if ((${#TENANTS[@]})); then
+  tenants_verify
+else
+  CONSUMER_REPORTS=("$OUT"/consumers/consumer-*.json)
+  LEDGER_ARGS=()
+  for l in "${LEDGERS[@]}"; do LEDGER_ARGS+=(--ledger "$l"); done
+  "$CONSUMER_BIN" merge "${LEDGER_ARGS[@]}" --report "$OUT/consumers/merged.json" "${CONSUMER_REPORTS[@]}" \
+    > "$OUT/logs/merge.log" 2>&1 || VERIFY_RC=$?
+  log "verification (chronik-consumer merge): exit status $VERIFY_RC (0 = clean and conclusive)"
+fi
 write_meta "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
 # -- report -------------------------------------------------------------------------

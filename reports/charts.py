@@ -159,12 +159,43 @@ def fault_timeline(report: Report) -> Figure | None:
     return fig
 
 
+def tenants(report: Report) -> Figure | None:
+    """Per tenant (a column each): acknowledged msg/s and batch p99 per
+    second, one line per run, the run's flood window shaded."""
+    t = report.tenant_timeline
+    if t.empty:
+        return None
+    names = list(dict.fromkeys(report.tenants["tenant"])) or sorted(t["tenant"].unique())
+    fig = Figure(figsize=(5 * len(names), 7), layout="constrained")
+    axes = fig.subplots(2, len(names), squeeze=False, sharex=True)
+    floods = report.tenant_floods
+    for col, name in enumerate(names):
+        rate, p99 = axes[0][col], axes[1][col]
+        for i, (run_id, g) in enumerate(t[t["tenant"] == name].groupby("run_id", sort=False)):
+            color = f"C{i}"
+            rate.plot(g["second"], g["msg_per_s"], color=color, linewidth=1.2, label=run_id)
+            p99.plot(g["second"], g["batch_p99_ms"], color=color, linewidth=1.2, label=run_id)
+            for f in floods[floods["run_id"] == run_id].itertuples():
+                for ax in (rate, p99):
+                    ax.axvspan(f.from_s, f.to_s, color=color, alpha=0.08)
+        rate.set(title=f"{name}: msg/s acknowledged", ylabel="msg/s")
+        rate.set_ylim(bottom=0)
+        rate.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        p99.set(title=f"{name}: batch p99 per second (shaded: the flood)", xlabel="seconds since the first request",
+                ylabel="ms", yscale="log")
+        for ax in (rate, p99):
+            ax.grid(alpha=0.3)
+        rate.legend(fontsize="x-small", loc="upper left")
+    return fig
+
+
 CHARTS: dict[str, Callable[[Report], Figure | None]] = {
     "throughput": throughput,
     "batch_latency": batch_latency,
     "e2e_latency": e2e_latency,
     "cpu": cpu,
     "fault_timeline": fault_timeline,
+    "tenants": tenants,
 }
 
 

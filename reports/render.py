@@ -583,10 +583,14 @@ def _fmt_thresholds(ok, failed) -> str:
 def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> str:
     """The report; ``charts`` maps chart names (``throughput``, ``batch_latency``,
     ``e2e_latency``, ``cpu``) to the image paths to link."""
+    # render_tenants builds on this module's tables: imported here, not at the top (a cycle)
+    from .render_tenants import tenants_section
+
     charts = charts or {}
     sections = [
         _header(report),
         _verification(report),
+        tenants_section(report, charts),
         _fault_timeline(report, charts),
         _configuration(report),
         _results(report, charts),
@@ -603,4 +607,4 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         ["## Conclusions", "", *([f"- {c}" for c in report.conclusions] or [NOT_AVAILABLE])],
         ["## Notes", "", *([f"- {n}" for n in report.notes] or ["- Every input was present."])],
     ]
-    return "\n\n".join("\n".join(section) for section in sections) + "\n"
+    return "\n\n".join("\n".join(section) for section in sections if section) + "\n"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from . import broker, capacity, events, faults, resources, sizing, summarise, verification
+from . import tenants as per_tenant
 from .load import Run, load_runs
 
 
@@ -50,6 +51,12 @@ class Report:
     events: pd.DataFrame  # faults the run's driver caused (meta.json events), on the load timeline
     fault_timeline: pd.DataFrame  # runs with --faults: msg/s, failed, batch and e2e p99 per second
     faults: pd.DataFrame  # ... one row per scheduled fault with its recovery figures
+    # runs with tenants (--test noisy-neighbour): per (run, tenant), per phase
+    # of the flood, per second, and each run's flood window
+    tenants: pd.DataFrame = field(default_factory=lambda: per_tenant.empty(per_tenant.TENANT_COLUMNS))
+    tenant_phases: pd.DataFrame = field(default_factory=lambda: per_tenant.empty(per_tenant.PHASE_COLUMNS))
+    tenant_timeline: pd.DataFrame = field(default_factory=lambda: per_tenant.empty(per_tenant.TIMELINE_COLUMNS))
+    tenant_floods: pd.DataFrame = field(default_factory=lambda: per_tenant.empty(per_tenant.FLOOD_COLUMNS))
     notes: list[str] = field(default_factory=list)
     conclusions: list[str] = field(default_factory=list)
 
@@ -86,6 +93,8 @@ def build_report(runs_or_paths, target_rate: float = sizing.DEFAULT_TARGET_RATE)
     levels = capacity.levels(steps)
     timeline = summarise.throughput_timeline(runs)
     fault_timeline, fault_rows = faults.faults(runs)
+    tenant_timeline, tenant_floods = per_tenant.timeline(runs)
+    tenant_table = per_tenant.tenant_table(runs)
     report = Report(
         runs=runs,
         settings=settings,
@@ -100,7 +109,7 @@ def build_report(runs_or_paths, target_rate: float = sizing.DEFAULT_TARGET_RATE)
         e2e=e2e,
         e2e_warmup=summarise.e2e_warmup_table(e2e_each),
         e2e_distribution=summarise.e2e_distribution(e2e_each),
-        verification=verification.verification(runs),
+        verification=per_tenant.with_tenant_verdicts(verification.verification(runs), tenant_table),
         rebalances=verification.rebalances(runs),
         ingestors=verification.ingestors(runs),
         broker_metrics=broker.broker_metrics(runs),
@@ -119,6 +128,10 @@ def build_report(runs_or_paths, target_rate: float = sizing.DEFAULT_TARGET_RATE)
         events=events.events(runs, timeline),
         fault_timeline=fault_timeline,
         faults=fault_rows,
+        tenants=tenant_table,
+        tenant_phases=per_tenant.phase_table(runs),
+        tenant_timeline=tenant_timeline,
+        tenant_floods=tenant_floods,
     )
     report.notes.extend(notes(report))
     report.conclusions.extend(conclusions(report))
@@ -129,17 +142,20 @@ def notes(report: Report) -> list[str]:
     """What was missing or could not be combined, per run."""
     out = []
     e2e = report.e2e.set_index("run_id")
+    # a run with tenants keeps its load, consumers and ledgers per tenant (the Tenants section)
+    with_tenants = set(report.tenants["run_id"])
     for run in report.runs:
         missing = []
+        per_tenant_run = run.run_id in with_tenants
         if not run.meta:
             missing.append("meta.json (settings unknown)")
-        if not run.load_summaries:
+        if not run.load_summaries and not per_tenant_run:
             missing.append("load generator summary")
-        elif run.load_requests.empty and run.k6_raw.empty:
+        elif run.load_requests.empty and run.k6_raw.empty and not per_tenant_run:
             missing.append("raw request rows (no throughput-over-time chart)")
-        if not run.consumers:
+        if not run.consumers and not per_tenant_run:
             missing.append("consumer reports")
-        if not run.ledgers:
+        if not run.ledgers and not per_tenant_run:
             missing.append("ingestor ledgers")
         if run.resources.empty:
             missing.append("resources.csv")

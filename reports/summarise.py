@@ -341,11 +341,17 @@ def _compare(figures: pd.DataFrame, by: str, baseline: str, other: str, match_on
         .rename("runs")
     )
     labels = dict((column, label) for label, column in COMPARED)
-    return (
+    compared = (
         pairs.melt(id_vars=[*match_on, by], value_vars=[c for _, c in COMPARED if c in pairs], var_name="column")
         .pivot_table(index=[*match_on, "column"], columns=by, values="value", aggfunc="first", dropna=False)
         .reset_index()
         .dropna(subset=[baseline, other], how="all")
+    )
+    if compared.empty:
+        # comparable runs without a figure of their own (runs with tenants: reports/tenants.py)
+        return empty(columns)
+    return (
+        compared
         .assign(
             metric=lambda d: pd.Categorical(d["column"].map(labels), categories=[label for label, _ in COMPARED]),
             change_pct=lambda d: (d[other] - d[baseline]) / d[baseline] * 100,

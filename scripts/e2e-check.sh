@@ -7,8 +7,12 @@
 # the merged end-to-end histogram holds exactly the verified messages, and
 # no re-reads). Then a short `./run-all.sh --secure` (SASL_SSL SCRAM-SHA-512
 # everywhere, ACLs, the ingestors over HTTPS with a bearer token) whose
-# report must state the same verified zero-loss verdict. Run by `make e2e`
-# (part of `make test`).
+# report must state the same verified zero-loss verdict. Then a miniature
+# `./run-all.sh --test noisy-neighbour` (one node, the plan at a quarter of
+# its rates for a tenth of its 90 s) whose report must verify each tenant,
+# find the noisy tenant's flood and show the calm tenant before and during
+# it, with each tenant's ingestor exposing its produce throttle time. Run by
+# `make e2e` (part of `make test`).
 #
 # Needs: what run-all.sh needs. Env: E2E_DURATION (default 40s), E2E_RATE
 # (batches/s, default 20), E2E_SECURE_DURATION (default 20s).
@@ -49,4 +53,20 @@ fi
 verdict "results/$RUN_ID-secure/report.md" || exit 1
 grep -q '"security": "SASL_SSL SCRAM-SHA-512' "results/$RUN_ID-secure/meta.json" \
   || { echo "e2e: the secure run's meta.json does not record its security" >&2; exit 1; }
-echo "e2e: 2 passed, 0 failed"
+
+# two tenants on one broker, the noisy one flooding from a third in
+./run-all.sh --test noisy-neighbour --no-build --nodes 1 --warmup 3s --scale 0.25 --duration-scale 0.1 \
+  --run-id "$RUN_ID-noisy"
+noisy="results/$RUN_ID-noisy"
+for tenant in calm noisy; do
+  grep -q "^- \`$RUN_ID-noisy\` $tenant: \*\*Verified: 0 lost" "$noisy/report.md" \
+    || { echo "e2e: the noisy-neighbour report does not verify tenant $tenant" >&2; exit 1; }
+  grep -q "^chronik_ingestor_produce_throttle_time_ms_total " "$noisy/tenants/$tenant/ingestors/ingestor-0-metrics.prom" \
+    || { echo "e2e: tenant $tenant's ingestor does not expose its produce throttle time" >&2; exit 1; }
+done
+for phase in "calm | \`$RUN_ID-noisy\` | chronik | none | before flood" "calm | \`$RUN_ID-noisy\` | chronik | none | flood" \
+  "noisy | \`$RUN_ID-noisy\` | chronik | none | flood"; do
+  grep -qF "| $phase |" "$noisy/report.md" \
+    || { echo "e2e: the noisy-neighbour report has no row '$phase'" >&2; exit 1; }
+done
+echo "e2e: 3 passed, 0 failed"

@@ -2,7 +2,9 @@
 //!
 //! Owns: the registry and every metric in it. HTTP requests are counted by
 //! route and status and timed per route by the middleware in `app`; message
-//! counters are bumped by the producer and its delivery callback.
+//! counters are bumped by the producer and its delivery callback. What the
+//! Kafka client sees of the broker (throttle time) is in a second registry
+//! under `chronik_ingestor_`, the names the harness's reports read.
 //! Invariant (at rest): accepted = delivered + failed + in_flight.
 //! Must not: block; everything on the hot path is an atomic or a short lock.
 
@@ -66,6 +68,12 @@ pub struct Metrics {
     pub messages_rejected: Family<ReasonLabel, Counter>,
     pub messages_in_flight: Gauge,
     pub producer_queue_depth: Gauge,
+    /// Kafka client metrics (`chronik_ingestor_` prefix).
+    client: Registry,
+    /// Sum of the Produce answers' `throttle_time_ms` (native producer).
+    pub produce_throttle_time_ms: Counter,
+    /// Produce answers with `throttle_time_ms` > 0 (native producer).
+    pub produce_throttled_responses: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -96,8 +104,22 @@ impl Metrics {
             messages_rejected: Family::default(),
             messages_in_flight: Gauge::default(),
             producer_queue_depth: Gauge::default(),
+            produce_throttle_time_ms: Counter::default(),
+            produce_throttled_responses: Counter::default(),
             registry: Registry::default(),
+            client: Registry::default(),
         };
+        let mut client = Registry::with_prefix("chronik_ingestor");
+        client.register(
+            "produce_throttle_time_ms",
+            "Sum of throttle_time_ms in the brokers' Produce answers (KIP-219: the client holds its next request to that broker for as long)",
+            m.produce_throttle_time_ms.clone(),
+        );
+        client.register(
+            "produce_throttled_responses",
+            "Produce answers with throttle_time_ms > 0 (the client was over a broker quota)",
+            m.produce_throttled_responses.clone(),
+        );
         registry.register(
             "http_requests",
             "HTTP requests by route and status",
@@ -148,14 +170,60 @@ impl Metrics {
             "Messages queued or in flight in the producer (native: messages; librdkafka: messages and requests, rd_kafka_outq_len)",
             m.producer_queue_depth.clone(),
         );
-        Metrics { registry, ..m }
+        Metrics {
+            registry,
+            client,
+            ..m
+        }
     }
 
-    /// Prometheus text exposition (OpenMetrics).
+    /// Counts one Produce answer's `throttle_time_ms`.
+    pub fn record_produce_throttle(&self, throttle_time_ms: i32) {
+        if let Ok(ms @ 1..) = u64::try_from(throttle_time_ms) {
+            self.produce_throttle_time_ms.inc_by(ms);
+            self.produce_throttled_responses.inc();
+        }
+    }
+
+    /// Prometheus text exposition (OpenMetrics): both registries, one EOF.
     pub fn render(&self) -> String {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.registry);
+        let _ = encode_registry(&mut out, &self.client);
+        let _ = encode_eof(&mut out);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, name: &str) -> Option<f64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn throttle_counters_add_up_positive_answers_only() {
+        let m = Metrics::new();
+        for ms in [0, 120, -5, 30, 0] {
+            m.record_produce_throttle(ms);
+        }
+        let text = m.render();
+        assert_eq!(
+            value(&text, "chronik_ingestor_produce_throttle_time_ms_total"),
+            Some(150.0)
+        );
+        assert_eq!(
+            value(&text, "chronik_ingestor_produce_throttled_responses_total"),
+            Some(2.0)
+        );
+        // The ingestor's own metrics are still there, and the exposition ends once.
+        assert!(value(&text, "ingestor_messages_delivered_total").is_some());
+        assert_eq!(text.matches("# EOF").count(), 1);
+        assert!(text.trim_end().ends_with("# EOF"));
     }
 }

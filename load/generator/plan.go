@@ -89,6 +89,10 @@ type Plan struct {
 	// A fault schedule for run-all.sh --faults (scripts/faults.py reads
 	// and checks it); the generator only carries it.
 	Faults string `json:"faults,omitempty"`
+	// Tenants sharing one broker, each with its own ingestor and topic
+	// (run-all.sh; scripts/tenants.py writes one plan per tenant from this
+	// one and its overrides); the generator only carries it.
+	Tenants json.RawMessage `json:"tenants,omitempty"`
 	// Set by overrides, recorded in results.
 	Scale         float64 `json:"scale"`
 	DurationScale float64 `json:"duration_scale"`

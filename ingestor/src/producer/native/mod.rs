@@ -14,7 +14,8 @@
 //! SASL, ApiVersions, a request at a time), `metadata` (brokers, leaders,
 //! producer ids), `records` (the record batch format), `queue` (per-partition
 //! batches, placement, identities), `sender` (one task per broker: Produce
-//! and its answer), `errors` (what each error code means), and here the
+//! and its answer), `throttle` (KIP-219: holding a broker's requests for
+//! the throttle time it answered), `errors` (what each error code means), and here the
 //! shared state, the housekeeping task (expiry, identities, metadata,
 //! senders) and the calls the ingestor makes.
 //! Must not: know about HTTP or JSON.
@@ -26,6 +27,7 @@ mod queue;
 mod records;
 mod sender;
 mod settings;
+mod throttle;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

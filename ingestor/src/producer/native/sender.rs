@@ -7,7 +7,9 @@
 //! means for its batch: delivered (ledger, waiters, offsets), sent again as
 //! is (same producer id and sequence, so the broker drops a copy it already
 //! has), sent again under a new producer identity, or failed. An answer that
-//! never came is an unknown outcome: the batch is sent again as is.
+//! never came is an unknown outcome: the batch is sent again as is. An
+//! answer's `throttle_time_ms` is counted and holds the broker's next
+//! request until it has passed (KIP-219, `throttle`).
 //! Must not: build batches (the queue does) or decide leaders (metadata does).
 
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::conn::Conn;
 use super::errors::{self, Action};
 use super::queue::Taken;
+use super::throttle::Throttle;
 use super::Inner;
 use crate::producer::Outcome;
 
@@ -32,7 +35,13 @@ const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 pub async fn run(inner: Arc<Inner>, broker: i32) {
     let mut conn: Option<Conn> = None;
     let mut reconnect_backoff = inner.settings.reconnect_backoff;
+    let mut throttle = Throttle::default();
     loop {
+        if let Some(until) = throttle.hold_until(Instant::now()) {
+            // The broker muted this client: its batches wait in the queue.
+            tokio::time::sleep_until(until.into()).await;
+            continue;
+        }
         let notified = inner.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
@@ -77,7 +86,21 @@ pub async fn run(inner: Arc<Inner>, broker: i32) {
         }
         let Some(c) = conn.as_mut() else { continue };
         match produce(&inner, c, &taken).await {
-            Ok(Some(answer)) => settle(&inner, &taken, &answer),
+            Ok(Some(answer)) => {
+                let throttle_time_ms = answer.throttle_time_ms;
+                inner
+                    .shared
+                    .metrics
+                    .record_produce_throttle(throttle_time_ms);
+                if let Some(held) = throttle.record(throttle_time_ms, Instant::now()) {
+                    tracing::debug!(
+                        broker,
+                        held_ms = held.as_millis() as u64,
+                        "throttled by the broker's quota"
+                    );
+                }
+                settle(&inner, &taken, &answer);
+            }
             Ok(None) => {
                 // acks=0: written as far as anyone will know.
                 for t in &taken {
