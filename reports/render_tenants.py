@@ -38,7 +38,7 @@ def tenants_section(report: Report, charts: Mapping[str, str]) -> list[str]:
             "consumer and load generator. Msg/s and MB/s: messages the tenant's generator counted as acknowledged "
             "÷ its own run (a tenant that floods for part of the run: over its flood); batch percentiles: its raw "
             "rows; E2E p99: its consumer's `.hlog`. Throttle: the sum of `throttle_time_ms` in the broker's "
-            "Produce answers to the tenant's ingestor (`chronik_ingestor_produce_throttle_time_ms_total`), and "
+            "Produce answers to the tenant's ingestor (`ingestor_produce_throttle_time_ms_total`), and "
             "per second of the tenant's run; throttled answers: answers with `throttle_time_ms` > 0. Quota: the "
             "Kafka client quota set on the run's quota tenant before the load (kafka-configs)."]
     p = report.tenant_phases

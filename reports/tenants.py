@@ -10,8 +10,8 @@ windows and settings) and computing per tenant what the other modules
 compute per run (msg/s, MB/s and batch p99 by ``summarise``, end-to-end p99
 from the consumer's ``.hlog``, the verdict by ``verification``); the
 throttle time the tenant's ingestor saw (its ``/metrics``:
-``chronik_ingestor_produce_throttle_time_ms_total`` and
-``chronik_ingestor_produce_throttled_responses_total``); the flood window
+``ingestor_produce_throttle_time_ms_total`` and
+``ingestor_produce_throttled_responses_total``); the flood window
 (the sending span of the tenant that offered the most requests in one
 second, when it started after another tenant); the batch latency before,
 during and after it; and the per-second timeline the chart draws.
@@ -31,8 +31,8 @@ from .load import Run, load_run
 from .tidy import empty, load_requests
 
 TENANTS_DIR = "tenants"
-THROTTLE_TIME = "chronik_ingestor_produce_throttle_time_ms_total"
-THROTTLED_RESPONSES = "chronik_ingestor_produce_throttled_responses_total"
+THROTTLE_TIME = "ingestor_produce_throttle_time_ms_total"
+THROTTLED_RESPONSES = "ingestor_produce_throttled_responses_total"
 PHASES = ("before flood", "flood", "after flood")
 
 TENANT_COLUMNS = [

@@ -61,7 +61,7 @@ noisy="results/$RUN_ID-noisy"
 for tenant in calm noisy; do
   grep -q "^- \`$RUN_ID-noisy\` $tenant: \*\*Verified: 0 lost" "$noisy/report.md" \
     || { echo "e2e: the noisy-neighbour report does not verify tenant $tenant" >&2; exit 1; }
-  grep -q "^chronik_ingestor_produce_throttle_time_ms_total " "$noisy/tenants/$tenant/ingestors/ingestor-0-metrics.prom" \
+  grep -q "^ingestor_produce_throttle_time_ms_total " "$noisy/tenants/$tenant/ingestors/ingestor-0-metrics.prom" \
     || { echo "e2e: tenant $tenant's ingestor does not expose its produce throttle time" >&2; exit 1; }
 done
 for phase in "calm | \`$RUN_ID-noisy\` | chronik | none | before flood" "calm | \`$RUN_ID-noisy\` | chronik | none | flood" \

@@ -2,9 +2,8 @@
 //!
 //! Owns: the registry and every metric in it. HTTP requests are counted by
 //! route and status and timed per route by the middleware in `app`; message
-//! counters are bumped by the producer and its delivery callback. What the
-//! Kafka client sees of the broker (throttle time) is in a second registry
-//! under `chronik_ingestor_`, the names the harness's reports read.
+//! counters are bumped by the producer and its delivery callback, and the
+//! brokers' throttle time (KIP-219) by the native producer.
 //! Invariant (at rest): accepted = delivered + failed + in_flight.
 //! Must not: block; everything on the hot path is an atomic or a short lock.
 
@@ -68,8 +67,6 @@ pub struct Metrics {
     pub messages_rejected: Family<ReasonLabel, Counter>,
     pub messages_in_flight: Gauge,
     pub producer_queue_depth: Gauge,
-    /// Kafka client metrics (`chronik_ingestor_` prefix).
-    client: Registry,
     /// Sum of the Produce answers' `throttle_time_ms` (native producer).
     pub produce_throttle_time_ms: Counter,
     /// Produce answers with `throttle_time_ms` > 0 (native producer).
@@ -107,15 +104,13 @@ impl Metrics {
             produce_throttle_time_ms: Counter::default(),
             produce_throttled_responses: Counter::default(),
             registry: Registry::default(),
-            client: Registry::default(),
         };
-        let mut client = Registry::with_prefix("chronik_ingestor");
-        client.register(
+        registry.register(
             "produce_throttle_time_ms",
             "Sum of throttle_time_ms in the brokers' Produce answers (KIP-219: the client holds its next request to that broker for as long)",
             m.produce_throttle_time_ms.clone(),
         );
-        client.register(
+        registry.register(
             "produce_throttled_responses",
             "Produce answers with throttle_time_ms > 0 (the client was over a broker quota)",
             m.produce_throttled_responses.clone(),
@@ -170,11 +165,7 @@ impl Metrics {
             "Messages queued or in flight in the producer (native: messages; librdkafka: messages and requests, rd_kafka_outq_len)",
             m.producer_queue_depth.clone(),
         );
-        Metrics {
-            registry,
-            client,
-            ..m
-        }
+        Metrics { registry, ..m }
     }
 
     /// Counts one Produce answer's `throttle_time_ms`.
@@ -185,14 +176,11 @@ impl Metrics {
         }
     }
 
-    /// Prometheus text exposition (OpenMetrics): both registries, one EOF.
+    /// Prometheus text exposition (OpenMetrics).
     pub fn render(&self) -> String {
-        use prometheus_client::encoding::text::{encode_eof, encode_registry};
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = encode_registry(&mut out, &self.registry);
-        let _ = encode_registry(&mut out, &self.client);
-        let _ = encode_eof(&mut out);
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
 }
@@ -214,11 +202,11 @@ mod tests {
         }
         let text = m.render();
         assert_eq!(
-            value(&text, "chronik_ingestor_produce_throttle_time_ms_total"),
+            value(&text, "ingestor_produce_throttle_time_ms_total"),
             Some(150.0)
         );
         assert_eq!(
-            value(&text, "chronik_ingestor_produce_throttled_responses_total"),
+            value(&text, "ingestor_produce_throttled_responses_total"),
             Some(2.0)
         );
         // The ingestor's own metrics are still there, and the exposition ends once.

@@ -197,12 +197,12 @@ fn throttled_answers_hold_the_next_produce_and_are_counted() -> Result<()> {
     let text = get(ingestor.http, "/metrics")?.text();
     let n = answers.len() as f64;
     assert_eq!(
-        metric(&text, "chronik_ingestor_produce_throttled_responses_total"),
+        metric(&text, "ingestor_produce_throttled_responses_total"),
         Some(n),
         "{produces} Produce requests"
     );
     assert_eq!(
-        metric(&text, "chronik_ingestor_produce_throttle_time_ms_total"),
+        metric(&text, "ingestor_produce_throttle_time_ms_total"),
         Some(n * f64::from(THROTTLE_MS))
     );
     assert_eq!(

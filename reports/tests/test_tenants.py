@@ -67,10 +67,10 @@ def write_tenant(root: Path, name: str, rows: list[str], *, lost: int, throttle_
               "failed": [], "acknowledged_count": messages, "failed_count": 0, "in_flight": 0}
     (t / "ingestors" / "ingestor-0-ledger.json").write_text(json.dumps(ledger))
     (t / "ingestors" / "ingestor-0-metrics.prom").write_text(
-        "# TYPE chronik_ingestor_produce_throttle_time_ms counter\n"
-        f"chronik_ingestor_produce_throttle_time_ms_total {throttle_ms}\n"
-        "# TYPE chronik_ingestor_produce_throttled_responses counter\n"
-        f"chronik_ingestor_produce_throttled_responses_total {throttled}\n# EOF\n")
+        "# TYPE ingestor_produce_throttle_time_ms counter\n"
+        f"ingestor_produce_throttle_time_ms_total {throttle_ms}\n"
+        "# TYPE ingestor_produce_throttled_responses counter\n"
+        f"ingestor_produce_throttled_responses_total {throttled}\n# EOF\n")
 
 
 def write_run(root: Path, run_id: str, broker: str, quota: str, calm_flood_ms: float, calm_lost: int) -> Path:
