@@ -338,14 +338,15 @@ mod tests {
     fn apply_sets_removes_and_drops_empty_entities() {
         let mut quotas = ClientQuotas::new();
         let e = entity(&[(CLIENT_ID, Some("noisy"))]);
-        apply(&mut quotas, &[set(e.clone(), PRODUCER_BYTE_RATE, 1000.0)]).unwrap();
+        apply(&mut quotas, &[set(e.clone(), PRODUCER_BYTE_RATE, 1000.0)])
+            .expect("a valid alteration");
         assert_eq!(quotas[&e][PRODUCER_BYTE_RATE], QuotaValue(1000.0));
         let remove = QuotaAlteration {
             entity: e.clone(),
             set: vec![],
             remove: vec![PRODUCER_BYTE_RATE.into()],
         };
-        apply(&mut quotas, &[remove]).unwrap();
+        apply(&mut quotas, &[remove]).expect("a valid removal");
         assert!(quotas.is_empty());
         // One invalid alteration: none applied.
         let bad = set(entity(&[(CLIENT_ID, Some("x"))]), "nope", 1.0);

@@ -316,8 +316,8 @@ mod tests {
     fn connections_over_their_ip_rate_are_held() {
         let entity = QuotaEntity::new(vec![(IP.into(), Some("127.0.0.9".into()))]);
         let m = manager(&[(entity, "connection_creation_rate", 1.0)]);
-        let ip: IpAddr = "127.0.0.9".parse().unwrap();
-        let other: IpAddr = "127.0.0.8".parse().unwrap();
+        let ip: IpAddr = "127.0.0.9".parse().expect("an address");
+        let other: IpAddr = "127.0.0.8".parse().expect("an address");
         let held = (0..30).filter(|_| m.connection_throttle_ms(ip) > 0).count();
         assert!(held >= 15, "{held}");
         assert_eq!(m.connection_throttle_ms(other), 0);

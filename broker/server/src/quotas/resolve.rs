@@ -157,7 +157,10 @@ mod tests {
     use super::*;
     use chronik_metadata::quotas::{QuotaValue, PRODUCER_BYTE_RATE};
 
-    fn quotas(entries: &[(&[(&str, Option<&str>)], f64)]) -> QuotaConfig {
+    /// An entity's components: (type, name; None for the default).
+    type Parts<'a> = &'a [(&'a str, Option<&'a str>)];
+
+    fn quotas(entries: &[(Parts<'_>, f64)]) -> QuotaConfig {
         let mut map = ClientQuotas::new();
         for (parts, value) in entries {
             let entity = QuotaEntity::new(
@@ -215,8 +218,14 @@ mod tests {
     #[test]
     fn ips_take_their_own_rate_else_the_default() {
         let c = quotas(&[(&[(IP, Some("10.0.0.1"))], 5.0), (&[(IP, None)], 50.0)]);
-        assert_eq!(c.connection_rate("10.0.0.1".parse().unwrap()), Some(5.0));
-        assert_eq!(c.connection_rate("10.0.0.2".parse().unwrap()), Some(50.0));
+        assert_eq!(
+            c.connection_rate("10.0.0.1".parse().expect("an address")),
+            Some(5.0)
+        );
+        assert_eq!(
+            c.connection_rate("10.0.0.2".parse().expect("an address")),
+            Some(50.0)
+        );
         assert!(c.none_for(PRODUCER_BYTE_RATE));
     }
 }

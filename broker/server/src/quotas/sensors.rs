@@ -130,6 +130,6 @@ impl<M: Measure> Sensors<M> {
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.map.lock().unwrap().len()
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
