@@ -630,14 +630,7 @@ fi
 LEDGERS=()
 ((${#TENANTS[@]})) && tenants_drain
 for ((i = 0; i < INGESTORS && ${#TENANTS[@]} == 0; i++)); do
-  url=${INGESTOR_URL_LIST[$i]}
-  for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
-    inflight=$("$VENV_PY" scripts/runctl.py in-flight "$url")
-    [[ "$inflight" == 0 ]] && break
-    sleep 1
-  done
-  ingestor_get "$url/ledger" > "$OUT/ingestors/ingestor-$i-ledger.json"
-  ingestor_get "$url/metrics" > "$OUT/ingestors/ingestor-$i-metrics.prom" || true
+  ingestor_collect "${INGESTOR_URL_LIST[$i]}" "$OUT/ingestors/ingestor-$i"
   LEDGERS+=("$OUT/ingestors/ingestor-$i-ledger.json")
 done
 if ((${#TENANTS[@]})); then

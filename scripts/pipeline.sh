@@ -82,6 +82,20 @@ ingestor_get() {
   curl -fsS --max-time 5 "${opts[@]}" "$1"
 }
 
+# ingestor_collect URL PREFIX - wait (up to DRAIN_TIMEOUT s) until the
+# ingestor at URL has nothing in flight, then save its ledger and metrics as
+# PREFIX-ledger.json and PREFIX-metrics.prom
+ingestor_collect() {
+  local url=$1 prefix=$2 s inflight
+  for ((s = 0; s < ${DRAIN_TIMEOUT:-120}; s++)); do
+    inflight=$("$VENV_PY" "$REPO_ROOT/scripts/runctl.py" in-flight "$url")
+    [[ "$inflight" == 0 ]] && break
+    sleep 1
+  done
+  ingestor_get "$url/ledger" > "$prefix-ledger.json"
+  ingestor_get "$url/metrics" > "$prefix-metrics.prom" || true
+}
+
 # create_topic BOOTSTRAP TOPIC PARTITIONS [RF [MIN_INSYNC]] - with confluent-kafka's admin client.
 create_topic() {
   "$VENV_PY" "$REPO_ROOT/scripts/runctl.py" create-topic "$1" "$2" "$3" "${4:-1}" "${5:-1}"

@@ -131,16 +131,10 @@ tenants_run_load() {
 # tenants_drain - per tenant: its ingestor's in-flight to 0, its ledger and
 # /metrics kept, then its consumer drained to what the ingestor acknowledged
 tenants_drain() {
-  local i s t url acked dir inflight
+  local i s t acked dir
   for ((i = 0; i < ${#TENANTS[@]}; i++)); do
-    t=${TENANTS[$i]} url=${TENANT_INGESTOR_URLS[$i]} dir="$OUT/tenants/${TENANTS[$i]}"
-    for ((s = 0; s < DRAIN_TIMEOUT; s++)); do
-      inflight=$("$VENV_PY" scripts/runctl.py in-flight "$url")
-      [[ "$inflight" == 0 ]] && break
-      sleep 1
-    done
-    ingestor_get "$url/ledger" > "$dir/ingestors/ingestor-0-ledger.json"
-    ingestor_get "$url/metrics" > "$dir/ingestors/ingestor-0-metrics.prom" || true
+    t=${TENANTS[$i]} dir="$OUT/tenants/${TENANTS[$i]}"
+    ingestor_collect "${TENANT_INGESTOR_URLS[$i]}" "$dir/ingestors/ingestor-0"
     TENANT_LEDGERS+=("$dir/ingestors/ingestor-0-ledger.json")
     acked=$("$VENV_PY" scripts/runctl.py ledger-total "$dir/ingestors/ingestor-0-ledger.json")
     for ((s = 0; s < DRAIN_TIMEOUT; s++)); do

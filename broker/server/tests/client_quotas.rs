@@ -24,18 +24,17 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::clients::{assign_from_beginning, consumer_at, producer_at};
 use common::cluster::{Cluster, FAST_FAILOVER};
-use common::kafka_client::{plain_record, read_response, write_request_as, Client};
+use common::kafka_client::{self, plain_record, read_response, write_request_as, Client};
 use common::prom;
 use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
+use kafka_protocol::records::Compression;
 use rdkafka::message::Message;
 use rdkafka::producer::FutureRecord;
 
@@ -158,23 +157,7 @@ fn produce_request(topic: &str, kib: usize) -> Result<ProduceRequest> {
     let records: Vec<_> = (0..kib)
         .map(|i| plain_record(i as i64, value.clone()))
         .collect();
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )?;
-    Ok(ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(s(topic)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(batch.freeze()))])]))
+    kafka_client::produce_request(topic, 0, &records, (1, 10_000), Compression::None)
 }
 
 /// The sum of a client quota metric for `client_id` over the nodes.

@@ -233,26 +233,10 @@ impl Client {
         topic: &str,
         partition: i32,
         records: &[Record],
-        (acks, timeout_ms): (i16, i32),
+        acks_timeout: (i16, i32),
         compression: Compression,
     ) -> Result<(i16, i64)> {
-        let mut batch = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut batch,
-            records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )?;
-        let request = ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(timeout_ms)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(partition)
-                    .with_records(Some(batch.freeze()))])]);
+        let request = produce_request(topic, partition, records, acks_timeout, compression)?;
         let response = self.send(&request, 9)?;
         let p = &response.responses[0].partition_responses[0];
         Ok((p.error_code, p.base_offset))
@@ -449,6 +433,34 @@ pub fn plain_record(offset: i64, value: Bytes) -> Record {
         value: Some(value),
         headers: IndexMap::new(),
     }
+}
+
+/// A Produce of `records` as one batch to `topic`-`partition` with
+/// (acks, timeout_ms).
+pub fn produce_request(
+    topic: &str,
+    partition: i32,
+    records: &[Record],
+    (acks, timeout_ms): (i16, i32),
+    compression: Compression,
+) -> Result<ProduceRequest> {
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )?;
+    Ok(ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch.freeze()))])]))
 }
 
 /// Sends one request on any byte stream (TCP or TLS) and reads its
