@@ -15,7 +15,9 @@
 //!   THROTTLING_QUOTA_EXCEEDED with a throttle time (KIP-599).
 //! - Connections over their IP's connection_creation_rate are closed
 //!   unanswered (KIP-612).
-//! - Kafka's INVALID_REQUEST refusals for bad entities and keys.
+//! - Kafka's INVALID_REQUEST refusals for bad entities and keys; hostile
+//!   bytes (a truncated frame claiming 2^31 - 1 entries, a NaN value, a
+//!   2,000-byte name) refused while the broker serves on.
 
 mod common;
 
@@ -285,6 +287,49 @@ fn client_quotas_hold_clients_near_their_rates() -> Result<()> {
     ensure!(
         shown["client-id=raw-noisy"]["producer_byte_rate"] == QUOTA,
         "{shown:?}"
+    );
+
+    // 0. Hostile bytes: an AlterClientQuotas v0 frame that claims 2^31 - 1
+    //    entries and ends after the count is closed, and one with a NaN
+    //    value and a 2,000-byte client id is refused entry by entry; the
+    //    broker keeps serving others and stores neither.
+    let mut hostile = TcpStream::connect(cluster.node(1).kafka_addr())?;
+    hostile.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&49i16.to_be_bytes()); // AlterClientQuotas
+    frame.extend_from_slice(&0i16.to_be_bytes()); // v0
+    frame.extend_from_slice(&7i32.to_be_bytes()); // correlation id
+    frame.extend_from_slice(&(-1i16).to_be_bytes()); // no client id
+    frame.extend_from_slice(&i32::MAX.to_be_bytes()); // entries: 2^31 - 1
+    let mut sized = (frame.len() as i32).to_be_bytes().to_vec();
+    sized.extend_from_slice(&frame);
+    std::io::Write::write_all(&mut hostile, &sized)?;
+    let mut byte = [0u8; 1];
+    let closed = matches!(std::io::Read::read(&mut hostile, &mut byte), Ok(0) | Err(_));
+    ensure!(closed, "a truncated AlterClientQuotas frame was not closed");
+    let long_name = "x".repeat(2000);
+    let refused = alter(
+        &mut admin,
+        vec![
+            entry(
+                &[("client-id", Some("nan"))],
+                &[("producer_byte_rate", Some(f64::NAN))],
+            ),
+            entry(
+                &[("client-id", Some(&long_name))],
+                &[("producer_byte_rate", Some(1024.0))],
+            ),
+        ],
+        false,
+    )?;
+    ensure!(
+        refused.iter().all(|(code, _)| *code == invalid),
+        "hostile entries: {refused:?}"
+    );
+    let after = describe(&mut Client::connect(cluster.node(2))?)?;
+    ensure!(
+        !after.contains_key("client-id=nan") && after.keys().all(|k| k.len() < 1000),
+        "a hostile entry was stored: {after:?}"
     );
 
     // 1. A raw client that ignores throttle_time_ms, pipelining three
