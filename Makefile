@@ -17,7 +17,9 @@
 #                    (scripts/test_lanes.py; the release artifacts `make build` made:
 #                    one compilation of the workspace)
 #   make lint        rustfmt --check and clippy -D warnings on the whole workspace (and fuzz/ formatting)
-#                    and lint-shell: no inline Python in *.sh (scripts/lint-shell.sh)
+#                    and lint-shell: no inline Python in *.sh (scripts/lint-shell.sh); no import
+#                    cycle in chronik-server (scripts/module_cycles.py); every file and module
+#                    path ARCHITECTURE.md names exists (scripts/doc_names.py)
 #   make pytest      Python client tests against target/release/chronik-server
 #   make shellcheck  shellcheck (warnings and errors) on every tracked shell script
 #   make load-test   the load generator (load/test.sh): builds chronik-loadgen, go vet + go test
@@ -179,6 +181,7 @@ lint: lint-shell
 	$(CARGO) fmt --all --check --manifest-path fuzz/Cargo.toml
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	python3 scripts/module_cycles.py
+	python3 scripts/doc_names.py
 
 pytest: python-deps
 	@test -x "$(CHRONIK_SERVER_BIN)" || { echo "missing $(CHRONIK_SERVER_BIN): run make build" >&2; exit 1; }
