@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
-"""Import cycles between chronik-server's modules, and `Broker` past the
-request dispatcher, refused (`make lint`).
+"""Import cycles between chronik-server's modules, an import of a higher
+room, and `Broker` past the request dispatcher, refused (`make lint`).
 
 A module is a room's direct child (`requests::handlers`, `coordinators::txn`,
-`startup::config`) or a top-level file (`broker`); a directory module and
-everything beneath it count as one. An edge A -> B is any `crate::B` path in
-A's source outside `#[cfg(test)]` items. Prints every cycle (strongly connected
-component of more than one module) and exits 1 if there is one. Also exits 1
-when a file other than those of `startup/` and `network/`, `broker.rs` and
-the request dispatcher (`requests/handlers/mod.rs`) names `Broker` or
+`config::limits`); a directory module and everything beneath it count as one.
+An edge A -> B is any `crate::B` path in A's source outside `#[cfg(test)]`
+items. Prints every cycle (strongly connected component of more than one
+module) and exits 1 if there is one.
+
+Rooms are ranked (`RANKS`, top first, as lib.rs lists them): a module may
+import its own room and rooms below it, never one above; every edge that runs
+back up is printed and exits 1.
+
+Also exits 1 when a file other than those of `startup/`, `network/` and
+`broker/` (the `Broker` struct and the request dispatcher) names `Broker` or
 `crate::broker` outside comments and `#[cfg(test)]` items: `Broker` is what a
 request may reach; the dispatcher takes it apart, and handlers and the layers
-beneath take the managers they use (the replicas, the offset store, ...),
-never all of them.
+beneath take the managers they use (the quorum as `Cluster`, the replicas, the
+offset store, ...), never all of them.
 
-Owns: those two rules. Must not: judge anything but the server crate's `src/`.
+Owns: those three rules. Must not: judge anything but the server crate's `src/`.
 """
 from __future__ import annotations
 
@@ -23,7 +28,20 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "broker/server/src"
-ROOMS = {"startup", "network", "requests", "security", "coordinators", "replica", "infra"}
+# Top first: each room depends only on those after it.
+RANKS = [
+    "startup",
+    "network",
+    "broker",
+    "requests",
+    "config",
+    "coordinators",
+    "quotas",
+    "replica",
+    "security",
+    "infra",
+]
+ROOMS = set(RANKS)
 PATH = re.compile(r"\bcrate::([a-z_]+)(?:::([a-z_]+)\b(?!!))?")
 
 
@@ -82,8 +100,8 @@ def edges() -> dict[str, set[str]]:
     return graph
 
 
-BROKER_NAMED_BY = ("startup/", "network/")
-BROKER_FILES = ("broker.rs", "requests/handlers/mod.rs", "lib.rs", "main.rs")
+BROKER_NAMED_BY = ("startup/", "network/", "broker/")
+BROKER_FILES = ("lib.rs", "main.rs")
 NAMES_BROKER = re.compile(r"\bcrate::broker\b|\bBroker\b")
 
 
@@ -97,6 +115,19 @@ def naming_broker() -> list[str]:
         code = re.sub(r"//.*", "", without_tests(path.read_text()))
         if NAMES_BROKER.search(code):
             found.append(rel)
+    return found
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Edges from a room to a room ranked above it."""
+    rank = {room: i for i, room in enumerate(RANKS)}
+    found = []
+    for source, targets in sorted(graph.items()):
+        low = rank.get(source.split("::")[0])
+        for target in sorted(targets):
+            high = rank.get(target.split("::")[0])
+            if low is not None and high is not None and high < low:
+                found.append(f"{source} -> {target}")
     return found
 
 
@@ -145,12 +176,18 @@ def main() -> int:
         for v in component:
             inner = sorted(graph[v] & members)
             print(f"  {v} -> {', '.join(inner)}")
+    for edge in upward(graph):
+        print(f"import of a higher room: {edge} (the order is {' > '.join(RANKS)})")
+    back_up = upward(graph)
     reaching = naming_broker()
     for rel in reaching:
         print(f"{rel} names Broker: take the managers it uses instead (the dispatcher lends them)")
-    if found or reaching:
+    if found or reaching or back_up:
         return 1
-    print(f"module_cycles: {len(graph)} modules of chronik-server, no import cycle")
+    print(
+        f"module_cycles: {len(graph)} modules of chronik-server, no import cycle, "
+        f"no import of a higher room ({' > '.join(RANKS)})"
+    )
     return 0
 
 

@@ -462,6 +462,11 @@ impl Cluster {
         }
     }
 
+    /// This node's id.
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
     /// The latest applied image.
     pub fn image(&self) -> Arc<MetadataImage> {
         self.images.borrow().clone()

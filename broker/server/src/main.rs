@@ -1,8 +1,8 @@
 //! `chronik-server` entry point: parse args, set up tracing, run the server
 //! until SIGINT or SIGTERM.
 
+use chronik_server::config::{Args, Config};
 use chronik_server::infra::alloc_guard::ReservingAllocator;
-use chronik_server::startup::config::{Args, Config};
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 

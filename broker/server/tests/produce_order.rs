@@ -10,116 +10,39 @@
 
 mod common;
 
-use std::time::Duration;
-
-use anyhow::{ensure, Context, Result};
-use bytes::{Bytes, BytesMut};
+use anyhow::{ensure, Result};
+use bytes::Bytes;
 use common::cluster::Cluster;
 use common::kafka_client::Client;
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, InitProducerIdRequest, ProduceRequest, ProducerId, TopicName,
-    TransactionalId,
-};
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use common::txn;
 
 const TOPIC: &str = "ordered";
 const TXN_ID: &str = "produce-order";
 /// Produce requests pipelined on one connection.
 const PIPELINED: i32 = 20;
 
-/// One transactional batch of one record with sequence `sequence`.
-fn produce(partition: i32, (pid, epoch): (i64, i16), sequence: i32) -> Result<ProduceRequest> {
-    let record = Record {
-        transactional: true,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: pid,
-        producer_epoch: epoch,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::from(format!("seq-{sequence}"))),
-        headers: IndexMap::new(),
-    };
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )?;
-    Ok(ProduceRequest::default()
-        .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str(TXN_ID))))
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch.freeze()))])]))
-}
-
 #[test]
 fn pipelined_transactional_produces_append_in_arrival_order_while_one_is_verified_remotely(
 ) -> Result<()> {
     let mut cluster = Cluster::start(3, &[])?;
-    let coordinator = cluster.wait_for(
-        "__transaction_state",
-        Duration::from_secs(30),
-        "a coordinator",
-        |v| v.first().is_some_and(|p| p.leader > 0),
-    )?[0]
-        .leader;
-    Client::connect(cluster.node(1))?.create_topic_replicated(TOPIC, 3, 1, &[])?;
-    let views = cluster.wait_for(TOPIC, Duration::from_secs(30), "leaders", |v| {
-        v.len() == 3 && v.iter().all(|p| p.leader > 0)
-    })?;
-    // A partition led by another broker than the transaction coordinator.
-    let (partition, leader) = views
-        .iter()
-        .enumerate()
-        .find(|(_, p)| p.leader != coordinator)
-        .map(|(i, p)| (i32::try_from(i).unwrap_or(0), p.leader))
-        .context("every partition is led by the coordinator")?;
-
-    let mut txn = Client::connect(cluster.node(coordinator))?;
-    let init = txn.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str(TXN_ID))))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
-        4,
-    )?;
-    ensure!(init.error_code == 0, "InitProducerId: {}", init.error_code);
-    let producer = (init.producer_id.0, init.producer_epoch);
-    let added = txn.send(
-        &AddPartitionsToTxnRequest::default()
-            .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(TXN_ID)))
-            .with_v3_and_below_producer_id(ProducerId(producer.0))
-            .with_v3_and_below_producer_epoch(producer.1)
-            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                .with_partitions(vec![partition])]),
-        3,
-    )?;
-    let add_error =
-        added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
-    ensure!(add_error == 0, "AddPartitionsToTxn: {add_error}");
+    let (placement, (pid, epoch)) = txn::open(&mut cluster, TOPIC, TXN_ID)?;
+    let txn::Placement {
+        coordinator,
+        partition,
+        leader,
+    } = placement;
 
     let requests = (0..PIPELINED)
-        .map(|sequence| produce(partition, producer, sequence))
+        .map(|sequence| {
+            let value = Bytes::from(format!("seq-{sequence}"));
+            let records = txn::one_record(Some((pid, epoch, sequence)), value)?;
+            Ok(txn::produce(
+                (TOPIC, partition),
+                records,
+                Some(TXN_ID),
+                10_000,
+            ))
+        })
         .collect::<Result<Vec<_>>>()?;
     let responses = Client::connect(cluster.node(leader))?.send_pipelined(&requests, 9)?;
     let answers: Vec<(i16, i64)> = responses

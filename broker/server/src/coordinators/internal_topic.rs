@@ -24,6 +24,7 @@ use chronik_protocol::records::{read_records, SimpleRecord};
 use kafka_protocol::error::ResponseError;
 use prometheus_client::metrics::counter::Counter;
 
+use crate::replica::write::WritePath;
 use crate::replica::ReplicaManager;
 
 const REPLAY_CHUNK: usize = 1024 * 1024;
@@ -75,7 +76,7 @@ pub fn open_partition(log: &LogManager, topic: &str) -> anyhow::Result<Arc<Parti
 #[derive(Clone)]
 pub struct InternalPartition {
     log: Arc<LogManager>,
-    replicas: Arc<ReplicaManager>,
+    writes: Arc<WritePath>,
     topic: &'static str,
 }
 
@@ -91,14 +92,14 @@ impl InternalPartition {
     /// `open_partition`, and the partition as it is now (to replay).
     pub fn open(
         log: &Arc<LogManager>,
-        replicas: &Arc<ReplicaManager>,
+        writes: &Arc<WritePath>,
         topic: &'static str,
     ) -> anyhow::Result<(InternalPartition, Arc<PartitionLog>)> {
         let now = open_partition(log, topic)?;
         Ok((
             InternalPartition {
                 log: log.clone(),
-                replicas: replicas.clone(),
+                writes: writes.clone(),
                 topic,
             },
             now,
@@ -112,7 +113,7 @@ impl InternalPartition {
 
     /// The replicas this partition is written through.
     pub fn replicas(&self) -> &Arc<ReplicaManager> {
-        &self.replicas
+        self.writes.replicas()
     }
 
     /// `current`, or an error naming the topic (for replays).
@@ -126,7 +127,7 @@ impl InternalPartition {
     pub async fn append(&self, batch: Vec<u8>, timeout: Duration) -> Result<(), ResponseError> {
         self.current()
             .ok_or(ResponseError::CoordinatorLoadInProgress)?;
-        append_records(&self.replicas, self.topic, 0, batch, timeout).await
+        append_records(&self.writes, self.topic, 0, batch, timeout).await
     }
 }
 
@@ -170,14 +171,14 @@ impl Loaded {
 /// what the coordinator answers (Kafka's mapping for offset commits and
 /// transaction-state writes).
 pub async fn append_records(
-    replicas: &Arc<ReplicaManager>,
+    writes: &WritePath,
     topic: &str,
     partition: i32,
     batch: Vec<u8>,
     timeout: Duration,
 ) -> Result<(), ResponseError> {
-    replicas
-        .write(topic, partition, batch, timeout)
+    writes
+        .write_internal(topic, partition, batch, timeout)
         .await
         .map(drop)
         .map_err(|(error, message)| {

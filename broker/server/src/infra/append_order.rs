@@ -8,7 +8,9 @@
 //! Owns: `AppendOrder` (per connection: hands out turns in arrival order) and
 //! `AppendTurn` (a request waits for the previous Produce's appends, then
 //! lets the next one go; dropping it lets the next one go too). Only the
-//! appends are ordered: waiting for durability and the ISR overlaps.
+//! appends are ordered: waiting for durability and the ISR overlaps. A
+//! request whose deadline passes while it waits hands its turn on
+//! (`hand_on`) rather than letting the next one jump the queue.
 //! The group manager uses the same turns for the KIP-848 groups' records
 //! (`coordinators::groups::consumer_group_writes`). Must not: order
 //! anything but appends.
@@ -47,11 +49,27 @@ impl AppendTurn {
     }
 
     /// Waits until every earlier Produce of the connection has appended.
+    /// Cancel-safe: a wait given up (at a deadline) keeps the turn's place.
     pub async fn wait(&mut self) {
-        if let Some(previous) = self.after.take() {
+        if let Some(previous) = self.after.as_mut() {
             // Err: the previous request ended without `appended` (dropped).
             let _ = previous.await;
+            self.after = None;
         }
+    }
+
+    /// Gives up this turn without appending, keeping the order: the next
+    /// request goes once every earlier one has appended, not before (each
+    /// earlier one waits within its own deadline, so this ends too).
+    pub fn hand_on(mut self) {
+        if self.after.is_none() {
+            self.appended();
+            return;
+        }
+        tokio::spawn(async move {
+            self.wait().await;
+            self.appended();
+        });
     }
 
     /// This request's appends are done: the next Produce may append.
@@ -91,5 +109,25 @@ mod tests {
         assert!(ready(second.wait()));
         drop(second);
         assert!(ready(third.wait()), "a dropped turn held the next one");
+    }
+
+    #[tokio::test]
+    async fn a_turn_handed_on_lets_the_next_go_only_after_the_earlier_appends() {
+        let mut order = AppendOrder::default();
+        let mut first = order.next_turn();
+        let mut second = order.next_turn();
+        let mut third = order.next_turn();
+        assert!(ready(first.wait()));
+        assert!(!ready(second.wait()), "a given-up wait lost its place");
+        second.hand_on();
+        tokio::task::yield_now().await;
+        assert!(
+            !ready(third.wait()),
+            "the turn handed on let the third append before the first"
+        );
+        first.appended();
+        tokio::time::timeout(std::time::Duration::from_secs(5), third.wait())
+            .await
+            .expect("the third turn comes once the first has appended");
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use chronik_log::LogManager;
 
 use crate::infra::metrics_cluster::ClusterMetrics;
-use crate::replica::ReplicaManager;
+use crate::infra::metrics_cluster::ReplicationSnapshot;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -311,8 +311,13 @@ impl Metrics {
 
     /// Copies per-partition offsets from the log (and replication state) into gauges, then renders
     /// the Prometheus text exposition.
-    pub fn render(&self, log: &LogManager, replicas: &ReplicaManager) -> String {
-        self.cluster.refresh(replicas);
+    pub fn render(
+        &self,
+        log: &LogManager,
+        replication: &ReplicationSnapshot,
+        quorum: &chronik_metadata::ControllerStatus,
+    ) -> String {
+        self.cluster.refresh(replication, quorum);
         self.log_end_offset.clear();
         self.high_watermark.clear();
         self.log_start_offset.clear();

@@ -1,11 +1,10 @@
 //! Replication and metadata-quorum metrics (`chronik_cluster_*`), refreshed
-//! at scrape time from the replica manager. A broker started without
+//! at scrape time from a `ReplicationSnapshot` (the replica manager builds
+//! it) and the quorum's status. A broker started without
 //! `--peers` is a quorum of one and exports the same metrics, so dashboards
 //! and alerts work the same for one node and for many.
 //!
 //! Owns: these metrics' names and help texts. Must not: change state.
-
-use std::sync::atomic::Ordering;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -13,7 +12,31 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::infra::metric_labels::PartitionLabels;
-use crate::replica::ReplicaManager;
+
+/// One partition's replication gauges.
+#[derive(Debug, Clone)]
+pub struct PartitionGauges {
+    pub topic: String,
+    pub partition: i32,
+    /// The ISR's size where this broker leads.
+    pub isr_size: Option<usize>,
+    /// Messages behind the leader where this broker follows.
+    pub lag: Option<i64>,
+}
+
+/// The replication state the metrics show, read at scrape time.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicationSnapshot {
+    pub under_replicated: i64,
+    pub offline: i64,
+    pub log_dir_offline: bool,
+    pub log_dir_failures: u64,
+    pub partitions: Vec<PartitionGauges>,
+    pub leader_changes: u64,
+    pub isr_shrinks: u64,
+    pub isr_expands: u64,
+    pub records_replicated: u64,
+}
 
 #[derive(Debug, Default)]
 pub struct ClusterMetrics {
@@ -124,41 +147,38 @@ impl ClusterMetrics {
         self.quorum.register(r);
     }
 
-    pub fn refresh(&self, manager: &ReplicaManager) {
+    pub fn refresh(
+        &self,
+        snapshot: &ReplicationSnapshot,
+        status: &chronik_metadata::ControllerStatus,
+    ) {
         self.isr_size.clear();
         self.replica_lag_messages.clear();
-        let (under, offline) = manager.under_replicated_and_offline();
-        self.under_replicated_partitions.set(under);
-        self.offline_partitions.set(offline);
+        self.under_replicated_partitions
+            .set(snapshot.under_replicated);
+        self.offline_partitions.set(snapshot.offline);
         self.offline_log_directory_count
-            .set(i64::from(manager.log_dir_offline()));
-        catch_up(&self.log_dir_failures, manager.log_dir_failures());
-        for replica in manager.all_replicas() {
+            .set(i64::from(snapshot.log_dir_offline));
+        catch_up(&self.log_dir_failures, snapshot.log_dir_failures);
+        for p in &snapshot.partitions {
             let labels = PartitionLabels {
-                topic: replica.topic.clone(),
-                partition: replica.partition.to_string(),
+                topic: p.topic.clone(),
+                partition: p.partition.to_string(),
             };
-            if let Some((isr, _)) = replica.leader_isr() {
+            if let Some(isr) = p.isr_size {
                 self.isr_size
                     .get_or_create(&labels)
                     .set(i64::try_from(isr).unwrap_or(0));
             }
-            if let Some(lag) = replica.follower_lag() {
+            if let Some(lag) = p.lag {
                 self.replica_lag_messages.get_or_create(&labels).set(lag);
             }
         }
-        let stats = &manager.stats;
-        catch_up(
-            &self.leader_changes,
-            stats.leader_changes.load(Ordering::Relaxed),
-        );
-        catch_up(&self.isr_shrinks, stats.isr_shrinks.load(Ordering::Relaxed));
-        catch_up(&self.isr_expands, stats.isr_expands.load(Ordering::Relaxed));
-        catch_up(
-            &self.records_replicated,
-            stats.records_replicated.load(Ordering::Relaxed),
-        );
-        self.quorum.refresh(&manager.cluster.status());
+        catch_up(&self.leader_changes, snapshot.leader_changes);
+        catch_up(&self.isr_shrinks, snapshot.isr_shrinks);
+        catch_up(&self.isr_expands, snapshot.isr_expands);
+        catch_up(&self.records_replicated, snapshot.records_replicated);
+        self.quorum.refresh(status);
     }
 }
 

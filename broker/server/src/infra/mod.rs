@@ -1,7 +1,7 @@
-//! What every room uses and no request decides: Prometheus metrics
-//! (`metrics`, the replication and quorum ones read from the replica
-//! manager at scrape time in `metrics_cluster`, their shared label sets in
-//! `metric_labels`), the global allocator (`alloc_guard`), bounded CPU
+//! The bottom room, importing no other: Prometheus metrics (`metrics`; the
+//! replication and quorum ones in `metrics_cluster`, refreshed at scrape
+//! time from a `ReplicationSnapshot` the replica manager builds and the
+//! quorum's status; their shared label sets in `metric_labels`), the global allocator (`alloc_guard`), bounded CPU
 //! work kept in request order (`blocking`) and appends kept in the order
 //! they were decided (`append_order`: a connection's Produce requests, the
 //! KIP-848 groups' records). Must not: decide what a request

@@ -65,7 +65,7 @@ use crate::broker::Broker;
 use crate::infra::append_order::{AppendOrder, AppendTurn};
 use crate::infra::metrics::{ApiLabels, ReasonLabels};
 use crate::network::connection_limits::ConnectionSlot;
-use crate::requests::handlers::{self, RequestContext};
+use crate::requests::handlers::RequestContext;
 use crate::security::sasl::session::{Admission, SaslSession};
 use crate::security::{KafkaPrincipal, ListenerContext};
 
@@ -630,7 +630,7 @@ async fn run_request(
     let correlation_id = request.correlation_id();
     let version = request.version();
     let span = tracing::debug_span!("request", api, version, correlation_id);
-    let answer = handlers::handle(&broker, request, &context, turn, request_bytes)
+    let answer = crate::broker::dispatch::handle(&broker, request, &context, turn, request_bytes)
         .instrument(span)
         .await;
     let mute = Duration::from_millis(answer.throttle_ms);

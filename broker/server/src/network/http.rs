@@ -33,10 +33,14 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
         .metrics
         .produce_memory_in_use_bytes
         .set(i64::try_from(broker.produce_memory_in_use()).unwrap_or(i64::MAX));
-    let body =
-        tokio::task::spawn_blocking(move || broker.metrics.render(&broker.log, &broker.replicas))
-            .await
-            .unwrap_or_default();
+    let body = tokio::task::spawn_blocking(move || {
+        let replication = broker.replicas.metrics_snapshot();
+        broker
+            .metrics
+            .render(&broker.log, &replication, &broker.cluster.status())
+    })
+    .await
+    .unwrap_or_default();
     (
         [(
             header::CONTENT_TYPE,

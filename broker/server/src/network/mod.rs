@@ -1,15 +1,13 @@
-//! Bytes in and out: the Kafka connections, the raft port's security, the
-//! HTTP endpoint.
+//! Bytes in and out: the Kafka connections and the HTTP endpoint.
 //!
 //! Owns: `connection` (framing, pipelining, backpressure, read deadlines,
 //! in-order responses), `connection_limits` (`max.connections` and the caps
 //! on connections not yet logged in), `request_size` (the bounded frame
-//! reader), `controller_listener` (what the raft port speaks) and `http`
+//! reader) and `http`
 //! (`/metrics`, `/health`, `/ready`). Must not: know what a request means
 //! (`requests` does).
 
 pub mod connection;
 pub mod connection_limits;
-pub mod controller_listener;
 pub mod http;
 pub mod request_size;

@@ -7,16 +7,14 @@
 use chronik_log::PartitionLog;
 use kafka_protocol::error::ResponseError;
 
-use crate::replica::ReplicaManager;
+use crate::replica::Replica;
 
-pub fn consumer_high_watermark(
-    replicas: &ReplicaManager,
-    log: &PartitionLog,
-) -> Result<i64, ResponseError> {
-    match replicas.replica(log.topic(), log.partition()) {
-        None => Err(ResponseError::NotLeaderOrFollower),
-        Some(replica) => Ok(replica.consumer_high_watermark()?.min(log.durable_offset())),
-    }
+/// What consumers may read below on `replica` (NOT_LEADER_OR_FOLLOWER off
+/// the leader).
+pub fn consumer_high_watermark(replica: &Replica) -> Result<i64, ResponseError> {
+    Ok(replica
+        .consumer_high_watermark()?
+        .min(replica.log.durable_offset()))
 }
 
 /// Kafka's last stable offset given the partition's high watermark.

@@ -341,7 +341,7 @@ impl Replica {
     /// fetched within replica.lag.time.max.ms: when the quorum cannot commit
     /// an ISR shrink (two of three nodes down), dead followers stay in the
     /// committed ISR, and acks=all must still be refused rather than hang.
-    pub fn append_as_leader(
+    pub fn append_if_leader(
         &self,
         acks_all: bool,
         now: Millis,
@@ -457,15 +457,14 @@ impl Replica {
     }
 
     /// A follower's fetch at `fetch_offset`, reporting its log start offset
-    /// (negative: not reported). Returns the high watermark to report and
-    /// the actions to perform.
+    /// (negative: not reported). Returns the actions to perform.
     pub fn follower_fetch(
         &self,
         replica_id: i32,
         (fetch_offset, log_start_offset): (i64, i64),
         current_leader_epoch: i32,
         now: Millis,
-    ) -> Result<(i64, Vec<LeaderAction>), ResponseError> {
+    ) -> Result<Vec<LeaderAction>, ResponseError> {
         let mut inner = self.lock();
         let Role::Leader(state) = &mut inner.role else {
             return Err(ResponseError::NotLeaderOrFollower);
@@ -478,9 +477,23 @@ impl Replica {
                 ResponseError::NotLeaderOrFollower
             })?;
         actions.extend(state.follower_log_start_offset(replica_id, log_start_offset));
-        let hw = state.high_watermark();
         remember_hw(&mut inner, &actions);
-        Ok((hw, actions))
+        Ok(actions)
+    }
+
+    /// The high watermark a follower's fetch in `current_leader_epoch` is
+    /// told (a read: the fetch's position was recorded on arrival).
+    /// NOT_LEADER_OR_FOLLOWER off the leader, or the epoch's error.
+    pub fn high_watermark_for_follower(
+        &self,
+        current_leader_epoch: i32,
+    ) -> Result<i64, ResponseError> {
+        let inner = self.lock();
+        let Role::Leader(state) = &inner.role else {
+            return Err(ResponseError::NotLeaderOrFollower);
+        };
+        check_current_epoch(current_leader_epoch, state.leader_epoch())?;
+        Ok(state.high_watermark())
     }
 
     /// Kafka's low watermark (`PartitionReplicaState::low_watermark`) with
@@ -721,7 +734,7 @@ impl Replica {
 /// An asker's current leader epoch against this leader's: older is fenced,
 /// newer is unknown (this broker has not seen that leadership yet).
 /// acks=all needs min.insync.replicas in the ISR, counting only members
-/// that fetched within replica.lag.time.max.ms (see `append_as_leader`).
+/// that fetched within replica.lag.time.max.ms (see `append_if_leader`).
 fn check_min_isr(
     state: &PartitionReplicaState,
     now: Millis,

@@ -1,28 +1,36 @@
 //! The write path: the one way records enter a partition this broker leads
 //! — client Produce, offset commits, transaction state and transaction
-//! markers alike.
+//! markers alike — and the one way its log start moves (DeleteRecords).
 //!
-//! Owns: appending as leader (the replica looked up once and its log the
-//! only handle; leadership, leader epoch, min.insync.replicas and the log
-//! write done together under the partition's lock; batches stamped with
-//! the epoch), the log's errors as Kafka's codes, and the wait that follows
-//! an append — durable here (group-commit fsync), then in every ISR member
-//! (acks=all) — under one deadline, a failed fsync answered
-//! KAFKA_STORAGE_ERROR and a passed deadline REQUEST_TIMED_OUT, each in one
-//! place. Must not: decode or validate client batches (Produce does that
-//! first), or wait past the deadline it is given.
+//! Owns: `WritePath` and a request's `Write` under it, with one deadline
+//! (the request's timeout from its arrival, at most `purgatory::MAX_WAIT`)
+//! over everything the request waits for: the connection's append turn,
+//! KIP-890 verification with the transaction coordinator, then — after the
+//! append as leader (the replica looked up once and its log the only
+//! handle; leadership, leader epoch, min.insync.replicas and the log write
+//! done together under the partition's lock; batches stamped with the
+//! epoch) — durability here (the group-commit fsync, whose `on_flush`
+//! wake-up is registered here) and every ISR member's copy (acks=all, woken
+//! by the follower-fetch record in `isr`). A passed deadline answers
+//! REQUEST_TIMED_OUT and a failed fsync KAFKA_STORAGE_ERROR, each in one
+//! place; the log's errors become Kafka's codes here. Must not: decode or
+//! validate client batches (Produce does that first), or wait past the
+//! deadline it is given.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronik_log::{AppendInfo, Error as LogError, FlushPolicy, PartitionLog};
+use chronik_log::{AppendInfo, Error as LogError, FlushPolicy, LogManager, OnFlush, PartitionLog};
 use chronik_protocol::record_batch::{parse_batches, set_partition_leader_epoch};
 use chronik_protocol::BatchHeader;
 use kafka_protocol::error::ResponseError;
 use tokio::time::Instant;
 use tracing::warn;
 
+use super::purgatory::{Purgatory, MAX_WAIT};
 use super::{Replica, ReplicaManager};
+use crate::infra::append_order::AppendTurn;
 
 /// A Kafka error code and the message sent with it.
 pub type AppendError = (ResponseError, String);
@@ -43,7 +51,67 @@ pub enum Acks {
     All,
 }
 
-impl ReplicaManager {
+/// What the group-commit flusher calls with the partitions it made durable:
+/// the requests parked on them (acks waiting for the fsync) are woken. The
+/// log is opened with it, before the write path exists.
+pub fn on_flush(purgatory: &Arc<Purgatory>) -> OnFlush {
+    let purgatory = purgatory.clone();
+    Arc::new(move |progressed: &[Arc<PartitionLog>]| {
+        for log in progressed {
+            purgatory.wake(log);
+        }
+    })
+}
+
+/// Appends as leader and waits for what acks ask, for every writer.
+pub struct WritePath {
+    replicas: Arc<ReplicaManager>,
+    purgatory: Arc<Purgatory>,
+    /// Whether an append waits for the group-commit fsync.
+    fsync: bool,
+}
+
+impl std::fmt::Debug for WritePath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WritePath")
+            .field("fsync", &self.fsync)
+            .finish()
+    }
+}
+
+/// One request's writes: everything it waits for ends at `deadline`.
+pub struct Write<'a> {
+    path: &'a WritePath,
+    deadline: Instant,
+}
+
+impl WritePath {
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        purgatory: Arc<Purgatory>,
+        log: &LogManager,
+    ) -> WritePath {
+        WritePath {
+            replicas,
+            purgatory,
+            fsync: !matches!(log.flush_policy(), FlushPolicy::Never),
+        }
+    }
+
+    /// The replicas written through.
+    pub fn replicas(&self) -> &Arc<ReplicaManager> {
+        &self.replicas
+    }
+
+    /// A request's writes, under one deadline `timeout` from now (at most
+    /// `MAX_WAIT`).
+    pub fn begin(&self, timeout: Duration) -> Write<'_> {
+        Write {
+            path: self,
+            deadline: Instant::now() + timeout.min(MAX_WAIT),
+        }
+    }
+
     /// The replica of `topic`/`partition` that records are written to here:
     /// NOT_LEADER_OR_FOLLOWER until this broker has been assigned it.
     pub fn replica_to_write(
@@ -51,18 +119,99 @@ impl ReplicaManager {
         topic: &str,
         partition: i32,
     ) -> Result<Arc<Replica>, AppendError> {
-        self.replica(topic, partition).ok_or((
+        self.replicas.replica(topic, partition).ok_or((
             ResponseError::NotLeaderOrFollower,
             "partition not yet assigned here".into(),
         ))
+    }
+
+    /// The broker's own acks=all write of `batch` (built here, not by a
+    /// client) to `topic`/`partition`: answered once it is durable here and
+    /// in every ISR member, within `timeout`.
+    pub async fn write_internal(
+        &self,
+        topic: &str,
+        partition: i32,
+        mut batch: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<AppendInfo, AppendError> {
+        let write = self.begin(timeout);
+        let headers = parse_batches(&batch).map_err(|e| {
+            tracing::error!(error = %e, "encoding an internal batch");
+            (ResponseError::UnknownServerError, e.to_string())
+        })?;
+        let replica = self.replica_to_write(topic, partition)?;
+        let mut outcome = write.append(&replica, &mut batch, &headers, Acks::All);
+        write.await_acks(vec![&mut outcome], Acks::All).await;
+        outcome.map(|a| a.info)
+    }
+
+    /// DeleteRecords on a partition led here: moves `replica`'s log start
+    /// to `offset` (off the async workers), then wakes what waits on it —
+    /// followers parked in Fetch learn the new log start, and the request's
+    /// own wait for the replicas' low watermark re-checks.
+    pub async fn delete_records_before(
+        &self,
+        replica: &Arc<Replica>,
+        offset: i64,
+    ) -> Result<(), ResponseError> {
+        let log = replica.log.clone();
+        let moved = tokio::task::spawn_blocking(move || log.delete_records_before(offset))
+            .await
+            .map_err(|_| ResponseError::UnknownServerError)?;
+        moved.map_err(|e| {
+            warn!(topic = replica.topic, partition = replica.partition, error = %e, "DeleteRecords failed");
+            match e {
+                LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+                LogError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+                _ => ResponseError::KafkaStorageError,
+            }
+        })?;
+        self.purgatory.wake(&replica.log);
+        Ok(())
+    }
+}
+
+impl Write<'_> {
+    /// When this request's waits end.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Waits for the connection's earlier Produce requests to append. At
+    /// the deadline: REQUEST_TIMED_OUT, and the turn is handed on (the
+    /// next request still appends after the earlier ones, never before).
+    pub async fn wait_turn(&self, turn: &mut AppendTurn) -> Result<(), AppendError> {
+        if tokio::time::timeout_at(self.deadline, turn.wait())
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        std::mem::take(turn).hand_on();
+        Err((
+            ResponseError::RequestTimedOut,
+            "the connection's earlier requests did not append within this request's timeout".into(),
+        ))
+    }
+
+    /// Runs KIP-890's verification `check` within the deadline:
+    /// REQUEST_TIMED_OUT when the coordinator has not answered by then.
+    pub async fn verify(
+        &self,
+        check: impl Future<Output = Result<(), ResponseError>>,
+    ) -> Result<(), ResponseError> {
+        tokio::time::timeout_at(self.deadline, check)
+            .await
+            .unwrap_or(Err(ResponseError::RequestTimedOut))
     }
 
     /// Appends `batch` (whose batches `headers` describe) to `replica`'s log
     /// as its leader: NOT_LEADER_OR_FOLLOWER unless this broker leads it,
     /// and with `Acks::All` NOT_ENOUGH_REPLICAS while its ISR is below
     /// min.insync.replicas. Every batch is stamped with the leader epoch.
-    pub fn append_as_leader(
-        self: &Arc<Self>,
+    pub fn append(
+        &self,
         replica: &Arc<Replica>,
         batch: &mut [u8],
         headers: &[BatchHeader],
@@ -75,10 +224,11 @@ impl ReplicaManager {
             }
             log.append(batch, headers).map_err(|e| log_error(log, e))
         };
-        let (info, actions) = replica.append_as_leader(acks == Acks::All, self.now(), write)?;
-        self.perform(replica, actions);
+        let replicas = &self.path.replicas;
+        let (info, actions) = replica.append_if_leader(acks == Acks::All, replicas.now(), write)?;
+        replicas.perform(replica, actions);
         // Wake followers parked in Fetch on it (and, without fsync, waiting acks).
-        self.purgatory.wake(log);
+        self.path.purgatory.wake(log);
         Ok(Appended {
             replica: replica.clone(),
             info,
@@ -90,37 +240,33 @@ impl ReplicaManager {
     /// ISR member — or fails it with the reason: KAFKA_STORAGE_ERROR (fsync
     /// failed, the partition went offline), NOT_ENOUGH_REPLICAS_AFTER_APPEND
     /// or NOT_LEADER_OR_FOLLOWER (the leader's verdict), REQUEST_TIMED_OUT
-    /// at `deadline`. Never waits past `deadline`.
+    /// at the deadline. Never waits past it.
     pub async fn await_acks(
         &self,
         mut outcomes: Vec<&mut Result<Appended, AppendError>>,
         acks: Acks,
-        deadline: Instant,
     ) {
-        if !matches!(self.log.flush_policy(), FlushPolicy::Never) {
-            self.await_durable(&mut outcomes, deadline).await;
+        if self.path.fsync {
+            self.await_durable(&mut outcomes).await;
         }
         if acks == Acks::All {
-            self.await_isr(&mut outcomes, deadline).await;
+            self.await_isr(&mut outcomes).await;
         }
     }
 
     /// The group-commit flusher has made each partition durable past its
     /// append (or one went offline: its data never will be).
-    async fn await_durable(
-        &self,
-        outcomes: &mut [&mut Result<Appended, AppendError>],
-        deadline: Instant,
-    ) {
+    async fn await_durable(&self, outcomes: &mut [&mut Result<Appended, AppendError>]) {
         let pending: Vec<(Arc<PartitionLog>, i64)> = outcomes
             .iter()
             .filter_map(|o| o.as_ref().ok())
             .map(|a| (a.replica.log.clone(), a.info.log_end_offset))
             .collect();
         let short = |(log, end): &(Arc<PartitionLog>, i64)| log.durable_offset() < *end;
-        self.purgatory
+        self.path
+            .purgatory
             .park_until(
-                deadline,
+                self.deadline,
                 || pending.iter().map(|(log, _)| log.clone()).collect(),
                 || {
                     !pending.iter().any(short)
@@ -147,11 +293,7 @@ impl ReplicaManager {
     }
 
     /// acks=all: every ISR member has each partition's records.
-    async fn await_isr(
-        &self,
-        outcomes: &mut [&mut Result<Appended, AppendError>],
-        deadline: Instant,
-    ) {
+    async fn await_isr(&self, outcomes: &mut [&mut Result<Appended, AppendError>]) {
         let logs: Vec<Arc<PartitionLog>> = outcomes
             .iter()
             .filter_map(|o| o.as_ref().ok())
@@ -174,8 +316,9 @@ impl ReplicaManager {
             !waiting
         };
         if self
+            .path
             .purgatory
-            .park_until(deadline, || logs, &mut check)
+            .park_until(self.deadline, || logs, &mut check)
             .await
         {
             return;
@@ -188,28 +331,6 @@ impl ReplicaManager {
                 ));
             }
         }
-    }
-
-    /// The broker's own acks=all write of `batch` (built here, not by a
-    /// client) to `topic`/`partition`: answered once it is durable here and
-    /// in every ISR member, within `timeout`.
-    pub async fn write(
-        self: &Arc<Self>,
-        topic: &str,
-        partition: i32,
-        mut batch: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<AppendInfo, AppendError> {
-        let deadline = Instant::now() + timeout;
-        let headers = parse_batches(&batch).map_err(|e| {
-            tracing::error!(error = %e, "encoding an internal batch");
-            (ResponseError::UnknownServerError, e.to_string())
-        })?;
-        let replica = self.replica_to_write(topic, partition)?;
-        let mut outcome = self.append_as_leader(&replica, &mut batch, &headers, Acks::All);
-        self.await_acks(vec![&mut outcome], Acks::All, deadline)
-            .await;
-        outcome.map(|a| a.info)
     }
 }
 

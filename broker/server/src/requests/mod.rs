@@ -1,7 +1,8 @@
 //! What a Kafka request means: the handlers, the ACL checks in front of
 //! them, and what the handlers share.
 //!
-//! Owns: `handlers/` (one file per Kafka API, and the dispatch), `authorize/`
+//! Owns: `handlers/` (one file per Kafka API; `broker::dispatch` calls
+//! them), `authorize/`
 //! (which ACL each API needs, asked before a handler runs), `errors/` (how
 //! a coordinator's or the quorum's failure reads as a Kafka error code),
 //! `topics/` (looking topics up, their configs and the caps on creating

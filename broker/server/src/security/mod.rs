@@ -14,14 +14,21 @@
 //!   side of PLAIN and SCRAM is the `chronik-sasl` crate.
 //! - `client`    — the inter-broker protocol on this broker's outgoing
 //!   connections to other brokers.
+//! - `controller_listener` — what the raft port speaks beneath the
+//!   cluster-secret handshake (PLAINTEXT or mutual TLS).
+//! - `authorizer` — the ACL authorizer's flags and `Authorizer::allows`
+//!   (which ACL each API needs is `requests::authorize`'s).
+//! - `request_context` — who sent a request (peer, listener, principal).
 //!
 //! Owns: turning the configuration into what connections need
-//! (`Security`, `ListenerContext`, `InterBrokerSecurity`). Must not:
-//! authorize requests (no ACLs here), or read frames beyond the SASL gate.
+//! (`Security`, `ListenerContext`, `InterBrokerSecurity`), and answering
+//! whether a principal holds an ACL. Must not: decide which ACL a request
+//! needs (`requests::authorize`), or read frames beyond the SASL gate.
 
 pub mod args;
 pub mod authorizer;
 pub mod client;
+pub mod controller_listener;
 pub mod listeners;
 pub mod principal;
 pub mod request_context;

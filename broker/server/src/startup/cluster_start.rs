@@ -17,11 +17,12 @@ use chronik_metadata::{
 };
 use tracing::info;
 
+use crate::config::Config;
 use crate::coordinators::groups::OFFSETS_TOPIC;
 use crate::coordinators::txn::TXN_TOPIC;
 use crate::replica::purgatory::Purgatory;
-use crate::replica::ReplicaManager;
-use crate::startup::config::Config;
+use crate::replica::throttle::ReplicationThrottle;
+use crate::replica::{ReplicaDeps, ReplicaManager};
 use crate::startup::join_diagnosis::JoinDiagnosis;
 
 /// How long a node waits for the quorum (and, on the very first start, for
@@ -31,6 +32,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(300);
 /// What joining the cluster yields.
 pub struct Joined {
     pub replicas: Arc<ReplicaManager>,
+    /// The metadata quorum joined.
+    pub cluster: Arc<Cluster>,
+    /// Replication throttles, shared by the fetchers and the Fetch handler.
+    pub throttle: Arc<ReplicationThrottle>,
     /// The host and port put in Metadata responses.
     pub advertised: (String, u16),
     /// The quorum's cluster id (the same on every node).
@@ -76,7 +81,7 @@ pub async fn start(
         // `--listen`: registered as before, host and port alone.
         false => Default::default(),
     };
-    let controller_security = crate::network::controller_listener::load(
+    let controller_security = crate::security::controller_listener::load(
         config.controller_protocol,
         &config.security,
         !config.single_voter(),
@@ -142,15 +147,17 @@ pub async fn start(
     }
     diagnosis.waiting_for("creating the local logs of the metadata image");
 
-    let manager = ReplicaManager::new(
-        config.node_id,
-        cluster.clone(),
-        log.clone(),
-        usize::try_from(config.min_insync_replicas).unwrap_or(1),
-        config.replica_lag_time_max_ms,
-        purgatory.clone(),
+    let throttle = Arc::new(ReplicationThrottle::new(config.node_id));
+    let manager = ReplicaManager::new(ReplicaDeps {
+        node_id: config.node_id,
+        cluster: cluster.clone(),
+        log: log.clone(),
+        default_min_insync: usize::try_from(config.min_insync_replicas).unwrap_or(1),
+        replica_lag_time_max_ms: config.replica_lag_time_max_ms,
+        purgatory: purgatory.clone(),
+        throttle: throttle.clone(),
         inter_broker,
-    );
+    });
     let image = cluster.image();
     let first = manager.clone();
     tokio::task::spawn_blocking(move || first.sync(&image))
@@ -163,6 +170,8 @@ pub async fn start(
     );
     Ok(Joined {
         replicas: manager,
+        cluster,
+        throttle,
         advertised,
         cluster_id,
     })

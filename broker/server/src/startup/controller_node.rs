@@ -25,9 +25,9 @@ use chronik_metadata::Cluster;
 use prometheus_client::registry::Registry;
 use tracing::info;
 
+use crate::config::Config;
 use crate::infra::metrics_cluster::QuorumMetrics;
 use crate::startup::cluster_start::{cluster_config, cluster_peers, load_secret};
-use crate::startup::config::Config;
 
 #[derive(Clone)]
 struct HttpState {
@@ -55,7 +55,7 @@ pub async fn run(
         .await
         .with_context(|| format!("binding the metrics listener on {}", config.metrics_listen))?;
     let http_addr = http_listener.local_addr()?;
-    let security = crate::network::controller_listener::load(
+    let security = crate::security::controller_listener::load(
         config.controller_protocol,
         &config.security,
         !config.single_voter(),

@@ -1,9 +1,8 @@
-//! Start-up and shutdown: the flags, the bounds they set, starting a node
-//! (log recovery, joining the metadata quorum, the listeners) and stopping it
-//! in order.
+//! Start-up and shutdown: starting a node (log recovery, joining the
+//! metadata quorum, the listeners) from its `Config` (`crate::config`) and
+//! stopping it in order.
 //!
-//! Owns: `config` (clap args, every flag also `CHRONIK_*`), `limits` (every bound a
-//! client cannot push the broker past), `server` (a broker's start-up and ordered
+//! Owns: `server` (a broker's start-up and ordered
 //! shutdown), `cluster_start` (joining the quorum, the cluster id, the internal
 //! topics, the first sync), `controller_node` (a controller-only node),
 //! `meta_properties` (the data directory's cluster, node and directory ids) and
@@ -11,9 +10,7 @@
 //! serve a request.
 
 pub mod cluster_start;
-pub mod config;
 pub mod controller_node;
 pub mod join_diagnosis;
-pub mod limits;
 pub mod meta_properties;
 pub mod server;

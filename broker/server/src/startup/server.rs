@@ -18,6 +18,7 @@ use tokio::sync::{broadcast, mpsc, Semaphore};
 use tracing::{error, info, warn};
 
 use crate::broker::Broker;
+use crate::config::Config;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
 use crate::coordinators::producer_ids::ProducerIdAllocator;
 use crate::coordinators::txn::store::TxnStore;
@@ -28,10 +29,11 @@ use crate::network::connection;
 use crate::network::connection_limits::ConnectionLimiter;
 use crate::network::http::{app, HttpState};
 use crate::replica::purgatory::Purgatory;
+use crate::replica::write::WritePath;
 use crate::requests::fetch_sessions::FetchSessionCache;
 use crate::security::authorizer::Authorizer;
-use crate::startup::config::Config;
 use chronik_coordinator_state::{ConsumerGroupConfig, GroupConfig};
+use chronik_metadata::Cluster;
 
 /// Runs the broker until `shutdown` resolves.
 pub async fn run(
@@ -42,14 +44,7 @@ pub async fn run(
     let meta = crate::startup::meta_properties::load_or_create(&config.data_dir, config.node_id)?;
 
     let purgatory = Arc::new(Purgatory::new());
-    let on_flush: chronik_log::OnFlush = {
-        let purgatory = purgatory.clone();
-        Arc::new(move |progressed: &[Arc<chronik_log::PartitionLog>]| {
-            for log in progressed {
-                purgatory.wake(log);
-            }
-        })
-    };
+    let on_flush = crate::replica::write::on_flush(&purgatory);
     let log_config = LogManagerConfig {
         data_dir: config.data_dir.clone(),
         default_log_config: LogConfig {
@@ -113,8 +108,14 @@ pub async fn run(
         &config, &log, &purgatory, &meta, kafka_port, &bound, &security,
     )
     .await?;
-    let (replicas, advertised, cluster_id) =
-        (joined.replicas, joined.advertised, joined.cluster_id);
+    let (replicas, cluster, throttle, advertised, cluster_id) = (
+        joined.replicas,
+        joined.cluster,
+        joined.throttle,
+        joined.advertised,
+        joined.cluster_id,
+    );
+    let writes = Arc::new(WritePath::new(replicas.clone(), purgatory.clone(), &log));
     let listeners = listeners
         .into_iter()
         .map(|(config, bound, addr)| {
@@ -133,13 +134,13 @@ pub async fn run(
         .set(config.produce_profile.in_flight_bytes() as i64);
     let (offsets, txns) = {
         let log = log.clone();
-        let replicas = replicas.clone();
+        let writes = writes.clone();
         let skipped = metrics.offsets_records_skipped_total.clone();
         let txn_skipped = metrics.txn_records_skipped_total.clone();
         tokio::task::spawn_blocking(move || {
             anyhow::Ok((
-                OffsetStore::open(&log, &replicas, skipped)?,
-                TxnStore::open(&log, &replicas, txn_skipped)?,
+                OffsetStore::open(&log, &writes, skipped)?,
+                TxnStore::open(&log, &writes, txn_skipped)?,
             ))
         })
         .await
@@ -152,6 +153,8 @@ pub async fn run(
         txns,
         TxnDependencies {
             replicas: replicas.clone(),
+            cluster: cluster.clone(),
+            writes: writes.clone(),
             offsets: offsets.clone(),
             producer_ids: producer_ids.clone(),
             max_transactional_ids: config.limits.max_transactional_ids,
@@ -212,7 +215,7 @@ pub async fn run(
         config.limits.max_incremental_fetch_session_cache_slots,
         metrics.fetch_sessions.clone(),
     );
-    let authorizer = Authorizer::new(config.authorizer.clone(), replicas.cluster.clone());
+    let authorizer = Authorizer::new(config.authorizer.clone(), cluster.clone());
     let quotas = Arc::new(crate::quotas::ClientQuotaManager::new(
         config.quota_window,
         Some(&metrics),
@@ -229,6 +232,7 @@ pub async fn run(
         metrics,
         advertised,
         cluster_id,
+        cluster,
         purgatory,
         groups,
         offsets,
@@ -236,6 +240,8 @@ pub async fn run(
         txn,
         producer_ids,
         replicas,
+        writes,
+        throttle,
         scram: security.sasl.scram.clone(),
     });
     spawn_image_follower(&broker);
@@ -309,7 +315,7 @@ pub async fn run(
         phase(
             "leaderships moved (controlled shutdown)",
             CONTROLLED_SHUTDOWN,
-            controlled_shutdown(&broker.replicas),
+            controlled_shutdown(&broker.cluster, &broker.replicas),
         )
         .await;
     }
@@ -329,7 +335,7 @@ pub async fn run(
     phase(
         "left the metadata quorum",
         CLUSTER_LEAVE,
-        broker.replicas.cluster.shutdown(),
+        broker.cluster.shutdown(),
     )
     .await;
     let flushed = tokio::task::spawn_blocking(move || log.shutdown());
@@ -376,7 +382,7 @@ fn bind_unlistened(addr: std::net::SocketAddr) -> std::io::Result<TcpSocket> {
 fn spawn_image_follower(broker: &Arc<Broker>) {
     let scram = broker.scram.clone();
     let quotas = broker.quotas.clone();
-    let mut images = broker.replicas.cluster.subscribe();
+    let mut images = broker.cluster.subscribe();
     let (mut credentials, mut client_quotas) = {
         let image = images.borrow_and_update();
         (image.scram_credentials.clone(), image.client_quotas.clone())
@@ -401,12 +407,12 @@ fn spawn_image_follower(broker: &Arc<Broker>) {
 /// Asks the controller to move this broker's leaderships to other ISR
 /// members, applies the resulting image at once (parked acks=all produces
 /// answer NOT_LEADER_OR_FOLLOWER and retry elsewhere) and stops fetching.
-async fn controlled_shutdown(manager: &Arc<crate::replica::ReplicaManager>) {
-    if let Err(e) = manager.cluster.controlled_shutdown().await {
+async fn controlled_shutdown(cluster: &Cluster, manager: &Arc<crate::replica::ReplicaManager>) {
+    if let Err(e) = cluster.controlled_shutdown().await {
         warn!(error = %e, "controlled shutdown refused or timed out; leaderships move after the session timeout");
         return;
     }
-    let image = manager.cluster.image();
+    let image = cluster.image();
     let synced = manager.clone();
     let _ = tokio::task::spawn_blocking(move || synced.sync(&image)).await;
     manager.stop_fetchers();

@@ -17,6 +17,7 @@
 //! - `paced`   — a paced idempotent acks=all producer and the exactly-once read-back.
 //! - `netns`   — nodes in their own network namespaces, and real partitions between them.
 //! - `wire`    — hand-encoded Kafka requests and RecordBatch v2 for raw-socket tests.
+//! - `txn`     — a transaction opened by hand (a partition apart from its coordinator), one-record batches.
 //!
 //! Nothing here asserts on broker behaviour: helpers return what they saw and
 //! the tests decide.
@@ -31,6 +32,7 @@ pub mod netns;
 pub mod paced;
 pub mod prom;
 pub mod quorum;
+pub mod txn;
 pub mod wire;
 
 pub use chronik_testkit::server as broker;

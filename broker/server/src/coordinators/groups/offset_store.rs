@@ -30,7 +30,7 @@ use super::consumer_group_records::{group_of, GroupRecords};
 use crate::coordinators::internal_topic::{
     get_str, put_str, replay_records, InternalPartition, Loaded,
 };
-use crate::replica::ReplicaManager;
+use crate::replica::write::WritePath;
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// Key schema version of an offset-commit record.
@@ -93,10 +93,10 @@ impl OffsetStore {
     /// Opens the offsets topic (creating it on first start) and replays it.
     pub fn open(
         log: &Arc<LogManager>,
-        replicas: &Arc<ReplicaManager>,
+        writes: &Arc<WritePath>,
         skipped: Counter,
     ) -> anyhow::Result<OffsetStore> {
-        let (partition, now) = InternalPartition::open(log, replicas, OFFSETS_TOPIC)?;
+        let (partition, now) = InternalPartition::open(log, writes, OFFSETS_TOPIC)?;
         let state = replay(&now, &skipped)?;
         tracing::info!(
             committed = state.committed.len(),

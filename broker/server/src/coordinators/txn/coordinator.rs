@@ -29,6 +29,7 @@ use super::store::TxnStore;
 use crate::coordinators::groups::offset_store::now_ms;
 use crate::coordinators::groups::OffsetStore;
 use crate::coordinators::producer_ids::ProducerIdAllocator;
+use crate::replica::write::WritePath;
 use crate::replica::ReplicaManager;
 
 /// How long a state write may take (Kafka's transaction state topic
@@ -56,13 +57,24 @@ pub fn txn_error(e: TxnError) -> ResponseError {
 /// What the coordinator works through: the replicas its markers and state
 /// are written with, the committed offsets a marker on `__consumer_offsets`
 /// completes, and the producer ids it hands out.
-#[derive(Debug)]
 pub struct TxnDependencies {
     pub replicas: Arc<ReplicaManager>,
+    /// Where each marker's partition leader is found.
+    pub cluster: Arc<chronik_metadata::Cluster>,
+    /// How markers are written to partitions led here.
+    pub writes: Arc<WritePath>,
     pub offsets: Arc<OffsetStore>,
     pub producer_ids: Arc<ProducerIdAllocator>,
     /// `--max-transactional-ids`.
     pub max_transactional_ids: usize,
+}
+
+impl std::fmt::Debug for TxnDependencies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnDependencies")
+            .field("max_transactional_ids", &self.max_transactional_ids)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -259,8 +271,14 @@ impl TxnCoordinator {
         };
         let mut remaining = prepared.partitions.clone();
         loop {
-            remaining =
-                write_all(&self.uses.replicas, &self.uses.offsets, &marker, &remaining).await;
+            remaining = write_all(
+                &self.uses.cluster,
+                &self.uses.writes,
+                &self.uses.offsets,
+                &marker,
+                &remaining,
+            )
+            .await;
             if remaining.is_empty() {
                 break;
             }

@@ -27,7 +27,9 @@ use crate::coordinators::groups::offset_store::now_ms;
 use crate::coordinators::groups::OffsetStore;
 use crate::coordinators::groups::OFFSETS_TOPIC;
 use crate::replica::leader_client::LeaderClient;
+use crate::replica::write::WritePath;
 use crate::replica::ReplicaManager;
+use chronik_metadata::Cluster;
 
 /// How long one marker (or one WriteTxnMarkers round trip) may take.
 pub const MARKER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -46,7 +48,7 @@ pub struct Marker {
 
 /// Writes `marker` to `topic`-`partition`, which this broker must lead.
 pub async fn write_local(
-    replicas: &Arc<ReplicaManager>,
+    writes: &WritePath,
     offsets: &OffsetStore,
     marker: &Marker,
     topic: &str,
@@ -62,7 +64,7 @@ pub async fn write_local(
             )
             .await;
     }
-    if replicas.replica(topic, partition).is_none() {
+    if writes.replicas().replica(topic, partition).is_none() {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     let batch = build_control_batch(
@@ -72,8 +74,8 @@ pub async fn write_local(
         marker.coordinator_epoch,
         now_ms(),
     );
-    replicas
-        .write(topic, partition, batch, MARKER_TIMEOUT)
+    writes
+        .write_internal(topic, partition, batch, MARKER_TIMEOUT)
         .await
         .map(drop)
         .map_err(|(error, message)| {
@@ -86,7 +88,8 @@ pub async fn write_local(
 /// still need it (their leader is unknown, unreachable or refused). A
 /// partition whose topic no longer exists needs no marker.
 pub async fn write_all(
-    replicas: &Arc<ReplicaManager>,
+    cluster: &Cluster,
+    writes: &WritePath,
     offsets: &OffsetStore,
     marker: &Marker,
     partitions: &BTreeSet<TopicPartition>,
@@ -94,7 +97,7 @@ pub async fn write_all(
     let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
     let mut failed = BTreeSet::new();
     {
-        let image = replicas.cluster.image();
+        let image = cluster.image();
         for tp in partitions {
             match image.partition(&tp.0, tp.1) {
                 Some(p) if p.leader >= 0 => by_leader.entry(p.leader).or_default().push(tp.clone()),
@@ -109,12 +112,12 @@ pub async fn write_all(
             }
         }
     }
-    let own = replicas.node_id;
+    let own = writes.replicas().node_id();
     let sends = by_leader.into_iter().map(|(leader, tps)| async move {
         if leader == own {
             let writes = tps
                 .iter()
-                .map(|(t, p)| write_local(replicas, offsets, marker, t, *p));
+                .map(|(t, p)| write_local(writes, offsets, marker, t, *p));
             let results = futures::future::join_all(writes).await;
             tps.into_iter()
                 .zip(results)
@@ -122,7 +125,7 @@ pub async fn write_all(
                 .map(|(tp, _)| tp)
                 .collect::<Vec<_>>()
         } else {
-            send_remote(replicas, leader, marker, tps).await
+            send_remote(writes.replicas(), leader, marker, tps).await
         }
     });
     for retry in futures::future::join_all(sends).await {
@@ -163,7 +166,7 @@ async fn send_remote(
                     })
                     .collect(),
             )]);
-    let client_id = format!("chronik-txn-coordinator-{}", replicas.node_id);
+    let client_id = format!("chronik-txn-coordinator-{}", replicas.node_id());
     let response = async {
         let mut client =
             LeaderClient::connect_to_broker(replicas, leader, client_id, CONNECT_TIMEOUT).await?;

@@ -21,7 +21,7 @@ use prometheus_client::metrics::counter::Counter;
 use super::records::{decode_key, decode_value, encode_key, encode_value};
 use crate::coordinators::groups::offset_store::now_ms;
 use crate::coordinators::internal_topic::{replay_records, InternalPartition, Loaded};
-use crate::replica::ReplicaManager;
+use crate::replica::write::WritePath;
 
 pub const TXN_TOPIC: &str = "__transaction_state";
 
@@ -51,10 +51,10 @@ impl std::fmt::Debug for TxnStore {
 impl TxnStore {
     pub fn open(
         log: &Arc<LogManager>,
-        replicas: &Arc<ReplicaManager>,
+        writes: &Arc<WritePath>,
         skipped: Counter,
     ) -> anyhow::Result<TxnStore> {
-        let (partition, now) = InternalPartition::open(log, replicas, TXN_TOPIC)?;
+        let (partition, now) = InternalPartition::open(log, writes, TXN_TOPIC)?;
         let txns = replay(&now, &skipped)?;
         Ok(TxnStore {
             partition,

@@ -7,17 +7,18 @@
 //! for good). Later batches of the same open transaction need no check.
 //!
 //! Owns: that question, asked locally when this broker is the coordinator,
-//! else over a broker-to-broker connection to the coordinator. Must not: decide
-//! the answer (the coordinator's state does).
+//! else over a broker-to-broker connection to the coordinator, connecting
+//! and waiting only until the Produce's deadline (the write path's). Must
+//! not: decide the answer (the coordinator's state does).
 
-use std::time::Duration;
-
+use chronik_metadata::Cluster;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
+use tokio::time::Instant;
 use tracing::debug;
 
 use super::TxnCoordinator;
@@ -25,28 +26,26 @@ use super::TXN_TOPIC;
 use crate::replica::leader_client::LeaderClient;
 use crate::replica::ReplicaManager;
 
-const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The first AddPartitionsToTxn version with verify_only.
 const VERIFY_VERSION: i16 = 4;
 
 /// Ok when `topic`-`partition` is in the open transaction of
 /// `transactional_id` held by (producer id, epoch); else the error the
-/// Produce answers for that partition.
+/// Produce answers for that partition. Waits no later than `deadline`.
 pub async fn verify_transaction(
-    replicas: &ReplicaManager,
+    (replicas, cluster): (&ReplicaManager, &Cluster),
     txn: &TxnCoordinator,
     transactional_id: &str,
     producer: (i64, i16),
-    topic: &str,
-    partition: i32,
+    (topic, partition): (&str, i32),
+    deadline: Instant,
 ) -> Result<(), ResponseError> {
     let tp = (topic.to_string(), partition);
-    let coordinator = replicas
-        .cluster
+    let coordinator = cluster
         .image()
         .partition(TXN_TOPIC, 0)
         .map_or(-1, |p| p.leader);
-    if coordinator == replicas.node_id {
+    if coordinator == replicas.node_id() {
         return txn
             .verify_partition(transactional_id, producer, &tp)
             .map_err(verification_error);
@@ -66,15 +65,18 @@ pub async fn verify_transaction(
                 .with_name(TopicName(StrBytes::from_string(topic.to_string())))
                 .with_partitions(vec![partition])]),
     ]);
-    let client_id = format!("chronik-txn-verify-{}", replicas.node_id);
+    let client_id = format!("chronik-txn-verify-{}", replicas.node_id());
+    let left = || deadline.saturating_duration_since(Instant::now());
     let answer = async {
         let mut client =
-            LeaderClient::connect_to_broker(replicas, coordinator, client_id, VERIFY_TIMEOUT)
-                .await?;
-        client.send(&request, VERIFY_VERSION, VERIFY_TIMEOUT).await
+            LeaderClient::connect_to_broker(replicas, coordinator, client_id, left()).await?;
+        client.send(&request, VERIFY_VERSION, left()).await
     }
     .await;
     let response = answer.map_err(|e| {
+        if Instant::now() >= deadline {
+            return ResponseError::RequestTimedOut;
+        }
         debug!(coordinator, error = %e, "transaction verification failed");
         ResponseError::NotEnoughReplicas
     })?;

@@ -26,6 +26,7 @@ mod groups;
 mod topics;
 mod txn;
 
+use chronik_metadata::Cluster;
 use std::sync::Arc;
 
 use chronik_log::LogManager;
@@ -33,7 +34,6 @@ use chronik_metadata::acl::{operation, resource, CLUSTER_RESOURCE_NAME};
 use chronik_metadata::MetadataImage;
 use chronik_protocol::{Request, Response};
 
-use crate::replica::ReplicaManager;
 use crate::security::authorizer::Authorizer;
 use crate::security::request_context::RequestContext;
 
@@ -61,11 +61,11 @@ pub enum After {
 }
 
 /// What the gate consults, lent by the dispatcher: the authorizer, and
-/// the replicas and log for the topics a request names.
+/// the metadata image and the log for the topics a request names.
 #[derive(Clone, Copy)]
 pub struct GateDeps<'a> {
     pub authorizer: &'a Authorizer,
-    pub replicas: &'a ReplicaManager,
+    pub cluster: &'a Cluster,
     pub log: &'a LogManager,
 }
 
@@ -73,7 +73,7 @@ pub struct GateDeps<'a> {
 /// the ACLs.
 pub struct Gate<'a> {
     authorizer: &'a Authorizer,
-    replicas: &'a ReplicaManager,
+    cluster: &'a Cluster,
     log: &'a LogManager,
     context: &'a RequestContext,
     image: Arc<MetadataImage>,
@@ -83,7 +83,7 @@ impl<'a> Gate<'a> {
     fn new(deps: GateDeps<'a>, context: &'a RequestContext) -> Gate<'a> {
         Gate {
             authorizer: deps.authorizer,
-            replicas: deps.replicas,
+            cluster: deps.cluster,
             log: deps.log,
             context,
             image: deps.authorizer.snapshot(),

@@ -184,7 +184,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
                 );
             }
             let topics = r.topics.take().unwrap_or_default();
-            let image = gate.replicas.cluster.image();
+            let image = gate.cluster.image();
             let auto_create = r.allow_auto_topic_creation;
             let (ok, refused) = split(topics, |t| {
                 if !t.topic_id.is_nil() {
@@ -221,7 +221,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
         Request::DescribeTopicPartitions(mut r) => {
             let cursor = r.cursor.as_ref().map(|c| c.topic_name.0.to_string());
             let (ok, refused) = if r.topics.is_empty() {
-                let image = gate.replicas.cluster.image();
+                let image = gate.cluster.image();
                 let every = image
                     .topics
                     .keys()

@@ -75,7 +75,6 @@ fn refused(response: Response) -> Routed {
 fn may_write_idempotently(gate: &Gate<'_>) -> bool {
     gate.cluster(operation::IDEMPOTENT_WRITE)
         || gate
-            .replicas
             .cluster
             .image()
             .topics

@@ -4,7 +4,7 @@
 
 use kafka_protocol::error::ResponseError;
 
-use crate::replica::ReplicaManager;
+use chronik_metadata::Cluster;
 
 /// PRODUCER_FENCED for requests from `producer_fenced_since` on,
 /// INVALID_PRODUCER_EPOCH before (as Kafka answers older clients).
@@ -25,10 +25,6 @@ pub fn code(result: &Result<(), ResponseError>) -> i16 {
 }
 
 /// Whether the metadata image has `topic`-`partition`.
-pub fn partition_exists(replicas: &ReplicaManager, topic: &str, partition: i32) -> bool {
-    replicas
-        .cluster
-        .image()
-        .partition(topic, partition)
-        .is_some()
+pub fn partition_exists(cluster: &Cluster, topic: &str, partition: i32) -> bool {
+    cluster.image().partition(topic, partition).is_some()
 }

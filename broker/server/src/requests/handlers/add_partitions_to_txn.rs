@@ -9,6 +9,7 @@
 //! the authorizer); the others get OPERATION_NOT_ATTEMPTED, and nothing is
 //! added.
 
+use chronik_metadata::Cluster;
 use std::sync::Arc;
 
 use chronik_coordinator_state::txn::TopicPartition;
@@ -22,14 +23,13 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 
 use super::Handled;
 use crate::coordinators::txn::TxnCoordinator;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::txn::{for_version, partition_exists};
 use crate::requests::refusals::{refused_to_clients, topic_results};
 
 const PRODUCER_FENCED_SINCE: i16 = 2;
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     txn: &Arc<TxnCoordinator>,
     version: i16,
     request: AddPartitionsToTxnRequest,
@@ -38,7 +38,7 @@ pub async fn handle(
     let mut response = AddPartitionsToTxnResponse::default();
     if version <= 3 {
         let results = one_transaction(
-            replicas,
+            cluster,
             txn,
             version,
             &request.v3_and_below_transactional_id.0,
@@ -56,7 +56,7 @@ pub async fn handle(
         let mut by_transaction = Vec::new();
         for t in &request.transactions {
             let results = one_transaction(
-                replicas,
+                cluster,
                 txn,
                 version,
                 &t.transactional_id.0,
@@ -85,7 +85,7 @@ fn any_error(results: &[AddPartitionsToTxnTopicResult]) -> bool {
 }
 
 async fn one_transaction(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     txn: &Arc<TxnCoordinator>,
     version: i16,
     transactional_id: &str,
@@ -103,7 +103,7 @@ async fn one_transaction(
         .map(|(t, p)| {
             if version <= 3 && refused_to_clients(t) {
                 Some(ResponseError::TopicAuthorizationFailed)
-            } else if !partition_exists(replicas, t, *p) {
+            } else if !partition_exists(cluster, t, *p) {
                 Some(ResponseError::UnknownTopicOrPartition)
             } else {
                 None

@@ -12,13 +12,13 @@
 //! INVALID_REQUEST — shared with UpdateRaftVoter. Must not: change the
 //! membership itself (`Cluster::add_raft_voter`).
 
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{AddRaftVoterRequest, AddRaftVoterResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
 /// A voter names at most this many listeners (Kafka's have one or two).
@@ -26,25 +26,15 @@ pub(super) const MAX_LISTENERS: usize = 16;
 /// The listener name of the voters' raft endpoints (DescribeQuorum's).
 const RAFT_LISTENER: &str = "CONTROLLER";
 
-pub async fn handle(replicas: &ReplicaManager, request: AddRaftVoterRequest) -> Option<Handled> {
-    let checked = check_cluster_id(replicas, request.cluster_id.as_deref())
-        .and_then(|()| check_voter(request.voter_id, request.voter_directory_id))
-        .and_then(|()| {
-            raft_addr(
-                request
-                    .listeners
-                    .iter()
-                    .map(|l| (l.name.as_str(), l.host.as_str(), l.port)),
-            )
-        });
-    let result = match checked {
-        Ok(addr) => replicas
-            .cluster
-            .add_raft_voter(
-                request.voter_id,
-                *request.voter_directory_id.as_bytes(),
-                addr,
-            )
+pub async fn handle(cluster: &Cluster, request: AddRaftVoterRequest) -> Option<Handled> {
+    let listeners = request
+        .listeners
+        .iter()
+        .map(|l| (l.name.as_str(), l.host.as_str(), l.port));
+    let voter = (request.voter_id, request.voter_directory_id);
+    let result = match checked_voter(cluster, request.cluster_id.as_deref(), voter, listeners) {
+        Ok(addr) => cluster
+            .add_raft_voter(voter.0, *voter.1.as_bytes(), addr)
             .await
             .map_err(|e| (cluster_error_code(&e), e.to_string())),
         Err(refusal) => Err(refusal),
@@ -64,16 +54,27 @@ pub async fn handle(replicas: &ReplicaManager, request: AddRaftVoterRequest) -> 
 /// A refusal: the error and its message.
 pub(super) type Refusal = (ResponseError, String);
 
+/// What AddRaftVoter and UpdateRaftVoter check before forwarding: the
+/// cluster id, the voter (id, directory id) and its listeners; the voter's
+/// raft address when all pass.
+pub(super) fn checked_voter<'a>(
+    cluster: &Cluster,
+    cluster_id: Option<&str>,
+    (voter_id, directory_id): (i32, uuid::Uuid),
+    listeners: impl ExactSizeIterator<Item = (&'a str, &'a str, u16)> + Clone,
+) -> Result<String, Refusal> {
+    check_cluster_id(cluster, cluster_id)?;
+    check_voter(voter_id, directory_id)?;
+    raft_addr(listeners)
+}
+
 /// Kafka's raft client answers a request naming another cluster with
 /// INCONSISTENT_CLUSTER_ID; a null cluster id is not checked.
-pub(super) fn check_cluster_id(
-    replicas: &ReplicaManager,
-    requested: Option<&str>,
-) -> Result<(), Refusal> {
+pub(super) fn check_cluster_id(cluster: &Cluster, requested: Option<&str>) -> Result<(), Refusal> {
     let Some(requested) = requested else {
         return Ok(());
     };
-    match replicas.cluster.image().cluster_id.as_deref() {
+    match cluster.image().cluster_id.as_deref() {
         Some(ours) if ours != requested => Err((
             ResponseError::InconsistentClusterId,
             format!(

@@ -20,8 +20,8 @@ use kafka_protocol::messages::{AlterClientQuotasRequest, AlterClientQuotasRespon
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
+use chronik_metadata::Cluster;
 
 /// An entry as the request names it, read into the quorum's form.
 fn alteration(entry: &EntryData) -> QuotaAlteration {
@@ -62,7 +62,7 @@ pub fn message(e: &ClusterError) -> String {
 }
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     quotas: &crate::quotas::ClientQuotaManager,
     _version: i16,
     request: AlterClientQuotasRequest,
@@ -84,10 +84,10 @@ pub async fn handle(
     let committed = if request.validate_only || accepted.is_empty() {
         Ok(())
     } else {
-        let result = replicas.cluster.alter_client_quotas(accepted).await;
+        let result = cluster.alter_client_quotas(accepted).await;
         if result.is_ok() {
             // This node enforces the change at once.
-            quotas.replace(&replicas.cluster.image().client_quotas);
+            quotas.replace(&cluster.image().client_quotas);
         }
         result
     };

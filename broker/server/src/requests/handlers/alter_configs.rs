@@ -11,6 +11,7 @@
 //! (`replica::throttle`), kept in the quorum's image; any other is refused
 //! with Kafka's INVALID_REQUEST, as Kafka refuses a static config.
 
+use chronik_metadata::Cluster;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -86,7 +87,7 @@ macro_rules! answered {
 }
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
     _version: i16,
     request: AlterConfigsRequest,
@@ -111,7 +112,7 @@ pub async fn handle(
         })
         .collect();
     let answers = alter_all(
-        replicas,
+        (replicas, cluster),
         log,
         requested,
         Mode::Replace,
@@ -129,7 +130,7 @@ pub async fn handle(
 }
 
 pub async fn handle_incremental(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
     _version: i16,
     request: IncrementalAlterConfigsRequest,
@@ -144,7 +145,7 @@ pub async fn handle_incremental(
         })
         .collect();
     let answers = alter_all(
-        replicas,
+        (replicas, cluster),
         log,
         requested,
         Mode::Incremental,
@@ -192,7 +193,7 @@ fn incremental_change(
 /// Alters each resource in turn; a resource named twice in the request
 /// is refused both times, as Kafka does.
 async fn alter_all(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
     requested: Vec<Requested>,
     mode: Mode,
@@ -212,7 +213,7 @@ async fn alter_all(
             Err(e) => Err(e),
             Ok(changes) => {
                 alter(
-                    replicas,
+                    (replicas, cluster),
                     log,
                     r.resource_type,
                     &name,
@@ -240,7 +241,7 @@ fn duplicate_resource() -> (ResponseError, String) {
 }
 
 async fn alter(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
     resource_type: i8,
     name: &str,
@@ -251,7 +252,7 @@ async fn alter(
     match resource_type {
         RESOURCE_TOPIC => {}
         RESOURCE_BROKER => {
-            return alter_broker(replicas, name, changes, mode, validate_only).await;
+            return alter_broker(cluster, name, changes, mode, validate_only).await;
         }
         other => {
             return Err((
@@ -260,7 +261,6 @@ async fn alter(
             ))
         }
     }
-    let cluster = &replicas.cluster;
     let current = cluster
         .image()
         .topics
@@ -316,7 +316,7 @@ fn check_internal_topic(name: &str, overrides: &BTreeMap<String, String>) -> Out
 /// only the replication throttles are dynamic; Kafka's other broker
 /// configs are refused as Kafka refuses a static one.
 async fn alter_broker(
-    replicas: &Arc<ReplicaManager>,
+    cluster: &Cluster,
     name: &str,
     changes: Vec<(String, Op)>,
     mode: Mode,
@@ -328,7 +328,6 @@ async fn alter_broker(
             format!("broker resource {name:?} is not a broker id (or \"\" for the default)"),
         ));
     }
-    let cluster = &replicas.cluster;
     let current = cluster
         .image()
         .broker_configs

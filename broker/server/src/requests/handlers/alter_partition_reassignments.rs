@@ -9,6 +9,7 @@
 //! `allow_replication_factor_change`) and its per-partition answer. Must
 //! not: change the image other than through the controller.
 
+use chronik_metadata::Cluster;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -31,12 +32,12 @@ use crate::requests::errors::cluster::cluster_error_code;
 type Refusal = (ResponseError, String);
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     version: i16,
     request: AlterPartitionReassignmentsRequest,
 ) -> Option<Handled> {
     let allow_rf_change = version < 1 || request.allow_replication_factor_change;
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let mut seen = BTreeSet::new();
     // (topic, partition, refusal before proposing) in request order.
     let mut answers: Vec<(String, i32, Option<Refusal>)> = Vec::new();
@@ -86,10 +87,7 @@ pub async fn handle(
     let decided = if proposed.is_empty() {
         Ok(Vec::new())
     } else {
-        replicas
-            .cluster
-            .alter_partition_reassignments(proposed)
-            .await
+        cluster.alter_partition_reassignments(proposed).await
     };
     let mut controller_results = match decided {
         Ok(results) => results.into_iter(),

@@ -23,11 +23,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::security::sasl::scram::{
     ScramCredential, ScramCredentials, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS,
 };
+use chronik_metadata::Cluster;
 
 /// Largest salt and salted password accepted (a SHA-512 digest is 64 bytes).
 const MAX_SALT: usize = 1024;
@@ -36,7 +36,7 @@ const MAX_SALTED_PASSWORD: usize = 64;
 type Refusal = (ResponseError, &'static str);
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     scram: &ScramCredentials,
     _version: i16,
     request: AlterUserScramCredentialsRequest,
@@ -132,7 +132,6 @@ pub async fn handle(
     let committed = if upsertions.is_empty() && deletions.is_empty() {
         Ok(())
     } else {
-        let cluster = &replicas.cluster;
         let result = cluster.alter_scram_credentials(upsertions, deletions).await;
         if result.is_ok() {
             // This node answers logins with the change at once.

@@ -13,14 +13,10 @@ use kafka_protocol::messages::ApiVersionsRequest;
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
+use chronik_metadata::Cluster;
 
-pub fn handle(
-    replicas: &ReplicaManager,
-    _version: i16,
-    _request: ApiVersionsRequest,
-) -> Option<Handled> {
-    let image = replicas.cluster.image();
+pub fn handle(cluster: &Cluster, _version: i16, _request: ApiVersionsRequest) -> Option<Handled> {
+    let image = cluster.image();
     let supported = features::SUPPORTED
         .iter()
         .map(|(name, min, max)| {

@@ -16,8 +16,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
-use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::{to_uuid, topic_name};
+use chronik_metadata::Cluster;
 
 /// KIP-1099's MemberType of a member that uses ConsumerGroupHeartbeat.
 const CONSUMER_MEMBER: i8 = 1;
@@ -25,14 +25,14 @@ const CONSUMER_MEMBER: i8 = 1;
 const CLASSIC_MEMBER: i8 = 0;
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     groups: &GroupManager,
     offsets: &OffsetStore,
     _version: i16,
     request: ConsumerGroupDescribeRequest,
 ) -> Option<Handled> {
     let coordinator = offsets.readable();
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let groups: Vec<DescribedGroup> = request
         .group_ids
         .into_iter()

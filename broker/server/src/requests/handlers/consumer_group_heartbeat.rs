@@ -8,6 +8,7 @@
 //! member that joins without an id; v1: the client does, and may subscribe
 //! by regex.
 
+use chronik_metadata::Cluster;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -26,14 +27,13 @@ use kafka_protocol::protocol::StrBytes;
 use super::{Handled, RequestContext};
 use crate::coordinators::groups::offset_store::MAX_GROUP_ID_BYTES;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
-use crate::replica::ReplicaManager;
 use crate::requests::errors::group::response_error;
 use crate::requests::topics::lookup::to_uuid;
 use crate::security::authorizer::Authorizer;
 
 /// What a ConsumerGroupHeartbeat reaches, lent by the dispatcher.
 pub struct HeartbeatDeps<'a> {
-    pub replicas: &'a ReplicaManager,
+    pub cluster: &'a Cluster,
     pub groups: &'a GroupManager,
     pub offsets: &'a OffsetStore,
     pub authorizer: &'a Authorizer,
@@ -111,9 +111,9 @@ async fn heartbeat(
         client_id: client_id.to_string(),
         client_host: format!("/{}", peer.ip()),
         client_member_id: version >= 1,
-        regex_topics_allowed: describable_topics(deps.replicas, deps.authorizer, context),
+        regex_topics_allowed: describable_topics(deps.cluster, deps.authorizer, context),
     };
-    let topics = subscribable_topics(deps.replicas, deps.groups);
+    let topics = subscribable_topics(deps.cluster, deps.groups);
     let (result, write) = deps
         .groups
         .consumer_heartbeat(&group_id, heartbeat, &topics);
@@ -126,7 +126,7 @@ async fn heartbeat(
 /// The topics `context`'s principal may DESCRIBE, which a regex
 /// subscription may resolve to (Kafka's rule); None without an authorizer.
 fn describable_topics(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     authorizer: &Authorizer,
     context: &RequestContext,
 ) -> Option<Arc<BTreeSet<String>>> {
@@ -134,7 +134,7 @@ fn describable_topics(
         return None;
     }
     let acls = authorizer.snapshot();
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     Some(Arc::new(
         image
             .topics
@@ -149,11 +149,8 @@ fn describable_topics(
 
 /// The topics group members may subscribe to, as of the current metadata
 /// image (cached by the group manager per image version).
-pub(crate) fn subscribable_topics(
-    replicas: &ReplicaManager,
-    groups: &GroupManager,
-) -> Arc<TopicMetadata> {
-    let image = replicas.cluster.image();
+pub(crate) fn subscribable_topics(cluster: &Cluster, groups: &GroupManager) -> Arc<TopicMetadata> {
+    let image = cluster.image();
     groups.topic_metadata(image.applied_index, || topic_metadata(&image))
 }
 

@@ -5,17 +5,17 @@
 //! Who may call it (ALTER on the cluster) is `authorize`'s check.
 
 use chronik_metadata::acl::AclBinding;
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{CreateAclsRequest, CreateAclsResponse};
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::acl_wire::{refusal, security_disabled, text};
 use crate::security::authorizer::Authorizer;
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     authorizer: &Authorizer,
     request: CreateAclsRequest,
 ) -> Option<Handled> {
@@ -27,7 +27,7 @@ pub async fn handle(
             .map(|_| result(code, message.clone()))
             .collect()
     } else {
-        create(replicas, request).await
+        create(cluster, request).await
     };
     let has_error = results
         .iter()
@@ -44,7 +44,7 @@ fn result(code: i16, message: Option<kafka_protocol::protocol::StrBytes>) -> Acl
         .with_error_message(message)
 }
 
-async fn create(replicas: &ReplicaManager, request: CreateAclsRequest) -> Vec<AclCreationResult> {
+async fn create(cluster: &Cluster, request: CreateAclsRequest) -> Vec<AclCreationResult> {
     let checked: Vec<Result<AclBinding, _>> = request
         .creations
         .iter()
@@ -68,7 +68,7 @@ async fn create(replicas: &ReplicaManager, request: CreateAclsRequest) -> Vec<Ac
         .collect();
     let committed = match valid.is_empty() {
         true => Ok(()),
-        false => replicas.cluster.create_acls(valid).await,
+        false => cluster.create_acls(valid).await,
     };
     checked
         .iter()

@@ -8,6 +8,7 @@
 //! spend the client's controller_mutation_rate (KIP-599); from v3, once
 //! that is spent, the next topics answer THROTTLING_QUOTA_EXCEEDED.
 
+use chronik_metadata::Cluster;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -21,15 +22,15 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
 use super::Handled;
+use crate::config::limits::Limits;
 use crate::quotas::MutationQuota;
 use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::requests::topics::lookup::INTERNAL_TOPICS;
-use crate::startup::config::Config;
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
-    config: &Config,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
+    limits: &Limits,
     _version: i16,
     request: CreatePartitionsRequest,
     mutations: &MutationQuota<'_>,
@@ -55,7 +56,7 @@ pub async fn handle(
                 "The throttling quota has been exceeded.".to_string(),
             ))
         } else {
-            grow(replicas, config, topic, request.validate_only)
+            grow((replicas, cluster), limits, topic, request.validate_only)
                 .await
                 .map(|added| mutations.record(added))
         };
@@ -75,8 +76,8 @@ pub async fn handle(
 }
 
 async fn grow(
-    replicas: &Arc<ReplicaManager>,
-    config: &Config,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
+    limits: &Limits,
     topic: CreatePartitionsTopic,
     validate_only: bool,
 ) -> Result<usize, (ResponseError, String)> {
@@ -93,7 +94,6 @@ async fn grow(
             format!("the partition count of internal topic {name} cannot change"),
         ));
     }
-    let cluster = &replicas.cluster;
     let image = cluster.image();
     let current = image.topics.get(&name).ok_or_else(|| {
         (
@@ -107,8 +107,8 @@ async fn grow(
     let replication_factor =
         i16::try_from(current.partitions.first().map_or(1, |p| p.replicas.len())).unwrap_or(1);
     crate::requests::topics::caps::check_partition_capacity(
-        replicas,
-        config,
+        cluster,
+        limits,
         topic.count - count,
         replication_factor,
     )?;

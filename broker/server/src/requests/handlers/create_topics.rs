@@ -9,6 +9,7 @@
 //! (KIP-599); from v6, once that is spent, the next topics answer
 //! THROTTLING_QUOTA_EXCEEDED.
 
+use chronik_metadata::Cluster;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -26,16 +27,16 @@ use tracing::info;
 
 use super::describe_configs::{SOURCE_DEFAULT, SOURCE_TOPIC};
 use super::Handled;
+use crate::config::slices::TopicCreation;
 use crate::quotas::MutationQuota;
 use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::requests::topics::lookup::to_uuid;
-use crate::startup::config::Config;
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
-    config: &Config,
+    settings: TopicCreation<'_>,
     version: i16,
     request: CreateTopicsRequest,
     mutations: &MutationQuota<'_>,
@@ -56,7 +57,15 @@ pub async fn handle(
             );
             continue;
         }
-        let result = create(replicas, log, config, version, topic, request.validate_only).await;
+        let result = create(
+            (replicas, cluster),
+            log,
+            settings,
+            version,
+            topic,
+            request.validate_only,
+        )
+        .await;
         if !request.validate_only && result.error_code == 0 {
             mutations.record(usize::try_from(result.num_partitions).unwrap_or(0));
         }
@@ -70,9 +79,9 @@ pub async fn handle(
 }
 
 async fn create(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
-    config: &Config,
+    settings: TopicCreation<'_>,
     version: i16,
     topic: CreatableTopic,
     validate_only: bool,
@@ -98,12 +107,12 @@ async fn create(
         ),
         None => (
             if topic.num_partitions == -1 {
-                i32::try_from(config.default_partitions).unwrap_or(1)
+                i32::try_from(settings.defaults.partitions).unwrap_or(1)
             } else {
                 topic.num_partitions
             },
             if topic.replication_factor == -1 {
-                config.default_replication_factor
+                settings.defaults.replication_factor
             } else {
                 topic.replication_factor
             },
@@ -129,7 +138,7 @@ async fn create(
             format!("number of partitions must be positive, got {partitions}"),
         );
     }
-    let live = replicas.cluster.image().live_brokers().count();
+    let live = cluster.image().live_brokers().count();
     let needs_live = usize::try_from(replication_factor).unwrap_or(usize::MAX) > live;
     if replication_factor < 1 || (manual.is_empty() && needs_live) {
         return fail(
@@ -138,15 +147,15 @@ async fn create(
         );
     }
     if let Err((code, message)) = crate::requests::topics::caps::check_capacity(
-        replicas,
-        config,
+        cluster,
+        settings.limits,
         partitions,
         replication_factor,
     ) {
         return fail(code, message);
     }
     let topic_id = if validate_only {
-        let image = replicas.cluster.image();
+        let image = cluster.image();
         if image.topics.contains_key(&name) {
             return fail(
                 ResponseError::TopicAlreadyExists,
@@ -166,7 +175,7 @@ async fn create(
             topic_id: None,
             assignments: manual,
         };
-        match replicas.cluster.create_topic(request).await {
+        match cluster.create_topic(request).await {
             Ok(created) => {
                 info!(topic = %name, partitions, replication_factor, "created topic");
                 replicas.apply_latest().await;
@@ -183,7 +192,7 @@ async fn create(
     }
     if version >= 5 {
         let described: Vec<CreatableTopicConfigs> = crate::requests::topics::configs::describe(
-            config.min_insync_replicas,
+            settings.defaults.min_insync_replicas,
             &log_config,
             &configs,
         )

@@ -6,6 +6,7 @@
 //! is `authorize`'s check.
 
 use chronik_metadata::acl::AclBindingFilter;
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::messages::delete_acls_response::{
     DeleteAclsFilterResult, DeleteAclsMatchingAcl,
@@ -13,12 +14,11 @@ use kafka_protocol::messages::delete_acls_response::{
 use kafka_protocol::messages::{DeleteAclsRequest, DeleteAclsResponse};
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::acl_wire::{filter, refusal, security_disabled, str_bytes};
 use crate::security::authorizer::Authorizer;
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     authorizer: &Authorizer,
     request: DeleteAclsRequest,
 ) -> Option<Handled> {
@@ -34,7 +34,7 @@ pub async fn handle(
             })
             .collect()
     } else {
-        delete(replicas, request).await
+        delete(cluster, request).await
     };
     let has_error = results
         .iter()
@@ -45,10 +45,7 @@ pub async fn handle(
     )
 }
 
-async fn delete(
-    replicas: &ReplicaManager,
-    request: DeleteAclsRequest,
-) -> Vec<DeleteAclsFilterResult> {
+async fn delete(cluster: &Cluster, request: DeleteAclsRequest) -> Vec<DeleteAclsFilterResult> {
     let checked: Vec<Result<AclBindingFilter, _>> = request
         .filters
         .iter()
@@ -72,7 +69,7 @@ async fn delete(
         .collect();
     let removed = match valid.is_empty() {
         true => Ok(Vec::new()),
-        false => replicas.cluster.delete_acls(valid).await,
+        false => cluster.delete_acls(valid).await,
     };
     let mut removed_per_valid = match &removed {
         Ok(lists) => lists.clone().into_iter(),

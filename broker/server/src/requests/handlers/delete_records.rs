@@ -15,26 +15,31 @@
 //! from the start. With no followers (one node) the leader's own log start
 //! offset is the low watermark, so the answer is immediate.
 //!
-//! Must not: wait anywhere but in the purgatory (woken by a follower's
-//! fetch that moved its log start offset, and by every metadata change).
+//! The log start moves through the write path
+//! (`WritePath::delete_records_before`), which wakes what waits on it.
+//!
+//! Must not: write a log itself, or wait anywhere but in the purgatory
+//! (woken by a follower's fetch that moved its log start offset, and by
+//! every metadata change).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chronik_log::LogManager;
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
-use tracing::warn;
 use uuid::Uuid;
 
 use super::Handled;
 use crate::replica::high_watermark::consumer_high_watermark;
 use crate::replica::purgatory::{Purgatory, MAX_WAIT};
+use crate::replica::write::WritePath;
 use crate::replica::{Replica, ReplicaManager};
 use crate::requests::topics::lookup::{resolve, INTERNAL_TOPICS};
 
@@ -59,10 +64,17 @@ enum Outcome {
     Failed(ResponseError, i64),
 }
 
+/// What a DeleteRecords reaches, lent by the dispatcher.
+pub struct DeleteRecordsDeps<'a> {
+    pub replicas: &'a ReplicaManager,
+    pub cluster: &'a Cluster,
+    pub writes: &'a WritePath,
+    pub log: &'a LogManager,
+    pub purgatory: &'a Purgatory,
+}
+
 pub async fn handle(
-    replicas: &ReplicaManager,
-    log: &LogManager,
-    purgatory: &Purgatory,
+    deps: &DeleteRecordsDeps<'_>,
     _version: i16,
     request: DeleteRecordsRequest,
 ) -> Option<Handled> {
@@ -74,7 +86,7 @@ pub async fn handle(
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             partitions.push(
-                match delete(replicas, log, name, p.partition_index, p.offset).await {
+                match delete(deps, name, p.partition_index, p.offset).await {
                     Ok((replica, required)) => Outcome::Waiting {
                         replica,
                         required,
@@ -87,8 +99,8 @@ pub async fn handle(
         outcomes.push(partitions);
     }
     wait_for_low_watermarks(
-        replicas,
-        purgatory,
+        deps.cluster,
+        deps.purgatory,
         outcomes.iter_mut().flatten().collect(),
         timeout,
     )
@@ -134,11 +146,11 @@ pub async fn handle(
     )
 }
 
-/// Moves the leader's log start offset; returns the leader replica and
-/// the offset the low watermark must reach.
+/// Moves the leader's log start offset (through the write path); returns
+/// the leader replica — looked up once — and the offset the low watermark
+/// must reach.
 async fn delete(
-    replicas: &ReplicaManager,
-    log: &LogManager,
+    deps: &DeleteRecordsDeps<'_>,
     topic: &str,
     partition: i32,
     offset: i64,
@@ -146,30 +158,20 @@ async fn delete(
     if INTERNAL_TOPICS.contains(&topic) {
         return Err(ResponseError::PolicyViolation);
     }
-    let log = resolve(log, topic, Uuid::nil())?
+    resolve(deps.log, topic, Uuid::nil())?
         .partition(partition)
-        .cloned()
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
-    let high_watermark = consumer_high_watermark(replicas, &log)?;
-    let replica = replicas
+    let replica = deps
+        .replicas
         .replica(topic, partition)
         .ok_or(ResponseError::NotLeaderOrFollower)?;
+    let high_watermark = consumer_high_watermark(&replica)?;
     let target = match offset {
         HIGH_WATERMARK => high_watermark,
         o if (0..=high_watermark).contains(&o) => o,
         _ => return Err(ResponseError::OffsetOutOfRange),
     };
-    let moved = tokio::task::spawn_blocking(move || log.delete_records_before(target))
-        .await
-        .map_err(|_| ResponseError::UnknownServerError)?;
-    moved.map_err(|e| {
-        warn!(topic, partition, error = %e, "DeleteRecords failed");
-        match e {
-            chronik_log::Error::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
-            chronik_log::Error::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
-            _ => ResponseError::KafkaStorageError,
-        }
-    })?;
+    deps.writes.delete_records_before(&replica, target).await?;
     Ok((replica, target))
 }
 
@@ -177,7 +179,7 @@ async fn delete(
 /// partitions until each one's low watermark reaches its offset, its
 /// leadership moves, or `timeout` passes (REQUEST_TIMED_OUT).
 async fn wait_for_low_watermarks(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     purgatory: &Purgatory,
     mut outcomes: Vec<&mut Outcome>,
     timeout: Duration,
@@ -196,7 +198,7 @@ async fn wait_for_low_watermarks(
             deadline,
             || waiting.iter().map(|r| r.log.clone()).collect(),
             || {
-                let image = replicas.cluster.image();
+                let image = cluster.image();
                 let live: BTreeSet<i32> = image.live_brokers().map(|b| b.node_id).collect();
                 let mut still_waiting = false;
                 for outcome in outcomes.iter_mut() {

@@ -5,6 +5,7 @@
 //! controller_mutation_rate (KIP-599); from v5, once that is spent, the
 //! next topics answer THROTTLING_QUOTA_EXCEEDED.
 
+use chronik_metadata::Cluster;
 use std::sync::Arc;
 
 use chronik_log::LogManager;
@@ -22,7 +23,7 @@ use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::{is_internal_topic, resolve, to_uuid, topic_name};
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
     version: i16,
     request: DeleteTopicsRequest,
@@ -55,7 +56,7 @@ pub async fn handle(
             );
             continue;
         }
-        let (result, partitions) = delete_one(replicas, log, name, id).await;
+        let (result, partitions) = delete_one((replicas, cluster), log, name, id).await;
         if result.error_code == 0 {
             mutations.record(partitions);
         }
@@ -69,7 +70,7 @@ pub async fn handle(
 }
 
 async fn delete_one(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
     name: Option<TopicName>,
     id: Uuid,
@@ -91,13 +92,12 @@ async fn delete_one(
             ))));
         return (refused, 0);
     }
-    let partitions = replicas
-        .cluster
+    let partitions = cluster
         .image()
         .topics
         .get(&topic.name)
         .map_or(0, |t| t.partitions.len());
-    match replicas.cluster.delete_topic(&topic.name).await {
+    match cluster.delete_topic(&topic.name).await {
         Ok(()) => {
             info!(topic = %topic.name, "deleted topic");
             // Applying the image wakes every parked request.

@@ -8,12 +8,12 @@ use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeA
 use kafka_protocol::messages::{DescribeAclsRequest, DescribeAclsResponse};
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::acl_wire::{by_resource, filter, refusal, security_disabled, str_bytes};
 use crate::security::authorizer::Authorizer;
+use chronik_metadata::Cluster;
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     authorizer: &Authorizer,
     request: DescribeAclsRequest,
 ) -> Option<Handled> {
@@ -42,7 +42,7 @@ pub fn handle(
     if let Err(e) = filter.validate() {
         return refused(refusal(&e));
     }
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let matching = image
         .acls
         .iter()

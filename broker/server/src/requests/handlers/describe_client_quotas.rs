@@ -18,7 +18,7 @@ use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotas
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
+use chronik_metadata::Cluster;
 
 const MATCH_EXACT: i8 = 0;
 const MATCH_DEFAULT: i8 = 1;
@@ -70,7 +70,7 @@ fn matches(entity: &QuotaEntity, components: &[ComponentData], strict: bool) -> 
 }
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     _version: i16,
     request: DescribeClientQuotasRequest,
 ) -> Option<Handled> {
@@ -85,7 +85,7 @@ pub fn handle(
             true,
         );
     }
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let entries = image
         .client_quotas
         .iter()

@@ -5,6 +5,7 @@
 //! asking for controller endpoints (v1+ endpoint type 2) is Kafka's
 //! UNSUPPORTED_ENDPOINT_TYPE.
 
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -12,7 +13,6 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeCluster
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 
 /// Kafka's "authorized operations not requested".
 const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
@@ -26,7 +26,7 @@ const CLUSTER_OPERATIONS: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     cluster_id: &str,
     version: i16,
     request: DescribeClusterRequest,
@@ -51,7 +51,7 @@ pub fn handle(
             true,
         );
     }
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let brokers = image
         .brokers
         .values()
@@ -68,7 +68,7 @@ pub fn handle(
             )
         })
         .collect();
-    let controller = super::metadata::controller_for_clients(replicas);
+    let controller = super::metadata::controller_for_clients(cluster);
     let operations = if request.include_cluster_authorized_operations {
         CLUSTER_OPERATIONS
     } else {

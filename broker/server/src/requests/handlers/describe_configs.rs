@@ -3,6 +3,7 @@
 //! names, plus Chronik's profiles, and its dynamic replication throttles).
 
 use chronik_log::LogManager;
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -13,9 +14,8 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
+use crate::config::Config;
 use crate::replica::throttle::{FOLLOWER_RATE, LEADER_RATE};
-use crate::replica::ReplicaManager;
-use crate::startup::config::Config;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
@@ -34,7 +34,7 @@ struct Entry {
 }
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     log: &LogManager,
     config: &Config,
     advertised: &(String, u16),
@@ -44,7 +44,7 @@ pub fn handle(
     let results: Vec<DescribeConfigsResult> = request
         .resources
         .into_iter()
-        .map(|r| describe(replicas, log, config, advertised, r))
+        .map(|r| describe(cluster, log, config, advertised, r))
         .collect();
     let has_error = results.iter().any(|r| r.error_code != 0);
     Handled::new(
@@ -54,7 +54,7 @@ pub fn handle(
 }
 
 fn describe(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     log: &LogManager,
     config: &Config,
     advertised: &(String, u16),
@@ -69,7 +69,7 @@ fn describe(
             Some(topic) => Ok(crate::requests::topics::configs::describe(
                 config.min_insync_replicas,
                 &topic.config,
-                &crate::requests::topics::configs::overrides_of(replicas, &topic),
+                &crate::requests::topics::configs::overrides_of(cluster, &topic),
             )
             .into_iter()
             .map(|e| Entry {
@@ -89,8 +89,8 @@ fn describe(
             )),
         },
         RESOURCE_BROKER if name.is_empty() || name == config.node_id.to_string() => {
-            let mut entries = broker_entries(replicas, log, config, advertised);
-            entries.extend(dynamic_entries(replicas, config, name.is_empty()));
+            let mut entries = broker_entries(cluster, log, config, advertised);
+            entries.extend(dynamic_entries(cluster, config, name.is_empty()));
             Ok(entries)
         }
         RESOURCE_BROKER => Err((
@@ -132,12 +132,8 @@ fn describe(
 /// The replication throttles (the only dynamic broker configs), for this
 /// broker or, with `default_resource`, as the cluster default: set values
 /// with their source, unset ones as Kafka's default (no limit).
-fn dynamic_entries(
-    replicas: &ReplicaManager,
-    config: &Config,
-    default_resource: bool,
-) -> Vec<Entry> {
-    let image = replicas.cluster.image();
+fn dynamic_entries(cluster: &Cluster, config: &Config, default_resource: bool) -> Vec<Entry> {
+    let image = cluster.image();
     let own = image.broker_configs.get(&config.node_id.to_string());
     let default = image.broker_configs.get("");
     [LEADER_RATE, FOLLOWER_RATE]
@@ -160,7 +156,7 @@ fn dynamic_entries(
 }
 
 fn broker_entries(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     log: &LogManager,
     config: &Config,
     advertised: &(String, u16),
@@ -177,8 +173,7 @@ fn broker_entries(
             .map(|l| format!("{}://{}", l.name, l.bind))
             .collect(),
     );
-    let registered = replicas
-        .cluster
+    let registered = cluster
         .image()
         .brokers
         .get(&c.node_id)

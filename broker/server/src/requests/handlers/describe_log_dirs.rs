@@ -4,6 +4,9 @@
 //! and usable bytes (v4). No replica is ever moving between directories
 //! here, so `offset_lag` is 0 and there are no future replicas.
 
+use std::sync::Arc;
+
+use chronik_metadata::Cluster;
 use std::path::Path;
 
 use chronik_log::LogManager;
@@ -18,7 +21,7 @@ use super::Handled;
 use crate::replica::ReplicaManager;
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     log: &LogManager,
     _version: i16,
     request: DescribeLogDirsRequest,
@@ -29,8 +32,8 @@ pub fn handle(
             .map(|t| (t.topic.0.to_string(), t.partitions))
             .collect::<Vec<_>>()
     });
-    let image = replicas.cluster.image();
-    let node_id = replicas.node_id;
+    let image = cluster.image();
+    let node_id = replicas.node_id();
     let mut topics = Vec::new();
     for topic in log.topics() {
         let asked: Option<&Vec<i32>> = match &wanted {

@@ -27,8 +27,8 @@ use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest, DescribeQuorumRe
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
+use chronik_metadata::Cluster;
 
 /// KRaft's metadata log, the only partition a quorum describes.
 const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -36,7 +36,7 @@ const METADATA_TOPIC: &str = "__cluster_metadata";
 const RAFT_LISTENER: &str = "CONTROLLER";
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     version: i16,
     request: DescribeQuorumRequest,
 ) -> Option<Handled> {
@@ -52,7 +52,7 @@ pub async fn handle(
             format!("only {METADATA_TOPIC} partition 0 can be described"),
         );
     }
-    match replicas.cluster.describe_quorum().await {
+    match cluster.describe_quorum().await {
         Ok(info) => Handled::new(Response::DescribeQuorum(answer(version, &info)), false),
         Err(e) => refuse(version, cluster_error_code(&e), e.to_string()),
     }

@@ -17,6 +17,7 @@
 //! Owns: paging and the answer. Must not: check ACLs (`authorize::topics`
 //! does) or change anything.
 
+use chronik_metadata::Cluster;
 use chronik_metadata::{MetadataImage, PartitionImage, TopicImage};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -28,7 +29,6 @@ use kafka_protocol::messages::{
 };
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::{is_internal_topic, to_uuid, topic_name};
 
 /// Kafka's `max.request.partition.size.limit` default: the most partitions
@@ -36,11 +36,11 @@ use crate::requests::topics::lookup::{is_internal_topic, to_uuid, topic_name};
 pub const MAX_RESPONSE_PARTITIONS: i32 = 2000;
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     _version: i16,
     request: DescribeTopicPartitionsRequest,
 ) -> Option<Handled> {
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let response = describe(&image, request);
     let has_error = response.topics.iter().any(|t| t.error_code != 0);
     Handled::new(Response::DescribeTopicPartitions(response), has_error)

@@ -7,6 +7,7 @@
 //! Owns: the request's shape and the per-partition answer. Must not: elect
 //! anything itself (`chronik_metadata`'s `reassign::elect` does).
 
+use chronik_metadata::Cluster;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     version: i16,
     request: ElectLeadersRequest,
 ) -> Option<Handled> {
@@ -38,7 +39,7 @@ pub async fn handle(
         }
     };
     let all = request.topic_partitions.is_none();
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let partitions: Vec<(String, i32)> = match request.topic_partitions {
         None => image
             .topics
@@ -53,18 +54,15 @@ pub async fn handle(
             })
             .collect(),
     };
-    let outcomes: Vec<Option<ClusterError>> = match replicas
-        .cluster
-        .elect_leaders(election, partitions.clone())
-        .await
-    {
-        Ok(outcomes) => outcomes,
-        Err(e) => {
-            let response =
-                ElectLeadersResponse::default().with_error_code(cluster_error_code(&e).code());
-            return Handled::new(Response::ElectLeaders(response), true);
-        }
-    };
+    let outcomes: Vec<Option<ClusterError>> =
+        match cluster.elect_leaders(election, partitions.clone()).await {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                let response =
+                    ElectLeadersResponse::default().with_error_code(cluster_error_code(&e).code());
+                return Handled::new(Response::ElectLeaders(response), true);
+            }
+        };
     replicas.apply_latest().await;
     let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
     let mut has_error = false;

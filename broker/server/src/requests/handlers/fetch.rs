@@ -8,9 +8,11 @@
 //!
 //! A Fetch carrying a replica id is honoured only from that
 //! registered broker's host (`replica::identity`; else
-//! TOPIC_AUTHORIZATION_FAILED). It is a follower's — it reads up
-//! to the log end, records the follower's progress (which may grow the ISR
-//! and advance the high watermark) and reports the high watermark; a
+//! TOPIC_AUTHORIZATION_FAILED). It is a follower's — its position is
+//! recorded once, on arrival (`ReplicaManager::record_follower_fetch`, which
+//! may grow the ISR, advance the high watermark and so wake an acks=all
+//! Produce), then it reads up to the log end and reports the high
+//! watermark; the wait for data only reads. A
 //! consumer's Fetch is served by the leader up to the replication high
 //! watermark capped at what is durable here, and from v11 (KIP-392) also
 //! by a follower, up to the high watermark it learned from its leader.
@@ -28,6 +30,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chronik_log::{Error as LogError, LogManager};
+use chronik_metadata::Cluster;
 use chronik_protocol::record_batch::{count_records, last_offset_in};
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -40,24 +43,30 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use super::Handled;
+use crate::config::limits::Limits;
+use crate::config::slices::ReadReplicas;
 use crate::infra::metrics::{Metrics, ServedByLabels};
 use crate::replica::high_watermark::last_stable_offset;
 use crate::replica::identity::verify_replica;
+use crate::replica::isr::FollowerPosition;
 use crate::replica::purgatory::{Purgatory, MAX_WAIT};
 use crate::replica::read_replica::{preferred_read_replica, Candidate};
-use crate::replica::throttle::Side;
-use crate::replica::ReplicaManager;
+use crate::replica::throttle::{ReplicationThrottle, Side};
+use crate::replica::{Replica, ReplicaManager};
 use crate::requests::fetch_sessions::{FetchSessionCache, Owner};
 use crate::requests::refusals::refused_topic;
 use crate::requests::topics::lookup::resolve;
-use crate::startup::config::Config;
 
-/// Who is fetching: a consumer, or the follower replica with this id.
+/// Who is fetching: a consumer, or the follower replica with this id and
+/// the partitions whose recorded position was refused (with the error).
 #[derive(Clone, Copy)]
-enum Fetcher {
+enum Fetcher<'r> {
     Consumer,
-    Follower(i32),
+    Follower(i32, &'r Refused),
 }
+
+/// Partitions a follower's position was refused for, by (topic, partition).
+type Refused = HashMap<(String, i32), ResponseError>;
 
 /// What every partition of one request is read with.
 #[derive(Clone, Copy)]
@@ -71,10 +80,13 @@ struct Asked<'r> {
 /// What a Fetch reads through, lent by the dispatcher.
 pub struct FetchDeps<'a> {
     pub replicas: &'a Arc<ReplicaManager>,
+    pub cluster: &'a Cluster,
+    pub throttle: &'a ReplicationThrottle,
     pub log: &'a LogManager,
     pub fetch_sessions: &'a FetchSessionCache,
     pub purgatory: &'a Purgatory,
-    pub config: &'a Config,
+    pub limits: &'a Limits,
+    pub read_replicas: ReadReplicas<'a>,
     pub metrics: &'a Metrics,
 }
 
@@ -89,21 +101,21 @@ pub async fn handle(
     } else {
         request.replica_id.0
     };
-    let fetcher = match deps.replicas {
+    let follower = match deps.replicas {
         manager if replica_id >= 0 => match verify_replica(manager, replica_id, peer).await {
-            Ok(()) => Fetcher::Follower(replica_id),
+            Ok(()) => Some(replica_id),
             Err(reason) => {
                 warn!(%peer, replica_id, %reason, "replica fetch refused");
                 return refuse_all(&request, ResponseError::TopicAuthorizationFailed);
             }
         },
-        _ => Fetcher::Consumer,
+        _ => None,
     };
-    let owner = match fetcher {
-        Fetcher::Consumer => Owner::Consumer,
-        Fetcher::Follower(id) => Owner::Follower(id),
+    let owner = match follower {
+        None => Owner::Consumer,
+        Some(id) => Owner::Follower(id),
     };
-    let limit = deps.config.limits.max_partitions_per_request;
+    let limit = deps.limits.max_partitions_per_request;
     let (request, context) = match deps.fetch_sessions.begin(version, &request, owner, limit) {
         Ok((whole, context)) => (whole.unwrap_or(request), context),
         Err(error) => {
@@ -118,6 +130,16 @@ pub async fn handle(
     let deadline = Instant::now() + wait;
     let min_bytes = usize::try_from(request.min_bytes.max(0)).unwrap_or(0);
     let duplicates = duplicate_partitions(&request);
+    // A follower's position moves the leader's state once, now; the wait
+    // below only reads.
+    let refused = match follower {
+        Some(id) => record_follower_positions(deps, version, &request, id),
+        None => Refused::new(),
+    };
+    let fetcher = match follower {
+        Some(id) => Fetcher::Follower(id, &refused),
+        None => Fetcher::Consumer,
+    };
     // A parked fetch holds no data while it waits: it reads again when
     // woken, and keeps only the read that completes it.
     let mut answer = None;
@@ -152,6 +174,45 @@ pub async fn handle(
     Handled::new(Response::Fetch(response), has_error)
 }
 
+/// Records a follower's position in every partition it names that this
+/// broker holds (the explicit wake-up of what it completes); returns the
+/// partitions it was refused for, with Kafka's error.
+fn record_follower_positions(
+    deps: &FetchDeps<'_>,
+    version: i16,
+    request: &FetchRequest,
+    follower: i32,
+) -> Refused {
+    let mut refused = Refused::new();
+    for topic in &request.topics {
+        let id = if version >= 13 {
+            topic.topic_id
+        } else {
+            uuid::Uuid::nil()
+        };
+        let Ok(found) = resolve(deps.log, &topic.topic.0, id) else {
+            continue;
+        };
+        for p in &topic.partitions {
+            let Some(replica) = deps.replicas.replica(&found.name, p.partition) else {
+                continue;
+            };
+            let position = FollowerPosition {
+                fetch_offset: p.fetch_offset,
+                log_start_offset: p.log_start_offset,
+                current_leader_epoch: p.current_leader_epoch,
+            };
+            if let Err(e) = deps
+                .replicas
+                .record_follower_fetch(&replica, follower, position)
+            {
+                refused.insert((found.name.clone(), p.partition), e);
+            }
+        }
+    }
+    refused
+}
+
 /// The logs of every requested partition that exists here (a parked fetch
 /// is woken when one of them progresses).
 fn requested_logs(
@@ -178,14 +239,14 @@ fn read_all(
     deps: &FetchDeps<'_>,
     version: i16,
     request: &FetchRequest,
-    fetcher: Fetcher,
+    fetcher: Fetcher<'_>,
     duplicates: &HashSet<(usize, usize)>,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
     // Kafka: min(request max_bytes, broker fetch.max.bytes); a request
     // asking for nothing (<= 0) still gets the first batch.
     let mut remaining = usize::try_from(request.max_bytes.max(0))
         .unwrap_or(0)
-        .min(deps.config.limits.fetch_max_bytes);
+        .min(deps.limits.fetch_max_bytes);
     let mut total = 0usize;
     let mut has_error = false;
     let topics = request
@@ -226,7 +287,7 @@ fn read_topic(
     deps: &FetchDeps<'_>,
     asked: Asked<'_>,
     topic: &FetchTopic,
-    fetcher: Fetcher,
+    fetcher: Fetcher<'_>,
     remaining: &mut usize,
     total: &mut usize,
     has_error: &mut bool,
@@ -268,7 +329,7 @@ fn read_topic(
                 Ok(log) => log,
                 Err(error) => return failed(error),
             };
-            let (high_watermark, upper_bound, served_by) =
+            let (replica, high_watermark, upper_bound, served_by) =
                 match bounds(deps, log, p, fetcher, asked.version) {
                     Ok(b) => b,
                     Err(error) => return failed(error),
@@ -278,7 +339,7 @@ fn read_topic(
                     let lso = last_stable_offset(log, high_watermark);
                     (lso, if read_committed { lso.min(upper_bound) } else { upper_bound })
                 }
-                Fetcher::Follower(_) => (high_watermark, upper_bound),
+                Fetcher::Follower(..) => (high_watermark, upper_bound),
             };
             let data = data
                 .with_high_watermark(high_watermark)
@@ -286,7 +347,7 @@ fn read_topic(
                 .with_log_start_offset(log.log_start_offset())
                 .with_aborted_transactions(read_committed.then(Vec::new));
             if matches!(fetcher, Fetcher::Consumer) && !asked.rack.is_empty() {
-                if let Some(preferred) = preferred_replica(deps, log, p.fetch_offset, asked.rack) {
+                if let Some(preferred) = preferred_replica(deps, &replica, p.fetch_offset, asked.rack) {
                     // Kafka's leader sends no records with the preference.
                     return data
                         .with_preferred_read_replica(BrokerId(preferred))
@@ -301,11 +362,11 @@ fn read_topic(
             }
             let budget = usize::try_from(p.partition_max_bytes.max(0))
                 .unwrap_or(0)
-                .min(deps.config.limits.fetch_max_bytes)
+                .min(deps.limits.fetch_max_bytes)
                 .min(*remaining);
             let budget = if *total == 0 { budget.max(1) } else { budget };
             let throttled = match fetcher {
-                Fetcher::Follower(follower) => leader_throttle(deps, log, follower),
+                Fetcher::Follower(follower, _) => leader_throttle(deps, log, follower),
                 Fetcher::Consumer => None,
             };
             let budget = budget.min(throttled.unwrap_or(usize::MAX));
@@ -316,7 +377,7 @@ fn read_topic(
                 Ok(bytes) => {
                     if throttled.is_some() {
                         let sent = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-                        deps.replicas.throttle.record(Side::Leader, sent);
+                        deps.throttle.record(Side::Leader, sent);
                     }
                     *total += bytes.len();
                     *remaining = remaining.saturating_sub(bytes.len());
@@ -400,12 +461,11 @@ fn leader_throttle(
     log: &chronik_log::PartitionLog,
     follower: i32,
 ) -> Option<usize> {
-    let image = deps.replicas.cluster.image();
+    let image = deps.cluster.image();
     let in_sync = image
         .partition(log.topic(), log.partition())
         .is_some_and(|p| p.isr.contains(&follower));
-    deps.replicas
-        .throttle
+    deps.throttle
         .allowance(&image, log.topic(), log.partition(), Side::Leader, in_sync)
 }
 
@@ -414,14 +474,13 @@ fn leader_throttle(
 /// follower in that rack holds `fetch_offset` (`None`: read here).
 fn preferred_replica(
     deps: &FetchDeps<'_>,
-    log: &chronik_log::PartitionLog,
+    replica: &Replica,
     fetch_offset: i64,
     rack: &str,
 ) -> Option<i32> {
-    let selector = deps.config.replica_selector?;
-    let replica = deps.replicas.replica(log.topic(), log.partition())?;
+    let selector = deps.read_replicas.selector?;
     let (leader_end, followers) = replica.read_replica_candidates(fetch_offset)?;
-    let image = deps.replicas.cluster.image();
+    let image = deps.cluster.image();
     let rack_of = |id: i32| {
         image
             .brokers
@@ -430,8 +489,8 @@ fn preferred_replica(
             .and_then(|b| b.rack.as_deref())
     };
     let leader = Candidate {
-        broker: deps.replicas.node_id,
-        rack: deps.config.broker_rack.as_deref(),
+        broker: deps.replicas.node_id(),
+        rack: deps.read_replicas.rack,
         log_end_offset: leader_end,
     };
     let followers: Vec<Candidate<'_>> = followers
@@ -446,29 +505,35 @@ fn preferred_replica(
     preferred_read_replica(selector, rack, &leader, &followers)
 }
 
-/// (high watermark to report, offset reads stop before, who serves a
-/// consumer: `leader` or `follower`) for one partition.
+/// What one partition is read within: its replica (looked up once per
+/// read), the high watermark to report, the offset reads stop before, and
+/// who serves a consumer (`leader` or `follower`).
+type Bounds = (Arc<Replica>, i64, i64, Option<&'static str>);
+
+/// (the partition's replica — looked up once per read —, high watermark
+/// to report, offset reads stop before, who serves a consumer: `leader` or
+/// `follower`) for one partition. Reads only: a follower's position was
+/// recorded when its request arrived.
 fn bounds(
     deps: &FetchDeps<'_>,
     log: &chronik_log::PartitionLog,
     p: &kafka_protocol::messages::fetch_request::FetchPartition,
-    fetcher: Fetcher,
+    fetcher: Fetcher<'_>,
     version: i16,
-) -> Result<(i64, i64, Option<&'static str>), ResponseError> {
-    let manager = deps.replicas;
-    let replica = manager
+) -> Result<Bounds, ResponseError> {
+    let replica = deps
+        .replicas
         .replica(log.topic(), log.partition())
         .ok_or(ResponseError::NotLeaderOrFollower)?;
     match fetcher {
-        Fetcher::Follower(replica_id) => {
-            let (hw, actions) = replica.follower_fetch(
-                replica_id,
-                (p.fetch_offset, p.log_start_offset),
-                p.current_leader_epoch,
-                manager.now(),
-            )?;
-            manager.perform(&replica, actions);
-            Ok((hw, log.log_end_offset(), None))
+        Fetcher::Follower(_, refused) => {
+            if !refused.is_empty() {
+                if let Some(error) = refused.get(&(log.topic().to_string(), log.partition())) {
+                    return Err(*error);
+                }
+            }
+            let hw = replica.high_watermark_for_follower(p.current_leader_epoch)?;
+            Ok((replica, hw, log.log_end_offset(), None))
         }
         Fetcher::Consumer => {
             let followers_serve = version >= 11;
@@ -479,7 +544,7 @@ fn bounds(
                 Some(_) => "leader",
                 None => "follower",
             };
-            Ok((hw, hw, Some(served_by)))
+            Ok((replica, hw, hw, Some(served_by)))
         }
     }
 }

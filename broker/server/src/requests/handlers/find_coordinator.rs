@@ -5,6 +5,7 @@
 //! other key type (share groups, KIP-932; unknown ones) is INVALID_REQUEST,
 //! as Kafka answers a key type it does not serve.
 
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -12,7 +13,6 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -27,13 +27,13 @@ fn coordinator_topic(key_type: i8) -> Option<&'static str> {
 }
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     version: i16,
     request: FindCoordinatorRequest,
     listener: &str,
 ) -> Option<Handled> {
     let (node, host, port, error) = match coordinator_topic(request.key_type) {
-        Some(topic) => coordinator(replicas, topic, listener),
+        Some(topic) => coordinator(cluster, topic, listener),
         None => {
             tracing::debug!(
                 key_type = request.key_type,
@@ -76,8 +76,8 @@ pub fn handle(
 
 /// (node id, host, port, error code) of the leader of `topic`-0, at its
 /// endpoint of `listener` (the client's).
-fn coordinator(replicas: &ReplicaManager, topic: &str, listener: &str) -> (i32, String, u16, i16) {
-    let image = replicas.cluster.image();
+fn coordinator(cluster: &Cluster, topic: &str, listener: &str) -> (i32, String, u16, i16) {
+    let image = cluster.image();
     let leader = image.partition(topic, 0).map_or(-1, |p| p.leader);
     let endpoint = image
         .brokers

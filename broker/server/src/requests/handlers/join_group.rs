@@ -3,6 +3,7 @@
 //! classic member at once (`chronik_coordinator_state::classic_member`).
 
 use chronik_coordinator_state::JoinRequest;
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
@@ -11,11 +12,10 @@ use kafka_protocol::protocol::StrBytes;
 use super::consumer_group_heartbeat::subscribable_topics;
 use super::Handled;
 use crate::coordinators::groups::GroupManager;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::group::code;
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     groups: &GroupManager,
     version: i16,
     client_id: &str,
@@ -43,7 +43,7 @@ pub async fn handle(
             .collect(),
         require_known_member_id: version >= 4,
     };
-    let topics = subscribable_topics(replicas, groups);
+    let topics = subscribable_topics(cluster, groups);
     let reply = groups.join(&request.group_id.0, join, &topics).await;
     let members = reply
         .members

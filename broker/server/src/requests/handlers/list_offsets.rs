@@ -12,10 +12,10 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use uuid::Uuid;
 
 use super::Handled;
+use crate::config::limits::Limits;
 use crate::replica::high_watermark::{consumer_high_watermark, last_stable_offset};
 use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::resolve;
-use crate::startup::config::Config;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -26,7 +26,7 @@ const LATEST_TIERED: i64 = -5;
 pub fn handle(
     replicas: &ReplicaManager,
     log: &LogManager,
-    config: &Config,
+    limits: &Limits,
     version: i16,
     request: ListOffsetsRequest,
 ) -> Option<Handled> {
@@ -50,14 +50,15 @@ pub fn handle(
                             .ok_or(ResponseError::UnknownTopicOrPartition),
                         Err(e) => Err(*e),
                     };
-                    let leader_epoch = partition
+                    // The replica, looked up once for the epoch and the bound.
+                    let replica = partition
                         .as_ref()
                         .ok()
-                        .and_then(|log| replicas.replica(log.topic(), log.partition()))
-                        .and_then(|r| r.leader_epoch())
-                        .unwrap_or(0);
+                        .and_then(|log| replicas.replica(log.topic(), log.partition()));
+                    let leader_epoch = replica.as_ref().and_then(|r| r.leader_epoch()).unwrap_or(0);
                     match partition.and_then(|log| {
-                        let hw = consumer_high_watermark(replicas, log)?;
+                        let replica = replica.as_ref().ok_or(ResponseError::NotLeaderOrFollower)?;
+                        let hw = consumer_high_watermark(replica)?;
                         lookup(
                             log,
                             if read_committed {
@@ -66,7 +67,7 @@ pub fn handle(
                                 hw
                             },
                             p.timestamp,
-                            config.limits.max_decompressed_batch_bytes,
+                            limits.max_decompressed_batch_bytes,
                         )
                     }) {
                         Ok((offset, timestamp)) => response

@@ -5,6 +5,7 @@
 //!
 //! Owns: reading the image for that answer. Must not: change anything.
 
+use chronik_metadata::Cluster;
 use chronik_metadata::PartitionImage;
 use chronik_protocol::Response;
 use kafka_protocol::messages::list_partition_reassignments_response::{
@@ -16,14 +17,13 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
-use crate::replica::ReplicaManager;
 
 pub fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     _version: i16,
     request: ListPartitionReassignmentsRequest,
 ) -> Option<Handled> {
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let wanted: Vec<(String, Option<Vec<i32>>)> = match &request.topics {
         None => image.topics.keys().map(|n| (n.clone(), None)).collect(),
         Some(topics) => topics

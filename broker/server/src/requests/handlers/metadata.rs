@@ -5,6 +5,7 @@
 //! are created through the controller when auto-creation is on and
 //! allowed.
 
+use chronik_metadata::Cluster;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -18,31 +19,39 @@ use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
 use super::Handled;
+use crate::config::slices::TopicCreation;
 use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 use crate::requests::topics::lookup::{is_internal_topic, to_uuid, topic_name};
-use crate::startup::config::Config;
 use chronik_protocol::Response;
 
 /// Kafka's "authorized operations not requested" sentinel.
 pub(super) const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
-    config: &Config,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
+    settings: TopicCreation<'_>,
     cluster_id: &str,
     version: i16,
     request: MetadataRequest,
     listener: &str,
 ) -> Option<Handled> {
-    let response = metadata(replicas, config, cluster_id, version, request, listener).await;
+    let response = metadata(
+        (replicas, cluster),
+        settings,
+        cluster_id,
+        version,
+        request,
+        listener,
+    )
+    .await;
     let has_error = response.topics.iter().any(|t| t.error_code != 0);
     Handled::new(Response::Metadata(response), has_error)
 }
 
 async fn metadata(
-    replicas: &Arc<ReplicaManager>,
-    config: &Config,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
+    settings: TopicCreation<'_>,
     cluster_id: &str,
     version: i16,
     request: MetadataRequest,
@@ -53,9 +62,9 @@ async fn metadata(
         Some(t) => t.is_empty() && version == 0,
     };
     let allow_auto_create =
-        config.auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+        settings.defaults.auto_create && (version < 4 || request.allow_auto_topic_creation);
     let mut topics = Vec::new();
-    let mut image = replicas.cluster.image();
+    let mut image = cluster.image();
     if wants_all {
         topics.extend(
             image
@@ -78,8 +87,8 @@ async fn metadata(
             } else if let Some(t) = image.topics.get(&name) {
                 Ok(t.clone())
             } else if allow_auto_create {
-                let created = auto_create(replicas, config, &name).await;
-                image = replicas.cluster.image();
+                let created = auto_create((replicas, cluster), settings, &name).await;
+                image = cluster.image();
                 created
             } else {
                 Err(ResponseError::UnknownTopicOrPartition)
@@ -109,7 +118,7 @@ async fn metadata(
             )
         })
         .collect();
-    let controller = controller_for_clients(replicas);
+    let controller = controller_for_clients(cluster);
     MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(cluster_id.to_string())))
@@ -119,16 +128,16 @@ async fn metadata(
 }
 
 async fn auto_create(
-    replicas: &Arc<ReplicaManager>,
-    config: &Config,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
+    settings: TopicCreation<'_>,
     name: &str,
 ) -> Result<TopicImage, ResponseError> {
-    let partitions = i32::try_from(config.default_partitions).unwrap_or(i32::MAX);
+    let partitions = i32::try_from(settings.defaults.partitions).unwrap_or(i32::MAX);
     crate::requests::topics::caps::check_capacity(
-        replicas,
-        config,
+        cluster,
+        settings.limits,
         partitions,
-        config.default_replication_factor,
+        settings.defaults.replication_factor,
     )
     .map_err(|(code, message)| {
         tracing::warn!(topic = name, %message, "auto-creation refused");
@@ -136,13 +145,13 @@ async fn auto_create(
     })?;
     let request = CreateTopic {
         name: name.to_string(),
-        partitions: i32::try_from(config.default_partitions).unwrap_or(1),
-        replication_factor: config.default_replication_factor,
+        partitions: i32::try_from(settings.defaults.partitions).unwrap_or(1),
+        replication_factor: settings.defaults.replication_factor,
         configs: BTreeMap::new(),
         topic_id: None,
         assignments: Vec::new(),
     };
-    match replicas.cluster.create_topic(request).await {
+    match cluster.create_topic(request).await {
         Ok(topic) => {
             info!(
                 topic = name,
@@ -152,8 +161,7 @@ async fn auto_create(
             replicas.apply_latest().await;
             Ok(topic)
         }
-        Err(chronik_metadata::ClusterError::TopicAlreadyExists(_)) => replicas
-            .cluster
+        Err(chronik_metadata::ClusterError::TopicAlreadyExists(_)) => cluster
             .image()
             .topics
             .get(name)
@@ -214,10 +222,10 @@ fn describe_topic(
 /// it is a live broker (a combined node), else this broker, as KRaft brokers
 /// answer with a broker, never a controller-only node clients cannot reach
 /// (admin requests sent here are forwarded to the controller).
-pub(crate) fn controller_for_clients(manager: &crate::replica::ReplicaManager) -> i32 {
-    match manager.cluster.status().controller_id {
-        Some(id) if manager.cluster.image().is_live(id) => id,
-        Some(_) => manager.node_id,
+pub(crate) fn controller_for_clients(cluster: &Cluster) -> i32 {
+    match cluster.status().controller_id {
+        Some(id) if cluster.image().is_live(id) => id,
+        Some(_) => cluster.node_id(),
         None => -1,
     }
 }

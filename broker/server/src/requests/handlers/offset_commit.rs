@@ -4,6 +4,7 @@
 //! `__consumer_offsets`) before answering. Owns the per-partition check
 //! TxnOffsetCommit shares (`validate_commit`).
 
+use chronik_metadata::Cluster;
 use std::time::Duration;
 
 use chronik_coordinator_state::CommitCheck;
@@ -17,7 +18,6 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use super::Handled;
 use crate::coordinators::groups::offset_store::{now_ms, MAX_GROUP_ID_BYTES};
 use crate::coordinators::groups::{CommittedOffset, GroupManager, OffsetStore};
-use crate::replica::ReplicaManager;
 use crate::requests::errors::group::response_error;
 use crate::requests::errors::txn::partition_exists;
 
@@ -27,7 +27,7 @@ const MAX_METADATA_BYTES: usize = 4096;
 pub(super) const COMMIT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     groups: &GroupManager,
     offsets: &OffsetStore,
     _version: i16,
@@ -55,7 +55,7 @@ pub async fn handle(
             let error = match group_error {
                 Some(e) => Some(e),
                 None => match validate_commit(
-                    replicas,
+                    cluster,
                     &topic.name.0,
                     p.partition_index,
                     (p.committed_offset, p.committed_leader_epoch),
@@ -107,14 +107,14 @@ pub async fn handle(
 /// the coordinator checks it: the partition must exist in the cluster and
 /// the metadata fit offset.metadata.max.bytes; else the partition's error.
 pub(super) fn validate_commit(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     topic: &str,
     partition: i32,
     (offset, leader_epoch): (i64, i32),
     metadata: Option<&str>,
     now: i64,
 ) -> Result<(String, i32, CommittedOffset), ResponseError> {
-    if !partition_exists(replicas, topic, partition) {
+    if !partition_exists(cluster, topic, partition) {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     if metadata.is_some_and(|m| m.len() > MAX_METADATA_BYTES) {

@@ -15,7 +15,9 @@
 //! records (the high watermark covers them) as well as durable here.
 //! The append and every wait go through the write path
 //! (`replica::write`), all within one deadline: the request's timeout_ms
-//! from its arrival (at most `purgatory::MAX_WAIT`).
+//! from its arrival (at most `purgatory::MAX_WAIT`) bounds the wait for the
+//! connection's earlier Produce requests to append (the append turn), the
+//! KIP-890 verification, the fsync and the ISR; past it, REQUEST_TIMED_OUT.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,25 +33,27 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
+use crate::config::limits::Limits;
 use crate::coordinators::txn::verify::verify_transaction;
 use crate::coordinators::txn::TxnCoordinator;
 use crate::infra::append_order::AppendTurn;
 use crate::infra::metrics::Metrics;
-use crate::replica::purgatory::MAX_WAIT;
-use crate::replica::write::{Acks, AppendError, Appended};
+use crate::replica::write::{Acks, AppendError, Appended, Write, WritePath};
 use crate::replica::ReplicaManager;
 use crate::requests::topics::lookup::{is_internal_topic, resolve};
-use crate::startup::config::Config;
 
 /// What happened to one partition's records: appended, or an error code and message.
 type Outcome = Result<Appended, AppendError>;
 
 /// What a Produce writes through, lent by the dispatcher.
 pub struct ProduceDeps<'a> {
+    pub writes: &'a WritePath,
+    /// Where KIP-890 verification finds the coordinator.
     pub replicas: &'a Arc<ReplicaManager>,
+    pub cluster: &'a chronik_metadata::Cluster,
     pub log: &'a LogManager,
     pub txn: &'a Arc<TxnCoordinator>,
-    pub config: &'a Config,
+    pub limits: &'a Limits,
     pub metrics: &'a Metrics,
 }
 
@@ -61,19 +65,21 @@ pub async fn handle(
 ) -> Option<Handled> {
     let acks = request.acks;
     let valid_acks = (-1..=1).contains(&acks);
-    // One deadline for the whole request: validation, appends and waits.
-    let timeout =
-        Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(0)).min(MAX_WAIT);
-    let deadline = tokio::time::Instant::now() + timeout;
+    // One deadline for the whole request: the turn, verification, appends
+    // and waits.
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms.max(1)).unwrap_or(0));
+    let write = deps.writes.begin(timeout);
     // Per topic, per partition: (partition index, outcome), in request order.
     let mut outcomes: Vec<Vec<(i32, Outcome)>> = Vec::new();
     // After the connection's earlier Produce requests have appended.
-    turn.wait().await;
+    let turn_taken = write.wait_turn(&mut turn).await;
     for topic in &request.topic_data {
         let found = resolve(deps.log, &topic.name.0, topic.topic_id);
         let mut partitions = Vec::new();
         for p in &topic.partition_data {
-            let outcome = if !valid_acks {
+            let outcome = if let Err(timed_out) = &turn_taken {
+                Err(timed_out.clone())
+            } else if !valid_acks {
                 Err((
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be 0, 1 or -1, got {acks}"),
@@ -95,6 +101,7 @@ pub async fn handle(
                         let acks = if acks == -1 { Acks::All } else { Acks::Leader };
                         produce_to(
                             deps,
+                            &write,
                             (version, transactional_id),
                             (&t.name, p.index),
                             p.records.as_ref(),
@@ -113,11 +120,10 @@ pub async fn handle(
         return None;
     }
 
-    deps.replicas
+    write
         .await_acks(
             outcomes.iter_mut().flatten().map(|(_, o)| o).collect(),
             if acks == -1 { Acks::All } else { Acks::Leader },
-            deadline,
         )
         .await;
 
@@ -167,13 +173,14 @@ pub async fn handle(
 /// what was new.
 async fn produce_to(
     deps: &ProduceDeps<'_>,
+    write: &Write<'_>,
     (version, transactional_id): (i16, Option<&str>),
     (topic, partition): (&str, i32),
     records: Option<&Bytes>,
     acks: Acks,
 ) -> Outcome {
     // The replica is looked up once; its log is the only handle written.
-    let replica = deps.replicas.replica_to_write(topic, partition)?;
+    let replica = deps.writes.replica_to_write(topic, partition)?;
     let log = &replica.log;
     let records = match records {
         Some(r) if !r.is_empty() => r,
@@ -195,30 +202,32 @@ async fn produce_to(
             "transactional records without a transactional id".to_string(),
         ))?;
         if !log.has_open_transaction(h.producer_id) {
-            verify_transaction(
-                deps.replicas,
-                deps.txn,
-                id,
-                (h.producer_id, h.producer_epoch),
-                log.topic(),
-                log.partition(),
-            )
-            .await
-            .map_err(|e| {
-                (
-                    e,
-                    format!(
-                        "partition not in an open transaction of producer {}",
-                        h.producer_id
-                    ),
-                )
-            })?;
+            write
+                .verify(verify_transaction(
+                    (deps.replicas, deps.cluster),
+                    deps.txn,
+                    id,
+                    (h.producer_id, h.producer_epoch),
+                    (log.topic(), log.partition()),
+                    write.deadline(),
+                ))
+                .await
+                .map_err(|e| {
+                    let message = match e {
+                        ResponseError::RequestTimedOut => {
+                            "the transaction coordinator did not verify the partition within the request's timeout".to_string()
+                        }
+                        _ => format!(
+                            "partition not in an open transaction of producer {}",
+                            h.producer_id
+                        ),
+                    };
+                    (e, message)
+                })?;
         }
     }
     let mut owned = records.to_vec();
-    let appended = deps
-        .replicas
-        .append_as_leader(&replica, &mut owned, &batches, acks)?;
+    let appended = write.append(&replica, &mut owned, &batches, acks)?;
     if !appended.info.duplicate {
         // A retried batch already in the log is acknowledged with its
         // original offsets and counted once.
@@ -257,7 +266,7 @@ fn validate(
         ));
     }
     let rules = ProduceRules {
-        max_decompressed: deps.config.limits.max_decompressed_batch_bytes,
+        max_decompressed: deps.limits.max_decompressed_batch_bytes,
         require_keys: compacted,
     };
     let check = || -> Result<(), (ResponseError, String)> {

@@ -10,19 +10,18 @@
 //! Owns: the cluster-id check (INCONSISTENT_CLUSTER_ID) and the answer.
 //! Must not: change the membership itself (`Cluster::remove_raft_voter`).
 
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::messages::{RemoveRaftVoterRequest, RemoveRaftVoterResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::add_raft_voter::check_cluster_id;
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
-pub async fn handle(replicas: &ReplicaManager, request: RemoveRaftVoterRequest) -> Option<Handled> {
-    let result = match check_cluster_id(replicas, request.cluster_id.as_deref()) {
-        Ok(()) => replicas
-            .cluster
+pub async fn handle(cluster: &Cluster, request: RemoveRaftVoterRequest) -> Option<Handled> {
+    let result = match check_cluster_id(cluster, request.cluster_id.as_deref()) {
+        Ok(()) => cluster
             .remove_raft_voter(request.voter_id, *request.voter_directory_id.as_bytes())
             .await
             .map_err(|e| (cluster_error_code(&e), e.to_string())),

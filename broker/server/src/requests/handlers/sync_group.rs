@@ -3,6 +3,7 @@
 //! of a KIP-848 group gets its partitions as a ConsumerProtocolAssignment.
 
 use chronik_coordinator_state::SyncRequest;
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -10,11 +11,10 @@ use kafka_protocol::protocol::StrBytes;
 use super::consumer_group_heartbeat::subscribable_topics;
 use super::Handled;
 use crate::coordinators::groups::GroupManager;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::group::code;
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     groups: &GroupManager,
     _version: i16,
     request: SyncGroupRequest,
@@ -30,7 +30,7 @@ pub async fn handle(
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    let topics = subscribable_topics(replicas, groups);
+    let topics = subscribable_topics(cluster, groups);
     let reply = groups.sync(&request.group_id.0, sync, &topics).await;
     let response = SyncGroupResponse::default()
         .with_error_code(code(reply.error))

@@ -7,6 +7,7 @@
 //! committed (COMMIT) or drops them (ABORT). OffsetFetch with
 //! require_stable answers UNSTABLE_OFFSET_COMMIT while one is pending.
 
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_response::{
@@ -18,7 +19,6 @@ use super::offset_commit::{validate_commit, COMMIT_TIMEOUT};
 use super::Handled;
 use crate::coordinators::groups::offset_store::now_ms;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
-use crate::replica::ReplicaManager;
 use crate::requests::errors::group::response_error;
 use crate::requests::errors::txn::for_version;
 use chronik_coordinator_state::CommitCheck;
@@ -32,7 +32,7 @@ fn unnamed_member(request: &TxnOffsetCommitRequest) -> bool {
 }
 
 pub async fn handle(
-    replicas: &ReplicaManager,
+    cluster: &Cluster,
     groups: &GroupManager,
     offsets: &OffsetStore,
     version: i16,
@@ -61,7 +61,7 @@ pub async fn handle(
             .map(|p| {
                 let error = group_error.or_else(|| {
                     validate_commit(
-                        replicas,
+                        cluster,
                         &topic.name.0,
                         p.partition_index,
                         (p.committed_offset, p.committed_leader_epoch),

@@ -12,6 +12,7 @@
 //! Owns: the answer. Must not: change the image other than through the
 //! controller (`Command::UnregisterBroker`).
 
+use chronik_metadata::Cluster;
 use std::sync::Arc;
 
 use chronik_protocol::Response;
@@ -23,12 +24,12 @@ use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     _version: i16,
     request: UnregisterBrokerRequest,
 ) -> Option<Handled> {
     let node_id = request.broker_id.0;
-    match replicas.cluster.unregister_broker(node_id).await {
+    match cluster.unregister_broker(node_id).await {
         Ok(()) => {
             replicas.apply_latest().await;
             Handled::new(

@@ -10,6 +10,7 @@
 //! and the answer. Must not: change a level other than through the
 //! controller (`Command::UpdateFeatures`).
 
+use chronik_metadata::Cluster;
 use std::sync::Arc;
 
 use chronik_metadata::features::UpgradeType;
@@ -28,7 +29,7 @@ use crate::requests::errors::cluster::cluster_error_code;
 const MAX_FEATURE_UPDATES: usize = 64;
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     version: i16,
     request: UpdateFeaturesRequest,
 ) -> Option<Handled> {
@@ -37,7 +38,7 @@ pub async fn handle(
         .iter()
         .map(|u| u.feature.clone())
         .collect();
-    match update(replicas, version, request).await {
+    match update((replicas, cluster), version, request).await {
         Ok(()) => {
             let results = if version <= 1 {
                 names
@@ -61,7 +62,7 @@ pub async fn handle(
 }
 
 async fn update(
-    replicas: &Arc<ReplicaManager>,
+    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
     version: i16,
     request: UpdateFeaturesRequest,
 ) -> Result<(), (ResponseError, String)> {
@@ -93,8 +94,7 @@ async fn update(
         };
         updates.push((u.feature.to_string(), u.max_version_level, kind));
     }
-    match replicas
-        .cluster
+    match cluster
         .update_features(updates, request.validate_only)
         .await
     {

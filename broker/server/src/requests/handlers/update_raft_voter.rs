@@ -9,34 +9,24 @@
 //! Owns: the request's checks (shared with AddRaftVoter) and the answer.
 //! Must not: change the membership itself (`Cluster::update_raft_voter`).
 
+use chronik_metadata::Cluster;
 use chronik_protocol::Response;
 use kafka_protocol::messages::update_raft_voter_response::CurrentLeader;
 use kafka_protocol::messages::{BrokerId, UpdateRaftVoterRequest, UpdateRaftVoterResponse};
 
-use super::add_raft_voter::{check_cluster_id, check_voter, raft_addr};
+use super::add_raft_voter::checked_voter;
 use super::Handled;
-use crate::replica::ReplicaManager;
 use crate::requests::errors::cluster::cluster_error_code;
 
-pub async fn handle(replicas: &ReplicaManager, request: UpdateRaftVoterRequest) -> Option<Handled> {
-    let checked = check_cluster_id(replicas, request.cluster_id.as_deref())
-        .and_then(|()| check_voter(request.voter_id, request.voter_directory_id))
-        .and_then(|()| {
-            raft_addr(
-                request
-                    .listeners
-                    .iter()
-                    .map(|l| (l.name.as_str(), l.host.as_str(), l.port)),
-            )
-        });
-    let result = match checked {
-        Ok(addr) => replicas
-            .cluster
-            .update_raft_voter(
-                request.voter_id,
-                *request.voter_directory_id.as_bytes(),
-                addr,
-            )
+pub async fn handle(cluster: &Cluster, request: UpdateRaftVoterRequest) -> Option<Handled> {
+    let listeners = request
+        .listeners
+        .iter()
+        .map(|l| (l.name.as_str(), l.host.as_str(), l.port));
+    let voter = (request.voter_id, request.voter_directory_id);
+    let result = match checked_voter(cluster, request.cluster_id.as_deref(), voter, listeners) {
+        Ok(addr) => cluster
+            .update_raft_voter(voter.0, *voter.1.as_bytes(), addr)
             .await
             .map_err(|e| (cluster_error_code(&e), e.to_string())),
         Err(refusal) => Err(refusal),
@@ -47,7 +37,7 @@ pub async fn handle(replicas: &ReplicaManager, request: UpdateRaftVoterRequest) 
             "UpdateRaftVoter refused: {message}"
         );
     }
-    let (leader, epoch) = replicas.cluster.leader();
+    let (leader, epoch) = cluster.leader();
     let response = UpdateRaftVoterResponse::default()
         .with_error_code(result.as_ref().err().map_or(0, |(e, _)| e.code()))
         .with_current_leader(

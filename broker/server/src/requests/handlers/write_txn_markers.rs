@@ -5,7 +5,6 @@
 //! the coordinator's own partitions (`txn::markers::write_local`).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -19,16 +18,16 @@ use super::Handled;
 use crate::coordinators::groups::OffsetStore;
 use crate::coordinators::txn::markers::{write_local, Marker};
 use crate::replica::identity::verify_broker_peer;
-use crate::replica::ReplicaManager;
+use crate::replica::write::WritePath;
 
 pub async fn handle(
-    replicas: &Arc<ReplicaManager>,
+    writes: &WritePath,
     offsets: &OffsetStore,
     _version: i16,
     request: WriteTxnMarkersRequest,
     peer: SocketAddr,
 ) -> Option<Handled> {
-    let refused = match verify_broker_peer(replicas, peer).await {
+    let refused = match verify_broker_peer(writes.replicas(), peer).await {
         Ok(()) => None,
         Err(reason) => {
             warn!(%peer, %reason, "WriteTxnMarkers refused");
@@ -49,7 +48,7 @@ pub async fn handle(
             let writes = t.partition_indexes.iter().map(|p| async {
                 match refused {
                     Some(e) => Err(e),
-                    None => write_local(replicas, offsets, &marker, &t.name.0, *p).await,
+                    None => write_local(writes, offsets, &marker, &t.name.0, *p).await,
                 }
             });
             let outcomes = futures::future::join_all(writes).await;

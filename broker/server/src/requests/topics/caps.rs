@@ -7,22 +7,21 @@
 //! partition replicas of the whole cluster against that cap times the live
 //! brokers. Must not: create topics.
 
+use chronik_metadata::Cluster;
 use kafka_protocol::error::ResponseError;
 
-use crate::replica::ReplicaManager;
-use crate::startup::config::Config;
+use crate::config::limits::Limits;
 
 /// POLICY_VIOLATION (Kafka's answer when a creation breaks a broker policy)
 /// when `partitions` more partitions with `replication_factor` replicas
 /// would exceed the caps.
 pub fn check_capacity(
-    replicas: &ReplicaManager,
-    config: &Config,
+    cluster: &Cluster,
+    limits: &Limits,
     partitions: i32,
     replication_factor: i16,
 ) -> Result<(), (ResponseError, String)> {
-    let limits = &config.limits;
-    let topics = replicas.cluster.image().topics.len();
+    let topics = cluster.image().topics.len();
     if topics >= limits.max_topics {
         return Err((
             ResponseError::PolicyViolation,
@@ -32,21 +31,20 @@ pub fn check_capacity(
             ),
         ));
     }
-    check_partition_capacity(replicas, config, partitions, replication_factor)
+    check_partition_capacity(cluster, limits, partitions, replication_factor)
 }
 
 /// POLICY_VIOLATION when `partitions` more partitions (of a new topic or
 /// an existing one) with `replication_factor` replicas would exceed
 /// `--max-broker-partitions` times the live brokers.
 pub fn check_partition_capacity(
-    replicas: &ReplicaManager,
-    config: &Config,
+    cluster: &Cluster,
+    limits: &Limits,
     partitions: i32,
     replication_factor: i16,
 ) -> Result<(), (ResponseError, String)> {
-    let limits = &config.limits;
     let new_replicas = i64::from(partitions.max(0)) * i64::from(replication_factor.max(1));
-    let image = replicas.cluster.image();
+    let image = cluster.image();
     let replicas: usize = image
         .topics
         .values()

@@ -10,12 +10,13 @@
 //! not: store configs.
 
 use chronik_log::{ConfigEntry, Error as LogError, LogConfig, LogManager};
+use chronik_metadata::Cluster;
 use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
 
 use crate::replica::throttle::{validate_replica_list, FOLLOWER_REPLICAS, LEADER_REPLICAS};
-use crate::replica::{ReplicaManager, MIN_INSYNC_REPLICAS};
+use crate::replica::MIN_INSYNC_REPLICAS;
 
 /// The log config `overrides` (a topic's whole set) make from this broker's
 /// defaults, or Kafka's error for the first bad name or value.
@@ -63,12 +64,8 @@ pub fn describe(
 
 /// The overrides a topic was created with: the quorum's record of them
 /// (the log's own lacks `min.insync.replicas`).
-pub fn overrides_of(
-    replicas: &ReplicaManager,
-    topic: &chronik_log::TopicLog,
-) -> BTreeMap<String, String> {
-    replicas
-        .cluster
+pub fn overrides_of(cluster: &Cluster, topic: &chronik_log::TopicLog) -> BTreeMap<String, String> {
+    cluster
         .image()
         .topics
         .get(&topic.name)

@@ -1,8 +1,14 @@
-//! Command-line and environment configuration of `chronik-server`.
+//! Command-line and environment configuration of `chronik-server`: a room
+//! of its own, below the requests and the dispatcher that read it and above
+//! the rooms whose settings it names (security, quotas, replica).
 //!
 //! Owns: the clap `Args` (every flag also a `CHRONIK_*` env var), the named
-//! WAL and produce profiles from the seeds, and the plain `Config` the rest of
-//! the server receives. Must not: read the environment anywhere else.
+//! WAL and produce profiles from the seeds, the plain `Config` start-up
+//! receives, and the slices handlers are lent (`limits`, `slices`). Must
+//! not: read the environment anywhere else.
+
+pub mod limits;
+pub mod slices;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -279,7 +285,7 @@ pub struct Args {
     pub cluster_secret_file: Option<PathBuf>,
     /// Connection, request, fetch, partition and decompression bounds (`limits`).
     #[command(flatten)]
-    pub limits: crate::startup::limits::LimitArgs,
+    pub limits: crate::config::limits::LimitArgs,
     /// ACL authorization (`authorization`).
     #[command(flatten)]
     pub authorizer: crate::security::authorizer::AuthorizerArgs,
@@ -288,7 +294,7 @@ pub struct Args {
     pub security: crate::security::args::SecurityArgs,
     /// What the raft port speaks (`controller_listener`).
     #[command(flatten)]
-    pub controller_listener: crate::network::controller_listener::ControllerListenerArgs,
+    pub controller_listener: crate::security::controller_listener::ControllerListenerArgs,
 }
 
 /// The effective configuration, as the server uses it.
@@ -344,8 +350,8 @@ pub struct Config {
     pub replica_selector: Option<crate::replica::read_replica::ReplicaSelector>,
     pub cluster_secret_file: PathBuf,
     /// What the raft port speaks beneath the cluster-secret handshake.
-    pub controller_protocol: crate::network::controller_listener::ControllerProtocol,
-    pub limits: crate::startup::limits::Limits,
+    pub controller_protocol: crate::security::controller_listener::ControllerProtocol,
+    pub limits: crate::config::limits::Limits,
     /// `None`: no authorizer (every request allowed).
     pub authorizer: Option<chronik_metadata::acl_rules::AuthorizerConfig>,
 }
@@ -404,7 +410,7 @@ impl TryFrom<Args> for Config {
             legacy_advertise,
             several_voters,
         )?;
-        let controller_protocol = crate::network::controller_listener::resolve(
+        let controller_protocol = crate::security::controller_listener::resolve(
             args.controller_listener
                 .controller_listener_security_protocol,
             &args.security.listener_security_protocol_map,
@@ -442,7 +448,7 @@ impl TryFrom<Args> for Config {
                 (true, true) => format!("{}@[{own_host}]", args.node_id),
                 (true, false) => format!("{}@{own_host}", args.node_id),
             });
-        let limits = crate::startup::limits::Limits::from(&args.limits);
+        let limits = crate::config::limits::Limits::from(&args.limits);
         let authorizer = args.authorizer.config()?;
         Ok(Config {
             listen,

@@ -146,7 +146,7 @@ pub fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::startup::config::{Args, Config};
+    use crate::config::{Args, Config};
     use clap::Parser;
 
     fn config(flags: &[&str]) -> anyhow::Result<Config> {

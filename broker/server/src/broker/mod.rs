@@ -1,25 +1,32 @@
-//! The broker's shared state, handed to every connection. The request
-//! dispatcher (`requests::handlers::dispatch`) takes it apart and lends each
-//! handler only the managers it uses; nothing else under `requests/` names it.
+//! The broker's shared state, handed to every connection, and the request
+//! dispatcher (`dispatch`) that takes it apart and lends each handler only
+//! the managers it uses; nothing under `requests/` names it.
 //!
-//! Owns: the log manager, the replica manager, metrics, the advertised endpoint, the cluster id
-//! (the quorum's, persisted in `<data-dir>/meta.properties` by `startup::meta_properties`), the produce-memory budget and
-//! the purgatory where requests wait on partitions. Must not: speak the wire protocol.
+//! Owns: the log manager, the metadata quorum (`Cluster`), the replica
+//! manager and the write path, metrics, the advertised endpoint, the
+//! cluster id (the quorum's, persisted in `<data-dir>/meta.properties` by
+//! `startup::meta_properties`), the produce-memory budget and the purgatory
+//! where requests wait on partitions. Must not: speak the wire protocol.
+
+pub mod dispatch;
 
 use std::sync::Arc;
 
 use chronik_log::LogManager;
+use chronik_metadata::Cluster;
 use tokio::sync::Semaphore;
 
+use crate::config::Config;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
 use crate::coordinators::producer_ids::ProducerIdAllocator;
 use crate::coordinators::txn::TxnCoordinator;
 use crate::infra::metrics::Metrics;
 use crate::replica::purgatory::Purgatory;
+use crate::replica::throttle::ReplicationThrottle;
+use crate::replica::write::WritePath;
 use crate::replica::ReplicaManager;
 use crate::requests::fetch_sessions::FetchSessionCache;
 use crate::security::authorizer::Authorizer;
-use crate::startup::config::Config;
 
 /// Every manager a request may reach. Shared as `Arc<Broker>`.
 pub struct Broker {
@@ -29,6 +36,9 @@ pub struct Broker {
     /// The host and port put in Metadata responses.
     pub advertised: (String, u16),
     pub cluster_id: String,
+    /// The metadata quorum (of one without `--peers`): the image, and the
+    /// controller's operations.
+    pub cluster: Arc<Cluster>,
     /// Requests waiting on partitions (durability, the ISR, data to fetch),
     /// woken per partition as it progresses.
     pub purgatory: Arc<Purgatory>,
@@ -50,8 +60,12 @@ pub struct Broker {
     /// `__transaction_state`-0).
     pub txn: Arc<TxnCoordinator>,
     pub producer_ids: Arc<ProducerIdAllocator>,
-    /// The metadata quorum (of one without `--peers`) and this broker's replicas.
+    /// This broker's replicas, kept in step with the quorum.
     pub replicas: Arc<ReplicaManager>,
+    /// The one way records enter a partition led here.
+    pub writes: Arc<WritePath>,
+    /// Replication throttles (the leader side is the Fetch handler's).
+    pub throttle: Arc<ReplicationThrottle>,
     /// ACL checks (off unless `--authorizer-class-name` is set).
     pub authorizer: Authorizer,
     /// SCRAM credentials (bootstrap file and the quorum's), shared with
