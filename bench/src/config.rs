@@ -535,16 +535,6 @@ impl TryFrom<Args> for Config {
     }
 }
 
-impl Config {
-    /// Producer tasks this run starts.
-    pub fn producer_tasks(&self) -> u32 {
-        match self.mode {
-            Mode::Produce | Mode::RoundTrip => self.concurrency,
-            Mode::Consume | Mode::Metadata => 0,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
