@@ -28,6 +28,8 @@
 //! - `error` — `HarnessError` for the file helpers.
 //! - `reconnect` — the librdkafka connection settings every harness client
 //!   starts from (a broker that moved found in seconds).
+//! - `librdkafka_log` — librdkafka's log lines forwarded to tracing, for
+//!   every harness client's rdkafka context.
 
 pub mod assess;
 pub mod envelope;
@@ -35,6 +37,7 @@ pub mod error;
 pub mod histogram;
 pub mod intervals;
 pub mod ledger;
+pub mod librdkafka_log;
 pub mod procfs;
 pub mod reconcile;
 pub mod reconnect;
