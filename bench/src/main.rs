@@ -10,8 +10,7 @@ use clap::Parser;
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     chronik_process::init_tracing("CHRONIK_BENCH_LOG", "warn,chronik_bench=info");
-    let config = Config::try_from(args)?;
-    tracing::info!(?config, "effective configuration");
+    let config: Config = chronik_process::effective_config(args)?;
 
     // First Ctrl-C: end the run early, still report. Second: exit at once.
     let interrupted = Arc::new(AtomicBool::new(false));

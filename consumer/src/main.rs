@@ -24,15 +24,11 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<u8> {
     // One worker thread serves HTTP; the poll loop has its own thread.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
+    let runtime = chronik_process::runtime(Some(1))?;
     match args.command {
         Some(Command::Merge(merge)) => runtime.block_on(chronik_consumer::run::merge(merge)),
         None => {
-            let config = Config::try_from(args.run)?;
-            tracing::info!(?config, "effective configuration");
+            let config: Config = chronik_process::effective_config(args.run)?;
             runtime.block_on(chronik_consumer::run::run(
                 config,
                 chronik_process::shutdown_signal("consumer"),

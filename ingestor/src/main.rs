@@ -13,11 +13,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     chronik_process::init_tracing("CHRONIK_LOG", "info");
-    let config = Config::try_from(args)?;
-    tracing::info!(?config, "effective configuration");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let config: Config = chronik_process::effective_config(args)?;
+    let runtime = chronik_process::runtime(None)?;
     runtime.block_on(chronik_ingestor::server::run(
         config,
         chronik_process::shutdown_signal("ingestor"),

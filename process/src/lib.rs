@@ -6,14 +6,18 @@
 //!
 //! Layout:
 //! - `logging` — the tracing subscriber: stderr, colours only on a
-//!   terminal, filtered by an environment variable with a default.
+//!   terminal, filtered by an environment variable with a default; the
+//!   effective configuration logged at start.
 //! - `shutdown` — the future that completes on SIGINT or SIGTERM.
+//! - `runtime` — the multi-threaded tokio runtime `main` blocks on.
 //!
-//! Must not: parse arguments, build a runtime or decide exit statuses: each
-//! binary's `main` keeps those.
+//! Must not: parse arguments or decide exit statuses: each binary's `main`
+//! keeps those.
 
 pub mod logging;
+pub mod runtime;
 pub mod shutdown;
 
-pub use logging::init_tracing;
+pub use logging::{effective_config, init_tracing};
+pub use runtime::runtime;
 pub use shutdown::shutdown_signal;

@@ -11,11 +11,8 @@ static GLOBAL: ReservingAllocator = ReservingAllocator;
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     chronik_process::init_tracing("CHRONIK_LOG", "info");
-    let config = Config::try_from(args)?;
-    tracing::info!(?config, "effective configuration");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    let config: Config = chronik_process::effective_config(args)?;
+    let runtime = chronik_process::runtime(None)?;
     let result = match config.roles.broker {
         true => runtime.block_on(chronik_server::startup::server::run(
             config,
