@@ -41,4 +41,5 @@ pub mod resources;
 pub mod result;
 pub mod run;
 pub mod schedule;
+pub mod start;
 pub mod sweep;
