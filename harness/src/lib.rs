@@ -30,8 +30,11 @@
 //!   starts from (a broker that moved found in seconds).
 //! - `librdkafka_log` — librdkafka's log lines forwarded to tracing, for
 //!   every harness client's rdkafka context.
+//! - `duration` — how the tools' duration flags are written (seconds or
+//!   humantime).
 
 pub mod assess;
+pub mod duration;
 pub mod envelope;
 pub mod error;
 pub mod histogram;
