@@ -8,7 +8,8 @@
 #   python     confluent-kafka, kafka-python, aiokafka (compat/requirements.txt) into the
 #              repo's shared .venv (created if missing)
 #   go         compat/go -> target/compat/franz-go-driver,
-#              compat/sarama -> target/compat/sarama-driver (go build, incremental)
+#              compat/sarama -> target/compat/sarama-driver (go build, incremental;
+#              both require the local module compat/driver, nothing to download)
 #   node       compat/kafkajs/node_modules                  (npm ci, when the lockfile changed)
 #   java       compat/java -> compat/java/target/{classes,lib} (mvn -q -B package;
 #              skipped while pom.xml and the sources are unchanged)

@@ -103,6 +103,16 @@ def _numbers(columns: Sequence[Column], text: Sequence[str]) -> list[str]:
     return [h for h, _, _ in columns if h not in text]
 
 
+def _table_section(title: str, frame: pd.DataFrame, cols: Sequence[Column], text: Sequence[str],
+                   *after: str) -> list[str]:
+    """A section that is one table of `frame` (the `text` columns left-aligned),
+    then the lines `after`; NOT_AVAILABLE when the frame is empty."""
+    out = [f"## {title}", ""]
+    if frame.empty:
+        return out + [NOT_AVAILABLE]
+    return out + [markdown_table(frame, cols, _numbers(cols, text)), *after]
+
+
 # --- sections -------------------------------------------------------------------
 
 
@@ -321,10 +331,6 @@ def _results(report: Report, charts: Mapping[str, str]) -> list[str]:
 
 
 def _progression(report: Report) -> list[str]:
-    p = report.progression
-    out = ["## Throughput progression", ""]
-    if p.empty:
-        return out + [NOT_AVAILABLE]
     cols: list[Column] = [
         ("Run", "run_id", fmt_code), ("Test", "test", fmt_text), ("Broker", "broker", fmt_text), ("Acks", "acks", fmt_text),
         ("Batch", "batch_size", fmt_int), ("Msg size (B)", "message_size", fmt_int), ("Ingestors", "ingestors", fmt_int),
@@ -332,7 +338,7 @@ def _progression(report: Report) -> list[str]:
         ("Batch p50", "batch_p50_ms", fmt_ms), ("vs first", "vs_first", fmt_ratio),
         ("vs previous", "vs_previous_pct", fmt_change),
     ]
-    return out + [markdown_table(p, cols, _numbers(cols, ["Run", "Test", "Broker", "Acks"]))]
+    return _table_section("Throughput progression", report.progression, cols, ["Run", "Test", "Broker", "Acks"])
 
 
 def _comparison(table: pd.DataFrame, title: str, group_by: str, a: str, b: str, a_head: str, b_head: str,
@@ -387,18 +393,14 @@ def _e2e(report: Report, charts: Mapping[str, str]) -> list[str]:
 
 
 def _ingestors(report: Report) -> list[str]:
-    i = report.ingestors
-    out = ["## Ingestors", ""]
-    if i.empty:
-        return out + [NOT_AVAILABLE]
     cols: list[Column] = [
         ("Run", "run_id", fmt_code), ("Ingestor", "ingestor", fmt_text), ("Acknowledged", "acknowledged", fmt_int),
         ("Failed", "failed", fmt_int), ("In flight", "in_flight", fmt_int), ("Accepted", "accepted", fmt_int),
         ("Delivered", "delivered", fmt_int), ("Delivery failed", "failed_metric", fmt_int),
         ("Rejected", "rejected", fmt_int),
     ]
-    return out + [markdown_table(i, cols, _numbers(cols, ["Run", "Ingestor"])),
-                  "", "Acknowledged / failed / in flight: the ingestor's ledger; the rest: its final metrics."]
+    return _table_section("Ingestors", report.ingestors, cols, ["Run", "Ingestor"],
+                          "", "Acknowledged / failed / in flight: the ingestor's ledger; the rest: its final metrics.")
 
 
 def _broker_metrics(report: Report) -> list[str]:

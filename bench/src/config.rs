@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use chronik_harness::duration::parse_duration;
 use clap::{Parser, ValueEnum};
 use serde::Serialize;
 
@@ -128,15 +129,6 @@ pub enum PayloadPattern {
 pub enum ConsumeFrom {
     Earliest,
     Latest,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 20s, 500ms, 2m)"))
 }
 
 fn parse_positive_f64(s: &str) -> Result<f64, String> {
@@ -532,16 +524,6 @@ impl TryFrom<Args> for Config {
                 duplicate: a.inject_duplicate,
             },
         })
-    }
-}
-
-impl Config {
-    /// Producer tasks this run starts.
-    pub fn producer_tasks(&self) -> u32 {
-        match self.mode {
-            Mode::Produce | Mode::RoundTrip => self.concurrency,
-            Mode::Consume | Mode::Metadata => 0,
-        }
     }
 }
 

@@ -10,10 +10,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use chronik_harness::histogram::record_us;
 use chronik_harness::verify::{Verdict, Verifier};
 use chronik_harness::{Envelope, ENVELOPE_HEADER};
@@ -24,7 +23,8 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
 
 use crate::client::{BenchConsumer, QuietEofContext};
-use crate::metrics::{IntervalRecorder, ReportMsg, Timeline};
+use crate::metrics::{IntervalRecorder, ReportMsg};
+use crate::start::Barrier;
 
 const POLL_TIMEOUT: Duration = Duration::from_millis(50);
 
@@ -70,31 +70,16 @@ pub struct ConsumerOutcome {
     pub drained: bool,
 }
 
-pub fn spawn(
-    spec: ConsumerSpec,
-    ready: Sender<Result<(), String>>,
-    go: Receiver<Arc<Timeline>>,
-) -> Result<JoinHandle<Result<ConsumerOutcome>>> {
-    std::thread::Builder::new()
-        .name(format!("consumer-{}", spec.index))
-        .spawn(move || run_task(spec, ready, go))
-        .context("spawning a consumer thread")
-}
-
-fn run_task(
-    spec: ConsumerSpec,
-    ready: Sender<Result<(), String>>,
-    go: Receiver<Arc<Timeline>>,
-) -> Result<ConsumerOutcome> {
+/// A consumer task (`start::spawn` runs it on its own thread).
+pub fn run_task(spec: ConsumerSpec, barrier: Barrier) -> Result<ConsumerOutcome> {
     let consumer: BenchConsumer = match setup(&spec) {
         Ok(c) => c,
         Err(e) => {
-            let _ = ready.send(Err(format!("consumer {}: {e:#}", spec.index)));
+            barrier.failed(format!("consumer {}: {e:#}", spec.index));
             return Err(e);
         }
     };
-    let _ = ready.send(Ok(()));
-    let timeline = go.recv().map_err(|_| anyhow!("run aborted before start"))?;
+    let timeline = barrier.connected()?;
     let clock = timeline.clock;
     let warmup_end_wall_us = clock.wall_us(timeline.warmup_end_ns);
     let mut recorder = IntervalRecorder::new(spec.source, spec.report_tx.clone(), timeline.clone());

@@ -14,6 +14,7 @@
 //! - `produce`   — producer tasks (sender + delivery-report poller): the hot path.
 //! - `consume`   — consumer tasks: read, verify (chronik-harness's verifier), end-to-end latency.
 //! - `metadata`  — metadata-mode requesters.
+//! - `start`     — a task's thread and its side of the start barrier (ready, then go).
 //! - `schedule`  — the run clock and the open-loop schedule.
 //! - `payload`   — pre-generated values and keys.
 //! - `metrics`   — interval recording (per task, lock-free) and the reporter (merge, lines, .hlog).
@@ -41,4 +42,5 @@ pub mod resources;
 pub mod result;
 pub mod run;
 pub mod schedule;
+pub mod start;
 pub mod sweep;

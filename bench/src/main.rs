@@ -6,20 +6,11 @@ use std::sync::Arc;
 use anyhow::Context;
 use chronik_bench::config::{Args, Config};
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("CHRONIK_BENCH_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("warn,chronik_bench=info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    let config = Config::try_from(args)?;
-    tracing::info!(?config, "effective configuration");
+    chronik_process::init_tracing("CHRONIK_BENCH_LOG", "warn,chronik_bench=info");
+    let config: Config = chronik_process::effective_config(args)?;
 
     // First Ctrl-C: end the run early, still report. Second: exit at once.
     let interrupted = Arc::new(AtomicBool::new(false));

@@ -5,20 +5,20 @@
 //! timing each and recording it like a delivery report. Must not: produce.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 use chronik_harness::histogram::record_us;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::Consumer;
 
 use crate::client::{BenchConsumer, QuietEofContext};
-use crate::metrics::{IntervalRecorder, ReportMsg, Timeline};
+use crate::metrics::{IntervalRecorder, ReportMsg};
 use crate::produce::ProducerOutcome;
 use crate::schedule::{pace, Pace, Schedule};
+use crate::start::Barrier;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -33,38 +33,23 @@ pub struct RequesterSpec {
     pub report_tx: Sender<ReportMsg>,
 }
 
-pub fn spawn(
-    spec: RequesterSpec,
-    ready: Sender<Result<(), String>>,
-    go: Receiver<Arc<Timeline>>,
-) -> Result<JoinHandle<Result<ProducerOutcome>>> {
-    std::thread::Builder::new()
-        .name(format!("metadata-{}", spec.index))
-        .spawn(move || run_task(spec, ready, go))
-        .context("spawning a metadata thread")
-}
-
-fn run_task(
-    spec: RequesterSpec,
-    ready: Sender<Result<(), String>>,
-    go: Receiver<Arc<Timeline>>,
-) -> Result<ProducerOutcome> {
+/// A metadata requester (`start::spawn` runs it on its own thread).
+pub fn run_task(spec: RequesterSpec, barrier: Barrier) -> Result<ProducerOutcome> {
     let client: BenchConsumer = match spec.client.create_with_context(QuietEofContext) {
         Ok(c) => c,
         Err(e) => {
-            let _ = ready.send(Err(format!("metadata client {}: {e}", spec.index)));
+            barrier.failed(format!("metadata client {}: {e}", spec.index));
             return Err(anyhow!("creating metadata client: {e}"));
         }
     };
     if let Err(e) = client.fetch_metadata(Some(&spec.topic), REQUEST_TIMEOUT) {
-        let _ = ready.send(Err(format!(
+        barrier.failed(format!(
             "metadata client {} cannot reach the broker: {e}",
             spec.index
-        )));
+        ));
         return Err(anyhow!("metadata: {e}"));
     }
-    let _ = ready.send(Ok(()));
-    let timeline = go.recv().map_err(|_| anyhow!("run aborted before start"))?;
+    let timeline = barrier.connected()?;
     let clock = timeline.clock;
     let mut recorder = IntervalRecorder::new(spec.source, spec.report_tx.clone(), timeline.clone());
     let mut out = ProducerOutcome::default();

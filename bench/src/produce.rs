@@ -21,9 +21,8 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
@@ -41,6 +40,7 @@ use crate::config::Injections;
 use crate::metrics::{IntervalRecorder, ReportMsg, Timeline};
 use crate::payload::{Keys, Payloads};
 use crate::schedule::{pace, Pace, Schedule};
+use crate::start::Barrier;
 
 /// Marks the delivery opaque of an injected duplicate (not a measured message).
 const DUPLICATE_BIT: usize = 1 << 63;
@@ -234,29 +234,15 @@ impl ProducerContext for BenchContext {
     }
 }
 
-/// Starts a producer task. It connects, says `ready`, waits for the run's
-/// timeline on `go`, produces until `stop` (or its quota), drains, and returns.
-pub fn spawn(
-    spec: ProducerSpec,
-    ready: Sender<Result<(), String>>,
-    go: Receiver<Arc<Timeline>>,
-) -> Result<JoinHandle<Result<ProducerOutcome>>> {
-    std::thread::Builder::new()
-        .name(format!("producer-{}", spec.task))
-        .spawn(move || run_task(spec, ready, go))
-        .context("spawning a producer thread")
-}
-
-fn run_task(
-    spec: ProducerSpec,
-    ready: Sender<Result<(), String>>,
-    go: Receiver<Arc<Timeline>>,
-) -> Result<ProducerOutcome> {
+/// A producer task (`start::spawn` runs it on its own thread). It connects,
+/// passes the start barrier, produces until `stop` (or its quota), drains,
+/// and returns.
+pub fn run_task(spec: ProducerSpec, barrier: Barrier) -> Result<ProducerOutcome> {
     let producer: Arc<BaseProducer<BenchContext>> =
         match spec.client.create_with_context(BenchContext) {
             Ok(p) => Arc::new(p),
             Err(e) => {
-                let _ = ready.send(Err(format!("creating producer {}: {e}", spec.task)));
+                barrier.failed(format!("creating producer {}: {e}", spec.task));
                 return Err(anyhow!("creating producer: {e}"));
             }
         };
@@ -266,14 +252,13 @@ fn run_task(
         .client()
         .fetch_metadata(Some(&spec.topic), Duration::from_secs(10))
     {
-        let _ = ready.send(Err(format!(
+        barrier.failed(format!(
             "producer {} cannot reach the broker: {e}",
             spec.task
-        )));
+        ));
         return Err(anyhow!("producer metadata: {e}"));
     }
-    let _ = ready.send(Ok(()));
-    let timeline = go.recv().map_err(|_| anyhow!("run aborted before start"))?;
+    let timeline = barrier.connected()?;
 
     let ring = Arc::new(SendRing::new(spec.max_in_flight));
     let state = PollerState {

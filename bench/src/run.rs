@@ -31,6 +31,7 @@ use crate::result::{
     headline_kind, BrokerResources, Histograms, PublishCounts, Resources, RunResult, Verification,
 };
 use crate::schedule::{duration_ns, RunClock, Schedule};
+use crate::start::{self, Barrier};
 
 /// How long every task may take to connect before the run is abandoned.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -81,10 +82,10 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
     let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
     let stop = Arc::new(AtomicBool::new(false));
     let mut go: Vec<Sender<Arc<Timeline>>> = Vec::new();
-    let mut new_go = || {
+    let mut barrier = || {
         let (tx, rx) = mpsc::channel();
         go.push(tx);
-        rx
+        Barrier::new(ready_tx.clone(), rx)
     };
     let mut source = 0usize;
     let senders = match c.mode {
@@ -156,7 +157,7 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
         };
         source += 1;
         consumers.push((
-            consume::spawn(spec, ready_tx.clone(), new_go())?,
+            start::spawn(format!("consumer-{i}"), spec, barrier(), consume::run_task)?,
             drain_tx,
             progress,
         ));
@@ -173,7 +174,12 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
                 source,
                 report_tx: report_tx.clone(),
             };
-            metadata::spawn(spec, ready_tx.clone(), new_go())?
+            start::spawn(
+                format!("metadata-{task}"),
+                spec,
+                barrier(),
+                metadata::run_task,
+            )?
         } else {
             let spec = ProducerSpec {
                 task,
@@ -197,7 +203,12 @@ pub fn run_once(c: &Config, rate: Option<f64>, ctx: &RunContext) -> Result<RunRe
                 source,
                 report_tx: report_tx.clone(),
             };
-            produce::spawn(spec, ready_tx.clone(), new_go())?
+            start::spawn(
+                format!("producer-{task}"),
+                spec,
+                barrier(),
+                produce::run_task,
+            )?
         };
         source += 1;
         producers.push(handle);

@@ -4,8 +4,7 @@
 
 mod common;
 
-use chronik_harness::histogram::read_hlog;
-use common::{broker, num, read_json, run_bench};
+use common::{broker, hlog, num, read_json, run_bench};
 
 const OMB_FIELDS: &[&str] = &[
     "workload",
@@ -96,12 +95,7 @@ fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
             &pid,
         ],
     )?;
-    assert!(
-        run.status.success(),
-        "produce failed: {}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    run.assert_success("produce");
     assert!(
         run.stdout.contains("Chronik Benchmark Results"),
         "{}",
@@ -193,25 +187,12 @@ fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
     assert_eq!(col("compression"), "None");
 
     // .hlog: parses, and holds every measured sample.
-    let hlogs: Vec<String> = doc["hlogFiles"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(String::from))
-        .collect();
-    assert!(!hlogs.is_empty());
-    let service = hlogs
-        .iter()
-        .find(|p| p.ends_with("publish-service.hlog"))
-        .expect("service log");
-    let intervals = read_hlog(std::path::Path::new(service))?;
-    let samples: u64 = intervals.iter().map(|i| i.histogram.len()).sum();
+    let (service, samples) = hlog(&doc, "publish-service")?;
     assert_eq!(
         samples, 20000,
         "every acknowledged message is in the interval log"
     );
-    let run_dir = std::path::Path::new(service).parent().expect("dir");
+    let run_dir = service.parent().expect("dir");
     assert!(read_json(&run_dir.join("result.json"))?["meta"].is_object());
 
     // Consume: reads back exactly what was produced, envelopes verified.
@@ -234,12 +215,7 @@ fn produce_then_consume_with_every_output() -> anyhow::Result<()> {
             consumed_json.to_str().unwrap_or_default(),
         ],
     )?;
-    assert!(
-        run.status.success(),
-        "consume failed: {}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    run.assert_success("consume");
     let doc = read_json(&consumed_json)?;
     assert_eq!(doc["consumed"], 20000, "{}", run.stdout);
     assert_eq!(doc["consumedBytes"], 20000 * 200);
@@ -288,12 +264,7 @@ fn round_trip_verifies_every_message_while_producing() -> anyhow::Result<()> {
             "--strict",
         ],
     )?;
-    assert!(
-        run.status.success(),
-        "round-trip failed: {}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    run.assert_success("round-trip");
     let doc = read_json(&json)?;
     let v = &doc["verification"];
     assert_eq!(v["reconciliation"]["lost"], 0, "{v}");
@@ -355,12 +326,7 @@ fn metadata_mode_times_metadata_requests() -> anyhow::Result<()> {
             json.to_str().unwrap_or_default(),
         ],
     )?;
-    assert!(
-        run.status.success(),
-        "metadata failed: {}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    run.assert_success("metadata");
     let doc = read_json(&json)?;
     assert!(
         num(&doc, "messages") > 10.0,

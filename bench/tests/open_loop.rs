@@ -3,8 +3,7 @@
 
 mod common;
 
-use chronik_harness::histogram::read_hlog;
-use common::{broker, num, read_json, run_bench};
+use common::{broker, hlog, num, read_json, run_bench};
 
 #[test]
 fn a_modest_rate_is_held_and_judged_valid() -> anyhow::Result<()> {
@@ -37,12 +36,7 @@ fn a_modest_rate_is_held_and_judged_valid() -> anyhow::Result<()> {
             results.to_str().unwrap_or_default(),
         ],
     )?;
-    assert!(
-        run.status.success(),
-        "rate run failed: {}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    run.assert_success("rate run");
     let doc = read_json(&json)?;
     assert_eq!(doc["targetRate"], 2000.0);
     let achieved = num(&doc, "achievedRate");
@@ -69,22 +63,8 @@ fn a_modest_rate_is_held_and_judged_valid() -> anyhow::Result<()> {
         "publish delay is integer µs as in OMB"
     );
     assert!(run.stdout.contains("VALID"), "{}", run.stdout);
-    let files: Vec<String> = doc["hlogFiles"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(String::from))
-        .collect();
     for stem in ["publish-service", "publish-response", "publish-delay"] {
-        let f = files
-            .iter()
-            .find(|p| p.ends_with(&format!("{stem}.hlog")))
-            .unwrap_or_else(|| panic!("{stem}.hlog"));
-        let n: u64 = read_hlog(std::path::Path::new(f))?
-            .iter()
-            .map(|i| i.histogram.len())
-            .sum();
+        let (_, n) = hlog(&doc, stem)?;
         assert!(n as f64 >= 0.9 * 2000.0 * 3.0, "{stem}: {n} samples");
     }
     Ok(())
@@ -127,12 +107,7 @@ fn a_sweep_steps_the_rate_and_reports_the_knee() -> anyhow::Result<()> {
             csv.to_str().unwrap_or_default(),
         ],
     )?;
-    assert!(
-        run.status.success(),
-        "sweep failed: {}\n{}",
-        run.stdout,
-        run.stderr
-    );
+    run.assert_success("sweep");
     let doc = read_json(&json)?;
     let steps = doc["steps"].as_array().cloned().unwrap_or_default();
     assert_eq!(steps.len(), 2, "{doc}");

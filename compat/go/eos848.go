@@ -8,7 +8,7 @@
 // starts over (franz-go's own TestTxnEtl hung in every KIP-848 variant when
 // it was not), and a consumer must not take a live session's slot.
 // Owns only the franz-go calls and the schedule; the checks on what came back
-// live in verify.go.
+// live in compat/driver (verify.go).
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"chronik/compat/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -44,50 +45,49 @@ var eosMembers = []struct {
 // to the output exactly once (read_committed), and the group's committed
 // offsets lie past the last input record and at most at the last stable
 // offset, with the members joining and leaving as eosMembers says.
-func checkEOS848(rep *reporter, a args) error {
-	in, out, group := unique("compat-eos848-in"), unique("compat-eos848-out"), unique("compat-eos848")
+func checkEOS848(rep *driver.Reporter, a args) error {
+	in, out, group := driver.Unique("compat-eos848-in"), driver.Unique("compat-eos848-out"), driver.Unique("compat-eos848")
 	for _, t := range []string{in, out} {
-		if err := createTopic(a, t, txnParts); err != nil {
+		if err := createTopic(a, t, driver.TxnParts); err != nil {
 			return err
 		}
 	}
-	neighbourTopic := unique("compat-eos848-neighbour")
+	neighbourTopic := driver.Unique("compat-eos848-neighbour")
 	if err := createTopic(a, neighbourTopic, eosNeighbourParts); err != nil {
 		return err
 	}
-	producer, err := newClient(a, kgo.TransactionalID(unique("compat-eos848-producer")),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond))
+	producer, err := franz{a}.NewTxnProducer()
 	if err != nil {
 		return err
 	}
-	acks, errs, err := produceInTxn(a, producer, in, in, a.messages, kgo.TryCommit)
+	acks, errs, err := producer.ProduceInTxn(in, in, a.Messages, true)
 	producer.Close()
 	if err != nil {
 		return err
 	}
-	if problems := verifyAcks(a.messages, acks, errs); len(problems) > 0 {
-		rep.verdict("eos-848", prefixed("input transaction", problems), "")
+	if problems := driver.VerifyAcks(a.Messages, acks, errs); len(problems) > 0 {
+		rep.Verdict("eos-848", driver.Prefixed("input transaction", problems), "")
 		return nil
 	}
 
-	run := &eosRun{a: a, group: group, in: in, out: out, neighbourTopic: neighbourTopic, n: a.messages,
-		done: map[pos]bool{}}
+	run := &eosRun{a: a, group: group, in: in, out: out, neighbourTopic: neighbourTopic, n: a.Messages,
+		done: map[driver.Pos]bool{}}
 	copied, aborts, memberErr := run.churn()
 	if memberErr != nil {
-		rep.emit("eos-848", "fail", fmt.Sprintf("a member failed: %v", memberErr))
+		rep.Emit("eos-848", "fail", fmt.Sprintf("a member failed: %v", memberErr))
 		return nil
 	}
-	if copied < a.messages {
-		rep.emit("eos-848", "fail", fmt.Sprintf("the KIP-848 members committed %d of %d input records "+
-			"within %s without progress (%d transactions aborted)", copied, a.messages, a.stage, aborts))
+	if copied < a.Messages {
+		rep.Emit("eos-848", "fail", fmt.Sprintf("the KIP-848 members committed %d of %d input records "+
+			"within %s without progress (%d transactions aborted)", copied, a.Messages, a.Stage, aborts))
 		return nil
 	}
-	outRecs, err := readIsolated(a, out, true, a.messages)
+	outRecs, err := readIsolated(a, out, true, a.Messages)
 	if err != nil {
 		return err
 	}
-	problems := prefixed("output read_committed", verifyReadBack(outPrefix+in, a.messages, outRecs, nil))
-	committedIn, err := readIsolated(a, in, true, a.messages)
+	problems := driver.Prefixed("output read_committed", driver.VerifyReadBack(driver.OutPrefix+in, a.Messages, outRecs, nil))
+	committedIn, err := readIsolated(a, in, true, a.Messages)
 	if err != nil {
 		return err
 	}
@@ -95,13 +95,13 @@ func checkEOS848(rep *reporter, a args) error {
 	if err != nil {
 		return err
 	}
-	problems = append(problems, prefixed("group offsets",
-		verifyTxnOffsets(committed, endOf(withTag(in, committedIn)), lso, txnParts))...)
-	rep.verdict("eos-848", problems, fmt.Sprintf(
+	problems = append(problems, driver.Prefixed("group offsets",
+		driver.VerifyTxnOffsets(committed, driver.EndOf(driver.WithTag(in, committedIn)), lso, driver.TxnParts))...)
+	rep.Verdict("eos-848", problems, fmt.Sprintf(
 		"%d committed in; KIP-848 GroupTransactSession members %d (joining at 0, 1/4, 1/2 of the input, "+
 			"the second leaving at 3/4; a neighbour consumer of %d partitions from 1/10) copied them in transactions of <=%d (%d aborted by rebalances), "+
 			"output read_committed %d once each; group offsets %v, last stable offsets %v",
-		a.messages, len(eosMembers), eosNeighbourParts, txnBatch, aborts, len(outRecs), committed, lso))
+		a.Messages, len(eosMembers), eosNeighbourParts, driver.TxnBatch, aborts, len(outRecs), committed, lso))
 	return nil
 }
 
@@ -112,7 +112,7 @@ type eosRun struct {
 	n                              int
 
 	mu       sync.Mutex
-	done     map[pos]bool // input records copied in a committed transaction
+	done     map[driver.Pos]bool // input records copied in a committed transaction
 	aborts   int
 	progress time.Time
 	failed   error
@@ -128,7 +128,7 @@ func (r *eosRun) share() float64 {
 func (r *eosRun) over() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.done) >= r.n || r.failed != nil || time.Since(r.progress) >= r.a.stage
+	return len(r.done) >= r.n || r.failed != nil || time.Since(r.progress) >= r.a.Stage
 }
 
 // churn runs the members on their schedule until the run is over.
@@ -150,7 +150,7 @@ func (r *eosRun) churn() (int, int, error) {
 		if r.over() {
 			break
 		}
-		logf("%s joins at %.0f%% of the input", m.name, 100*r.share())
+		driver.Logf("%s joins at %.0f%% of the input", m.name, 100*r.share())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -172,8 +172,8 @@ func (r *eosRun) churn() (int, int, error) {
 // member: one GroupTransactSession in the KIP-848 group, copying until the
 // run is over or the share of the input reaches leave.
 func (r *eosRun) member(name string, leave float64) error {
-	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{kgo.SeedBrokers(r.a.bootstrap),
-		kgo.TransactionalID(unique("compat-eos848-" + name)), kgo.RequiredAcks(kgo.AllISRAcks()),
+	sess, err := kgo.NewGroupTransactSession(append([]kgo.Opt{kgo.SeedBrokers(r.a.Bootstrap),
+		kgo.TransactionalID(driver.Unique("compat-eos848-" + name)), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ConsumerGroup(r.group), kgo.ConsumeTopics(r.in), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.RequireStableFetchOffsets(),
 		kgo.DefaultProduceTopic(r.out), kgo.ServerSideBalancer(), kgo.ClientID(name)}, r.a.extra...)...)
@@ -181,7 +181,7 @@ func (r *eosRun) member(name string, leave float64) error {
 		return err
 	}
 	defer func() {
-		logf("%s leaves at %.0f%% of the input", name, 100*r.share())
+		driver.Logf("%s leaves at %.0f%% of the input", name, 100*r.share())
 		closeBounded(r.a, sess.Client())
 	}()
 	for !r.over() && (leave >= 1 || r.share() < leave) {
@@ -195,7 +195,7 @@ func (r *eosRun) member(name string, leave float64) error {
 		r.mu.Lock()
 		if committed {
 			for _, rec := range recs {
-				r.done[pos{rec.Partition, rec.Offset}] = true
+				r.done[driver.Pos{P: rec.Partition, O: rec.Offset}] = true
 			}
 			r.progress = time.Now()
 		} else {
@@ -217,11 +217,11 @@ func (r *eosRun) neighbour() {
 	cl, err := newClient(r.a, kgo.ConsumeTopics(r.neighbourTopic), kgo.ClientID("neighbour"),
 		kgo.FetchMaxWait(100*time.Millisecond))
 	if err != nil {
-		logf("neighbour: %v", err)
+		driver.Logf("neighbour: %v", err)
 		return
 	}
 	defer cl.Close()
-	logf("the neighbour starts at %.0f%% of the input", 100*r.share())
+	driver.Logf("the neighbour starts at %.0f%% of the input", 100*r.share())
 	for !r.over() {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		cl.PollFetches(ctx)

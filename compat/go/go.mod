@@ -3,6 +3,7 @@ module chronik/compat/franzgo
 go 1.26.0
 
 require (
+	chronik/compat/driver v0.0.0
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kadm v1.19.0
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0
@@ -12,3 +13,5 @@ require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 )
+
+replace chronik/compat/driver => ../driver

@@ -4,7 +4,8 @@
 // broker whose StandardAuthorizer grants the SCRAM user and the certificate's
 // subject ALL on a topic and a group prefix only. The Go twin of
 // compat_common.security_check: the same steps, names and verdict. Owns only
-// the franz-go calls; the checks on what came back live in verify.go.
+// the franz-go calls; the checks on what came back live in
+// compat/driver (verify.go).
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"chronik/compat/driver"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -71,15 +73,15 @@ func endpoint(a args, listener, password string) (args, error) {
 	tlsConfig := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	out := a
 	out.extra = []kgo.Opt{kgo.DialTLSConfig(tlsConfig)}
-	out.bootstrap = s.sslBootstrap
+	out.Bootstrap = s.sslBootstrap
 	if listener == "SASL_SSL" {
-		out.bootstrap = s.saslBootstrap
+		out.Bootstrap = s.saslBootstrap
 		out.extra = append(out.extra, kgo.SASL(scram.Auth{User: s.username, Pass: password}.AsSha512Mechanism()))
 	}
 	return out, nil
 }
 
-func checkSecurity(rep *reporter, a args) error {
+func checkSecurity(rep *driver.Reporter, a args) error {
 	if m := a.sec.missing(); len(m) > 0 {
 		return fmt.Errorf("-check security needs %s", strings.Join(m, ", "))
 	}
@@ -90,10 +92,10 @@ func checkSecurity(rep *reporter, a args) error {
 		run  func() (stepResult, error)
 	}{
 		{"(1) " + sasl, func() (stepResult, error) {
-			return secureProduceConsume(a, "SASL_SSL", unique(s.topicPrefix+"sasl"), unique(s.groupPrefix+"sasl"))
+			return secureProduceConsume(a, "SASL_SSL", driver.Unique(s.topicPrefix+"sasl"), driver.Unique(s.groupPrefix+"sasl"))
 		}},
 		{"(2) SSL, client certificate required, as its subject", func() (stepResult, error) {
-			return secureProduceConsume(a, "SSL", unique(s.topicPrefix+"mtls"), unique(s.groupPrefix+"mtls"))
+			return secureProduceConsume(a, "SSL", driver.Unique(s.topicPrefix+"mtls"), driver.Unique(s.groupPrefix+"mtls"))
 		}},
 		{"(3) wrong password", func() (stepResult, error) { return refusedLogin(a) }},
 		{fmt.Sprintf("(4) produce to ungranted %s over %s", s.deniedTopic, sasl), func() (stepResult, error) {
@@ -118,7 +120,7 @@ func checkSecurity(rep *reporter, a args) error {
 		} else {
 			details = append(details, fmt.Sprintf("%s: %s (%s)", st.name, res.what, took))
 		}
-		logf("%s", details[len(details)-1])
+		driver.Logf("%s", details[len(details)-1])
 	}
 	result, detail := "pass", strings.Join(details, "; ")
 	if failed {
@@ -127,7 +129,7 @@ func checkSecurity(rep *reporter, a args) error {
 	if len(detail) > 2000 {
 		detail = detail[:2000]
 	}
-	rep.emit("security", result, detail)
+	rep.Emit("security", result, detail)
 	return nil
 }
 
@@ -138,27 +140,27 @@ func secureProduceConsume(a args, listener, topic, group string) (stepResult, er
 	if err != nil {
 		return stepResult{}, err
 	}
-	if err := createTopic(e, topic, produceParts); err != nil {
+	if err := createTopic(e, topic, driver.ProduceParts); err != nil {
 		return stepResult{}, fmt.Errorf("create %s: %w", topic, err)
 	}
-	acks, errs, err := produce(e, topic, a.messages)
+	acks, errs, err := franz{e}.Produce(topic, a.Messages, true)
 	if err != nil {
 		return stepResult{}, err
 	}
-	if p := verifyAcks(a.messages, acks, errs); len(p) > 0 {
+	if p := driver.VerifyAcks(a.Messages, acks, errs); len(p) > 0 {
 		return stepResult{problems: p}, nil
 	}
 	cl, err := groupConsumer(e, group, topic)
 	if err != nil {
 		return stepResult{}, err
 	}
-	recs, err := pollUntil(cl, a.stage, func(rs []record) bool { return len(rs) >= a.messages }, 0)
+	recs, err := pollUntil(cl, a.Stage, func(rs []driver.Record) bool { return len(rs) >= a.Messages }, 0)
 	cl.Close()
 	if err != nil {
 		return stepResult{}, err
 	}
-	return stepResult{problems: verifyReadBack(topic, a.messages, recs, acks),
-		what: fmt.Sprintf("%d produced to %s (acks=all, idempotent), read back by group %s", a.messages, topic, group)}, nil
+	return stepResult{problems: driver.VerifyReadBack(topic, a.Messages, recs, acks),
+		what: fmt.Sprintf("%d produced to %s (acks=all, idempotent), read back by group %s", a.Messages, topic, group)}, nil
 }
 
 // refusedLogin: a client with a wrong password gets SASL_AUTHENTICATION_FAILED
@@ -173,7 +175,7 @@ func refusedLogin(a args) (stepResult, error) {
 		return stepResult{}, err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), a.stage)
+	ctx, cancel := context.WithTimeout(context.Background(), a.Stage)
 	defer cancel()
 	err = cl.Ping(ctx)
 	if !errors.Is(err, kerr.SaslAuthenticationFailed) {
@@ -193,7 +195,7 @@ func deniedProduce(a args, listener string) (stepResult, error) {
 		return stepResult{}, err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), a.stage)
+	ctx, cancel := context.WithTimeout(context.Background(), a.Stage)
 	defer cancel()
 	err = cl.ProduceSync(ctx, &kgo.Record{Topic: a.sec.deniedTopic, Value: []byte("denied")}).FirstErr()
 	if !errors.Is(err, kerr.TopicAuthorizationFailed) {

@@ -2,7 +2,10 @@ module chronik/compat/sarama
 
 go 1.26.0
 
-require github.com/IBM/sarama v1.61.1
+require (
+	chronik/compat/driver v0.0.0
+	github.com/IBM/sarama v1.61.1
+)
 
 require (
 	github.com/davecgh/go-spew v1.1.1 // indirect
@@ -20,3 +23,5 @@ require (
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+replace chronik/compat/driver => ../driver

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use chronik_harness::duration::parse_duration;
 use clap::{Parser, Subcommand};
 
 use crate::Error;
@@ -116,14 +117,6 @@ pub struct MergeArgs {
     /// it); without it the merged report goes to stdout
     #[arg(long, env = "CHRONIK_CONSUMER_MERGE_REPORT")]
     pub report: Option<PathBuf>,
-}
-
-/// A duration given as plain seconds ("2", "0.5") or humantime ("500ms", "1m").
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    if let Ok(secs) = text.trim().parse::<f64>() {
-        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{text}: {e}"));
-    }
-    humantime::parse_duration(text.trim()).map_err(|e| format!("{text}: {e}"))
 }
 
 /// The effective configuration of a consuming run.
@@ -236,25 +229,6 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_accept_seconds_and_humantime() {
-        let table = [
-            ("2", Some(2_000)),
-            ("0.5", Some(500)),
-            ("500ms", Some(500)),
-            ("1m", Some(60_000)),
-            ("x", None),
-            ("-1", None),
-        ];
-        for (text, ms) in table {
-            assert_eq!(
-                parse_duration(text).ok().map(|d| d.as_millis() as u64),
-                ms,
-                "{text}"
-            );
-        }
-    }
 
     #[test]
     fn flags_become_a_config() {

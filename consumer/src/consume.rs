@@ -129,19 +129,7 @@ struct Context {
 
 impl ClientContext for Context {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        match level {
-            RDKafkaLogLevel::Emerg
-            | RDKafkaLogLevel::Alert
-            | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => {
-                tracing::error!(target: "librdkafka", fac, "{message}")
-            }
-            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", fac, "{message}"),
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-                tracing::info!(target: "librdkafka", fac, "{message}")
-            }
-            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", fac, "{message}"),
-        }
+        chronik_harness::librdkafka_log::forward(level, fac, message);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
@@ -269,7 +257,7 @@ pub fn run(
     config: &Config,
     live: &Live,
     stop: &AtomicBool,
-    mut hlog: Option<HlogWriter>,
+    hlog: Option<HlogWriter>,
 ) -> Result<Consumed, Error> {
     let context = Context {
         rebalances: AtomicU64::new(0),
@@ -296,7 +284,11 @@ pub fn run(
     let (mut last_consumed, mut last_progress) = (0u64, started);
     let mut next_publish = started;
     let mut next_commit = started + config.commit_interval;
-    let mut hlog_interval_start = started;
+    let mut intervals = LatencyIntervals {
+        hlog,
+        started,
+        from: started,
+    };
     let mut next_hlog = started + config.hlog_interval;
     let mut last_error_log: Option<Instant> = None;
     let mut since_check = 0u32;
@@ -360,15 +352,7 @@ pub fn run(
             next_commit = now + config.commit_interval;
         }
         if now >= next_hlog {
-            write_interval(
-                &mut verifier,
-                live,
-                hlog.as_mut(),
-                started,
-                hlog_interval_start,
-                now,
-            );
-            hlog_interval_start = now;
+            intervals.close(&mut verifier, live, now);
             next_hlog = now + config.hlog_interval;
         }
         if config
@@ -386,16 +370,8 @@ pub fn run(
         "stopping: final commit and watermarks"
     );
     commit(&consumer, CommitMode::Sync);
-    let now = Instant::now();
-    write_interval(
-        &mut verifier,
-        live,
-        hlog.as_mut(),
-        started,
-        hlog_interval_start,
-        now,
-    );
-    if let Some(w) = hlog {
+    intervals.close(&mut verifier, live, Instant::now());
+    if let Some(w) = intervals.hlog {
         w.finish()?;
     }
     final_watermarks(config, &config.topics, &mut verifier);
@@ -535,25 +511,31 @@ fn commit_partitions(consumer: &BaseConsumer<Context>, of: &TopicPartitionList, 
     }
 }
 
-fn write_interval(
-    verifier: &mut Verifier,
-    live: &Live,
-    hlog: Option<&mut HlogWriter>,
+/// The run's latency intervals: each one closed goes to the live figures
+/// and, with an `.hlog` writer, to the interval log.
+struct LatencyIntervals {
+    hlog: Option<HlogWriter>,
     started: Instant,
+    /// Where the open interval began.
     from: Instant,
-    to: Instant,
-) {
-    let interval = verifier.take_latency_interval();
-    live.add_latency(&interval);
-    if let Some(w) = hlog {
-        if let Err(e) = w.write_interval(
-            &interval,
-            from.duration_since(started),
-            to.duration_since(from),
-            None,
-        ) {
-            tracing::warn!(error = %e, "writing a latency interval failed");
+}
+
+impl LatencyIntervals {
+    /// Closes the open interval at `to` and opens the next one there.
+    fn close(&mut self, verifier: &mut Verifier, live: &Live, to: Instant) {
+        let interval = verifier.take_latency_interval();
+        live.add_latency(&interval);
+        if let Some(w) = self.hlog.as_mut() {
+            if let Err(e) = w.write_interval(
+                &interval,
+                self.from.duration_since(self.started),
+                to.duration_since(self.from),
+                None,
+            ) {
+                tracing::warn!(error = %e, "writing a latency interval failed");
+            }
         }
+        self.from = to;
     }
 }
 

@@ -8,17 +8,10 @@ use std::process::ExitCode;
 use chronik_consumer::config::{Args, Command, Config};
 use chronik_consumer::EXIT_ERROR;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("CHRONIK_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    chronik_process::init_tracing("CHRONIK_LOG", "info");
     match run(args) {
         Ok(status) => ExitCode::from(status),
         Err(e) => {
@@ -31,32 +24,15 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<u8> {
     // One worker thread serves HTTP; the poll loop has its own thread.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
+    let runtime = chronik_process::runtime(Some(1))?;
     match args.command {
         Some(Command::Merge(merge)) => runtime.block_on(chronik_consumer::run::merge(merge)),
         None => {
-            let config = Config::try_from(args.run)?;
-            tracing::info!(?config, "effective configuration");
-            runtime.block_on(chronik_consumer::run::run(config, shutdown_signal()))
+            let config: Config = chronik_process::effective_config(args.run)?;
+            runtime.block_on(chronik_consumer::run::run(
+                config,
+                chronik_process::shutdown_signal("consumer"),
+            ))
         }
-    }
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C will stop the consumer");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
     }
 }

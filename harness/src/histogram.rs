@@ -15,7 +15,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use hdrhistogram::serialization::interval_log::{
     IntervalLogHistogram, IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
@@ -275,16 +275,10 @@ fn decode_interval(
     })
 }
 
-/// Seconds since the Unix epoch of `t`, for logs that want a number.
-pub fn epoch_secs(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::UNIX_EPOCH;
 
     fn filled(values: &[u64]) -> LatencyHistogram {
         let mut h = new_latency_histogram();

@@ -28,13 +28,19 @@
 //! - `error` — `HarnessError` for the file helpers.
 //! - `reconnect` — the librdkafka connection settings every harness client
 //!   starts from (a broker that moved found in seconds).
+//! - `librdkafka_log` — librdkafka's log lines forwarded to tracing, for
+//!   every harness client's rdkafka context.
+//! - `duration` — how the tools' duration flags are written (seconds or
+//!   humantime).
 
 pub mod assess;
+pub mod duration;
 pub mod envelope;
 pub mod error;
 pub mod histogram;
 pub mod intervals;
 pub mod ledger;
+pub mod librdkafka_log;
 pub mod procfs;
 pub mod reconcile;
 pub mod reconnect;

@@ -163,86 +163,44 @@ def _write(path, text):
     path.write_text(textwrap.dedent(text))
 
 
+def _workload(kind, name, containers):
+    """One workload's YAML: `containers` as (name, resources) pairs, the
+    resources a YAML flow mapping."""
+    lines = [f"kind: {kind}", f"metadata: {{name: {name}}}", "spec:", "  template:", "    spec:",
+             "      containers:"]
+    for container, resources in containers:
+        lines += [f"        - name: {container}", f"          resources: {resources}"]
+    return "\n".join(lines) + "\n"
+
+
+def _patches(*targets):
+    """A kustomization's `patches:` giving each (kind, name, container,
+    resources) target those resources."""
+    out = "patches:\n"
+    for kind, name, container, resources in targets:
+        patch = textwrap.indent(_workload(kind, name, [(container, resources)]), " " * 6)
+        out += f"  - target: {{kind: {kind}, name: {name}}}\n    patch: |-\n{patch}"
+    return out
+
+
 @pytest.fixture
 def overlays(tmp_path):
     """A small overlay tree: a base with CPU requests, a component lowering
     the broker's request, an overlay patching limits onto two tiers."""
     root = tmp_path / "k8s"
     _write(root / "base" / "kustomization.yaml", "resources:\n  - workloads.yaml\n")
-    _write(root / "base" / "workloads.yaml", """\
-        apiVersion: apps/v1
-        kind: StatefulSet
-        metadata: {name: chronik}
-        spec:
-          template:
-            spec:
-              containers:
-                - name: chronik
-                  resources: {requests: {cpu: "2"}}
-        ---
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: {name: chronik-ingestor}
-        spec:
-          template:
-            spec:
-              containers:
-                - name: ingestor
-                  resources: {requests: {cpu: 500m}}
-        ---
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: {name: chronik-consumer}
-        spec:
-          template:
-            spec:
-              containers:
-                - name: consumer
-                  resources: {requests: {cpu: 250m}}
-                - name: sidecar
-                  resources: {requests: {cpu: 5m}, limits: {cpu: 10m}}
-        """)
-    _write(root / "components" / "small" / "kustomization.yaml", """\
-        kind: Component
-        patches:
-          - target: {kind: StatefulSet, name: chronik}
-            patch: |-
-              kind: StatefulSet
-              metadata: {name: chronik}
-              spec:
-                template:
-                  spec:
-                    containers:
-                      - name: chronik
-                        resources: {requests: {cpu: 1500m}}
-        """)
-    _write(root / "overlays" / "big" / "kustomization.yaml", """\
-        resources:
-          - ../../base
-        components:
-          - ../../components/small
-        patches:
-          - target: {kind: Deployment, name: chronik-ingestor}
-            patch: |-
-              kind: Deployment
-              metadata: {name: chronik-ingestor}
-              spec:
-                template:
-                  spec:
-                    containers:
-                      - name: ingestor
-                        resources: {limits: {cpu: "8"}}
-          - target: {kind: StatefulSet, name: chronik}
-            patch: |-
-              kind: StatefulSet
-              metadata: {name: chronik}
-              spec:
-                template:
-                  spec:
-                    containers:
-                      - name: chronik
-                        resources: {limits: {cpu: "16"}}
-        """)
+    _write(root / "base" / "workloads.yaml", "---\n".join("apiVersion: apps/v1\n" + _workload(*w) for w in [
+        ("StatefulSet", "chronik", [("chronik", '{requests: {cpu: "2"}}')]),
+        ("Deployment", "chronik-ingestor", [("ingestor", "{requests: {cpu: 500m}}")]),
+        ("Deployment", "chronik-consumer", [("consumer", "{requests: {cpu: 250m}}"),
+                                            ("sidecar", "{requests: {cpu: 5m}, limits: {cpu: 10m}}")]),
+    ]))
+    _write(root / "components" / "small" / "kustomization.yaml", "kind: Component\n" + _patches(
+        ("StatefulSet", "chronik", "chronik", "{requests: {cpu: 1500m}}")))
+    _write(root / "overlays" / "big" / "kustomization.yaml",
+           "resources:\n  - ../../base\ncomponents:\n  - ../../components/small\n" + _patches(
+               ("Deployment", "chronik-ingestor", "ingestor", '{limits: {cpu: "8"}}'),
+               ("StatefulSet", "chronik", "chronik", '{limits: {cpu: "16"}}')))
     _write(root / "overlays" / "broken" / "kustomization.yaml", "resources: [\n")
     return root / "overlays"
 

@@ -4,11 +4,12 @@
 
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use chronik_harness::histogram::read_hlog;
 pub use chronik_testkit::Broker;
 use serde_json::Value;
 
@@ -59,6 +60,18 @@ pub struct Finished {
     pub stderr: String,
 }
 
+impl Finished {
+    /// Panics, with both outputs, unless the run exited 0.
+    pub fn assert_success(&self, what: &str) {
+        assert!(
+            self.status.success(),
+            "{what} failed: {}\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
 /// Runs the bench to completion (bounded by `RUN_TIMEOUT`).
 pub fn run_bench(broker: &Broker, args: &[&str]) -> Result<Finished> {
     let mut child = BenchChild {
@@ -92,6 +105,24 @@ pub fn read_json(path: &Path) -> Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The `.hlog` interval log the result `doc` lists for `stem` (e.g.
+/// `publish-service`), and the samples it holds over all its intervals.
+pub fn hlog(doc: &Value, stem: &str) -> Result<(PathBuf, u64)> {
+    let name = format!("{stem}.hlog");
+    let path = doc["hlogFiles"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|p| p.ends_with(&name))
+        .with_context(|| format!("no {name} in {}", doc["hlogFiles"]))?;
+    let samples = read_hlog(Path::new(path))?
+        .iter()
+        .map(|i| i.histogram.len())
+        .sum();
+    Ok((PathBuf::from(path), samples))
 }
 
 pub fn num(v: &Value, key: &str) -> f64 {

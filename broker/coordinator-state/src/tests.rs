@@ -14,6 +14,36 @@ fn config() -> GroupConfig {
     }
 }
 
+/// A SyncGroup request from `member_id` in `generation_id` (the leader's
+/// carries the assignments), naming no protocol.
+fn sync_request(
+    member_id: &str,
+    generation_id: i32,
+    assignments: Vec<(String, Bytes)>,
+) -> SyncRequest {
+    SyncRequest {
+        member_id: member_id.into(),
+        generation_id,
+        protocol_type: None,
+        protocol_name: None,
+        assignments,
+    }
+}
+
+/// The same, naming the group's protocol type and name (`consumer`,
+/// `range`), as SyncGroup v5+ clients do.
+fn sync_request_naming(
+    member_id: &str,
+    generation_id: i32,
+    assignments: Vec<(String, Bytes)>,
+) -> SyncRequest {
+    SyncRequest {
+        protocol_type: Some("consumer".into()),
+        protocol_name: Some("range".into()),
+        ..sync_request(member_id, generation_id, assignments)
+    }
+}
+
 fn join_request(member_id: &str, protocols: &[&str]) -> JoinRequest {
     JoinRequest {
         member_id: member_id.to_string(),
@@ -73,13 +103,7 @@ fn stable_group_of_three() -> Group {
     assert_eq!(a.leader, "a");
     let r = g.sync(
         2,
-        SyncRequest {
-            member_id: "a".into(),
-            generation_id: 1,
-            protocol_type: None,
-            protocol_name: None,
-            assignments: vec![("a".into(), Bytes::from("p0-5"))],
-        },
+        sync_request("a", 1, vec![("a".into(), Bytes::from("p0-5"))]),
         0,
     );
     assert_eq!(sync_reply(&r, 2).assignment, Bytes::from("p0-5"));
@@ -105,47 +129,17 @@ fn stable_group_of_three() -> Group {
         "followers get no member list"
     );
     assert_eq!(leader.protocol_name.as_deref(), Some("range"));
-    let r = g.sync(
-        8,
-        SyncRequest {
-            member_id: "b".into(),
-            generation_id: 2,
-            protocol_type: Some("consumer".into()),
-            protocol_name: Some("range".into()),
-            assignments: vec![],
-        },
-        50,
-    );
+    let r = g.sync(8, sync_request_naming("b", 2, vec![]), 50);
     assert!(r.is_empty(), "a follower's sync waits for the leader");
     let assignments = vec![
         ("a".into(), Bytes::from("p0,p1")),
         ("b".into(), Bytes::from("p2,p3")),
         ("c".into(), Bytes::from("p4,p5")),
     ];
-    let r = g.sync(
-        9,
-        SyncRequest {
-            member_id: "a".into(),
-            generation_id: 2,
-            protocol_type: None,
-            protocol_name: None,
-            assignments,
-        },
-        60,
-    );
+    let r = g.sync(9, sync_request("a", 2, assignments), 60);
     assert_eq!(sync_reply(&r, 8).assignment, Bytes::from("p2,p3"));
     assert_eq!(sync_reply(&r, 9).assignment, Bytes::from("p0,p1"));
-    let r = g.sync(
-        10,
-        SyncRequest {
-            member_id: "c".into(),
-            generation_id: 2,
-            protocol_type: None,
-            protocol_name: None,
-            assignments: vec![],
-        },
-        70,
-    );
+    let r = g.sync(10, sync_request("c", 2, vec![]), 70);
     assert_eq!(
         sync_reply(&r, 10).assignment,
         Bytes::from("p4,p5"),
@@ -203,17 +197,7 @@ fn stale_generations_and_unknown_members_are_rejected() {
     assert_eq!(g.heartbeat("zz", 2, 80), Err(GroupError::UnknownMemberId));
     let r = g.join(40, join_request("zz", &["range"]), "unused".into(), 80);
     assert_eq!(join_reply(&r, 40).error, Some(GroupError::UnknownMemberId));
-    let r = g.sync(
-        41,
-        SyncRequest {
-            member_id: "b".into(),
-            generation_id: 1,
-            protocol_type: None,
-            protocol_name: None,
-            assignments: vec![],
-        },
-        80,
-    );
+    let r = g.sync(41, sync_request("b", 1, vec![]), 80);
     let reply = sync_reply(&r, 41);
     assert_eq!(reply.error, Some(GroupError::IllegalGeneration));
     assert_eq!(
@@ -344,17 +328,7 @@ fn a_restored_group_answers_its_members_at_their_generation() {
         r.heartbeat("b", 1, 1_000_100),
         Err(GroupError::IllegalGeneration)
     );
-    let replies = r.sync(
-        1,
-        SyncRequest {
-            member_id: "b".into(),
-            generation_id: 2,
-            protocol_type: Some("consumer".into()),
-            protocol_name: Some("range".into()),
-            assignments: vec![],
-        },
-        1_000_200,
-    );
+    let replies = r.sync(1, sync_request_naming("b", 2, vec![]), 1_000_200);
     assert_eq!(sync_reply(&replies, 1).assignment, Bytes::from("p2,p3"));
     let replies = r.join(2, join_request("c", &["range"]), "unused".into(), 1_000_300);
     let c = join_reply(&replies, 2);

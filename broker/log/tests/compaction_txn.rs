@@ -259,9 +259,8 @@ fn a_committed_transactions_marker_goes_delete_retention_ms_after_its_records() 
     );
     drop(log);
 
-    let manager = clean_at(manager, dir.path(), t0 + 1);
+    let (manager, log) = cleaned_at(manager, dir.path(), t0 + 1);
     let horizon = t0 + 1 + HOUR_MS;
-    let log = partition(&manager, "c");
     assert_eq!(
         markers(&log),
         vec![(marker, Some(horizon), 1), (live_marker, None, 1)],
@@ -331,9 +330,8 @@ fn an_aborted_transactions_records_go_at_once_and_its_marker_after_the_horizon()
     assert_eq!(read_committed(&log), stored(&log));
     drop(log);
 
-    let manager = clean_at(manager, dir.path(), t0 + 1);
+    let (manager, log) = cleaned_at(manager, dir.path(), t0 + 1);
     let horizon = t0 + 1 + HOUR_MS;
-    let log = partition(&manager, "c");
     assert_eq!(
         markers(&log),
         vec![(abort_marker, Some(horizon), 1), (commit_marker, None, 1)]

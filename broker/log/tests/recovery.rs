@@ -6,7 +6,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use chronik_log::{FlushPolicy, LogManager};
+use chronik_log::{FlushPolicy, LogManager, PartitionLog};
 use common::*;
 
 const TOPIC: &str = "events";
@@ -22,8 +22,23 @@ fn populate(dir: &Path, batches: i64) -> (std::sync::Arc<LogManager>, PathBuf) {
     (manager, partition_dir(dir, TOPIC, 0))
 }
 
-fn reopen(dir: &Path) -> std::sync::Arc<LogManager> {
-    open_with(dir, small_segments(2_000), FlushPolicy::Never)
+/// Opens `dir` again as `populate` opened it: the manager and the
+/// partition's log as recovery left it.
+fn reopen(dir: &Path) -> (std::sync::Arc<LogManager>, std::sync::Arc<PartitionLog>) {
+    let manager = open_with(dir, small_segments(2_000), FlushPolicy::Never);
+    let log = manager
+        .topic(TOPIC)
+        .expect("topic")
+        .partition(0)
+        .expect("partition")
+        .clone();
+    (manager, log)
+}
+
+/// Overwrites `bytes` at `position` of `file`.
+fn garble(file: &Path, position: u64, bytes: &[u8]) {
+    let file = OpenOptions::new().write(true).open(file).expect("open");
+    file.write_all_at(bytes, position).expect("garble");
 }
 
 fn last_log_file(partition_dir: &Path) -> PathBuf {
@@ -45,17 +60,11 @@ fn clean_shutdown_keeps_everything() {
     );
     drop(manager);
 
-    let manager = reopen(dir.path());
+    let (manager, log) = reopen(dir.path());
     assert!(
         !dir.path().join(".clean_shutdown").exists(),
         "marker removed at open"
     );
-    let log = manager
-        .topic(TOPIC)
-        .expect("topic")
-        .partition(0)
-        .expect("partition")
-        .clone();
     assert_eq!(
         (
             log.log_start_offset(),
@@ -83,13 +92,7 @@ fn unclean_reopen_recovers_everything() {
     drop(manager); // no shutdown: as after a crash
     assert!(!dir.path().join(".clean_shutdown").exists());
 
-    let manager = reopen(dir.path());
-    let log = manager
-        .topic(TOPIC)
-        .expect("topic")
-        .partition(0)
-        .expect("partition")
-        .clone();
+    let (_manager, log) = reopen(dir.path());
     assert_eq!((log.log_end_offset(), log.durable_offset()), (20, 20));
     assert_eq!(
         read_all(&log, 0),
@@ -108,13 +111,7 @@ fn torn_tail_is_truncated(clean: bool) {
     let last = last_log_file(&pdir);
     let len = chop_tail(&last, 7);
 
-    let manager = reopen(dir.path());
-    let log = manager
-        .topic(TOPIC)
-        .expect("topic")
-        .partition(0)
-        .expect("partition")
-        .clone();
+    let (manager, log) = reopen(dir.path());
     assert_eq!(
         log.log_end_offset(),
         18,
@@ -153,22 +150,9 @@ fn garbled_tail_is_truncated_at_the_bad_batch() {
     // The last segment holds batches 8 and 9 (offsets 16..=19); garble the
     // record bytes of batch 8 so its CRC fails.
     let last = last_log_file(&pdir);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&last)
-        .expect("open");
-    file.write_all_at(&[0xde, 0xad, 0xbe, 0xef], 200)
-        .expect("garble");
-    drop(file);
+    garble(&last, 200, &[0xde, 0xad, 0xbe, 0xef]);
 
-    let manager = reopen(dir.path());
-    let log = manager
-        .topic(TOPIC)
-        .expect("topic")
-        .partition(0)
-        .expect("partition")
-        .clone();
+    let (_manager, log) = reopen(dir.path());
     assert_eq!(log.log_end_offset(), 16);
     assert_eq!(std::fs::metadata(&last).expect("stat").len(), 0);
     assert_eq!(append(&log, 1, 0, 10).base_offset, 16);
@@ -182,19 +166,10 @@ fn corruption_in_an_early_segment_drops_the_later_ones() {
     // Without a checkpoint every segment is rescanned from the start.
     std::fs::remove_file(dir.path().join("recovery-point-offset-checkpoint"))
         .expect("remove checkpoint");
-    let first = pdir.join("00000000000000000000.log");
-    let file = OpenOptions::new().write(true).open(&first).expect("open");
-    file.write_all_at(&[0xff; 3], 1_200)
-        .expect("garble batch 2"); // offsets 4..=5
-    drop(file);
+    // batch 2: offsets 4..=5
+    garble(&pdir.join("00000000000000000000.log"), 1_200, &[0xff; 3]);
 
-    let manager = reopen(dir.path());
-    let log = manager
-        .topic(TOPIC)
-        .expect("topic")
-        .partition(0)
-        .expect("partition")
-        .clone();
+    let (_manager, log) = reopen(dir.path());
     assert_eq!(log.log_end_offset(), 4);
     assert_eq!(log_files(&pdir), vec!["00000000000000000000.log"]);
     assert_eq!(append(&log, 1, 0, 10).base_offset, 4);
@@ -210,13 +185,7 @@ fn missing_index_files_are_rebuilt() {
     std::fs::write(pdir.join("00000000000000000008.timeindex"), b"garbage")
         .expect("garble time index");
 
-    let manager = reopen(dir.path());
-    let log = manager
-        .topic(TOPIC)
-        .expect("topic")
-        .partition(0)
-        .expect("partition")
-        .clone();
+    let (_manager, log) = reopen(dir.path());
     assert_eq!(log.log_end_offset(), 20);
     assert_eq!(
         offsets(&log.read(7, 600, i64::MAX).expect("read")),

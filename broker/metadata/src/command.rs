@@ -689,19 +689,14 @@ fn new_partitions(
             .find(|r| isr.contains(r))
             .or(registration.leader)
             .unwrap_or(NO_LEADER);
-        partitions.push(PartitionImage {
-            partition: i32::try_from(first + index)
-                .map_err(|_| ClusterError::InvalidPartitions(format!("{}", first + index)))?,
-            replicas: replicas.clone(),
-            isr: isr.clone(),
+        let partition = i32::try_from(first + index)
+            .map_err(|_| ClusterError::InvalidPartitions(format!("{}", first + index)))?;
+        partitions.push(PartitionImage::new(
+            partition,
+            replicas.clone(),
+            isr.clone(),
             leader,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            adding_replicas: Vec::new(),
-            removing_replicas: Vec::new(),
-            elr: Vec::new(),
-            last_known_elr: Vec::new(),
-        });
+        ));
     }
     Ok(partitions)
 }

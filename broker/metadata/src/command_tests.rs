@@ -3,18 +3,7 @@
 //! AlterPartition checks.
 
 use super::*;
-
-fn register(image: &mut MetadataImage, node_id: i32) {
-    let command = Command::RegisterBroker {
-        node_id,
-        host: format!("127.0.0.{node_id}"),
-        port: 9092,
-        listeners: Default::default(),
-        log_dir_offline: false,
-        rack: None,
-    };
-    assert_eq!(apply(image, &command), CommandResult::Done);
-}
+use crate::test_images::register;
 
 fn fence(image: &mut MetadataImage, node_id: i32) {
     assert_eq!(

@@ -89,11 +89,7 @@ mod tests {
     use super::*;
 
     fn part(isr: &[i32], elr: &[i32], leader: i32) -> PartitionImage {
-        PartitionImage {
-            partition: 0, replicas: vec![1, 2, 3], isr: isr.to_vec(), leader, leader_epoch: 0,
-            partition_epoch: 0, adding_replicas: vec![], removing_replicas: vec![],
-            elr: elr.to_vec(), last_known_elr: vec![],
-        }
+        PartitionImage { elr: elr.to_vec(), ..PartitionImage::new(0, vec![1, 2, 3], isr.to_vec(), leader) }
     }
 
     #[test]

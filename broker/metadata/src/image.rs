@@ -101,6 +101,23 @@ pub struct PartitionImage {
 }
 
 impl PartitionImage {
+    /// A partition as it is created: `replicas` in preference order, `isr`,
+    /// `leader`, both epochs 0, no reassignment and no ELR.
+    pub fn new(partition: i32, replicas: Vec<i32>, isr: Vec<i32>, leader: i32) -> PartitionImage {
+        PartitionImage {
+            partition,
+            replicas,
+            isr,
+            leader,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
+        }
+    }
+
     /// Whether a reassignment is under way (Kafka lists it in
     /// ListPartitionReassignments).
     pub fn is_reassigning(&self) -> bool {

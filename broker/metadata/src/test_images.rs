@@ -7,7 +7,7 @@ use crate::command::{apply, Command, CommandResult};
 use crate::image::MetadataImage;
 
 /// Registers (or re-registers, which unfences) broker `node_id` at
-/// 127.0.0.<node_id>:9092.
+/// 127.0.0.<node_id>:9092; the command must be applied.
 pub fn register(image: &mut MetadataImage, node_id: i32) {
     let register = Command::RegisterBroker {
         node_id,
@@ -17,7 +17,7 @@ pub fn register(image: &mut MetadataImage, node_id: i32) {
         log_dir_offline: false,
         rack: None,
     };
-    apply(image, &register);
+    assert_eq!(apply(image, &register), CommandResult::Done);
 }
 
 /// Brokers 1..=`brokers` and topic "t" (id `[topic_id; 16]`) with one

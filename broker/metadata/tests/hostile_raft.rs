@@ -9,11 +9,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chronik_metadata::{ClusterSecret, CreateTopic};
-use common::{eventually, TestCluster};
+use chronik_metadata::ClusterSecret;
+use common::{eventually, topic, TestCluster};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -39,6 +38,27 @@ async fn authenticated(addr: std::net::SocketAddr, secret: &ClusterSecret, id: i
     stream
 }
 
+/// A three-node cluster, its controller, and a topic `name` of one
+/// partition on all three nodes.
+async fn cluster_with_topic(name: &str) -> (TestCluster, i32) {
+    let cluster = TestCluster::start().await;
+    let controller = cluster.controller().await;
+    cluster
+        .node(controller)
+        .create_topic(topic(name, 1, 3))
+        .await
+        .expect("create");
+    (cluster, controller)
+}
+
+/// A node of the three-node cluster other than `node`.
+fn node_other_than(node: i32) -> i32 {
+    [1, 2, 3]
+        .into_iter()
+        .find(|&id| id != node)
+        .expect("three nodes")
+}
+
 /// One reply frame's body, as text.
 async fn read_reply(stream: &mut TcpStream) -> String {
     let mut len = [0u8; 4];
@@ -57,20 +77,7 @@ async fn drain(stream: &mut TcpStream) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_secret_nothing_registers_or_deletes() {
-    let cluster = TestCluster::start().await;
-    let controller = cluster.controller().await;
-    cluster
-        .node(controller)
-        .create_topic(CreateTopic {
-            name: "keep".into(),
-            partitions: 1,
-            replication_factor: 3,
-            configs: BTreeMap::new(),
-            topic_id: None,
-            assignments: Vec::new(),
-        })
-        .await
-        .expect("create");
+    let (cluster, controller) = cluster_with_topic("keep").await;
     let addr = cluster.config(controller).raft_listen;
 
     // No handshake at all: frames straight away.
@@ -115,17 +122,11 @@ async fn a_voter_may_heartbeat_only_for_itself_at_its_own_host() {
     let controller = cluster.controller().await;
     let addr = cluster.config(controller).raft_listen;
     let secret = cluster.config(controller).secret;
-    let other = [1, 2, 3]
-        .into_iter()
-        .find(|&id| id != controller)
-        .expect("another node");
+    let other = node_other_than(controller);
 
     // Authenticated as `other`, heartbeating for someone else.
     let mut stream = authenticated(addr, &secret, other).await;
-    let victim = [1, 2, 3]
-        .into_iter()
-        .find(|&id| id != other)
-        .expect("a victim");
+    let victim = node_other_than(other);
     stream
         .write_all(&heartbeat(victim, "10.6.6.6"))
         .await
@@ -186,14 +187,7 @@ async fn connections_past_the_cap_are_refused_and_peers_keep_working() {
     // Meanwhile the quorum still commits.
     let created = cluster
         .node(controller)
-        .create_topic(CreateTopic {
-            name: "while-attacked".into(),
-            partitions: 1,
-            replication_factor: 3,
-            configs: BTreeMap::new(),
-            topic_id: None,
-            assignments: Vec::new(),
-        })
+        .create_topic(topic("while-attacked", 1, 3))
         .await;
     assert!(created.is_ok(), "the quorum stalled: {created:?}");
     eventually(Duration::from_secs(5), "the topic everywhere", || {
@@ -258,14 +252,7 @@ async fn strangers_holding_every_slot_cannot_fence_the_voters() {
     }
     let created = cluster
         .node(controller)
-        .create_topic(CreateTopic {
-            name: "under-siege".into(),
-            partitions: 1,
-            replication_factor: 3,
-            configs: BTreeMap::new(),
-            topic_id: None,
-            assignments: Vec::new(),
-        })
+        .create_topic(topic("under-siege", 1, 3))
         .await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for attacker in attackers {
@@ -285,10 +272,7 @@ async fn stalled_handshakes_and_frames_are_cut_off() {
     let controller = cluster.controller().await;
     let addr = cluster.config(controller).raft_listen;
     let secret = cluster.config(controller).secret;
-    let other = [1, 2, 3]
-        .into_iter()
-        .find(|&id| id != controller)
-        .expect("another node");
+    let other = node_other_than(controller);
     let started = tokio::time::Instant::now();
 
     let silent = TcpStream::connect(addr).await.expect("connect");
@@ -340,30 +324,14 @@ async fn stalled_handshakes_and_frames_are_cut_off() {
 /// Only the partition's leader may propose its ISR, over its own connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voter_may_not_alter_a_partition_in_its_leaders_name() {
-    let cluster = TestCluster::start().await;
-    let controller = cluster.controller().await;
-    cluster
-        .node(controller)
-        .create_topic(CreateTopic {
-            name: "isr".into(),
-            partitions: 1,
-            replication_factor: 3,
-            configs: BTreeMap::new(),
-            topic_id: None,
-            assignments: Vec::new(),
-        })
-        .await
-        .expect("create");
+    let (cluster, controller) = cluster_with_topic("isr").await;
     let before = cluster
         .node(controller)
         .image()
         .partition("isr", 0)
         .cloned()
         .expect("partition");
-    let impostor = [1, 2, 3]
-        .into_iter()
-        .find(|&id| id != before.leader)
-        .expect("a non-leader");
+    let impostor = node_other_than(before.leader);
     let addr = cluster.config(controller).raft_listen;
     let mut stream = TcpStream::connect(addr).await.expect("connect");
     chronik_metadata::peer_auth::client_handshake(

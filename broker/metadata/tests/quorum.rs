@@ -7,25 +7,14 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use chronik_metadata::{AlterPartition, ClusterError, CreateTopic, NO_LEADER};
+use chronik_metadata::{AlterPartition, ClusterError, NO_LEADER};
 use common::{
-    eventually, eventually_async, live, TestCluster, HEARTBEAT_INTERVAL, IDS, KAFKA_PORT,
+    eventually, eventually_async, live, topic, TestCluster, HEARTBEAT_INTERVAL, IDS, KAFKA_PORT,
     SESSION_TIMEOUT,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-
-fn topic(name: &str, partitions: i32, replication_factor: i16) -> CreateTopic {
-    CreateTopic {
-        name: name.to_string(),
-        partitions,
-        replication_factor,
-        configs: BTreeMap::new(),
-        topic_id: None,
-        assignments: Vec::new(),
-    }
-}
 
 /// A connection that cannot prove the cluster secret gets nothing but the
 /// handshake's challenge and is closed; an authenticated one sending a frame

@@ -8,11 +8,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chronik_metadata::CreateTopic;
-use common::{eventually, TestCluster, SESSION_TIMEOUT};
+use common::{eventually, topic, TestCluster, SESSION_TIMEOUT};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_controller_is_ready_only_with_what_was_committed_while_it_was_away() {
@@ -24,14 +22,7 @@ async fn a_restarted_controller_is_ready_only_with_what_was_committed_while_it_w
         let name = format!("while-away-{round}");
         cluster
             .node(new)
-            .create_topic(CreateTopic {
-                name: name.clone(),
-                partitions: 1,
-                replication_factor: 2,
-                configs: BTreeMap::new(),
-                topic_id: None,
-                assignments: Vec::new(),
-            })
+            .create_topic(topic(&name, 1, 2))
             .await
             .expect("create while the old controller is down");
         let fenced_at = eventually(

@@ -33,7 +33,6 @@ const RECORDS_COUNT: usize = 57;
 const COMPRESSION_MASK: i16 = 0x07;
 const TRANSACTIONAL_FLAG: i16 = 0x10;
 const CONTROL_FLAG: i16 = 0x20;
-const LOG_APPEND_TIME_FLAG: i16 = 0x08;
 /// KIP-534: the base timestamp holds the batch's delete horizon.
 pub const DELETE_HORIZON_FLAG: i16 = 0x40;
 
@@ -73,9 +72,6 @@ impl BatchHeader {
     }
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_FLAG != 0
-    }
-    pub fn uses_log_append_time(&self) -> bool {
-        self.attributes & LOG_APPEND_TIME_FLAG != 0
     }
     pub fn has_producer_id(&self) -> bool {
         self.producer_id >= 0

@@ -50,27 +50,21 @@ pub fn elect_leader(
             live_brokers: live_brokers.clone(),
         }
     })?;
-    let next = PartitionRegistration {
+    PartitionRegistration {
         replicas: current.replicas.clone(),
         isr: current.isr.intersection(live_brokers).copied().collect(),
         leader: Some(leader),
         leader_epoch: current.leader_epoch + 1,
         partition_epoch: current.partition_epoch + 1,
-    };
-    next.validate()?;
-    Ok(next)
+    }
+    .validated()
 }
 
 #[cfg(test)]
 #[rustfmt::skip]
 mod tests {
     use super::*;
-
-    type Ids = &'static [ReplicaId];
-
-    fn set(ids: &[ReplicaId]) -> BTreeSet<ReplicaId> {
-        ids.iter().copied().collect()
-    }
+    use crate::tests::{set, Ids};
 
     #[test]
     fn the_first_live_isr_replica_in_replica_order_leads() {

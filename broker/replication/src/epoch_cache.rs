@@ -80,10 +80,6 @@ impl LeaderEpochCache {
         self.entries.is_empty()
     }
 
-    pub fn earliest_entry(&self) -> Option<EpochEntry> {
-        self.entries.first().copied()
-    }
-
     pub fn latest_entry(&self) -> Option<EpochEntry> {
         self.entries.last().copied()
     }

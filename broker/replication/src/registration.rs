@@ -44,8 +44,14 @@ impl PartitionRegistration {
             leader_epoch: 0,
             partition_epoch: 0,
         };
-        reg.validate()?;
-        Ok(reg)
+        reg.validated()
+    }
+
+    /// `self` once it holds the invariants in the module doc: what every
+    /// step that makes a registration returns.
+    pub(crate) fn validated(self) -> Result<Self> {
+        self.validate()?;
+        Ok(self)
     }
 
     /// Checks the invariants in the module doc.
@@ -116,8 +122,7 @@ impl PartitionRegistration {
             partition_epoch: self.partition_epoch + 1,
             ..self.clone()
         };
-        next.validate()?;
-        Ok(next)
+        next.validated()
     }
 }
 
@@ -125,12 +130,7 @@ impl PartitionRegistration {
 #[rustfmt::skip]
 mod tests {
     use super::*;
-
-    type Ids = &'static [ReplicaId];
-
-    fn set(ids: &[ReplicaId]) -> BTreeSet<ReplicaId> {
-        ids.iter().copied().collect()
-    }
+    use crate::tests::{set, Ids};
 
     #[test]
     fn validation() {

@@ -39,19 +39,7 @@ pub struct DeliveryRouter {
 
 impl ClientContext for DeliveryRouter {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
-        match level {
-            RDKafkaLogLevel::Emerg
-            | RDKafkaLogLevel::Alert
-            | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => {
-                tracing::error!(target: "librdkafka", fac, "{message}")
-            }
-            RDKafkaLogLevel::Warning => tracing::warn!(target: "librdkafka", fac, "{message}"),
-            RDKafkaLogLevel::Notice | RDKafkaLogLevel::Info => {
-                tracing::info!(target: "librdkafka", fac, "{message}")
-            }
-            RDKafkaLogLevel::Debug => tracing::debug!(target: "librdkafka", fac, "{message}"),
-        }
+        chronik_harness::librdkafka_log::forward(level, fac, message);
     }
 
     fn error(&self, error: KafkaError, reason: &str) {

@@ -9,7 +9,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chronik_metadata::{parse_peers, Cluster, ClusterConfig, ClusterSecret, MetadataImage};
+use chronik_metadata::{
+    parse_peers, Cluster, ClusterConfig, ClusterSecret, CreateTopic, MetadataImage,
+};
 use tokio::time::Instant;
 
 pub const SESSION_TIMEOUT: Duration = Duration::from_secs(3);
@@ -198,4 +200,16 @@ where
 /// Unfenced broker ids in an image.
 pub fn live(image: &MetadataImage) -> Vec<i32> {
     image.live_brokers().map(|b| b.node_id).collect()
+}
+
+/// A CreateTopics request for `name`: no configs, no id, no assignments.
+pub fn topic(name: &str, partitions: i32, replication_factor: i16) -> CreateTopic {
+    CreateTopic {
+        name: name.to_string(),
+        partitions,
+        replication_factor,
+        configs: std::collections::BTreeMap::new(),
+        topic_id: None,
+        assignments: Vec::new(),
+    }
 }

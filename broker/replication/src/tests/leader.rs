@@ -1,15 +1,11 @@
 //! The leader's high watermark, ISR and acks=all rules as tables of steps,
 //! with the invariants checked after every step.
 
-use std::collections::BTreeSet;
 
+use super::set;
 use crate::*;
 
 const LAG: Millis = 1_000;
-
-fn set(ids: &[ReplicaId]) -> BTreeSet<ReplicaId> {
-    ids.iter().copied().collect()
-}
 
 fn config(min_insync_replicas: usize) -> ReplicationConfig {
     ReplicationConfig {

@@ -1,72 +1,39 @@
-// Result lines, test messages and the checks on what came back - the Go twin
-// of compat/python/compat_common.py (compat/README.md, "Driver contract").
-// Pure functions: no Kafka client here. Both Go drivers compile this one
-// file: compat/sarama/verify.go is a symbolic link to it (each driver is its
-// own package main, so it cannot be imported).
-package main
+// Test messages and the checks on what came back - the Go twin of
+// compat/python/compat_common.py (compat/README.md, "Driver contract").
+// Pure functions: no Kafka client here.
+package driver
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 )
 
+// Partitions of the produce-fetch, idempotent and commit-resume topics, and
+// of the group check's topic.
 const (
-	produceParts = 3
-	groupParts   = 6
+	ProduceParts = 3
+	GroupParts   = 6
 )
 
-// record is one consumed message: partition, offset, value.
-type record struct {
-	p int32
-	o int64
-	v []byte
+// Record is one consumed message: partition, offset, value.
+type Record struct {
+	P int32
+	O int64
+	V []byte
 }
 
-type pos struct {
-	p int32
-	o int64
+// Pos is where a produced message landed: partition, offset.
+type Pos struct {
+	P int32
+	O int64
 }
 
-type reporter struct {
-	client, version string
-	emitted         map[string]bool
-}
-
-func (r *reporter) emit(check, result, detail string) {
-	line, _ := json.Marshal(map[string]string{
-		"client": r.client, "version": r.version, "check": check, "result": result, "detail": detail,
-	})
-	fmt.Println(string(line))
-	r.emitted[check] = true
-}
-
-func (r *reporter) verdict(check string, problems []string, okDetail string) {
-	if len(problems) > 0 {
-		d := strings.Join(problems, "; ")
-		if len(d) > 2000 {
-			d = d[:2000]
-		}
-		r.emit(check, "fail", d)
-		return
-	}
-	r.emit(check, "pass", okDetail)
-}
-
-func logf(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
-}
-
-func unique(prefix string) string {
-	return fmt.Sprintf("%s-%x", prefix, time.Now().UnixNano()&0xffffffffff)
-}
-
-func messageKey(i int) []byte               { return []byte(fmt.Sprintf("key-%d", i)) }
-func messageValue(tag string, i int) []byte { return []byte(fmt.Sprintf("%s-%07d", tag, i)) }
+// MessageKey and MessageValue: the i-th test message of tag.
+func MessageKey(i int) []byte               { return []byte(fmt.Sprintf("key-%d", i)) }
+func MessageValue(tag string, i int) []byte { return []byte(fmt.Sprintf("%s-%07d", tag, i)) }
 
 func valueIndex(tag string, v []byte) (int, bool) {
 	s := string(v)
@@ -78,7 +45,7 @@ func valueIndex(tag string, v []byte) (int, bool) {
 	return i, err == nil
 }
 
-func verifyAcks(n int, acks map[int]pos, errs []string) []string {
+func VerifyAcks(n int, acks map[int]Pos, errs []string) []string {
 	var problems []string
 	if len(errs) > 0 {
 		problems = append(problems, fmt.Sprintf("%d delivery errors, first: %s", len(errs), errs[0]))
@@ -86,9 +53,9 @@ func verifyAcks(n int, acks map[int]pos, errs []string) []string {
 	if len(acks) != n {
 		problems = append(problems, fmt.Sprintf("%d of %d acknowledged", len(acks), n))
 	}
-	seen := map[pos]bool{}
+	seen := map[Pos]bool{}
 	for i, a := range acks {
-		if a.p < 0 || a.o < 0 {
+		if a.P < 0 || a.O < 0 {
 			problems = append(problems, fmt.Sprintf("i=%d acked without partition/offset %v", i, a))
 			break
 		}
@@ -101,15 +68,15 @@ func verifyAcks(n int, acks map[int]pos, errs []string) []string {
 	return problems
 }
 
-// verifyReadBack: exactly the n messages of tag, each once, in produce order
+// VerifyReadBack: exactly the n messages of tag, each once, in produce order
 // per partition, and (acks != nil) where the producer was told they landed.
-func verifyReadBack(tag string, n int, recs []record, acks map[int]pos) []string {
+func VerifyReadBack(tag string, n int, recs []Record, acks map[int]Pos) []string {
 	var problems []string
-	seen := map[int]pos{}
+	seen := map[int]Pos{}
 	dups, foreign := 0, 0
-	byPart := map[int32][]record{}
+	byPart := map[int32][]Record{}
 	for _, r := range recs {
-		i, ok := valueIndex(tag, r.v)
+		i, ok := valueIndex(tag, r.V)
 		if !ok || i < 0 || i >= n {
 			foreign++
 			continue
@@ -118,8 +85,8 @@ func verifyReadBack(tag string, n int, recs []record, acks map[int]pos) []string
 			dups++
 			continue
 		}
-		seen[i] = pos{r.p, r.o}
-		byPart[r.p] = append(byPart[r.p], r)
+		seen[i] = Pos{r.P, r.O}
+		byPart[r.P] = append(byPart[r.P], r)
 	}
 	if foreign > 0 {
 		problems = append(problems, fmt.Sprintf("%d records that are not ours", foreign))
@@ -131,10 +98,10 @@ func verifyReadBack(tag string, n int, recs []record, acks map[int]pos) []string
 		problems = append(problems, fmt.Sprintf("read %d of %d", len(seen), n))
 	}
 	for p, rs := range byPart {
-		sort.Slice(rs, func(a, b int) bool { return rs[a].o < rs[b].o })
+		sort.Slice(rs, func(a, b int) bool { return rs[a].O < rs[b].O })
 		last := -1
 		for _, r := range rs {
-			i, _ := valueIndex(tag, r.v)
+			i, _ := valueIndex(tag, r.V)
 			if i < last {
 				problems = append(problems, fmt.Sprintf("partition %d: produce order not kept", p))
 				break
@@ -156,16 +123,16 @@ func verifyReadBack(tag string, n int, recs []record, acks map[int]pos) []string
 	return problems
 }
 
-func partitionCounts(recs []record) string {
+func PartitionCounts(recs []Record) string {
 	counts := map[int32]int{}
 	for _, r := range recs {
-		counts[r.p]++
+		counts[r.P]++
 	}
 	return fmt.Sprint(counts)
 }
 
-// resumeState is what commit-resume phase a leaves for phase b.
-type resumeState struct {
+// ResumeState is what commit-resume phase a leaves for phase b.
+type ResumeState struct {
 	Topic      string          `json:"topic"`
 	Group      string          `json:"group"`
 	Committed  map[int32]int64 `json:"committed"`
@@ -173,21 +140,16 @@ type resumeState struct {
 	EndOffsets map[int32]int64 `json:"end_offsets"`
 }
 
-func (s *resumeState) start(p int32) int64 {
+func (s *ResumeState) start(p int32) int64 {
 	if c, ok := s.Committed[p]; ok {
 		return c
 	}
 	return 0 // never committed: auto.offset.reset=earliest
 }
 
-// resumeDone: every partition read up to its end offset.
-func (s *resumeState) resumeDone(recs []record) bool {
-	high := map[int32]int64{}
-	for _, r := range recs {
-		if r.o+1 > high[r.p] {
-			high[r.p] = r.o + 1
-		}
-	}
+// ResumeDone: every partition read up to its end offset.
+func (s *ResumeState) ResumeDone(recs []Record) bool {
+	high := EndOf(recs)
 	for p, end := range s.EndOffsets {
 		h, ok := high[p]
 		if !ok {
@@ -200,15 +162,15 @@ func (s *resumeState) resumeDone(recs []record) bool {
 	return true
 }
 
-func verifyResume(s *resumeState, recs []record) []string {
+func VerifyResume(s *ResumeState, recs []Record) []string {
 	var problems []string
 	first := map[int32]int64{}
-	got := map[pos]bool{}
+	got := map[Pos]bool{}
 	for _, r := range recs {
-		if _, ok := first[r.p]; !ok {
-			first[r.p] = r.o
+		if _, ok := first[r.P]; !ok {
+			first[r.P] = r.O
 		}
-		got[pos{r.p, r.o}] = true
+		got[Pos{r.P, r.O}] = true
 	}
 	for p, end := range s.EndOffsets {
 		c := s.start(p)
@@ -218,7 +180,7 @@ func verifyResume(s *resumeState, recs []record) []string {
 	}
 	reread := 0
 	for _, c := range s.Consumed {
-		if got[pos{int32(c[0]), c[1]}] {
+		if got[Pos{int32(c[0]), c[1]}] {
 			reread++
 		}
 	}
@@ -228,7 +190,7 @@ func verifyResume(s *resumeState, recs []record) []string {
 	missing := 0
 	for p, end := range s.EndOffsets {
 		for o := s.start(p); o < end; o++ {
-			if !got[pos{p, o}] {
+			if !got[Pos{p, o}] {
 				missing++
 			}
 		}
@@ -242,8 +204,8 @@ func verifyResume(s *resumeState, recs []record) []string {
 	return problems
 }
 
-// splitOK: each member owns exactly per partitions, together all, none twice.
-func splitOK(assigned [][]int32, per, parts int) bool {
+// SplitOK: each member owns exactly per partitions, together all, none twice.
+func SplitOK(assigned [][]int32, per, parts int) bool {
 	all := map[int32]bool{}
 	total := 0
 	for _, a := range assigned {
@@ -258,7 +220,7 @@ func splitOK(assigned [][]int32, per, parts int) bool {
 	return total == parts && len(all) == parts
 }
 
-func describeSplit(assigned [][]int32) string {
+func DescribeSplit(assigned [][]int32) string {
 	parts := make([]string, len(assigned))
 	for k, a := range assigned {
 		s := make([]string, len(a))
@@ -270,8 +232,8 @@ func describeSplit(assigned [][]int32) string {
 	return strings.Join(parts, " ")
 }
 
-// waitStable: true once cond has held for hold in a row; false after timeout.
-func waitStable(cond func() bool, timeout, hold time.Duration) bool {
+// WaitStable: true once cond has held for hold in a row; false after timeout.
+func WaitStable(cond func() bool, timeout, hold time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	var since time.Time
 	for time.Now().Before(deadline) {
@@ -290,32 +252,32 @@ func waitStable(cond func() bool, timeout, hold time.Duration) bool {
 	return false
 }
 
-// withTag keeps the records whose value is one of tag's messages.
-func withTag(tag string, recs []record) []record {
-	var out []record
+// WithTag keeps the records whose value is one of tag's messages.
+func WithTag(tag string, recs []Record) []Record {
+	var out []Record
 	for _, r := range recs {
-		if _, ok := valueIndex(tag, r.v); ok {
+		if _, ok := valueIndex(tag, r.V); ok {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// endOf: per partition, the offset after the last record read.
-func endOf(recs []record) map[int32]int64 {
+// EndOf: per partition, the offset after the last Record read.
+func EndOf(recs []Record) map[int32]int64 {
 	end := map[int32]int64{}
 	for _, r := range recs {
-		if r.o+1 > end[r.p] {
-			end[r.p] = r.o + 1
+		if r.O+1 > end[r.P] {
+			end[r.P] = r.O + 1
 		}
 	}
 	return end
 }
 
-// verifyTxnOffsets: the group committed, on every partition, at least past
-// the last committed record (resuming re-reads nothing committed) and at most
+// VerifyTxnOffsets: the group committed, on every partition, at least past
+// the last committed Record (resuming re-reads nothing committed) and at most
 // the last stable offset (nothing beyond what is there).
-func verifyTxnOffsets(committed, dataEnd, lso map[int32]int64, parts int32) []string {
+func VerifyTxnOffsets(committed, dataEnd, lso map[int32]int64, parts int32) []string {
 	var problems []string
 	for p := int32(0); p < parts; p++ {
 		c, ok := committed[p]

@@ -1,0 +1,3 @@
+module chronik/compat/driver
+
+go 1.26.0

@@ -1,1 +1,0 @@
-../go/verify.go
