@@ -159,17 +159,7 @@ impl OffsetStore {
         if commits.is_empty() {
             return Ok(());
         }
-        if group.len() > MAX_GROUP_ID_BYTES {
-            return Err(ResponseError::InvalidGroupId);
-        }
-        let records: Vec<SimpleRecord> = commits
-            .iter()
-            .map(|(topic, partition, c)| SimpleRecord {
-                key: Some(encode_key(group, topic, *partition)),
-                value: Some(encode_value(c)),
-                timestamp: c.commit_timestamp,
-            })
-            .collect();
+        let records = commit_records(group, &commits, |t, p| encode_key(group, t, p))?;
         self.append(&records, timeout).await?;
         let mut state = self.lock();
         for (topic, partition, c) in commits {
@@ -193,9 +183,9 @@ impl OffsetStore {
         if commits.is_empty() {
             return Ok(());
         }
-        if group.len() > MAX_GROUP_ID_BYTES {
-            return Err(ResponseError::InvalidGroupId);
-        }
+        let records = commit_records(group, &commits, |t, p| {
+            encode_pending_key(producer_id, group, t, p)
+        })?;
         if self
             .lock()
             .ended_epochs
@@ -204,14 +194,6 @@ impl OffsetStore {
         {
             return Err(ResponseError::ProducerFenced);
         }
-        let records: Vec<SimpleRecord> = commits
-            .iter()
-            .map(|(topic, partition, c)| SimpleRecord {
-                key: Some(encode_pending_key(producer_id, group, topic, *partition)),
-                value: Some(encode_value(c)),
-                timestamp: c.commit_timestamp,
-            })
-            .collect();
         self.append(&records, timeout).await?;
         let mut state = self.lock();
         let pending = state.pending.entry(producer_id).or_default();
@@ -391,6 +373,26 @@ pub fn now_ms() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+/// The records storing `commits` of `group`, each keyed by `key(topic,
+/// partition)`: INVALID_GROUP_ID when the group id is too long to store.
+fn commit_records(
+    group: &str,
+    commits: &[(String, i32, CommittedOffset)],
+    key: impl Fn(&str, i32) -> Bytes,
+) -> Result<Vec<SimpleRecord>, ResponseError> {
+    if group.len() > MAX_GROUP_ID_BYTES {
+        return Err(ResponseError::InvalidGroupId);
+    }
+    Ok(commits
+        .iter()
+        .map(|(topic, partition, c)| SimpleRecord {
+            key: Some(key(topic, *partition)),
+            value: Some(encode_value(c)),
+            timestamp: c.commit_timestamp,
+        })
+        .collect())
 }
 
 fn encode_key(group: &str, topic: &str, partition: i32) -> Bytes {

@@ -165,6 +165,16 @@ impl TxnCoordinator {
         }
     }
 
+    /// The stored state of `transactional_id` while this broker
+    /// coordinates (the store's error otherwise), or
+    /// INVALID_PRODUCER_ID_MAPPING when it has none.
+    fn stored(&self, transactional_id: &str) -> Result<TxnMetadata, ResponseError> {
+        self.store.readable()?;
+        self.store
+            .get(transactional_id)
+            .ok_or(ResponseError::InvalidProducerIdMapping)
+    }
+
     /// AddPartitionsToTxn / AddOffsetsToTxn.
     pub async fn add_partitions(
         self: &Arc<Self>,
@@ -173,12 +183,8 @@ impl TxnCoordinator {
         partitions: &[TopicPartition],
     ) -> Result<(), ResponseError> {
         let _guard = self.lock_id(transactional_id).await;
-        self.store.readable()?;
-        let current = self
-            .store
-            .get(transactional_id)
-            .ok_or(ResponseError::InvalidProducerIdMapping)?;
-        let next = current
+        let next = self
+            .stored(transactional_id)?
             .add_partitions(producer_id, producer_epoch, partitions, now_ms())
             .map_err(txn_error)?;
         match next {
@@ -198,10 +204,7 @@ impl TxnCoordinator {
         (producer_id, producer_epoch): (i64, i16),
         partition: &TopicPartition,
     ) -> Result<(), ResponseError> {
-        self.store.readable()?;
-        self.store
-            .get(transactional_id)
-            .ok_or(ResponseError::InvalidProducerIdMapping)?
+        self.stored(transactional_id)?
             .verify_partition(producer_id, producer_epoch, partition)
             .map_err(txn_error)
     }
@@ -214,12 +217,8 @@ impl TxnCoordinator {
         commit: bool,
     ) -> Result<(), ResponseError> {
         let _guard = self.lock_id(transactional_id).await;
-        self.store.readable()?;
-        let current = self
-            .store
-            .get(transactional_id)
-            .ok_or(ResponseError::InvalidProducerIdMapping)?;
-        match current
+        match self
+            .stored(transactional_id)?
             .end(producer_id, producer_epoch, commit, now_ms())
             .map_err(txn_error)?
         {

@@ -66,6 +66,23 @@ fn txn_commit_errors(
         .collect()
 }
 
+/// AddOffsetsToTxn and TxnOffsetCommit need WRITE on the transactional id
+/// (`code`, its refusal) and READ on the group (GROUP_AUTHORIZATION_FAILED).
+fn txn_and_group_denied(
+    gate: &Gate<'_>,
+    code: i16,
+    transactional_id: &str,
+    group: &str,
+) -> Option<i16> {
+    if !gate.transactional_id(operation::WRITE, transactional_id) {
+        Some(code)
+    } else if !gate.group(operation::READ, group) {
+        Some(ResponseError::GroupAuthorizationFailed.code())
+    } else {
+        None
+    }
+}
+
 fn refused(response: Response) -> Routed {
     Routed::Governed(Admission::Refused(response))
 }
@@ -194,13 +211,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
             ))
         }
         Request::AddOffsetsToTxn(r) => {
-            let denied = if !gate.transactional_id(operation::WRITE, &r.transactional_id.0) {
-                Some(code)
-            } else if !gate.group(operation::READ, &r.group_id.0) {
-                Some(ResponseError::GroupAuthorizationFailed.code())
-            } else {
-                None
-            };
+            let denied = txn_and_group_denied(gate, code, &r.transactional_id.0, &r.group_id.0);
             match denied {
                 Some(code) => refused(Response::AddOffsetsToTxn(
                     AddOffsetsToTxnResponse::default().with_error_code(code),
@@ -220,13 +231,7 @@ pub fn admit(gate: &Gate<'_>, version: i16, request: Request) -> Routed {
             ))
         }
         Request::TxnOffsetCommit(mut r) => {
-            let denied = if !gate.transactional_id(operation::WRITE, &r.transactional_id.0) {
-                Some(code)
-            } else if !gate.group(operation::READ, &r.group_id.0) {
-                Some(ResponseError::GroupAuthorizationFailed.code())
-            } else {
-                None
-            };
+            let denied = txn_and_group_denied(gate, code, &r.transactional_id.0, &r.group_id.0);
             if let Some(code) = denied {
                 return refused(Response::TxnOffsetCommit(
                     TxnOffsetCommitResponse::default()

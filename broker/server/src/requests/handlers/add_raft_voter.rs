@@ -27,18 +27,11 @@ pub(super) const MAX_LISTENERS: usize = 16;
 const RAFT_LISTENER: &str = "CONTROLLER";
 
 pub async fn handle(cluster: &Cluster, request: AddRaftVoterRequest) -> Option<Handled> {
-    let listeners = request
-        .listeners
-        .iter()
-        .map(|l| (l.name.as_str(), l.host.as_str(), l.port));
-    let voter = (request.voter_id, request.voter_directory_id);
-    let result = match checked_voter(cluster, request.cluster_id.as_deref(), voter, listeners) {
-        Ok(addr) => cluster
-            .add_raft_voter(voter.0, *voter.1.as_bytes(), addr)
-            .await
-            .map_err(|e| (cluster_error_code(&e), e.to_string())),
-        Err(refusal) => Err(refusal),
-    };
+    let (id, directory) = request.voter();
+    let result = forward(cluster, &request, |addr| {
+        cluster.add_raft_voter(id, *directory.as_bytes(), addr)
+    })
+    .await;
     let response = match &result {
         Ok(()) => AddRaftVoterResponse::default(),
         Err((error, message)) => {
@@ -54,18 +47,56 @@ pub async fn handle(cluster: &Cluster, request: AddRaftVoterRequest) -> Option<H
 /// A refusal: the error and its message.
 pub(super) type Refusal = (ResponseError, String);
 
-/// What AddRaftVoter and UpdateRaftVoter check before forwarding: the
-/// cluster id, the voter (id, directory id) and its listeners; the voter's
-/// raft address when all pass.
-pub(super) fn checked_voter<'a>(
+/// What AddRaftVoter and UpdateRaftVoter name alike: the cluster, the
+/// voter (id, directory id) and its listeners (name, host, port).
+pub(super) trait VoterChange {
+    fn cluster_id(&self) -> Option<&str>;
+    fn voter(&self) -> (i32, uuid::Uuid);
+    fn endpoints(&self) -> Vec<(&str, &str, u16)>;
+}
+
+macro_rules! voter_change {
+    ($($request:ty),*) => {$(
+        impl VoterChange for $request {
+            fn cluster_id(&self) -> Option<&str> {
+                self.cluster_id.as_deref()
+            }
+            fn voter(&self) -> (i32, uuid::Uuid) {
+                (self.voter_id, self.voter_directory_id)
+            }
+            fn endpoints(&self) -> Vec<(&str, &str, u16)> {
+                let listeners = self.listeners.iter();
+                listeners.map(|l| (l.name.as_str(), l.host.as_str(), l.port)).collect()
+            }
+        }
+    )*};
+}
+voter_change!(
+    AddRaftVoterRequest,
+    kafka_protocol::messages::UpdateRaftVoterRequest
+);
+
+/// What AddRaftVoter and UpdateRaftVoter share: the checks before
+/// forwarding — the cluster id, the voter (id, directory id) and its
+/// listeners, at most `MAX_LISTENERS` — then `change` (the controller's
+/// add or update) with the voter's raft address; the refusal or the
+/// controller's error.
+pub(super) async fn forward<Change>(
     cluster: &Cluster,
-    cluster_id: Option<&str>,
-    (voter_id, directory_id): (i32, uuid::Uuid),
-    listeners: impl ExactSizeIterator<Item = (&'a str, &'a str, u16)> + Clone,
-) -> Result<String, Refusal> {
-    check_cluster_id(cluster, cluster_id)?;
+    request: &impl VoterChange,
+    change: impl FnOnce(String) -> Change,
+) -> Result<(), Refusal>
+where
+    Change: std::future::Future<Output = Result<(), chronik_metadata::ClusterError>>,
+{
+    check_cluster_id(cluster, request.cluster_id())?;
+    let (voter_id, directory_id) = request.voter();
     check_voter(voter_id, directory_id)?;
-    raft_addr(listeners)
+    let endpoints = request.endpoints();
+    let addr = raft_addr(endpoints.iter().copied())?;
+    change(addr)
+        .await
+        .map_err(|e| (cluster_error_code(&e), e.to_string()))
 }
 
 /// Kafka's raft client answers a request naming another cluster with

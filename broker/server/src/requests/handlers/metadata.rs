@@ -36,27 +36,6 @@ pub async fn handle(
     request: MetadataRequest,
     listener: &str,
 ) -> Option<Handled> {
-    let response = metadata(
-        (replicas, cluster),
-        settings,
-        cluster_id,
-        version,
-        request,
-        listener,
-    )
-    .await;
-    let has_error = response.topics.iter().any(|t| t.error_code != 0);
-    Handled::new(Response::Metadata(response), has_error)
-}
-
-async fn metadata(
-    (replicas, cluster): (&Arc<ReplicaManager>, &Cluster),
-    settings: TopicCreation<'_>,
-    cluster_id: &str,
-    version: i16,
-    request: MetadataRequest,
-    listener: &str,
-) -> MetadataResponse {
     let wants_all = match &request.topics {
         None => true,
         Some(t) => t.is_empty() && version == 0,
@@ -119,12 +98,14 @@ async fn metadata(
         })
         .collect();
     let controller = controller_for_clients(cluster);
-    MetadataResponse::default()
+    let has_error = topics.iter().any(|t| t.error_code != 0);
+    let response = MetadataResponse::default()
         .with_brokers(brokers)
         .with_cluster_id(Some(StrBytes::from_string(cluster_id.to_string())))
         .with_controller_id(BrokerId(controller))
         .with_cluster_authorized_operations(OPERATIONS_NOT_REQUESTED)
-        .with_topics(topics)
+        .with_topics(topics);
+    Handled::new(Response::Metadata(response), has_error)
 }
 
 async fn auto_create(

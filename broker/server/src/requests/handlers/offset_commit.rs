@@ -45,34 +45,7 @@ pub async fn handle(
         CommitCheck::Ok => None,
         CommitCheck::Rejected(e) => Some(response_error(e)),
     };
-    let now = now_ms();
-    let mut commits = Vec::new();
-    // (topic index, partition index, error) in request order
-    let mut errors: Vec<Vec<(i32, Option<ResponseError>)>> = Vec::new();
-    for topic in &request.topics {
-        let mut partitions = Vec::new();
-        for p in &topic.partitions {
-            let error = match group_error {
-                Some(e) => Some(e),
-                None => match validate_commit(
-                    cluster,
-                    &topic.name.0,
-                    p.partition_index,
-                    (p.committed_offset, p.committed_leader_epoch),
-                    p.committed_metadata.as_deref(),
-                    now,
-                ) {
-                    Ok(commit) => {
-                        commits.push(commit);
-                        None
-                    }
-                    Err(e) => Some(e),
-                },
-            };
-            partitions.push((p.partition_index, error));
-        }
-        errors.push(partitions);
-    }
+    let (commits, errors) = validate_all(cluster, &request.topics, group_error);
     let stored = offsets.commit(&group_id, commits, COMMIT_TIMEOUT).await;
     let storage_error = stored.err();
     let mut has_error = false;
@@ -101,6 +74,79 @@ pub async fn handle(
         Response::OffsetCommit(OffsetCommitResponse::default().with_topics(topics)),
         has_error,
     )
+}
+
+/// One partition of an OffsetCommit or TxnOffsetCommit.
+pub(super) struct Asked<'a> {
+    pub index: i32,
+    /// (committed offset, committed leader epoch)
+    pub offset: (i64, i32),
+    pub metadata: Option<&'a str>,
+}
+
+/// A topic of an OffsetCommit or TxnOffsetCommit: both requests' topics and
+/// partitions carry the same fields.
+pub(super) trait CommitTopic {
+    fn name(&self) -> &str;
+    fn asked(&self) -> Vec<Asked<'_>>;
+}
+
+macro_rules! commit_topic {
+    ($($topic:ty),*) => {$(
+        impl CommitTopic for $topic {
+            fn name(&self) -> &str {
+                &self.name.0
+            }
+            fn asked(&self) -> Vec<Asked<'_>> {
+                let partitions = self.partitions.iter();
+                partitions
+                    .map(|p| Asked {
+                        index: p.partition_index,
+                        offset: (p.committed_offset, p.committed_leader_epoch),
+                        metadata: p.committed_metadata.as_deref(),
+                    })
+                    .collect()
+            }
+        }
+    )*};
+}
+commit_topic!(
+    kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic,
+    kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic
+);
+
+/// Each topic's partitions' errors in request order (None: valid, and its
+/// commit among those returned): `group_error` for every one when the group
+/// refused the commit, else `validate_commit`'s verdict.
+#[allow(clippy::type_complexity)]
+pub(super) fn validate_all(
+    cluster: &Cluster,
+    topics: &[impl CommitTopic],
+    group_error: Option<ResponseError>,
+) -> (
+    Vec<(String, i32, CommittedOffset)>,
+    Vec<Vec<(i32, Option<ResponseError>)>>,
+) {
+    let now = now_ms();
+    let mut commits = Vec::new();
+    let errors = topics
+        .iter()
+        .map(|topic| {
+            topic
+                .asked()
+                .into_iter()
+                .map(|p| {
+                    let error = group_error.or_else(|| {
+                        validate_commit(cluster, topic.name(), p.index, p.offset, p.metadata, now)
+                            .map(|c| commits.push(c))
+                            .err()
+                    });
+                    (p.index, error)
+                })
+                .collect()
+        })
+        .collect();
+    (commits, errors)
 }
 
 /// One partition of an offset commit (OffsetCommit, TxnOffsetCommit) as

@@ -9,15 +9,13 @@
 
 use chronik_metadata::Cluster;
 use chronik_protocol::Response;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
-use super::offset_commit::{validate_commit, COMMIT_TIMEOUT};
+use super::offset_commit::{validate_all, COMMIT_TIMEOUT};
 use super::Handled;
-use crate::coordinators::groups::offset_store::now_ms;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
 use crate::requests::errors::group::response_error;
 use crate::requests::errors::txn::for_version;
@@ -51,31 +49,7 @@ pub async fn handle(
             CommitCheck::Rejected(e) => Some(response_error(e)),
         },
     };
-    let now = now_ms();
-    let mut commits = Vec::new();
-    let mut errors: Vec<Vec<(i32, Option<ResponseError>)>> = Vec::new();
-    for topic in &request.topics {
-        let partitions = topic
-            .partitions
-            .iter()
-            .map(|p| {
-                let error = group_error.or_else(|| {
-                    validate_commit(
-                        cluster,
-                        &topic.name.0,
-                        p.partition_index,
-                        (p.committed_offset, p.committed_leader_epoch),
-                        p.committed_metadata.as_deref(),
-                        now,
-                    )
-                    .map(|c| commits.push(c))
-                    .err()
-                });
-                (p.partition_index, error)
-            })
-            .collect();
-        errors.push(partitions);
-    }
+    let (commits, errors) = validate_all(cluster, &request.topics, group_error);
     let stored = offsets
         .commit_transactional(
             &group_id,

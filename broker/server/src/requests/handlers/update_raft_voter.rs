@@ -14,23 +14,15 @@ use chronik_protocol::Response;
 use kafka_protocol::messages::update_raft_voter_response::CurrentLeader;
 use kafka_protocol::messages::{BrokerId, UpdateRaftVoterRequest, UpdateRaftVoterResponse};
 
-use super::add_raft_voter::checked_voter;
+use super::add_raft_voter::{forward, VoterChange};
 use super::Handled;
-use crate::requests::errors::cluster::cluster_error_code;
 
 pub async fn handle(cluster: &Cluster, request: UpdateRaftVoterRequest) -> Option<Handled> {
-    let listeners = request
-        .listeners
-        .iter()
-        .map(|l| (l.name.as_str(), l.host.as_str(), l.port));
-    let voter = (request.voter_id, request.voter_directory_id);
-    let result = match checked_voter(cluster, request.cluster_id.as_deref(), voter, listeners) {
-        Ok(addr) => cluster
-            .update_raft_voter(voter.0, *voter.1.as_bytes(), addr)
-            .await
-            .map_err(|e| (cluster_error_code(&e), e.to_string())),
-        Err(refusal) => Err(refusal),
-    };
+    let (id, directory) = request.voter();
+    let result = forward(cluster, &request, |addr| {
+        cluster.update_raft_voter(id, *directory.as_bytes(), addr)
+    })
+    .await;
     if let Err((_, message)) = &result {
         tracing::info!(
             voter = request.voter_id,
