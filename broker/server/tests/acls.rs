@@ -549,21 +549,16 @@ fn an_acl_created_through_one_node_is_enforced_by_every_node() -> Result<()> {
         ensure!(codes == [0], "{codes:?}");
     }
     for id in [2, 3] {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let mut client = Client::connect(cluster.node(id))?;
-            let named = metadata_of(&mut client, Some(&["guarded"]))
-                .with_context(|| format!("metadata from node {id}"))?;
-            if named == [("guarded".to_string(), TOPIC_AUTHORIZATION_FAILED)] {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "node {id} still answers {named:?} for a topic only alice may use\n{}",
-                cluster.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        cluster.poll_until(
+            Duration::from_secs(15),
+            Duration::from_millis(100),
+            |cluster| {
+                metadata_of(&mut Client::connect(cluster.node(id))?, Some(&["guarded"]))
+                    .with_context(|| format!("metadata from node {id}"))
+            },
+            |named| named == &[("guarded".to_string(), TOPIC_AUTHORIZATION_FAILED)],
+            |named| format!("node {id} still answers {named:?} for a topic only alice may use"),
+        )?;
     }
     Ok(())
 }

@@ -535,12 +535,7 @@ fn delete_records_waits_for_the_replicas_on_live_brokers() -> Result<()> {
         })?
         .remove(0);
     let leader = view.leader;
-    let followers: Vec<i32> = view
-        .replicas
-        .iter()
-        .copied()
-        .filter(|&r| r != leader)
-        .collect();
+    let followers = view.followers();
     let (paused, running) = (followers[0], followers[1]);
     let mut client = Client::connect(cluster.node(leader))?;
     let values: Vec<bytes::Bytes> = (0..10)

@@ -7,7 +7,7 @@
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -43,6 +43,17 @@ pub struct PartitionView {
     pub leader_epoch: i32,
     pub isr: Vec<i32>,
     pub replicas: Vec<i32>,
+}
+
+impl PartitionView {
+    /// The replicas other than the leader, in replica order.
+    pub fn followers(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|&r| r != self.leader)
+            .collect()
+    }
 }
 
 impl Cluster {
@@ -167,6 +178,57 @@ impl Cluster {
                 bail!("timed out after {timeout:?} waiting for {what}; last view: {seen:?}");
             }
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Polls until every partition of `topic` has a leader and every node
+    /// in its ISR, or fails after `timeout`; returns the partitions' views.
+    pub fn wait_for_full_isr(
+        &mut self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Vec<PartitionView>> {
+        let nodes = self.nodes.len();
+        self.wait_for(topic, timeout, "leaders with a full ISR", |ps| {
+            ps.iter().all(|p| p.leader > 0 && p.isr.len() == nodes)
+        })
+    }
+
+    /// Polls until partition 0 of `topic` has a leader other than `old`, or
+    /// fails after 20 s; returns the new leader.
+    pub fn new_leader_of(&mut self, topic: &str, old: i32, what: &str) -> Result<i32> {
+        let views = self.wait_for(topic, Duration::from_secs(20), what, |ps| {
+            ps[0].leader > 0 && ps[0].leader != old
+        })?;
+        Ok(views[0].leader)
+    }
+
+    /// Runs `attempt` every `every` until `done` accepts what it returned,
+    /// and returns that. After `timeout` it fails with `timed_out` of the
+    /// last answer and the nodes' logs; an error from `attempt` ends the
+    /// wait at once. For what a test can only see by asking again: an ACL
+    /// on every node, a new controller, acks=all accepted again.
+    pub fn poll_until<T>(
+        &mut self,
+        timeout: Duration,
+        every: Duration,
+        mut attempt: impl FnMut(&mut Cluster) -> Result<T>,
+        done: impl Fn(&T) -> bool,
+        timed_out: impl Fn(&T) -> String,
+    ) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let answer = attempt(self)?;
+            if done(&answer) {
+                return Ok(answer);
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{}\n{}",
+                timed_out(&answer),
+                self.logs()
+            );
+            std::thread::sleep(every);
         }
     }
 
