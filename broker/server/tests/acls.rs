@@ -24,7 +24,7 @@ use anyhow::{ensure, Context, Result};
 use bytes::Bytes;
 use common::broker::Broker;
 use common::cluster::Cluster;
-use common::kafka_client::Client;
+use common::kafka_client::{new_producer_request, Client};
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
@@ -43,9 +43,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     BrokerId, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeClusterRequest,
-    DescribeQuorumRequest, GroupId, InitProducerIdRequest, InitProducerIdResponse,
-    JoinGroupRequest, ListOffsetsRequest, MetadataRequest, ProducerId, TopicName, TransactionalId,
-    UnregisterBrokerRequest,
+    DescribeQuorumRequest, GroupId, InitProducerIdResponse, JoinGroupRequest, ListOffsetsRequest,
+    MetadataRequest, TopicName, TransactionalId, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -198,12 +197,7 @@ fn join_error(client: &mut Client, group: &str) -> Result<i16> {
 }
 
 fn init_txn(client: &mut Client, id: &str) -> Result<InitProducerIdResponse> {
-    let request = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(s(id))))
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    client.send(&request, 4)
+    client.send(&new_producer_request(Some(TransactionalId(s(id)))), 4)
 }
 
 fn init_txn_error(client: &mut Client, id: &str) -> Result<i16> {
@@ -738,14 +732,7 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
     );
 
     // AddPartitionsToTxn v3: a transactional id ANONYMOUS may write, a topic it may not
-    let init = client.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(TransactionalId(s("txn-ok"))))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
-        4,
-    )?;
+    let init = client.send(&new_producer_request(Some(TransactionalId(s("txn-ok")))), 4)?;
     ensure!(
         init.error_code == 0,
         "InitProducerId txn-ok: {}",

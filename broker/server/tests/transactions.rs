@@ -14,14 +14,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use common::broker::Broker;
-use common::kafka_client::Client;
+use common::kafka_client::{new_producer_request, Client};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest, InitProducerIdRequest,
-    ListTransactionsRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
+    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest, ListTransactionsRequest,
+    ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -44,11 +44,7 @@ fn txn_id(id: &str) -> TransactionalId {
 
 fn init(client: &mut Client, id: &str, timeout_ms: i32) -> Result<(i16, i64, i16)> {
     let r = client.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(txn_id(id)))
-            .with_transaction_timeout_ms(timeout_ms)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
+        &new_producer_request(Some(txn_id(id))).with_transaction_timeout_ms(timeout_ms),
         4,
     )?;
     Ok((r.error_code, r.producer_id.0, r.producer_epoch))

@@ -133,14 +133,7 @@ impl Client {
     }
 
     pub fn init_producer_id(&mut self) -> Result<(i64, i16)> {
-        let response = self.send(
-            &InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(60_000)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-            4,
-        )?;
+        let response = self.send(&new_producer_request(None), 4)?;
         ensure!(
             response.error_code == 0,
             "InitProducerId error {}",
@@ -412,6 +405,17 @@ impl Client {
         );
         Ok(p.offset)
     }
+}
+
+/// InitProducerId for a new producer (no id, no epoch yet), transactional
+/// when `transactional_id` is given, with a 60 s transaction timeout (chain
+/// `with_transaction_timeout_ms` for another): what a client sends first.
+pub fn new_producer_request(transactional_id: Option<TransactionalId>) -> InitProducerIdRequest {
+    InitProducerIdRequest::default()
+        .with_transactional_id(transactional_id)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
 }
 
 /// A record without producer id, key or headers at `offset` in its batch.

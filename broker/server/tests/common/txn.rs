@@ -12,8 +12,7 @@ use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, InitProducerIdRequest, ProduceRequest, ProducerId, TopicName,
-    TransactionalId,
+    AddPartitionsToTxnRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
@@ -21,7 +20,7 @@ use kafka_protocol::records::{
 };
 
 use super::cluster::Cluster;
-use super::kafka_client::Client;
+use super::kafka_client::{new_producer_request, Client};
 
 /// Where a transaction's batches go: `partition` of the topic, led by
 /// `leader`, which is not the transaction `coordinator`.
@@ -85,14 +84,7 @@ pub fn begin(
     topic: &'static str,
     partition: i32,
 ) -> Result<(i64, i16)> {
-    let init = coordinator.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(transactional_id(txn_id)))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
-        4,
-    )?;
+    let init = coordinator.send(&new_producer_request(Some(transactional_id(txn_id))), 4)?;
     ensure!(init.error_code == 0, "InitProducerId: {}", init.error_code);
     let producer = (init.producer_id.0, init.producer_epoch);
     let added = coordinator.send(
