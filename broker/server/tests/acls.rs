@@ -24,7 +24,12 @@ use anyhow::{ensure, Context, Result};
 use bytes::Bytes;
 use common::broker::Broker;
 use common::cluster::Cluster;
-use common::kafka_client::{new_producer_request, Client};
+use common::error_codes::{
+    CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST,
+    OPERATION_NOT_ATTEMPTED, SECURITY_DISABLED, TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+};
+use common::kafka_client::{added_partition_codes, election_codes, new_producer_request, Client};
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
@@ -47,13 +52,6 @@ use kafka_protocol::messages::{
     MetadataRequest, TopicName, TransactionalId, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-
-const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-const GROUP_AUTHORIZATION_FAILED: i16 = 30;
-const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-const INVALID_REQUEST: i16 = 42;
-const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-const SECURITY_DISABLED: i16 = 54;
 
 const TOPIC: i8 = 2;
 const GROUP: i8 = 3;
@@ -230,15 +228,7 @@ fn add_to_txn(
             .with_v3_and_below_topics(topics),
         3,
     )?;
-    Ok(response
-        .results_by_topic_v3_and_below
-        .iter()
-        .flat_map(|t| {
-            t.results_by_partition
-                .iter()
-                .map(|p| p.partition_error_code)
-        })
-        .collect())
+    Ok(added_partition_codes(&response))
 }
 
 /// A broker with the authorizer on (everyone allowed where no ACL is
@@ -458,11 +448,7 @@ fn acls_are_enforced_with_kafkas_errors() -> Result<()> {
         ])),
         2,
     )?;
-    let codes: Vec<i16> = elected
-        .replica_election_results
-        .iter()
-        .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
-        .collect();
+    let codes = election_codes(&elected);
     ensure!(
         elected.error_code == CLUSTER_AUTHORIZATION_FAILED
             && codes == [CLUSTER_AUTHORIZATION_FAILED],
@@ -556,8 +542,6 @@ fn an_acl_created_through_one_node_is_enforced_by_every_node() -> Result<()> {
     }
     Ok(())
 }
-
-const OPERATION_NOT_ATTEMPTED: i16 = 55;
 
 /// Grants User:ANONYMOUS DESCRIBE on `topic`.
 fn allow_anonymous_describe(client: &mut Client, topic: &str) -> Result<()> {

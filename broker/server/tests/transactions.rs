@@ -14,7 +14,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use common::broker::Broker;
-use common::kafka_client::{new_producer_request, Client};
+use common::error_codes::{
+    CLUSTER_AUTHORIZATION_FAILED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING,
+    INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT, INVALID_TXN_STATE, OPERATION_NOT_ATTEMPTED,
+    POLICY_VIOLATION, PRODUCER_FENCED, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_NOT_FOUND,
+    UNKNOWN_TOPIC_OR_PARTITION,
+};
+use common::kafka_client::{added_partition_codes, new_producer_request, Client};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
@@ -24,19 +30,6 @@ use kafka_protocol::messages::{
     ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_PRODUCER_EPOCH: i16 = 47;
-const INVALID_TXN_STATE: i16 = 48;
-const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-const OPERATION_NOT_ATTEMPTED: i16 = 55;
-const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-const PRODUCER_FENCED: i16 = 90;
-const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-const POLICY_VIOLATION: i16 = 44;
-const INVALID_REQUEST: i16 = 42;
 
 fn txn_id(id: &str) -> TransactionalId {
     TransactionalId(StrBytes::from_string(id.to_string()))
@@ -74,14 +67,7 @@ fn add(
             .with_v3_and_below_topics(topics),
         version,
     )?;
-    Ok(r.results_by_topic_v3_and_below
-        .iter()
-        .flat_map(|t| {
-            t.results_by_partition
-                .iter()
-                .map(|p| p.partition_error_code)
-        })
-        .collect())
+    Ok(added_partition_codes(&r))
 }
 
 fn end(client: &mut Client, id: &str, (pid, epoch): (i64, i16), commit: bool) -> Result<i16> {

@@ -11,7 +11,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use common::broker::Broker;
-use common::kafka_client::{new_producer_request, Client};
+use common::kafka_client::{election_codes, new_producer_request, Client};
 
 const TOPIC: &str = "sweep";
 
@@ -764,11 +764,7 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
                     ])),
                 version,
             )?;
-            let codes: Vec<i16> = r
-                .replica_election_results
-                .iter()
-                .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
-                .collect();
+            let codes = election_codes(&r);
             anyhow::ensure!(codes == [84], "ElectLeaders v{version}: {r:?}");
             vec![r.error_code]
         }

@@ -418,6 +418,29 @@ pub fn new_producer_request(transactional_id: Option<TransactionalId>) -> InitPr
         .with_producer_epoch(-1)
 }
 
+/// The partition error codes of an AddPartitionsToTxn (v3 and below)
+/// response, topic by topic.
+pub fn added_partition_codes(response: &AddPartitionsToTxnResponse) -> Vec<i16> {
+    response
+        .results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
+        .collect()
+}
+
+/// The partition error codes of an ElectLeaders response, topic by topic.
+pub fn election_codes(response: &ElectLeadersResponse) -> Vec<i16> {
+    response
+        .replica_election_results
+        .iter()
+        .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
+        .collect()
+}
+
 /// A record without producer id, key or headers at `offset` in its batch.
 /// Its sequence keeps kafka-protocol's encoder to one batch (base sequence
 /// -1, Kafka's "none"), as Produce v3+ requires.
@@ -448,6 +471,19 @@ pub fn produce_request(
     (acks, timeout_ms): (i16, i32),
     compression: Compression,
 ) -> Result<ProduceRequest> {
+    let batch = encode_batch(records, compression)?;
+    Ok(ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])]))
+}
+
+/// `records` as one RecordBatch v2, the form every Produce since v3 carries.
+pub fn encode_batch(records: &[Record], compression: Compression) -> Result<Bytes> {
     let mut batch = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut batch,
@@ -457,14 +493,7 @@ pub fn produce_request(
             compression,
         },
     )?;
-    Ok(ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(timeout_ms)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.into())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch.freeze()))])]))
+    Ok(batch.freeze())
 }
 
 /// Sends one request on any byte stream (TCP or TLS) and reads its

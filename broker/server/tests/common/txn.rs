@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -15,12 +15,10 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, TimestampType};
 
 use super::cluster::Cluster;
-use super::kafka_client::{new_producer_request, Client};
+use super::kafka_client::{encode_batch, new_producer_request, Client};
 
 /// Where a transaction's batches go: `partition` of the topic, led by
 /// `leader`, which is not the transaction `coordinator`.
@@ -122,16 +120,7 @@ pub fn one_record(producer: Option<(i64, i16, i32)>, value: Bytes) -> Result<Byt
         value: Some(value),
         headers: IndexMap::new(),
     };
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )?;
-    Ok(batch.freeze())
+    encode_batch(&[record], Compression::None)
 }
 
 /// An acks=all Produce of `records` to `topic`-`partition`, as `txn_id`'s
