@@ -13,6 +13,11 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use common::broker::Broker;
 use common::cluster::{Cluster, FAST_FAILOVER};
+use common::error_codes::{
+    GROUP_ID_NOT_FOUND, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REQUEST,
+    NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, POLICY_VIOLATION, REQUEST_TIMED_OUT,
+    UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_ENDPOINT_TYPE,
+};
 use common::kafka_client::Client;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::delete_records_request::{
@@ -31,16 +36,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const REQUEST_TIMED_OUT: i16 = 7;
-const OFFSET_OUT_OF_RANGE: i16 = 1;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const INVALID_PARTITIONS: i16 = 37;
-const POLICY_VIOLATION: i16 = 44;
-const INVALID_CONFIG: i16 = 40;
-const INVALID_REQUEST: i16 = 42;
-const GROUP_ID_NOT_FOUND: i16 = 69;
-const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
 const RESOURCE_TOPIC: i8 = 2;
 const SET: i8 = 0;
 const DELETE: i8 = 1;

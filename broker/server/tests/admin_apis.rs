@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use common::broker::Broker;
 use common::cluster::Cluster;
+use common::error_codes::{
+    INVALID_PARTITIONS, INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION,
+};
 use common::kafka_client::Client;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
@@ -23,10 +26,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-const INVALID_TOPIC_EXCEPTION: i16 = 17;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const TOPIC_ALREADY_EXISTS: i16 = 36;
-const INVALID_PARTITIONS: i16 = 37;
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
