@@ -18,13 +18,12 @@ use common::error_codes::{
     NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, POLICY_VIOLATION, REQUEST_TIMED_OUT,
     UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_ENDPOINT_TYPE,
 };
-use common::kafka_client::Client;
+use common::kafka_client::{topic_metadata_request, Client};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
@@ -136,12 +135,7 @@ fn topic_config(client: &mut Client, topic: &str, key: &str) -> Result<(String, 
 }
 
 fn partition_count(client: &mut Client, topic: &str) -> Result<usize> {
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![
-            MetadataRequestTopic::default().with_name(Some(name(topic)))
-        ]))
-        .with_allow_auto_topic_creation(false);
-    let response = client.send(&request, 12)?;
+    let response = client.send(&topic_metadata_request(topic, false), 12)?;
     let t = response.topics.first().context("no topic in Metadata")?;
     ensure!(t.error_code == 0, "Metadata {topic}: {}", t.error_code);
     ensure!(
@@ -214,12 +208,7 @@ fn delete_records_within(
 
 /// The leader of partition 0 of `topic` as Metadata names it.
 fn leader_of(client: &mut Client, topic: &str) -> Result<i32> {
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![
-            MetadataRequestTopic::default().with_name(Some(name(topic)))
-        ]))
-        .with_allow_auto_topic_creation(false);
-    let response = client.send(&request, 12)?;
+    let response = client.send(&topic_metadata_request(topic, false), 12)?;
     Ok(response.topics[0].partitions[0].leader_id.0)
 }
 

@@ -8,14 +8,12 @@ use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::MetadataRequest;
 
 pub use chronik_testkit::cluster::{free_port, FAST_FAILOVER};
 
 use super::broker::Broker;
-use super::kafka_client::Client;
+use super::kafka_client::{topic_metadata_request, Client};
 
 /// The testkit's cluster (its `nodes`, `hosts`, `kafka_port`,
 /// `bootstrap()`, `node(id)`, `restart_node(id)`, `logs()` through `Deref`)
@@ -269,11 +267,7 @@ impl Cluster {
 
 fn describe(node: &Broker, topic: &str) -> Result<Vec<PartitionView>> {
     let mut client = Client::connect(node)?;
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![MetadataRequestTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
-        .with_allow_auto_topic_creation(false);
-    let response = client.send(&request, 12)?;
+    let response = client.send(&topic_metadata_request(topic, false), 12)?;
     let t = response.topics.first().context("no topic in Metadata")?;
     if t.error_code != 0 {
         bail!("Metadata error {} for {topic}", t.error_code);

@@ -56,14 +56,19 @@ impl Client {
     }
 
     pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
+        self.write_next(request, version)?;
+        read_response::<R, _>(&mut self.stream, self.correlation_id, version)
+    }
+
+    /// Writes `request` under the next correlation id.
+    fn write_next<R: Request>(&mut self, request: &R, version: i16) -> Result<()> {
         self.correlation_id += 1;
         write_request_as(
             &mut self.stream,
             (self.correlation_id, self.client_id),
             request,
             version,
-        )?;
-        read_response::<R, _>(&mut self.stream, self.correlation_id, version)
+        )
     }
 
     /// Sends every request before reading any response (pipelined, as
@@ -75,13 +80,7 @@ impl Client {
     ) -> Result<Vec<R::Response>> {
         let first = self.correlation_id + 1;
         for request in requests {
-            self.correlation_id += 1;
-            write_request_as(
-                &mut self.stream,
-                (self.correlation_id, self.client_id),
-                request,
-                version,
-            )?;
+            self.write_next(request, version)?;
         }
         (first..=self.correlation_id)
             .map(|id| read_response::<R, _>(&mut self.stream, id, version))
@@ -416,6 +415,16 @@ pub fn new_producer_request(transactional_id: Option<TransactionalId>) -> InitPr
         .with_transaction_timeout_ms(60_000)
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1)
+}
+
+/// Metadata for the one topic `topic`, which the broker creates if missing
+/// only when `auto_create`.
+pub fn topic_metadata_request(topic: &str, auto_create: bool) -> MetadataRequest {
+    MetadataRequest::default()
+        .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+        )
+        .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
+        .with_allow_auto_topic_creation(auto_create)
 }
 
 /// The partition error codes of an AddPartitionsToTxn (v3 and below)
