@@ -1,6 +1,9 @@
 //! A minimal blocking Kafka client over one TCP connection, built on
 //! kafka-protocol's message types: send any request at any version and get
 //! the decoded response. For tests that need exact versions or raw fields.
+//! Beside it, the requests and readings several tests share: a new
+//! producer's InitProducerId, one topic's Metadata, a RecordBatch, a
+//! Produce, and the partition errors of AddPartitionsToTxn and ElectLeaders.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
