@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 
 use anyhow::{bail, ensure, Context, Result};
 use bytes::Bytes;
-use common::kafka_client::Client;
+use common::kafka_client::{new_producer_request, Client};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use security_support::SecureBroker;
@@ -490,14 +490,7 @@ fn probe(c: &mut Client, api: ApiKey, v: i16, fx: &Fixture) -> Result<Vec<Seen>>
             // transactional, then idempotent (IDEMPOTENT_WRITE on the cluster)
             let mut seen = Vec::new();
             for (id, kind) in [(Some(txn_id()), TxnId), (None, Cluster)] {
-                let r = c.send(
-                    &InitProducerIdRequest::default()
-                        .with_transactional_id(id)
-                        .with_transaction_timeout_ms(60_000)
-                        .with_producer_id(ProducerId(-1))
-                        .with_producer_epoch(-1),
-                    v,
-                )?;
+                let r = c.send(&new_producer_request(id), v)?;
                 seen.push(Seen::Refused(kind, r.error_code));
             }
             seen
@@ -981,11 +974,7 @@ fn set_up(admin: &mut Client) -> Result<Fixture> {
     let topic_id = admin.topic_id(TOPIC)?;
     ensure!(admin.commit_offset(GROUP, TOPIC, 0)? == 0, "admin commit");
     let init = admin.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(txn_id()))
-            .with_transaction_timeout_ms(600_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
+        &new_producer_request(Some(txn_id())).with_transaction_timeout_ms(600_000),
         4,
     )?;
     ensure!(init.error_code == 0, "admin InitProducerId: {init:?}");

@@ -24,7 +24,12 @@ use anyhow::{ensure, Context, Result};
 use bytes::Bytes;
 use common::broker::Broker;
 use common::cluster::Cluster;
-use common::kafka_client::Client;
+use common::error_codes::{
+    CLUSTER_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST,
+    OPERATION_NOT_ATTEMPTED, SECURITY_DISABLED, TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+};
+use common::kafka_client::{added_partition_codes, election_codes, new_producer_request, Client};
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
 };
@@ -43,18 +48,10 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     BrokerId, CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest, DescribeClusterRequest,
-    DescribeQuorumRequest, GroupId, InitProducerIdRequest, InitProducerIdResponse,
-    JoinGroupRequest, ListOffsetsRequest, MetadataRequest, ProducerId, TopicName, TransactionalId,
-    UnregisterBrokerRequest,
+    DescribeQuorumRequest, GroupId, InitProducerIdResponse, JoinGroupRequest, ListOffsetsRequest,
+    MetadataRequest, TopicName, TransactionalId, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-
-const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-const GROUP_AUTHORIZATION_FAILED: i16 = 30;
-const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-const INVALID_REQUEST: i16 = 42;
-const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
-const SECURITY_DISABLED: i16 = 54;
 
 const TOPIC: i8 = 2;
 const GROUP: i8 = 3;
@@ -198,12 +195,7 @@ fn join_error(client: &mut Client, group: &str) -> Result<i16> {
 }
 
 fn init_txn(client: &mut Client, id: &str) -> Result<InitProducerIdResponse> {
-    let request = InitProducerIdRequest::default()
-        .with_transactional_id(Some(TransactionalId(s(id))))
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
-    client.send(&request, 4)
+    client.send(&new_producer_request(Some(TransactionalId(s(id)))), 4)
 }
 
 fn init_txn_error(client: &mut Client, id: &str) -> Result<i16> {
@@ -236,15 +228,7 @@ fn add_to_txn(
             .with_v3_and_below_topics(topics),
         3,
     )?;
-    Ok(response
-        .results_by_topic_v3_and_below
-        .iter()
-        .flat_map(|t| {
-            t.results_by_partition
-                .iter()
-                .map(|p| p.partition_error_code)
-        })
-        .collect())
+    Ok(added_partition_codes(&response))
 }
 
 /// A broker with the authorizer on (everyone allowed where no ACL is
@@ -464,11 +448,7 @@ fn acls_are_enforced_with_kafkas_errors() -> Result<()> {
         ])),
         2,
     )?;
-    let codes: Vec<i16> = elected
-        .replica_election_results
-        .iter()
-        .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
-        .collect();
+    let codes = election_codes(&elected);
     ensure!(
         elected.error_code == CLUSTER_AUTHORIZATION_FAILED
             && codes == [CLUSTER_AUTHORIZATION_FAILED],
@@ -549,26 +529,19 @@ fn an_acl_created_through_one_node_is_enforced_by_every_node() -> Result<()> {
         ensure!(codes == [0], "{codes:?}");
     }
     for id in [2, 3] {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let mut client = Client::connect(cluster.node(id))?;
-            let named = metadata_of(&mut client, Some(&["guarded"]))
-                .with_context(|| format!("metadata from node {id}"))?;
-            if named == [("guarded".to_string(), TOPIC_AUTHORIZATION_FAILED)] {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "node {id} still answers {named:?} for a topic only alice may use\n{}",
-                cluster.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        cluster.poll_until(
+            Duration::from_secs(15),
+            Duration::from_millis(100),
+            |cluster| {
+                metadata_of(&mut Client::connect(cluster.node(id))?, Some(&["guarded"]))
+                    .with_context(|| format!("metadata from node {id}"))
+            },
+            |named| named == &[("guarded".to_string(), TOPIC_AUTHORIZATION_FAILED)],
+            |named| format!("node {id} still answers {named:?} for a topic only alice may use"),
+        )?;
     }
     Ok(())
 }
-
-const OPERATION_NOT_ATTEMPTED: i16 = 55;
 
 /// Grants User:ANONYMOUS DESCRIBE on `topic`.
 fn allow_anonymous_describe(client: &mut Client, topic: &str) -> Result<()> {
@@ -743,14 +716,7 @@ fn second_pass_authorization_holes_are_closed() -> Result<()> {
     );
 
     // AddPartitionsToTxn v3: a transactional id ANONYMOUS may write, a topic it may not
-    let init = client.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(TransactionalId(s("txn-ok"))))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
-        4,
-    )?;
+    let init = client.send(&new_producer_request(Some(TransactionalId(s("txn-ok")))), 4)?;
     ensure!(
         init.error_code == 0,
         "InitProducerId txn-ok: {}",

@@ -13,13 +13,17 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use common::broker::Broker;
 use common::cluster::{Cluster, FAST_FAILOVER};
-use common::kafka_client::Client;
+use common::error_codes::{
+    GROUP_ID_NOT_FOUND, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REQUEST,
+    NOT_LEADER_OR_FOLLOWER, OFFSET_OUT_OF_RANGE, POLICY_VIOLATION, REQUEST_TIMED_OUT,
+    UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_ENDPOINT_TYPE,
+};
+use common::kafka_client::{topic_metadata_request, Client};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::delete_records_request::{
     DeleteRecordsPartition, DeleteRecordsTopic,
 };
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
@@ -31,16 +35,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const REQUEST_TIMED_OUT: i16 = 7;
-const OFFSET_OUT_OF_RANGE: i16 = 1;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const INVALID_PARTITIONS: i16 = 37;
-const POLICY_VIOLATION: i16 = 44;
-const INVALID_CONFIG: i16 = 40;
-const INVALID_REQUEST: i16 = 42;
-const GROUP_ID_NOT_FOUND: i16 = 69;
-const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
 const RESOURCE_TOPIC: i8 = 2;
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -141,12 +135,7 @@ fn topic_config(client: &mut Client, topic: &str, key: &str) -> Result<(String, 
 }
 
 fn partition_count(client: &mut Client, topic: &str) -> Result<usize> {
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![
-            MetadataRequestTopic::default().with_name(Some(name(topic)))
-        ]))
-        .with_allow_auto_topic_creation(false);
-    let response = client.send(&request, 12)?;
+    let response = client.send(&topic_metadata_request(topic, false), 12)?;
     let t = response.topics.first().context("no topic in Metadata")?;
     ensure!(t.error_code == 0, "Metadata {topic}: {}", t.error_code);
     ensure!(
@@ -219,12 +208,7 @@ fn delete_records_within(
 
 /// The leader of partition 0 of `topic` as Metadata names it.
 fn leader_of(client: &mut Client, topic: &str) -> Result<i32> {
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![
-            MetadataRequestTopic::default().with_name(Some(name(topic)))
-        ]))
-        .with_allow_auto_topic_creation(false);
-    let response = client.send(&request, 12)?;
+    let response = client.send(&topic_metadata_request(topic, false), 12)?;
     Ok(response.topics[0].partitions[0].leader_id.0)
 }
 
@@ -535,12 +519,7 @@ fn delete_records_waits_for_the_replicas_on_live_brokers() -> Result<()> {
         })?
         .remove(0);
     let leader = view.leader;
-    let followers: Vec<i32> = view
-        .replicas
-        .iter()
-        .copied()
-        .filter(|&r| r != leader)
-        .collect();
+    let followers = view.followers();
     let (paused, running) = (followers[0], followers[1]);
     let mut client = Client::connect(cluster.node(leader))?;
     let values: Vec<bytes::Bytes> = (0..10)

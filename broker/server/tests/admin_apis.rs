@@ -12,21 +12,19 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use common::broker::Broker;
 use common::cluster::Cluster;
-use common::kafka_client::Client;
+use common::error_codes::{
+    INVALID_PARTITIONS, INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_OR_PARTITION,
+};
+use common::kafka_client::{topic_metadata_request, Client};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DescribeConfigsRequest,
-    MetadataRequest, TopicName,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
-const INVALID_TOPIC_EXCEPTION: i16 = 17;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const TOPIC_ALREADY_EXISTS: i16 = 36;
-const INVALID_PARTITIONS: i16 = 37;
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
@@ -99,11 +97,7 @@ fn describe(
 
 /// (error code, partition count, replicas of partition 0) from Metadata.
 fn metadata(client: &mut Client, name: &str) -> Result<(i16, usize, usize)> {
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![MetadataRequestTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(name.into()))))]))
-        .with_allow_auto_topic_creation(false);
-    let response = client.send(&request, 12)?;
+    let response = client.send(&topic_metadata_request(name, false), 12)?;
     let t = response.topics.first().context("no topic in Metadata")?;
     Ok((
         t.error_code,

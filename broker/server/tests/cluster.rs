@@ -39,12 +39,7 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 fn create(cluster: &mut Cluster, topic: &str, partitions: i32) -> Result<()> {
     let mut client = Client::connect(cluster.node(1))?;
     client.create_topic_replicated(topic, partitions, 3, &[("min.insync.replicas", "2")])?;
-    cluster.wait_for(
-        topic,
-        Duration::from_secs(20),
-        "leaders with a full ISR",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
-    )?;
+    cluster.wait_for_full_isr(topic, Duration::from_secs(20))?;
     Ok(())
 }
 
@@ -216,12 +211,7 @@ fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
     create(&mut cluster, topic, 1)?;
     let view = cluster.partitions(topic)?.remove(0);
     let leader = view.leader;
-    let followers: Vec<i32> = view
-        .replicas
-        .iter()
-        .copied()
-        .filter(|&r| r != leader)
-        .collect();
+    let followers = view.followers();
     let value = [Bytes::from_static(b"x")];
 
     let mut client = Client::connect(cluster.node(leader))?;
@@ -242,18 +232,15 @@ fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
 
     // Second follower down: quorum lost, one replica left fetching.
     cluster.node(followers[1]).kill_hard()?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (code, _) = client.produce_values_acks(topic, &value, -1)?;
-        if code == NOT_ENOUGH_REPLICAS {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "acks=all with one live replica never failed NOT_ENOUGH_REPLICAS (last {code})"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    cluster.poll_until(
+        Duration::from_secs(20),
+        Duration::from_millis(300),
+        |_| Ok(client.produce_values_acks(topic, &value, -1)?.0),
+        |&code| code == NOT_ENOUGH_REPLICAS,
+        |code| {
+            format!("acks=all with one live replica never failed NOT_ENOUGH_REPLICAS (last {code})")
+        },
+    )?;
     let (code, _) = client.produce_values_acks(topic, &value, 1)?;
     ensure!(code == 0, "acks=1 with one live replica: error {code}");
 
@@ -263,19 +250,13 @@ fn min_insync_replicas_refuses_acks_all_with_two_nodes_down() -> Result<()> {
         .node(followers[1])
         .finish_start()
         .with_context(|| cluster.logs())?;
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let (code, _) = client.produce_values_acks(topic, &value, -1)?;
-        if code == 0 {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "acks=all did not recover after a node returned (last {code})\n{}",
-            cluster.logs()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    cluster.poll_until(
+        Duration::from_secs(40),
+        Duration::from_millis(300),
+        |_| Ok(client.produce_values_acks(topic, &value, -1)?.0),
+        |&code| code == 0,
+        |code| format!("acks=all did not recover after a node returned (last {code})"),
+    )?;
     Ok(())
 }
 
@@ -339,13 +320,9 @@ fn isolated_old_leader_acknowledges_no_acks_all_write() -> Result<()> {
     // Cut the leader off; the others fence it and elect a new leader.
     cluster.node(old).pause()?;
     let result = (|| -> Result<()> {
-        let view = cluster.wait_for(
-            topic,
-            Duration::from_secs(20),
-            "a new leader while the old one is cut off",
-            |ps| ps[0].leader > 0 && ps[0].leader != old,
-        )?;
-        let mut new_client = Client::connect(cluster.node(view[0].leader))?;
+        let new_leader =
+            cluster.new_leader_of(topic, old, "a new leader while the old one is cut off")?;
+        let mut new_client = Client::connect(cluster.node(new_leader))?;
         produce_until_ok(
             &mut new_client,
             topic,

@@ -81,12 +81,7 @@ fn sigterm_on_a_leader_moves_leadership_before_exit() -> Result<()> {
         let mut client = Client::connect(cluster.node(1))?;
         client.create_topic_replicated(topic, 1, 3, &[("min.insync.replicas", "2")])?;
     }
-    cluster.wait_for(
-        topic,
-        Duration::from_secs(20),
-        "a leader with a full ISR",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
-    )?;
+    cluster.wait_for_full_isr(topic, Duration::from_secs(20))?;
     let bootstrap = cluster.bootstrap();
 
     // One message every 5 ms for 6 s; each records send and ack times.

@@ -152,6 +152,18 @@ async fn start_with_topic() -> Result<Broker> {
     Ok(broker)
 }
 
+/// A broker with `TOPIC`, killed by `produce_and_crash` once at least one
+/// message was acknowledged.
+async fn crashed_with_acks() -> Result<(Broker, CrashRun)> {
+    let mut broker = start_with_topic().await?;
+    let run = produce_and_crash(&mut broker).await?;
+    ensure!(
+        !run.acks.is_empty(),
+        "no acknowledged message before the kill"
+    );
+    Ok((broker, run))
+}
+
 fn read_all(broker: &Broker) -> Result<Vec<Record>> {
     let consumer = clients::consumer(broker, &[])?;
     clients::assign_from_beginning(&consumer, TOPIC, &PARTITIONS)?;
@@ -194,12 +206,7 @@ fn index_log(records: &[Record]) -> Result<BTreeMap<i32, Vec<u64>>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_acknowledged_message_survives_sigkill() -> Result<()> {
-    let mut broker = start_with_topic().await?;
-    let run = produce_and_crash(&mut broker).await?;
-    ensure!(
-        !run.acks.is_empty(),
-        "no acknowledged message before the kill"
-    );
+    let (mut broker, run) = crashed_with_acks().await?;
     ensure!(
         run.sent_at_kill > run.acked_at_kill as u64,
         "nothing was in flight at the kill ({} sent, {} acked)",
@@ -252,12 +259,7 @@ async fn every_acknowledged_message_survives_sigkill() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produces_after_crash_restart_continue_at_recovered_log_end() -> Result<()> {
-    let mut broker = start_with_topic().await?;
-    let run = produce_and_crash(&mut broker).await?;
-    ensure!(
-        !run.acks.is_empty(),
-        "no acknowledged message before the kill"
-    );
+    let (mut broker, run) = crashed_with_acks().await?;
     broker.restart()?;
 
     let consumer = clients::consumer(&broker, &[])?;

@@ -415,12 +415,7 @@ fn cluster_with_node_on_tmpfs(
     let mut cluster = Cluster::start(3, FAST_FAILOVER)?;
     let tmpfs = move_onto_tmpfs(&mut cluster, node)?;
     Client::connect(cluster.node(1))?.create_topic_replicated(topic, 3, 3, TOPIC_CONFIGS)?;
-    let views = cluster.wait_for(
-        topic,
-        Duration::from_secs(20),
-        "every partition's ISR whole",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
-    )?;
+    let views = cluster.wait_for_full_isr(topic, Duration::from_secs(20))?;
     Ok((cluster, tmpfs, views))
 }
 

@@ -32,9 +32,8 @@ use kafka_protocol::messages::{
     ApiVersionsRequest, DescribeTopicPartitionsRequest, TopicName, UpdateFeaturesRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use rdkafka::producer::FutureRecord;
 
-use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
+use common::clients::{assign_from_beginning, consumer_at, drain, producer_at, send_all};
 use common::cluster::{Cluster, FAST_FAILOVER};
 use common::kafka_client::Client;
 
@@ -166,27 +165,8 @@ fn produce(bootstrap: &str, prefix: &str, count: usize) -> Result<Vec<String>> {
         ],
     )?;
     let values: Vec<String> = (0..count).map(|i| format!("{prefix}-{i}")).collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let mut pending = Vec::new();
-        for value in &values {
-            let record = FutureRecord::<(), _>::to(TOPIC).partition(0).payload(value);
-            pending.push(
-                producer
-                    .send_result(record)
-                    .map_err(|(e, _)| anyhow::anyhow!("enqueue: {e}"))?,
-            );
-        }
-        for delivery in pending {
-            delivery
-                .await
-                .map_err(|_| anyhow::anyhow!("cancelled"))?
-                .map_err(|(e, _)| anyhow::anyhow!("produce: {e}"))?;
-        }
-        anyhow::Ok(())
-    })?;
+    let payloads: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    send_all(&producer, TOPIC, &payloads)?;
     Ok(values)
 }
 

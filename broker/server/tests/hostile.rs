@@ -606,9 +606,9 @@ const POLICY_VIOLATION: i16 = 44;
 /// broker allows, then auto-create through Metadata past the cap.
 #[test]
 fn topic_and_partition_caps_refuse_creation_with_policy_violation() -> Result<()> {
+    use common::kafka_client::topic_metadata_request;
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
-    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-    use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
     use kafka_protocol::protocol::StrBytes;
     // __consumer_offsets and __transaction_state are two topics with one
     // partition each already.
@@ -642,13 +642,7 @@ fn topic_and_partition_caps_refuse_creation_with_policy_violation() -> Result<()
         "a sixth topic (max 5): {:?}",
         fourth.topics[0]
     );
-    let metadata = client.send(
-        &MetadataRequest::default()
-            .with_topics(Some(vec![MetadataRequestTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_static_str("auto"))))]))
-            .with_allow_auto_topic_creation(true),
-        9,
-    )?;
+    let metadata = client.send(&topic_metadata_request("auto", true), 9)?;
     ensure!(
         metadata.topics[0].error_code == POLICY_VIOLATION,
         "auto-creation past the cap: {:?}",

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::net::Shutdown;
+use std::net::{Shutdown, TcpStream};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
@@ -396,6 +396,27 @@ async fn unsupported_produce_and_metadata_versions_never_crash() -> Result<()> {
     Ok(())
 }
 
+/// Sends `batch` to partition 0 of `CANARY` as Produce v3 (acks=1,
+/// correlation id `corr`) on `s` and returns the one partition's answer;
+/// fails with `no_response` when none comes.
+fn produce_v3_to_canary(
+    s: &mut TcpStream,
+    corr: i32,
+    batch: &[u8],
+    no_response: &str,
+) -> Result<Vec<wire::ProducePartitionV3>> {
+    wire::send(s, &wire::produce_v3(corr, 1, CANARY, 0, batch))?;
+    let Reply::Frame(frame) = wire::read_reply(s, REPLY_TIMEOUT)? else {
+        bail!("{no_response}");
+    };
+    let (answered, parts) = wire::decode_produce_v3(&frame)?;
+    ensure!(
+        answered == corr && parts.len() == 1,
+        "Produce v3 response {answered} {parts:?}"
+    );
+    Ok(parts)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn produce_with_bad_crc_is_rejected_per_partition() -> Result<()> {
     let mut f = Fixture::new().await?;
@@ -404,15 +425,12 @@ async fn produce_with_bad_crc_is_rejected_per_partition() -> Result<()> {
     // A correct raw batch is accepted: proves the encoder before abusing it.
     let good = wire::record_batch(&[b"raw-good-1", b"raw-good-2"], now);
     let mut s = wire::connect(f.broker.kafka_addr())?;
-    wire::send(&mut s, &wire::produce_v3(61, 1, CANARY, 0, &good))?;
-    let Reply::Frame(frame) = wire::read_reply(&mut s, REPLY_TIMEOUT)? else {
-        bail!("Produce v3 with a valid batch: no response");
-    };
-    let (corr, parts) = wire::decode_produce_v3(&frame)?;
-    ensure!(
-        corr == 61 && parts.len() == 1,
-        "Produce v3 response {corr} {parts:?}"
-    );
+    let parts = produce_v3_to_canary(
+        &mut s,
+        61,
+        &good,
+        "Produce v3 with a valid batch: no response",
+    )?;
     ensure!(
         parts[0].error_code == 0,
         "valid raw batch rejected: {parts:?}"
@@ -429,15 +447,12 @@ async fn produce_with_bad_crc_is_rejected_per_partition() -> Result<()> {
     // connection kept open, nothing appended.
     let mut bad = good.clone();
     bad[wire::BATCH_CRC_POSITION] ^= 0xFF;
-    wire::send(&mut s, &wire::produce_v3(62, 1, CANARY, 0, &bad))?;
-    let Reply::Frame(frame) = wire::read_reply(&mut s, REPLY_TIMEOUT)? else {
-        bail!("Produce v3 with a bad CRC: expected a response with a partition error, got none");
-    };
-    let (corr, parts) = wire::decode_produce_v3(&frame)?;
-    ensure!(
-        corr == 62 && parts.len() == 1,
-        "Produce v3 response {corr} {parts:?}"
-    );
+    let parts = produce_v3_to_canary(
+        &mut s,
+        62,
+        &bad,
+        "Produce v3 with a bad CRC: expected a response with a partition error, got none",
+    )?;
     ensure!(
         parts[0].error_code == 2,
         "bad-CRC batch: partition error {}, expected 2 (CORRUPT_MESSAGE)",

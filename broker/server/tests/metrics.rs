@@ -8,6 +8,8 @@ mod common;
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
+use rdkafka::admin::AdminClient;
+use rdkafka::client::DefaultClientContext;
 use rdkafka::producer::FutureRecord;
 
 use common::clients::{self, CLIENT_TIMEOUT};
@@ -41,6 +43,17 @@ fn delta(before: &[Sample], after: &[Sample], name: &str, labels: &[(&str, &str)
 
 /// Produces `MESSAGES` values of `VALUE_LEN` bytes (acks=1), one request each,
 /// then reads them back with a Fetch.
+/// A broker on `wal_profile` with `TOPIC` (one partition), and the admin
+/// client that created it, still connected.
+async fn broker_with_topic(
+    wal_profile: &str,
+) -> Result<(Broker, AdminClient<DefaultClientContext>)> {
+    let broker = Broker::start(&["--wal-profile", wal_profile])?;
+    let admin = clients::admin(&broker)?;
+    clients::create_topic(&admin, TOPIC, 1).await?;
+    Ok((broker, admin))
+}
+
 async fn produce_and_fetch(broker: &Broker) -> Result<()> {
     let producer = clients::producer(broker, &[("acks", "1"), ("linger.ms", "0")])?;
     for i in 0..MESSAGES {
@@ -100,9 +113,7 @@ async fn health_ready_and_metrics_endpoints_answer() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_and_gauges_move_with_produce_and_fetch() -> Result<()> {
-    let broker = Broker::start(&["--wal-profile", "medium"])?;
-    let admin = clients::admin(&broker)?;
-    clients::create_topic(&admin, TOPIC, 1).await?;
+    let (broker, _admin) = broker_with_topic("medium").await?;
 
     let before = scrape(&broker)?;
     produce_and_fetch(&broker).await?;
@@ -175,9 +186,7 @@ async fn counters_and_gauges_move_with_produce_and_fetch() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wal_profile_none_never_fsyncs() -> Result<()> {
-    let broker = Broker::start(&["--wal-profile", "none"])?;
-    let admin = clients::admin(&broker)?;
-    clients::create_topic(&admin, TOPIC, 1).await?;
+    let (broker, _admin) = broker_with_topic("none").await?;
     produce_and_fetch(&broker).await?;
     let after = scrape(&broker)?;
     let records_in = value(&after, "chronik_records_in_total", &[])?;

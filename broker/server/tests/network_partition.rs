@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use bytes::Bytes;
-use common::clients::{assign_from_beginning, consumer_at, drain, producer_at};
+use common::clients::{assign_from_beginning, consumer_at, drain};
 use common::cluster::{Cluster, FAST_FAILOVER};
 use common::kafka_client::Client;
 use common::netns::Network;
+use common::paced;
 use kafka_protocol::messages::MetadataRequest;
-use rdkafka::producer::FutureRecord;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 /// Each node has its own namespace, so the ports can be the same fixed ones.
@@ -86,12 +86,31 @@ fn wait_at(
     }
 }
 
+/// Produces `values` acks=all through `client` every 200 ms until they are
+/// acknowledged (20 s at most: then fails saying `what`).
+fn produce_until_accepted(
+    cluster: &mut Cluster,
+    client: &mut Client,
+    topic: &str,
+    values: &[Bytes],
+    what: &str,
+) -> Result<()> {
+    cluster.poll_until(
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        |_| Ok(client.produce_values_acks(topic, values, -1)?.0),
+        |&code| code == 0,
+        |_| what.to_string(),
+    )?;
+    Ok(())
+}
+
 fn values(range: std::ops::Range<u32>) -> Vec<Bytes> {
     range.map(|i| Bytes::from(i.to_string())).collect()
 }
 
 /// Reads partition 0 of `topic` from its leader; the values as numbers.
-fn read_back(cluster: &Cluster, topic: &str, at_least: usize) -> Result<Vec<u32>> {
+fn read_back(cluster: &Cluster, topic: &str, at_least: usize) -> Result<Vec<u64>> {
     let consumer = consumer_at(&cluster.bootstrap(), &[])?;
     assign_from_beginning(&consumer, topic, &[0])?;
     let records = drain(&consumer, &[0], at_least, Duration::from_secs(30))?;
@@ -140,19 +159,13 @@ fn an_isolated_leader_acknowledges_no_acks_all_write_and_rejoins() -> Result<()>
     );
     let new = cluster.partitions_at(majority[0], "isolated")?[0].leader;
     let mut to_new = Client::connect(cluster.node(new))?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while to_new
-        .produce_values_acks("isolated", &values(100..200), -1)?
-        .0
-        != 0
-    {
-        ensure!(
-            Instant::now() < deadline,
-            "the new leader does not accept acks=all\n{}",
-            cluster.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    produce_until_accepted(
+        &mut cluster,
+        &mut to_new,
+        "isolated",
+        &values(100..200),
+        "the new leader does not accept acks=all",
+    )?;
 
     net.heal()?;
     wait_at(
@@ -164,7 +177,7 @@ fn an_isolated_leader_acknowledges_no_acks_all_write_and_rejoins() -> Result<()>
     )?;
     let read = read_back(&cluster, "isolated", 200)?;
     ensure!(
-        read == (0..200).collect::<Vec<u32>>(),
+        read == (0..200).collect::<Vec<u64>>(),
         "read back {} values, not 0..200 once in order: {:?}",
         read.len(),
         &read[..read.len().min(20)]
@@ -182,37 +195,27 @@ fn an_isolated_controller_is_replaced_and_the_majority_keeps_serving() -> Result
     ensure!(controller > 0, "no controller");
     net.isolate(usize::try_from(controller)?)?;
     let majority: Vec<i32> = (1..=3).filter(|&n| n != controller).collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let now = cluster.controller_at(majority[0])?;
-        if now > 0 && now != controller {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the majority kept controller {now}\n{}",
-            cluster.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    cluster.poll_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        |cluster| cluster.controller_at(majority[0]),
+        |&now| now > 0 && now != controller,
+        |now| format!("the majority kept controller {now}"),
+    )?;
     // Once the new controller fences the silent node (a session after it
     // took over), metadata changes go on without it.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut client = Client::connect(cluster.node(majority[0]))?;
-        let brokers = client
-            .send(&MetadataRequest::default().with_topics(Some(vec![])), 12)?
-            .brokers;
-        if brokers.iter().all(|b| b.node_id.0 != controller) {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the cut-off node {controller} is never fenced\n{}",
-            cluster.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    cluster.poll_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        |cluster| {
+            let mut client = Client::connect(cluster.node(majority[0]))?;
+            Ok(client
+                .send(&MetadataRequest::default().with_topics(Some(vec![])), 12)?
+                .brokers)
+        },
+        |brokers| brokers.iter().all(|b| b.node_id.0 != controller),
+        |_| format!("the cut-off node {controller} is never fenced"),
+    )?;
     // Two brokers are live: replication factor 2.
     create(&mut cluster, majority[1], "after-the-cut", 2)?;
     wait_at(
@@ -228,19 +231,13 @@ fn an_isolated_controller_is_replaced_and_the_majority_keeps_serving() -> Result
         "the cut-off node leads a topic created without it"
     );
     let mut client = Client::connect(cluster.node(leader))?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while client
-        .produce_values_acks("after-the-cut", &values(0..50), -1)?
-        .0
-        != 0
-    {
-        ensure!(
-            Instant::now() < deadline,
-            "acks=all fails on the majority\n{}",
-            cluster.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    produce_until_accepted(
+        &mut cluster,
+        &mut client,
+        "after-the-cut",
+        &values(0..50),
+        "acks=all fails on the majority",
+    )?;
     net.heal()?;
     // The old controller learns what was decided without it.
     wait_at(
@@ -251,7 +248,7 @@ fn an_isolated_controller_is_replaced_and_the_majority_keeps_serving() -> Result
         |ps| ps[0].leader == leader && ps[0].isr.len() == 2,
     )?;
     ensure!(
-        read_back(&cluster, "after-the-cut", 50)? == (0..50).collect::<Vec<u32>>(),
+        read_back(&cluster, "after-the-cut", 50)? == (0..50).collect::<Vec<u64>>(),
         "records lost"
     );
     Ok(())
@@ -267,57 +264,20 @@ fn a_non_transitive_cut_keeps_every_acknowledged_message() -> Result<()> {
     wait_at(&mut cluster, 3, "cut", "a full ISR", |ps| {
         ps[0].leader > 0 && ps[0].isr.len() == 3
     })?;
-    let bootstrap = cluster.bootstrap();
     // ~200 msg/s for 12 s, idempotent acks=all; the cut spans the middle.
-    let count: u32 = 2400;
-    let producer = std::thread::spawn(move || -> Result<Vec<(u32, i64)>> {
-        let producer = producer_at(
-            &bootstrap,
-            &[
-                ("acks", "all"),
-                ("enable.idempotence", "true"),
-                ("message.timeout.ms", "60000"),
-                ("linger.ms", "2"),
-            ],
-        )?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        runtime.block_on(async move {
-            let start = Instant::now();
-            let mut pending = Vec::new();
-            for seq in 0..count {
-                let value = seq.to_string();
-                let future = producer
-                    .send_result(
-                        FutureRecord::<(), _>::to("cut")
-                            .partition(0)
-                            .payload(&value),
-                    )
-                    .map_err(|(e, _)| anyhow::anyhow!("enqueue failed: {e}"))?;
-                pending.push((seq, future));
-                if let Some(wait) =
-                    Duration::from_millis(u64::from(seq) * 5).checked_sub(start.elapsed())
-                {
-                    tokio::time::sleep(wait).await;
-                }
-            }
-            let mut acked = Vec::new();
-            for (seq, future) in pending {
-                if let Ok(Ok(delivery)) = future.await {
-                    acked.push((seq, delivery.offset));
-                }
-            }
-            Ok(acked)
-        })
-    });
+    let count: u64 = 2400;
+    let producer = paced::spawn(cluster.bootstrap(), "cut", count, Duration::from_millis(5));
     std::thread::sleep(Duration::from_secs(3));
     net.cut(1, 2)?;
     std::thread::sleep(Duration::from_secs(6));
     net.heal()?;
-    let acked = producer
+    let acked: Vec<u64> = producer
         .join()
-        .map_err(|_| anyhow::anyhow!("producer panicked"))??;
+        .map_err(|_| anyhow::anyhow!("producer panicked"))??
+        .into_iter()
+        .filter(|(_, outcome, _)| outcome.is_ok())
+        .map(|(seq, _, _)| seq)
+        .collect();
     ensure!(
         acked.len() > usize::try_from(count / 2)?,
         "only {} of {count} acknowledged\n{}",
@@ -331,9 +291,9 @@ fn a_non_transitive_cut_keeps_every_acknowledged_message() -> Result<()> {
         "a value was read twice"
     );
     ensure!(read.windows(2).all(|w| w[0] < w[1]), "values out of order");
-    let missing: Vec<u32> = acked
+    let missing: Vec<u64> = acked
         .iter()
-        .map(|(s, _)| *s)
+        .copied()
         .filter(|s| !seen.contains(s))
         .take(10)
         .collect();

@@ -30,18 +30,13 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     let mut client = Client::connect(cluster.node(coordinator))?;
     // The coordinator may learn of the new topic a moment after Metadata
     // shows it (UNKNOWN_TOPIC_OR_PARTITION is retriable).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let first = client.commit_offset("g", topic, 5)?;
-        if first == 0 {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "the first commit kept failing with error {first}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        |_| client.commit_offset("g", topic, 5),
+        |&first| first == 0,
+        |first| format!("the first commit kept failing with error {first}"),
+    )?;
 
     // A follower replicates the commit but does not serve it.
     for &f in &followers {
@@ -71,19 +66,13 @@ fn an_offset_commit_is_acknowledged_only_once_the_isr_has_it() -> Result<()> {
     );
 
     // Once the followers are back, commits are acknowledged again...
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let mut client = Client::connect(cluster.node(coordinator))?;
-        if client.commit_offset("g", topic, 20)? == 0 {
-            break;
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "commits kept failing after the followers resumed\n{}",
-            cluster.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    cluster.poll_until(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        |cluster| Client::connect(cluster.node(coordinator))?.commit_offset("g", topic, 20),
+        |&code| code == 0,
+        |_| "commits kept failing after the followers resumed".to_string(),
+    )?;
     // ...and an acknowledged one survives the coordinator's SIGKILL.
     cluster.node(coordinator).kill_hard()?;
     let new_coordinator = cluster.new_coordinator_of(OFFSETS, coordinator)?;
@@ -116,27 +105,21 @@ fn a_produce_never_waits_past_its_own_timeout() -> Result<()> {
     let mut cluster = Cluster::start(3, FLAGS)?;
     let topic = "bounded";
     Client::connect(cluster.node(1))?.create_topic_replicated(topic, 1, 3, &[])?;
-    let views = cluster.wait_for(
-        topic,
-        Duration::from_secs(20),
-        "the topic with a full ISR",
-        |ps| ps.iter().all(|p| p.leader > 0 && p.isr.len() == 3),
-    )?;
+    let views = cluster.wait_for_full_isr(topic, Duration::from_secs(20))?;
     let leader = views[0].leader;
     let mut client = Client::connect(cluster.node(leader))?;
     let value = [Bytes::from_static(b"v")];
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while client
-        .produce_values_within(topic, &value, -1, TIMEOUT_MS)?
-        .0
-        != 0
-    {
-        ensure!(
-            Instant::now() < deadline,
-            "no acks=all produce succeeded with the full ISR"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    cluster.poll_until(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        |_| {
+            Ok(client
+                .produce_values_within(topic, &value, -1, TIMEOUT_MS)?
+                .0)
+        },
+        |&code| code == 0,
+        |_| "no acks=all produce succeeded with the full ISR".to_string(),
+    )?;
     let followers: Vec<i32> = (1..=3).filter(|&n| n != leader).collect();
     for &f in &followers {
         cluster.node(f).pause()?;

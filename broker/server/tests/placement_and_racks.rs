@@ -24,6 +24,9 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use bytes::Bytes;
 use common::cluster::Cluster;
+use common::error_codes::{
+    INVALID_CONFIG, INVALID_REPLICA_ASSIGNMENT, INVALID_REQUEST, NOT_LEADER_OR_FOLLOWER,
+};
 use common::kafka_client::Client;
 use kafka_protocol::messages::create_partitions_request::{
     CreatePartitionsAssignment, CreatePartitionsTopic,
@@ -40,10 +43,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 const RACKS: [&str; 4] = ["a", "a", "b", "b"];
-const INVALID_REQUEST: i16 = 42;
-const INVALID_REPLICA_ASSIGNMENT: i16 = 39;
-const INVALID_CONFIG: i16 = 40;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 
 fn name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))

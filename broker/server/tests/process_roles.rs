@@ -120,15 +120,9 @@ fn three_controllers_serve_five_brokers_through_failures_and_a_retirement() -> R
     cluster.node(partition_leader).kill_hard()?;
     let results = paced::join_all_acknowledged(producer)?;
     ensure!(results.len() as u64 == count);
-    let after = cluster.wait_for(
-        topic,
-        Duration::from_secs(20),
-        "a new partition leader",
-        |ps| ps[0].leader > 0 && ps[0].leader != partition_leader,
-    )?;
+    let after = cluster.new_leader_of(topic, partition_leader, "a new partition leader")?;
     println!(
-        "quorum leader {quorum_leader} -> {new_leader}; partition leader {partition_leader} -> {}",
-        after[0].leader
+        "quorum leader {quorum_leader} -> {new_leader}; partition leader {partition_leader} -> {after}"
     );
     paced::check_read_back(&cluster.node(asked).bootstrap(), topic, count)?;
     cluster.node(quorum_leader).restart_same_ports()?;

@@ -316,30 +316,8 @@ fn elect_preferred(client: &mut Client, topic: &str) -> Result<i16> {
 /// `count` records of 1 KiB to partition 0 of `topic` (acks=1), stamped now.
 fn produce_kib_records(cluster: &Cluster, topic: &str, count: usize) -> Result<()> {
     let producer = common::clients::producer_at(&cluster.bootstrap(), &[("acks", "1")])?;
-    let payload = vec![b'x'; 1024];
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let mut pending = Vec::new();
-        for _ in 0..count {
-            let record = rdkafka::producer::FutureRecord::<(), _>::to(topic)
-                .partition(0)
-                .payload(&payload);
-            pending.push(
-                producer
-                    .send_result(record)
-                    .map_err(|(e, _)| anyhow::anyhow!("enqueue: {e}"))?,
-            );
-        }
-        for delivery in pending {
-            delivery
-                .await
-                .map_err(|_| anyhow::anyhow!("cancelled"))?
-                .map_err(|(e, _)| anyhow::anyhow!("produce: {e}"))?;
-        }
-        anyhow::Ok(())
-    })
+    let payload = [b'x'; 1024];
+    common::clients::send_all(&producer, topic, &vec![&payload[..]; count])
 }
 
 fn a_throttled_move_holds_its_rate(cluster: &mut Cluster, admin: &mut Client) -> Result<()> {

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context, Result};
 use common::clients::{producer_at, CLIENT_TIMEOUT};
 use common::cluster::free_port;
+use common::kafka_client::new_producer_request;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::write_txn_markers_request::{
@@ -31,8 +32,7 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, CreateTopicsRequest, EndTxnRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, MetadataRequest, MetadataResponse, ProducerId, TopicName,
-    WriteTxnMarkersRequest,
+    MetadataRequest, MetadataResponse, ProducerId, TopicName, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use rdkafka::producer::FutureRecord;
@@ -412,14 +412,7 @@ fn transaction_commits_across_brokers(
     );
     let mut coord = secured.as_broker(certs, addr(coordinator)?)?;
     let init = until_ok("InitProducerId", log, || {
-        let r = coord.send(
-            &InitProducerIdRequest::default()
-                .with_transactional_id(Some(txn_id(id)))
-                .with_transaction_timeout_ms(60_000)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-            4,
-        )?;
+        let r = coord.send(&new_producer_request(Some(txn_id(id))), 4)?;
         Ok((r.error_code, r))
     })?;
     let (pid, epoch) = (init.producer_id.0, init.producer_epoch);

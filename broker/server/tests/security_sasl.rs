@@ -501,8 +501,7 @@ fn unauthenticated_frames_do_not_stall_logged_in_producers() -> Result<()> {
     use std::io::Write;
     use std::time::Instant;
 
-    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-    use kafka_protocol::messages::{MetadataRequest, TopicName};
+    use common::kafka_client::topic_metadata_request;
 
     let certs = Certs::make()?;
     // The unauthenticated-connection caps raised above the flood, so the
@@ -530,13 +529,7 @@ fn unauthenticated_frames_do_not_stall_logged_in_producers() -> Result<()> {
     let mut conn = Conn::plain(addr)?;
     let login = conn.login_plain("alice", "alice-secret")?;
     ensure!(login.error_code == 0, "PLAIN alice: {login:?}");
-    let created = conn.send(
-        &MetadataRequest::default()
-            .with_topics(Some(vec![MetadataRequestTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_static_str("flooded"))))]))
-            .with_allow_auto_topic_creation(true),
-        9,
-    )?;
+    let created = conn.send(&topic_metadata_request("flooded", true), 9)?;
     ensure!(
         created.topics.iter().all(|t| t.error_code == 0),
         "auto-creating the topic: {:?}",

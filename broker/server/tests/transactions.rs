@@ -14,29 +14,22 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Result};
 use common::broker::Broker;
-use common::kafka_client::Client;
+use common::error_codes::{
+    CLUSTER_AUTHORIZATION_FAILED, INVALID_PRODUCER_EPOCH, INVALID_PRODUCER_ID_MAPPING,
+    INVALID_REQUEST, INVALID_TRANSACTION_TIMEOUT, INVALID_TXN_STATE, OPERATION_NOT_ATTEMPTED,
+    POLICY_VIOLATION, PRODUCER_FENCED, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_NOT_FOUND,
+    UNKNOWN_TOPIC_OR_PARTITION,
+};
+use common::kafka_client::{added_partition_codes, new_producer_request, Client};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic,
 };
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest, InitProducerIdRequest,
-    ListTransactionsRequest, ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
+    AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest, ListTransactionsRequest,
+    ProducerId, TopicName, TransactionalId, WriteTxnMarkersRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_PRODUCER_EPOCH: i16 = 47;
-const INVALID_TXN_STATE: i16 = 48;
-const INVALID_PRODUCER_ID_MAPPING: i16 = 49;
-const INVALID_TRANSACTION_TIMEOUT: i16 = 50;
-const OPERATION_NOT_ATTEMPTED: i16 = 55;
-const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-const PRODUCER_FENCED: i16 = 90;
-const TRANSACTIONAL_ID_NOT_FOUND: i16 = 105;
-const POLICY_VIOLATION: i16 = 44;
-const INVALID_REQUEST: i16 = 42;
 
 fn txn_id(id: &str) -> TransactionalId {
     TransactionalId(StrBytes::from_string(id.to_string()))
@@ -44,11 +37,7 @@ fn txn_id(id: &str) -> TransactionalId {
 
 fn init(client: &mut Client, id: &str, timeout_ms: i32) -> Result<(i16, i64, i16)> {
     let r = client.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(txn_id(id)))
-            .with_transaction_timeout_ms(timeout_ms)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
+        &new_producer_request(Some(txn_id(id))).with_transaction_timeout_ms(timeout_ms),
         4,
     )?;
     Ok((r.error_code, r.producer_id.0, r.producer_epoch))
@@ -78,14 +67,7 @@ fn add(
             .with_v3_and_below_topics(topics),
         version,
     )?;
-    Ok(r.results_by_topic_v3_and_below
-        .iter()
-        .flat_map(|t| {
-            t.results_by_partition
-                .iter()
-                .map(|p| p.partition_error_code)
-        })
-        .collect())
+    Ok(added_partition_codes(&r))
 }
 
 fn end(client: &mut Client, id: &str, (pid, epoch): (i64, i16), commit: bool) -> Result<i16> {

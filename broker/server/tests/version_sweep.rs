@@ -11,7 +11,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use common::broker::Broker;
-use common::kafka_client::Client;
+use common::kafka_client::{election_codes, new_producer_request, Client};
 
 const TOPIC: &str = "sweep";
 
@@ -39,14 +39,7 @@ fn txn_id(id: &str) -> TransactionalId {
 
 /// InitProducerId for transactional id `id`: (producer id, epoch).
 fn init_txn(client: &mut Client, id: &str) -> Result<(i64, i16)> {
-    let r = client.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(txn_id(id)))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
-        4,
-    )?;
+    let r = client.send(&new_producer_request(Some(txn_id(id))), 4)?;
     anyhow::ensure!(
         r.error_code == 0,
         "InitProducerId {id}: error {}",
@@ -341,14 +334,7 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             r.results.iter().map(|g| g.error_code).collect()
         }
         ApiKey::InitProducerId => {
-            let r = client.send(
-                &InitProducerIdRequest::default()
-                    .with_transactional_id(None)
-                    .with_transaction_timeout_ms(60_000)
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1),
-                version,
-            )?;
+            let r = client.send(&new_producer_request(None), version)?;
             vec![r.error_code]
         }
         ApiKey::OffsetForLeaderEpoch => {
@@ -778,11 +764,7 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
                     ])),
                 version,
             )?;
-            let codes: Vec<i16> = r
-                .replica_election_results
-                .iter()
-                .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
-                .collect();
+            let codes = election_codes(&r);
             anyhow::ensure!(codes == [84], "ElectLeaders v{version}: {r:?}");
             vec![r.error_code]
         }

@@ -1,4 +1,5 @@
-//! rdkafka clients pointed at a test broker: a `FutureProducer`, a
+//! rdkafka clients pointed at a test broker: a `FutureProducer` (and
+//! `send_all`, which sends a batch of values and waits for each), a
 //! `BaseConsumer` that is always `assign`ed explicit partitions (the broker
 //! has no consumer groups yet, so no `subscribe`, no commits), an
 //! `AdminClient`, and `drain`, which reads assigned partitions to their end.
@@ -13,7 +14,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::{BorrowedMessage, Headers, Message};
-use rdkafka::producer::FutureProducer;
+use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
@@ -56,6 +57,34 @@ pub fn producer_at(bootstrap: &str, extra: &[(&str, &str)]) -> Result<FutureProd
         .set("message.timeout.ms", "15000");
     apply(&mut config, extra);
     config.create().context("creating FutureProducer")
+}
+
+/// Sends each of `values` to partition 0 of `topic` without waiting, then
+/// waits for every acknowledgement; fails on the first refused or lost.
+pub fn send_all(producer: &FutureProducer, topic: &str, values: &[&[u8]]) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let mut pending = Vec::new();
+        for value in values {
+            let record = FutureRecord::<(), _>::to(topic)
+                .partition(0)
+                .payload(*value);
+            pending.push(
+                producer
+                    .send_result(record)
+                    .map_err(|(e, _)| anyhow::anyhow!("enqueue: {e}"))?,
+            );
+        }
+        for delivery in pending {
+            delivery
+                .await
+                .map_err(|_| anyhow::anyhow!("cancelled"))?
+                .map_err(|(e, _)| anyhow::anyhow!("produce: {e}"))?;
+        }
+        anyhow::Ok(())
+    })
 }
 
 /// A consumer for `assign()` only: no commits, partition-EOF events on, CRCs

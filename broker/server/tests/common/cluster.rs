@@ -7,15 +7,13 @@
 use std::ops::{Deref, DerefMut};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use anyhow::{bail, ensure, Context, Result};
+use kafka_protocol::messages::MetadataRequest;
 
 pub use chronik_testkit::cluster::{free_port, FAST_FAILOVER};
 
 use super::broker::Broker;
-use super::kafka_client::Client;
+use super::kafka_client::{topic_metadata_request, Client};
 
 /// The testkit's cluster (its `nodes`, `hosts`, `kafka_port`,
 /// `bootstrap()`, `node(id)`, `restart_node(id)`, `logs()` through `Deref`)
@@ -43,6 +41,17 @@ pub struct PartitionView {
     pub leader_epoch: i32,
     pub isr: Vec<i32>,
     pub replicas: Vec<i32>,
+}
+
+impl PartitionView {
+    /// The replicas other than the leader, in replica order.
+    pub fn followers(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|&r| r != self.leader)
+            .collect()
+    }
 }
 
 impl Cluster {
@@ -170,6 +179,57 @@ impl Cluster {
         }
     }
 
+    /// Polls until every partition of `topic` has a leader and every node
+    /// in its ISR, or fails after `timeout`; returns the partitions' views.
+    pub fn wait_for_full_isr(
+        &mut self,
+        topic: &str,
+        timeout: Duration,
+    ) -> Result<Vec<PartitionView>> {
+        let nodes = self.nodes.len();
+        self.wait_for(topic, timeout, "leaders with a full ISR", |ps| {
+            ps.iter().all(|p| p.leader > 0 && p.isr.len() == nodes)
+        })
+    }
+
+    /// Polls until partition 0 of `topic` has a leader other than `old`, or
+    /// fails after 20 s; returns the new leader.
+    pub fn new_leader_of(&mut self, topic: &str, old: i32, what: &str) -> Result<i32> {
+        let views = self.wait_for(topic, Duration::from_secs(20), what, |ps| {
+            ps[0].leader > 0 && ps[0].leader != old
+        })?;
+        Ok(views[0].leader)
+    }
+
+    /// Runs `attempt` every `every` until `done` accepts what it returned,
+    /// and returns that. After `timeout` it fails with `timed_out` of the
+    /// last answer and the nodes' logs; an error from `attempt` ends the
+    /// wait at once. For what a test can only see by asking again: an ACL
+    /// on every node, a new controller, acks=all accepted again.
+    pub fn poll_until<T>(
+        &mut self,
+        timeout: Duration,
+        every: Duration,
+        mut attempt: impl FnMut(&mut Cluster) -> Result<T>,
+        done: impl Fn(&T) -> bool,
+        timed_out: impl Fn(&T) -> String,
+    ) -> Result<T> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let answer = attempt(self)?;
+            if done(&answer) {
+                return Ok(answer);
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{}\n{}",
+                timed_out(&answer),
+                self.logs()
+            );
+            std::thread::sleep(every);
+        }
+    }
+
     /// Kills (SIGKILL) a follower of partition 0 of `topic` and waits for
     /// the ISR to drop it; returns (leader, follower).
     pub fn kill_a_follower(&mut self, topic: &str) -> Result<(i32, i32)> {
@@ -207,11 +267,7 @@ impl Cluster {
 
 fn describe(node: &Broker, topic: &str) -> Result<Vec<PartitionView>> {
     let mut client = Client::connect(node)?;
-    let request = MetadataRequest::default()
-        .with_topics(Some(vec![MetadataRequestTopic::default()
-            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
-        .with_allow_auto_topic_creation(false);
-    let response = client.send(&request, 12)?;
+    let response = client.send(&topic_metadata_request(topic, false), 12)?;
     let t = response.topics.first().context("no topic in Metadata")?;
     if t.error_code != 0 {
         bail!("Metadata error {} for {topic}", t.error_code);

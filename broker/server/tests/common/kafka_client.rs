@@ -1,6 +1,9 @@
 //! A minimal blocking Kafka client over one TCP connection, built on
 //! kafka-protocol's message types: send any request at any version and get
 //! the decoded response. For tests that need exact versions or raw fields.
+//! Beside it, the requests and readings several tests share: a new
+//! producer's InitProducerId, one topic's Metadata, a RecordBatch, a
+//! Produce, and the partition errors of AddPartitionsToTxn and ElectLeaders.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -56,14 +59,19 @@ impl Client {
     }
 
     pub fn send<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
+        self.write_next(request, version)?;
+        read_response::<R, _>(&mut self.stream, self.correlation_id, version)
+    }
+
+    /// Writes `request` under the next correlation id.
+    fn write_next<R: Request>(&mut self, request: &R, version: i16) -> Result<()> {
         self.correlation_id += 1;
         write_request_as(
             &mut self.stream,
             (self.correlation_id, self.client_id),
             request,
             version,
-        )?;
-        read_response::<R, _>(&mut self.stream, self.correlation_id, version)
+        )
     }
 
     /// Sends every request before reading any response (pipelined, as
@@ -75,13 +83,7 @@ impl Client {
     ) -> Result<Vec<R::Response>> {
         let first = self.correlation_id + 1;
         for request in requests {
-            self.correlation_id += 1;
-            write_request_as(
-                &mut self.stream,
-                (self.correlation_id, self.client_id),
-                request,
-                version,
-            )?;
+            self.write_next(request, version)?;
         }
         (first..=self.correlation_id)
             .map(|id| read_response::<R, _>(&mut self.stream, id, version))
@@ -133,14 +135,7 @@ impl Client {
     }
 
     pub fn init_producer_id(&mut self) -> Result<(i64, i16)> {
-        let response = self.send(
-            &InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(60_000)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1),
-            4,
-        )?;
+        let response = self.send(&new_producer_request(None), 4)?;
         ensure!(
             response.error_code == 0,
             "InitProducerId error {}",
@@ -414,6 +409,50 @@ impl Client {
     }
 }
 
+/// InitProducerId for a new producer (no id, no epoch yet), transactional
+/// when `transactional_id` is given, with a 60 s transaction timeout (chain
+/// `with_transaction_timeout_ms` for another): what a client sends first.
+pub fn new_producer_request(transactional_id: Option<TransactionalId>) -> InitProducerIdRequest {
+    InitProducerIdRequest::default()
+        .with_transactional_id(transactional_id)
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+}
+
+/// Metadata for the one topic `topic`, which the broker creates if missing
+/// only when `auto_create`.
+pub fn topic_metadata_request(topic: &str, auto_create: bool) -> MetadataRequest {
+    MetadataRequest::default()
+        .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+        )
+        .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))]))
+        .with_allow_auto_topic_creation(auto_create)
+}
+
+/// The partition error codes of an AddPartitionsToTxn (v3 and below)
+/// response, topic by topic.
+pub fn added_partition_codes(response: &AddPartitionsToTxnResponse) -> Vec<i16> {
+    response
+        .results_by_topic_v3_and_below
+        .iter()
+        .flat_map(|t| {
+            t.results_by_partition
+                .iter()
+                .map(|p| p.partition_error_code)
+        })
+        .collect()
+}
+
+/// The partition error codes of an ElectLeaders response, topic by topic.
+pub fn election_codes(response: &ElectLeadersResponse) -> Vec<i16> {
+    response
+        .replica_election_results
+        .iter()
+        .flat_map(|t| t.partition_result.iter().map(|p| p.error_code))
+        .collect()
+}
+
 /// A record without producer id, key or headers at `offset` in its batch.
 /// Its sequence keeps kafka-protocol's encoder to one batch (base sequence
 /// -1, Kafka's "none"), as Produce v3+ requires.
@@ -444,6 +483,19 @@ pub fn produce_request(
     (acks, timeout_ms): (i16, i32),
     compression: Compression,
 ) -> Result<ProduceRequest> {
+    let batch = encode_batch(records, compression)?;
+    Ok(ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(batch))])]))
+}
+
+/// `records` as one RecordBatch v2, the form every Produce since v3 carries.
+pub fn encode_batch(records: &[Record], compression: Compression) -> Result<Bytes> {
     let mut batch = BytesMut::new();
     RecordBatchEncoder::encode(
         &mut batch,
@@ -453,14 +505,7 @@ pub fn produce_request(
             compression,
         },
     )?;
-    Ok(ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(timeout_ms)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.into())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch.freeze()))])]))
+    Ok(batch.freeze())
 }
 
 /// Sends one request on any byte stream (TCP or TLS) and reads its

@@ -18,6 +18,7 @@
 //! - `netns`   — nodes in their own network namespaces, and real partitions between them.
 //! - `wire`    — hand-encoded Kafka requests and RecordBatch v2 for raw-socket tests.
 //! - `txn`     — a transaction opened by hand (a partition apart from its coordinator), one-record batches.
+//! - `error_codes` — Kafka's error codes by name, for the tests that check one.
 //!
 //! Nothing here asserts on broker behaviour: helpers return what they saw and
 //! the tests decide.
@@ -25,6 +26,7 @@
 
 pub mod clients;
 pub mod cluster;
+pub mod error_codes;
 pub mod group_members;
 pub mod kafka_client;
 pub mod kip848;

@@ -119,14 +119,7 @@ impl Network {
         if self.cuts.contains(&(f, t)) {
             return Ok(());
         }
-        ip(&[
-            "-n",
-            &self.namespaces[f],
-            "route",
-            "add",
-            "blackhole",
-            &format!("{}/32", self.hosts[t]),
-        ])?;
+        self.blackhole_route("add", (f, t))?;
         self.cuts.push((f, t));
         Ok(())
     }
@@ -149,17 +142,23 @@ impl Network {
 
     /// Removes every cut.
     pub fn heal(&mut self) -> Result<()> {
-        for (f, t) in std::mem::take(&mut self.cuts) {
-            ip(&[
-                "-n",
-                &self.namespaces[f],
-                "route",
-                "del",
-                "blackhole",
-                &format!("{}/32", self.hosts[t]),
-            ])?;
+        for cut in std::mem::take(&mut self.cuts) {
+            self.blackhole_route("del", cut)?;
         }
         Ok(())
+    }
+
+    /// `ip route <action> blackhole` in node `from`'s namespace for node
+    /// `to`'s address (0-based indexes): the route that makes one cut.
+    fn blackhole_route(&self, action: &str, (from, to): (usize, usize)) -> Result<()> {
+        ip(&[
+            "-n",
+            &self.namespaces[from],
+            "route",
+            action,
+            "blackhole",
+            &format!("{}/32", self.hosts[to]),
+        ])
     }
 }
 

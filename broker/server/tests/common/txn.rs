@@ -7,21 +7,18 @@
 use std::time::Duration;
 
 use anyhow::{ensure, Context, Result};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, InitProducerIdRequest, ProduceRequest, ProducerId, TopicName,
-    TransactionalId,
+    AddPartitionsToTxnRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, TimestampType};
 
 use super::cluster::Cluster;
-use super::kafka_client::Client;
+use super::kafka_client::{encode_batch, new_producer_request, Client};
 
 /// Where a transaction's batches go: `partition` of the topic, led by
 /// `leader`, which is not the transaction `coordinator`.
@@ -85,14 +82,7 @@ pub fn begin(
     topic: &'static str,
     partition: i32,
 ) -> Result<(i64, i16)> {
-    let init = coordinator.send(
-        &InitProducerIdRequest::default()
-            .with_transactional_id(Some(transactional_id(txn_id)))
-            .with_transaction_timeout_ms(60_000)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1),
-        4,
-    )?;
+    let init = coordinator.send(&new_producer_request(Some(transactional_id(txn_id))), 4)?;
     ensure!(init.error_code == 0, "InitProducerId: {}", init.error_code);
     let producer = (init.producer_id.0, init.producer_epoch);
     let added = coordinator.send(
@@ -130,16 +120,7 @@ pub fn one_record(producer: Option<(i64, i16, i32)>, value: Bytes) -> Result<Byt
         value: Some(value),
         headers: IndexMap::new(),
     };
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )?;
-    Ok(batch.freeze())
+    encode_batch(&[record], Compression::None)
 }
 
 /// An acks=all Produce of `records` to `topic`-`partition`, as `txn_id`'s

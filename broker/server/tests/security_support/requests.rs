@@ -3,16 +3,15 @@
 //! and what Metadata says of a partition. Builders only: nothing is sent.
 
 use anyhow::Result;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     BrokerId, FetchRequest, MetadataResponse, ProduceRequest, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{Compression, RecordBatchEncoder, RecordEncodeOptions};
 
-use crate::common::kafka_client::plain_record;
+use crate::common::txn::one_record;
 
 /// Partition 0 of `topic` in `metadata`: (leader, ISR size).
 pub fn partition_state(metadata: &MetadataResponse, topic: &str) -> Option<(i32, usize)> {
@@ -32,21 +31,9 @@ pub fn produce_request(
     value: &'static str,
     txn: Option<(&'static str, i64, i16)>,
 ) -> Result<ProduceRequest> {
-    let mut record = plain_record(0, Bytes::from_static(value.as_bytes()));
-    if let Some((_, producer_id, epoch)) = txn {
-        record.transactional = true;
-        record.producer_id = producer_id;
-        record.producer_epoch = epoch;
-        record.sequence = 0;
-    }
-    let mut batch = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut batch,
-        &[record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
+    let batch = one_record(
+        txn.map(|(_, producer_id, epoch)| (producer_id, epoch, 0)),
+        Bytes::from_static(value.as_bytes()),
     )?;
     Ok(ProduceRequest::default()
         .with_transactional_id(txn.map(|(id, _, _)| txn_id(id)))
@@ -56,7 +43,7 @@ pub fn produce_request(
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
-                .with_records(Some(batch.freeze()))])]))
+                .with_records(Some(batch))])]))
 }
 
 pub fn txn_id(id: &'static str) -> TransactionalId {
