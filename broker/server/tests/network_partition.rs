@@ -132,12 +132,11 @@ fn an_isolated_leader_acknowledges_no_acks_all_write_and_rejoins() -> Result<()>
     })?;
     let old = cluster.partitions_at(1, "isolated")?[0].leader;
     let mut to_old = Client::connect(cluster.node(old))?;
+    let (code, _) = to_old.produce_values_acks("isolated", &values(0..100), -1)?;
     ensure!(
-        to_old
-            .produce_values_acks("isolated", &values(0..100), -1)?
-            .0
-            == 0,
-        "produce before the cut failed"
+        code == 0,
+        "produce before the cut failed with error {code}\n{}",
+        cluster.logs()
     );
 
     net.isolate(usize::try_from(old)?)?;
