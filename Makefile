@@ -27,7 +27,7 @@
 #                    load/run.sh against a fake ingestor on 127.0.0.1
 #   make report-test the report library's tests and the notebook on fixture results
 #   make e2e         one short real ./run-all.sh whose report must say zero loss
-#   make fault-smoke ./run-all.sh --faults 'kill:leader@10s,restart@+8s' for 30 s (scripts/fault-smoke.sh):
+#   make fault-smoke ./run-all.sh --faults 'kill:leader@10s,restart@+12s' for 30 s (scripts/fault-smoke.sh):
 #                    verified zero loss, the report's fault timeline with recovery figures (root; ~80 s)
 #   make k8s-test    k8s-perf/ without a cluster: kustomize build of every overlay,
 #                    kubeconform (k8s + CRD schemas; the load generators' Indexed Job), nameReference rewrite,
