@@ -173,18 +173,7 @@ mod tests {
         let mut image = MetadataImage::default();
         for (name, count) in topics {
             let partitions = (0..*count)
-                .map(|p| PartitionImage {
-                    partition: p,
-                    replicas: vec![1],
-                    isr: vec![1],
-                    leader: 1,
-                    leader_epoch: 0,
-                    partition_epoch: 0,
-                    adding_replicas: Vec::new(),
-                    removing_replicas: Vec::new(),
-                    elr: Vec::new(),
-                    last_known_elr: Vec::new(),
-                })
+                .map(|p| PartitionImage::new(p, vec![1], vec![1], 1))
                 .collect();
             let topic = TopicImage {
                 name: name.to_string(),

@@ -239,18 +239,7 @@ mod tests {
     }
 
     fn partition(partition: i32, leader: i32) -> PartitionImage {
-        PartitionImage {
-            partition,
-            replicas: vec![leader],
-            isr: vec![leader],
-            leader,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            adding_replicas: Vec::new(),
-            removing_replicas: Vec::new(),
-            elr: Vec::new(),
-            last_known_elr: Vec::new(),
-        }
+        PartitionImage::new(partition, vec![leader], vec![leader], leader)
     }
 
     /// A leader without the client's listener: LISTENER_NOT_FOUND from v6,
