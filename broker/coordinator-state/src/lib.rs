@@ -28,6 +28,10 @@
 //!   (Kafka's GroupMetadataValue), and rebuilt from that after a failover.
 //! - `stored` — a KIP-848 group as its coordinator stores it, and rebuilt
 //!   from that after a failover.
+//! - `share_group` — a share group's membership (KIP-932): epochs, liveness,
+//!   the `simple` assignor.
+//! - `share_partition` — one share group's state of one partition (KIP-932):
+//!   acquisition locks, acknowledgements, delivery counts, its durable form.
 
 mod assignor;
 mod classic_member;
@@ -37,6 +41,8 @@ mod consumer_member;
 mod group;
 mod member;
 mod migration;
+pub mod share_group;
+pub mod share_partition;
 mod stored;
 pub mod txn;
 mod types;
@@ -61,5 +67,9 @@ mod assignor_tests;
 mod consumer_group_tests;
 #[cfg(test)]
 mod migration_tests;
+#[cfg(test)]
+mod share_group_tests;
+#[cfg(test)]
+mod share_partition_tests;
 #[cfg(test)]
 mod tests;

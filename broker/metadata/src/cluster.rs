@@ -617,6 +617,19 @@ impl Cluster {
         self.submit(request).await.map(drop)
     }
 
+    /// Replaces `group`'s configs (empty: removes them).
+    pub async fn alter_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ClusterError> {
+        let request = ControllerRequest::AlterGroupConfigs {
+            group: group.to_string(),
+            configs,
+        };
+        self.submit(request).await.map(drop)
+    }
+
     /// AlterClientQuotas: applies checked alterations, all or none.
     pub async fn alter_client_quotas(
         &self,

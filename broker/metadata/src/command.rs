@@ -157,6 +157,11 @@ pub enum Command {
         resource: String,
         configs: BTreeMap<String, String>,
     },
+    /// Replaces one group's configs; an empty set removes them.
+    AlterGroupConfigs {
+        group: String,
+        configs: BTreeMap<String, String>,
+    },
     /// KIP-455: starts, replaces or cancels reassignments (`reassign`).
     AlterPartitionReassignments {
         reassignments: Vec<Reassignment>,
@@ -342,6 +347,14 @@ pub fn apply(image: &mut MetadataImage, command: &Command) -> CommandResult {
                 image
                     .broker_configs
                     .insert(resource.clone(), configs.clone());
+            }
+            Ok(CommandResult::Done)
+        }
+        Command::AlterGroupConfigs { group, configs } => {
+            if configs.is_empty() {
+                image.group_configs.remove(group);
+            } else {
+                image.group_configs.insert(group.clone(), configs.clone());
             }
             Ok(CommandResult::Done)
         }

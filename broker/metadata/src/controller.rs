@@ -69,6 +69,12 @@ const MAX_RACK_LEN: usize = 255;
 /// Dynamic configs one broker resource may hold.
 const MAX_BROKER_CONFIGS: usize = 64;
 
+/// Configs one group may hold, its id's length, and how many groups may
+/// have configs (each raft entry and the image stay bounded).
+const MAX_GROUP_CONFIGS: usize = 32;
+const MAX_GROUP_ID_BYTES: usize = 1024;
+const MAX_CONFIGURED_GROUPS: usize = 100_000;
+
 /// One reassignment or election command names at most this many
 /// partitions (its raft entry stays small).
 const MAX_PARTITIONS_PER_COMMAND: usize = 10_000;
@@ -245,6 +251,22 @@ impl Controller {
                     )));
                 }
                 self.propose(Command::AlterBrokerConfigs { resource, configs })
+                    .await
+            }
+            ControllerRequest::AlterGroupConfigs { group, configs } => {
+                if group.is_empty()
+                    || group.len() > MAX_GROUP_ID_BYTES
+                    || configs.len() > MAX_GROUP_CONFIGS
+                    || (!configs.is_empty()
+                        && !self.images.borrow().group_configs.contains_key(&group)
+                        && self.images.borrow().group_configs.len() >= MAX_CONFIGURED_GROUPS)
+                {
+                    return ControllerReply::Failed(ClusterError::InvalidRequest(format!(
+                        "group {group:?} with {} configs (a group id of 1 to {MAX_GROUP_ID_BYTES} bytes, at most {MAX_GROUP_CONFIGS} configs, {MAX_CONFIGURED_GROUPS} configured groups)",
+                        configs.len()
+                    )));
+                }
+                self.propose(Command::AlterGroupConfigs { group, configs })
                     .await
             }
             ControllerRequest::AlterClientQuotas(alterations) => {

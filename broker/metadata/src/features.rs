@@ -23,6 +23,8 @@ pub const METADATA_VERSION: &str = "metadata.version";
 pub const KRAFT_VERSION: &str = "kraft.version";
 /// Kafka's `eligible.leader.replicas.version` feature (KIP-966).
 pub const ELR_VERSION: &str = "eligible.leader.replicas.version";
+/// Kafka's `share.version` feature (KIP-932): share groups at level 1.
+pub const SHARE_VERSION: &str = "share.version";
 
 /// `metadata.version` 4.3-IV0, Kafka 4.3's latest production level.
 pub const METADATA_VERSION_LATEST: i16 = 30;
@@ -41,14 +43,17 @@ pub const SUPPORTED: &[(&str, i16, i16)] = &[
         METADATA_VERSION_MIN,
         METADATA_VERSION_LATEST,
     ),
+    (SHARE_VERSION, 0, 1),
 ];
 
-/// What a new cluster finalizes (Kafka 4.1+ bootstraps ELR on).
+/// What a new cluster finalizes (Kafka 4.1+ bootstraps ELR on, 4.2+ share
+/// groups: ShareVersion.SV_1's bootstrap metadata version is 4.2-IV0).
 pub fn bootstrap_levels() -> BTreeMap<String, i16> {
     [
         (ELR_VERSION, 1),
         (KRAFT_VERSION, 1),
         (METADATA_VERSION, METADATA_VERSION_LATEST),
+        (SHARE_VERSION, 1),
     ]
     .into_iter()
     .map(|(n, l)| (n.to_string(), l))
@@ -72,6 +77,12 @@ pub fn finalized(features: &BTreeMap<String, i16>) -> BTreeMap<String, i16> {
 /// The finalized level of `name` (0 when not finalized).
 pub fn level(features: &BTreeMap<String, i16>, name: &str) -> i16 {
     finalized(features).get(name).copied().unwrap_or(0)
+}
+
+/// Whether share groups (KIP-932) are on: `share.version` 1, as Kafka
+/// gates them (an older cluster turns them on with kafka-features).
+pub fn share_groups_enabled(features: &BTreeMap<String, i16>) -> bool {
+    level(features, SHARE_VERSION) >= 1
 }
 
 /// Whether KIP-966's eligible leader replicas are on.
@@ -224,7 +235,7 @@ mod tests {
             (&new, ELR_VERSION, 0, SAFE, "ok {\"eligible.leader.replicas.version\": 0}"),
             (&new, ELR_VERSION, 0, UP, "Invalid update version 0 for feature eligible.leader.replicas.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."),
             (&old, ELR_VERSION, 2, UP, "Invalid update version 2 for feature eligible.leader.replicas.version. Local controller 1 only supports versions 0-1"),
-            (&old, "share.version", 1, UP, "Invalid update version 1 for feature share.version. Local controller 1 does not support this feature."),
+            (&old, "streams.version", 1, UP, "Invalid update version 1 for feature streams.version. Local controller 1 does not support this feature."),
             (&old, ELR_VERSION, 1, SAFE, "Invalid update version 1 for feature eligible.leader.replicas.version. Can't downgrade to a newer version."),
             (&new, METADATA_VERSION, 25, SAFE, "Invalid metadata.version 25. Refusing to perform the requested downgrade because it might delete metadata information."),
             (&new, METADATA_VERSION, 25, UNSAFE, "Invalid metadata.version 25. Unsafe metadata downgrade is not supported in this version."),

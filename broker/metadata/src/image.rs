@@ -174,6 +174,10 @@ pub struct MetadataImage {
     /// by resource name, a broker id or `""` for the cluster-wide default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Group configs (Kafka's ConfigRecord for GROUP resources, KIP-848 and
+    /// KIP-932's `share.*`), by group id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Finalized feature levels by name (Kafka's FeatureLevelRecord), as
     /// the cluster was created with or UpdateFeatures set them; empty for
     /// a cluster created before Chronik had features (`features` says how

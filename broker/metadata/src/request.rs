@@ -131,6 +131,11 @@ pub enum ControllerRequest {
         resource: String,
         configs: BTreeMap<String, String>,
     },
+    /// Replaces one group's configs (validated by the server).
+    AlterGroupConfigs {
+        group: String,
+        configs: BTreeMap<String, String>,
+    },
     AlterPartitionReassignments(Vec<Reassignment>),
     /// AlterClientQuotas' accepted entries (checked again by the
     /// controller, `quotas::check_alteration`).

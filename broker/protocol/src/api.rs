@@ -12,6 +12,10 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::error::{EncodeError, RequestError};
 use crate::header::RawHeader;
+use crate::share_wire::{
+    ShareAcknowledgeRequestWire, ShareAcknowledgeResponseWire, ShareFetchRequestWire,
+    ShareFetchResponseWire,
+};
 
 macro_rules! api_table {
     ($( $variant:ident : $req:ty => $resp:ty, versions $min:literal ..= $max:literal; )*) => {
@@ -142,6 +146,21 @@ api_table! {
     DescribeTopicPartitions: DescribeTopicPartitionsRequest => DescribeTopicPartitionsResponse, versions 0 ..= 0;
     DescribeClientQuotas: DescribeClientQuotasRequest => DescribeClientQuotasResponse, versions 0 ..= 1;
     AlterClientQuotas: AlterClientQuotasRequest => AlterClientQuotasResponse, versions 0 ..= 1;
+    // Share groups (KIP-932). v0 of the share-group client APIs was early
+    // access in Kafka 4.0, dropped in 4.1. ShareFetch/ShareAcknowledge v2
+    // (Kafka 4.2+) are beyond kafka-protocol 0.18: `share_wire` carries them.
+    ShareGroupHeartbeat: ShareGroupHeartbeatRequest => ShareGroupHeartbeatResponse, versions 1 ..= 1;
+    ShareGroupDescribe: ShareGroupDescribeRequest => ShareGroupDescribeResponse, versions 1 ..= 1;
+    ShareFetch: ShareFetchRequestWire => ShareFetchResponseWire, versions 1 ..= 2;
+    ShareAcknowledge: ShareAcknowledgeRequestWire => ShareAcknowledgeResponseWire, versions 1 ..= 2;
+    InitializeShareGroupState: InitializeShareGroupStateRequest => InitializeShareGroupStateResponse, versions 0 ..= 0;
+    ReadShareGroupState: ReadShareGroupStateRequest => ReadShareGroupStateResponse, versions 0 ..= 0;
+    WriteShareGroupState: WriteShareGroupStateRequest => WriteShareGroupStateResponse, versions 0 ..= 0;
+    DeleteShareGroupState: DeleteShareGroupStateRequest => DeleteShareGroupStateResponse, versions 0 ..= 0;
+    ReadShareGroupStateSummary: ReadShareGroupStateSummaryRequest => ReadShareGroupStateSummaryResponse, versions 0 ..= 0;
+    DescribeShareGroupOffsets: DescribeShareGroupOffsetsRequest => DescribeShareGroupOffsetsResponse, versions 0 ..= 0;
+    AlterShareGroupOffsets: AlterShareGroupOffsetsRequest => AlterShareGroupOffsetsResponse, versions 0 ..= 0;
+    DeleteShareGroupOffsets: DeleteShareGroupOffsetsRequest => DeleteShareGroupOffsetsResponse, versions 0 ..= 0;
 }
 
 /// The supported version range of `api_key`, if the broker serves it.
@@ -182,6 +201,13 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::TxnOffsetCommit => "TxnOffsetCommit",
         ApiKey::DescribeTransactions => "DescribeTransactions",
         ApiKey::ListTransactions => "ListTransactions",
+        ApiKey::CreatePartitions => "CreatePartitions",
+        ApiKey::AlterConfigs => "AlterConfigs",
+        ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+        ApiKey::DescribeCluster => "DescribeCluster",
+        ApiKey::DescribeLogDirs => "DescribeLogDirs",
+        ApiKey::OffsetDelete => "OffsetDelete",
+        ApiKey::DeleteRecords => "DeleteRecords",
         ApiKey::ConsumerGroupHeartbeat => "ConsumerGroupHeartbeat",
         ApiKey::ConsumerGroupDescribe => "ConsumerGroupDescribe",
         ApiKey::DescribeAcls => "DescribeAcls",
@@ -203,6 +229,18 @@ pub fn api_name(api_key: ApiKey) -> &'static str {
         ApiKey::DescribeTopicPartitions => "DescribeTopicPartitions",
         ApiKey::DescribeClientQuotas => "DescribeClientQuotas",
         ApiKey::AlterClientQuotas => "AlterClientQuotas",
+        ApiKey::ShareGroupHeartbeat => "ShareGroupHeartbeat",
+        ApiKey::ShareGroupDescribe => "ShareGroupDescribe",
+        ApiKey::ShareFetch => "ShareFetch",
+        ApiKey::ShareAcknowledge => "ShareAcknowledge",
+        ApiKey::InitializeShareGroupState => "InitializeShareGroupState",
+        ApiKey::ReadShareGroupState => "ReadShareGroupState",
+        ApiKey::WriteShareGroupState => "WriteShareGroupState",
+        ApiKey::DeleteShareGroupState => "DeleteShareGroupState",
+        ApiKey::ReadShareGroupStateSummary => "ReadShareGroupStateSummary",
+        ApiKey::DescribeShareGroupOffsets => "DescribeShareGroupOffsets",
+        ApiKey::AlterShareGroupOffsets => "AlterShareGroupOffsets",
+        ApiKey::DeleteShareGroupOffsets => "DeleteShareGroupOffsets",
         _ => "Other",
     }
 }

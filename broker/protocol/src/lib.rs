@@ -6,6 +6,7 @@
 //! - `frame`        — size-prefixed framing with a frame-size cap, checked before allocating.
 //! - `header`       — fixed header fields, full request decoding.
 //! - `api`          — supported APIs/versions (the one table), typed Request/Response enums, response encoding.
+//! - `share_wire`   — ShareFetch/ShareAcknowledge v1..=2 wrappers (v2 is beyond kafka-protocol 0.18).
 //! - `record_batch` — RecordBatch v2 header view, CRC-32C check, in-place base offset.
 //! - `records`      — encode/decode uncompressed records (for data the broker writes itself).
 //! - `compression`  — Kafka's codecs, inflated with a hard output bound.
@@ -20,7 +21,11 @@ pub mod header;
 pub mod record_batch;
 pub mod record_walk;
 pub mod records;
+pub mod share_wire;
 pub mod throttle;
+
+#[cfg(test)]
+mod share_wire_tests;
 
 pub use api::{encode_response, Request, Response, SUPPORTED_APIS};
 pub use error::{
@@ -29,3 +34,7 @@ pub use error::{
 pub use header::{decode_request, DecodedRequest, RawHeader};
 pub use kafka_protocol;
 pub use record_batch::{BatchHeader, BatchScanner};
+pub use share_wire::{
+    ShareAcknowledgeRequestWire, ShareAcknowledgeResponseWire, ShareFetchRequestWire,
+    ShareFetchResponseWire,
+};

@@ -121,6 +121,7 @@ async fn dispatch(
         authorizer,
         scram,
         quotas,
+        share,
         ..
     } = broker;
     let cluster: &chronik_metadata::Cluster = cluster;
@@ -245,9 +246,11 @@ async fn dispatch(
             offset_commit::handle(cluster, groups, offsets, version, r).await
         }
         Request::OffsetFetch(r) => offset_fetch::handle(groups, offsets, version, r),
-        Request::ListGroups(r) => list_groups::handle(groups, offsets, version, r),
+        Request::ListGroups(r) => list_groups::handle((groups, &share.groups), offsets, version, r),
         Request::DescribeGroups(r) => describe_groups::handle(groups, offsets, version, r),
-        Request::DeleteGroups(r) => delete_groups::handle(groups, offsets, version, r).await,
+        Request::DeleteGroups(r) => {
+            delete_groups::handle((groups, share), offsets, version, r).await
+        }
         Request::InitProducerId(r) => init_producer_id::handle(txn, producer_ids, version, r).await,
         Request::AddPartitionsToTxn(r) => {
             add_partitions_to_txn::handle(cluster, txn, version, r).await
@@ -315,6 +318,22 @@ async fn dispatch(
             describe_topic_partitions::handle(cluster, version, r)
         }
         Request::DescribeClientQuotas(r) => describe_client_quotas::handle(cluster, version, r),
+        Request::ShareGroupHeartbeat(r) => {
+            share_group_heartbeat::handle((cluster, groups), share, r, client_id, context)
+        }
+        Request::ShareGroupDescribe(r) => share_group_describe::handle(cluster, share, r),
+        Request::ShareFetch(r) => share_fetch::handle((cluster, limits), share, version, r).await,
+        Request::ShareAcknowledge(r) => share_acknowledge::handle(cluster, share, version, r).await,
+        Request::InitializeShareGroupState(r) => share_group_state::initialize(share, r).await,
+        Request::ReadShareGroupState(r) => share_group_state::read(share, r),
+        Request::WriteShareGroupState(r) => share_group_state::write(share, r).await,
+        Request::DeleteShareGroupState(r) => share_group_state::delete(share, r).await,
+        Request::ReadShareGroupStateSummary(r) => share_group_state::summary(share, r),
+        Request::DescribeShareGroupOffsets(r) => {
+            share_group_offsets::describe(cluster, share, r).await
+        }
+        Request::AlterShareGroupOffsets(r) => share_group_offsets::alter(cluster, share, r).await,
+        Request::DeleteShareGroupOffsets(r) => share_group_offsets::delete(cluster, share, r).await,
         Request::AlterClientQuotas(r) => {
             alter_client_quotas::handle(cluster, quotas, version, r).await
         }

@@ -73,6 +73,9 @@ pub struct Broker {
     pub scram: Arc<crate::security::sasl::scram::ScramCredentials>,
     /// Client quotas from the metadata quorum, and their measures.
     pub quotas: Arc<crate::quotas::ClientQuotaManager>,
+    /// Share groups (KIP-932): membership, share-partitions, sessions and
+    /// the share coordinator's state.
+    pub share: Arc<crate::coordinators::share::ShareCoordinator>,
 }
 
 impl std::fmt::Debug for Broker {

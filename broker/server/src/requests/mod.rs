@@ -18,4 +18,5 @@ pub mod fetch_sessions;
 pub mod handlers;
 pub mod quota_gate;
 pub mod refusals;
+pub mod share_requests;
 pub mod topics;

@@ -19,6 +19,7 @@ use tracing::info;
 
 use crate::config::Config;
 use crate::coordinators::groups::OFFSETS_TOPIC;
+use crate::coordinators::share::SHARE_STATE_TOPIC;
 use crate::coordinators::txn::TXN_TOPIC;
 use crate::replica::purgatory::Purgatory;
 use crate::replica::throttle::ReplicationThrottle;
@@ -136,7 +137,7 @@ pub async fn start(
         diagnosis.waiting_for("adopting this data directory's topics");
         adopt_local_topics(&cluster, log).await?;
     }
-    for topic in [OFFSETS_TOPIC, TXN_TOPIC] {
+    for topic in [OFFSETS_TOPIC, TXN_TOPIC, SHARE_STATE_TOPIC] {
         diagnosis.waiting_for(format!(
             "creating {topic}, which needs {} live brokers",
             internal_replication

@@ -21,6 +21,11 @@ use crate::broker::Broker;
 use crate::config::Config;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
 use crate::coordinators::producer_ids::ProducerIdAllocator;
+use crate::coordinators::share::groups::ShareGroups;
+use crate::coordinators::share::partitions::SharePartitions;
+use crate::coordinators::share::persister::SharePersister;
+use crate::coordinators::share::state_store::ShareStateStore;
+use crate::coordinators::share::{ShareCoordinator, SHARE_STATE_TOPIC};
 use crate::coordinators::txn::store::TxnStore;
 use crate::coordinators::txn::{TxnCoordinator, TxnDependencies, TXN_TOPIC};
 use crate::infra::metrics::ReasonLabels;
@@ -132,15 +137,17 @@ pub async fn run(
     metrics
         .produce_memory_limit_bytes
         .set(config.produce_profile.in_flight_bytes() as i64);
-    let (offsets, txns) = {
+    let (offsets, txns, share_states) = {
         let log = log.clone();
         let writes = writes.clone();
         let skipped = metrics.offsets_records_skipped_total.clone();
         let txn_skipped = metrics.txn_records_skipped_total.clone();
+        let share_skipped = metrics.offsets_records_skipped_total.clone();
         tokio::task::spawn_blocking(move || {
             anyhow::Ok((
                 OffsetStore::open(&log, &writes, skipped)?,
                 TxnStore::open(&log, &writes, txn_skipped)?,
+                ShareStateStore::open(&log, &writes, share_skipped)?,
             ))
         })
         .await
@@ -174,8 +181,10 @@ pub async fn run(
         },
         offsets.clone(),
     );
+    let share_states = Arc::new(share_states);
     {
         let (store, coordinator, loader) = (offsets.clone(), txn.clone(), groups.clone());
+        let share_store = share_states.clone();
         replicas.on_leadership(Box::new(move |replica| {
             let Some(epoch) = replica.leader_epoch() else {
                 return;
@@ -188,6 +197,7 @@ pub async fn run(
                     store.reload(epoch, |records| loader.load_groups(records))
                 }
                 TXN_TOPIC => coordinator.store.reload(epoch),
+                SHARE_STATE_TOPIC => share_store.reload(epoch),
                 _ => return,
             };
             if let Err(e) = reloaded {
@@ -208,9 +218,40 @@ pub async fn run(
         {
             txn.store.reload(epoch)?;
         }
+        if let Some(epoch) = replicas
+            .replica(SHARE_STATE_TOPIC, 0)
+            .and_then(|r| r.leader_epoch())
+        {
+            share_states.reload(epoch)?;
+        }
         replicas.spawn();
     }
     groups.spawn_ticker();
+    let share = {
+        let persister = Arc::new(SharePersister::new(
+            share_states,
+            replicas.clone(),
+            cluster.clone(),
+        ));
+        let partitions = SharePartitions::new(persister.clone(), replicas.clone(), cluster.clone());
+        partitions.spawn_ticker();
+        let share_groups = ShareGroups::new(offsets.clone(), groups.clone(), cluster.clone());
+        {
+            let (cluster, groups) = (cluster.clone(), groups.clone());
+            share_groups.spawn_ticker(move || {
+                (*crate::requests::handlers::consumer_group_heartbeat::subscribable_topics(
+                    &cluster, &groups,
+                ))
+                .clone()
+            });
+        }
+        Arc::new(ShareCoordinator {
+            groups: share_groups,
+            partitions,
+            sessions: Default::default(),
+            persister,
+        })
+    };
     let fetch_sessions = FetchSessionCache::new(
         config.limits.max_incremental_fetch_session_cache_slots,
         metrics.fetch_sessions.clone(),
@@ -243,6 +284,7 @@ pub async fn run(
         writes,
         throttle,
         scram: security.sasl.scram.clone(),
+        share,
     });
     spawn_image_follower(&broker);
     crate::coordinators::txn::spawn_ticker(&broker.txn);

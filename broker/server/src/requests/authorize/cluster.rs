@@ -38,6 +38,8 @@ use super::{Admission, After, Gate, Routed};
 /// DescribeConfigs / AlterConfigs resource type of a topic (others are the
 /// broker's: BROKER 4, BROKER_LOGGER 8, governed by the cluster resource).
 const CONFIG_TOPIC: i8 = 2;
+/// A group config resource (KIP-848, KIP-932): its ACLs are the group's.
+const CONFIG_GROUP: i8 = 32;
 
 /// The operations a CLUSTER resource has (Kafka's bitfield bits).
 const CLUSTER_OPERATIONS: [i8; 7] = [
@@ -64,6 +66,8 @@ pub enum Denied {
 fn config_check(gate: &Gate<'_>, op: i8, resource_type: i8, name: &str) -> Option<i16> {
     if resource_type == CONFIG_TOPIC {
         (!gate.topic(op, name)).then_some(ResponseError::TopicAuthorizationFailed.code())
+    } else if resource_type == CONFIG_GROUP {
+        (!gate.group(op, name)).then_some(ResponseError::GroupAuthorizationFailed.code())
     } else {
         (!gate.cluster(op)).then_some(ResponseError::ClusterAuthorizationFailed.code())
     }

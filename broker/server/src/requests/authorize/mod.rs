@@ -19,10 +19,12 @@
 //!   CreatePartitions, DeleteRecords, OffsetForLeaderEpoch.
 //! - `groups`  — the group APIs (classic and KIP-848), offsets, FindCoordinator.
 //! - `txn`     — InitProducerId, the transaction APIs and WriteTxnMarkers.
+//! - `share`   — the share-group APIs (KIP-932) and the share-group state RPCs.
 //! - `cluster` — configs, cluster and log-dir descriptions, the ACL APIs.
 
 mod cluster;
 mod groups;
+mod share;
 mod topics;
 mod txn;
 
@@ -134,8 +136,13 @@ pub fn admit(
         return Admission::Admitted(request, After::Nothing);
     }
     let gate = Gate::new(deps, context);
-    let governors: [fn(&Gate<'_>, i16, Request) -> Routed; 4] =
-        [topics::admit, groups::admit, txn::admit, cluster::admit];
+    let governors: [fn(&Gate<'_>, i16, Request) -> Routed; 5] = [
+        topics::admit,
+        groups::admit,
+        share::admit,
+        txn::admit,
+        cluster::admit,
+    ];
     let mut request = request;
     for admit in governors {
         match admit(&gate, version, request) {

@@ -9,7 +9,8 @@
 //! configs (`cleanup.policy`). A broker resource (an id, or `""` for the
 //! default) has two dynamic configs, the replication throttles
 //! (`replica::throttle`), kept in the quorum's image; any other is refused
-//! with Kafka's INVALID_REQUEST, as Kafka refuses a static config.
+//! with Kafka's INVALID_REQUEST, as Kafka refuses a static config. A group
+//! resource takes KIP-932's `share.*` group configs.
 
 use chronik_metadata::Cluster;
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,7 +27,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tracing::info;
 
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::Handled;
 use crate::replica::throttle::{ALTER_LOG_DIRS_RATE, FOLLOWER_RATE, LEADER_RATE};
 use crate::replica::ReplicaManager;
@@ -254,6 +255,9 @@ async fn alter(
         RESOURCE_BROKER => {
             return alter_broker(cluster, name, changes, mode, validate_only).await;
         }
+        RESOURCE_GROUP => {
+            return alter_group(cluster, name, changes, mode, validate_only).await;
+        }
         other => {
             return Err((
                 ResponseError::InvalidRequest,
@@ -367,6 +371,42 @@ async fn alter_broker(
         .await
         .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
     info!(broker = name, ?configs, "altered dynamic broker configs");
+    Ok(())
+}
+
+/// A group resource: its `share.*` configs (KIP-932), checked against
+/// Kafka 4.3's names and bounds (`coordinators::share::config`), kept in
+/// the quorum's image.
+async fn alter_group(
+    cluster: &Cluster,
+    name: &str,
+    changes: Vec<(String, Op)>,
+    mode: Mode,
+    validate_only: bool,
+) -> Outcome {
+    if name.is_empty() {
+        return Err((
+            ResponseError::InvalidRequest,
+            "a group resource needs a group id".to_string(),
+        ));
+    }
+    let current = cluster
+        .image()
+        .group_configs
+        .get(name)
+        .cloned()
+        .unwrap_or_default();
+    let configs = apply_changes(&current, changes, mode)?;
+    crate::coordinators::share::config::validate(&configs)
+        .map_err(|m| (ResponseError::InvalidConfig, m))?;
+    if validate_only || configs == current {
+        return Ok(());
+    }
+    cluster
+        .alter_group_configs(name, configs.clone())
+        .await
+        .map_err(|e| (cluster_error_code(&e), e.to_string()))?;
+    info!(group = name, ?configs, "altered group configs");
     Ok(())
 }
 

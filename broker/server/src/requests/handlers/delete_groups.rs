@@ -1,4 +1,5 @@
-//! DeleteGroups: removes groups without members, and their committed offsets.
+//! DeleteGroups: removes groups without members, and their committed offsets;
+//! a share group (KIP-932) without members, and its share-partitions' state.
 
 use chronik_protocol::Response;
 use kafka_protocol::error::ResponseError;
@@ -8,16 +9,28 @@ use tracing::warn;
 
 use super::Handled;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
+use crate::coordinators::share::ShareCoordinator;
 use crate::requests::errors::group::response_error;
 
 pub async fn handle(
-    groups: &GroupManager,
+    (groups, share): (&GroupManager, &ShareCoordinator),
     offsets: &OffsetStore,
     _version: i16,
     request: DeleteGroupsRequest,
 ) -> Option<Handled> {
     let mut results = Vec::new();
     for group_id in request.groups_names {
+        if share.groups.exists(&group_id.0) {
+            let error = super::share_group_offsets::delete_share_group(share, &group_id.0)
+                .await
+                .err();
+            results.push(
+                DeletableGroupResult::default()
+                    .with_group_id(group_id)
+                    .with_error_code(error.map(|e| e.code()).unwrap_or(0)),
+            );
+            continue;
+        }
         let known = groups.exists(&group_id.0) || !offsets.fetch_all(&group_id.0).is_empty();
         let error = if !known {
             Some(ResponseError::GroupIdNotFound)

@@ -19,6 +19,9 @@ use crate::replica::throttle::{FOLLOWER_RATE, LEADER_RATE};
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_GROUP: i8 = 32;
+/// Kafka's ConfigSource.GROUP_CONFIG.
+const SOURCE_GROUP: i8 = 8;
 pub const SOURCE_TOPIC: i8 = 1;
 pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
 pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
@@ -100,9 +103,30 @@ fn describe(
                 config.node_id
             ),
         )),
+        RESOURCE_GROUP => {
+            let image = cluster.image();
+            let set = image.group_configs.get(&name);
+            Ok(crate::coordinators::share::config::defaults()
+                .into_iter()
+                .map(|(key, default)| match set.and_then(|s| s.get(key)) {
+                    Some(v) => Entry {
+                        name: key.to_string(),
+                        value: v.clone(),
+                        read_only: false,
+                        source: SOURCE_GROUP,
+                    },
+                    None => Entry {
+                        name: key.to_string(),
+                        value: default,
+                        read_only: false,
+                        source: SOURCE_DEFAULT,
+                    },
+                })
+                .collect())
+        }
         other => Err((
             ResponseError::InvalidRequest,
-            format!("resource type {other} is not supported (topics and brokers are)"),
+            format!("resource type {other} is not supported (topics, brokers and groups are)"),
         )),
     };
     match entries {

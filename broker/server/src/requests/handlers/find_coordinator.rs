@@ -1,9 +1,10 @@
 //! FindCoordinator (answered with the endpoint of the client's listener):
 //! the leader of `__consumer_offsets` partition 0
 //! coordinates every consumer group (it holds the committed offsets), the
-//! leader of `__transaction_state` partition 0 every transactional id. Any
-//! other key type (share groups, KIP-932; unknown ones) is INVALID_REQUEST,
-//! as Kafka answers a key type it does not serve.
+//! leader of `__transaction_state` partition 0 every transactional id, the
+//! leader of `__share_group_state` partition 0 every share-partition (key
+//! type SHARE, keys "group:topicId:partition", KIP-932; asked by brokers).
+//! An unknown key type is INVALID_REQUEST, as Kafka answers it.
 
 use chronik_metadata::Cluster;
 use chronik_protocol::Response;
@@ -16,12 +17,14 @@ use super::Handled;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
+const KEY_TYPE_SHARE: i8 = 2;
 
 /// The internal topic whose leader coordinates `key_type`.
 fn coordinator_topic(key_type: i8) -> Option<&'static str> {
     match key_type {
         KEY_TYPE_GROUP => Some(crate::coordinators::groups::OFFSETS_TOPIC),
         KEY_TYPE_TRANSACTION => Some(crate::coordinators::txn::TXN_TOPIC),
+        KEY_TYPE_SHARE => Some(crate::coordinators::share::SHARE_STATE_TOPIC),
         _ => None,
     }
 }

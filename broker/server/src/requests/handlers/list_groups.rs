@@ -1,7 +1,8 @@
 //! ListGroups: live groups — classic ones and KIP-848 consumer groups
 //! (protocol type and group type "consumer") — plus groups known only by
 //! their committed offsets (reported Empty, classic), filtered by state
-//! (v4+) and type (v5+).
+//! (v4+) and type (v5+). Share groups (KIP-932) are listed with protocol
+//! type "share" and group type "share".
 
 use chronik_protocol::Response;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -10,14 +11,18 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
 use crate::coordinators::groups::{GroupManager, OffsetStore};
+use crate::coordinators::share::groups::ShareGroups;
 
 pub fn handle(
-    groups: &GroupManager,
+    (groups, share_groups): (&GroupManager, &ShareGroups),
     offsets: &OffsetStore,
     _version: i16,
     request: ListGroupsRequest,
 ) -> Option<Handled> {
     let mut listed = groups.list();
+    for (group, state) in share_groups.list() {
+        listed.push((group, "share".to_string(), state, "share"));
+    }
     for group in offsets.groups() {
         if !listed.iter().any(|(g, _, _, _)| *g == group) {
             listed.push((group, "consumer".to_string(), "Empty", "classic"));

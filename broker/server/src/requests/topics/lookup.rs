@@ -15,6 +15,7 @@ use uuid::Uuid;
 pub const INTERNAL_TOPICS: &[&str] = &[
     crate::coordinators::groups::OFFSETS_TOPIC,
     crate::coordinators::txn::TXN_TOPIC,
+    crate::coordinators::share::SHARE_STATE_TOPIC,
 ];
 
 pub fn is_internal_topic(name: &str) -> bool {

@@ -1,0 +1,214 @@
+//! ACLs of the share-group APIs (KIP-932), as Kafka checks them: READ on
+//! the group for ShareGroupHeartbeat, ShareFetch, ShareAcknowledge and
+//! AlterShareGroupOffsets; DESCRIBE on the group for ShareGroupDescribe
+//! and DescribeShareGroupOffsets; DELETE on it for
+//! DeleteShareGroupOffsets; DESCRIBE on subscribed topics (heartbeat) and
+//! READ on fetched, acknowledged or reset topics; CLUSTER_ACTION for the
+//! share-group state RPCs between brokers.
+//!
+//! A refused group or topic refuses the whole request here
+//! (GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED,
+//! CLUSTER_AUTHORIZATION_FAILED), where Kafka answers the other parts: a
+//! client is told what it may not do, never given it.
+
+use chronik_metadata::acl::operation;
+use chronik_protocol::share_wire::{ShareAcknowledgeResponseWire, ShareFetchResponseWire};
+use chronik_protocol::{Request, Response};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_share_group_offsets_response::DescribeShareGroupOffsetsResponseGroup;
+use kafka_protocol::messages::share_group_describe_response::DescribedGroup;
+use kafka_protocol::messages::*;
+
+use super::{Admission, After, Gate, Routed};
+
+const GROUP: ResponseError = ResponseError::GroupAuthorizationFailed;
+const TOPIC: ResponseError = ResponseError::TopicAuthorizationFailed;
+
+fn refused(response: Response) -> Routed {
+    Routed::Governed(Admission::Refused(response))
+}
+
+fn admitted(request: Request) -> Routed {
+    Routed::Governed(Admission::Admitted(request, After::Nothing))
+}
+
+/// Whether every topic id names a topic the session may READ (unknown ids
+/// pass: the handler answers UNKNOWN_TOPIC_ID).
+fn read_topic_ids<'a>(gate: &Gate<'_>, ids: impl Iterator<Item = &'a uuid::Uuid>) -> bool {
+    let image = gate.cluster.image();
+    ids.filter_map(|id| image.topics.values().find(|t| t.topic_id == *id.as_bytes()))
+        .all(|t| gate.topic(operation::READ, &t.name))
+}
+
+pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
+    match request {
+        Request::ShareGroupHeartbeat(r) => {
+            let error =
+                if !gate.group(operation::READ, &r.group_id.0) {
+                    Some(GROUP)
+                } else if r.subscribed_topic_names.as_ref().is_some_and(|names| {
+                    names.iter().any(|t| !gate.topic(operation::DESCRIBE, &t.0))
+                }) {
+                    Some(TOPIC)
+                } else {
+                    None
+                };
+            match error {
+                Some(e) => refused(Response::ShareGroupHeartbeat(
+                    ShareGroupHeartbeatResponse::default()
+                        .with_error_code(e.code())
+                        .with_member_epoch(-1),
+                )),
+                None => admitted(Request::ShareGroupHeartbeat(r)),
+            }
+        }
+        Request::ShareGroupDescribe(r) => {
+            if r.group_ids
+                .iter()
+                .all(|g| gate.group(operation::DESCRIBE, &g.0))
+            {
+                return admitted(Request::ShareGroupDescribe(r));
+            }
+            let groups = r
+                .group_ids
+                .into_iter()
+                .map(|g| {
+                    DescribedGroup::default()
+                        .with_group_id(g)
+                        .with_error_code(GROUP.code())
+                })
+                .collect();
+            refused(Response::ShareGroupDescribe(
+                ShareGroupDescribeResponse::default().with_groups(groups),
+            ))
+        }
+        Request::ShareFetch(r) => {
+            let group_ok = r
+                .body
+                .group_id
+                .as_ref()
+                .is_some_and(|g| gate.group(operation::READ, &g.0));
+            let error = if !group_ok {
+                Some(GROUP)
+            } else if !read_topic_ids(gate, r.body.topics.iter().map(|t| &t.topic_id)) {
+                Some(TOPIC)
+            } else {
+                None
+            };
+            match error {
+                Some(e) => refused(Response::ShareFetch(ShareFetchResponseWire(
+                    ShareFetchResponse::default().with_error_code(e.code()),
+                ))),
+                None => admitted(Request::ShareFetch(r)),
+            }
+        }
+        Request::ShareAcknowledge(r) => {
+            let group_ok = r
+                .body
+                .group_id
+                .as_ref()
+                .is_some_and(|g| gate.group(operation::READ, &g.0));
+            let error = if !group_ok {
+                Some(GROUP)
+            } else if !read_topic_ids(gate, r.body.topics.iter().map(|t| &t.topic_id)) {
+                Some(TOPIC)
+            } else {
+                None
+            };
+            match error {
+                Some(e) => refused(Response::ShareAcknowledge(ShareAcknowledgeResponseWire {
+                    body: ShareAcknowledgeResponse::default().with_error_code(e.code()),
+                    acquisition_lock_timeout_ms: 0,
+                })),
+                None => admitted(Request::ShareAcknowledge(r)),
+            }
+        }
+        r @ (Request::InitializeShareGroupState(_)
+        | Request::ReadShareGroupState(_)
+        | Request::WriteShareGroupState(_)
+        | Request::DeleteShareGroupState(_)
+        | Request::ReadShareGroupStateSummary(_)) => {
+            if gate.cluster(operation::CLUSTER_ACTION) {
+                return admitted(r);
+            }
+            // CLUSTER_AUTHORIZATION_FAILED has no top-level field here:
+            // answered with no partitions, which the asking broker reads
+            // as a failure.
+            let response = match r {
+                Request::InitializeShareGroupState(_) => {
+                    Response::InitializeShareGroupState(Default::default())
+                }
+                Request::ReadShareGroupState(_) => {
+                    Response::ReadShareGroupState(Default::default())
+                }
+                Request::WriteShareGroupState(_) => {
+                    Response::WriteShareGroupState(Default::default())
+                }
+                Request::DeleteShareGroupState(_) => {
+                    Response::DeleteShareGroupState(Default::default())
+                }
+                _ => Response::ReadShareGroupStateSummary(Default::default()),
+            };
+            refused(response)
+        }
+        Request::DescribeShareGroupOffsets(r) => {
+            if r.groups
+                .iter()
+                .all(|g| gate.group(operation::DESCRIBE, &g.group_id.0))
+            {
+                return admitted(Request::DescribeShareGroupOffsets(r));
+            }
+            let groups = r
+                .groups
+                .into_iter()
+                .map(|g| {
+                    DescribeShareGroupOffsetsResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(GROUP.code())
+                })
+                .collect();
+            refused(Response::DescribeShareGroupOffsets(
+                DescribeShareGroupOffsetsResponse::default().with_groups(groups),
+            ))
+        }
+        Request::AlterShareGroupOffsets(r) => {
+            let error = if !gate.group(operation::READ, &r.group_id.0) {
+                Some(GROUP)
+            } else if r
+                .topics
+                .iter()
+                .any(|t| !gate.topic(operation::READ, &t.topic_name.0))
+            {
+                Some(TOPIC)
+            } else {
+                None
+            };
+            match error {
+                Some(e) => refused(Response::AlterShareGroupOffsets(
+                    AlterShareGroupOffsetsResponse::default().with_error_code(e.code()),
+                )),
+                None => admitted(Request::AlterShareGroupOffsets(r)),
+            }
+        }
+        Request::DeleteShareGroupOffsets(r) => {
+            let error = if !gate.group(operation::DELETE, &r.group_id.0) {
+                Some(GROUP)
+            } else if r
+                .topics
+                .iter()
+                .any(|t| !gate.topic(operation::READ, &t.topic_name.0))
+            {
+                Some(TOPIC)
+            } else {
+                None
+            };
+            match error {
+                Some(e) => refused(Response::DeleteShareGroupOffsets(
+                    DeleteShareGroupOffsetsResponse::default().with_error_code(e.code()),
+                )),
+                None => admitted(Request::DeleteShareGroupOffsets(r)),
+            }
+        }
+        other => Routed::NotMine(other),
+    }
+}
