@@ -19,6 +19,7 @@
 //! - `wire`    — hand-encoded Kafka requests and RecordBatch v2 for raw-socket tests.
 //! - `txn`     — a transaction opened by hand (a partition apart from its coordinator), one-record batches.
 //! - `error_codes` — Kafka's error codes by name, for the tests that check one.
+//! - `share`   — a model share-group member (KIP-932): heartbeat, ShareFetch, ShareAcknowledge.
 //!
 //! Nothing here asserts on broker behaviour: helpers return what they saw and
 //! the tests decide.
@@ -34,6 +35,7 @@ pub mod netns;
 pub mod paced;
 pub mod prom;
 pub mod quorum;
+pub mod share;
 pub mod txn;
 pub mod wire;
 
