@@ -13,6 +13,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use crate::error::{EncodeError, RequestError};
 use crate::header::RawHeader;
 use crate::share_wire::{
+    DescribeShareGroupOffsetsRequestWire, DescribeShareGroupOffsetsResponseWire,
     ShareAcknowledgeRequestWire, ShareAcknowledgeResponseWire, ShareFetchRequestWire,
     ShareFetchResponseWire,
 };
@@ -148,7 +149,8 @@ api_table! {
     AlterClientQuotas: AlterClientQuotasRequest => AlterClientQuotasResponse, versions 0 ..= 1;
     // Share groups (KIP-932). v0 of the share-group client APIs was early
     // access in Kafka 4.0, dropped in 4.1. ShareFetch/ShareAcknowledge v2
-    // (Kafka 4.2+) are beyond kafka-protocol 0.18: `share_wire` carries them.
+    // (Kafka 4.2+) and DescribeShareGroupOffsets v1 (Kafka 4.3+, KIP-1226:
+    // Lag) are beyond kafka-protocol 0.18: `share_wire` carries them.
     ShareGroupHeartbeat: ShareGroupHeartbeatRequest => ShareGroupHeartbeatResponse, versions 1 ..= 1;
     ShareGroupDescribe: ShareGroupDescribeRequest => ShareGroupDescribeResponse, versions 1 ..= 1;
     ShareFetch: ShareFetchRequestWire => ShareFetchResponseWire, versions 1 ..= 2;
@@ -158,7 +160,7 @@ api_table! {
     WriteShareGroupState: WriteShareGroupStateRequest => WriteShareGroupStateResponse, versions 0 ..= 0;
     DeleteShareGroupState: DeleteShareGroupStateRequest => DeleteShareGroupStateResponse, versions 0 ..= 0;
     ReadShareGroupStateSummary: ReadShareGroupStateSummaryRequest => ReadShareGroupStateSummaryResponse, versions 0 ..= 0;
-    DescribeShareGroupOffsets: DescribeShareGroupOffsetsRequest => DescribeShareGroupOffsetsResponse, versions 0 ..= 0;
+    DescribeShareGroupOffsets: DescribeShareGroupOffsetsRequestWire => DescribeShareGroupOffsetsResponseWire, versions 0 ..= 1;
     AlterShareGroupOffsets: AlterShareGroupOffsetsRequest => AlterShareGroupOffsetsResponse, versions 0 ..= 0;
     DeleteShareGroupOffsets: DeleteShareGroupOffsetsRequest => DeleteShareGroupOffsetsResponse, versions 0 ..= 0;
 }

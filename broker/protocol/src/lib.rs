@@ -6,7 +6,7 @@
 //! - `frame`        — size-prefixed framing with a frame-size cap, checked before allocating.
 //! - `header`       — fixed header fields, full request decoding.
 //! - `api`          — supported APIs/versions (the one table), typed Request/Response enums, response encoding.
-//! - `share_wire`   — ShareFetch/ShareAcknowledge v1..=2 wrappers (v2 is beyond kafka-protocol 0.18).
+//! - `share_wire`   — ShareFetch/ShareAcknowledge v1..=2, DescribeShareGroupOffsets v0..=1 (beyond kafka-protocol 0.18).
 //! - `record_batch` — RecordBatch v2 header view, CRC-32C check, in-place base offset.
 //! - `records`      — encode/decode uncompressed records (for data the broker writes itself).
 //! - `compression`  — Kafka's codecs, inflated with a hard output bound.
@@ -35,6 +35,7 @@ pub use header::{decode_request, DecodedRequest, RawHeader};
 pub use kafka_protocol;
 pub use record_batch::{BatchHeader, BatchScanner};
 pub use share_wire::{
+    DescribeShareGroupOffsetsRequestWire, DescribeShareGroupOffsetsResponseWire,
     ShareAcknowledgeRequestWire, ShareAcknowledgeResponseWire, ShareFetchRequestWire,
     ShareFetchResponseWire,
 };

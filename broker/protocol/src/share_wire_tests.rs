@@ -1,9 +1,17 @@
-//! Tests of `share_wire` (ShareFetch/ShareAcknowledge v1..=2) and of the
-//! share-group entries of the API table: round trips, v2 bytes written by
-//! hand from Kafka's JSON specs, truncated and hostile input, and whole
-//! request/response frames at each entry's min and max version.
+//! Tests of `share_wire` (ShareFetch/ShareAcknowledge v1..=2,
+//! DescribeShareGroupOffsets v0..=1) and of the share-group entries of the
+//! API table: round trips, bytes written by hand from Kafka's JSON specs,
+//! truncated and hostile input, and whole request/response frames at each
+//! entry's min and max version.
 
 use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::describe_share_group_offsets_request::{
+    DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
+};
+use kafka_protocol::messages::describe_share_group_offsets_response::{
+    DescribeShareGroupOffsetsResponseGroup, DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+};
 use kafka_protocol::messages::share_acknowledge_request::{
     AcknowledgePartition, AcknowledgeTopic, AcknowledgementBatch as AckRequestBatch,
 };
@@ -17,8 +25,9 @@ use kafka_protocol::messages::share_fetch_response::{
     self as fetch_response, AcquiredRecords, ShareFetchableTopicResponse,
 };
 use kafka_protocol::messages::{
-    ApiKey, GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
-    ShareFetchResponse,
+    ApiKey, DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, GroupId,
+    ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
@@ -26,6 +35,7 @@ use crate::api::{api_name, encode_response, Request, Response, SUPPORTED_APIS};
 use crate::error::RequestError;
 use crate::header::decode_request;
 use crate::share_wire::{
+    DescribeShareGroupOffsetsRequestWire, DescribeShareGroupOffsetsResponseWire,
     ShareAcknowledgeRequestWire, ShareAcknowledgeResponseWire, ShareFetchRequestWire,
     ShareFetchResponseWire,
 };
@@ -673,7 +683,7 @@ const SHARE_APIS: [(ApiKey, i16, i16); 12] = [
     (ApiKey::WriteShareGroupState, 0, 0),
     (ApiKey::DeleteShareGroupState, 0, 0),
     (ApiKey::ReadShareGroupStateSummary, 0, 0),
-    (ApiKey::DescribeShareGroupOffsets, 0, 0),
+    (ApiKey::DescribeShareGroupOffsets, 0, 1),
     (ApiKey::AlterShareGroupOffsets, 0, 0),
     (ApiKey::DeleteShareGroupOffsets, 0, 0),
 ];
@@ -708,6 +718,7 @@ fn same_request(a: &Request, b: &Request) -> bool {
     match (a, b) {
         (Request::ShareFetch(x), Request::ShareFetch(y)) => x == y,
         (Request::ShareAcknowledge(x), Request::ShareAcknowledge(y)) => x == y,
+        (Request::DescribeShareGroupOffsets(x), Request::DescribeShareGroupOffsets(y)) => x == y,
         // The kafka-protocol bodies compare by their Debug form.
         _ => format!("{a:?}") == format!("{b:?}"),
     }
@@ -715,9 +726,14 @@ fn same_request(a: &Request, b: &Request) -> bool {
 
 #[test]
 fn share_request_frames_round_trip_at_min_and_max_versions() {
+    // Populated requests, each at the versions it can be sent at.
     let populated = [
-        Request::ShareFetch(sample_fetch_request()),
-        Request::ShareAcknowledge(sample_ack_request()),
+        (Request::ShareFetch(sample_fetch_request()), vec![2]),
+        (Request::ShareAcknowledge(sample_ack_request()), vec![2]),
+        (
+            Request::DescribeShareGroupOffsets(sample_offsets_request()),
+            vec![0, 1],
+        ),
     ];
     for (key, min, max) in SHARE_APIS {
         let default = Request::default_for(key).expect("supported API has a default");
@@ -726,8 +742,8 @@ fn share_request_frames_round_trip_at_min_and_max_versions() {
             requests.extend(
                 populated
                     .iter()
-                    .filter(|r| r.api_key() == key && version == 2)
-                    .cloned(),
+                    .filter(|(r, versions)| r.api_key() == key && versions.contains(&version))
+                    .map(|(r, _)| r.clone()),
             );
             for request in requests {
                 let frame = request.encode_frame(version, 21).expect("encodes");
@@ -783,7 +799,7 @@ fn default_response(key: ApiKey) -> Response {
             Response::ReadShareGroupStateSummary(ReadShareGroupStateSummaryResponse::default())
         }
         ApiKey::DescribeShareGroupOffsets => {
-            Response::DescribeShareGroupOffsets(DescribeShareGroupOffsetsResponse::default())
+            Response::DescribeShareGroupOffsets(DescribeShareGroupOffsetsResponseWire::default())
         }
         ApiKey::AlterShareGroupOffsets => {
             Response::AlterShareGroupOffsets(AlterShareGroupOffsetsResponse::default())
@@ -836,4 +852,595 @@ fn share_responses_encode_at_min_and_max_versions() {
         let expected_timeout = if version == 2 { 15_000 } else { 0 };
         assert_eq!(back.acquisition_lock_timeout_ms, expected_timeout);
     }
+}
+
+// ---------------------------------------------------------------------------
+// DescribeShareGroupOffsets v0..=1
+// ---------------------------------------------------------------------------
+
+fn sample_offsets_request() -> DescribeShareGroupOffsetsRequestWire {
+    DescribeShareGroupOffsetsRequestWire(DescribeShareGroupOffsetsRequest::default().with_groups(
+        vec![
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("share-g")))
+                .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                    .with_topic_name(TopicName(StrBytes::from_static_str("orders")))
+                    .with_partitions(vec![0, 2, 7])])),
+            // Null topics: every topic-partition of the group.
+            DescribeShareGroupOffsetsRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("other")))
+                .with_topics(None),
+        ],
+    ))
+}
+
+fn offsets_partition(
+    index: i32,
+    start: i64,
+    error: Option<(i16, &'static str)>,
+) -> DescribeShareGroupOffsetsResponsePartition {
+    let p = DescribeShareGroupOffsetsResponsePartition::default()
+        .with_partition_index(index)
+        .with_start_offset(start)
+        .with_leader_epoch(-1);
+    match error {
+        None => p,
+        Some((code, message)) => p
+            .with_error_code(code)
+            .with_error_message(Some(StrBytes::from_static_str(message))),
+    }
+}
+
+/// Two groups: the first with two topics (two partitions, one), the second
+/// failed without topics; an unknown tagged field on one partition.
+fn sample_offsets_body() -> DescribeShareGroupOffsetsResponse {
+    let topic_id = sample_topic().topic_id;
+    DescribeShareGroupOffsetsResponse::default()
+        .with_throttle_time_ms(12)
+        .with_groups(vec![
+            DescribeShareGroupOffsetsResponseGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("share-g")))
+                .with_topics(vec![
+                    DescribeShareGroupOffsetsResponseTopic::default()
+                        .with_topic_name(TopicName(StrBytes::from_static_str("orders")))
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![
+                            offsets_partition(0, 100, None)
+                                .with_unknown_tagged_field(3, Bytes::from_static(b"xyz")),
+                            offsets_partition(2, -1, Some((3, "unknown partition"))),
+                        ]),
+                    DescribeShareGroupOffsetsResponseTopic::default()
+                        .with_topic_name(TopicName(StrBytes::from_static_str("ünïcode")))
+                        .with_partitions(vec![offsets_partition(5, 0, None)]),
+                ]),
+            DescribeShareGroupOffsetsResponseGroup::default()
+                .with_group_id(GroupId(StrBytes::from_static_str("gone")))
+                .with_error_code(69)
+                .with_error_message(Some(StrBytes::from_static_str("no such group"))),
+        ])
+}
+
+fn sample_offsets_response() -> DescribeShareGroupOffsetsResponseWire {
+    DescribeShareGroupOffsetsResponseWire {
+        body: sample_offsets_body(),
+        lags: vec![vec![vec![40, 0], vec![1 << 40]]],
+    }
+}
+
+/// DescribeShareGroupOffsetsResponse written field by field from its JSON
+/// spec, at v0 (`lags` None) or v1 (Lag after LeaderEpoch). Two groups:
+/// "g1" with topic "t" (TOPIC_A) of partitions 0 and 1, then "g2" failed
+/// (GROUP_ID_NOT_FOUND) with no topics; an unknown tagged field on
+/// partition 1 and one on the response.
+fn hand_offsets_response(lags: Option<[i64; 2]>) -> Bytes {
+    let mut h = Hand::default()
+        .i32(0) // ThrottleTimeMs
+        .array(2) // Groups
+        .string(Some("g1")) //   GroupId
+        .array(1) //   Topics
+        .string(Some("t")) //     TopicName
+        .raw(&TOPIC_A) //     TopicId
+        .array(2) //     Partitions
+        .i32(0) //       PartitionIndex
+        .i64(500) //       StartOffset
+        .i32(3); //       LeaderEpoch
+    if let Some([lag, _]) = lags {
+        h = h.i64(lag); //       Lag (v1+)
+    }
+    h = h
+        .i16(0) //       ErrorCode
+        .string(None) //       ErrorMessage
+        .no_tags()
+        .i32(1) //       PartitionIndex
+        .i64(-1) //       StartOffset
+        .i32(-1); //       LeaderEpoch
+    if let Some([_, lag]) = lags {
+        h = h.i64(lag); //       Lag (v1+)
+    }
+    h.i16(3) //       ErrorCode
+        .string(Some("no state")) //       ErrorMessage
+        .uvarint(1) //       one unknown tagged field
+        .uvarint(9) //         tag
+        .uvarint(3) //         size
+        .raw(b"abc")
+        .no_tags() //     topic tags
+        .i16(0) //   ErrorCode
+        .string(None) //   ErrorMessage
+        .no_tags() //   group tags
+        .string(Some("g2")) //   GroupId
+        .array(0) //   Topics
+        .i16(69) //   ErrorCode (GROUP_ID_NOT_FOUND)
+        .string(Some("not a share group")) //   ErrorMessage
+        .no_tags() //   group tags
+        .uvarint(1) // one unknown tagged field on the response
+        .uvarint(0) //   tag
+        .uvarint(0) //   size
+        .bytes()
+}
+
+fn check_hand_offsets(wire: &DescribeShareGroupOffsetsResponseWire) {
+    let b = &wire.body;
+    assert_eq!(b.throttle_time_ms, 0);
+    assert_eq!(b.groups.len(), 2);
+    let g1 = &b.groups[0];
+    assert_eq!(g1.group_id.as_str(), "g1");
+    assert_eq!((g1.error_code, g1.error_message.is_none()), (0, true));
+    assert_eq!(g1.topics.len(), 1);
+    let t = &g1.topics[0];
+    assert_eq!(t.topic_name.as_str(), "t");
+    assert_eq!(t.topic_id.as_bytes(), &TOPIC_A);
+    assert_eq!(t.partitions.len(), 2);
+    let (p0, p1) = (&t.partitions[0], &t.partitions[1]);
+    assert_eq!(
+        (p0.partition_index, p0.start_offset, p0.leader_epoch),
+        (0, 500, 3)
+    );
+    assert_eq!((p0.error_code, p0.error_message.is_none()), (0, true));
+    assert!(p0.unknown_tagged_fields.is_empty());
+    assert_eq!(
+        (p1.partition_index, p1.start_offset, p1.leader_epoch),
+        (1, -1, -1)
+    );
+    assert_eq!(p1.error_code, 3);
+    assert_eq!(
+        p1.error_message.as_ref().map(|m| m.as_str()),
+        Some("no state")
+    );
+    assert_eq!(
+        p1.unknown_tagged_fields.get(&9).map(|v| &v[..]),
+        Some(&b"abc"[..])
+    );
+    let g2 = &b.groups[1];
+    assert_eq!(g2.group_id.as_str(), "g2");
+    assert!(g2.topics.is_empty());
+    assert_eq!(g2.error_code, 69);
+    assert_eq!(
+        g2.error_message.as_ref().map(|m| m.as_str()),
+        Some("not a share group")
+    );
+    assert_eq!(b.unknown_tagged_fields.get(&0).map(|v| v.len()), Some(0));
+}
+
+#[test]
+fn describe_share_group_offsets_request_is_laid_out_as_v0_at_both_versions() {
+    let request = sample_offsets_request();
+    let v0 = encode(&request, 0);
+    assert_eq!(v0, encode(&request.0, 0), "kafka-protocol's own v0 bytes");
+    assert_eq!(encode(&request, 1), v0, "v1 is laid out as v0");
+    for version in [0, 1] {
+        assert_eq!(
+            decode::<DescribeShareGroupOffsetsRequestWire>(&v0, version),
+            request
+        );
+    }
+    // Written by hand from DescribeShareGroupOffsetsRequest.json.
+    let hand = Hand::default()
+        .array(2) // Groups
+        .string(Some("share-g")) //   GroupId
+        .array(1) //   Topics (nullable)
+        .string(Some("orders")) //     TopicName
+        .array(3) //     Partitions
+        .i32(0)
+        .i32(2)
+        .i32(7)
+        .no_tags()
+        .no_tags()
+        .string(Some("other")) //   GroupId
+        .uvarint(0) //   Topics: null
+        .no_tags()
+        .no_tags() // request tags
+        .bytes();
+    assert_eq!(v0, hand);
+    every_prefix_fails::<DescribeShareGroupOffsetsRequestWire>(&hand, 1);
+    for version in [-1, 2] {
+        assert!(request.encode(&mut BytesMut::new(), version).is_err());
+        assert!(request.compute_size(version).is_err());
+        let err = DescribeShareGroupOffsetsRequestWire::decode(&mut hand.clone(), version)
+            .expect_err("unsupported version");
+        assert!(err.to_string().contains("not supported"), "{err}");
+    }
+}
+
+#[test]
+fn describe_share_group_offsets_response_v0_is_kafka_protocols_encoding() {
+    let wire = sample_offsets_response();
+    let v0 = encode(&wire, 0);
+    // Lag is ignorable: v0 drops it, the bytes are kafka-protocol's.
+    assert_eq!(v0, encode(&wire.body, 0));
+    let default = DescribeShareGroupOffsetsResponseWire::default();
+    assert_eq!(
+        encode(&default, 0),
+        encode(&DescribeShareGroupOffsetsResponse::default(), 0)
+    );
+    // Decoding v0: the body kafka-protocol reads, no lag known.
+    let back: DescribeShareGroupOffsetsResponseWire = decode(&v0, 0);
+    assert_eq!(
+        back.body,
+        decode::<DescribeShareGroupOffsetsResponse>(&v0, 0)
+    );
+    assert_eq!(back.body, wire.body);
+    assert!(back.lags.is_empty());
+    assert_eq!(
+        back,
+        DescribeShareGroupOffsetsResponseWire::from(wire.body.clone())
+    );
+    assert_ne!(back, wire, "the lags differ");
+    // The hand-written v0 layout reads alike through both decoders.
+    let hand = hand_offsets_response(None);
+    let back: DescribeShareGroupOffsetsResponseWire = decode(&hand, 0);
+    check_hand_offsets(&back);
+    assert_eq!(
+        back.body,
+        decode::<DescribeShareGroupOffsetsResponse>(&hand, 0)
+    );
+    assert_eq!(encode(&back, 0), hand);
+}
+
+#[test]
+fn describe_share_group_offsets_response_round_trips_at_v1() {
+    let wire = sample_offsets_response();
+    let back: DescribeShareGroupOffsetsResponseWire = decode(&encode(&wire, 1), 1);
+    assert_eq!(back, wire);
+    // Decoding fills the lags to the body's shape, missing ones as -1.
+    assert_eq!(back.lags, vec![vec![vec![40, 0], vec![1 << 40]], vec![]]);
+    assert_eq!(back.lag(0, 0, 1), 0);
+    assert_eq!(back.lag(0, 1, 0), 1 << 40);
+    let back: DescribeShareGroupOffsetsResponseWire = decode(
+        &encode(&DescribeShareGroupOffsetsResponseWire::default(), 1),
+        1,
+    );
+    assert_eq!(back, DescribeShareGroupOffsetsResponseWire::default());
+    // v1 is v0 plus eight bytes a partition.
+    let size = |v| wire.compute_size(v).expect("sizes");
+    assert_eq!(size(1), size(0) + 3 * 8);
+}
+
+#[test]
+fn hand_encoded_describe_share_group_offsets_response_v1_decodes_to_its_fields() {
+    let hand = hand_offsets_response(Some([1234, -1]));
+    let wire: DescribeShareGroupOffsetsResponseWire = decode(&hand, 1);
+    check_hand_offsets(&wire);
+    assert_eq!(wire.lags, vec![vec![vec![1234, -1]], vec![]]);
+    assert_eq!(wire.lag(0, 0, 0), 1234);
+    assert_eq!(wire.lag(0, 0, 1), -1);
+    // The encoder writes exactly the spec's bytes back.
+    assert_eq!(encode(&wire, 1), hand);
+    // The same body at v0 is the spec's v0 layout.
+    assert_eq!(encode(&wire, 0), hand_offsets_response(None));
+    // Decoding leaves what follows the message, on any ByteBuf.
+    let mut with_tail = BytesMut::from(&hand[..]);
+    with_tail.extend_from_slice(b"TAIL");
+    let mut buf = with_tail.freeze();
+    check_hand_offsets(
+        &DescribeShareGroupOffsetsResponseWire::decode(&mut buf, 1).expect("decodes"),
+    );
+    assert_eq!(&buf[..], b"TAIL");
+    let mut slice: &[u8] = &hand;
+    let from_slice = DescribeShareGroupOffsetsResponseWire::decode(&mut slice, 1).expect("slice");
+    assert_eq!(from_slice, wire);
+    assert!(slice.is_empty());
+}
+
+#[test]
+fn missing_lags_encode_as_minus_one_and_extra_lags_are_refused() {
+    let mut wire = DescribeShareGroupOffsetsResponseWire::from(decode::<
+        DescribeShareGroupOffsetsResponse,
+    >(
+        &hand_offsets_response(None), 0
+    ));
+    // No lags at all: every Lag is the default.
+    assert_eq!(encode(&wire, 1), hand_offsets_response(Some([-1, -1])));
+    // Only the first partition's, set through the builder.
+    wire.set_lag(0, 0, 0, 77);
+    assert_eq!(wire.lags, vec![vec![vec![77]]]);
+    assert_eq!(encode(&wire, 1), hand_offsets_response(Some([77, -1])));
+    // Only the second's: the first is filled with the default.
+    let mut second = DescribeShareGroupOffsetsResponseWire::from(wire.body.clone());
+    second.set_lag(0, 0, 1, 5);
+    assert_eq!(second.lags, vec![vec![vec![-1, 5]]]);
+    assert_eq!(encode(&second, 1), hand_offsets_response(Some([-1, 5])));
+    // Empty inner vectors are as good as none.
+    second.lags = vec![vec![], vec![]];
+    assert_eq!(encode(&second, 1), hand_offsets_response(Some([-1, -1])));
+    assert_eq!(
+        second,
+        DescribeShareGroupOffsetsResponseWire::from(second.body.clone())
+    );
+
+    // A lag for a partition, topic or group the body lacks is a bug.
+    for (lags, names) in [
+        (vec![vec![vec![1, 2, 3]]], "partitions in group 0 topic 0"),
+        (vec![vec![vec![], vec![1]]], "topics in group 0"),
+        (vec![vec![], vec![vec![1]]], "topics in group 1"),
+        (vec![vec![], vec![], vec![]], "groups"),
+    ] {
+        let bad = DescribeShareGroupOffsetsResponseWire {
+            body: wire.body.clone(),
+            lags,
+        };
+        for version in [0, 1] {
+            let mut buf = BytesMut::new();
+            let err = bad.encode(&mut buf, version).expect_err("lags out of step");
+            assert!(err.to_string().contains(names), "{err}");
+            assert!(buf.is_empty(), "nothing written on error");
+            assert!(bad.compute_size(version).is_err());
+        }
+    }
+}
+
+#[test]
+fn describe_share_group_offsets_response_refuses_what_kafka_refuses_to_write() {
+    let long = StrBytes::from_string("x".repeat(0x8000));
+    let mut wire = sample_offsets_response();
+    wire.body.groups[0].topics[0].partitions[1].error_message = Some(long.clone());
+    for version in [0, 1] {
+        let mut buf = BytesMut::new();
+        let err = wire.encode(&mut buf, version).expect_err("too long");
+        assert!(err.to_string().contains("ErrorMessage"), "{err}");
+        assert!(buf.is_empty());
+    }
+    // 0x7fff bytes is the limit, and fits.
+    let longest = StrBytes::from_string("x".repeat(0x7fff));
+    wire.body.groups[0].group_id = GroupId(longest);
+    wire.body.groups[0].topics[0].partitions[1].error_message = None;
+    let back: DescribeShareGroupOffsetsResponseWire = decode(&encode(&wire, 1), 1);
+    assert_eq!(back, wire);
+    // A negative tag cannot be written.
+    let mut wire = sample_offsets_response();
+    wire.body.unknown_tagged_fields.insert(-2, Bytes::new());
+    let err = wire.compute_size(1).expect_err("negative tag");
+    assert!(err.to_string().contains("negative tag"), "{err}");
+    for version in [-1, 2] {
+        let err = sample_offsets_response()
+            .encode(&mut BytesMut::new(), version)
+            .expect_err("unsupported");
+        assert!(err.to_string().contains("not supported"), "{err}");
+        let err = DescribeShareGroupOffsetsResponseWire::decode(
+            &mut hand_offsets_response(None),
+            version,
+        )
+        .expect_err("unsupported");
+        assert!(err.to_string().contains("not supported"), "{err}");
+    }
+}
+
+#[test]
+fn truncated_describe_share_group_offsets_responses_are_errors() {
+    every_prefix_fails::<DescribeShareGroupOffsetsResponseWire>(
+        &hand_offsets_response(Some([1, 2])),
+        1,
+    );
+    every_prefix_fails::<DescribeShareGroupOffsetsResponseWire>(&hand_offsets_response(None), 0);
+    every_prefix_fails::<DescribeShareGroupOffsetsResponseWire>(
+        &encode(&sample_offsets_response(), 1),
+        1,
+    );
+    // v0 bytes read as v1 run out (eight more bytes a partition).
+    assert!(
+        DescribeShareGroupOffsetsResponseWire::decode(&mut hand_offsets_response(None), 1).is_err()
+    );
+    // A count the bytes left cannot hold is refused up front: a cut in the
+    // first partition's Lag shows as too many Partitions.
+    let hand = hand_offsets_response(Some([1, 2]));
+    let lag_at = 4 + 1 + 3 + 1 + 2 + 16 + 1 + 4 + 8 + 4;
+    let err = DescribeShareGroupOffsetsResponseWire::decode(&mut hand.slice(..lag_at + 7), 1)
+        .expect_err("cut in Lag");
+    assert!(err.to_string().contains("truncated in Partitions"), "{err}");
+    // Past that check, the error names the field it stopped in: here the
+    // first partition's long ErrorMessage leaves room for the count.
+    let head = Hand::default()
+        .i32(0)
+        .array(1)
+        .string(Some("g"))
+        .array(1)
+        .string(Some("t"))
+        .raw(&TOPIC_A)
+        .array(2)
+        .i32(0)
+        .i64(0)
+        .i32(0)
+        .i64(9) // Lag
+        .i16(0)
+        .string(Some("a long enough error message"))
+        .no_tags()
+        .i32(1)
+        .i64(0)
+        .i32(0);
+    let cut = head.0.len();
+    let whole = head.i64(10).i16(0).string(None).no_tags().bytes();
+    for (len, field) in [
+        (cut + 7, "truncated in Lag"),
+        (cut + 9, "truncated in ErrorCode"),
+    ] {
+        let err = DescribeShareGroupOffsetsResponseWire::decode(&mut whole.slice(..len), 1)
+            .expect_err("cut");
+        assert!(err.to_string().contains(field), "{err}");
+        assert!(err.to_string().contains("v1"), "{err}");
+    }
+}
+
+#[test]
+fn hostile_describe_share_group_offsets_responses_are_errors_without_allocating() {
+    fn err(bytes: Bytes, version: i16) -> String {
+        DescribeShareGroupOffsetsResponseWire::decode(&mut bytes.clone(), version)
+            .expect_err("hostile input")
+            .to_string()
+    }
+    // Groups announcing u32::MAX - 1 entries in a few bytes.
+    let huge = Hand::default()
+        .i32(0)
+        .raw(&[0xff, 0xff, 0xff, 0xff, 0x0f])
+        .raw(&[0; 64])
+        .bytes();
+    let e = err(huge, 1);
+    assert!(
+        e.contains("Groups") && e.contains("entries announced"),
+        "{e}"
+    );
+    // Partitions announcing more than the bytes left hold (3 × 28 > 80).
+    let partitions = Hand::default()
+        .i32(0)
+        .array(1)
+        .string(Some("g"))
+        .array(1)
+        .string(Some("t"))
+        .raw(&TOPIC_A)
+        .array(3)
+        .raw(&[0; 80])
+        .bytes();
+    let e = err(partitions.clone(), 1);
+    assert!(e.contains("Partitions"), "{e}");
+    // At v0 the same three fit (3 × 20 ≤ 80): all-zero partitions are valid.
+    let mut buf = partitions.clone();
+    let v0 = DescribeShareGroupOffsetsResponseWire::decode(&mut buf, 0).expect("fits at v0");
+    assert_eq!(v0.body.groups[0].topics[0].partitions.len(), 3);
+    assert_eq!(
+        buf.len(),
+        80 - 3 * 20 - 6,
+        "the bytes after the message are left"
+    );
+    // A varint of six bytes.
+    let e = err(
+        Hand::default().i32(0).raw(&[0x80; 6]).raw(&[0; 8]).bytes(),
+        1,
+    );
+    assert!(e.contains("longer than 5 bytes"), "{e}");
+    // A string longer than Kafka allows, and one longer than what is left.
+    let e = err(
+        Hand::default()
+            .i32(0)
+            .array(1)
+            .uvarint(0x8001)
+            .raw(&[b'a'; 64])
+            .bytes(),
+        1,
+    );
+    assert!(e.contains("GroupId has invalid length 32768"), "{e}");
+    let e = err(
+        Hand::default()
+            .i32(0)
+            .array(1)
+            .uvarint(100)
+            .raw(&[b'a'; 10])
+            .bytes(),
+        1,
+    );
+    assert!(
+        e.contains("truncated in GroupId (99 bytes announced"),
+        "{e}"
+    );
+    // Null where the spec allows none.
+    let e = err(Hand::default().i32(0).uvarint(0).no_tags().bytes(), 1);
+    assert!(e.contains("Groups is null"), "{e}");
+    let e = err(
+        Hand::default()
+            .i32(0)
+            .array(1)
+            .string(None)
+            .raw(&[0; 8])
+            .bytes(),
+        1,
+    );
+    assert!(e.contains("GroupId is null"), "{e}");
+    // Invalid UTF-8.
+    let e = err(
+        Hand::default()
+            .i32(0)
+            .array(1)
+            .uvarint(3)
+            .raw(&[0xff, 0xfe])
+            .raw(&[0; 8])
+            .bytes(),
+        1,
+    );
+    assert!(e.contains("GroupId is not UTF-8"), "{e}");
+    // Tagged fields: a huge count, a huge size, a tag past i32::MAX.
+    let e = err(Hand::default().i32(0).array(0).uvarint(u32::MAX).bytes(), 1);
+    assert!(e.contains("tagged fields of the response"), "{e}");
+    let e = err(
+        Hand::default()
+            .i32(0)
+            .array(0)
+            .uvarint(1)
+            .uvarint(1)
+            .uvarint(1 << 30)
+            .bytes(),
+        1,
+    );
+    assert!(e.contains("tagged fields of the response"), "{e}");
+    let e = err(
+        Hand::default()
+            .i32(0)
+            .array(0)
+            .uvarint(1)
+            .uvarint(u32::MAX)
+            .uvarint(0)
+            .bytes(),
+        1,
+    );
+    assert!(e.contains("out of range"), "{e}");
+}
+
+#[test]
+fn describe_share_group_offsets_frames_at_v0_and_v1() {
+    // Requests: through encode_frame and decode_request at both versions.
+    for version in [0, 1] {
+        let request = Request::DescribeShareGroupOffsets(sample_offsets_request());
+        let frame = request.encode_frame(version, 31).expect("encodes");
+        // Flexible request header v2: the client id, then empty tags.
+        let header_len = 2 + 2 + 4 + 2 + "chronik-seed".len() + 1;
+        assert_eq!(
+            frame.slice(header_len..),
+            encode(&sample_offsets_request().0, 0)
+        );
+        let decoded = decode_request(frame.clone()).expect("decodes");
+        assert_eq!(decoded.api_key, ApiKey::DescribeShareGroupOffsets);
+        assert_eq!(decoded.version(), version);
+        assert!(same_request(&decoded.body, &request));
+        for len in header_len..frame.len() {
+            assert!(matches!(
+                decode_request(frame.slice(..len)),
+                Err(RequestError::Malformed {
+                    api: "DescribeShareGroupOffsets",
+                    ..
+                })
+            ));
+        }
+    }
+    // Responses: v1 carries the lags, v0 drops them.
+    let wire = sample_offsets_response();
+    let response = Response::DescribeShareGroupOffsets(wire.clone());
+    let v1 = encode_response(8, 1, &response).expect("encodes");
+    let back: DescribeShareGroupOffsetsResponseWire = decode(&response_body(&v1, 8), 1);
+    assert_eq!(back, wire);
+    let v0 = encode_response(8, 0, &response).expect("encodes");
+    let body = response_body(&v0, 8);
+    assert_eq!(body, encode(&wire.body, 0));
+    let back: DescribeShareGroupOffsetsResponseWire = decode(&body, 0);
+    assert_eq!(back.body, wire.body);
+    assert_eq!(back.lag(0, 0, 0), -1);
+    // A response whose lags are out of step is an encoding error, not a panic.
+    let mut bad = wire;
+    bad.lags.push(vec![vec![1]; 5]);
+    assert!(encode_response(8, 1, &Response::DescribeShareGroupOffsets(bad)).is_err());
 }

@@ -1,8 +1,8 @@
 //! What this broker does not support is refused at once with a non-retriable
 //! Kafka error, never with one that makes a client retry forever.
 //!
-//! FindCoordinator for a key type the broker does not coordinate (share
-//! groups, KIP-932; unknown ones) is INVALID_REQUEST — a retriable error
+//! FindCoordinator for a key type the broker does not coordinate (unknown
+//! ones, and share-partitions, KIP-932, before v6) is INVALID_REQUEST — a retriable error
 //! such as COORDINATOR_NOT_AVAILABLE would make every client retry until its
 //! own timeout — while groups and transactional ids are served. Each at
 //! every FindCoordinator version that can carry it.
@@ -43,8 +43,10 @@ fn find(client: &mut Client, version: i16, key_type: i8, key: &str) -> Result<Ve
 fn unknown_coordinator_types_are_refused_at_once() -> Result<()> {
     let broker = Broker::start(&[])?;
     let mut client = Client::connect(&broker)?;
-    // key_type exists from v1; v4 batches keys
-    for version in 1..=4 {
+    // key_type exists from v1; v4 batches keys; v6 adds share-partitions
+    let share = find(&mut client, 6, 2, "share-group:AAAAAAAAAAAAAAAAAAAAAA:0")?;
+    ensure!(share == vec![0], "v6 share coordinator: {share:?}");
+    for version in 1..=5 {
         let share = find(&mut client, version, 2, "share-group")?;
         ensure!(
             share == vec![INVALID_REQUEST],

@@ -7,6 +7,9 @@
 mod common;
 
 use anyhow::{Context, Result};
+use chronik_protocol::share_wire::{
+    DescribeShareGroupOffsetsRequestWire, ShareAcknowledgeRequestWire, ShareFetchRequestWire,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -73,6 +76,37 @@ fn consumer_join(
 }
 
 /// Sends one request of `api_key` at `version`; returns the error codes seen.
+/// A share-group member joining `group` (ShareGroupHeartbeat at `version`).
+fn share_join(client: &mut Client, group: &str, version: i16) -> Result<i16> {
+    let r = client.send(
+        &ShareGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_member_id(StrBytes::from_static_str("sweep-member"))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![name(TOPIC)])),
+        version,
+    )?;
+    Ok(r.error_code)
+}
+
+/// A ShareFetch opening `member`'s share session on partition 0 of the topic.
+fn share_fetch(topic_id: uuid::Uuid, member: &str, epoch: i32) -> ShareFetchRequestWire {
+    use kafka_protocol::messages::share_fetch_request::{FetchPartition, FetchTopic};
+    ShareFetchRequestWire::from(
+        ShareFetchRequest::default()
+            .with_group_id(Some(GroupId(StrBytes::from_static_str("sweep-share"))))
+            .with_member_id(Some(StrBytes::from_string(member.to_string())))
+            .with_share_session_epoch(epoch)
+            .with_max_bytes(1 << 20)
+            .with_max_records(10)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic_id(topic_id)
+                .with_partitions(vec![
+                    FetchPartition::default().with_partition_index(0)
+                ])]),
+    )
+}
+
 fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i16>> {
     let topic_id = client.topic_id(TOPIC)?;
     Ok(match api_key {
@@ -899,6 +933,181 @@ fn exercise(client: &mut Client, api_key: ApiKey, version: i16) -> Result<Vec<i1
             )?;
             let codes: Vec<i16> = r.entries.iter().map(|e| e.error_code).collect();
             anyhow::ensure!(codes == vec![0], "AlterClientQuotas v{version}: {r:?}");
+            codes
+        }
+        ApiKey::ShareGroupHeartbeat => vec![share_join(client, "sweep-share", version)?],
+        ApiKey::ShareGroupDescribe => {
+            share_join(client, "sweep-share", 1)?;
+            let r = client.send(
+                &ShareGroupDescribeRequest::default()
+                    .with_group_ids(vec![GroupId(StrBytes::from_static_str("sweep-share"))]),
+                version,
+            )?;
+            r.groups.iter().map(|g| g.error_code).collect()
+        }
+        ApiKey::ShareFetch => {
+            let r = client.send(&share_fetch(topic_id, "sweep-fetch", 0), version)?;
+            let mut codes = vec![r.0.error_code];
+            codes.extend(
+                r.0.responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            );
+            codes
+        }
+        ApiKey::ShareAcknowledge => {
+            // A session first (epoch 0), then an acknowledgement of nothing at epoch 1.
+            client.send(&share_fetch(topic_id, "sweep-ack", 0), 1)?;
+            let body = ShareAcknowledgeRequest::default()
+                .with_group_id(Some(GroupId(StrBytes::from_static_str("sweep-share"))))
+                .with_member_id(Some(StrBytes::from_static_str("sweep-ack")))
+                .with_share_session_epoch(1);
+            let r = client.send(&ShareAcknowledgeRequestWire::from(body), version)?;
+            vec![r.body.error_code]
+        }
+        ApiKey::InitializeShareGroupState => {
+            use kafka_protocol::messages::initialize_share_group_state_request::{
+                InitializeStateData, PartitionData,
+            };
+            let r = client.send(
+                &InitializeShareGroupStateRequest::default()
+                    .with_group_id(StrBytes::from_static_str("sweep-state"))
+                    .with_topics(vec![InitializeStateData::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![PartitionData::default().with_partition(0)])]),
+                version,
+            )?;
+            r.results
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        }
+        ApiKey::ReadShareGroupState => {
+            use kafka_protocol::messages::read_share_group_state_request::{
+                PartitionData, ReadStateData,
+            };
+            let r = client.send(
+                &ReadShareGroupStateRequest::default()
+                    .with_group_id(StrBytes::from_static_str("sweep-state"))
+                    .with_topics(vec![ReadStateData::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![PartitionData::default().with_partition(0)])]),
+                version,
+            )?;
+            r.results
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        }
+        ApiKey::WriteShareGroupState => {
+            use kafka_protocol::messages::write_share_group_state_request::{
+                PartitionData, WriteStateData,
+            };
+            let r = client.send(
+                &WriteShareGroupStateRequest::default()
+                    .with_group_id(StrBytes::from_static_str("sweep-write"))
+                    .with_topics(vec![WriteStateData::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![PartitionData::default().with_partition(0)])]),
+                version,
+            )?;
+            r.results
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        }
+        ApiKey::DeleteShareGroupState => {
+            use kafka_protocol::messages::delete_share_group_state_request::{
+                DeleteStateData, PartitionData,
+            };
+            let r = client.send(
+                &DeleteShareGroupStateRequest::default()
+                    .with_group_id(StrBytes::from_static_str("sweep-write"))
+                    .with_topics(vec![DeleteStateData::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![PartitionData::default().with_partition(0)])]),
+                version,
+            )?;
+            r.results
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        }
+        ApiKey::ReadShareGroupStateSummary => {
+            use kafka_protocol::messages::read_share_group_state_summary_request::{
+                PartitionData, ReadStateSummaryData,
+            };
+            let r = client.send(
+                &ReadShareGroupStateSummaryRequest::default()
+                    .with_group_id(StrBytes::from_static_str("sweep-state"))
+                    .with_topics(vec![ReadStateSummaryData::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(vec![PartitionData::default().with_partition(0)])]),
+                version,
+            )?;
+            r.results
+                .iter()
+                .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+                .collect()
+        }
+        ApiKey::DescribeShareGroupOffsets => {
+            use kafka_protocol::messages::describe_share_group_offsets_request::{
+                DescribeShareGroupOffsetsRequestGroup, DescribeShareGroupOffsetsRequestTopic,
+            };
+            let body = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
+                DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("sweep-share")))
+                    .with_topics(Some(vec![DescribeShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(name(TOPIC))
+                        .with_partitions(vec![0])])),
+            ]);
+            let r = client.send(&DescribeShareGroupOffsetsRequestWire::from(body), version)?;
+            let mut codes: Vec<i16> = r.body.groups.iter().map(|g| g.error_code).collect();
+            codes.extend(
+                r.body
+                    .groups
+                    .iter()
+                    .flat_map(|g| &g.topics)
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            );
+            codes
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            use kafka_protocol::messages::alter_share_group_offsets_request::{
+                AlterShareGroupOffsetsRequestPartition, AlterShareGroupOffsetsRequestTopic,
+            };
+            let r = client.send(
+                &AlterShareGroupOffsetsRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("sweep-alter")))
+                    .with_topics(vec![AlterShareGroupOffsetsRequestTopic::default()
+                        .with_topic_name(name(TOPIC))
+                        .with_partitions(vec![
+                            AlterShareGroupOffsetsRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_start_offset(0),
+                        ])]),
+                version,
+            )?;
+            let mut codes = vec![r.error_code];
+            codes.extend(
+                r.responses
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            );
+            codes
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            use kafka_protocol::messages::delete_share_group_offsets_request::DeleteShareGroupOffsetsRequestTopic;
+            let r = client.send(
+                &DeleteShareGroupOffsetsRequest::default()
+                    .with_group_id(GroupId(StrBytes::from_static_str("sweep-alter")))
+                    .with_topics(vec![
+                        DeleteShareGroupOffsetsRequestTopic::default().with_topic_name(name(TOPIC))
+                    ]),
+                version,
+            )?;
+            let mut codes = vec![r.error_code];
+            codes.extend(r.responses.iter().map(|t| t.error_code));
             codes
         }
         other => anyhow::bail!("the sweep has no request for advertised API {other:?}: add one"),

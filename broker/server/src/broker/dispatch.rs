@@ -322,15 +322,21 @@ async fn dispatch(
             share_group_heartbeat::handle((cluster, groups), share, r, client_id, context)
         }
         Request::ShareGroupDescribe(r) => share_group_describe::handle(cluster, share, r),
-        Request::ShareFetch(r) => share_fetch::handle((cluster, limits), share, version, r).await,
-        Request::ShareAcknowledge(r) => share_acknowledge::handle(cluster, share, version, r).await,
+        Request::ShareFetch(r) => {
+            let connection = context.connection_id;
+            share_fetch::handle((cluster, limits), share, (version, connection), r).await
+        }
+        Request::ShareAcknowledge(r) => {
+            let connection = context.connection_id;
+            share_acknowledge::handle(cluster, share, (version, connection), r).await
+        }
         Request::InitializeShareGroupState(r) => share_group_state::initialize(share, r).await,
         Request::ReadShareGroupState(r) => share_group_state::read(share, r),
         Request::WriteShareGroupState(r) => share_group_state::write(share, r).await,
         Request::DeleteShareGroupState(r) => share_group_state::delete(share, r).await,
         Request::ReadShareGroupStateSummary(r) => share_group_state::summary(share, r),
         Request::DescribeShareGroupOffsets(r) => {
-            share_group_offsets::describe(cluster, share, r).await
+            share_group_offsets::describe((replicas, cluster), share, r.0).await
         }
         Request::AlterShareGroupOffsets(r) => share_group_offsets::alter(cluster, share, r).await,
         Request::DeleteShareGroupOffsets(r) => share_group_offsets::delete(cluster, share, r).await,

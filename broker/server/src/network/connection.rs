@@ -104,6 +104,18 @@ impl Drop for OpenConnection {
     }
 }
 
+/// Closes the share sessions (KIP-932) this connection used when it ends,
+/// releasing the records their members held, as Kafka does on a
+/// disconnect: a killed consumer's records are offered again at once, not
+/// when their locks run out.
+struct ShareSessionsOfConnection(Arc<Broker>, u64);
+
+impl Drop for ShareSessionsOfConnection {
+    fn drop(&mut self) {
+        self.0.share.connection_closed(self.1);
+    }
+}
+
 /// Requests up to this size (size prefix included) are "small".
 const SMALL_FRAME: usize = 64 * 1024;
 
@@ -213,7 +225,14 @@ async fn serve_stream<R, W>(
         .sasl
         .clone()
         .map(|config| SaslSession::new(config, peer));
-    let mut context = Arc::new(RequestContext::new(peer, listener.name.clone(), principal));
+    let connection_id = crate::security::request_context::next_connection_id();
+    let _share_sessions = ShareSessionsOfConnection(broker.clone(), connection_id);
+    let mut context = Arc::new(RequestContext::new(
+        peer,
+        listener.name.clone(),
+        principal,
+        connection_id,
+    ));
     // Set once the SASL gate refused a frame: nothing more is read.
     let mut closing = false;
     let max_request = broker.config.max_request_bytes;
@@ -312,6 +331,7 @@ async fn serve_stream<R, W>(
                                     peer,
                                     listener.name.clone(),
                                     p.clone(),
+                                    connection_id,
                                 ));
                             }
                             admission

@@ -27,6 +27,15 @@ pub struct RequestContext {
     /// one's throttle (the instant held here) has passed — Kafka's
     /// one-request-per-connection, so pipelining cannot outrun the mute.
     pub quota_turn: Arc<tokio::sync::Mutex<Option<tokio::time::Instant>>>,
+    /// This connection's number, unique in the process (share sessions
+    /// are closed with the connection that used them, as in Kafka).
+    pub connection_id: u64,
+}
+
+/// A new connection's number.
+pub fn next_connection_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl RequestContext {
@@ -34,6 +43,7 @@ impl RequestContext {
         peer: std::net::SocketAddr,
         listener: Arc<str>,
         principal: KafkaPrincipal,
+        connection_id: u64,
     ) -> RequestContext {
         RequestContext {
             peer,
@@ -42,6 +52,7 @@ impl RequestContext {
             acl_host: peer.ip().to_string(),
             principal,
             quota_turn: Arc::default(),
+            connection_id,
         }
     }
 }

@@ -245,12 +245,14 @@ pub async fn run(
                 .clone()
             });
         }
-        Arc::new(ShareCoordinator {
+        let share = Arc::new(ShareCoordinator {
             groups: share_groups,
             partitions,
             sessions: Default::default(),
             persister,
-        })
+        });
+        share.spawn_session_reaper();
+        share
     };
     let fetch_sessions = FetchSessionCache::new(
         config.limits.max_incremental_fetch_session_cache_slots,

@@ -5,10 +5,12 @@
 
 use anyhow::{Context, Result};
 use kafka_protocol::messages::share_acknowledge_request::{AcknowledgePartition, AcknowledgeTopic};
-use kafka_protocol::messages::share_fetch_request::{AcknowledgementBatch, FetchPartition, FetchTopic};
+use kafka_protocol::messages::share_fetch_request::{
+    AcknowledgementBatch, FetchPartition, FetchTopic,
+};
 use kafka_protocol::messages::{
-    GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest, ShareFetchResponse,
-    ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
+    GroupId, ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
+    ShareFetchResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -68,7 +70,10 @@ impl ShareMember {
             .with_group_id(GroupId(StrBytes::from_string(self.group.clone())))
             .with_member_id(StrBytes::from_string(self.id.clone()))
             .with_member_epoch(self.epoch)
-            .with_subscribed_topic_names((self.epoch == 0).then(|| vec![TopicName(StrBytes::from_string(self.topic.clone()))]));
+            .with_subscribed_topic_names(
+                (self.epoch == 0)
+                    .then(|| vec![TopicName(StrBytes::from_string(self.topic.clone()))]),
+            );
         let response = client.send(&request, 1).context("ShareGroupHeartbeat")?;
         if response.error_code == 0 {
             self.epoch = response.member_epoch;
@@ -82,13 +87,20 @@ impl ShareMember {
         let topics = if self.session_epoch == -1 && acks.is_empty() {
             Vec::new()
         } else {
-            vec![FetchTopic::default().with_topic_id(self.topic_id).with_partitions(vec![
-                FetchPartition::default().with_partition_index(0).with_acknowledgement_batches(
-                    acks.iter()
-                        .map(|(f, l, t)| AcknowledgementBatch::default().with_first_offset(*f).with_last_offset(*l).with_acknowledge_types(vec![*t]))
-                        .collect(),
-                ),
-            ])]
+            vec![FetchTopic::default()
+                .with_topic_id(self.topic_id)
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition_index(0)
+                    .with_acknowledgement_batches(
+                        acks.iter()
+                            .map(|(f, l, t)| {
+                                AcknowledgementBatch::default()
+                                    .with_first_offset(*f)
+                                    .with_last_offset(*l)
+                                    .with_acknowledge_types(vec![*t])
+                            })
+                            .collect(),
+                    )])]
         };
         ShareFetchRequest::default()
             .with_group_id(Some(GroupId(StrBytes::from_string(self.group.clone()))))
@@ -104,27 +116,47 @@ impl ShareMember {
 
     /// One ShareFetch of partition 0 carrying `acks`; the session epoch
     /// moves on when the broker took the request.
-    pub fn fetch(&mut self, client: &mut Client, acks: &[(i64, i64, i8)], max_wait_ms: i32) -> Result<Fetched> {
+    pub fn fetch(
+        &mut self,
+        client: &mut Client,
+        acks: &[(i64, i64, i8)],
+        max_wait_ms: i32,
+    ) -> Result<Fetched> {
         let request = self.fetch_request(acks, max_wait_ms);
         let response = client.send(&request, 1).context("ShareFetch")?;
         let fetched = read_fetch(&response);
         if fetched.error == 0 {
-            self.session_epoch = if self.session_epoch == -1 { 0 } else { self.session_epoch + 1 };
+            self.session_epoch = if self.session_epoch == -1 {
+                0
+            } else {
+                self.session_epoch + 1
+            };
         }
         Ok(fetched)
     }
 
     /// A ShareFetch with a session epoch of the test's choosing.
-    pub fn fetch_at_epoch(&mut self, client: &mut Client, epoch: i32, acks: &[(i64, i64, i8)]) -> Result<Fetched> {
+    pub fn fetch_at_epoch(
+        &mut self,
+        client: &mut Client,
+        epoch: i32,
+        acks: &[(i64, i64, i8)],
+    ) -> Result<Fetched> {
         let saved = self.session_epoch;
         self.session_epoch = epoch;
-        let response = client.send(&self.fetch_request(acks, 0), 1).context("ShareFetch")?;
+        let response = client
+            .send(&self.fetch_request(acks, 0), 1)
+            .context("ShareFetch")?;
         self.session_epoch = saved;
         Ok(read_fetch(&response))
     }
 
     /// One ShareAcknowledge of partition 0: (top-level error, partition error).
-    pub fn acknowledge(&mut self, client: &mut Client, acks: &[(i64, i64, Vec<i8>)]) -> Result<(i16, i16)> {
+    pub fn acknowledge(
+        &mut self,
+        client: &mut Client,
+        acks: &[(i64, i64, Vec<i8>)],
+    ) -> Result<(i16, i16)> {
         let request = ShareAcknowledgeRequest::default()
             .with_group_id(Some(GroupId(StrBytes::from_string(self.group.clone()))))
             .with_member_id(Some(StrBytes::from_string(self.id.clone())))
@@ -141,11 +173,18 @@ impl ShareMember {
                         .collect(),
                 ),
             ])]);
-        let response: ShareAcknowledgeResponse = client.send(&request, 1).context("ShareAcknowledge")?;
+        let response: ShareAcknowledgeResponse =
+            client.send(&request, 1).context("ShareAcknowledge")?;
         if response.error_code == 0 && self.session_epoch > 0 {
             self.session_epoch += 1;
         }
-        let partition = response.responses.iter().flat_map(|t| &t.partitions).map(|p| p.error_code).next().unwrap_or(0);
+        let partition = response
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.error_code)
+            .next()
+            .unwrap_or(0);
         Ok((response.error_code, partition))
     }
 
@@ -168,7 +207,10 @@ impl ShareMember {
                 break;
             }
             if last.partition_error != 0 {
-                println!("ShareFetch partition error {}, retrying", last.partition_error);
+                println!(
+                    "ShareFetch partition error {}, retrying",
+                    last.partition_error
+                );
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
         }
@@ -184,7 +226,11 @@ fn read_fetch(response: &ShareFetchResponse) -> Fetched {
     for p in response.responses.iter().flat_map(|t| &t.partitions) {
         fetched.partition_error = fetched.partition_error.max(p.error_code);
         fetched.ack_error = fetched.ack_error.max(p.acknowledge_error_code);
-        fetched.runs.extend(p.acquired_records.iter().map(|r| (r.first_offset, r.last_offset, r.delivery_count)));
+        fetched.runs.extend(
+            p.acquired_records
+                .iter()
+                .map(|r| (r.first_offset, r.last_offset, r.delivery_count)),
+        );
     }
     fetched
 }

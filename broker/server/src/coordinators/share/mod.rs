@@ -34,6 +34,47 @@ pub struct ShareCoordinator {
     pub persister: Arc<persister::SharePersister>,
 }
 
+/// How often idle share sessions are looked for.
+const SESSION_REAP: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl ShareCoordinator {
+    /// Evicts share sessions idle past `sessions::IDLE_EVICTION`, releasing
+    /// what their members held (a client that vanished without closing).
+    pub fn spawn_session_reaper(self: &Arc<Self>) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(SESSION_REAP);
+            loop {
+                interval.tick().await;
+                let Some(me) = me.upgrade() else {
+                    return;
+                };
+                for ((group, member), held) in me.sessions.evict_idle() {
+                    me.partitions.release_member(&group, &member, &held).await;
+                }
+            }
+        });
+    }
+
+    /// A client connection ended: the share sessions it used are closed and
+    /// what their members held is released (in a task; nothing to do for
+    /// a connection without share sessions).
+    pub fn connection_closed(&self, connection: u64) {
+        if !self.sessions.on_connection(connection) {
+            return;
+        }
+        let closed = self.sessions.close_connection(connection);
+        let partitions = self.partitions.clone();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                for ((group, member), held) in closed {
+                    partitions.release_member(&group, &member, &held).await;
+                }
+            });
+        }
+    }
+}
+
 /// Whether the cluster has share groups on (`share.version` >= 1).
 pub fn enabled(cluster: &chronik_metadata::Cluster) -> bool {
     chronik_metadata::features::share_groups_enabled(&cluster.image().features)

@@ -51,7 +51,7 @@ struct Slot {
     topic_id: [u8; 16],
     state: SharePartition,
     /// Changed in memory since last written (lock expiry, a departed
-    /// member's release, acquisitions' delivery counts).
+    /// member's release).
     dirty: bool,
 }
 
@@ -244,12 +244,12 @@ impl SharePartitions {
             .iter()
             .map(|b| (b.base_offset, b.last_offset()))
             .collect();
+        // Acquisitions are not written (as in Kafka): their delivery counts
+        // reach the coordinator with the next acknowledgement, release or
+        // lock expiry of the share-partition.
         let acquired = s
             .state
             .acquire(member, &batches, bound, (max_records, mode), now);
-        if !acquired.is_empty() {
-            s.dirty = true;
-        }
         Ok(Fetched { records, acquired })
     }
 

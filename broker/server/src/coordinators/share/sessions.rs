@@ -20,7 +20,7 @@ use kafka_protocol::error::ResponseError;
 pub const MAX_SHARE_SESSIONS: usize = 2000;
 /// A session unused this long is evicted (longer than the longest share
 /// session timeout, 60 s).
-const IDLE_EVICTION: Duration = Duration::from_secs(90);
+pub const IDLE_EVICTION: Duration = Duration::from_secs(90);
 /// Most partitions one session may hold.
 pub const MAX_SESSION_PARTITIONS: usize = 10_000;
 
@@ -32,6 +32,8 @@ pub type SessionPartition = (String, i32);
 #[derive(Debug)]
 struct Session {
     next_epoch: i32,
+    /// The connection of its last request.
+    connection: u64,
     partitions: BTreeSet<SessionPartition>,
     last_used: Instant,
 }
@@ -66,6 +68,7 @@ impl ShareSessions {
         epoch: i32,
         added: &[SessionPartition],
         forgotten: &[SessionPartition],
+        connection: u64,
     ) -> Result<Opened, ResponseError> {
         let mut sessions = self.lock();
         let now = Instant::now();
@@ -86,6 +89,7 @@ impl ShareSessions {
                         key.clone(),
                         Session {
                             next_epoch: 1,
+                            connection,
                             partitions,
                             last_used: now,
                         },
@@ -120,6 +124,7 @@ impl ShareSessions {
                 }
                 session.next_epoch = if n == i32::MAX { 1 } else { n + 1 };
                 session.last_used = now;
+                session.connection = connection;
                 Ok(Opened::Continued)
             }
             _ => Err(ResponseError::InvalidShareSessionEpoch),
@@ -147,6 +152,29 @@ impl ShareSessions {
             .get(key)
             .map(|s| s.partitions.iter().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Whether any session was last used on `connection`.
+    pub fn on_connection(&self, connection: u64) -> bool {
+        self.lock().values().any(|s| s.connection == connection)
+    }
+
+    /// Removes the sessions last used on `connection` (it closed); returns
+    /// them with their partitions, to release.
+    pub fn close_connection(&self, connection: u64) -> Vec<(SessionKey, Vec<SessionPartition>)> {
+        let mut sessions = self.lock();
+        let closed: Vec<SessionKey> = sessions
+            .iter()
+            .filter(|(_, s)| s.connection == connection)
+            .map(|(k, _)| k.clone())
+            .collect();
+        closed
+            .into_iter()
+            .filter_map(|k| {
+                let s = sessions.remove(&k)?;
+                Some((k, s.partitions.into_iter().collect()))
+            })
+            .collect()
     }
 
     /// Removes sessions idle past the eviction time; returns them with
@@ -188,30 +216,30 @@ mod tests {
         let s = ShareSessions::default();
         let p = vec![("t".to_string(), 0)];
         assert_eq!(
-            s.open(&key(), 1, &p, &[]),
+            s.open(&key(), 1, &p, &[], 1),
             Err(ResponseError::ShareSessionNotFound)
         );
         assert_eq!(
-            s.open(&key(), 0, &p, &[]),
+            s.open(&key(), 0, &p, &[], 1),
             Ok(Opened::New { replaced: vec![] })
         );
         assert_eq!(
-            s.open(&key(), 2, &[], &[]),
+            s.open(&key(), 2, &[], &[], 1),
             Err(ResponseError::InvalidShareSessionEpoch)
         );
-        assert_eq!(s.open(&key(), 1, &[], &[]), Ok(Opened::Continued));
-        assert_eq!(s.open(&key(), 2, &[], &p), Ok(Opened::Continued));
+        assert_eq!(s.open(&key(), 1, &[], &[], 1), Ok(Opened::Continued));
+        assert_eq!(s.open(&key(), 2, &[], &p, 1), Ok(Opened::Continued));
         assert!(s.partitions(&key()).is_empty());
         assert_eq!(
-            s.open(&key(), -1, &[], &[]),
+            s.open(&key(), -1, &[], &[], 1),
             Ok(Opened::Closed { partitions: vec![] })
         );
         assert_eq!(
-            s.open(&key(), -1, &[], &[]),
+            s.open(&key(), -1, &[], &[], 1),
             Err(ResponseError::ShareSessionNotFound)
         );
         assert_eq!(
-            s.open(&key(), -5, &[], &[]),
+            s.open(&key(), -5, &[], &[], 1),
             Err(ResponseError::InvalidShareSessionEpoch)
         );
     }

@@ -152,23 +152,26 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
             refused(response)
         }
         Request::DescribeShareGroupOffsets(r) => {
-            if r.groups
+            if r.0
+                .groups
                 .iter()
                 .all(|g| gate.group(operation::DESCRIBE, &g.group_id.0))
             {
                 return admitted(Request::DescribeShareGroupOffsets(r));
             }
-            let groups = r
-                .groups
-                .into_iter()
-                .map(|g| {
-                    DescribeShareGroupOffsetsResponseGroup::default()
-                        .with_group_id(g.group_id)
-                        .with_error_code(GROUP.code())
-                })
-                .collect();
+            let groups =
+                r.0.groups
+                    .into_iter()
+                    .map(|g| {
+                        DescribeShareGroupOffsetsResponseGroup::default()
+                            .with_group_id(g.group_id)
+                            .with_error_code(GROUP.code())
+                    })
+                    .collect();
             refused(Response::DescribeShareGroupOffsets(
-                DescribeShareGroupOffsetsResponse::default().with_groups(groups),
+                DescribeShareGroupOffsetsResponse::default()
+                    .with_groups(groups)
+                    .into(),
             ))
         }
         Request::AlterShareGroupOffsets(r) => {

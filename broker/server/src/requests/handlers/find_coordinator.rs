@@ -3,8 +3,9 @@
 //! coordinates every consumer group (it holds the committed offsets), the
 //! leader of `__transaction_state` partition 0 every transactional id, the
 //! leader of `__share_group_state` partition 0 every share-partition (key
-//! type SHARE, keys "group:topicId:partition", KIP-932; asked by brokers).
-//! An unknown key type is INVALID_REQUEST, as Kafka answers it.
+//! type SHARE, keys "group:topicId:partition", KIP-932; asked by brokers,
+//! from FindCoordinator v6 and while `share.version` is 1). An unknown key
+//! type, or SHARE before v6, is INVALID_REQUEST, as Kafka answers it.
 
 use chronik_metadata::Cluster;
 use chronik_protocol::Response;
@@ -19,12 +20,19 @@ const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 const KEY_TYPE_SHARE: i8 = 2;
 
+/// The first FindCoordinator version with the SHARE key type.
+const SHARE_KEY_VERSION: i16 = 6;
+
 /// The internal topic whose leader coordinates `key_type`.
-fn coordinator_topic(key_type: i8) -> Option<&'static str> {
+fn coordinator_topic(cluster: &Cluster, version: i16, key_type: i8) -> Option<&'static str> {
     match key_type {
         KEY_TYPE_GROUP => Some(crate::coordinators::groups::OFFSETS_TOPIC),
         KEY_TYPE_TRANSACTION => Some(crate::coordinators::txn::TXN_TOPIC),
-        KEY_TYPE_SHARE => Some(crate::coordinators::share::SHARE_STATE_TOPIC),
+        KEY_TYPE_SHARE
+            if version >= SHARE_KEY_VERSION && crate::coordinators::share::enabled(cluster) =>
+        {
+            Some(crate::coordinators::share::SHARE_STATE_TOPIC)
+        }
         _ => None,
     }
 }
@@ -35,7 +43,7 @@ pub fn handle(
     request: FindCoordinatorRequest,
     listener: &str,
 ) -> Option<Handled> {
-    let (node, host, port, error) = match coordinator_topic(request.key_type) {
+    let (node, host, port, error) = match coordinator_topic(cluster, version, request.key_type) {
         Some(topic) => coordinator(cluster, topic, listener),
         None => {
             tracing::debug!(

@@ -28,10 +28,10 @@ use crate::requests::share_requests::{
 pub async fn handle(
     cluster: &Cluster,
     share: &ShareCoordinator,
-    version: i16,
+    (version, connection): (i16, u64),
     request: ShareAcknowledgeRequestWire,
 ) -> Option<Handled> {
-    let (body, lock_ms) = match ack(cluster, share, version, request).await {
+    let (body, lock_ms) = match ack(cluster, share, (version, connection), request).await {
         Ok(r) => r,
         Err((error, message)) => (
             ShareAcknowledgeResponse::default()
@@ -60,7 +60,7 @@ type Failure = (ResponseError, Option<String>);
 async fn ack(
     cluster: &Cluster,
     share: &ShareCoordinator,
-    version: i16,
+    (version, connection): (i16, u64),
     wire: ShareAcknowledgeRequestWire,
 ) -> Result<(ShareAcknowledgeResponse, i32), Failure> {
     if !share::enabled(cluster) {
@@ -125,7 +125,7 @@ async fn ack(
     }
     match share
         .sessions
-        .open(&key, request.share_session_epoch, &[], &[])
+        .open(&key, request.share_session_epoch, &[], &[], connection)
         .map_err(|e| (e, None))?
     {
         Opened::Closed { partitions } => release(share, (&group, &member), &partitions).await,

@@ -48,10 +48,10 @@ const POLL: Duration = Duration::from_millis(25);
 pub async fn handle(
     (cluster, limits): (&Cluster, &Limits),
     share: &ShareCoordinator,
-    version: i16,
+    (version, connection): (i16, u64),
     request: ShareFetchRequestWire,
 ) -> Option<Handled> {
-    let response = match fetch((cluster, limits), share, version, request).await {
+    let response = match fetch((cluster, limits), share, (version, connection), request).await {
         Ok(r) => r,
         Err((error, message)) => ShareFetchResponse::default()
             .with_error_code(error.code())
@@ -83,7 +83,7 @@ struct Answer {
 async fn fetch(
     (cluster, limits): (&Cluster, &Limits),
     share: &ShareCoordinator,
-    version: i16,
+    (version, connection): (i16, u64),
     wire: ShareFetchRequestWire,
 ) -> Result<ShareFetchResponse, Failure> {
     if !share::enabled(cluster) {
@@ -167,7 +167,13 @@ async fn fetch(
     }
     let opened = share
         .sessions
-        .open(&key, request.share_session_epoch, &named, &forgotten)
+        .open(
+            &key,
+            request.share_session_epoch,
+            &named,
+            &forgotten,
+            connection,
+        )
         .map_err(|e| (e, None))?;
     match opened {
         Opened::New { replaced } => release(share, (&group, &member), &replaced).await,

@@ -33,6 +33,11 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Handled;
+use crate::replica::ReplicaManager;
+use chronik_coordinator_state::share_partition::{RecordState, ShareSnapshot};
+use chronik_protocol::share_wire::DescribeShareGroupOffsetsResponseWire;
+
+const UNKNOWN_LAG: i64 = DescribeShareGroupOffsetsResponseWire::UNKNOWN_LAG;
 use crate::coordinators::share::{self, ShareCoordinator};
 use crate::requests::errors::group::response_error;
 use crate::requests::topics::lookup::to_uuid;
@@ -48,12 +53,14 @@ fn usable(cluster: &Cluster, share: &ShareCoordinator) -> Result<(), ResponseErr
 }
 
 pub async fn describe(
-    cluster: &Cluster,
+    (replicas, cluster): (&ReplicaManager, &Cluster),
     share: &ShareCoordinator,
     request: DescribeShareGroupOffsetsRequest,
 ) -> Option<Handled> {
     let image = cluster.image();
     let mut groups = Vec::new();
+    // v1's Lag of each partition, in the response's nesting.
+    let mut lags: Vec<Vec<Vec<i64>>> = Vec::new();
     for g in request.groups {
         let group = g.group_id.0.to_string();
         let mut out =
@@ -98,10 +105,12 @@ pub async fn describe(
             }
         };
         let mut budget = MAX_PARTITIONS;
+        let mut group_lags = Vec::new();
         for (name, partitions) in wanted {
             let topic = image.topics.get(&name);
             let id = topic.map(|t| t.topic_id).unwrap_or([0; 16]);
             let mut parts = Vec::new();
+            let mut topic_lags = Vec::new();
             for p in partitions {
                 let answer = match topic {
                     None => Err(ResponseError::UnknownTopicOrPartition),
@@ -115,12 +124,17 @@ pub async fn describe(
                 let part = DescribeShareGroupOffsetsResponsePartition::default()
                     .with_partition_index(p)
                     .with_leader_epoch(-1);
+                topic_lags.push(match &answer {
+                    Ok(Some(s)) => lag(replicas, (&name, p), s),
+                    _ => UNKNOWN_LAG,
+                });
                 parts.push(match answer {
                     Ok(Some(s)) => part.with_start_offset(s.start_offset),
                     Ok(None) => part.with_start_offset(-1),
                     Err(e) => part.with_start_offset(-1).with_error_code(e.code()),
                 });
             }
+            group_lags.push(topic_lags);
             out.topics.push(
                 DescribeShareGroupOffsetsResponseTopic::default()
                     .with_topic_name(TopicName(StrBytes::from_string(name)))
@@ -129,14 +143,35 @@ pub async fn describe(
             );
         }
         groups.push(out);
+        lags.push(group_lags);
     }
     let has_error = groups.iter().any(|g| g.error_code != 0);
-    Handled::new(
-        Response::DescribeShareGroupOffsets(
-            DescribeShareGroupOffsetsResponse::default().with_groups(groups),
-        ),
-        has_error,
-    )
+    let mut wire = DescribeShareGroupOffsetsResponseWire::from(
+        DescribeShareGroupOffsetsResponse::default().with_groups(groups),
+    );
+    wire.lags = lags;
+    Handled::new(Response::DescribeShareGroupOffsets(wire), has_error)
+}
+
+/// KIP-1226's lag of a share-partition: the records below the high
+/// watermark not yet done (acknowledged or archived) — from the replica
+/// this broker holds (leader or follower); unknown (-1) without one.
+fn lag(replicas: &ReplicaManager, (topic, partition): (&str, i32), state: &ShareSnapshot) -> i64 {
+    let Some(replica) = replicas.replica(topic, partition) else {
+        return UNKNOWN_LAG;
+    };
+    let Ok(hw) = replica.consumer_read_bound(-1, true) else {
+        return UNKNOWN_LAG;
+    };
+    let hw = hw.min(replica.log.durable_offset());
+    let done: i64 = state
+        .batches
+        .iter()
+        .filter(|b| matches!(b.state, RecordState::Acknowledged | RecordState::Archived))
+        .map(|b| b.last_offset.min(hw - 1) - b.first_offset.max(state.start_offset) + 1)
+        .filter(|n| *n > 0)
+        .sum();
+    (hw - state.start_offset - done).max(0)
 }
 
 /// The group must be a share group (or unknown: created empty) without members.
