@@ -56,7 +56,8 @@
 #                    3 brokers) while k8s-perf/grow-brokers.sh grows the brokers to 5 and
 #                    moves the topic onto them with Kafka's tools; verified zero loss
 #                    (k8s-perf/tests/grow.sh; not part of make test)
-#   make compat-smoke  the client matrix's rows COMPAT_SMOKE_CLIENTS (part of make test)
+#   make compat-smoke  the client matrix's rows COMPAT_SMOKE_CLIENTS, then franz-go's own
+#                    share-group tests against a fresh chronik (part of make test)
 #   make compat      real-client compatibility matrix, every row (compat/run.sh: rdkafka, confluent-kafka,
 #                    kafka-python, franz-go, Java client + perf tools, kcat)
 #   make run         ./run-all.sh (release broker + confluent-kafka smoke round trip)
@@ -188,11 +189,16 @@ pytest: python-deps
 	$(VENV)/bin/python -m pytest tests/python $(PYTEST_ARGS)
 
 # make test's rows: the Java client (Kafka's own: eos-failover, security, the
-# admin and perf tools ride on the same jars) and franz-go (eos-848, security).
-# librdkafka is covered by cargo-test and pytest. make compat runs every row.
+# admin and perf tools ride on the same jars) and franz-go (eos-848, security),
+# each with share; librdkafka is covered by cargo-test and pytest. make compat
+# runs every row. Then franz-go's own share-group tests (KIP-932) against a
+# fresh 1-node chronik (compat/franz-go-suite.sh, ~10 s; a skipped test fails).
 COMPAT_SMOKE_CLIENTS ?= java franz-go kafka-cli
+FRANZ_GO_SHARE_TESTS ?= TestShareGroup|TestConsumeRegexShareSkipsInternal|TestAuditShare
 compat-smoke:
-	bash compat/run.sh --clients "$(COMPAT_SMOKE_CLIENTS)"
+	@rc=0; bash compat/run.sh --clients "$(COMPAT_SMOKE_CLIENTS)" || rc=1; \
+	bash compat/franz-go-suite.sh --run '$(FRANZ_GO_SHARE_TESTS)' --records 20000 --timeout 5m --no-skip || rc=1; \
+	exit $$rc
 
 compat:
 	bash compat/run.sh

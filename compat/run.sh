@@ -7,7 +7,11 @@
 # (temp data dir, 127.0.0.1 port 0) and run the checks of compat/README.md
 # through that client's driver: produce, fetch, group (default assignor, range,
 # roundrobin, cooperative-sticky), commit-resume (across a broker restart on
-# the same data dir), idempotent, transactions and admin; the clients in
+# the same data dir), idempotent, transactions and admin (and, for the rows in
+# SHARE_CLIENTS, share: share groups (KIP-932) through the client's share
+# consumer - franz-go, the Java client, confluent-kafka - or, for kafka-cli,
+# Kafka's share tools, python/share_groups.py; the other rows get n/a there,
+# with the reason); the clients in
 # EOS_848_CLIENTS (default franz-go) also run eos-848 (a KIP-848 group of
 # transactional members joining and leaving) on a broker with one fetch-session slot;
 # EOS_FAILOVER_CLIENTS also run eos-failover against a fresh 3-node cluster
@@ -43,7 +47,9 @@
 #      DEFAULT_DELAY_CLIENTS (default "confluent-kafka"), WAL_PROFILE (default medium),
 #      EOS_848_CLIENTS (default "franz-go"), EOS_848_MESSAGES (default 3000),
 #      EOS_FAILOVER_CLIENTS (default "java"), EOS_MESSAGES (default 3000),
-#      SECURITY_CLIENTS (default "rdkafka confluent-kafka java kcat franz-go").
+#      SECURITY_CLIENTS (default "rdkafka confluent-kafka java kcat franz-go"),
+#      SHARE_CLIENTS (default "confluent-kafka franz-go java kafka-cli", the drivers with
+#      share; "" for none), SHARE_STAGE_TIMEOUT (s, the client rows' share waits, default 30).
 # Processes it starts are in .run/pids (./cleanup.sh stops leftovers); the trap
 # stops every broker and driver process group it started, by pid.
 set -euo pipefail
@@ -68,6 +74,9 @@ EOS_848_CLIENTS="${EOS_848_CLIENTS:-franz-go}"
 EOS_848_MESSAGES="${EOS_848_MESSAGES:-3000}"
 EOS_MESSAGES="${EOS_MESSAGES:-3000}"
 SECURITY_CLIENTS="${SECURITY_CLIENTS:-rdkafka confluent-kafka java kcat franz-go}"
+# rows that run the share check (the drivers that have it); set empty for none
+SHARE_CLIENTS="${SHARE_CLIENTS-confluent-kafka franz-go java kafka-cli}"
+SHARE_STAGE_TIMEOUT="${SHARE_STAGE_TIMEOUT:-30}"
 # the security check's users and names (its certificates: $WORK/security)
 SECURITY_ADMIN="admin"
 SECURITY_USER="alice"
@@ -194,6 +203,22 @@ run_client() {
     eos_848_client && echo eos-848
     security_client && echo security
     [[ $client == kafka-cli ]] && echo cluster-ops
+    share_client && echo share
+  }
+  share_client() { [[ " $SHARE_CLIENTS " == *" $client "* ]]; }
+  # share_not_checked - why this row has no share check (its n/a line's detail)
+  share_not_checked() {
+    case $client in
+      rdkafka) echo "no share consumer in the rdkafka crate 0.39 nor in the librdkafka 2.12.1 it vendors (rdkafka-sys 4.10: no share API in rdkafka.h)";;
+      kafka-python) echo "no share consumer in kafka-python 3.0.12 (it only names the KIP-932 API keys)";;
+      aiokafka) echo "no KIP-932 support in aiokafka 0.12";;
+      sarama) echo "no KIP-932 support in sarama 1.61";;
+      kafkajs) echo "no KIP-932 support in kafkajs 2.2.4";;
+      kafka-streams) echo "Kafka Streams 4.x does not consume through share groups";;
+      perf) echo "this row runs Kafka's ProducerPerformance / ConsumerPerformance only (kafka-tools 4.3.1 also has ShareConsumerPerformance, a throughput tool; share groups are judged in the rows with a share consumer and kafka-cli)";;
+      kcat) echo "kcat 1.7.1 has no share-consumer mode (and its librdkafka 2.0.2 predates KIP-932)";;
+      *) echo "not in SHARE_CLIENTS ($SHARE_CLIENTS)";;
+    esac
   }
   eos_client() { [[ " $EOS_FAILOVER_CLIENTS " == *" $client "* ]]; }
   eos_848_client() { [[ " $EOS_848_CLIENTS " == *" $client "* ]]; }
@@ -302,6 +327,17 @@ run_client() {
   invoke idempotent idempotent -- --check idempotent --messages "$MESSAGES"
   invoke transactions transactions -- --check transactions --messages "$MESSAGES"
   invoke admin admin -- --check admin
+  # share groups (KIP-932): kafka-cli through Kafka's share tools
+  # (python/share_groups.py: four checks of ~40 s each on Kafka 4.3.1, so twice
+  # CHECK_TIMEOUT); a client row through its share consumer (a few seconds;
+  # its waits bounded by SHARE_STAGE_TIMEOUT)
+  if ! share_client; then
+    not_checked share "$(share_not_checked)"
+  elif [[ $client == kafka-cli ]]; then
+    CHECK_TIMEOUT=$((CHECK_TIMEOUT * 2)) invoke share share -- --check share --messages "$MESSAGES"
+  else
+    STAGE_TIMEOUT=$SHARE_STAGE_TIMEOUT invoke share share -- --check share --messages "$MESSAGES"
+  fi
   broker_stop
   eos_848_client && eos_848
   eos_client && eos_failover

@@ -2,8 +2,8 @@
 // (compat/README.md). One check per invocation against -bootstrap; prints its
 // JSON result line(s) on stdout, logs on stderr. Owns only the franz-go calls:
 // the skeleton, the checks' steps and verification live in the shared module
-// compat/driver, the transactions, eos-848 and security calls in
-// transactions.go, eos848.go and security.go.
+// compat/driver, the transactions, eos-848, security and share calls in
+// transactions.go, eos848.go, security.go and share.go.
 package main
 
 import (
@@ -42,6 +42,7 @@ func main() {
 	checks := driver.Checks(func(a driver.Args) driver.Client { return franz{own(a)} })
 	checks["eos-848"] = func(rep *driver.Reporter, a driver.Args) error { return checkEOS848(rep, own(a)) }
 	checks["security"] = func(rep *driver.Reporter, a driver.Args) error { return checkSecurity(rep, own(a)) }
+	checks["share"] = func(rep *driver.Reporter, a driver.Args) error { return checkShare(rep, own(a)) }
 	driver.Main("franz-go", "github.com/twmb/franz-go", checks)
 }
 

@@ -26,6 +26,10 @@ a user of a Kafka cluster runs them, and prints the JSON result line:
   cluster-ops  the same tools operating a split cluster in racks: manual
          placement, draining a broker under load, follower fetching
          (cluster_ops.py)
+  share  share groups (KIP-932) through Kafka's share tools: verifiable
+         share consumers, redelivery after the acquisition lock and after a
+         SIGKILL, rejected and archived records, kafka-share-groups
+         (share_groups.py; standard library only)
   the rest n/a: these tools neither produce nor consume.
 Setup (messages, a group's commits, a transaction) uses confluent-kafka.
 """
@@ -43,6 +47,7 @@ from confluent_kafka.admin import AdminClient
 
 import compat_common as cc
 import cluster_ops
+import share_groups
 from kafka_tools import StepFailed, Steps, tools_version
 
 CLIENT = "kafka-cli"
@@ -256,6 +261,7 @@ def main() -> int:
             "transactions", "kafka-transactions.sh list/describe is part of the admin check"),
         "admin": check_admin,
         "cluster-ops": cluster_ops.check_cluster_ops,
+        "share": share_groups.check_share,
     })
 
 

@@ -3,9 +3,9 @@
 Owns: the driver command line and main, the result line format, the payload
 of the test messages and the checks on what came back (exact set,
 per-partition order, commit-resume start offsets, group split), the steps of
-the produce-fetch, group, commit-resume, idempotent and transactions checks
-given a client's calls, a group member polling on a thread of its own, and
-the `security` check's four steps. Knows no Kafka client: the drivers
+the produce-fetch, group, commit-resume, idempotent, transactions and share
+checks given a client's calls, a group member polling on a thread of its
+own, and the `security` check's four steps. Knows no Kafka client: the drivers
 (confluent_driver.py, kafka_python_driver.py, aiokafka_driver.py,
 kcat_driver.py, perf_driver.py) bring one and call these functions; the
 security settings are spelled in librdkafka's property names, which
@@ -24,13 +24,14 @@ import uuid
 from typing import Callable, Iterable
 
 CHECK_NAMES = ("produce-fetch", "group", "commit-resume", "idempotent", "transactions", "admin", "security",
-               "cluster-ops")
+               "cluster-ops", "share")
 # What a driver that does not implement a check reports for it.
 NOT_CHECKED = {
     "admin": "admin APIs are checked with Kafka's own CLI tools (the kafka-cli row)",
     "transactions": "this client has no transactional producer",
     "security": "this driver has no TLS/SASL step (compat/run.sh SECURITY_CLIENTS)",
     "cluster-ops": "cluster operations are checked with Kafka's own CLI tools (the kafka-cli row)",
+    "share": "this driver has no share-consumer step (compat/run.sh SHARE_CLIENTS)",
 }
 # The SASL mechanism of the `security` check (the broker enables only this one).
 SCRAM_MECHANISM = "SCRAM-SHA-512"
@@ -534,6 +535,216 @@ def driver_main(doc: str, client: str, version: str, checks: dict[str, Callable]
     it), then run_main on a Reporter of client and version."""
     args = parse_args(doc.splitlines()[0])
     return run_main(Reporter(client, version), args, checks)
+
+
+# -- share groups (KIP-932) -------------------------------------------------
+# The `share` check (compat/README.md): the twin of compat/driver/share.go and
+# ShareCheck.java, the same plan, problems and words.
+
+SHARE_CONSUMERS = 2
+SHARE_QUIET = 2.0  # s the consumers keep polling once every record is accepted
+SHARE_LOCK_MS = "15000"  # the group's share.record.lock.duration.ms (Kafka's minimum)
+ACCEPT, RELEASE, REJECT = "accept", "release", "reject"
+
+
+class SharePlan:
+    """What a share consumer does with each of n records: `release` is
+    released on its first delivery (accepted when it comes back), `reject`
+    rejected (it must never come back), every other record accepted."""
+
+    def __init__(self, n: int):
+        if n < 4:
+            raise ValueError(f"share needs --messages >= 4, got {n}")
+        self.n, self.release, self.reject = n, n // 2, n // 3
+
+    def ack_for(self, i: int, count: int) -> str:
+        if i == self.reject:
+            return REJECT
+        return RELEASE if i == self.release and count <= 1 else ACCEPT
+
+
+class ShareRun:
+    """What the consumers of one run share: every delivery as (consumer,
+    index or -1, (partition, offset), delivery count, ack), the
+    acknowledgement and consumer errors; thread-safe."""
+
+    def __init__(self, plan: SharePlan, topic: str):
+        self.plan, self.topic = plan, topic
+        self.deliveries: list[tuple[int, int, tuple[int, int], int, str]] = []
+        self.ack_errors: list[str] = []
+        self.errors: list[str] = []
+        self.polled: set[int] = set()  # consumers whose first poll returned
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def delivered(self, consumer: int, value: bytes | None, at: tuple[int, int], count: int) -> str:
+        """Records one delivery; returns the ack the plan says to send."""
+        i = value_index(self.topic, value)
+        i = i if i is not None and 0 <= i < self.plan.n else -1
+        ack = self.plan.ack_for(i, count)
+        with self._lock:
+            self.deliveries.append((consumer, i, at, count, ack))
+        return ack
+
+    def ack_error(self, msg: str) -> None:
+        with self._lock:
+            self.ack_errors.append(msg)
+
+    def done(self) -> bool:
+        with self._lock:
+            return len({d[1] for d in self.deliveries if d[4] == ACCEPT and d[1] >= 0}) >= self.plan.n - 1
+
+
+def verify_share(plan: SharePlan, deliveries: list, acks: dict[int, tuple[int, int]],
+                 ack_errors: list[str]) -> list[str]:
+    """Every record but the rejected one accepted exactly once, where its
+    producer was told it landed; the released one delivered with counts 1
+    then 2; the rejected one once; counts >= 1; nothing foreign; no
+    acknowledgement error. How the records were split between the consumers
+    is not judged: one may take them all before the other's first fetch
+    (share_summary reports the split)."""
+    problems = []
+    if ack_errors:
+        problems.append(f"{len(ack_errors)} acknowledgement errors, first: {ack_errors[0]}")
+    accepted: dict[int, int] = {}
+    counts: dict[int, list[int]] = {}
+    foreign = bad_count = moved = 0
+    for _consumer, i, at, count, ack in deliveries:
+        if i < 0:
+            foreign += 1
+            continue
+        bad_count += count < 1
+        moved += i in acks and tuple(acks[i]) != tuple(at)
+        counts.setdefault(i, []).append(count)
+        if ack == ACCEPT:
+            accepted[i] = accepted.get(i, 0) + 1
+    if foreign:
+        problems.append(f"{foreign} records that are not ours")
+    if bad_count:
+        problems.append(f"{bad_count} deliveries with a delivery count below 1")
+    if moved:
+        problems.append(f"{moved} records not at their acked position")
+    others = [i for i in range(plan.n) if i != plan.reject]
+    missing = [i for i in others if accepted.get(i, 0) == 0]
+    twice = [i for i in others if accepted.get(i, 0) > 1]
+    if missing:
+        problems.append(f"{len(missing)} of {plan.n - 1} records never accepted (first {missing[:5]})")
+    if twice:
+        problems.append(f"{len(twice)} records accepted more than once (first {twice[:5]})")
+    rel = ",".join(map(str, sorted(counts.get(plan.release, []))))
+    if rel != "1,2":
+        problems.append(f"released record {plan.release}: delivery counts [{rel}], want [1,2] "
+                        "(released on the first, accepted on the second)")
+    rej = ",".join(map(str, sorted(counts.get(plan.reject, []))))
+    if rej != "1":
+        problems.append(f"rejected record {plan.reject}: delivery counts [{rej}], want [1] "
+                        "(a rejected record must not come back)")
+    return problems
+
+
+def share_summary(plan: SharePlan, deliveries: list) -> str:
+    per_consumer = [0] * SHARE_CONSUMERS
+    back = ""
+    for consumer, i, _at, count, ack in deliveries:
+        per_consumer[consumer] += ack == ACCEPT
+        if i == plan.release and count >= 2:
+            back = f"consumer {consumer + 1}"
+    return (f"accepted {'+'.join(map(str, per_consumer))} by the {SHARE_CONSUMERS} consumers "
+            f"({len(deliveries)} deliveries); record {plan.release} released, back with delivery count 2 "
+            f"to {back or 'no consumer'}; record {plan.reject} rejected")
+
+
+def share_check(rep: Reporter, args: argparse.Namespace, create_topic: Callable, set_group_configs: Callable,
+                produce: Callable, consume: Callable, how: dict[str, str],
+                wait_assigned: Callable | None = None, heartbeat_ms: Callable | None = None) -> None:
+    """The `share` check given a client's calls: create_topic (as above);
+    set_group_configs(bootstrap, group, {name: value}, timeout) on the GROUP
+    resource; produce (as above, acks=all); consume(run, c, group) as share
+    consumer c until run.stop, calling run.delivered for each record and
+    acknowledging as it answers, run.ack_error for each failed
+    acknowledgement, adding c to run.polled once its first poll returned,
+    then leaving the group; wait_assigned(bootstrap, group, topic, n,
+    timeout) -> None once the group's describe shows n members each assigned
+    partitions of topic at the assignment epoch, else what it saw last. A
+    client that cannot describe share groups (wait_assigned None) waits
+    instead, once every consumer has polled, the group's heartbeat interval
+    (heartbeat_ms(bootstrap, group, timeout), DescribeConfigs) plus a second:
+    by then the member that joined first has heard that the second took
+    partitions from it (its acknowledgements of a partition taken from it
+    fail in the client). `how` names
+    the client's calls: "configs" (the config call), "consumers" (the
+    consumers and their acks), "describe" (wait_assigned's call, or why none)."""
+    started = time.monotonic()
+    plan = SharePlan(args.messages)
+    topic, group = unique("compat-share"), unique("compat-share")
+    run = ShareRun(plan, topic)
+    create_topic(args.bootstrap, topic, PRODUCE_PARTITIONS, args.stage_timeout)
+    set_group_configs(args.bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                              "share.record.lock.duration.ms": SHARE_LOCK_MS}, args.stage_timeout)
+
+    def consumer_main(c: int) -> None:
+        try:
+            consume(run, c, group)
+        except Exception as e:  # surfaced in the verdict
+            log(f"share consumer {c + 1}: {e!r}")
+            with run._lock:
+                run.errors.append(f"consumer {c + 1}: {e!r}")
+
+    threads = [threading.Thread(target=consumer_main, args=(c,), daemon=True) for c in range(SHARE_CONSUMERS)]
+    for t in threads:
+        t.start()
+    problems = []
+    waited = time.monotonic()
+    both_assigned = False
+    settled = ""
+    if wait_assigned is not None:  # both members in the group with partitions before the records come
+        last = wait_assigned(args.bootstrap, group, topic, SHARE_CONSUMERS, args.stage_timeout)
+        both_assigned = last is None
+        if not both_assigned:
+            problems.append(f"{how['describe']} did not show {SHARE_CONSUMERS} members each assigned partitions "
+                            f"of {topic} at the assignment epoch within {args.stage_timeout:.0f}s (last: {last})")
+    else:
+        wait_until(lambda: len(run.polled) == SHARE_CONSUMERS or bool(run.errors), args.stage_timeout, 0.05)
+        interval = 5000
+        try:
+            interval = heartbeat_ms(args.bootstrap, group, args.stage_timeout) if heartbeat_ms else interval
+        except Exception as e:  # the default is Kafka's (and its minimum)
+            log(f"share.heartbeat.interval.ms of {group}: {e!r}; assuming {interval} ms")
+        time.sleep(interval / 1000 + 1)
+        settled = f", {interval / 1000 + 1:.0f}s after both polled (share.heartbeat.interval.ms {interval} + 1 s)"
+    assigned_in = time.monotonic() - waited
+    acks, errors = produce(args.bootstrap, topic, topic, plan.n, args.stage_timeout)
+    produce_problems = verify_acks(plan.n, acks, errors)
+    problems += [f"produce: {p}" for p in produce_problems]
+    produced = time.monotonic() - started
+    if not produce_problems:
+        wait_until(lambda: run.done() or bool(run.errors), args.stage_timeout, 0.05)
+    finished = run.done()
+    if finished:
+        time.sleep(SHARE_QUIET)
+    run.stop.set()
+    for k, t in enumerate(threads):
+        t.join(args.stage_timeout + 30)
+        if t.is_alive():
+            problems.append(f"consumer {k + 1} did not close within the stage timeout")
+    with run._lock:
+        deliveries = list(run.deliveries)
+    if not finished:
+        problems.append(f"not every record accepted within {args.stage_timeout:.0f}s")
+    problems += verify_share(plan, deliveries, acks, run.ack_errors)
+    problems += run.errors
+    summary = share_summary(plan, deliveries)
+    if problems:
+        problems.append(f"({summary})")
+    assigned = (f"each assigned partitions at the assignment epoch ({how['describe']}) after {assigned_in:.1f}s"
+                if both_assigned else f"records produced {assigned_in:.1f}s after they subscribed{settled} "
+                                      f"({how['describe']})")
+    rep.verdict("share", problems,
+                f"share group {group} (share.auto.offset.reset=earliest set by {how['configs']} on the GROUP "
+                f"resource), {SHARE_CONSUMERS} {how['consumers']}, {assigned}; {plan.n} produced (acks=all) to "
+                f"{PRODUCE_PARTITIONS} partitions by {produced:.1f}s; no acknowledgement error: {summary}; each "
+                f"record accepted once, the released one on its return, the rejected one never back "
+                f"({SHARE_QUIET:.0f}s quiet after); {time.monotonic() - started:.1f}s in all")
 
 
 # -- security ----------------------------------------------------------------

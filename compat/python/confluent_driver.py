@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (AcknowledgeType, Consumer, KafkaError, KafkaException, Producer, ShareConsumer,
+                             TopicPartition)
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+                                   ResourceType)
 
 import compat_common as cc
 
@@ -288,6 +290,61 @@ def check_security(rep: cc.Reporter, args) -> None:
         return [], "delivery failed with TOPIC_AUTHORIZATION_FAILED"
 
     cc.security_check(rep, args, produce_consume, refused_login, denied_produce)
+
+
+def set_group_configs(bootstrap: str, group: str, configs: dict[str, str], timeout: float) -> None:
+    """IncrementalAlterConfigs (SET) on the GROUP config resource."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    futures = admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                              incremental_configs=entries)])
+    for f in futures.values():
+        f.result(timeout=timeout)
+
+
+def check_share(rep: cc.Reporter, args) -> None:
+    """Share groups (KIP-932) through librdkafka's share consumer
+    (confluent_kafka.ShareConsumer, share.acknowledgement.mode=explicit):
+    acknowledge() each record as the plan says, commit_sync() after each poll."""
+    timeout = args.stage_timeout
+    ack_type = {cc.ACCEPT: AcknowledgeType.ACCEPT, cc.RELEASE: AcknowledgeType.RELEASE,
+                cc.REJECT: AcknowledgeType.REJECT}
+
+    def consume(run: cc.ShareRun, c: int, group: str) -> None:
+        consumer = ShareConsumer({"bootstrap.servers": args.bootstrap, "group.id": group,
+                                  "share.acknowledgement.mode": "explicit"})
+        try:
+            consumer.subscribe([run.topic])
+            while not run.stop.is_set():
+                msgs = consumer.poll(0.5)
+                run.polled.add(c)
+                got = 0
+                for msg in msgs:
+                    if msg.error():
+                        if msg.error().code() != KafkaError._PARTITION_EOF:
+                            run.ack_error(f"consumer {c + 1}: poll: {msg.error().str()}")
+                        continue
+                    ack = run.delivered(c, msg.value(), (msg.partition(), msg.offset()), msg.delivery_count() or 0)
+                    consumer.acknowledge(msg, ack_type[ack])
+                    got += 1
+                if got:
+                    for tp, err in consumer.commit_sync(timeout).items():
+                        if err is not None:
+                            run.ack_error(f"consumer {c + 1}: {tp.topic}[{tp.partition}]: {err}")
+        finally:
+            consumer.close()  # commits what is pending, leaves the group
+
+    def heartbeat_ms(bootstrap: str, group: str, timeout: float) -> int:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        futures = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
+        configs = next(iter(futures.values())).result(timeout=timeout)
+        return int(configs["share.heartbeat.interval.ms"].value)
+
+    cc.share_check(rep, args, create_topic, set_group_configs, produce, consume, {
+        "configs": "AdminClient.incremental_alter_configs",
+        "consumers": "confluent_kafka.ShareConsumers (share.acknowledgement.mode=explicit, "
+                     "acknowledge + commit_sync)",
+        "describe": "confluent-kafka's AdminClient has no share-group describe"}, heartbeat_ms=heartbeat_ms)
 
 
 def main() -> int:

@@ -4,8 +4,8 @@ with `java -cp`, as the distribution's bin/*.sh scripts do.
 
 Owns: the jar directory, the tools' version, one bounded tool run whose
 output is logged to stderr, and `Steps`, a check's tool runs in order (the
-first that fails ends it). Used by perf_driver.py, cli_driver.py and
-cluster_ops.py.
+first that fails ends it). Used by perf_driver.py, cli_driver.py,
+cluster_ops.py and share_groups.py.
 """
 
 from __future__ import annotations
@@ -30,11 +30,17 @@ def tools_version() -> str:
     return m.group(1) if m else "unknown (compat/java/target/lib missing)"
 
 
-def java(main: str, *argv: str, timeout: float) -> subprocess.CompletedProcess:
-    cmd = [JAVA, "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-           "-cp", str(LIB / "*"), main, *argv]
+def java_cmd(main: str, *argv: str) -> list[str]:
+    """The command line of one tool run (also for tools run in the background)."""
+    return [JAVA, "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+            "-cp", str(LIB / "*"), main, *argv]
+
+
+def java(main: str, *argv: str, timeout: float, stdin: str | None = None) -> subprocess.CompletedProcess:
+    cmd = java_cmd(main, *argv)
     cc.log("run: " + " ".join(cmd))
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=stdin,
+                       stdin=None if stdin is not None else subprocess.DEVNULL)
     cc.log(f"exit {r.returncode}\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
     return r
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 COLUMNS = ["produce", "fetch", "group", "group:range", "group:roundrobin",
            "group:cooperative-sticky", "commit-resume", "idempotent", "transactions", "admin",
-           "eos-848", "eos-failover", "security", "cluster-ops"]
+           "eos-848", "eos-failover", "security", "cluster-ops", "share"]
 CELL = {"pass": "pass", "fail": "FAIL", "n/a": "n/a"}
 
 

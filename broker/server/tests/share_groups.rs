@@ -203,6 +203,25 @@ fn an_expired_lock_redelivers_to_another_member_with_a_higher_delivery_count() -
     // a's late acknowledgement is refused: it no longer holds them.
     let late = a.fetch(&mut client, &[(0, 2, ACCEPT)], 0)?;
     ensure!(late.ack_error == INVALID_RECORD_STATE, "late ack: {late:?}");
+    // The broker's counters saw it: 3 released by the lock, 3 redelivered.
+    let metrics = broker.metrics_text()?;
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(name) && !l.starts_with('#'))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    ensure!(
+        value("chronik_share_lock_expired_records_total") >= 3.0,
+        "lock-expired counter:\n{metrics}"
+    );
+    ensure!(
+        value("chronik_share_redelivered_records_total") >= 3.0,
+        "redelivered counter"
+    );
+    ensure!(value("chronik_share_sessions") >= 1.0, "sessions gauge");
     Ok(())
 }
 

@@ -12,6 +12,7 @@ use chronik_log::LogManager;
 
 use crate::infra::metrics_cluster::ClusterMetrics;
 use crate::infra::metrics_cluster::ReplicationSnapshot;
+use crate::infra::metrics_share::ShareMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -80,6 +81,7 @@ pub struct Metrics {
     pub log_cleaner_runs: Counter,
     pub log_cleaner_last_run_timestamp_seconds: Gauge,
     pub cluster: ClusterMetrics,
+    pub share: ShareMetrics,
 }
 
 impl Metrics {
@@ -123,6 +125,7 @@ impl Metrics {
             log_cleaner_runs: Counter::default(),
             log_cleaner_last_run_timestamp_seconds: Gauge::default(),
             cluster: ClusterMetrics::default(),
+            share: ShareMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -306,6 +309,7 @@ impl Metrics {
             m.log_cleaner_last_run_timestamp_seconds.clone(),
         );
         m.cluster.register(&mut registry);
+        m.share.register(&mut registry);
         Arc::new(Metrics { registry, ..m })
     }
 

@@ -233,7 +233,11 @@ pub async fn run(
             replicas.clone(),
             cluster.clone(),
         ));
-        let partitions = SharePartitions::new(persister.clone(), replicas.clone(), cluster.clone());
+        let partitions = SharePartitions::new(
+            persister.clone(),
+            (replicas.clone(), cluster.clone()),
+            metrics.share.clone(),
+        );
         partitions.spawn_ticker();
         let share_groups = ShareGroups::new(offsets.clone(), groups.clone(), cluster.clone());
         {
@@ -248,7 +252,9 @@ pub async fn run(
         let share = Arc::new(ShareCoordinator {
             groups: share_groups,
             partitions,
-            sessions: Default::default(),
+            sessions: crate::coordinators::share::sessions::ShareSessions::new(
+                metrics.share.sessions.clone(),
+            ),
             persister,
         });
         share.spawn_session_reaper();

@@ -33,6 +33,7 @@ use tracing::{debug, warn};
 use super::config::{settings_of, AutoOffsetReset};
 use super::persister::SharePersister;
 use crate::coordinators::groups::offset_store::now_ms;
+use crate::infra::metrics_share::{AckTypeLabels, ShareMetrics};
 use crate::replica::high_watermark::{consumer_high_watermark, last_stable_offset};
 use crate::replica::{Replica, ReplicaManager};
 
@@ -64,6 +65,7 @@ pub struct Fetched {
 
 pub struct SharePartitions {
     persister: Arc<SharePersister>,
+    metrics: ShareMetrics,
     replicas: Arc<ReplicaManager>,
     cluster: Arc<Cluster>,
     slots: Mutex<HashMap<SpKey, Arc<tokio::sync::Mutex<Option<Slot>>>>>,
@@ -78,11 +80,12 @@ impl std::fmt::Debug for SharePartitions {
 impl SharePartitions {
     pub fn new(
         persister: Arc<SharePersister>,
-        replicas: Arc<ReplicaManager>,
-        cluster: Arc<Cluster>,
+        (replicas, cluster): (Arc<ReplicaManager>, Arc<Cluster>),
+        metrics: ShareMetrics,
     ) -> Arc<SharePartitions> {
         Arc::new(SharePartitions {
             persister,
+            metrics,
             replicas,
             cluster,
             slots: Mutex::new(HashMap::new()),
@@ -214,8 +217,10 @@ impl SharePartitions {
             return Err(ResponseError::UnknownServerError);
         };
         let now = now_ms_u();
-        if s.state.expire_locks(now) > 0 {
+        let expired = s.state.expire_locks(now);
+        if expired > 0 {
             s.dirty = true;
+            self.metrics.lock_expired_records.inc_by(expired as u64);
         }
         let settings = settings_of(&self.cluster.image(), &key.0);
         let hw = consumer_high_watermark(&replica)?;
@@ -250,6 +255,13 @@ impl SharePartitions {
         let acquired = s
             .state
             .acquire(member, &batches, bound, (max_records, mode), now);
+        for run in &acquired {
+            let n = u64::try_from(run.last_offset - run.first_offset + 1).unwrap_or(0);
+            self.metrics.acquired_records.inc_by(n);
+            if run.delivery_count > 1 {
+                self.metrics.redelivered_records.inc_by(n);
+            }
+        }
         Ok(Fetched { records, acquired })
     }
 
@@ -285,6 +297,7 @@ impl SharePartitions {
                 .await?;
         }
         s.state = next;
+        count_acknowledged(&self.metrics, batches);
         Ok(())
     }
 
@@ -347,8 +360,10 @@ impl SharePartitions {
                 }
                 continue;
             }
-            if s.state.expire_locks(now) > 0 {
+            let expired = s.state.expire_locks(now);
+            if expired > 0 {
                 s.dirty = true;
+                self.metrics.lock_expired_records.inc_by(expired as u64);
             }
             if s.dirty {
                 match self
@@ -389,4 +404,30 @@ impl SharePartitions {
 
 fn now_ms_u() -> Millis {
     Millis::try_from(now_ms()).unwrap_or(0)
+}
+
+/// Counts acknowledged records by type (once stored).
+fn count_acknowledged(metrics: &ShareMetrics, batches: &[AckBatch]) {
+    use chronik_coordinator_state::share_partition::AckType;
+    for b in batches {
+        let len = u64::try_from(b.last_offset - b.first_offset + 1).unwrap_or(0);
+        let per_type: Vec<(AckType, u64)> = if b.types.len() == 1 {
+            vec![(b.types[0], len)]
+        } else {
+            b.types.iter().map(|t| (*t, 1)).collect()
+        };
+        for (t, n) in per_type {
+            let ack_type = match t {
+                AckType::Gap => "gap",
+                AckType::Accept => "accept",
+                AckType::Release => "release",
+                AckType::Reject => "reject",
+                AckType::Renew => "renew",
+            };
+            metrics
+                .acknowledged_records
+                .get_or_create(&AckTypeLabels { ack_type })
+                .inc_by(n);
+        }
+    }
 }

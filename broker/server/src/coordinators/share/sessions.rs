@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
+use prometheus_client::metrics::gauge::Gauge;
 
 /// Kafka's `group.share.max.share.sessions` default.
 pub const MAX_SHARE_SESSIONS: usize = 2000;
@@ -53,11 +54,50 @@ pub enum Opened {
 #[derive(Debug, Default)]
 pub struct ShareSessions {
     sessions: Mutex<HashMap<SessionKey, Session>>,
+    /// `chronik_share_sessions`, set on every change.
+    gauge: Gauge,
+}
+
+/// The session table, which sets the gauge when the guard goes.
+struct Held<'a> {
+    sessions: std::sync::MutexGuard<'a, HashMap<SessionKey, Session>>,
+    gauge: &'a Gauge,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.gauge
+            .set(i64::try_from(self.sessions.len()).unwrap_or(i64::MAX));
+    }
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = HashMap<SessionKey, Session>;
+    fn deref(&self) -> &Self::Target {
+        &self.sessions
+    }
+}
+
+impl std::ops::DerefMut for Held<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.sessions
+    }
 }
 
 impl ShareSessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionKey, Session>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    /// An empty table whose size `gauge` shows.
+    pub fn new(gauge: Gauge) -> ShareSessions {
+        ShareSessions {
+            sessions: Mutex::new(HashMap::new()),
+            gauge,
+        }
+    }
+
+    fn lock(&self) -> Held<'_> {
+        Held {
+            sessions: self.sessions.lock().unwrap_or_else(|e| e.into_inner()),
+            gauge: &self.gauge,
+        }
     }
 
     /// Applies a request's `epoch` and its partition changes (`added`,

@@ -181,7 +181,9 @@ async fn fetch(
             release(share, (&group, &member), &partitions).await;
             return Ok(respond(&image, answers, unknown, 0));
         }
-        Opened::Continued => {}
+        // Partitions taken out of the session: what the member held there
+        // is released, as Kafka does.
+        Opened::Continued => release(share, (&group, &member), &forgotten).await,
     }
     let settings = settings_of(&image, &group);
     let session = share.sessions.partitions(&key);

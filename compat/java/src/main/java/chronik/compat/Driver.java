@@ -96,6 +96,7 @@ public final class Driver {
                 case "transactions" -> d.transactions();
                 case "eos-failover" -> new EosFailover(d, args).run();
                 case "security" -> new SecurityCheck(d, args).run();
+                case "share" -> new ShareCheck(d).run();
                 case "admin" -> d.emit("admin", "n/a",
                         "admin APIs are checked with Kafka's own CLI tools (the kafka-cli row)");
                 default -> throw new IllegalArgumentException("unknown check " + check);
