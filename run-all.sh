@@ -41,6 +41,11 @@
 #                        and show the warm-up's end-to-end latency apart
 #     --late-consumer D  start one more verifying consumer D into the measured load (a
 #                        rebalance in the window: what the report's Verification names)
+#     --kill-consumer-at D  SIGKILL verifying consumer-1 D into the measured load (e.g. 30s;
+#                        0 = none; a plan may carry it: share-queue does, 30s; share-group
+#                        plans only). Its unacknowledged records are redelivered after
+#                        share.record.lock.duration.ms; its last checkpoint report stays in
+#                        the merge, and the report names it
 #     --rate N           smoke: batches per second (default 200 = 20,000 msg/s)
 #     --scale X          multiplies the plan's rates (default 1 for smoke and find-max; 0.01 =
 #                        laptop size for the seed plans)
@@ -66,6 +71,9 @@
 #     --min-insync-replicas M  topic min.insync.replicas (default 2 with 3+ nodes, else 1)
 #     --broker chronik|kafka   broker under test (default chronik)
 #     --ingestors N      (default 2)   --consumers M (default 2)   --partitions P (default 6)
+#                        A plan's "consumers" block (load/SPEC.md) may set the consumers' mode
+#                        and count: share-queue runs 3 members of one KIP-932 share group
+#                        (chronik-consumer --share-group), verified at least once
 #     --batch-size N     messages per POST   --message-size B   (default: the plan's; smoke 100 x 256 B)
 #     --keys fixed|fresh prebuilt bodies rotated (default), or new keys every request
 #     --wal-profile P    chronik WAL profile (default medium)
@@ -116,6 +124,7 @@ WARMUP="${WARMUP:-}"
 QUOTA="${QUOTA:-}"
 QUOTA_TENANT="${QUOTA_TENANT:-noisy}"
 LATE_CONSUMER="${LATE_CONSUMER:-}"
+KILL_CONSUMER_AT="${KILL_CONSUMER_AT:-}"
 RATE="${RATE:-200}"
 SCALE="${SCALE:-}"
 DURATION_SCALE="${DURATION_SCALE:-}"
@@ -168,6 +177,7 @@ while (($#)); do
     --warmup) WARMUP=$2; shift 2 ;;
     --quota) QUOTA=$2; shift 2 ;;
     --late-consumer) LATE_CONSUMER=$2; shift 2 ;;
+    --kill-consumer-at) KILL_CONSUMER_AT=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
     --scale) SCALE=$2; shift 2 ;;
     --generators) GENERATORS=$2; shift 2 ;;
@@ -175,7 +185,7 @@ while (($#)); do
     --acks) ACKS=$2; shift 2 ;;
     --broker) BROKER=$2; shift 2 ;;
     --ingestors) INGESTORS=$2; shift 2 ;;
-    --consumers) CONSUMERS=$2; shift 2 ;;
+    --consumers) CONSUMERS=$2; CONSUMERS_GIVEN=1; shift 2 ;;
     --partitions) PARTITIONS=$2; shift 2 ;;
     --nodes) NODES=$2; shift 2 ;;
     --controllers) CONTROLLERS=$2; shift 2 ;;
@@ -199,6 +209,23 @@ while (($#)); do
 done
 [[ -f "load/plans/$TEST.json" ]] || die "no load plan load/plans/$TEST.json"
 [[ "$GENERATORS" =~ ^[1-9]$ ]] || die "--generators must be 1..9"
+# the plan's "consumers" block (load/SPEC.md): mode (group|share), count,
+# share_configs, kill_consumer_at; flags win over it
+plan_consumers=$(python3 scripts/runctl.py plan-consumers "load/plans/$TEST.json") \
+  || die "load/plans/$TEST.json: a bad consumers block"
+read -r CONSUMER_MODE PLAN_CONSUMERS PLAN_KILL_AT PLAN_SHARE_CONFIGS <<< "$plan_consumers"
+[[ "$PLAN_CONSUMERS" != - && -z "${CONSUMERS_GIVEN:-}" ]] && CONSUMERS=$PLAN_CONSUMERS
+[[ "$PLAN_KILL_AT" != - && -z "$KILL_CONSUMER_AT" ]] && KILL_CONSUMER_AT=$PLAN_KILL_AT
+[[ "$PLAN_SHARE_CONFIGS" == - ]] && PLAN_SHARE_CONFIGS=""
+[[ "$KILL_CONSUMER_AT" == 0 || "$KILL_CONSUMER_AT" == 0s ]] && KILL_CONSUMER_AT=""
+[[ -z "$KILL_CONSUMER_AT" || "$KILL_CONSUMER_AT" =~ ^[0-9]+s?$ ]] || die "--kill-consumer-at takes seconds, e.g. 30s"
+[[ -z "$KILL_CONSUMER_AT" || "$CONSUMERS" -ge 2 ]] || die "--kill-consumer-at needs 2 or more consumers (one survives)"
+# a consumer-group member killed writes no report: what it verified and
+# committed would read as loss. Share-mode members checkpoint theirs.
+[[ -z "$KILL_CONSUMER_AT" || "$CONSUMER_MODE" == share ]] \
+  || die "--kill-consumer-at runs with a share-group plan (consumers.mode share, e.g. --test share-queue)"
+# the share-group client (chronik-consumer --share-group) speaks PLAINTEXT only
+[[ "$CONSUMER_MODE" != share || "$SECURE" == 0 ]] || die "--test $TEST (a share group): not with --secure"
 tenants_load_plans "load/plans/$TEST.json" "$RUN_DIR/$RUN_ID/plans"
 if ((${#TENANTS[@]})); then
   # one generator, ingestor and consumer per tenant
@@ -216,8 +243,9 @@ PLAN_FAULTS=$(python3 scripts/faults.py plan "load/plans/$TEST.json")
 FAULTS=${FAULTS:-$PLAN_FAULTS}
 # smoke is sized by --rate and --duration; the seed plans by their own
 # stages, scaled down to fit one machine unless told otherwise (plans with
-# a fault schedule are sized for this machine already).
-if [[ "$TEST" == smoke || "$TEST" == find-max || -n "$PLAN_FAULTS" || ${#TENANTS[@]} -gt 0 ]]; then
+# a fault schedule, tenants or a share group are sized for this machine already).
+if [[ "$TEST" == smoke || "$TEST" == find-max || -n "$PLAN_FAULTS" || ${#TENANTS[@]} -gt 0 \
+  || "$CONSUMER_MODE" == share ]]; then
   SCALE=${SCALE:-1}; DURATION_SCALE=${DURATION_SCALE:-1}
 else
   SCALE=${SCALE:-0.01}; DURATION_SCALE=${DURATION_SCALE:-0.05}
@@ -414,11 +442,22 @@ consumer_rack_args() {
   return 0
 }
 ((${#TENANTS[@]})) && tenants_start
+# share mode: every consumer one member of the share group $GROUP; the group's
+# configs (share.auto.offset.reset=earliest via --from-beginning, the plan's
+# share_configs) set by each member before it joins
+CONSUMER_MODE_ARGS=()
+if [[ "$CONSUMER_MODE" == share ]]; then
+  CONSUMER_MODE_ARGS=(--share-group "$GROUP")
+  IFS=, read -ra share_configs <<< "$PLAN_SHARE_CONFIGS"
+  for c in "${share_configs[@]}"; do CONSUMER_MODE_ARGS+=(--share-config "$c"); done
+fi
+declare -a CONSUMER_PIDS=()
 for ((i = 0; i < CONSUMERS && ${#TENANTS[@]} == 0; i++)); do
   consumer_rack_args "$i"
   start_consumer "consumer-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "$GROUP" "$OUT/consumers/consumer-$i.json" \
-    "${CONSUMER_RACK_ARGS[@]}"
+    "${CONSUMER_RACK_ARGS[@]}" "${CONSUMER_MODE_ARGS[@]}"
   STARTED+=("consumer-$i=$STARTED_PID"); CONSUMER_URLS+=("$STARTED_URL"); SCRAPE+=("$STARTED_METRICS")
+  CONSUMER_PIDS+=("$STARTED_PID")
 done
 for ((i = 0; i < INGESTORS && ${#TENANTS[@]} == 0; i++)); do
   start_ingestor "ingestor-$i" "$OUT/logs" "$BOOTSTRAP" "$TOPIC" "${INGESTOR_ARGS[@]}"
@@ -465,6 +504,9 @@ write_meta() {  # [FINISHED_AT]
     --setting "measured_until=${MEASURED_UNTIL:-null}" \
     --setting "security=\"$( ((SECURE)) && echo "$SECURE_PROTOCOL $SECURE_MECHANISM, ACLs, ingestor HTTPS + bearer token" || echo PLAINTEXT)\"" \
     --setting "generators=$GENERATORS" --setting "faults=\"$FAULTS\"" \
+    --setting "consumer_mode=$CONSUMER_MODE" --setting "kill_consumer_at=\"$KILL_CONSUMER_AT\"" \
+    --setting "killed_consumer=\"${KILLED_NAME:-}\"" --setting "killed_at=${KILLED_AT:-null}" \
+    --setting "share_configs=\"$PLAN_SHARE_CONFIGS\"" \
     --setting "racks=\"$RACKS\"" --setting "rack_map=\"${CHRONIK_RACK_MAP:-}\"" \
     --setting "tenants=\"${TENANTS[*]}\"" --setting "quota=\"$QUOTA\"" \
     --setting "quota_entity=\"$([[ -n "$QUOTA" ]] && echo "clients=chronik-ingestor-$QUOTA_TENANT")\"" \
@@ -478,6 +520,17 @@ write_meta ""
 # consumer work and a redelivery tail in the latency that is not the broker's.
 if ((${#TENANTS[@]})); then
   tenants_settle
+elif [[ "$CONSUMER_MODE" == share ]]; then
+  # share groups hand partitions to several members: no exclusive assignment to
+  # wait for; every member joined and all partitions held (runctl share-settle)
+  for ((t = 0; t < SETTLE_TIMEOUT; t++)); do
+    "$VENV_PY" scripts/runctl.py share-settle --partitions "$PARTITIONS" "${CONSUMER_URLS[@]}" \
+      2> "$WORK/settle.txt" && break
+    sleep 1
+  done
+  log "share group: $(cat "$WORK/settle.txt")"
+  "$VENV_PY" scripts/runctl.py share-settle --partitions "$PARTITIONS" "${CONSUMER_URLS[@]}" 2> /dev/null \
+    || die "the share group did not settle within ${SETTLE_TIMEOUT}s: $(cat "$WORK/settle.txt")"
 else
   "$VENV_PY" scripts/runctl.py settle --partitions "$PARTITIONS" --timeout "$SETTLE_TIMEOUT" \
     --bootstrap "$BOOTSTRAP" --topic "$TOPIC" --rf "$REPLICATION_FACTOR" "${CONSUMER_URLS[@]}" \
@@ -546,6 +599,16 @@ if [[ -n "$LATE_CONSUMER" ]]; then
   LATE_PID=$!
 fi
 
+KILLED_AT="" KILLED_NAME="" KILL_PID=""
+if [[ -n "$KILL_CONSUMER_AT" ]]; then
+  # consumer-1 SIGKILLed into the measured load: no final report, its last checkpoint stays
+  KILLED_NAME=consumer-1
+  ( sleep "${KILL_CONSUMER_AT%s}"; [[ -e "$SAMPLER_STOP" ]] && exit 0
+    kill -KILL "${CONSUMER_PIDS[1]}" 2>/dev/null || exit 0
+    date +%s.%N > "$WORK/killed-at"
+    log "SIGKILLed $KILLED_NAME (pid ${CONSUMER_PIDS[1]}) ${KILL_CONSUMER_AT%s}s into the load" ) &
+  KILL_PID=$!
+fi
 log "running load plan '$TEST' against ${INGESTOR_URL_LIST[*]} ($GENERATORS generator(s))"
 LOAD_RC=0
 PLAN_ARGS=(--scale "$SCALE" --duration-scale "$DURATION_SCALE")
@@ -589,6 +652,16 @@ else
 fi
 MEASURED_UNTIL=$(date +%s.%N)
 log "load generator finished with exit status $LOAD_RC (99 = a threshold failed)"
+if [[ -n "$KILL_PID" ]]; then
+  wait "$KILL_PID" 2>/dev/null || true
+  if [[ -s "$WORK/killed-at" ]]; then
+    KILLED_AT=$(cat "$WORK/killed-at")
+    # the dead member answers no /summary: drain and progress ask the others
+    CONSUMER_URLS=("${CONSUMER_URLS[0]}" "${CONSUMER_URLS[@]:2}")
+  else
+    log "$KILLED_NAME was not killed (the load ended first?)"; KILLED_NAME=""
+  fi
+fi
 if [[ -n "$LATE_CONSUMER" ]]; then
   wait "$LATE_PID" 2>/dev/null || true
   if [[ -s "$WORK/late-consumer" ]]; then
@@ -638,10 +711,29 @@ if ((${#TENANTS[@]})); then
 else
   ACKED=$("$VENV_PY" scripts/runctl.py ledger-total "${LEDGERS[@]}")
   log "ingestors acknowledged $ACKED messages; waiting for the consumers to drain"
+  if [[ "$CONSUMER_MODE" == share ]]; then
+    # Drained (runctl share-drained): the members' accepted records, plus what a
+    # killed member accepted or was accepting in its last checkpoint, reach
+    # what was acknowledged; nobody got a delivery for 3 s; and the killed
+    # member's session timeout and a lock have passed, so what it held is
+    # delivered again by now
+    lock_s=$(printf '%s\n' "$PLAN_SHARE_CONFIGS" | tr , '\n' | awk -F= '$1 == "share.record.lock.duration.ms" {print $2 / 1000}')
+    share_timeout=$DRAIN_TIMEOUT
+    [[ -n "$KILLED_AT" ]] && share_timeout=$((DRAIN_TIMEOUT + 60))
+    # the killed member's last checkpoint and its time, when one was killed
+    killed_args=()
+    [[ -n "$KILLED_NAME" ]] && killed_args=(--killed-report "$OUT/consumers/$KILLED_NAME.json" --killed-at "$KILLED_AT")
+    for ((t = 0; t < share_timeout; t++)); do
+      "$VENV_PY" scripts/runctl.py share-drained --acked "$ACKED" --lock-s "${lock_s:-30}" "${killed_args[@]}" \
+        "${CONSUMER_URLS[@]}" 2> "$WORK/drain.txt" && break
+      sleep 1
+    done
+  fi
   # Drained: every partition is assigned to some consumer with zero lag, and the
   # consumers together verified at least what was acknowledged (replica counts
   # can overlap after a rebalance; the merge below gives the exact verdict).
   for ((t = 0; t < DRAIN_TIMEOUT; t++)); do
+    [[ "$CONSUMER_MODE" == share ]] && break
     "$VENV_PY" scripts/runctl.py drained --acked "$ACKED" --partitions "$PARTITIONS" "${CONSUMER_URLS[@]}" \
       2> "$WORK/drain.txt" && break
     sleep 1

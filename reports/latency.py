@@ -82,7 +82,12 @@ def read_hlog(path: Path) -> list[HlogInterval]:
         raise HlogError(f"{path}: {e}") from e
     intervals = []
     base: float | None = None
-    for number, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    if lines and not text.endswith("\n"):
+        # a writer killed mid-line (a SIGKILLed consumer) leaves its last
+        # interval torn: every complete line before it still counts
+        lines = lines[:-1]
+    for number, line in enumerate(lines, start=1):
         line = line.strip()
         header = _BASE_TIME.match(line)
         if header is not None:

@@ -586,6 +586,7 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
     """The report; ``charts`` maps chart names (``throughput``, ``batch_latency``,
     ``e2e_latency``, ``cpu``) to the image paths to link."""
     # render_tenants builds on this module's tables: imported here, not at the top (a cycle)
+    from .render_share import share_section
     from .render_tenants import tenants_section
 
     charts = charts or {}
@@ -593,6 +594,7 @@ def render_markdown(report: Report, charts: Mapping[str, str] | None = None) -> 
         _header(report),
         _verification(report),
         tenants_section(report, charts),
+        share_section(report),
         _fault_timeline(report, charts),
         _configuration(report),
         _results(report, charts),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from . import broker, capacity, events, faults, resources, sizing, summarise, verification
+from . import share as share_queue
 from . import tenants as per_tenant
 from .load import Run, load_runs
 
@@ -57,6 +58,11 @@ class Report:
     tenant_phases: pd.DataFrame = field(default_factory=lambda: per_tenant.empty(per_tenant.PHASE_COLUMNS))
     tenant_timeline: pd.DataFrame = field(default_factory=lambda: per_tenant.empty(per_tenant.TIMELINE_COLUMNS))
     tenant_floods: pd.DataFrame = field(default_factory=lambda: per_tenant.empty(per_tenant.FLOOD_COLUMNS))
+    # runs whose consumers were one share group (--test share-queue): per run,
+    # and deliveries per (run, delivery count)
+    share: pd.DataFrame = field(default_factory=lambda: share_queue.empty(share_queue.SHARE_COLUMNS))
+    share_deliveries: pd.DataFrame = field(
+        default_factory=lambda: share_queue.empty(share_queue.DELIVERY_COLUMNS))
     notes: list[str] = field(default_factory=list)
     conclusions: list[str] = field(default_factory=list)
 
@@ -132,6 +138,8 @@ def build_report(runs_or_paths, target_rate: float = sizing.DEFAULT_TARGET_RATE)
         tenant_phases=per_tenant.phase_table(runs),
         tenant_timeline=tenant_timeline,
         tenant_floods=tenant_floods,
+        share=share_queue.share_table(runs, throughput, e2e),
+        share_deliveries=share_queue.delivery_counts(runs),
     )
     report.notes.extend(notes(report))
     report.conclusions.extend(conclusions(report))

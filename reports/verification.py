@@ -57,12 +57,26 @@ def verdict_of(report: ConsumerReport) -> Verdict:
         return Verdict("loss", f"LOSS DETECTED: {lost:,} lost (acknowledged, never consumed), {tally}{extra}", source)
     if conclusive and (gaps and "gaps" in failures):
         return Verdict("loss", f"LOSS DETECTED: {gaps:,} sequences missing (no ledger marks them failed), {tally}", source)
+    share = report.data.get("share")
+    if share:
+        # a share group promises no order: reordering is the consumer's note, not a failure
+        reord = 0
+        tally = f"{dup:,} duplicated, {corrupt:,} corrupt across {verified:,} messages"
+        twice, never = _n(share, "acceptedTwice"), _n(share, "notAccepted")
+        if twice or "acceptedTwice" in failures or (conclusive and (never or "notAccepted" in failures)):
+            return Verdict("integrity", f"INTEGRITY FAILURE (share group): {twice:,} accepted twice, "
+                           f"{never:,} never accepted, {tally}", source)
     if dup or reord or corrupt or failures & {"duplicates", "reordered", "corrupt"}:
         return Verdict("integrity", f"INTEGRITY FAILURE: {lost:,} lost, {tally}", source)
     if not conclusive:
         unconsumed = _n(report.data.get("coverage") or {}, "unconsumedOffsets")
         why = f"{unconsumed:,} offsets not consumed" if unconsumed else "the reports do not cover every offset"
         return Verdict("inconclusive", f"INCONCLUSIVE: loss not decided ({why}); {tally}", source)
+    if share:
+        return Verdict("verified", f"Verified (share group, at least once): 0 lost, 0 duplicated, 0 corrupt across "
+                       f"{verified:,} messages, {_n(share, 'recordsAccepted'):,} accepted once, "
+                       f"{_n(share, 'redeliveries'):,} redeliveries (max delivery count "
+                       f"{_n(share, 'maxDeliveryCount')})", source)
     return Verdict("verified", f"Verified: 0 lost, 0 duplicated, 0 reordered, 0 corrupt across {verified:,} messages", source)
 
 

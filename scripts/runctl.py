@@ -21,6 +21,21 @@ of `settle`, which import confluent-kafka from the project's .venv):
                          exit 0 when every partition is assigned with zero
                          lag and the consumers verified at least N messages
                          (one line of state on stderr either way)
+  plan-consumers PLAN    print the plan's "consumers" block (load/SPEC.md) as
+                         one line: MODE COUNT KILL_AT SHARE_CONFIGS ("-" for
+                         an unset field; SHARE_CONFIGS comma-separated);
+                         exit 2 on a bad mode
+  share-settle --partitions P URL...
+                         share-group members (chronik-consumer --share-group):
+                         exit 0 when every one joined (member epoch > 0) and
+                         together they hold all P partitions
+  share-drained --acked N --lock-s S [--killed-report F --killed-at T] URL...
+                         exit 0 when the members' accepted records (plus what
+                         a killed member had accepted or was accepting in its
+                         last checkpoint F) reach N, no member had a delivery
+                         for 3 s, and, with a member killed at T (epoch s),
+                         45 s (the group's session timeout) + S (a lock) + 5 s
+                         have passed since
   ledger-total LEDGER... print the sum of the ledgers' acknowledged counts
   in-flight SOURCE       print an ingestor's in-flight message count (its
                          /ledger), or 1 when it does not answer
@@ -243,6 +258,66 @@ def drained(args: argparse.Namespace) -> int:
     print(f"{total} verified, {len(owners)}/{args.partitions} partitions assigned, lag {lag}"
           + (f", no /summary from {', '.join(down)}" if down else ""), file=sys.stderr)
     return 0 if not down and total >= args.acked and len(owners) >= args.partitions and lag == 0 else 1
+
+
+CONSUMER_MODES = ("group", "share")
+# Kafka 4.3's least share.session.timeout.ms: a killed member is evicted by then
+SHARE_SESSION_TIMEOUT_S = 45.0
+
+
+def plan_consumers(args: argparse.Namespace) -> int:
+    with open(args.plan, encoding="utf-8") as f:
+        block = json.load(f).get("consumers") or {}
+    mode = block.get("mode", "group")
+    if mode not in CONSUMER_MODES:
+        print(f"consumers.mode must be one of {', '.join(CONSUMER_MODES)}, not {mode!r}", file=sys.stderr)
+        return 2
+    configs = ",".join(block.get("share_configs") or []) or "-"
+    print(mode, block.get("count", "-"), block.get("kill_consumer_at", "-"), configs)
+    return 0
+
+
+def share_settle(args: argparse.Namespace) -> int:
+    held, why = set(), []
+    for url in args.urls:
+        s = summary(url)
+        if s is None or not s.get("share"):
+            why.append(f"no share /summary from {url}")
+            continue
+        if int(s["share"].get("memberEpoch") or 0) <= 0:
+            why.append(f"{url} not in the share group yet")
+        held |= {(a["topic"], int(a["partition"])) for a in s.get("assigned", [])}
+    if len(held) < args.partitions:
+        why.append(f"{len(held)}/{args.partitions} partitions held")
+    print("; ".join(why) or f"{len(args.urls)} members hold all {args.partitions} partitions", file=sys.stderr)
+    return 1 if why else 0
+
+
+def share_drained(args: argparse.Namespace) -> int:
+    accepted, quiet, down = 0, True, []
+    for url in args.urls:
+        s = summary(url)
+        if s is None or not s.get("share"):
+            down.append(url)
+            continue
+        accepted += int(s["share"].get("accepted") or 0)
+        ago = s["share"].get("lastDeliveryAgoSecs")
+        if ago is not None and ago < 3:
+            quiet = False
+    dead = 0
+    if args.killed_report:
+        try:
+            with open(args.killed_report, encoding="utf-8") as f:
+                share = json.load(f)["share"]
+            dead = int(share.get("recordsAccepted", 0)) + int(share.get("acceptOutcomeUnknown", 0))
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    waited = args.killed_at is None or time.time() - args.killed_at >= SHARE_SESSION_TIMEOUT_S + args.lock_s + 5
+    print(f"{accepted} accepted by the members + {dead} by the killed one, of {args.acked} acknowledged; "
+          + ("quiet" if quiet else "still delivering")
+          + ("" if waited else "; waiting out the killed member's session and locks")
+          + (f"; no /summary from {', '.join(down)}" if down else ""), file=sys.stderr)
+    return 0 if accepted + dead >= args.acked and quiet and waited and not down else 1
 
 
 def ledger_total(args: argparse.Namespace) -> int:
@@ -506,6 +581,20 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--partitions", type=int, required=True)
     d.add_argument("urls", nargs="+", metavar="SOURCE")
     d.set_defaults(run=drained)
+    pc = sub.add_parser("plan-consumers")
+    pc.add_argument("plan")
+    pc.set_defaults(run=plan_consumers)
+    ss = sub.add_parser("share-settle")
+    ss.add_argument("--partitions", type=int, required=True)
+    ss.add_argument("urls", nargs="+")
+    ss.set_defaults(run=share_settle)
+    sd = sub.add_parser("share-drained")
+    sd.add_argument("--acked", type=int, required=True)
+    sd.add_argument("--lock-s", type=float, default=30.0)
+    sd.add_argument("--killed-report")
+    sd.add_argument("--killed-at", type=float)
+    sd.add_argument("urls", nargs="+")
+    sd.set_defaults(run=share_drained)
     lt = sub.add_parser("ledger-total")
     lt.add_argument("ledgers", nargs="+", metavar="LEDGER")
     lt.set_defaults(run=ledger_total)

@@ -99,6 +99,27 @@ pub struct RunArgs {
     /// fetches at the in-sync replica in the same rack
     #[arg(long, env = "CHRONIK_CONSUMER_CLIENT_RACK")]
     pub client_rack: Option<String>,
+    /// Share-group mode (KIP-932 queues): join share group NAME instead of
+    /// a consumer group; records are acknowledged (ACCEPT) one by one and
+    /// verified at least once (redeliveries counted, not faults)
+    #[arg(long, env = "CHRONIK_CONSUMER_SHARE_GROUP")]
+    pub share_group: Option<String>,
+    /// Share mode: a group config KEY=VALUE set (IncrementalAlterConfigs on
+    /// the GROUP resource) before joining, e.g.
+    /// share.record.lock.duration.ms=15000 (repeatable; comma-separated in
+    /// the environment). --from-beginning adds share.auto.offset.reset=earliest
+    #[arg(
+        long = "share-config",
+        env = "CHRONIK_CONSUMER_SHARE_CONFIGS",
+        value_delimiter = ','
+    )]
+    pub share_configs: Vec<String>,
+    /// Share mode: how often the report is checkpointed while records come
+    /// in; acknowledgements leave only once a checkpoint naming them is on
+    /// disk, so a member killed with SIGKILL leaves a report covering every
+    /// record it may have accepted
+    #[arg(long, env = "CHRONIK_CONSUMER_CHECKPOINT_INTERVAL", default_value = "200ms", value_parser = parse_duration)]
+    pub checkpoint_interval: Duration,
 }
 
 #[derive(Debug, clap::Args)]
@@ -136,6 +157,11 @@ pub struct Config {
     /// librdkafka's `client.rack`, sent in Fetch v11+ as `rack_id`
     pub client_rack: Option<String>,
     pub consumer_properties: chronik_harness::results::ClientProperties,
+    /// Share-group mode: the share group's name.
+    pub share_group: Option<String>,
+    /// Share mode: group configs set before joining.
+    pub share_configs: Vec<(String, String)>,
+    pub checkpoint_interval: Duration,
 }
 
 impl TryFrom<RunArgs> for Config {
@@ -169,6 +195,31 @@ impl TryFrom<RunArgs> for Config {
                 ))),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let share_configs = a
+            .share_configs
+            .iter()
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| match p.split_once('=') {
+                Some((k, v)) if k.trim().starts_with("share.") => {
+                    Ok((k.trim().to_string(), v.trim().to_string()))
+                }
+                _ => Err(Error::Config(format!(
+                    "share config {p:?} is not share.KEY=VALUE"
+                ))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let share_group = a
+            .share_group
+            .map(|g| g.trim().to_string())
+            .filter(|g| !g.is_empty());
+        if share_group.is_none() && !share_configs.is_empty() {
+            return Err(Error::Config("--share-config needs --share-group".into()));
+        }
+        if a.checkpoint_interval.is_zero() {
+            return Err(Error::Config(
+                "--checkpoint-interval must be positive".into(),
+            ));
+        }
         let client_rack = match a.client_rack.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(rack) if consumer_properties.iter().any(|(k, _)| k == "client.rack") => {
@@ -201,6 +252,9 @@ impl TryFrom<RunArgs> for Config {
             client_id,
             client_rack,
             consumer_properties: chronik_harness::results::ClientProperties(consumer_properties),
+            share_group,
+            share_configs,
+            checkpoint_interval: a.checkpoint_interval,
         })
     }
 }
@@ -222,6 +276,9 @@ impl Config {
             "clientId": self.client_id,
             "clientRack": self.client_rack,
             "consumerProperties": self.consumer_properties.shown(),
+            "shareGroup": self.share_group,
+            "shareConfigs": self.share_configs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+            "checkpointIntervalSecs": self.checkpoint_interval.as_secs_f64(),
         })
     }
 }
@@ -298,5 +355,44 @@ mod tests {
         let bad = Args::try_parse_from(["chronik-consumer", "--topic", "t", "-X", "novalue"])
             .expect("parses");
         assert!(Config::try_from(bad.run).is_err());
+    }
+
+    #[test]
+    fn share_mode_flags() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["chronik-consumer", "--topic", "t"];
+            argv.extend_from_slice(extra);
+            Config::try_from(Args::try_parse_from(argv).expect("parses").run)
+        };
+        let c = parse(&[
+            "--share-group",
+            "q",
+            "--share-config",
+            "share.record.lock.duration.ms=15000",
+            "--from-beginning",
+        ])
+        .expect("valid");
+        assert_eq!(c.share_group.as_deref(), Some("q"));
+        assert_eq!(
+            crate::share::run::group_configs(&c),
+            [
+                (
+                    "share.record.lock.duration.ms".to_string(),
+                    "15000".to_string()
+                ),
+                (
+                    "share.auto.offset.reset".to_string(),
+                    "earliest".to_string()
+                )
+            ]
+        );
+        assert_eq!(c.checkpoint_interval, Duration::from_millis(200));
+        assert!(
+            parse(&["--share-config", "share.x=1"]).is_err(),
+            "needs --share-group"
+        );
+        assert!(parse(&["--share-group", "q", "--share-config", "lock=1"]).is_err());
+        assert!(parse(&["--share-group", "q", "--checkpoint-interval", "0"]).is_err());
+        assert_eq!(parse(&[]).expect("valid").share_group, None);
     }
 }

@@ -513,7 +513,7 @@ fn commit_partitions(consumer: &BaseConsumer<Context>, of: &TopicPartitionList, 
 
 /// The run's latency intervals: each one closed goes to the live figures
 /// and, with an `.hlog` writer, to the interval log.
-struct LatencyIntervals {
+pub(crate) struct LatencyIntervals {
     hlog: Option<HlogWriter>,
     started: Instant,
     /// Where the open interval began.
@@ -521,9 +521,28 @@ struct LatencyIntervals {
 }
 
 impl LatencyIntervals {
+    pub(crate) fn new(hlog: Option<HlogWriter>, started: Instant) -> LatencyIntervals {
+        LatencyIntervals {
+            hlog,
+            started,
+            from: started,
+        }
+    }
+
     /// Closes the open interval at `to` and opens the next one there.
     fn close(&mut self, verifier: &mut Verifier, live: &Live, to: Instant) {
         let interval = verifier.take_latency_interval();
+        self.close_with(interval, live, to);
+    }
+
+    /// Closes the open interval with `interval`'s latencies (taken from the
+    /// verifier by the caller) at `to`.
+    pub(crate) fn close_with(
+        &mut self,
+        interval: chronik_harness::histogram::LatencyHistogram,
+        live: &Live,
+        to: Instant,
+    ) {
         live.add_latency(&interval);
         if let Some(w) = self.hlog.as_mut() {
             if let Err(e) = w.write_interval(
@@ -533,9 +552,19 @@ impl LatencyIntervals {
                 None,
             ) {
                 tracing::warn!(error = %e, "writing a latency interval failed");
+            } else if let Err(e) = w.flush() {
+                tracing::warn!(error = %e, "flushing the latency log failed");
             }
         }
         self.from = to;
+    }
+
+    /// Finishes the `.hlog`, if one is written.
+    pub(crate) fn finish(self) -> Result<(), Error> {
+        if let Some(w) = self.hlog {
+            w.finish()?;
+        }
+        Ok(())
     }
 }
 
@@ -543,7 +572,7 @@ impl LatencyIntervals {
 /// the report knows what exists — including partitions this replica never
 /// owned. Uses a client of its own: on the group consumer's connection these
 /// requests would queue behind long-polling fetches (fetch.wait.max.ms each).
-fn final_watermarks(config: &Config, topics: &[String], verifier: &mut Verifier) {
+pub(crate) fn final_watermarks(config: &Config, topics: &[String], verifier: &mut Verifier) {
     let mut client_config = client_config(config);
     client_config.remove("group.id");
     client_config.set("client.id", format!("{}-watermarks", config.client_id));

@@ -19,4 +19,6 @@ pub enum Error {
     Harness(#[from] chronik_harness::HarnessError),
     #[error("configuration: {0}")]
     Config(String),
+    #[error("share group: {0}")]
+    Share(String),
 }

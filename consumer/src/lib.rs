@@ -18,6 +18,10 @@
 //! - `http`      — the axum router over `live`.
 //! - `consume`   — the rdkafka poll loop on its own thread.
 //! - `run`       — one replica's run end to end, and the `merge` command.
+//! - `share`     — share-group mode (`--share-group`, KIP-932): a small
+//!   share-group client on kafka-protocol + tokio, and at-least-once
+//!   verification (each record accepted exactly once, redeliveries
+//!   counted and explained, never faults).
 //! - `error`     — this crate's `Error`.
 
 pub mod config;
@@ -28,6 +32,7 @@ pub mod ledger;
 pub mod live;
 pub mod report;
 pub mod run;
+pub mod share;
 
 pub use error::Error;
 

@@ -57,6 +57,9 @@ pub struct Summary {
     pub producers: u64,
     pub rebalances: u64,
     pub assigned: Vec<PartitionSummary>,
+    /// Share mode (`--share-group`): acceptance and redelivery so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<serde_json::Value>,
 }
 
 /// End-to-end latency as a Prometheus histogram, computed from the
@@ -282,6 +285,11 @@ impl Live {
         if s.state == "starting" {
             s.state = "running";
         }
+    }
+
+    /// Publishes a share-mode member's acceptance figures (`/summary`'s `share`).
+    pub fn set_share(&self, share: serde_json::Value) {
+        self.summary.lock().unwrap_or_else(|p| p.into_inner()).share = Some(share);
     }
 
     pub fn set_state(&self, state: &'static str) {

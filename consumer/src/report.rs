@@ -52,6 +52,9 @@ pub struct Report {
     /// How the replica's run went (absent in merged reports).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run: Option<RunStats>,
+    /// Share mode only: acceptance, delivery counts, redeliveries explained.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<crate::share::report::ShareReport>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -257,6 +260,7 @@ pub fn build_report(
         reconciliation: if ledgers.is_empty() { None } else { Some(rec) },
         examples: tally.examples.clone(),
         run: None,
+        share: None,
     }
 }
 
@@ -338,6 +342,8 @@ struct ReportInput {
     producers: Vec<ProducerReport>,
     #[serde(default)]
     examples: Examples,
+    #[serde(default)]
+    share: serde_json::Value,
 }
 
 #[derive(Debug, Deserialize)]
@@ -352,6 +358,21 @@ struct CoverageInput {
 
 /// Reads a report written by [`build_report`] back into its tally.
 pub fn read_report(path: &std::path::Path) -> Result<(Tally, SourceSummary), Error> {
+    read_report_with_share(path).map(|(t, s, _)| (t, s))
+}
+
+/// [`read_report`], with the report's `share` section (share mode) read
+/// back into a share tally.
+pub fn read_report_with_share(
+    path: &std::path::Path,
+) -> Result<
+    (
+        Tally,
+        SourceSummary,
+        Option<crate::share::tally::ShareTally>,
+    ),
+    Error,
+> {
     let bad = |reason: String| Error::Report {
         path: path.to_path_buf(),
         reason,
@@ -364,6 +385,8 @@ pub fn read_report(path: &std::path::Path) -> Result<(Tally, SourceSummary), Err
             input.schema_version
         )));
     }
+    let share = crate::share::report::read_share(&serde_json::json!({ "share": input.share }))
+        .map_err(bad)?;
     let tally = Tally {
         consumed: input.counts.records.consumed,
         envelope_errors: input.counts.records.envelope_errors,
@@ -389,7 +412,7 @@ pub fn read_report(path: &std::path::Path) -> Result<(Tally, SourceSummary), Err
         consumed: input.counts.records.consumed,
         verified: input.counts.records.verified,
     };
-    Ok((tally, summary))
+    Ok((tally, summary, share))
 }
 
 #[cfg(test)]

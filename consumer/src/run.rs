@@ -21,7 +21,10 @@ use chronik_harness::results::{write_json_file, BrokerInfo, RunMeta};
 use crate::config::{Config, MergeArgs};
 use crate::ledger::load_ledgers;
 use crate::live::Live;
-use crate::report::{build_report, read_report, LedgerSources, Report, RunStats, Tally};
+use crate::report::{build_report, read_report_with_share, LedgerSources, Report, RunStats, Tally};
+use crate::share::report::{apply_verdict, share_report};
+use crate::share::run::WriteReport;
+use crate::share::tally::ShareTally;
 use crate::{consume, http, EXIT_CLEAN, EXIT_ERROR, EXIT_FAILED, EXIT_INCONCLUSIVE};
 
 const TOOL: &str = "chronik-consumer";
@@ -90,21 +93,35 @@ pub async fn run(
         }
         None => None,
     };
+    let hlog_text = hlog_path.as_ref().map(|p| p.display().to_string());
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let (poll_config, poll_live) = (config.clone(), live.clone());
-    std::thread::Builder::new()
-        .name("chronik-poll".into())
-        .spawn(move || {
-            let _ = done_tx.send(consume::run(&poll_config, &poll_live, &stop, hlog));
-        })
-        .context("starting the poll thread")?;
-    let consumed = done_rx.await.context("the poll thread died")??;
+    if config.share_group.is_some() {
+        let write = checkpoint_writer(&config, serde_json::to_value(&meta)?, hlog_text.clone());
+        std::thread::Builder::new()
+            .name("chronik-share".into())
+            .spawn(move || {
+                let result = crate::share::run::run(&poll_config, &poll_live, &stop, hlog, write)
+                    .map(|s| (s.consumed, Some(s.share), s.errors));
+                let _ = done_tx.send(result);
+            })
+            .context("starting the share thread")?;
+    } else {
+        std::thread::Builder::new()
+            .name("chronik-poll".into())
+            .spawn(move || {
+                let result = consume::run(&poll_config, &poll_live, &stop, hlog)
+                    .map(|c| (c, None, Default::default()));
+                let _ = done_tx.send(result);
+            })
+            .context("starting the poll thread")?;
+    }
+    let (consumed, share, share_errors) = done_rx.await.context("the consuming thread died")??;
     let c = consumed.verifier.counts();
     tracing::info!(stop = ?consumed.stop, consumed = c.consumed, verified = c.verified, rebalances = consumed.rebalances, "consuming finished");
 
     let (ledgers, ledger_errors) = read_ledgers(config.ledgers.clone()).await;
     let tally = Tally::from_verifier(&consumed.verifier);
-    let hlog_text = hlog_path.as_ref().map(|p| p.display().to_string());
     let mut report = build_report(
         "replica",
         serde_json::to_value(&meta)?,
@@ -128,6 +145,17 @@ pub async fn run(
         process_cpu_secs: procfs::cpu_secs(Task::ThisProcess),
         poll_thread_cpu_secs: consumed.poll_thread_cpu_secs,
     });
+    if let (Some(share), Some(group)) = (&share, &config.share_group) {
+        report.share = Some(share_report(group, share, &tally));
+        apply_verdict(&mut report);
+        let errors: std::collections::BTreeMap<String, u64> = share_errors;
+        if !errors.is_empty() {
+            report
+                .verdict
+                .notes
+                .push(format!("share client errors (retried): {errors:?}"));
+        }
+    }
     report.verdict.notes.extend(ledger_errors.iter().cloned());
     if let Some(path) = &config.report {
         write_json_file(path, &report)?;
@@ -140,6 +168,48 @@ pub async fn run(
         let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     }
     Ok(exit_status(&report, !ledger_errors.is_empty(), false))
+}
+
+/// Share mode: what writes a checkpoint (the report so far, `run.stopReason`
+/// "checkpoint") to `--report`, so a member killed with SIGKILL still
+/// leaves a report covering every record it may have acknowledged.
+fn checkpoint_writer(
+    config: &Config,
+    meta: serde_json::Value,
+    hlog: Option<String>,
+) -> Option<WriteReport> {
+    let path = config.report.clone()?;
+    let group = config.share_group.clone().unwrap_or_default();
+    let started = Instant::now();
+    Some(Box::new(move |tally: Tally, share: ShareTally| {
+        let mut report = build_report(
+            "replica",
+            meta.clone(),
+            &tally,
+            &Vec::new(),
+            hlog.clone(),
+            Vec::new(),
+        );
+        report.share = Some(share_report(&group, &share, &tally));
+        apply_verdict(&mut report);
+        report.run = Some(RunStats {
+            stop_reason: "checkpoint".into(),
+            rebalances: 0,
+            rebalance_events: Vec::new(),
+            wall_secs: started.elapsed().as_secs_f64(),
+            active_secs: 0.0,
+            verified_per_sec: 0.0,
+            process_cpu_secs: None,
+            poll_thread_cpu_secs: None,
+        });
+        // compact, and atomic: a reader (the merge, a drain check) sees the
+        // previous checkpoint or this one, never a torn file
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(&report)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("renaming to {}", path.display()))?;
+        Ok(())
+    }))
 }
 
 /// Reads every ledger source; failures become notes (and exit status 2).
@@ -193,6 +263,19 @@ fn print_result(report: &Report, path: Option<&Path>, on_stdout: bool) {
         c.lost,
         path.map_or_else(|| "-".to_string(), |p| p.display().to_string()),
     );
+    let line = match &report.share {
+        Some(s) => format!(
+            "{line} accepted={} acceptedTwice={} notAccepted={} acceptOutcomeUnknown={} deliveries={} shareRedeliveries={} maxDeliveryCount={}",
+            s.counts.records_accepted,
+            s.counts.accepted_twice,
+            s.counts.not_accepted,
+            s.counts.accept_outcome_unknown,
+            s.counts.deliveries,
+            s.counts.redeliveries,
+            s.counts.max_delivery_count
+        ),
+        None => line,
+    };
     if on_stdout {
         println!("{line}");
         let _ = std::io::stdout().flush();
@@ -204,6 +287,13 @@ fn print_result(report: &Report, path: Option<&Path>, on_stdout: bool) {
     } else {
         tracing::error!(failures = ?report.verdict.failures, notes = ?report.verdict.notes, "verification FAILED");
     }
+}
+
+/// The share group named in a report's `share` section.
+fn share_group_of(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value["share"]["group"].as_str().map(String::from)
 }
 
 /// `chronik-consumer merge`: combines reports; exit 0 clean and conclusive,
@@ -220,11 +310,19 @@ pub async fn merge(args: MergeArgs) -> anyhow::Result<u8> {
         settings,
     );
     let mut tally = Tally::default();
+    let mut share: Option<ShareTally> = None;
+    let mut group: Option<String> = None;
     let mut sources = Vec::new();
     for path in &args.reports {
-        let (t, s) = read_report(path)?;
+        let (t, s, sh) = read_report_with_share(path)?;
         tally.absorb(t);
         sources.push(s);
+        if let Some(sh) = sh {
+            if group.is_none() {
+                group = share_group_of(path);
+            }
+            share.get_or_insert_with(ShareTally::default).absorb(sh);
+        }
     }
     let (ledgers, ledger_errors) = read_ledgers(args.ledgers.clone()).await;
     let hlog_path: Option<PathBuf> = args.report.as_ref().map(|p| p.with_extension("hlog"));
@@ -246,6 +344,10 @@ pub async fn merge(args: MergeArgs) -> anyhow::Result<u8> {
         hlog_text,
         sources,
     );
+    if let Some(share) = &share {
+        report.share = Some(share_report(group.as_deref().unwrap_or(""), share, &tally));
+        apply_verdict(&mut report);
+    }
     report.verdict.notes.extend(ledger_errors.iter().cloned());
     match &args.report {
         Some(path) => write_json_file(path, &report)?,

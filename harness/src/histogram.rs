@@ -214,6 +214,15 @@ impl HlogWriter {
             })
     }
 
+    /// Writes what is buffered to the file, so that a process killed later
+    /// (SIGKILL) leaves every interval written so far whole.
+    pub fn flush(&mut self) -> Result<(), HarnessError> {
+        self.out.flush().map_err(|source| HarnessError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
     /// Flushes and closes the file, returning its path.
     pub fn finish(mut self) -> Result<PathBuf, HarnessError> {
         self.out.flush().map_err(|source| HarnessError::Io {

@@ -93,6 +93,10 @@ type Plan struct {
 	// (run-all.sh; scripts/tenants.py writes one plan per tenant from this
 	// one and its overrides); the generator only carries it.
 	Tenants json.RawMessage `json:"tenants,omitempty"`
+	// How run-all.sh runs the verifying consumers (SPEC.md "consumers":
+	// e.g. {"mode": "share", ...} for a KIP-932 share group); run-all.sh
+	// reads and checks it, the generator only carries it.
+	Consumers json.RawMessage `json:"consumers,omitempty"`
 	// Set by overrides, recorded in results.
 	Scale         float64 `json:"scale"`
 	DurationScale float64 `json:"duration_scale"`

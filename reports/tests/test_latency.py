@@ -87,6 +87,18 @@ def test_tagged_interval_lines_are_read(tmp_path):
     assert interval.histogram.get_total_count() == 3
 
 
+def test_a_torn_last_line_of_a_killed_writer_is_left_out(tmp_path):
+    path = tmp_path / "killed.hlog"
+    write_hlog(path, hist((10, 3)), hist((20, 2)))
+    path.write_text(path.read_text() + "2.000,1.000,84223.000,HISTFAAAAMR4nC2M")  # SIGKILL mid-line
+    intervals = latency.read_hlog(path)
+    assert [i.histogram.get_total_count() for i in intervals] == [3, 2]
+    # a broken line that is not the torn end is still an error
+    path.write_text(path.read_text() + "\n")
+    with pytest.raises(HlogError):
+        latency.read_hlog(path)
+
+
 def test_a_broken_payload_is_an_hlog_error(tmp_path):
     (tmp_path / "bad.hlog").write_text("0.000,1.000,5.000,HISTFAAAnotbase64!!\n")
     with pytest.raises(HlogError):

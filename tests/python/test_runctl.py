@@ -201,3 +201,54 @@ def test_saved_answers_are_sources_as_k8s_passes_them(tmp_path):
     assert runctl("in-flight", str(ledger)).stdout.strip() == "3"
     assert runctl("in-flight", str(tmp_path / "gone.json")).stdout.strip() == "1"
     assert runctl("ledger-total", str(ledger), str(ledger)).stdout.strip() == "20"
+
+
+def share_member(fake: FakeConsumer, partitions, epoch=1, accepted=0, last_delivery_ago=None):
+    fake.summary = {
+        "counts": {"verified": accepted}, "rebalances": 1,
+        "assigned": [{"topic": "t", "partition": p, "lag": None} for p in partitions],
+        "share": {"memberEpoch": epoch, "accepted": accepted, "lastDeliveryAgoSecs": last_delivery_ago},
+    }
+
+
+def test_plan_consumers_reads_the_share_block(tmp_path):
+    plan = tmp_path / "p.json"
+    plan.write_text(json.dumps({"consumers": {"mode": "share", "count": 3, "kill_consumer_at": "30s",
+                                              "share_configs": ["share.record.lock.duration.ms=15000", "share.x=1"]}}))
+    out = runctl("plan-consumers", str(plan))
+    assert out.returncode == 0
+    assert out.stdout.split() == ["share", "3", "30s", "share.record.lock.duration.ms=15000,share.x=1"]
+    plan.write_text("{}")
+    assert runctl("plan-consumers", str(plan)).stdout.split() == ["group", "-", "-", "-"]
+    plan.write_text(json.dumps({"consumers": {"mode": "fanout"}}))
+    bad = runctl("plan-consumers", str(plan))
+    assert bad.returncode == 2 and "fanout" in bad.stderr
+
+
+def test_share_settle_needs_every_member_joined_and_every_partition_held(consumers):
+    a, b = consumers
+    share_member(a, range(3))
+    share_member(b, range(3, 6), epoch=0)
+    waiting = runctl("share-settle", "--partitions", "6", a.url, b.url)
+    assert waiting.returncode == 1 and "not in the share group yet" in waiting.stderr
+    share_member(b, range(3, 5))
+    assert "5/6 partitions held" in runctl("share-settle", "--partitions", "6", a.url, b.url).stderr
+    # a share group may give one partition to several members
+    share_member(b, range(2, 6))
+    assert runctl("share-settle", "--partitions", "6", a.url, b.url).returncode == 0
+
+
+def test_share_drained_counts_the_killed_members_checkpoint_and_waits_out_its_session(consumers, tmp_path):
+    a, b = consumers
+    share_member(a, range(3), accepted=60, last_delivery_ago=5.0)
+    share_member(b, range(3, 6), accepted=30, last_delivery_ago=1.0)
+    killed = tmp_path / "consumer-1.json"
+    killed.write_text(json.dumps({"share": {"recordsAccepted": 8, "acceptOutcomeUnknown": 2}}))
+    args = ["share-drained", "--acked", "100", "--lock-s", "15", "--killed-report", str(killed)]
+    busy = runctl(*args, "--killed-at", str(time.time() - 100), a.url, b.url)
+    assert busy.returncode == 1 and "still delivering" in busy.stderr
+    share_member(b, range(3, 6), accepted=30, last_delivery_ago=4.0)
+    assert runctl(*args, "--killed-at", str(time.time() - 100), a.url, b.url).returncode == 0
+    recent = runctl(*args, "--killed-at", str(time.time() - 10), a.url, b.url)
+    assert recent.returncode == 1 and "waiting out the killed member" in recent.stderr
+    assert runctl("share-drained", "--acked", "100", a.url, b.url).returncode == 1  # 90 without the dead one's 10
