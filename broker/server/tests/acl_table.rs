@@ -161,6 +161,18 @@ const TABLE: &[(ApiKey, Row)] = &[
             lists: true,
         },
     ),
+    (ApiKey::ShareGroupHeartbeat, refuses(&[Group])),
+    (ApiKey::ShareGroupDescribe, refuses(&[Group])),
+    (ApiKey::ShareFetch, refuses(&[Group])),
+    (ApiKey::ShareAcknowledge, refuses(&[Group])),
+    (ApiKey::InitializeShareGroupState, refuses(&[Cluster])),
+    (ApiKey::ReadShareGroupState, refuses(&[Cluster])),
+    (ApiKey::WriteShareGroupState, refuses(&[Cluster])),
+    (ApiKey::DeleteShareGroupState, refuses(&[Cluster])),
+    (ApiKey::ReadShareGroupStateSummary, refuses(&[Cluster])),
+    (ApiKey::DescribeShareGroupOffsets, refuses(&[Group])),
+    (ApiKey::AlterShareGroupOffsets, refuses(&[Group])),
+    (ApiKey::DeleteShareGroupOffsets, refuses(&[Group])),
 ];
 
 const TOPIC: &str = "t";
@@ -935,6 +947,152 @@ fn probe(c: &mut Client, api: ApiKey, v: i16, fx: &Fixture) -> Result<Vec<Seen>>
                 v,
             )?;
             each(Cluster, r.entries.iter().map(|e| e.error_code))
+        }
+        ApiKey::ShareGroupHeartbeat => {
+            let r = c.send(
+                &ShareGroupHeartbeatRequest::default()
+                    .with_group_id(GroupId(s("share")))
+                    .with_member_id(s("member-1"))
+                    .with_subscribed_topic_names(Some(vec![topic_name()])),
+                v,
+            )?;
+            vec![Seen::Refused(Group, r.error_code)]
+        }
+        ApiKey::ShareGroupDescribe => {
+            let r = c.send(
+                &ShareGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("share"))]),
+                v,
+            )?;
+            each(Group, r.groups.iter().map(|g| g.error_code))
+        }
+        ApiKey::ShareFetch => {
+            let body = ShareFetchRequest::default()
+                .with_group_id(Some(GroupId(s("share"))))
+                .with_member_id(Some(s("member-1")));
+            let r = c.send(
+                &chronik_protocol::share_wire::ShareFetchRequestWire::from(body),
+                v,
+            )?;
+            vec![Seen::Refused(Group, r.0.error_code)]
+        }
+        ApiKey::ShareAcknowledge => {
+            let body = ShareAcknowledgeRequest::default()
+                .with_group_id(Some(GroupId(s("share"))))
+                .with_member_id(Some(s("member-1")))
+                .with_share_session_epoch(1);
+            let r = c.send(
+                &chronik_protocol::share_wire::ShareAcknowledgeRequestWire::from(body),
+                v,
+            )?;
+            vec![Seen::Refused(Group, r.body.error_code)]
+        }
+        ApiKey::InitializeShareGroupState => {
+            use initialize_share_group_state_request::{InitializeStateData, PartitionData};
+            let r = c.send(
+                &InitializeShareGroupStateRequest::default()
+                    .with_group_id(s("share"))
+                    .with_topics(vec![InitializeStateData::default()
+                        .with_partitions(vec![PartitionData::default()])]),
+                v,
+            )?;
+            each(
+                Cluster,
+                r.results
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+        }
+        ApiKey::ReadShareGroupState => {
+            use read_share_group_state_request::{PartitionData, ReadStateData};
+            let r = c.send(
+                &ReadShareGroupStateRequest::default()
+                    .with_group_id(s("share"))
+                    .with_topics(vec![
+                        ReadStateData::default().with_partitions(vec![PartitionData::default()])
+                    ]),
+                v,
+            )?;
+            each(
+                Cluster,
+                r.results
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+        }
+        ApiKey::WriteShareGroupState => {
+            use write_share_group_state_request::{PartitionData, WriteStateData};
+            let r = c.send(
+                &WriteShareGroupStateRequest::default()
+                    .with_group_id(s("share"))
+                    .with_topics(vec![
+                        WriteStateData::default().with_partitions(vec![PartitionData::default()])
+                    ]),
+                v,
+            )?;
+            each(
+                Cluster,
+                r.results
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+        }
+        ApiKey::DeleteShareGroupState => {
+            use delete_share_group_state_request::{DeleteStateData, PartitionData};
+            let r = c.send(
+                &DeleteShareGroupStateRequest::default()
+                    .with_group_id(s("share"))
+                    .with_topics(vec![
+                        DeleteStateData::default().with_partitions(vec![PartitionData::default()])
+                    ]),
+                v,
+            )?;
+            each(
+                Cluster,
+                r.results
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+        }
+        ApiKey::ReadShareGroupStateSummary => {
+            use read_share_group_state_summary_request::{PartitionData, ReadStateSummaryData};
+            let r = c.send(
+                &ReadShareGroupStateSummaryRequest::default()
+                    .with_group_id(s("share"))
+                    .with_topics(vec![ReadStateSummaryData::default()
+                        .with_partitions(vec![PartitionData::default()])]),
+                v,
+            )?;
+            each(
+                Cluster,
+                r.results
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
+            )
+        }
+        ApiKey::DescribeShareGroupOffsets => {
+            use describe_share_group_offsets_request::DescribeShareGroupOffsetsRequestGroup;
+            let body = DescribeShareGroupOffsetsRequest::default()
+                .with_groups(vec![DescribeShareGroupOffsetsRequestGroup::default()
+                    .with_group_id(GroupId(s("share")))]);
+            let r = c.send(
+                &chronik_protocol::share_wire::DescribeShareGroupOffsetsRequestWire::from(body),
+                v,
+            )?;
+            each(Group, r.body.groups.iter().map(|g| g.error_code))
+        }
+        ApiKey::AlterShareGroupOffsets => {
+            let r = c.send(
+                &AlterShareGroupOffsetsRequest::default().with_group_id(GroupId(s("share"))),
+                v,
+            )?;
+            vec![Seen::Refused(Group, r.error_code)]
+        }
+        ApiKey::DeleteShareGroupOffsets => {
+            let r = c.send(
+                &DeleteShareGroupOffsetsRequest::default().with_group_id(GroupId(s("share"))),
+                v,
+            )?;
+            vec![Seen::Refused(Group, r.error_code)]
         }
         other => bail!("no probe for advertised API {other:?}: add one, and its row in TABLE"),
     })

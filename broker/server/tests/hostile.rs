@@ -610,9 +610,9 @@ fn topic_and_partition_caps_refuse_creation_with_policy_violation() -> Result<()
     use kafka_protocol::messages::create_topics_request::CreatableTopic;
     use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
     use kafka_protocol::protocol::StrBytes;
-    // __consumer_offsets and __transaction_state are two topics with one
-    // partition each already.
-    let broker = Broker::start(&["--max-broker-partitions", "10", "--max-topics", "5"])?;
+    // __consumer_offsets, __transaction_state and __share_group_state are
+    // three topics with one partition each already.
+    let broker = Broker::start(&["--max-broker-partitions", "10", "--max-topics", "6"])?;
     let mut client = common::kafka_client::Client::connect(&broker)?;
     let create = |name: &str, partitions: i32| {
         CreateTopicsRequest::default()
@@ -639,7 +639,7 @@ fn topic_and_partition_caps_refuse_creation_with_policy_violation() -> Result<()
     let fourth = client.send(&create("d", 1), 5)?;
     ensure!(
         fourth.topics[0].error_code == POLICY_VIOLATION,
-        "a sixth topic (max 5): {:?}",
+        "a seventh topic (max 6): {:?}",
         fourth.topics[0]
     );
     let metadata = client.send(&topic_metadata_request("auto", true), 9)?;

@@ -131,25 +131,7 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
             if gate.cluster(operation::CLUSTER_ACTION) {
                 return admitted(r);
             }
-            // CLUSTER_AUTHORIZATION_FAILED has no top-level field here:
-            // answered with no partitions, which the asking broker reads
-            // as a failure.
-            let response = match r {
-                Request::InitializeShareGroupState(_) => {
-                    Response::InitializeShareGroupState(Default::default())
-                }
-                Request::ReadShareGroupState(_) => {
-                    Response::ReadShareGroupState(Default::default())
-                }
-                Request::WriteShareGroupState(_) => {
-                    Response::WriteShareGroupState(Default::default())
-                }
-                Request::DeleteShareGroupState(_) => {
-                    Response::DeleteShareGroupState(Default::default())
-                }
-                _ => Response::ReadShareGroupStateSummary(Default::default()),
-            };
-            refused(response)
+            refused(state_rpc_refused(r))
         }
         Request::DescribeShareGroupOffsets(r) => {
             if r.0
@@ -213,5 +195,147 @@ pub fn admit(gate: &Gate<'_>, _version: i16, request: Request) -> Routed {
             }
         }
         other => Routed::NotMine(other),
+    }
+}
+
+/// A state RPC refused CLUSTER_ACTION: every partition it names answers
+/// CLUSTER_AUTHORIZATION_FAILED (these responses have no top-level code).
+fn state_rpc_refused(request: Request) -> Response {
+    let code = ResponseError::ClusterAuthorizationFailed.code();
+    match request {
+        Request::InitializeShareGroupState(r) => {
+            use kafka_protocol::messages::initialize_share_group_state_response::{
+                InitializeStateResult, PartitionResult,
+            };
+            Response::InitializeShareGroupState(
+                InitializeShareGroupStateResponse::default().with_results(
+                    r.topics
+                        .iter()
+                        .map(|t| {
+                            InitializeStateResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        Request::ReadShareGroupState(r) => {
+            use kafka_protocol::messages::read_share_group_state_response::{
+                PartitionResult, ReadStateResult,
+            };
+            Response::ReadShareGroupState(
+                ReadShareGroupStateResponse::default().with_results(
+                    r.topics
+                        .iter()
+                        .map(|t| {
+                            ReadStateResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        Request::WriteShareGroupState(r) => {
+            use kafka_protocol::messages::write_share_group_state_response::{
+                PartitionResult, WriteStateResult,
+            };
+            Response::WriteShareGroupState(
+                WriteShareGroupStateResponse::default().with_results(
+                    r.topics
+                        .iter()
+                        .map(|t| {
+                            WriteStateResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        Request::DeleteShareGroupState(r) => {
+            use kafka_protocol::messages::delete_share_group_state_response::{
+                DeleteStateResult, PartitionResult,
+            };
+            Response::DeleteShareGroupState(
+                DeleteShareGroupStateResponse::default().with_results(
+                    r.topics
+                        .iter()
+                        .map(|t| {
+                            DeleteStateResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        other => {
+            use kafka_protocol::messages::read_share_group_state_summary_response::{
+                PartitionResult, ReadStateSummaryResult,
+            };
+            let topics = match other {
+                Request::ReadShareGroupStateSummary(r) => r.topics,
+                _ => Vec::new(),
+            };
+            Response::ReadShareGroupStateSummary(
+                ReadShareGroupStateSummaryResponse::default().with_results(
+                    topics
+                        .iter()
+                        .map(|t| {
+                            ReadStateSummaryResult::default()
+                                .with_topic_id(t.topic_id)
+                                .with_partitions(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition(p.partition)
+                                                .with_error_code(code)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
     }
 }
